@@ -1,0 +1,3 @@
+from gputopo.cli import main
+
+main()

@@ -1,0 +1,134 @@
+"""Expected GPU-to-GPU copy bandwidth per link, from public figures (see shared/README.md).
+
+Pure functions: a ``Link`` (plus the two GPUs' PCIe/NVLink facts) in, an ``Estimate`` out.
+A measurement from ``bench-p2p`` stored on the link always wins over the estimate.
+
+Figures, per direction:
+- NVLink per link: NVLink1 20 GB/s; NVLink2/3/4 25 GB/s; NVLink5 50 GB/s (raw). What NCCL really
+  gets per link is lower: 18 (P100), 20 (V100, A100), 20.6 (H100), 40.1 (B200). We use NCCL's
+  effective figures, since that is what a data-parallel all-reduce sees.
+- PCIe x16 in practice: Gen3 ~12, Gen4 ~24, Gen5 ~48 GB/s; scaled by lane count.
+- Path penalties: a PCIe switch (PIX) is free, more bridges (PXB) and the host bridge (PHB) cost a
+  little, crossing host bridges in one socket (NODE) a little more; crossing sockets (SYS) goes over
+  QPI/UPI and is often staged through host memory.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from gputopo.model import Gpu, Link, Topology
+
+# NCCL's effective per-link, per-direction NVLink bandwidth by NVLink generation (GB/s).
+NVLINK_EFFECTIVE_GBPS_PER_LINK = {1: 18.0, 2: 20.0, 3: 20.0, 4: 20.6, 5: 40.1}
+# Raw per-link, per-direction figure (GB/s), for display.
+NVLINK_RAW_GBPS_PER_LINK = {1: 20.0, 2: 25.0, 3: 25.0, 4: 25.0, 5: 50.0}
+DEFAULT_NVLINK_GENERATION = 2  # what an nvidia-smi matrix without more facts most often shows
+
+# Achievable per-lane, per-direction PCIe copy bandwidth (GB/s): x16 Gen3 ~12.3, Gen4 ~24.6, Gen5 ~48.
+PCIE_EFFECTIVE_GBPS_PER_LANE = {1: 0.2, 2: 0.4, 3: 0.77, 4: 1.54, 5: 3.0, 6: 6.0}
+DEFAULT_PCIE_GENERATION = 3
+DEFAULT_PCIE_WIDTH = 16
+
+# Fraction of the PCIe figure a path keeps.
+PCIE_PATH_FACTOR = {"PIX": 1.0, "PXB": 0.95, "PHB": 0.85, "NODE": 0.8, "SYS": 0.5}
+# Without working P2P, copies are staged through host memory: roughly this fraction of PCIe.
+HOST_STAGED_FACTOR = 0.6
+
+# nvmlDeviceGetNvLinkVersion's version strings -> NVLink generation.
+_NVLINK_VERSION_TO_GENERATION = {"1.0": 1, "2.0": 2, "2.2": 2, "3.0": 3, "3.1": 3, "4.0": 4, "5.0": 5}
+
+
+@dataclass(frozen=True)
+class Estimate:
+    """A per-direction bandwidth figure for one pair, and how it was obtained."""
+
+    gbps: float
+    basis: str  # "measured" or "estimated"
+    explanation: str
+
+
+def nvlink_generation(version: str | None) -> int | None:
+    """``"4.0"`` -> 4; ``None`` or unknown -> ``None``."""
+    if version is None:
+        return None
+    return _NVLINK_VERSION_TO_GENERATION.get(version)
+
+
+def _pcie_gbps(gpu: Gpu | None) -> tuple[float, str]:
+    gen = (gpu.pcie_gen_current or gpu.pcie_gen_max) if gpu else None
+    width = (gpu.pcie_width_current or gpu.pcie_width_max) if gpu else None
+    assumed = gen is None or width is None
+    gen = gen or DEFAULT_PCIE_GENERATION
+    width = width or DEFAULT_PCIE_WIDTH
+    per_lane = PCIE_EFFECTIVE_GBPS_PER_LANE.get(gen, PCIE_EFFECTIVE_GBPS_PER_LANE[max(PCIE_EFFECTIVE_GBPS_PER_LANE)])
+    label = f"PCIe Gen{gen} x{width}" + (" (assumed)" if assumed else "")
+    return per_lane * width, label
+
+
+def pcie_link_gbps(link_type: str, gpu_a: Gpu | None, gpu_b: Gpu | None) -> tuple[float, str]:
+    """Bandwidth of a PCIe path between two GPUs: the slower GPU's PCIe link times the path factor."""
+    gbps_a, label_a = _pcie_gbps(gpu_a)
+    gbps_b, label_b = _pcie_gbps(gpu_b)
+    base, label = (gbps_a, label_a) if gbps_a <= gbps_b else (gbps_b, label_b)
+    factor = PCIE_PATH_FACTOR.get(link_type, PCIE_PATH_FACTOR["SYS"])
+    return base * factor, f"{link_type} over {label}"
+
+
+def nvlink_gbps(nvlink_count: int, gpu_a: Gpu | None, gpu_b: Gpu | None) -> tuple[float, str]:
+    """Bandwidth of ``nvlink_count`` bonded NVLinks at the pair's (lower) NVLink generation."""
+    gens = [nvlink_generation(g.nvlink_version) for g in (gpu_a, gpu_b) if g is not None]
+    known = [g for g in gens if g is not None]
+    gen = min(known) if known else DEFAULT_NVLINK_GENERATION
+    per_link = NVLINK_EFFECTIVE_GBPS_PER_LINK[gen]
+    assumed = "" if known else " (generation assumed)"
+    return nvlink_count * per_link, f"{nvlink_count} x NVLink{gen} at ~{per_link:g} GB/s{assumed}"
+
+
+def estimate_link(link: Link, gpu_a: Gpu | None = None, gpu_b: Gpu | None = None) -> Estimate:
+    """Per-direction bandwidth between the two GPUs of ``link``: measured if present, else estimated."""
+    if link.measured is not None:
+        values = [v for v in (link.measured.a_to_b_gbps, link.measured.b_to_a_gbps) if v is not None]
+        if values:
+            return Estimate(min(values), "measured", f"measured {min(values):.1f} GB/s ({link.measured.device_kind})")
+    if link.nvlink_count > 0:
+        gbps, why = nvlink_gbps(link.nvlink_count, gpu_a, gpu_b)
+        if link.nvswitch:
+            why += " through NVSwitch"
+        if link.can_peer is False:
+            staged, label = pcie_link_gbps(link.pcie_path or "SYS", gpu_a, gpu_b)
+            staged *= HOST_STAGED_FACTOR
+            return Estimate(staged, "estimated", f"NVLink present but P2P is off: staged through host ({label})")
+        return Estimate(gbps, "estimated", why)
+    if link.type == "UNKNOWN":
+        gbps, label = pcie_link_gbps("SYS", gpu_a, gpu_b)
+        return Estimate(gbps, "estimated", f"unknown path, assumed {label}")
+    gbps, label = pcie_link_gbps(link.type, gpu_a, gpu_b)
+    if link.can_peer is False:
+        host_staged = _pcie_gbps(gpu_a if gpu_a else gpu_b)[0] * HOST_STAGED_FACTOR
+        gbps = min(gbps, host_staged)
+        return Estimate(gbps, "estimated", f"{label}, no P2P: staged through host memory")
+    return Estimate(gbps, "estimated", label)
+
+
+def pair_estimate(topology: Topology, a: int, b: int) -> Estimate:
+    """Per-direction bandwidth between GPUs ``a`` and ``b`` of ``topology``."""
+    link = topology.link(a, b)
+    return estimate_link(link, _gpu_or_none(topology, a), _gpu_or_none(topology, b))
+
+
+def pair_bandwidth_matrix(topology: Topology) -> dict[tuple[int, int], float]:
+    """``{(a, b): GB/s}`` for every ordered pair of distinct GPUs (symmetric)."""
+    result: dict[tuple[int, int], float] = {}
+    for link in topology.links:
+        est = estimate_link(link, _gpu_or_none(topology, link.a), _gpu_or_none(topology, link.b))
+        result[(link.a, link.b)] = est.gbps
+        result[(link.b, link.a)] = est.gbps
+    return result
+
+
+def _gpu_or_none(topology: Topology, index: int) -> Gpu | None:
+    try:
+        return topology.gpu(index)
+    except KeyError:
+        return None

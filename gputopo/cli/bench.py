@@ -1,0 +1,1 @@
+"""gputopo bench: registered on the app in gputopo.cli (being built)."""

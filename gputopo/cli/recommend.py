@@ -1,0 +1,1 @@
+"""gputopo recommend: registered on the app in gputopo.cli (being built)."""

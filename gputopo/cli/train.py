@@ -1,0 +1,1 @@
+"""gputopo train: registered on the app in gputopo.cli (being built)."""

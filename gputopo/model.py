@@ -1,0 +1,398 @@
+"""The one data model every source produces and every command consumes.
+
+A ``Topology`` is plain data: GPUs, NICs, the link between every pair of GPUs (and between GPUs
+and NICs), where it all came from, and the findings made about it. It round-trips exactly through
+JSON (``to_dict`` / ``from_dict``) under the schema ``gputopo.topology/1``.
+
+Link words are nvidia-smi's (``nvidia-smi topo -m``):
+
+=========  ===========================================================================
+``NV<n>``  a bonded set of n NVLinks (on NVSwitch machines every pair shows NV12/NV18)
+``PIX``    at most one PCIe bridge (same PCIe switch)
+``PXB``    several PCIe bridges, no host bridge
+``PHB``    through a PCIe host bridge (the CPU)
+``NODE``   across host bridges within one NUMA node
+``SYS``    across the SMP interconnect between NUMA nodes / sockets (QPI/UPI, Infinity Fabric)
+=========  ===========================================================================
+
+P2P capability words are NVML's ``nvmlGpuP2PStatus_t`` as ``nvidia-smi topo -p2p`` prints them,
+with ``ok`` for success; ``None`` means "not known" (the source did not say).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from dataclasses import dataclass, field
+from typing import Any, Iterable, Iterator
+
+SCHEMA = "gputopo.topology/1"
+
+# PCIe path words, best (shortest path) first. "SOC" is the pre-2017 nvidia-smi word for SYS.
+PCIE_PATHS = ("PIX", "PXB", "PHB", "NODE", "SYS")
+PCIE_PATH_MEANING = {
+    "PIX": "at most one PCIe bridge between them (same PCIe switch)",
+    "PXB": "several PCIe bridges between them, without the CPU's host bridge",
+    "PHB": "through a PCIe host bridge (the CPU)",
+    "NODE": "across PCIe host bridges within one NUMA node",
+    "SYS": "across the interconnect between CPU sockets / NUMA nodes (QPI/UPI)",
+}
+NVLINK_MEANING = "a bonded set of {n} NVLinks"
+
+# nvmlGpuP2PStatus_t values and the words nvidia-smi topo -p2p prints for them.
+P2P_OK = "ok"
+P2P_STATUS_WORDS = {0: "ok", 1: "CNS", 2: "GNS", 3: "TNS", 4: "DR", 5: "NS", 6: "U"}
+P2P_STATUS_MEANING = {
+    "ok": "supported",
+    "CNS": "chipset not supported (the PCIe root complex/chipset does not allow peer traffic)",
+    "GNS": "GPU not supported (this GPU model or its mode does not allow peer access)",
+    "TNS": "topology not supported (e.g. the GPUs sit under different CPU sockets / IOH)",
+    "DR": "disabled by registry key / driver setting",
+    "NS": "not supported",
+    "U": "unknown (the driver could not tell)",
+}
+
+SEVERITIES = ("info", "warning", "error")
+
+_NV_RE = re.compile(r"^NV(\d+)$")
+_BUS_ID_RE = re.compile(
+    r"^(?:(?P<domain>[0-9a-fA-F]{4,8}):)?(?P<bus>[0-9a-fA-F]{2}):(?P<dev>[0-9a-fA-F]{2})\.(?P<fn>[0-7])$"
+)
+
+
+def normalize_pci_bus_id(bus_id: str | None) -> str | None:
+    """Return a PCI bus id as ``dddd:bb:dd.f`` in lower case (NVML prints 8 domain digits, TF 4).
+
+    ``None`` or an unparseable id gives ``None``.
+    """
+    if bus_id is None:
+        return None
+    text = bus_id.strip().rstrip("\x00")
+    match = _BUS_ID_RE.match(text)
+    if not match:
+        return None
+    domain = int(match.group("domain") or "0", 16)
+    return (
+        f"{domain:04x}:{int(match.group('bus'), 16):02x}:"
+        f"{int(match.group('dev'), 16):02x}.{match.group('fn')}"
+    )
+
+
+def nvlink_count_of(link_type: str) -> int:
+    """``"NV4"`` -> 4; any PCIe word -> 0."""
+    match = _NV_RE.match(link_type)
+    return int(match.group(1)) if match else 0
+
+
+def is_known_link_type(link_type: str) -> bool:
+    return link_type in PCIE_PATHS or bool(_NV_RE.match(link_type))
+
+
+def parse_cpu_list(text: str | None) -> list[int] | None:
+    """Parse a Linux cpulist such as ``0-11,24-35`` into CPU numbers; ``None``/``N/A`` -> ``None``."""
+    if text is None:
+        return None
+    text = text.strip()
+    if not text or text.upper() == "N/A":
+        return None
+    cpus: list[int] = []
+    for part in text.split(","):
+        part = part.strip()
+        if not part:
+            continue
+        if "-" in part:
+            lo, hi = part.split("-", 1)
+            start, end = int(lo), int(hi)
+            if end < start:
+                raise ValueError(f"bad cpu range {part!r}")
+            cpus.extend(range(start, end + 1))
+        else:
+            cpus.append(int(part))
+    return sorted(set(cpus))
+
+
+def format_cpu_list(cpus: Iterable[int]) -> str:
+    """``[0,1,2,3,8]`` -> ``"0-3,8"`` (the Linux cpulist form)."""
+    ordered = sorted(set(cpus))
+    parts: list[str] = []
+    i = 0
+    while i < len(ordered):
+        j = i
+        while j + 1 < len(ordered) and ordered[j + 1] == ordered[j] + 1:
+            j += 1
+        parts.append(str(ordered[i]) if i == j else f"{ordered[i]}-{ordered[j]}")
+        i = j + 1
+    return ",".join(parts)
+
+
+@dataclass
+class Gpu:
+    """One GPU as the driver numbers it (NVML / nvidia-smi index, which is PCI bus order)."""
+
+    index: int
+    name: str | None = None
+    uuid: str | None = None
+    pci_bus_id: str | None = None  # normalised dddd:bb:dd.f
+    memory_total_bytes: int | None = None
+    numa_node: int | None = None
+    cpu_affinity: str | None = None  # cpulist, e.g. "0-11,24-35"
+    pcie_gen_current: int | None = None
+    pcie_gen_max: int | None = None
+    pcie_width_current: int | None = None
+    pcie_width_max: int | None = None
+    nvlink_version: str | None = None  # "2.0", "3.0", "4.0" (the NVLink generation as a version)
+    nvlink_active_links: int | None = None
+    mig_mode: bool | None = None
+    compute_capability: str | None = None  # "8.0"
+    host: str | None = None  # set for multi-host topologies
+
+
+@dataclass
+class Nic:
+    """A network adapter shown in the topology (``mlx5_0``, ``NIC0``)."""
+
+    name: str
+    device: str | None = None  # the real device name where a legend maps NICn -> mlx5_n
+    pci_bus_id: str | None = None
+    numa_node: int | None = None
+    cpu_affinity: str | None = None
+
+
+@dataclass
+class Measurement:
+    """Copy bandwidth measured by ``bench-p2p`` for one pair of GPUs."""
+
+    a_to_b_gbps: float | None = None
+    b_to_a_gbps: float | None = None
+    bidirectional_gbps: float | None = None
+    latency_us: float | None = None
+    via_host_gbps: float | None = None
+    device_kind: str = "GPU"  # "GPU" or "CPU" (logical CPU devices measure host memory)
+    size_bytes: int | None = None
+    repeats: int | None = None
+
+
+@dataclass
+class Link:
+    """How two GPUs ``a < b`` are connected, and what peer-to-peer (P2P) access they allow."""
+
+    a: int
+    b: int
+    type: str  # nvidia-smi word: NV<n>, PIX, PXB, PHB, NODE, SYS
+    nvlink_count: int = 0
+    nvswitch: bool = False  # the NVLinks go through NVSwitch (all-to-all fabric)
+    pcie_path: str | None = None  # the PCIe path word even where NVLink exists (NVML knows both)
+    p2p_read: str | None = None  # "ok" or a P2P status word (CNS, GNS, TNS, DR, NS, U); None: unknown
+    p2p_write: str | None = None
+    p2p_atomics: str | None = None
+    p2p_nvlink: str | None = None
+    measured: Measurement | None = None
+
+    @property
+    def is_nvlink(self) -> bool:
+        return self.nvlink_count > 0
+
+    @property
+    def can_peer(self) -> bool | None:
+        """Whether P2P reads and writes are supported; ``None`` where the source did not say."""
+        if self.p2p_read is None and self.p2p_write is None:
+            return None
+        return self.p2p_read == P2P_OK and self.p2p_write in (P2P_OK, None)
+
+
+@dataclass
+class NicLink:
+    """How a GPU reaches a NIC (PCIe path word)."""
+
+    gpu: int
+    nic: str
+    type: str
+
+
+@dataclass
+class Finding:
+    """A plain-language diagnostic about the topology."""
+
+    severity: str  # "info", "warning", "error"
+    code: str  # stable slug, e.g. "cross-socket"
+    message: str
+    gpus: list[int] = field(default_factory=list)
+    fix: str | None = None
+
+
+@dataclass
+class TfDevice:
+    """A GPU as TensorFlow numbers it (its ordinal follows CUDA_VISIBLE_DEVICES / CUDA_DEVICE_ORDER)."""
+
+    ordinal: int
+    name: str | None = None
+    pci_bus_id: str | None = None
+    memory_mb: int | None = None
+    compute_capability: str | None = None
+    nvml_index: int | None = None  # the NVML GPU it was joined to by PCI bus id, when known
+
+
+@dataclass
+class TfView:
+    """TensorFlow's own view of the GPUs, read from its device-initialisation log."""
+
+    devices: list[TfDevice] = field(default_factory=list)
+    # peer[i][j]: can TF ordinal i access ordinal j directly? None where the log does not say.
+    peer: list[list[bool | None]] = field(default_factory=list)
+    era: str | None = None  # which log format was read, e.g. "tf0-gpu-init", "tf2-created-device"
+    source: str | None = None  # the log file ("-" for standard input)
+    visible_ordinals: list[int] | None = None  # "Adding visible gpu devices: ..."
+
+
+@dataclass
+class Topology:
+    """GPUs, NICs and the links between them on one host (or several, with ``Gpu.host``)."""
+
+    gpus: list[Gpu] = field(default_factory=list)
+    links: list[Link] = field(default_factory=list)
+    nics: list[Nic] = field(default_factory=list)
+    nic_links: list[NicLink] = field(default_factory=list)
+    diagnostics: list[Finding] = field(default_factory=list)
+    source: str = "unknown"  # "nvml", "nvidia-smi", "tf-log", "snapshot", "reference"
+    source_detail: str | None = None  # file path, machine name, ...
+    label: str | None = None  # human title, e.g. "DGX-1 (8x V100 SXM2) — reference machine"
+    is_reference: bool = False  # built from public facts, not measured on this host
+    host: str | None = None
+    driver_version: str | None = None
+    cuda_driver_version: str | None = None
+    nvml_version: str | None = None
+    socket_interconnect: str | None = None  # e.g. "UPI", "QPI", "Infinity Fabric", "X-Bus"
+    tf: TfView | None = None
+    schema: str = SCHEMA
+
+    # --- lookups -------------------------------------------------------------------------------
+
+    @property
+    def gpu_indices(self) -> list[int]:
+        return [g.index for g in self.gpus]
+
+    def gpu(self, index: int) -> Gpu:
+        for g in self.gpus:
+            if g.index == index:
+                return g
+        raise KeyError(f"no GPU {index}")
+
+    def link(self, a: int, b: int) -> Link:
+        """The link between GPUs ``a`` and ``b`` in either order."""
+        if a == b:
+            raise KeyError(f"GPU {a} has no link to itself")
+        lo, hi = (a, b) if a < b else (b, a)
+        for link in self.links:
+            if link.a == lo and link.b == hi:
+                return link
+        raise KeyError(f"no link between GPU {a} and GPU {b}")
+
+    def link_map(self) -> dict[tuple[int, int], Link]:
+        """``{(a, b): link}`` with both orders as keys, for fast repeated lookups."""
+        result: dict[tuple[int, int], Link] = {}
+        for link in self.links:
+            result[(link.a, link.b)] = link
+            result[(link.b, link.a)] = link
+        return result
+
+    def pairs(self) -> Iterator[tuple[int, int]]:
+        idx = self.gpu_indices
+        for i, a in enumerate(idx):
+            for b in idx[i + 1 :]:
+                yield a, b
+
+    def add_finding(self, finding: Finding) -> None:
+        """Add a finding unless one with the same code and GPUs is already there."""
+        for existing in self.diagnostics:
+            if existing.code == finding.code and existing.gpus == finding.gpus:
+                return
+        self.diagnostics.append(finding)
+
+    # --- JSON ----------------------------------------------------------------------------------
+
+    def to_dict(self) -> dict[str, Any]:
+        data = dataclasses.asdict(self)
+        # Put the schema and provenance first for people reading the JSON.
+        ordered = {"schema": data.pop("schema"), "source": data.pop("source")}
+        ordered.update(data)
+        return ordered
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Topology:
+        """Build a Topology from ``to_dict`` output; raises ``ValueError`` on a wrong shape."""
+        if not isinstance(data, dict):
+            raise ValueError("a topology snapshot must be a JSON object")
+        schema = data.get("schema")
+        if schema != SCHEMA:
+            raise ValueError(f"unsupported snapshot schema {schema!r} (expected {SCHEMA!r})")
+        try:
+            topo = _build(cls, data)
+        except (TypeError, KeyError, AttributeError) as exc:
+            raise ValueError(f"malformed topology snapshot: {exc}") from None
+        topo.validate()
+        return topo
+
+    def validate(self) -> None:
+        """Check internal consistency; raises ``ValueError`` describing the first problem."""
+        indices = self.gpu_indices
+        if len(set(indices)) != len(indices):
+            raise ValueError("duplicate GPU indices")
+        known = set(indices)
+        seen: set[tuple[int, int]] = set()
+        for link in self.links:
+            if link.a not in known or link.b not in known:
+                raise ValueError(f"link {link.a}-{link.b} names a GPU that is not listed")
+            if link.a >= link.b:
+                raise ValueError(f"link {link.a}-{link.b} must have a < b")
+            if (link.a, link.b) in seen:
+                raise ValueError(f"link {link.a}-{link.b} is listed twice")
+            seen.add((link.a, link.b))
+            if not is_known_link_type(link.type) and link.type != "UNKNOWN":
+                raise ValueError(f"link {link.a}-{link.b} has unknown type {link.type!r}")
+        for finding in self.diagnostics:
+            if finding.severity not in SEVERITIES:
+                raise ValueError(f"finding {finding.code!r} has unknown severity {finding.severity!r}")
+
+
+def make_link(a: int, b: int, link_type: str, **kwargs: Any) -> Link:
+    """A ``Link`` with ``a < b`` and ``nvlink_count`` derived from an ``NV<n>`` type word."""
+    lo, hi = (a, b) if a < b else (b, a)
+    kwargs.setdefault("nvlink_count", nvlink_count_of(link_type))
+    return Link(a=lo, b=hi, type=link_type, **kwargs)
+
+
+# --- dict -> dataclass ---------------------------------------------------------------------------
+
+_NESTED: dict[tuple[type, str], type] = {}
+
+
+def _build(cls: type, data: dict[str, Any]) -> Any:
+    if not isinstance(data, dict):
+        raise TypeError(f"{cls.__name__} must be an object, got {type(data).__name__}")
+    kwargs: dict[str, Any] = {}
+    for f in dataclasses.fields(cls):
+        if f.name not in data:
+            continue
+        value = data[f.name]
+        nested = _NESTED.get((cls, f.name))
+        if nested is not None and value is not None:
+            if isinstance(value, list):
+                value = [_build(nested, item) for item in value]
+            else:
+                value = _build(nested, value)
+        kwargs[f.name] = value
+    return cls(**kwargs)
+
+
+_NESTED.update(
+    {
+        (Topology, "gpus"): Gpu,
+        (Topology, "links"): Link,
+        (Topology, "nics"): Nic,
+        (Topology, "nic_links"): NicLink,
+        (Topology, "diagnostics"): Finding,
+        (Topology, "tf"): TfView,
+        (TfView, "devices"): TfDevice,
+        (Link, "measured"): Measurement,
+    }
+)

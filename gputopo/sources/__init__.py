@@ -1,0 +1,68 @@
+"""Where a Topology comes from: NVML, pasted ``nvidia-smi topo -m`` text, a TF log, a saved
+snapshot, or a built-in reference machine. ``load_topology`` picks the source from the options that
+every command shares (``--from``, ``--machine``, ``--tf-log``)."""
+
+from __future__ import annotations
+
+from gputopo.errors import InputError
+from gputopo.fileio import read_text_input
+from gputopo.model import Topology
+
+
+def load_topology_file(path: str) -> Topology:
+    """A saved snapshot (JSON) or ``nvidia-smi topo -m`` text, told apart by content."""
+    from gputopo.sources.snapshot import looks_like_snapshot, parse_snapshot
+
+    text = read_text_input(path, what="topology file")
+    label = "standard input" if path == "-" else path
+    if not text.strip():
+        raise InputError(f"{label} is empty: expected a gputopo snapshot or `nvidia-smi topo -m` output")
+    if looks_like_snapshot(text):
+        topo = parse_snapshot(text, source=label)
+        topo.source_detail = topo.source_detail or label
+        return topo
+    from gputopo.sources.smi_text import parse_topo_matrix
+
+    return parse_topo_matrix(text, source=label)
+
+
+def load_topology(
+    from_file: str | None = None,
+    machine: str | None = None,
+    tf_log: str | None = None,
+    diagnose: bool = True,
+) -> Topology:
+    """Resolve the shared source options into one Topology, with diagnostics attached.
+
+    Precedence: ``--machine``, then ``--from``, then this host's NVML; with only ``--tf-log`` the
+    TF log alone becomes the topology. A TF log given with another source is joined to it.
+    """
+    if machine and from_file:
+        raise InputError("give either --machine or --from, not both")
+    tf_view = None
+    if tf_log is not None:
+        from gputopo.sources.tflog import read_tf_log
+
+        tf_view = read_tf_log(tf_log)
+    if machine:
+        from gputopo.sources.reference import load_reference
+
+        topo = load_reference(machine)
+    elif from_file:
+        topo = load_topology_file(from_file)
+    elif tf_view is not None:
+        from gputopo.sources.tflog import topology_from_tf_view
+
+        topo = topology_from_tf_view(tf_view)
+    else:
+        from gputopo.sources.nvml import probe
+
+        topo = probe()
+    if tf_view is not None and topo.tf is None:
+        topo.tf = tf_view
+    if diagnose:
+        from gputopo.analysis.diagnose import diagnose as run_diagnose
+
+        for finding in run_diagnose(topo):
+            topo.add_finding(finding)
+    return topo

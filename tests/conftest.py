@@ -1,0 +1,30 @@
+"""Shared test helpers: where the shared fixtures live, and a CLI runner."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+TESTS = Path(__file__).resolve().parent
+# CI clones the project with shared/ beside it; a developer's checkout has it at ../shared too.
+SHARED_FIXTURES = REPO.parent / "shared" / "fixtures"
+TOPO_FIXTURES = sorted((SHARED_FIXTURES / "topo").glob("*.txt"))
+TF_LOG_FIXTURES = sorted((SHARED_FIXTURES / "tf_logs").glob("*.log"))
+OWN_FIXTURES = TESTS / "fixtures"
+
+
+@pytest.fixture
+def cli():
+    """Invoke the gputopo CLI in process: ``cli("scan", "--machine", "dgx1")`` -> click Result."""
+    from typer.testing import CliRunner
+
+    from gputopo.cli import app
+
+    runner = CliRunner()
+
+    def invoke(*args: str, input: str | None = None):
+        return runner.invoke(app, list(args), input=input)
+
+    return invoke

@@ -1,0 +1,59 @@
+import json
+
+import pytest
+
+from gputopo.model import (
+    Finding, Measurement, TfDevice, TfView, Topology, format_cpu_list, make_link,
+    normalize_pci_bus_id, parse_cpu_list,
+)
+from gputopo.sources.reference import MACHINES, load_reference
+
+
+@pytest.mark.parametrize("name", list(MACHINES))
+def test_reference_machines_round_trip_exactly_through_json(name):
+    topo = load_reference(name)
+    topo.tf = TfView(devices=[TfDevice(0, "x", "0000:01:00.0")], peer=[[True]], era="tf2")
+    topo.links[0].measured = Measurement(a_to_b_gbps=12.5, b_to_a_gbps=11.0, device_kind="CPU")
+    topo.diagnostics.append(Finding("warning", "cross-socket", "msg", [0, 1], "fix"))
+    text = json.dumps(topo.to_dict())
+    again = Topology.from_dict(json.loads(text))
+    assert again == topo
+    assert again.to_dict()["schema"] == "gputopo.topology/1"
+
+
+@pytest.mark.parametrize("name", list(MACHINES))
+def test_reference_machines_have_a_link_for_every_pair(name):
+    topo = load_reference(name)
+    n = len(topo.gpus)
+    assert len(topo.links) == n * (n - 1) // 2
+    assert topo.is_reference and "reference machine" in topo.label
+
+
+def test_from_dict_rejects_wrong_schema_and_shapes():
+    with pytest.raises(ValueError, match="schema"):
+        Topology.from_dict({"schema": "other/1"})
+    with pytest.raises(ValueError):
+        Topology.from_dict({"schema": "gputopo.topology/1", "gpus": [{"nope": 1}]})
+    bad = load_reference("two-socket-4gpu").to_dict()
+    bad["links"].append(dict(bad["links"][0]))
+    with pytest.raises(ValueError, match="twice"):
+        Topology.from_dict(bad)
+
+
+def test_link_lookup_is_symmetric_and_make_link_orders_ends():
+    link = make_link(3, 1, "NV2")
+    assert (link.a, link.b, link.nvlink_count) == (1, 3, 2)
+    topo = load_reference("dgx1")
+    assert topo.link(0, 3) is topo.link(3, 0)
+    assert topo.link(0, 3).type == "NV2"
+    with pytest.raises(KeyError):
+        topo.link(2, 2)
+
+
+def test_cpu_lists_and_bus_ids():
+    assert parse_cpu_list("0-11,24-35") == list(range(12)) + list(range(24, 36))
+    assert parse_cpu_list("N/A") is None
+    assert format_cpu_list([0, 1, 2, 3, 8, 10, 11]) == "0-3,8,10-11"
+    assert normalize_pci_bus_id("00000000:9B:00.0") == "0000:9b:00.0"
+    assert normalize_pci_bus_id("0000:9b:00.0") == "0000:9b:00.0"
+    assert normalize_pci_bus_id("garbage") is None
