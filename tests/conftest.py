@@ -28,3 +28,14 @@ def cli():
         return runner.invoke(app, list(args), input=input)
 
     return invoke
+
+
+@pytest.fixture(scope="session")
+def tf_cpu_devices():
+    """Eight logical CPU devices in this test process (TensorFlow allows one configuration per
+    process, so every in-process TF test uses these eight; tests that need another count or a
+    separate MirroredStrategy run TensorFlow in a subprocess)."""
+    pytest.importorskip("tensorflow")
+    from gputopo.tf.devices import configure_logical_cpu_devices
+
+    return configure_logical_cpu_devices(8)
