@@ -1,0 +1,101 @@
+"""End-to-end tests of `gputopo scan` / `gputopo machines` on reference machines and snapshots."""
+
+import json
+
+import pytest
+
+from gputopo.model import Topology
+from gputopo.sources.reference import MACHINES, load_reference
+
+
+def _one_error_line(result):
+    lines = [line for line in result.output.strip().splitlines() if line.strip()]
+    assert result.exit_code == 2, result.output
+    assert len(lines) == 1, result.output
+    assert lines[0].startswith("gputopo: error: ")
+    assert "Traceback" not in result.output
+    return lines[0]
+
+
+@pytest.mark.parametrize("name", list(MACHINES))
+def test_scan_json_follows_the_contract_for_every_reference_machine(cli, name):
+    result = cli("scan", "--machine", name, "--json")
+    assert result.exit_code == 0, result.output
+    data = json.loads(result.output)
+    assert data["schema"] == "gputopo.topology/1"
+    assert data["source"] == "reference"
+    ref = load_reference(name)
+    assert len(data["gpus"]) == len(ref.gpus)
+    for gpu in data["gpus"]:
+        assert {"index", "name", "pci_bus_id", "numa_node", "cpu_affinity"} <= set(gpu)
+    for link in data["links"]:
+        assert {"a", "b", "type", "p2p_read", "p2p_write", "p2p_atomics"} <= set(link)
+        assert link["p2p_read"] in ("ok", "CNS", "GNS", "TNS", "DR", "NS", "U")
+    for finding in data["diagnostics"]:
+        assert {"severity", "code", "message"} <= set(finding)
+
+
+def test_scan_table_labels_the_reference_machine_and_shows_link_words(cli):
+    result = cli("scan", "--machine", "dgx1")
+    assert result.exit_code == 0, result.output
+    assert "reference machine" in result.output and "not this host" in result.output
+    for word in ("NV1", "NV2", "SYS", "GPU7", "mlx5_0"):
+        assert word in result.output
+    assert "TNS" in result.output and "topology not supported" in result.output
+
+
+def test_scan_of_72_gpus_summarises_instead_of_a_matrix(cli):
+    result = cli("scan", "--machine", "gb200-nvl72")
+    assert result.exit_code == 0, result.output
+    assert "summary" in result.output and "2556" in result.output  # 72*71/2 NV18 pairs
+
+
+def test_save_writes_a_snapshot_that_scan_from_reads_back_identically(cli, tmp_path):
+    snap = tmp_path / "dgx1.json"
+    first = cli("scan", "--machine", "dgx1", "--json", "--save", str(snap))
+    assert first.exit_code == 0, first.output
+    assert Topology.from_dict(json.loads(snap.read_text())) == Topology.from_dict(json.loads(first.output))
+    again = cli("scan", "--from", str(snap), "--json")
+    assert again.exit_code == 0, again.output
+    assert json.loads(again.output) == json.loads(first.output)
+    assert [p.name for p in tmp_path.iterdir()] == ["dgx1.json"]  # no temp file left behind
+
+
+def test_save_into_a_missing_folder_is_one_error_line_and_writes_nothing(cli, tmp_path):
+    target = tmp_path / "no" / "such" / "dir.json"
+    line = _one_error_line(cli("scan", "--machine", "dgx1", "--save", str(target)))
+    assert "does not exist" in line
+    assert not target.exists()
+
+
+@pytest.mark.parametrize(
+    "args, expect",
+    [
+        (["--machine", "dgx-9000"], "unknown reference machine"),
+        (["--machine", "dgx1", "--from", "x.txt"], "either --machine or --from"),
+        (["--from", "/nonexistent/topo.txt"], "does not exist"),
+    ],
+)
+def test_bad_scan_options_give_one_error_line(cli, args, expect):
+    assert expect in _one_error_line(cli("scan", *args))
+
+
+@pytest.mark.parametrize(
+    "content, expect",
+    [
+        (b"", "empty"),
+        (b"\x00\x01\x02binary\xff", "binary"),
+        (b'{"schema": "gputopo.topology/1", "gpus": [{"index": "zero"', "not valid JSON"),
+        (b'{"schema": "someone-else/2"}', "unsupported snapshot schema"),
+    ],
+)
+def test_garbage_snapshots_give_one_error_line(cli, tmp_path, content, expect):
+    bad = tmp_path / "bad.json"
+    bad.write_bytes(content)
+    assert expect in _one_error_line(cli("scan", "--from", str(bad)))
+
+
+def test_machines_lists_every_reference_machine(cli):
+    result = cli("machines", "--json")
+    assert result.exit_code == 0
+    assert [m["name"] for m in json.loads(result.output)] == list(MACHINES)
