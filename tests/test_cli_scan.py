@@ -99,3 +99,20 @@ def test_machines_lists_every_reference_machine(cli):
     result = cli("machines", "--json")
     assert result.exit_code == 0
     assert [m["name"] for m in json.loads(result.output)] == list(MACHINES)
+
+
+def test_scan_never_imports_tensorflow():
+    import subprocess
+    import sys
+
+    code = (
+        "import sys\n"
+        "from gputopo.cli import app\n"
+        "try:\n"
+        "    app(['scan', '--machine', 'dgx1', '--json'], standalone_mode=False)\n"
+        "finally:\n"
+        "    print('TF-IMPORTED' if 'tensorflow' in sys.modules else 'TF-NOT-IMPORTED', file=sys.stderr)\n"
+    )
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    assert "TF-NOT-IMPORTED" in proc.stderr
