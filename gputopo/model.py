@@ -242,6 +242,8 @@ class TfView:
     era: str | None = None  # which log format was read, e.g. "tf0-gpu-init", "tf2-created-device"
     source: str | None = None  # the log file ("-" for standard input)
     visible_ordinals: list[int] | None = None  # "Adding visible gpu devices: ..."
+    # What the log reader could not read (cut lines, missing matrix rows), reported as findings.
+    notes: list[Finding] = field(default_factory=list)
 
 
 @dataclass
@@ -393,6 +395,7 @@ _NESTED.update(
         (Topology, "diagnostics"): Finding,
         (Topology, "tf"): TfView,
         (TfView, "devices"): TfDevice,
+        (TfView, "notes"): Finding,
         (Link, "measured"): Measurement,
     }
 )
