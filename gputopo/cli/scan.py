@@ -19,13 +19,29 @@ def scan(
     save: Annotated[
         Optional[str], typer.Option("--save", help="Also write the topology snapshot to FILE (JSON).", metavar="FILE")
     ] = None,
+    tf_init: Annotated[
+        bool,
+        typer.Option(
+            "--tf",
+            help="Also start TensorFlow's GPU initialisation in a child process and cross-check its view "
+            "(needs the tensorflow extra).",
+        ),
+    ] = False,
 ) -> None:
     """Show how the GPUs are wired: links, P2P support, NUMA/CPU affinity, PCIe and NVLink, findings."""
     from gputopo.sources import load_topology
     from gputopo.views import topology as view
     from gputopo.views.common import print_json
 
-    topo = load_topology(from_file=from_file, machine=machine, tf_log=tf_log)
+    if tf_init:
+        from gputopo.errors import InputError
+        from gputopo.tf.initlog import load_topology_with_tf_init
+
+        if tf_log is not None:
+            raise InputError("give either --tf (run TensorFlow now) or --tf-log FILE (a saved log), not both")
+        topo = load_topology_with_tf_init(from_file=from_file, machine=machine)
+    else:
+        topo = load_topology(from_file=from_file, machine=machine, tf_log=tf_log)
     if save:
         from gputopo.sources.snapshot import save_snapshot
 

@@ -1,0 +1,152 @@
+"""``gputopo scan --tf``: let TensorFlow initialise its GPUs in a child process and read its log.
+
+So that a user need not produce the log: the child imports TensorFlow with
+``TF_CPP_MAX_VLOG_LEVEL=1`` (recent TF prints its peer matrix only at that level) and
+``TF_CPP_MIN_LOG_LEVEL=0``, lists the GPUs and creates them, and its output is read like a saved
+log. A child process keeps TensorFlow (seconds to import, gigabytes of GPU memory once devices are
+created) out of the ``scan`` process, which never imports it, and lets a hang be cut off.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import re
+import subprocess
+import sys
+
+from gputopo.errors import GputopoError, NvmlUnavailable, TensorFlowUnavailable
+from gputopo.model import Finding, TfView, Topology
+
+DEFAULT_TIMEOUT_S = 180.0
+SOURCE_LABEL = "TensorFlow GPU initialisation (gputopo scan --tf)"
+_GPU_COUNT_MARK = "GPUTOPO_TF_GPUS"
+_VERSION_MARK = "GPUTOPO_TF_VERSION"
+_IMPORT_ERROR_MARK = "GPUTOPO_TF_IMPORT_ERROR"
+
+# The child: import TF, list the GPUs, create them (that logs "Created device" and the peer matrix).
+CHILD_SCRIPT = f"""
+import sys
+try:
+    import tensorflow as tf
+except ImportError as exc:
+    print("{_IMPORT_ERROR_MARK}", exc, flush=True)
+    sys.exit(3)
+gpus = tf.config.list_physical_devices("GPU")
+print("{_VERSION_MARK}", tf.__version__, flush=True)
+print("{_GPU_COUNT_MARK}", len(gpus), flush=True)
+if gpus:
+    tf.config.list_logical_devices("GPU")
+"""
+
+# Lines in which TensorFlow says why it found no GPU, worth showing to the user.
+_NO_GPU_REASON_RE = re.compile(
+    r"failed call to cuInit|Could not find cuda drivers|Cannot dlopen some GPU libraries|"
+    r"CUDA_ERROR_\w+|no CUDA-capable device",
+    re.IGNORECASE,
+)
+
+
+def tensorflow_installed() -> bool:
+    """Whether TensorFlow can be imported, found without importing it (that takes seconds)."""
+    return importlib.util.find_spec("tensorflow") is not None
+
+
+def child_environment() -> dict[str, str]:
+    env = dict(os.environ)
+    env["TF_CPP_MAX_VLOG_LEVEL"] = "1"
+    env["TF_CPP_MIN_LOG_LEVEL"] = "0"
+    return env
+
+
+def capture_tf_init_log(timeout_s: float = DEFAULT_TIMEOUT_S, script: str = CHILD_SCRIPT) -> str:
+    """Run TensorFlow's GPU initialisation in a child process and return its whole output.
+
+    Raises ``TensorFlowUnavailable`` without TensorFlow and ``GputopoError`` when the child hangs
+    past ``timeout_s`` or dies before saying how many GPUs it sees.
+    """
+    if not tensorflow_installed():
+        raise TensorFlowUnavailable(
+            "`scan --tf` needs TensorFlow, which is not installed; install it with "
+            "`pip install 'gputopo[tf]'`, or give a saved log with --tf-log FILE"
+        )
+    from gputopo.views.common import err
+
+    with err().status("Starting TensorFlow's GPU initialisation in a child process..."):
+        try:
+            completed = subprocess.run(
+                [sys.executable, "-c", script],
+                stdout=subprocess.PIPE,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                env=child_environment(),
+                timeout=timeout_s,
+                check=False,
+            )
+        except subprocess.TimeoutExpired:
+            raise GputopoError(
+                f"TensorFlow's GPU initialisation did not finish within {timeout_s:.0f} s; "
+                "run it by hand and give the log with --tf-log FILE"
+            ) from None
+    output = completed.stdout.decode("utf-8", errors="replace")
+    if _IMPORT_ERROR_MARK in output:
+        reason = output.split(_IMPORT_ERROR_MARK, 1)[1].strip().splitlines()[0]
+        raise TensorFlowUnavailable(f"TensorFlow is installed but cannot be imported: {reason}")
+    if _GPU_COUNT_MARK not in output:
+        last = next((line.strip() for line in reversed(output.splitlines()) if line.strip()), "no output")
+        raise GputopoError(
+            f"TensorFlow's GPU initialisation failed (exit code {completed.returncode}): {last[:200]}"
+        )
+    return output
+
+
+def tf_view_from_init_log(output: str) -> TfView:
+    """TensorFlow's view from the child's output; a clear empty view when TF sees no GPU."""
+    from gputopo.sources.tflog import ERA_NO_GPU, parse_tf_log
+
+    match = re.search(rf"{_GPU_COUNT_MARK} (\d+)", output)
+    gpu_count = int(match.group(1)) if match else 0
+    version = re.search(rf"{_VERSION_MARK} (\S+)", output)
+    source = SOURCE_LABEL + (f", TensorFlow {version.group(1)}" if version else "")
+    if gpu_count == 0:
+        notes = []
+        reasons = [line.strip() for line in output.splitlines() if _NO_GPU_REASON_RE.search(line)]
+        if reasons:
+            notes.append(
+                Finding("info", "tf-no-gpu-reason", f"TensorFlow said: {reasons[0][-300:]}")
+            )
+        return TfView(devices=[], peer=[], era=ERA_NO_GPU, source=source, visible_ordinals=[], notes=notes)
+    view = parse_tf_log(output, source)
+    return view
+
+
+def load_topology_with_tf_init(
+    from_file: str | None = None,
+    machine: str | None = None,
+    timeout_s: float = DEFAULT_TIMEOUT_S,
+) -> Topology:
+    """The topology (``--from``, ``--machine`` or NVML) joined to TF's view from a live child.
+
+    Where NVML cannot start (no driver, as on a CPU-only machine), TensorFlow's view becomes the
+    topology, as with ``--tf-log`` alone, so the user still learns what TensorFlow sees.
+    """
+    from gputopo.analysis.diagnose import diagnose
+    from gputopo.analysis.tf_crosscheck import tf_findings
+    from gputopo.sources import load_topology
+    from gputopo.sources.tflog import topology_from_tf_view
+
+    view = tf_view_from_init_log(capture_tf_init_log(timeout_s))
+    if from_file or machine:
+        topology = load_topology(from_file=from_file, machine=machine, diagnose=False)
+    else:
+        try:
+            topology = load_topology(diagnose=False)
+        except NvmlUnavailable as exc:
+            topology = topology_from_tf_view(view)
+            topology.add_finding(Finding("info", "nvml-unavailable", str(exc)))
+    topology.tf = view
+    for finding in diagnose(topology):
+        topology.add_finding(finding)
+    for finding in tf_findings(topology):  # diagnose() may already have added these: add_finding dedupes
+        topology.add_finding(finding)
+    return topology

@@ -1,0 +1,76 @@
+"""Rich rendering of TensorFlow's view of the GPUs: its devices, its peer matrix, its peer groups.
+
+Shown beside the topology so a user sees TF's numbering next to nvidia-smi's and which pairs TF
+could peer, coloured the same way everywhere: Y green, N red, unknown dim.
+"""
+
+from __future__ import annotations
+
+import os
+
+from rich.console import Console
+from rich.table import Table
+from rich.text import Text
+
+from gputopo.model import Topology
+
+
+def render_tf_view(topology: Topology, console: Console) -> None:
+    """Print TF's device table, peer matrix and peer-group line; nothing without ``topology.tf``."""
+    from gputopo.analysis.tf_crosscheck import peer_group_summary, tf_ordinals
+
+    view = topology.tf
+    if view is None:
+        return
+    title = "TensorFlow's view"
+    if view.source:
+        title += f" (from {os.path.basename(view.source) or view.source}"
+        title += f", {view.era})" if view.era else ")"
+    if not view.devices:
+        console.print(Text(f"{title}: TensorFlow sees no GPU", style="bold yellow"))
+        return
+
+    devices = Table(title=title, title_justify="left")
+    devices.add_column("TF GPU", justify="right")
+    devices.add_column("name")
+    devices.add_column("PCI bus id")
+    devices.add_column("memory (MB)", justify="right")
+    devices.add_column("nvidia-smi GPU", justify="right")
+    for device in sorted(view.devices, key=lambda d: d.ordinal):
+        nvml = device.nvml_index
+        nvml_text = Text("?", style="dim") if nvml is None else Text(
+            str(nvml), style="bold yellow" if nvml != device.ordinal else ""
+        )
+        devices.add_row(
+            f"GPU:{device.ordinal}",
+            device.name or Text("?", style="dim"),
+            device.pci_bus_id or Text("?", style="dim"),
+            str(device.memory_mb) if device.memory_mb is not None else Text("?", style="dim"),
+            nvml_text,
+        )
+    console.print(devices)
+
+    ordinals = tf_ordinals(view)
+    matrix = Table(title="TensorFlow peer access (row -> column)", title_justify="left")
+    matrix.add_column("")
+    for o in ordinals:
+        matrix.add_column(f"GPU:{o}", justify="center")
+    for a in ordinals:
+        cells: list[Text] = []
+        for b in ordinals:
+            value = view.peer[a][b] if a < len(view.peer) and b < len(view.peer[a]) else None
+            if a == b:
+                cells.append(Text("X", style="dim"))
+            elif value is True:
+                cells.append(Text("Y", style="bold green"))
+            elif value is False:
+                cells.append(Text("N", style="bold red"))
+            else:
+                cells.append(Text("?", style="dim"))
+        matrix.add_row(f"GPU:{a}", *cells)
+    console.print(matrix)
+    summary = peer_group_summary(view)
+    if summary:
+        console.print(Text(f"TensorFlow: {summary}", style="bold"))
+    else:
+        console.print(Text("The log says nothing about peer access (see the findings for how to get it).", style="dim"))
