@@ -85,29 +85,70 @@ def nvlink_gbps(nvlink_count: int, gpu_a: Gpu | None, gpu_b: Gpu | None) -> tupl
     return nvlink_count * per_link, f"{nvlink_count} x NVLink{gen} at ~{per_link:g} GB/s{assumed}"
 
 
+def _measured_gbps(link: Link) -> float | None:
+    """The slower measured direction of a GPU-to-GPU copy, or ``None`` if nothing usable was measured.
+
+    Only ``device_kind == "GPU"`` counts: bench-p2p on logical CPU devices measures host memory
+    copies, which say nothing about this link. A bidirectional figure alone is halved (it adds
+    both directions)."""
+    m = link.measured
+    if m is None or m.device_kind != "GPU":
+        return None
+    values = [v for v in (m.a_to_b_gbps, m.b_to_a_gbps) if v is not None and v > 0]
+    if values:
+        return min(values)
+    if m.bidirectional_gbps is not None and m.bidirectional_gbps > 0:
+        return m.bidirectional_gbps / 2
+    return None
+
+
+def _host_staged_gbps(gpu_a: Gpu | None, gpu_b: Gpu | None) -> tuple[float, str]:
+    """Copy through host memory: each GPU's own PCIe link is used twice (GPU->host->GPU) and the
+    slower one decides, so a fraction of the slower PCIe link."""
+    gbps_a, label_a = _pcie_gbps(gpu_a)
+    gbps_b, label_b = _pcie_gbps(gpu_b)
+    base, label = (gbps_a, label_a) if gbps_a <= gbps_b else (gbps_b, label_b)
+    return base * HOST_STAGED_FACTOR, label
+
+
 def estimate_link(link: Link, gpu_a: Gpu | None = None, gpu_b: Gpu | None = None) -> Estimate:
-    """Per-direction bandwidth between the two GPUs of ``link``: measured if present, else estimated."""
-    if link.measured is not None:
-        values = [v for v in (link.measured.a_to_b_gbps, link.measured.b_to_a_gbps) if v is not None]
-        if values:
-            return Estimate(min(values), "measured", f"measured {min(values):.1f} GB/s ({link.measured.device_kind})")
+    """Per-direction bandwidth between the two GPUs of ``link``: measured if present, else estimated.
+
+    ``UNKNOWN`` links come from a TensorFlow log alone, which says only whether TF could enable
+    peer access: where it could, the two GPUs sit under one PCIe root (TF enables peer access over
+    PCIe only then), so we assume a host-bridge (PHB) path; where it could not, the copy is staged
+    through host memory across the socket interconnect (as SYS without P2P).
+    """
+    measured = _measured_gbps(link)
+    if measured is not None:
+        return Estimate(measured, "measured", f"measured {measured:.1f} GB/s (bench-p2p)")
     if link.nvlink_count > 0:
         gbps, why = nvlink_gbps(link.nvlink_count, gpu_a, gpu_b)
         if link.nvswitch:
             why += " through NVSwitch"
         if link.can_peer is False:
-            staged, label = pcie_link_gbps(link.pcie_path or "SYS", gpu_a, gpu_b)
-            staged *= HOST_STAGED_FACTOR
-            return Estimate(staged, "estimated", f"NVLink present but P2P is off: staged through host ({label})")
+            path = link.pcie_path or "SYS"
+            pcie, pcie_label = pcie_link_gbps(path, gpu_a, gpu_b)
+            staged, label = _host_staged_gbps(gpu_a, gpu_b)
+            return Estimate(
+                min(pcie, staged), "estimated", f"NVLink present but P2P is off: staged through host ({label})"
+            )
         return Estimate(gbps, "estimated", why)
     if link.type == "UNKNOWN":
-        gbps, label = pcie_link_gbps("SYS", gpu_a, gpu_b)
-        return Estimate(gbps, "estimated", f"unknown path, assumed {label}")
+        if link.can_peer:
+            gbps, label = pcie_link_gbps("PHB", gpu_a, gpu_b)
+            return Estimate(gbps, "estimated", f"TF could peer: assumed one PCIe root ({label})")
+        sys_gbps, _ = pcie_link_gbps("SYS", gpu_a, gpu_b)
+        staged, label = _host_staged_gbps(gpu_a, gpu_b)
+        if link.can_peer is False:
+            return Estimate(
+                min(sys_gbps, staged), "estimated", f"TF could not peer: assumed staged through host across sockets ({label})"
+            )
+        return Estimate(sys_gbps, "estimated", f"unknown path, assumed SYS over {label}")
     gbps, label = pcie_link_gbps(link.type, gpu_a, gpu_b)
     if link.can_peer is False:
-        host_staged = _pcie_gbps(gpu_a if gpu_a else gpu_b)[0] * HOST_STAGED_FACTOR
-        gbps = min(gbps, host_staged)
-        return Estimate(gbps, "estimated", f"{label}, no P2P: staged through host memory")
+        staged, _ = _host_staged_gbps(gpu_a, gpu_b)
+        return Estimate(min(gbps, staged), "estimated", f"{label}, no P2P: staged through host memory")
     return Estimate(gbps, "estimated", label)
 
 
