@@ -1,9 +1,399 @@
-"""Topology -> plain-language findings. Pure functions, no I/O. (Being built: issue 2/3.)"""
+"""Topology -> plain-language findings about how the GPUs are wired. Pure functions, no I/O.
+
+Each finding has a stable ``code`` (scripts and tests key on it), a message a person can act on,
+the GPUs it is about, and a ``fix`` where one exists. Codes:
+
+=======================  ===================================================================
+``cross-socket``         GPUs split over CPU sockets / NUMA nodes with SYS pairs between them
+``pcie-width-degraded``  a GPU's PCIe link runs with fewer lanes than it can (x8 of x16)
+``pcie-gen-below-max``   a GPU's PCIe link runs below its top generation (often just idle)
+``p2p-<word>``           pairs without P2P, one finding per NVML reason word (``p2p-tns``, ``p2p-dr``)
+``nvswitch-fabric``      NVSwitch: every pair has the same NVLink bandwidth
+``nvlink-summary``       direct NVLinks (no switch): generation, links per GPU, which pairs have them
+``no-nvlink``            several GPUs and no NVLink at all: every copy uses PCIe
+``nvlink-links-down``    a GPU has fewer active NVLinks than its peers of the same model
+``mig-enabled``          MIG is on: no P2P/NCCL across MIG instances
+``mixed-gpu-models``     GPUs of different models: synchronous training waits for the slowest
+=======================  ===================================================================
+
+With a TensorFlow view attached (``--tf-log``), ``gputopo.analysis.tf_crosscheck.tf_findings`` adds
+its findings (imported lazily, and skipped where that module is not installed).
+"""
 
 from __future__ import annotations
 
-from gputopo.model import Finding, Topology
+import importlib.util
+from collections import Counter, defaultdict
+from typing import Iterable
+
+from gputopo.model import P2P_OK, P2P_STATUS_MEANING, Finding, Gpu, Link, Topology
+
+DEFAULT_INTERCONNECT = "QPI/UPI"
+MAX_PAIRS_LISTED = 8
+
+P2P_FIX = {
+    "DR": (
+        "P2P was switched off by a driver registry key: on Linux look for an NVreg_RegistryDwords option "
+        "in /etc/modprobe.d/*.conf (on Windows, the NVIDIA registry keys), remove it and reload the driver "
+        "or reboot, unless it was set on purpose because peer traffic is unreliable on this platform"
+    ),
+    "TNS": "train on GPUs under one CPU socket (`gputopo recommend` picks such groups)",
+    "CNS": (
+        "check for a BIOS update and the PCIe ACS / IOMMU settings (ACS on PCIe switches forces peer "
+        "traffic up through the CPU); otherwise train on GPUs that can peer"
+    ),
+}
 
 
 def diagnose(topology: Topology) -> list[Finding]:
-    return []
+    """Every finding about ``topology``, most important kinds first; does not modify it."""
+    findings: list[Finding] = []
+    findings += _cross_socket(topology)
+    findings += _p2p_unsupported(topology)
+    findings += _mig(topology)
+    findings += _mixed_models(topology)
+    findings += _nvlinks_down(topology)
+    findings += _pcie_degraded(topology)
+    findings += _nvlink_fabric(topology)
+    if topology.tf is not None and importlib.util.find_spec("gputopo.analysis.tf_crosscheck") is not None:
+        from gputopo.analysis.tf_crosscheck import tf_findings
+
+        findings += tf_findings(topology)
+    return findings
+
+
+# --- wording helpers -----------------------------------------------------------------------------
+
+
+def gpu_list(gpus: Iterable[int]) -> str:
+    """``[0, 1, 3]`` -> ``"0,1,3"``."""
+    return ",".join(str(g) for g in sorted(gpus))
+
+
+def _gpus_word(gpus: list[int]) -> str:
+    return f"GPU {gpus[0]}" if len(gpus) == 1 else f"GPUs {gpu_list(gpus)}"
+
+
+def pair_list(pairs: Iterable[tuple[int, int]], limit: int = MAX_PAIRS_LISTED) -> str:
+    """``[(0, 2), (0, 3)]`` -> ``"0-2, 0-3"``, cut to ``limit`` pairs plus "and N more"."""
+    ordered = sorted(pairs)
+    text = ", ".join(f"{a}-{b}" for a, b in ordered[:limit])
+    if len(ordered) > limit:
+        text += f" and {len(ordered) - limit} more"
+    return text
+
+
+def _pcie_path(link: Link) -> str | None:
+    """The PCIe path word of a link (``Link.type`` is NV<n> where NVLink exists)."""
+    if link.pcie_path:
+        return link.pcie_path
+    return None if link.is_nvlink or link.type == "UNKNOWN" else link.type
+
+
+def _gpu_or_none(topology: Topology, index: int) -> Gpu | None:
+    try:
+        return topology.gpu(index)
+    except KeyError:
+        return None
+
+
+# --- findings ------------------------------------------------------------------------------------
+
+
+def socket_groups(topology: Topology) -> list[list[int]]:
+    """GPUs grouped by what they share below the socket interconnect.
+
+    Connected components of "PCIe path known and not SYS" (per host): GPUs 0-3 of a DGX-1, the GPU
+    pairs of an NPS4 DGX A100. Works without NUMA facts, and agrees with them where present.
+    """
+    parent = {g: g for g in topology.gpu_indices}
+
+    def find(g: int) -> int:
+        while parent[g] != g:
+            parent[g] = parent[parent[g]]
+            g = parent[g]
+        return g
+
+    for link in topology.links:
+        path = _pcie_path(link)
+        if path is not None and path != "SYS":
+            ra, rb = find(link.a), find(link.b)
+            if ra != rb:
+                parent[max(ra, rb)] = min(ra, rb)
+    groups: dict[int, list[int]] = defaultdict(list)
+    for g in topology.gpu_indices:
+        groups[find(g)].append(g)
+    return sorted((sorted(members) for members in groups.values()), key=lambda m: m[0])
+
+
+def _cross_socket(topology: Topology) -> list[Finding]:
+    sys_links = [link for link in topology.links if _pcie_path(link) == "SYS"]
+    if not sys_links:
+        return []
+    crossing = {g for link in sys_links for g in (link.a, link.b)}
+    groups = [grp for grp in socket_groups(topology) if set(grp) & crossing]
+    hosts = {topology.gpu(g).host for g in crossing}
+    prefix, suffix = "", ""
+    if len(hosts) > 1:
+        # A multi-host domain (GB200 NVL72): describe one host, the others are alike.
+        first_host = min(hosts, key=lambda h: min(g.index for g in topology.gpus if g.host == h))
+        groups = [grp for grp in groups if topology.gpu(grp[0]).host == first_host]
+        prefix, suffix = f"on host {first_host}, ", f" (likewise on the other {len(hosts) - 1} hosts)"
+    if len(groups) < 2:
+        return []
+    notes = []
+    numa = [{topology.gpu(g).numa_node for g in grp} for grp in groups]
+    nodes_known = all(len(nodes) == 1 and None not in nodes for nodes in numa)
+    nodes_text = [str(next(iter(nodes))) for nodes in numa] if nodes_known else []
+    if len(groups) == 2:
+        grouped = f"GPUs {gpu_list(groups[0])} and {gpu_list(groups[1])}"
+        where, other_side = "different CPU sockets", "the other socket"
+        if nodes_known:
+            notes.append(f"NUMA nodes {nodes_text[0]} and {nodes_text[1]}")
+    else:
+        grouped = "GPU groups " + " | ".join(gpu_list(grp) for grp in groups)
+        where, other_side = "different NUMA nodes", "another NUMA node"
+        if nodes_known:
+            notes.append(f"{', '.join(nodes_text[:-1])} and {nodes_text[-1]}")
+    if suffix:
+        notes.append(suffix.strip(" ()"))
+    if notes:
+        where += f" ({'; '.join(notes)})"
+    grouped = prefix + grouped
+    grouped = grouped[0].upper() + grouped[1:]
+    interconnect = topology.socket_interconnect or DEFAULT_INTERCONNECT
+    without_nvlink = [link for link in sys_links if not link.is_nvlink]
+    gpus = sorted(crossing)
+    if not without_nvlink:
+        return [
+            Finding(
+                severity="info",
+                code="cross-socket",
+                message=(
+                    f"{grouped} are on {where}; GPU-to-GPU copies between them use NVLink, "
+                    f"but host-to-GPU traffic (the input pipeline) crosses {interconnect} when it runs on {other_side}"
+                ),
+                gpus=gpus,
+                fix="bind each training process's CPU work to its GPUs' NUMA node (numactl --cpunodebind=N --membind=N)",
+            )
+        ]
+    staged = any(link.can_peer is not True for link in without_nvlink)
+    how = f"cross {interconnect}" + (" through host memory" if staged else "")
+    if len(without_nvlink) == len(sys_links):
+        message = f"{grouped} are on {where}: copies between them {how}"
+    else:
+        pairs = pair_list((link.a, link.b) for link in without_nvlink)
+        message = f"{grouped} are on {where}: copies between the pairs without NVLink ({pairs}) {how}"
+    return [
+        Finding(
+            severity="warning",
+            code="cross-socket",
+            message=message + ", which is slower than PCIe within one socket",
+            gpus=gpus,
+            fix="train on GPUs within one group (`gputopo recommend` picks them), or expect slower gradient exchange",
+        )
+    ]
+
+
+def _p2p_unsupported(topology: Topology) -> list[Finding]:
+    by_word: dict[str, list[tuple[int, int]]] = defaultdict(list)
+    for link in topology.links:
+        word = next((w for w in (link.p2p_read, link.p2p_write) if w is not None and w != P2P_OK), None)
+        if word is not None:
+            by_word[word].append((link.a, link.b))
+    findings = []
+    for word in sorted(by_word, key=lambda w: list(P2P_STATUS_MEANING).index(w) if w in P2P_STATUS_MEANING else 99):
+        pairs = sorted(by_word[word])
+        meaning = P2P_STATUS_MEANING.get(word, "not supported")
+        findings.append(
+            Finding(
+                severity="warning",
+                code=f"p2p-{word.lower()}",
+                message=(
+                    f"No P2P between GPU pairs {pair_list(pairs)}: {word} = {meaning}; "
+                    "their copies are staged through host memory"
+                ),
+                gpus=sorted({g for pair in pairs for g in pair}),
+                fix=P2P_FIX.get(word),
+            )
+        )
+    return findings
+
+
+def _mig(topology: Topology) -> list[Finding]:
+    gpus = [g.index for g in topology.gpus if g.mig_mode]
+    if not gpus:
+        return []
+    first = gpus[0]
+    return [
+        Finding(
+            severity="warning",
+            code="mig-enabled",
+            message=(
+                f"MIG is on for {_gpus_word(gpus)}: CUDA sees MIG instances instead of whole GPUs, and there is "
+                "no P2P or NCCL between MIG instances, so data-parallel training cannot span them efficiently"
+            ),
+            gpus=gpus,
+            fix=f"for multi-GPU training turn MIG off: sudo nvidia-smi -i {first} -mig 0 (then reset the GPU)",
+        )
+    ]
+
+
+def _mixed_models(topology: Topology) -> list[Finding]:
+    by_model: dict[str, list[int]] = defaultdict(list)
+    for g in topology.gpus:
+        if g.name:
+            by_model[g.name].append(g.index)
+    if len(by_model) < 2:
+        return []
+    parts = [f"{gpu_list(idx)}: {name}" for name, idx in sorted(by_model.items(), key=lambda kv: kv[1][0])]
+    return [
+        Finding(
+            severity="warning",
+            code="mixed-gpu-models",
+            message=(
+                "the GPUs are of different models (" + "; ".join(parts) + "): synchronous data-parallel "
+                "training waits for the slowest GPU every step"
+            ),
+            gpus=sorted(i for idx in by_model.values() for i in idx),
+            fix="train on GPUs of one model together (set CUDA_VISIBLE_DEVICES to them)",
+        )
+    ]
+
+
+def _nvlinks_down(topology: Topology) -> list[Finding]:
+    by_model: dict[str | None, list[Gpu]] = defaultdict(list)
+    for g in topology.gpus:
+        if g.nvlink_active_links is not None and g.nvlink_active_links > 0 or (
+            g.nvlink_active_links == 0 and g.nvlink_version is not None
+        ):
+            by_model[g.name].append(g)
+    findings = []
+    for model_gpus in by_model.values():
+        if len(model_gpus) < 2:
+            continue
+        most = max(g.nvlink_active_links or 0 for g in model_gpus)
+        low = [g for g in model_gpus if (g.nvlink_active_links or 0) < most]
+        if not low:
+            continue
+        details = "; ".join(f"GPU {g.index} has {g.nvlink_active_links}" for g in low)
+        findings.append(
+            Finding(
+                severity="warning",
+                code="nvlink-links-down",
+                message=(
+                    f"fewer active NVLinks than its peers: {details} (the others {most}); "
+                    "a link is down, so its pairs get less bandwidth"
+                ),
+                gpus=[g.index for g in low],
+                fix=(
+                    f"check `nvidia-smi nvlink --status -i {low[0].index}` and `nvidia-smi nvlink -e` for errors; "
+                    "a GPU reset or reboot may bring the link back, otherwise have the GPU or baseboard serviced"
+                ),
+            )
+        )
+    return findings
+
+
+def _pcie_degraded(topology: Topology) -> list[Finding]:
+    findings = []
+    narrow = [
+        g for g in topology.gpus
+        if g.pcie_width_current is not None and g.pcie_width_max is not None and g.pcie_width_current < g.pcie_width_max
+    ]
+    if narrow:
+        details = "; ".join(f"GPU {g.index} runs at PCIe x{g.pcie_width_current} (max x{g.pcie_width_max})" for g in narrow)
+        findings.append(
+            Finding(
+                severity="warning",
+                code="pcie-width-degraded",
+                message=f"{details}: fewer lanes mean proportionally less host and PCIe peer bandwidth",
+                gpus=[g.index for g in narrow],
+                fix="check that the card sits in an x16 slot (not one wired x8 or shared), reseat it and its riser",
+            )
+        )
+    slow = [
+        g for g in topology.gpus
+        if g.pcie_gen_current is not None and g.pcie_gen_max is not None and g.pcie_gen_current < g.pcie_gen_max
+    ]
+    if slow:
+        details = "; ".join(f"GPU {g.index} runs at PCIe Gen{g.pcie_gen_current} (max Gen{g.pcie_gen_max})" for g in slow)
+        findings.append(
+            Finding(
+                severity="info",
+                code="pcie-gen-below-max",
+                message=(
+                    f"{details}: idle GPUs drop the link generation to save power, so this is only a problem "
+                    "if it stays low under load"
+                ),
+                gpus=[g.index for g in slow],
+                fix="check again while training runs: nvidia-smi --query-gpu=index,pcie.link.gen.current --format=csv",
+            )
+        )
+    return findings
+
+
+def _version_text(gpus: list[Gpu]) -> str:
+    versions = sorted({g.nvlink_version for g in gpus if g.nvlink_version})
+    return f"NVLink {'/'.join(versions)}" if versions else "NVLink"
+
+
+def _nvlink_fabric(topology: Topology) -> list[Finding]:
+    if len(topology.gpus) < 2 or not topology.links:
+        return []
+    switch_links = [link for link in topology.links if link.nvswitch]
+    direct_links = [link for link in topology.links if link.is_nvlink and not link.nvswitch]
+    findings = []
+    if switch_links:
+        gpus = sorted({g for link in switch_links for g in (link.a, link.b)})
+        types = Counter(link.type for link in switch_links)
+        common, _ = types.most_common(1)[0]
+        version = _version_text([topology.gpu(g) for g in gpus])
+        if len(switch_links) == len(topology.links):
+            scope = "every pair"
+        else:
+            scope = f"every pair of {_gpus_word(gpus)}"
+        others = [link for link in switch_links if link.type != common]
+        exceptions = f" except {pair_list((link.a, link.b) for link in others)}" if others else ""
+        findings.append(
+            Finding(
+                severity="info",
+                code="nvswitch-fabric",
+                message=(
+                    f"NVSwitch fabric: {scope} is {common}{exceptions} ({version}), so any GPUs of it can be grouped "
+                    "together at the same bandwidth; placement only matters for CPU/NUMA locality"
+                ),
+                gpus=gpus,
+            )
+        )
+    if direct_links:
+        gpus = sorted({g for link in direct_links for g in (link.a, link.b)})
+        per_gpu = sorted({topology.gpu(g).nvlink_active_links for g in gpus} - {None})
+        links_text = f", {'/'.join(str(n) for n in per_gpu)} links per GPU" if per_gpu else ""
+        counts = Counter(link.type for link in direct_links)
+        pair_text = ", ".join(
+            f"{n} pair{'s' if n != 1 else ''} {t}" for t, n in sorted(counts.items(), key=lambda kv: -int(kv[0][2:]))
+        )
+        pcie_only = [link for link in topology.links if not link.is_nvlink]
+        rest = ""
+        if pcie_only:
+            words = sorted({link.type for link in pcie_only})
+            rest = f"; the other {len(pcie_only)} pairs use PCIe ({'/'.join(words)})"
+        findings.append(
+            Finding(
+                severity="info",
+                code="nvlink-summary",
+                message=f"{_version_text([topology.gpu(g) for g in gpus])}{links_text}: {pair_text}{rest}",
+                gpus=gpus,
+            )
+        )
+    if not switch_links and not direct_links and len(topology.gpus) >= 2:
+        findings.append(
+            Finding(
+                severity="info",
+                code="no-nvlink",
+                message="no NVLink between any GPUs: every GPU-to-GPU copy uses PCIe",
+                gpus=topology.gpu_indices,
+            )
+        )
+    return findings

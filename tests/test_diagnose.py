@@ -1,0 +1,216 @@
+"""diagnose(): plain-language findings on the reference machines and hand-made variants."""
+
+from __future__ import annotations
+
+import copy
+import importlib.util
+import json
+
+import pytest
+
+from gputopo.analysis import diagnose as diagnose_module
+from gputopo.analysis.diagnose import diagnose
+from gputopo.model import Topology
+from gputopo.sources.nvml import probe
+from gputopo.sources.reference import MACHINES, load_reference
+
+from conftest import SHARED_FIXTURES
+from fake_nvml import FakeNvml
+
+EXPECTED_CODES = {
+    "dgx1": {"cross-socket", "p2p-tns", "nvlink-summary"},
+    "dgx2": {"cross-socket", "nvswitch-fabric"},
+    "dgx-a100": {"cross-socket", "nvswitch-fabric"},
+    "dgx-h100": {"cross-socket", "nvswitch-fabric"},
+    "hgx-b200": {"cross-socket", "nvswitch-fabric"},
+    "gb200-nvl72": {"cross-socket", "nvswitch-fabric"},
+    "pcie-8gpu": {"cross-socket", "p2p-tns", "no-nvlink"},
+    "two-socket-4gpu": {"cross-socket", "p2p-tns", "no-nvlink"},
+    "workstation-2x4090": {"p2p-gns", "no-nvlink"},
+}
+
+
+def _by_code(topo: Topology) -> dict:
+    findings = diagnose(topo)
+    codes = [f.code for f in findings]
+    assert len(codes) == len(set(codes)), codes  # grouped: one finding per code
+    return {f.code: f for f in findings}
+
+
+def test_every_machine_is_covered() -> None:
+    assert set(EXPECTED_CODES) == set(MACHINES)
+
+
+@pytest.mark.parametrize("machine", list(MACHINES))
+def test_reference_machine_codes(machine: str) -> None:
+    topo = load_reference(machine)
+    before = json.dumps(topo.to_dict(), sort_keys=True)
+    findings = _by_code(topo)
+    assert set(findings) == EXPECTED_CODES[machine]
+    assert json.dumps(topo.to_dict(), sort_keys=True) == before  # pure: the topology is untouched
+    for f in findings.values():
+        assert f.severity in ("info", "warning", "error") and f.message and f.gpus
+
+
+def test_classic_two_socket_box_explains_the_tf_log() -> None:
+    f = _by_code(load_reference("two-socket-4gpu"))
+    cross = f["cross-socket"]
+    assert cross.severity == "warning" and cross.gpus == [0, 1, 2, 3]
+    assert cross.message.startswith("GPUs 0,1 and 2,3 are on different CPU sockets (NUMA nodes 0 and 1)")
+    assert "cross QPI through host memory" in cross.message
+    assert "recommend" in cross.fix
+    tns = f["p2p-tns"]
+    assert "0-2, 0-3, 1-2, 1-3" in tns.message and "topology not supported" in tns.message
+    assert tns.gpus == [0, 1, 2, 3]
+
+
+def test_dgx1_nvlink_summary_and_cross_socket_pairs() -> None:
+    f = _by_code(load_reference("dgx1"))
+    summary = f["nvlink-summary"].message
+    # The DGX-1 hybrid cube-mesh: 8 NV2 pairs, 8 NV1 pairs, 12 pairs over PCIe across sockets.
+    assert summary == "NVLink 2.0, 6 links per GPU: 8 pairs NV2, 8 pairs NV1; the other 12 pairs use PCIe (SYS)"
+    cross = f["cross-socket"].message
+    assert "GPUs 0,1,2,3 and 4,5,6,7" in cross and "pairs without NVLink (0-5, 0-6" in cross and "and 4 more" in cross
+
+
+@pytest.mark.parametrize(("machine", "word"), [("dgx-a100", "NV12"), ("dgx-h100", "NV18"), ("dgx2", "NV6")])
+def test_nvswitch_fabric(machine: str, word: str) -> None:
+    f = _by_code(load_reference(machine))
+    assert f["nvswitch-fabric"].message.startswith(f"NVSwitch fabric: every pair is {word} (NVLink ")
+    # NVLink carries GPU-to-GPU traffic across sockets: only a hint about CPU locality.
+    assert f["cross-socket"].severity == "info" and "numactl" in f["cross-socket"].fix
+
+
+def test_nps4_groups_are_numa_nodes() -> None:
+    cross = _by_code(load_reference("dgx-a100"))["cross-socket"]
+    assert cross.message.startswith("GPU groups 0,1 | 2,3 | 4,5 | 6,7 are on different NUMA nodes (3, 1, 7 and 5)")
+    assert "Infinity Fabric" in cross.message
+
+
+def test_multi_host_rack_describes_one_host() -> None:
+    cross = _by_code(load_reference("gb200-nvl72"))["cross-socket"]
+    assert cross.message.startswith("On host tray00, GPUs 0,1 and 2,3 are on different CPU sockets")
+    assert "other 17 hosts" in cross.message
+
+
+def test_interconnect_named_or_generic() -> None:
+    topo = load_reference("pcie-8gpu")
+    assert "cross UPI" in _by_code(topo)["cross-socket"].message
+    topo.socket_interconnect = None
+    assert "cross QPI/UPI" in _by_code(topo)["cross-socket"].message
+
+
+def test_cross_socket_with_working_p2p_is_not_staged_through_host() -> None:
+    topo = load_reference("pcie-8gpu")
+    for link in topo.links:
+        link.p2p_read = link.p2p_write = "ok"
+    f = _by_code(topo)
+    assert "p2p-tns" not in f
+    assert "cross UPI, which" in f["cross-socket"].message and "host memory" not in f["cross-socket"].message
+
+
+def test_pcie_width_and_generation_below_max() -> None:
+    topo = load_reference("pcie-8gpu")
+    topo.gpu(3).pcie_width_current = 8
+    topo.gpu(2).pcie_gen_current = 1
+    f = _by_code(topo)
+    width = f["pcie-width-degraded"]
+    assert (width.severity, width.gpus) == ("warning", [3])
+    assert width.message.startswith("GPU 3 runs at PCIe x8 (max x16)")
+    gen = f["pcie-gen-below-max"]
+    assert (gen.severity, gen.gpus) == ("info", [2])
+    assert "GPU 2 runs at PCIe Gen1 (max Gen4)" in gen.message and "idle" in gen.message and "under load" in gen.message
+
+
+def test_p2p_grouped_by_reason_word_with_dr_fix() -> None:
+    topo = load_reference("pcie-8gpu")
+    topo.link(0, 1).p2p_read = topo.link(0, 1).p2p_write = "DR"
+    topo.link(2, 3).p2p_write = "CNS"
+    f = _by_code(topo)
+    dr = f["p2p-dr"]
+    assert dr.gpus == [0, 1] and "0-1" in dr.message and "disabled by registry key" in dr.message
+    assert "NVreg_RegistryDwords" in dr.fix
+    assert f["p2p-cns"].gpus == [2, 3] and "chipset not supported" in f["p2p-cns"].message
+    assert "0-1" not in f["p2p-tns"].message
+
+
+def test_mig_on() -> None:
+    topo = load_reference("dgx-a100")
+    topo.gpu(0).mig_mode = topo.gpu(1).mig_mode = True
+    mig = _by_code(topo)["mig-enabled"]
+    assert mig.gpus == [0, 1] and "no P2P or NCCL between MIG instances" in mig.message
+    assert "nvidia-smi -i 0 -mig 0" in mig.fix
+
+
+def test_mixed_models() -> None:
+    topo = load_reference("workstation-2x4090")
+    topo.gpu(1).name = "NVIDIA GeForce RTX 3090"
+    mixed = _by_code(topo)["mixed-gpu-models"]
+    assert "0: NVIDIA GeForce RTX 4090; 1: NVIDIA GeForce RTX 3090" in mixed.message
+    assert "slowest" in mixed.message and mixed.gpus == [0, 1]
+
+
+def test_fewer_active_nvlinks_found_through_the_probe() -> None:
+    """A DGX H100 whose GPU 5 has two NVLinks down, seen through NVML (the fake) and diagnosed."""
+    f = _by_code(probe(FakeNvml(load_reference("dgx-h100"), inactive_links={5: 2})))
+    down = f["nvlink-links-down"]
+    assert down.gpus == [5] and "GPU 5 has 16" in down.message and "(the others 18)" in down.message
+    assert "nvidia-smi nvlink --status -i 5" in down.fix
+    fabric = f["nvswitch-fabric"].message
+    assert fabric.startswith("NVSwitch fabric: every pair is NV18 except 0-5, 1-5, 2-5, 3-5, 4-5, 5-6, 5-7")
+
+
+def test_fewer_nvlinks_compares_within_one_model() -> None:
+    topo = load_reference("dgx1")
+    for g in topo.gpus[4:]:
+        g.name, g.nvlink_active_links = "Tesla P100-SXM2-16GB", 4
+    f = _by_code(topo)
+    assert "nvlink-links-down" not in f
+    assert "mixed-gpu-models" in f
+
+
+def test_small_and_empty_topologies() -> None:
+    assert diagnose(Topology()) == []
+    one = load_reference("workstation-2x4090")
+    one.gpus, one.links = one.gpus[:1], []
+    assert diagnose(one) == []
+
+
+def test_unknown_links_are_not_misread() -> None:
+    topo = load_reference("two-socket-4gpu")
+    for link in topo.links:
+        link.type, link.pcie_path, link.p2p_read, link.p2p_write = "UNKNOWN", None, None, None
+    assert set(_by_code(topo)) == {"no-nvlink"}
+
+
+@pytest.mark.skipif(importlib.util.find_spec("gputopo.analysis.tf_crosscheck") is None, reason="tf_crosscheck not there yet")
+def test_tf_view_adds_tf_crosscheck_findings() -> None:
+    from gputopo.analysis.tf_crosscheck import tf_findings
+    from gputopo.sources.tflog import read_tf_log
+
+    topo = load_reference("two-socket-4gpu")
+    topo.tf = read_tf_log(str(SHARED_FIXTURES / "tf_logs" / "tf0_gpu_init_cannot_enable_peer_4gpu.log"))
+    tf_codes = [f.code for f in tf_findings(copy.deepcopy(topo))]
+    assert tf_codes  # the log says GPUs 0,1 and 2,3 cannot peer: there is something to say
+    codes = [f.code for f in diagnose(topo)]
+    assert codes[: len(codes) - len(tf_codes)] == [f.code for f in diagnose(load_reference("two-socket-4gpu"))]
+    assert codes[len(codes) - len(tf_codes):] == tf_codes
+
+
+def test_tf_view_without_tf_crosscheck_module_is_skipped(monkeypatch: pytest.MonkeyPatch) -> None:
+    topo = load_reference("two-socket-4gpu")
+    plain = [f.code for f in diagnose(topo)]
+    from gputopo.model import TfView
+
+    topo.tf = TfView()
+    monkeypatch.setattr(diagnose_module.importlib.util, "find_spec", lambda name: None)
+    assert [f.code for f in diagnose(topo)] == plain
+
+
+def test_scan_json_carries_the_findings(cli) -> None:
+    result = cli("scan", "--machine", "two-socket-4gpu", "--json")
+    assert result.exit_code == 0, result.output
+    data = json.loads(result.stdout)
+    codes = {d["code"] for d in data["diagnostics"]}
+    assert {"cross-socket", "p2p-tns", "no-nvlink"} <= codes
+    assert all({"severity", "code", "message"} <= set(d) for d in data["diagnostics"])
