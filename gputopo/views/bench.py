@@ -1,0 +1,292 @@
+"""How ``bench-p2p`` results look: rich matrices coloured against what each link should give,
+call-outs for pairs far below expectation, a progress bar on stderr, and the JSON form.
+
+Expectations come from ``gputopo.analysis.bandwidth`` (the link type and the GPUs' PCIe/NVLink
+facts), never from an earlier measurement. On logical CPU devices there is nothing to expect: the
+figures are host memory, and the output says so before anything else.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from typing import Any, Callable
+
+from gputopo.model import Topology
+from gputopo.tf.bench_options import format_size
+from gputopo.tf.bench_results import BenchResult, Stat
+from gputopo.views.common import err, out
+
+# measured / expected: at or above OK_RATIO is as expected; below FAR_BELOW_RATIO is called out.
+OK_RATIO = 0.7
+FAR_BELOW_RATIO = 0.5
+# Via host faster than direct by this factor: P2P does not help on this pair.
+VIA_HOST_FASTER_RATIO = 1.1
+
+
+@dataclass(frozen=True)
+class Expectation:
+    """What a pair's link should give per direction, and why."""
+
+    link_type: str
+    gbps: float
+    explanation: str
+
+
+def pair_expectations(result: BenchResult, topology: Topology | None) -> dict[tuple[int, int], Expectation]:
+    """Per ordered pair, the estimate for its link type; empty for host memory or no topology."""
+    if topology is None or result.measures_host_memory:
+        return {}
+    from gputopo.analysis.bandwidth import estimate_link
+
+    links = topology.link_map()
+    gpus = {g.index: g for g in topology.gpus}
+    expected: dict[tuple[int, int], Expectation] = {}
+    for a, b in result.ordered_pairs():
+        link = links.get((a, b))
+        if link is None:
+            continue
+        # Compare with what the link type should give, not with a measurement saved earlier.
+        estimate = estimate_link(dataclasses.replace(link, measured=None), gpus.get(link.a), gpus.get(link.b))
+        expected[(a, b)] = Expectation(link.type, estimate.gbps, estimate.explanation)
+    return expected
+
+
+def rate(measured_gbps: float, expected_gbps: float) -> str:
+    """``"ok"``, ``"low"`` or ``"far-below"`` for a measured figure against its expectation."""
+    ratio = measured_gbps / expected_gbps if expected_gbps > 0 else 1.0
+    if ratio >= OK_RATIO:
+        return "ok"
+    if ratio >= FAR_BELOW_RATIO:
+        return "low"
+    return "far-below"
+
+
+_STYLE = {"ok": "green", "low": "yellow", "far-below": "bold red"}
+
+
+def callouts(result: BenchResult, expected: dict[tuple[int, int], Expectation]) -> list[str]:
+    """One line per pair far below expectation, e.g. ``GPU 2 -> 5: NV2 expected ~40 GB/s, measured 11``."""
+    lines: list[str] = []
+    for key in result.ordered_pairs():
+        pair, exp = result.pairs.get(key), expected.get(key)
+        head = pair.headline() if pair else None
+        if exp is None or head is None or head.uni_gbps is None:
+            continue
+        if rate(head.uni_gbps.median, exp.gbps) == "far-below":
+            lines.append(
+                f"{result.device_kind} {key[0]} -> {key[1]}: {exp.link_type} expected ~{exp.gbps:.0f} GB/s, "
+                f"measured {head.uni_gbps.median:.0f}"
+            )
+    return lines
+
+
+def via_host_notes(result: BenchResult) -> list[str]:
+    """Pairs where copying through host memory beat the direct copy: P2P does not pay there."""
+    lines: list[str] = []
+    for key in result.ordered_pairs():
+        pair = result.pairs.get(key)
+        head = pair.headline() if pair else None
+        if head is None or head.uni_gbps is None or head.via_host_gbps is None:
+            continue
+        if head.via_host_gbps.median > VIA_HOST_FASTER_RATIO * head.uni_gbps.median:
+            lines.append(
+                f"{result.device_kind} {key[0]} -> {key[1]}: through host memory {head.via_host_gbps.median:.1f} GB/s "
+                f"beats the direct copy {head.uni_gbps.median:.1f} GB/s"
+            )
+    return lines
+
+
+def bench_json(result: BenchResult, topology: Topology | None) -> dict[str, Any]:
+    """The ``--json`` document: the result plus each pair's expectation and the call-outs."""
+    data = result.to_dict()
+    expected = pair_expectations(result, topology)
+    for pair in data["pairs"]:
+        exp = expected.get((pair["src"], pair["dst"]))
+        pair["expected_gbps"] = exp.gbps if exp else None
+        pair["link_type"] = exp.link_type if exp else None
+        pair["rating"] = rate(pair["gbps"], exp.gbps) if exp and pair["gbps"] is not None else None
+    data["callouts"] = callouts(result, expected)
+    data["via_host_faster"] = via_host_notes(result)
+    data["topology"] = (topology.label or topology.source) if topology is not None else None
+    return data
+
+
+# --- rich ---------------------------------------------------------------------------------------
+
+
+def _matrix(
+    result: BenchResult,
+    title: str,
+    value: Callable[[int, int], float | None],
+    digits: int,
+    style: Callable[[int, int, float], str | None] = lambda a, b, v: None,
+) -> Any:
+    from rich.table import Table
+
+    table = Table(title=title, title_justify="left")
+    table.add_column("from \\ to", justify="right", style="bold")
+    for index in result.indices:
+        table.add_column(str(index), justify="right")
+    for a in result.indices:
+        cells = []
+        for b in result.indices:
+            if a == b:
+                cells.append("[dim]-[/dim]")
+                continue
+            pair = result.pairs.get((a, b))
+            figure = value(a, b)
+            if figure is None:
+                cells.append("[red]failed[/red]" if pair and pair.errors else "[dim]·[/dim]")
+                continue
+            text = f"{figure:.{digits}f}"
+            colour = style(a, b, figure)
+            cells.append(f"[{colour}]{text}[/{colour}]" if colour else text)
+        table.add_row(str(a), *cells)
+    return table
+
+
+def _head_stat(result: BenchResult, a: int, b: int, name: str) -> float | None:
+    pair = result.pairs.get((a, b))
+    head = pair.headline() if pair else None
+    stat: Stat | None = getattr(head, name) if head else None
+    return stat.median if stat else None
+
+
+def render_bench(result: BenchResult, topology: Topology | None) -> None:
+    """Print the matrices, call-outs, all-reduce table and failures for people."""
+    from rich.columns import Columns
+    from rich.table import Table
+
+    console = out()
+    expected = pair_expectations(result, topology)
+    if result.measures_host_memory:
+        console.print(f"[bold yellow]Measured {result.what_was_measured()}.[/bold yellow]")
+    else:
+        console.print(f"[bold]Measured {result.what_was_measured()}.[/bold]")
+    heads = {p.headline().size_bytes for p in result.pairs.values() if p.headline()}
+    size_text = format_size(max(heads)) if heads else "-"
+    console.print(
+        f"Message size {size_text}, median of {result.repeat} samples after {result.warmup} warm-up runs; "
+        "GB/s = 10^9 bytes/s."
+    )
+    if expected:
+        console.print(
+            f"Colours: [green]as expected[/green] (>= {OK_RATIO:.0%} of the link type's estimate), "
+            f"[yellow]low[/yellow], [bold red]far below[/bold red] (< {FAR_BELOW_RATIO:.0%})."
+        )
+
+    def uni_style(a: int, b: int, v: float) -> str | None:
+        exp = expected.get((a, b))
+        return _STYLE[rate(v, exp.gbps)] if exp else None
+
+    def bidir_style(a: int, b: int, v: float) -> str | None:
+        exp = expected.get((a, b))
+        return _STYLE[rate(v, 2 * exp.gbps)] if exp else None
+
+    uni = _matrix(result, "Unidirectional copy GB/s", lambda a, b: _head_stat(result, a, b, "uni_gbps"), 1, uni_style)
+    if result.via_host:
+        via = _matrix(
+            result, "Through host memory GB/s", lambda a, b: _head_stat(result, a, b, "via_host_gbps"), 1
+        )
+        console.print(Columns([uni, via]))
+    else:
+        console.print(uni)
+    console.print(
+        _matrix(
+            result,
+            "Bidirectional GB/s (both directions together)",
+            lambda a, b: _head_stat(result, a, b, "bidir_gbps"),
+            1,
+            bidir_style,
+        )
+    )
+
+    def latency(a: int, b: int) -> float | None:
+        pair = result.pairs.get((a, b))
+        return pair.latency_us.median if pair and pair.latency_us else None
+
+    console.print(_matrix(result, f"Latency us ({result.latency_size_bytes}-byte copy)", latency, 1))
+
+    if len(result.sizes_bytes) > 1:
+        sweep = Table(title="Size sweep: unidirectional GB/s over all pairs", title_justify="left")
+        for name in ("size", "slowest pair", "median pair", "fastest pair"):
+            sweep.add_column(name, justify="right")
+        for size in result.sizes_bytes:
+            figures = sorted(
+                p.uni_gbps.median for pr in result.pairs.values() for p in pr.points if p.size_bytes == size and p.uni_gbps
+            )
+            if not figures:
+                sweep.add_row(format_size(size), "-", "-", "-")
+                continue
+            sweep.add_row(
+                format_size(size), f"{figures[0]:.2f}", f"{figures[len(figures) // 2]:.2f}", f"{figures[-1]:.2f}"
+            )
+        console.print(sweep)
+
+    if result.allreduce_results:
+        table = Table(
+            title=f"All-reduce (MirroredStrategy) on {result.device_kind}s {','.join(map(str, result.indices))}",
+            title_justify="left",
+        )
+        for name in ("cross-device ops", "size", "time us", "algbw GB/s", "busbw GB/s (min-max)"):
+            table.add_column(name, justify="right" if name != "cross-device ops" else "left")
+        for r in result.allreduce_results:
+            if r.error or r.busbw_gbps is None or r.algbw_gbps is None or r.time_us is None:
+                table.add_row(r.cross_device_ops, format_size(r.size_bytes), "[red]failed[/red]", "", "")
+                continue
+            table.add_row(
+                r.cross_device_ops,
+                format_size(r.size_bytes),
+                f"{r.time_us.median:.0f}",
+                f"{r.algbw_gbps.median:.2f}",
+                f"{r.busbw_gbps.median:.2f} ({r.busbw_gbps.min:.2f}-{r.busbw_gbps.max:.2f})",
+            )
+        console.print(table)
+        console.print("busbw = algbw * 2(n-1)/n (as nccl-tests): comparable with a link's bandwidth for any n.")
+
+    for line in callouts(result, expected):
+        console.print(f"[bold red]{line}[/bold red]")
+    for line in via_host_notes(result):
+        console.print(f"[yellow]{line}[/yellow]")
+    failures = [e for key in result.ordered_pairs() if key in result.pairs for e in result.pairs[key].errors]
+    failures += [r.error for r in result.allreduce_results if r.error]
+    for line in dict.fromkeys(failures):  # a bidirectional failure is recorded on both pairs
+        console.print(f"[red]failed: {line}[/red]")
+    for note in result.notes:
+        console.print(f"[yellow]{note}[/yellow]")
+
+
+class BenchProgressBar:
+    """A rich progress bar on standard error (stdout stays clean for ``--json``)."""
+
+    def __init__(self) -> None:
+        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+        self._progress = Progress(
+            TextColumn("[progress.description]{task.description}"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TimeElapsedColumn(),
+            console=err(),
+            transient=True,
+        )
+        self._task: Any = None
+
+    def __enter__(self) -> BenchProgressBar:
+        self._progress.start()
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self._progress.stop()
+
+    def start(self, total_steps: int) -> None:
+        self._task = self._progress.add_task("bench-p2p", total=total_steps)
+
+    def step(self, description: str) -> None:
+        if self._task is not None:
+            self._progress.update(self._task, description=description)
+
+    def advance(self) -> None:
+        if self._task is not None:
+            self._progress.advance(self._task)
