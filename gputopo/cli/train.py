@@ -1,1 +1,227 @@
-"""gputopo train: registered on the app in gputopo.cli (being built)."""
+"""`gputopo train`: pick GPUs from the topology, print the plan, train in a child process on them.
+
+This module only parses options and wires the pieces; TensorFlow runs in the child
+(``python -m gputopo.tf.train``), never in this process.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Optional
+
+import typer
+from typing_extensions import Annotated
+
+from gputopo.cli import FromOption, JsonOption, MachineOption, TfLogOption, command
+
+if TYPE_CHECKING:
+    from gputopo.launch import LaunchPlan, ProcessSpec, TrainConfig
+
+DEFAULT_CHECKPOINT_DIR = "gputopo-checkpoints"
+
+
+@command("train")
+def train(
+    gpus: Annotated[Optional[int], typer.Option("--gpus", help="How many GPUs to train on (picked by `recommend`).")] = None,
+    devices: Annotated[
+        Optional[str], typer.Option("--devices", help="Train on exactly these GPUs (nvidia-smi indices, e.g. 0,2,3).")
+    ] = None,
+    cpu_devices: Annotated[
+        Optional[int], typer.Option("--cpu-devices", help="Use N logical CPU devices in place of GPUs (no GPU needed).")
+    ] = None,
+    data: Annotated[
+        str, typer.Option("--data", help="Image folder (train/<class>/*.png, test/<class>/*), mnist, cifar10 or synthetic.")
+    ] = "synthetic",
+    model: Annotated[str, typer.Option("--model", help="cnn (small, default) or mobilenetv2.")] = "cnn",
+    batch_size: Annotated[int, typer.Option("--batch-size", "-b", help="Global batch, split over all replicas.")] = 64,
+    epochs: Annotated[int, typer.Option("--epochs", help="Epochs to train (evaluation on test/ after each).")] = 1,
+    steps_per_epoch: Annotated[
+        Optional[int], typer.Option("--steps-per-epoch", help="Steps per epoch (default: one pass over the training data).")
+    ] = None,
+    learning_rate: Annotated[float, typer.Option("--learning-rate", help="Adam learning rate.")] = 0.001,
+    image_size: Annotated[Optional[int], typer.Option("--image-size", help="Resize images to SIZE x SIZE.")] = None,
+    seed: Annotated[int, typer.Option("--seed", help="Random seed (data order and initial weights).")] = 0,
+    evaluate: Annotated[bool, typer.Option("--eval/--no-eval", help="Evaluate on test/ after each epoch.")] = True,
+    strategy: Annotated[
+        str, typer.Option("--strategy", help="mirrored (one host), multi-worker or parameter-server.")
+    ] = "mirrored",
+    workers: Annotated[
+        Optional[str],
+        typer.Option(
+            "--workers",
+            help="multi-worker: host:port of every worker, comma-separated; parameter-server: number of workers.",
+        ),
+    ] = None,
+    task_index: Annotated[int, typer.Option("--task-index", help="multi-worker: which of --workers this host is.")] = 0,
+    local_workers: Annotated[
+        Optional[int], typer.Option("--local-workers", help="multi-worker: start N worker processes on this host.")
+    ] = None,
+    ps: Annotated[Optional[int], typer.Option("--ps", help="parameter-server: number of parameter servers.")] = None,
+    startup_timeout_s: Annotated[
+        float, typer.Option("--startup-timeout", help="multi-worker: seconds to wait for the other workers.")
+    ] = 120.0,
+    checkpoint_dir: Annotated[
+        Optional[str], typer.Option("--checkpoint-dir", help="Where checkpoints go.")
+    ] = DEFAULT_CHECKPOINT_DIR,
+    no_checkpoint: Annotated[bool, typer.Option("--no-checkpoint", help="Do not write checkpoints.")] = False,
+    checkpoint_every: Annotated[
+        int, typer.Option("--checkpoint-every", help="Steps between checkpoints (0: only at the end).")
+    ] = 100,
+    resume: Annotated[bool, typer.Option("--resume", help="Continue from the last checkpoint in --checkpoint-dir.")] = False,
+    scaling: Annotated[
+        Optional[str], typer.Option("--scaling", help="Train briefly on each device count (e.g. 1,2,4) and compare speed.")
+    ] = None,
+    scaling_steps: Annotated[int, typer.Option("--scaling-steps", help="Steps per --scaling run.")] = 30,
+    dry_run: Annotated[bool, typer.Option("--dry-run", help="Print the plan and the exact command; do not train.")] = False,
+    from_file: FromOption = None,
+    machine: MachineOption = None,
+    tf_log: TfLogOption = None,
+    json_output: JsonOption = False,
+) -> None:
+    """Train a model data-parallel on the best GPUs for it (or logical CPU devices) and report speed."""
+    import shutil
+    from pathlib import Path
+
+    from gputopo.errors import InputError
+    from gputopo.launch import TrainConfig, build_plan, parse_sizes, training_processes
+    from gputopo.tf.data import check_data_source
+
+    config = TrainConfig(
+        data=data,
+        model=model,
+        batch_size=batch_size,
+        epochs=epochs,
+        steps_per_epoch=steps_per_epoch,
+        learning_rate=learning_rate,
+        image_size=image_size,
+        seed=seed,
+        evaluate=evaluate,
+        cpu_devices=cpu_devices,
+        strategy=strategy,
+        checkpoint_dir=None if no_checkpoint else checkpoint_dir,
+        checkpoint_every=checkpoint_every,
+        resume=resume,
+        task_index=task_index,
+        startup_timeout_s=startup_timeout_s,
+        progress=not json_output,
+    )
+    config.validate()
+    if resume and config.checkpoint_dir is None:
+        raise InputError("--resume needs a --checkpoint-dir (not --no-checkpoint)")
+    if config.checkpoint_dir is not None and Path(config.checkpoint_dir).exists() and not Path(config.checkpoint_dir).is_dir():
+        raise InputError(f"--checkpoint-dir {config.checkpoint_dir} is a file, not a folder")
+    check_data_source(config.data)
+    plan = build_plan(
+        config, gpus=gpus, devices=devices, from_file=from_file, machine=machine, tf_log=tf_log,
+        numactl_path=shutil.which("numactl"),
+    )
+    if scaling is not None:
+        _run_scaling(plan, config, parse_sizes(scaling), scaling_steps, json_output, dry_run)
+        return
+    processes = training_processes(plan, config, workers=workers, local_workers=local_workers, ps=ps)
+    if dry_run:
+        _show_plan(plan, processes, config, json_output)
+        return
+    if not json_output:
+        _show_plan(plan, processes, config, json_output)
+    summary = _run(processes, config)
+    summary["plan"] = plan.to_dict()
+    from gputopo.views.common import print_json
+    from gputopo.views.train import render_summary
+
+    if json_output:
+        print_json(summary)
+    else:
+        render_summary(summary)
+    if summary.get("status") == "interrupted":
+        raise typer.Exit(130)
+
+
+def _show_plan(plan: "LaunchPlan", processes: "list[ProcessSpec]", config: "TrainConfig", json_output: bool) -> None:
+    from gputopo.views.common import print_json
+    from gputopo.views.train import plan_json, render_plan
+
+    described = [p.to_dict() for p in processes]
+    if json_output:
+        print_json(plan_json(plan, described))
+    else:
+        render_plan(plan, described, config.strategy)
+
+
+def _run(processes: "list[ProcessSpec]", config: "TrainConfig") -> dict:
+    """Start the training process(es), wait for them, and return the chief's summary.
+
+    With several workers the summary also lists every worker's weight fingerprint, so a user (and
+    the tests) can see that synchronous training kept them identical.
+    """
+    import tempfile
+    from pathlib import Path
+
+    from gputopo.tf.distributed import run_processes, start_child
+
+    with tempfile.TemporaryDirectory(prefix="gputopo-train-") as tmp:
+        children = []
+        try:
+            for i, spec in enumerate(processes):
+                result_file = Path(tmp) / f"result-{i}.json"
+                children.append(start_child(spec.label, spec.command(str(result_file)), spec.env, result_file))
+            results = run_processes(children, config.checkpoint_dir)
+        finally:
+            for child in children:  # never leave a training process behind
+                if child.process.poll() is None:
+                    child.process.kill()
+                    child.process.wait()
+    summary = dict(results[0])
+    if len(results) > 1:
+        summary["worker_weights_sha256"] = [r.get("weights_sha256") for r in results]
+        summary["worker_steps"] = [r.get("steps") for r in results]
+    return summary
+
+
+def _run_scaling(
+    plan: "LaunchPlan", config: "TrainConfig", sizes: "list[int]", steps: int, json_output: bool, dry_run: bool
+) -> None:
+    """Brief runs on 1, 2, 4... devices of the plan (each in its own process), same per-replica batch.
+
+    Each size needs its own process: two MirroredStrategies with different device counts collide
+    in one TensorFlow process.
+    """
+    import dataclasses
+
+    from gputopo.errors import InputError
+    from gputopo.launch import ProcessSpec, check_batch_split, cuda_env
+    from gputopo.views.common import err, print_json
+    from gputopo.views.train import render_scaling, scaling_rows
+
+    if config.strategy != "mirrored":
+        raise InputError("--scaling measures --strategy mirrored on this host")
+    if steps < 2:
+        raise InputError(f"--scaling-steps must be at least 2 (the first step compiles), got {steps}")
+    if sizes[-1] > plan.replicas:
+        raise InputError(f"--scaling {sizes[-1]} needs {sizes[-1]} devices; the plan has {plan.replicas}")
+    check_batch_split(config.batch_size, plan.replicas)
+    per_replica = config.batch_size // plan.replicas
+    specs = []
+    for count in sizes:
+        run_config = dataclasses.replace(
+            config, batch_size=per_replica * count, epochs=1, steps_per_epoch=steps, evaluate=False,
+            checkpoint_dir=None, resume=False,
+        )
+        if plan.device_kind == "CPU":
+            run_config.cpu_devices, env = count, dict(plan.env)
+        else:
+            env = cuda_env(plan.gpus[:count])
+        specs.append(ProcessSpec(f"{count}-device run", run_config, env, list(plan.numactl)))
+    if dry_run:
+        _show_plan(plan, specs, config, json_output)
+        return
+    results = []
+    for count, spec in zip(sizes, specs):
+        if not json_output:
+            err().print(f"scaling: {count} device(s), global batch {spec.config.batch_size}")
+        results.append((count, _run([spec], spec.config)))
+    rows = scaling_rows(results)
+    if json_output:
+        print_json({"scaling": rows, "device_kind": plan.device_kind, "per_replica_batch_size": per_replica,
+                    "steps": steps, "plan": plan.to_dict()})
+    else:
+        render_scaling(rows, plan.device_kind)

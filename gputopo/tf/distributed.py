@@ -1,0 +1,364 @@
+"""Strategies beyond one process, and the launcher that runs and watches the training processes.
+
+- ``make_strategy``: MirroredStrategy on this process's devices, or MultiWorkerMirroredStrategy
+  with a ``TF_CONFIG`` built from ``--workers`` / ``--task-index`` (synchronous all-reduce across
+  processes). A start-up watchdog names the workers that do not answer instead of hanging.
+- ``train_parameter_server``: asynchronous SGD with ParameterServerStrategy and a
+  ``ClusterCoordinator``; the parameter servers and workers run in-process (one host), as in the
+  source documents' ``ps``/``worker`` cluster, each worker applying its gradients as soon as it has
+  them (no waiting for the slowest; stale parameters are the price).
+- ``run_processes``: the parent side. Starts the training children, forwards Ctrl-C to them, and
+  when one dies kills the rest (a synchronous cluster missing a member only hangs) and says which
+  one died, how, and where the last checkpoint is. No TensorFlow is imported on this path.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable, Sequence
+
+from gputopo.errors import InputError, TrainingFailed
+from gputopo.launch import (
+    LOOPBACK,
+    TrainConfig,
+    address_answers,
+    check_own_address,
+    describe_exit,
+    free_local_ports,
+    latest_checkpoint_step,
+    tf_config,
+)
+
+KILL_GRACE_S = 5.0
+INTERRUPTED = 130  # the exit status of a child that stopped on Ctrl-C/SIGTERM after saving
+POLL_S = 0.1
+
+
+# --- strategies (child side) ---------------------------------------------------------------------
+
+
+class StartupWatchdog:
+    """Fails the worker with a clear message if the cluster has not formed within the time limit.
+
+    MultiWorkerMirroredStrategy blocks (in C++) until every worker has joined; a typo in an address
+    would otherwise hang for an hour. The watchdog writes the error for the parent and exits.
+    """
+
+    def __init__(self, config: TrainConfig, on_timeout: Callable[[str], None]) -> None:
+        self._config = config
+        self._on_timeout = on_timeout
+        self._timer = threading.Timer(config.startup_timeout_s, self._fire)
+        self._timer.daemon = True
+
+    def start(self) -> None:
+        self._timer.start()
+
+    def cancel(self) -> None:
+        self._timer.cancel()
+
+    def _fire(self) -> None:
+        peers = [a for i, a in enumerate(self._config.workers) if i != self._config.task_index]
+        silent = [a for a in peers if not address_answers(a)]
+        who = f"worker {', '.join(silent)} does not answer" if silent else "the other workers did not all join"
+        self._on_timeout(
+            f"{who} after {self._config.startup_timeout_s:g} s (is it started, with the same --workers list?)"
+        )
+
+
+_watchdog: StartupWatchdog | None = None
+
+
+def startup_finished() -> None:
+    """Called by the loop after the first step: the cluster is formed, the watchdog can stand down."""
+    global _watchdog
+    if _watchdog is not None:
+        _watchdog.cancel()
+        _watchdog = None
+
+
+def _fail_now(config: TrainConfig, message: str) -> None:
+    from gputopo.tf.train import RESULT_SCHEMA, write_result
+
+    write_result(config, {"schema": RESULT_SCHEMA, "error": message, "error_type": "TrainingFailed"})
+    os._exit(TrainingFailed.exit_code)  # the C++ side is blocked; no clean way out of it
+
+
+def make_strategy(tf: Any, config: TrainConfig, device_set: Any) -> Any:
+    """MirroredStrategy on ``device_set`` or MultiWorkerMirroredStrategy from ``--workers``."""
+    if config.strategy == "mirrored":
+        cross_device_ops = None
+        if device_set.kind == "GPU" and config.cross_device_ops:
+            cross_device_ops = getattr(tf.distribute, config.cross_device_ops)()
+        return tf.distribute.MirroredStrategy(devices=list(device_set.names), cross_device_ops=cross_device_ops)
+    if config.strategy != "multi-worker":
+        raise InputError(f"make_strategy does not build {config.strategy!r}")
+    if not config.workers:
+        raise InputError("--strategy multi-worker needs --workers host:port,... (or --local-workers N)")
+    if not 0 <= config.task_index < len(config.workers):
+        raise InputError(f"--task-index {config.task_index} is not one of 0..{len(config.workers) - 1}")
+    check_own_address(config.workers[config.task_index])
+    os.environ["TF_CONFIG"] = tf_config(config.workers, config.task_index)
+    global _watchdog
+    _watchdog = StartupWatchdog(config, lambda message: _fail_now(config, message))
+    _watchdog.start()
+    return tf.distribute.MultiWorkerMirroredStrategy()
+
+
+# --- parameter-server training (child side, one process) ------------------------------------------
+
+
+def train_parameter_server(tf: Any, config: TrainConfig, stop: Any) -> dict[str, Any]:
+    """Asynchronous SGD: ``--ps`` parameter servers and ``--ps-workers`` workers in this process.
+
+    The coordinator schedules steps on whichever worker is free; each step reads the variables from
+    the parameter servers, computes gradients on its own batch and applies them there at once.
+    """
+    from gputopo.tf.data import load_datasets
+    from gputopo.tf.models import build_model
+    from gputopo.tf.train import RESULT_SCHEMA, RunningMeans, _checkpoint_manager, _restore, weights_fingerprint
+
+    ps_count, worker_count = config.ps or 1, config.ps_workers or 2
+    ports = free_local_ports(ps_count + worker_count)
+    cluster = {
+        "worker": [f"{LOOPBACK}:{p}" for p in ports[:worker_count]],
+        "ps": [f"{LOOPBACK}:{p}" for p in ports[worker_count:]],
+    }
+    cluster_spec = tf.train.ClusterSpec(cluster)
+    server_config = tf.compat.v1.ConfigProto()
+    server_config.inter_op_parallelism_threads = 2
+    servers = [
+        tf.distribute.Server(cluster_spec, job_name=job, task_index=i, config=server_config, protocol="grpc", start=True)
+        for job in ("worker", "ps")
+        for i in range(len(cluster[job]))
+    ]
+    resolver = tf.distribute.cluster_resolver.SimpleClusterResolver(cluster_spec, rpc_layer="grpc")
+    strategy = tf.distribute.ParameterServerStrategy(resolver)
+    coordinator = tf.distribute.coordinator.ClusterCoordinator(strategy)
+
+    batch = config.batch_size  # each scheduled step is one worker's batch
+    datasets = load_datasets(tf, config.data, config.image_size, config.seed)
+    steps_per_epoch = config.steps_per_epoch or max(1, datasets.train_examples // batch)
+    total_steps = config.epochs * steps_per_epoch
+    with strategy.scope():
+        model = build_model(tf, config.model, datasets.image_shape, datasets.num_classes)
+        optimizer = tf.keras.optimizers.Adam(learning_rate=config.learning_rate)
+        optimizer.build(model.trainable_variables)
+        step_variable = tf.Variable(0, dtype=tf.int64, trainable=False, name="global_step")
+    checkpoint = tf.train.Checkpoint(model=model, optimizer=optimizer, step=step_variable)
+    manager = _checkpoint_manager(tf, config, checkpoint)
+    start_step = _restore(tf, config, checkpoint, step_variable)
+
+    def dataset_fn(input_context: Any) -> Any:
+        ds = datasets.train.cache().shuffle(min(datasets.train_examples, 10_000), seed=config.seed + start_step)
+        ds = ds.shard(input_context.num_input_pipelines, input_context.input_pipeline_id)
+        return ds.repeat().batch(batch, drop_remainder=True).prefetch(tf.data.AUTOTUNE)
+
+    @tf.function
+    def per_worker_dataset_fn() -> Any:
+        return strategy.distribute_datasets_from_function(dataset_fn)
+
+    per_worker_iterator = iter(coordinator.create_per_worker_dataset(per_worker_dataset_fn))
+
+    def replica_step(images: Any, labels: Any) -> Any:
+        with tf.GradientTape() as tape:
+            logits = model(images, training=True)
+            per_example = tf.nn.sparse_softmax_cross_entropy_with_logits(labels=labels, logits=logits)
+            loss = tf.nn.compute_average_loss(per_example, global_batch_size=batch)
+        gradients = tape.gradient(loss, model.trainable_variables)
+        optimizer.apply_gradients(zip(gradients, model.trainable_variables))
+        predicted = tf.argmax(logits, axis=-1, output_type=tf.int32)
+        return tf.stack([loss, tf.reduce_sum(tf.cast(tf.equal(predicted, labels), tf.float32))])
+
+    @tf.function
+    def worker_step(iterator: Any) -> Any:
+        per_replica = strategy.run(replica_step, args=next(iterator))
+        return strategy.reduce(tf.distribute.ReduceOp.SUM, per_replica, axis=None)
+
+    def evaluate() -> tuple[float, float] | None:
+        if not config.evaluate or datasets.test is None or not datasets.test_examples:
+            return None
+        loss_sum = correct = count = 0.0
+        for images, labels in datasets.test.batch(batch):
+            logits = model(images, training=False)
+            loss_sum += float(tf.reduce_sum(tf.nn.sparse_softmax_cross_entropy_with_logits(labels=labels, logits=logits)))
+            correct += float(tf.reduce_sum(tf.cast(tf.equal(tf.argmax(logits, -1, output_type=tf.int32), labels), tf.float32)))
+            count += int(labels.shape[0])
+        return (loss_sum / count, correct / count) if count else None
+
+    chunk = max(1, min(steps_per_epoch, config.checkpoint_every or steps_per_epoch, 50))
+    step, history, initial_loss, test_result = start_step, [], None, None
+    epoch_means = RunningMeans()
+    start_s = time.perf_counter()
+    while step < total_steps and not stop.requested:
+        count = min(chunk, total_steps - step, steps_per_epoch - step % steps_per_epoch)
+        remote = [coordinator.schedule(worker_step, args=(per_worker_iterator,)) for _ in range(count)]
+        coordinator.join()
+        for value in remote:
+            epoch_means.add(value.fetch())
+        step += count
+        epoch_means.pending = [tf.constant(v) for v in epoch_means.pending]
+        if initial_loss is None:
+            first = RunningMeans(pending=list(epoch_means.pending))
+            first.collect(batch)
+            initial_loss = first.loss
+        if step % steps_per_epoch == 0:
+            epoch_means.collect(batch)
+            test_result = evaluate()
+            history.append(_ps_epoch(step // steps_per_epoch, step, epoch_means, test_result))
+            epoch_means = RunningMeans()
+        if manager is not None and (step == total_steps or (config.checkpoint_every and step % config.checkpoint_every == 0)):
+            step_variable.assign(step)
+            manager.save(checkpoint_number=step)
+    elapsed_s = time.perf_counter() - start_s
+    if manager is not None and stop.requested:
+        step_variable.assign(step)
+        manager.save(checkpoint_number=step)
+    epoch_means.collect(batch)
+    if epoch_means.steps:
+        history.append(_ps_epoch(step / steps_per_epoch, step, epoch_means, None))
+    last = history[-1] if history else {}
+    del servers  # in-process servers live as long as the process; kept referenced until here
+    return {
+        "schema": RESULT_SCHEMA,
+        "status": "interrupted" if stop.requested and step < total_steps else "completed",
+        "strategy": config.strategy,
+        "model": config.model,
+        "data": datasets.description,
+        "device_kind": "CPU" if not tf.config.list_physical_devices("GPU") else "GPU",
+        "devices": cluster["worker"],
+        "parameter_servers": cluster["ps"],
+        "replicas": worker_count,
+        "workers": worker_count,
+        "task_index": 0,
+        "global_batch_size": batch,
+        "per_replica_batch_size": batch,
+        "epochs": config.epochs,
+        "steps_per_epoch": steps_per_epoch,
+        "total_steps": total_steps,
+        "start_step": start_step,
+        "steps": step,
+        "steps_run": step - start_step,
+        "initial_loss": initial_loss,
+        "final_loss": last.get("loss"),
+        "final_accuracy": last.get("accuracy"),
+        "test_loss": test_result[0] if test_result else None,
+        "test_accuracy": test_result[1] if test_result else None,
+        "examples_per_second": (step - start_step) * batch / elapsed_s if elapsed_s > 0 and step > start_step else None,
+        "history": history,
+        "checkpoint_path": manager.latest_checkpoint if manager is not None else None,
+        "checkpoint_dir": config.checkpoint_dir,
+        "stopped_by": stop.signal_name,
+        "weights_sha256": weights_fingerprint(model),
+    }
+
+
+def _ps_epoch(epoch: float, step: int, means: Any, test: tuple[float, float] | None) -> dict[str, Any]:
+    from gputopo.tf.train import _epoch_record
+
+    return _epoch_record(epoch, step, means, test)
+
+
+# --- the parent side: start, watch, stop ----------------------------------------------------------
+
+
+@dataclass
+class ChildProcess:
+    """One training process the parent started, and how to name it in messages."""
+
+    label: str  # "training process", "worker 1 (127.0.0.1:23456)"
+    process: subprocess.Popen
+    result_file: Path
+
+
+def start_child(label: str, command: Sequence[str], env: dict[str, str], result_file: Path) -> ChildProcess:
+    """Start one training child with ``env`` added to this process's environment."""
+    child_env = dict(os.environ)
+    child_env.update(env)
+    try:
+        process = subprocess.Popen(list(command), env=child_env, stdin=subprocess.DEVNULL)
+    except OSError as exc:
+        raise TrainingFailed(f"cannot start the {label} ({command[0]}): {exc.strerror or exc}") from None
+    return ChildProcess(label, process, result_file)
+
+
+def read_result(child: ChildProcess) -> dict[str, Any] | None:
+    try:
+        return json.loads(child.result_file.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+
+
+def _stop(children: Sequence[ChildProcess], sig: int) -> None:
+    for child in children:
+        if child.process.poll() is None:
+            try:
+                child.process.send_signal(sig)
+            except ProcessLookupError:
+                pass
+
+
+def _kill_after_grace(children: Sequence[ChildProcess]) -> None:
+    deadline_s = time.monotonic() + KILL_GRACE_S
+    while time.monotonic() < deadline_s and any(c.process.poll() is None for c in children):
+        time.sleep(POLL_S)
+    _stop(children, signal.SIGKILL)
+    for child in children:
+        child.process.wait()
+
+
+def run_processes(children: Sequence[ChildProcess], checkpoint_dir: str | None) -> list[dict[str, Any]]:
+    """Wait for every child; return their results, or raise one clear error for the first failure.
+
+    Ctrl-C is forwarded (each child saves a checkpoint and exits 130); a second Ctrl-C kills them.
+    When one child fails, the others are stopped: a synchronous cluster cannot go on without it.
+    """
+    interrupts = 0
+    failed: ChildProcess | None = None
+    while True:
+        try:
+            codes = [c.process.poll() for c in children]
+            failed = next((c for c, code in zip(children, codes) if code not in (None, 0, INTERRUPTED)), None)
+            if failed is not None or all(code is not None for code in codes):
+                break
+            if INTERRUPTED in codes and not interrupts:  # one stopped on a signal: stop the rest the same way
+                interrupts = 1
+                _stop(children, signal.SIGINT)
+            time.sleep(POLL_S)
+        except KeyboardInterrupt:
+            interrupts += 1
+            _stop(children, signal.SIGINT if interrupts == 1 else signal.SIGKILL)
+    if failed is not None:
+        others = [c for c in children if c is not failed]
+        _stop(others, signal.SIGTERM)
+        _kill_after_grace(others)
+        raise _failure(failed, checkpoint_dir)
+    return [read_result(c) or {} for c in children]
+
+
+def _failure(child: ChildProcess, checkpoint_dir: str | None) -> Exception:
+    result = read_result(child) or {}
+    if "error" in result:
+        if result.get("error_type") == "InputError":
+            return InputError(result["error"])
+        return TrainingFailed(result["error"])
+    saved_step = latest_checkpoint_step(checkpoint_dir)
+    where = (
+        f"the last checkpoint is at step {saved_step} in {checkpoint_dir}; rerun with --resume to continue"
+        if saved_step is not None
+        else "no checkpoint was saved"
+    )
+    return TrainingFailed(f"the {child.label} {describe_exit(child.process.returncode)}; {where}")
+
+
+def local_worker_addresses(count: int) -> list[str]:
+    """Loopback addresses with free ports for ``--local-workers N``."""
+    if count < 1:
+        raise InputError(f"--local-workers must be at least 1, got {count}")
+    return [f"{LOOPBACK}:{port}" for port in free_local_ports(count)]

@@ -1,0 +1,124 @@
+"""Rendering for ``gputopo train``: the launch plan, the run summary, the scaling table (and JSON)."""
+
+from __future__ import annotations
+
+from typing import Any, Sequence
+
+from rich.table import Table
+from rich.text import Text
+
+from gputopo.launch import LaunchPlan
+from gputopo.views.common import out
+
+
+def _fmt_float(value: Any, digits: int = 4) -> str:
+    return "-" if value is None else f"{value:.{digits}f}"
+
+
+def plan_json(plan: LaunchPlan, processes: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    """The plan and every process to start, each with its environment and exact command."""
+    return {"plan": plan.to_dict(), "processes": list(processes)}
+
+
+def render_plan(plan: LaunchPlan, processes: Sequence[dict[str, Any]], strategy: str) -> None:
+    """Where training runs and why, then the exact command(s) that start it."""
+    console = out()
+    table = Table(title="Training plan", title_justify="left", show_header=False)
+    table.add_column("what", style="bold")
+    table.add_column("value")
+    if plan.device_kind == "GPU":
+        table.add_row("GPUs (nvidia-smi index)", ", ".join(str(g) for g in plan.gpus))
+        table.add_row("CUDA_VISIBLE_DEVICES", plan.env.get("CUDA_VISIBLE_DEVICES", ""))
+    else:
+        table.add_row("devices", f"{plan.replicas} logical CPU devices (standing in for GPUs)")
+    table.add_row("strategy", strategy)
+    if plan.ring:
+        table.add_row("ring", " -> ".join(str(g) for g in [*plan.ring, plan.ring[0]]))
+    if plan.bottleneck_gbps is not None:
+        table.add_row("bottleneck link", f"{plan.bottleneck_gbps:.1f} GB/s")
+    if plan.cross_device_ops:
+        table.add_row("cross-device op", plan.cross_device_ops)
+    if plan.numactl:
+        table.add_row("NUMA binding", " ".join(plan.numactl[1:]))
+    elif plan.numa_node is not None:
+        table.add_row("NUMA binding", f"none (GPUs on NUMA node {plan.numa_node}, but numactl is not installed)")
+    elif plan.device_kind == "GPU":
+        table.add_row("NUMA binding", "none (the GPUs span several NUMA nodes)")
+    if plan.reason:
+        table.add_row("why", plan.reason)
+    for note in plan.notes:
+        table.add_row("note", note)
+    console.print(table)
+    for process in processes:
+        console.print(Text(f"{process['label']}:", style="bold"))
+        console.print(Text(process["shell"]), soft_wrap=True)
+
+
+def render_summary(summary: dict[str, Any]) -> None:
+    """The run's outcome: steps, loss, accuracy, speed, devices, checkpoint."""
+    console = out()
+    status = summary.get("status", "completed")
+    title = "Training finished" if status == "completed" else f"Training {status}"
+    table = Table(title=title, title_justify="left", show_header=False)
+    table.add_column("what", style="bold")
+    table.add_column("value")
+    table.add_row("steps", f"{summary['steps']} of {summary['total_steps']} (this run: {summary['steps_run']}, "
+                  f"from step {summary['start_step']})")
+    table.add_row("loss", f"{_fmt_float(summary.get('initial_loss'))} -> {_fmt_float(summary.get('final_loss'))}")
+    table.add_row("train accuracy", _fmt_float(summary.get("final_accuracy"), 3))
+    if summary.get("test_accuracy") is not None:
+        table.add_row("test loss / accuracy", f"{_fmt_float(summary['test_loss'])} / {_fmt_float(summary['test_accuracy'], 3)}")
+    rate = summary.get("examples_per_second")
+    table.add_row("examples/s", "-" if rate is None else f"{rate:,.0f}")
+    table.add_row("global batch", f"{summary['global_batch_size']} ({summary['per_replica_batch_size']} per replica, "
+                  f"{summary['replicas']} replicas)")
+    table.add_row("devices", ", ".join(summary.get("devices", [])))
+    if summary.get("worker_weights_sha256"):
+        same = len(set(summary["worker_weights_sha256"])) == 1
+        table.add_row("workers' weights", "identical" if same else "DIFFER")
+    table.add_row("checkpoint", summary.get("checkpoint_path") or "none (no --checkpoint-dir)")
+    console.print(table)
+    if status == "interrupted":
+        console.print(Text("Stopped early; rerun the same command with --resume to continue.", style="yellow"))
+
+
+def scaling_rows(results: Sequence[tuple[int, dict[str, Any]]]) -> list[dict[str, Any]]:
+    """Examples/s per device count and the scaling efficiency against the smallest count.
+
+    Efficiency = (examples/s at n) / (examples/s at the base * n / base): 1.0 is perfect linear scaling.
+    """
+    base_count, base_summary = results[0]
+    base_rate = base_summary.get("examples_per_second")
+    rows = []
+    for count, summary in results:
+        rate = summary.get("examples_per_second")
+        efficiency = rate / (base_rate * count / base_count) if rate and base_rate else None
+        rows.append(
+            {
+                "devices": count,
+                "global_batch_size": summary.get("global_batch_size"),
+                "examples_per_second": rate,
+                "speedup": rate / base_rate if rate and base_rate else None,
+                "scaling_efficiency": efficiency,
+            }
+        )
+    return rows
+
+
+def render_scaling(rows: Sequence[dict[str, Any]], device_kind: str) -> None:
+    table = Table(title=f"Scaling on {device_kind} devices (same per-replica batch)", title_justify="left")
+    table.add_column("devices", justify="right")
+    table.add_column("global batch", justify="right")
+    table.add_column("examples/s", justify="right")
+    table.add_column("speed-up", justify="right")
+    table.add_column("efficiency", justify="right")
+    for row in rows:
+        rate = row["examples_per_second"]
+        table.add_row(
+            str(row["devices"]),
+            str(row["global_batch_size"]),
+            "-" if rate is None else f"{rate:,.0f}",
+            "-" if row["speedup"] is None else f"{row['speedup']:.2f}x",
+            "-" if row["scaling_efficiency"] is None else f"{row['scaling_efficiency']:.0%}",
+        )
+    out().print(table)
