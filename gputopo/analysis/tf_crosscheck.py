@@ -99,8 +99,14 @@ def peer_group_summary(view: TfView) -> str | None:
         if result.cross_denied:
             parts.append("the cross pairs cannot" if multi else "no pair can peer")
         if singles and multi:
-            word = "GPU" if len(singles) == 1 else "GPUs"
-            parts.append(f"{word} {_join(singles)} {'has' if len(singles) == 1 else 'have'} no known peer")
+            isolated = [o for o in singles if all(peer_state(view, o, p) is False for p in ordinals if p != o)]
+            unsure = [o for o in singles if o not in isolated]
+            for group, verb in ((isolated, "cannot peer with any other"), (unsure, "no known peer")):
+                if group:
+                    word = "GPU" if len(group) == 1 else "GPUs"
+                    if verb == "no known peer":
+                        verb = ("has " if len(group) == 1 else "have ") + verb
+                    parts.append(f"{word} {_join(group)} {verb}")
         text = "; ".join(parts)
         if len(multi) > 1 or (multi and result.cross_denied):
             text += "; keep work that needs fast exchange within " + " or ".join(

@@ -334,6 +334,13 @@ def _build_topology(matrix: _Matrix, source: str, findings: list[Finding]) -> To
             f"{len(gpu_columns)} GPUs but rows were found only for {', '.join(found) or 'none'} "
             f"(missing {', '.join(missing)})"
         )
+    for column in gpu_columns:
+        cells = matrix.rows[column]
+        if len(cells) < len(matrix.columns):
+            raise InputError(
+                f"{source} line {matrix.row_line_no[column]}: row {column} is cut short: expected "
+                f"{len(matrix.columns)} cells ({', '.join(matrix.columns)}), found {len(cells)}"
+            )
     index_of = {c: int(_GPU_RE.match(c).group(1)) for c in gpu_columns}  # type: ignore[union-attr]
 
     gpus: list[Gpu] = []

@@ -70,6 +70,7 @@ _CREATED_RE = re.compile(
     r"Creat(?P<verb>ed|ing) (?P<tf>TensorFlow )?device\s*\(?\s*(?P<tfname>[^\s()]*?(?:gpu|GPU):(?P<tfid>\d+))?"
     r"(?:\s+with (?P<mb>\d+) MB memory)?\)?:?\s*->\s*(?:physical GPU\s*)?\(?(?P<rest>.*)$"
 )
+_CREATED_START_RE = re.compile(r"Creat(?:ed|ing) (?:TensorFlow )?device\b(?:.*?(?:gpu|GPU):(?P<tfid>\d+))?")
 _DEVICE_FIELDS_RE = re.compile(r"^device:\s*(?P<ordinal>\d+)(?P<fields>.*)$")
 _NAME_RE = re.compile(r"\bname:\s*(?P<name>[^,)]+?)\s*(?=[,)])")
 _BUS_RE = re.compile(r"\bpci bus id:\s*(?P<bus>[0-9a-fA-F:.]+)")
@@ -129,6 +130,8 @@ def parse_tf_log(text: str, source: str) -> TfView:
         if _ABSL_RE.search(line):
             eras.add(ERA_TF_ABSL)
         message = message_of(line)
+        if _PREFIX_RE.search(line):
+            found_lines_left = 0  # a new log message ends the "Found device" detail lines
 
         match = _CANNOT_ENABLE_RE.search(line)
         if match:
@@ -181,6 +184,14 @@ def parse_tf_log(text: str, source: str) -> TfView:
         if match:
             _read_created(match, line_no, source, devices, notes, eras)
             continue
+        match = _CREATED_START_RE.search(line)
+        if match:  # cut before "->": only TF's own GPU number, if that much, is left
+            tfid = match.group("tfid")
+            if tfid is not None:
+                devices.setdefault(int(tfid), TfDevice(ordinal=int(tfid)))
+            what = f"the `Created device` line for GPU:{tfid}" if tfid else "a `Created device` line"
+            notes.append(_cut_note(source, line_no, f"{what} is cut before its device details"))
+            continue
         match = _FOUND_RE.search(line)
         if match:
             found_device = int(match.group(1))
@@ -228,6 +239,20 @@ def parse_tf_log(text: str, source: str) -> TfView:
     for o in ordinals:
         devices.setdefault(o, TfDevice(ordinal=o))
 
+    # One finding for all the cut places: findings are told apart by code and GPUs, and a list
+    # of places reads better than a dozen near-identical lines.
+    cut = [n for n in notes if n.code == "tf-log-cut"]
+    if cut:
+        notes = [n for n in notes if n.code != "tf-log-cut"]
+        notes.insert(
+            0,
+            Finding(
+                "info",
+                "tf-log-cut",
+                f"{source} is cut short in {len(cut)} place{'s' if len(cut) > 1 else ''}; what is there "
+                "was read: " + "; ".join(n.message for n in cut),
+            ),
+        )
     view = TfView(
         devices=[devices[o] for o in sorted(devices)],
         peer=peer,
@@ -248,10 +273,12 @@ def _read_created(
     eras: set[str],
 ) -> None:
     """One ``Creat(ed|ing) ... device`` line: fill the device it names, note what is cut off."""
-    if match.group("verb") == "ed":
-        eras.add(ERA_TF15 if match.group("tf") else ERA_TF25)
+    if match.group("verb") == "ed" and not match.group("tf"):
+        eras.add(ERA_TF25)  # "Created device ... with N MB memory:  -> device: N"
+    elif match.group("mb") or "physical GPU" in match.group(0):
+        eras.add(ERA_TF15)  # "Creat(ing|ed) TensorFlow device (... with N MB memory) -> physical GPU (...)"
     else:
-        eras.add(ERA_TF0)
+        eras.add(ERA_TF0)  # "Creating TensorFlow device (/gpu:0) -> (device: 0, ...)"
     rest = match.group("rest")
     fields = _DEVICE_FIELDS_RE.match(rest.strip())
     if fields is None:
@@ -299,7 +326,7 @@ def _read_properties(device: TfDevice, text: str) -> None:
 
 
 def _cut_note(source: str, line_no: int, what: str) -> Finding:
-    return Finding("info", "tf-log-cut", f"{source} line {line_no}: {what}; read what is there")
+    return Finding("info", "tf-log-cut", f"line {line_no}: {what}")
 
 
 def _apply_matrix(matrix: _Matrix, peer: list[list[bool | None]], source: str, notes: list[Finding]) -> None:
@@ -312,7 +339,7 @@ def _apply_matrix(matrix: _Matrix, peer: list[list[bool | None]], source: str, n
             Finding(
                 "info",
                 "tf-log-cut",
-                f"{source} line {matrix.line_no}: the peer matrix has no header line; "
+                f"line {matrix.line_no}: the peer matrix has no header line; "
                 f"columns read as ordinals 0-{width - 1}",
             )
         )
@@ -328,7 +355,7 @@ def _apply_matrix(matrix: _Matrix, peer: list[list[bool | None]], source: str, n
                 Finding(
                     "info",
                     "tf-log-cut",
-                    f"{source}: the peer matrix row for GPU {row_ordinal} is cut short "
+                    f"the peer matrix row for GPU {row_ordinal} is cut short "
                     f"({len(values)} of {len(ordinals)} entries)",
                 )
             )
@@ -338,7 +365,7 @@ def _apply_matrix(matrix: _Matrix, peer: list[list[bool | None]], source: str, n
             Finding(
                 "info",
                 "tf-log-cut",
-                f"{source} line {matrix.line_no}: the peer matrix is cut short: no rows for GPU "
+                f"line {matrix.line_no}: the peer matrix has no rows for GPU "
                 f"{', '.join(map(str, missing))}; those entries are unknown unless other lines say",
             )
         )

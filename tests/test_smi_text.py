@@ -1,0 +1,244 @@
+"""`nvidia-smi topo -m` / `topo -p2p` text -> Topology, on the shared captures and our own cases."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+
+from conftest import OWN_FIXTURES, TOPO_FIXTURES
+from gputopo.errors import InputError
+from gputopo.model import parse_cpu_list
+from gputopo.sources.smi_text import parse_topo_matrix
+
+OWN_TOPO = OWN_FIXTURES / "topo"
+_WORD_RE = re.compile(r"^(X|NV\d+|PIX|PXB|PHB|NODE|SYS|SOC)$")
+
+
+def expected_from_file(path: Path) -> dict:
+    """An independent, deliberately simple reading of a capture: the GPU rows, their link words
+    (by position, SOC as SYS) and their CPU/NUMA affinity, taken straight from the file's tokens."""
+    lines = path.read_text().splitlines()
+    header_index = next(i for i, line in enumerate(lines) if line.split()[:1] == ["GPU0"])
+    header = lines[header_index]
+    gpu_count = len(re.findall(r"\bGPU\d+\b", header))
+    device_count = gpu_count + len(re.findall(r"\b(?:mlx\d+_\d+|NIC\d+)\b", header))
+    has_numa = "NUMA Affinity" in header
+    has_cpu = "CPU Affinity" in header
+    rows = {}
+    for line in lines[header_index + 1 :]:
+        tokens = line.split()
+        if not tokens or not re.fullmatch(r"GPU\d+", tokens[0]):
+            if tokens and tokens[0].startswith(("mlx", "NIC")):
+                continue
+            break
+        words = [("SYS" if t == "SOC" else t) for t in tokens[1 : 1 + gpu_count]]
+        extra = tokens[1 + device_count :]
+        rows[int(tokens[0][3:])] = {
+            "words": words,
+            "cpu": extra[0] if has_cpu else None,
+            "numa": extra[1] if has_numa else None,
+        }
+    return {"gpu_count": gpu_count, "rows": rows}
+
+
+def _check_against_file(topology, path: Path) -> None:
+    expected = expected_from_file(path)
+    assert len(topology.gpus) == expected["gpu_count"]
+    assert topology.source == "nvidia-smi"
+    for gpu in topology.gpus:
+        row = expected["rows"][gpu.index]
+        if row["cpu"] is not None:
+            assert parse_cpu_list(gpu.cpu_affinity) == parse_cpu_list(row["cpu"])
+        if row["numa"] is not None:
+            assert gpu.numa_node == (None if row["numa"] == "N/A" else int(row["numa"]))
+        for other, word in enumerate(row["words"]):
+            assert _WORD_RE.match(word), word
+            if other == gpu.index:
+                assert word == "X"
+                continue
+            link = topology.link(gpu.index, other)
+            assert link.type == word
+            assert link.nvlink_count == (int(word[2:]) if word.startswith("NV") else 0)
+
+
+@pytest.mark.parametrize("path", TOPO_FIXTURES, ids=lambda p: p.name)
+def test_every_shared_capture_parses_to_what_the_file_says(path):
+    assert TOPO_FIXTURES, "shared fixtures missing"
+    topology = parse_topo_matrix(path.read_text(), source=str(path))
+    _check_against_file(topology, path)
+    assert topology.source_detail == str(path)
+    topology.validate()
+    assert len(topology.links) == len(topology.gpus) * (len(topology.gpus) - 1) // 2
+    assert not [f for f in topology.diagnostics if f.code == "asymmetric-matrix"]
+
+
+@pytest.mark.parametrize(
+    "name",
+    ["spaces_nicn_legend_gpu_numa_id.txt", "raw_tabs_double_tab_gpu_numa_id.txt", "old_soc_legend_4gpu.txt",
+     "with_p2p_matrices.txt"],
+)
+def test_own_captures_parse_to_what_the_file_says(name):
+    path = OWN_TOPO / name
+    _check_against_file(parse_topo_matrix(path.read_text(), source=name), path)
+
+
+def test_dgx1_nic_column_and_affinities():
+    path = next(p for p in TOPO_FIXTURES if p.name.startswith("dgx1"))
+    topology = parse_topo_matrix(path.read_text(), source=path.name)
+    assert [n.name for n in topology.nics] == ["mlx5_0"]
+    paths = {link.gpu: link.type for link in topology.nic_links}
+    assert paths == {0: "NODE", 1: "NODE", 2: "PIX", 3: "PIX", 4: "SYS", 5: "SYS", 6: "SYS", 7: "SYS"}
+    assert topology.link(0, 3).type == "NV2" and topology.link(0, 3).nvlink_count == 2
+    assert topology.link(0, 5).pcie_path == "SYS"
+
+
+def test_power9_tabs_nic_rows_without_affinity_and_numa_8():
+    path = next(p for p in TOPO_FIXTURES if p.name.startswith("power9"))
+    topology = parse_topo_matrix(path.read_text(), source=path.name)
+    assert [g.numa_node for g in topology.gpus] == [0, 0, 8, 8]
+    assert [n.name for n in topology.nics] == ["mlx5_0", "mlx5_1", "mlx5_2", "mlx5_3"]
+    assert all(n.cpu_affinity is None and n.numa_node is None for n in topology.nics)
+    nic_paths = {(link.gpu, link.nic): link.type for link in topology.nic_links}
+    assert nic_paths[(0, "mlx5_0")] == "NODE" and nic_paths[(2, "mlx5_0")] == "SYS"
+    assert nic_paths[(3, "mlx5_3")] == "NODE"
+
+
+def test_spaces_nicn_legend_and_gpu_numa_id_column():
+    topology = parse_topo_matrix((OWN_TOPO / "spaces_nicn_legend_gpu_numa_id.txt").read_text(), "pasted")
+    assert len(topology.gpus) == 4
+    assert all(link.type == "NV12" and link.nvlink_count == 12 for link in topology.links)
+    assert {n.name: n.device for n in topology.nics} == {"NIC0": "mlx5_0", "NIC1": "mlx5_1"}
+    assert [g.numa_node for g in topology.gpus] == [0, 0, 1, 1]  # NUMA Affinity, not GPU NUMA ID (N/A)
+    assert topology.gpus[2].cpu_affinity == "32-63,96-127"
+    assert {(l.gpu, l.nic): l.type for l in topology.nic_links}[(2, "NIC1")] == "PXB"
+
+
+def test_raw_tabs_with_empty_cell_before_gpu_numa_id():
+    topology = parse_topo_matrix((OWN_TOPO / "raw_tabs_double_tab_gpu_numa_id.txt").read_text(), "raw")
+    assert [(g.cpu_affinity, g.numa_node) for g in topology.gpus] == [("0-15", 0), ("0-15", 0)]
+    assert topology.nics[0].device == "mlx5_bond_0"
+    assert topology.link(0, 1).type == "NV4"
+
+
+def test_old_soc_word_reads_as_sys():
+    topology = parse_topo_matrix((OWN_TOPO / "old_soc_legend_4gpu.txt").read_text(), "old")
+    assert topology.link(0, 2).type == "SYS" and topology.link(0, 1).type == "PIX"
+    assert all(g.numa_node is None for g in topology.gpus)  # no NUMA Affinity column in old output
+
+
+def test_p2p_matrices_merge_into_links_by_capability():
+    topology = parse_topo_matrix((OWN_TOPO / "with_p2p_matrices.txt").read_text(), "p2p")
+    assert topology.link(0, 1).p2p_read == "ok"
+    assert topology.link(0, 2).p2p_read == "TNS"
+    assert topology.link(2, 3).p2p_read == "DR"
+    assert all(link.p2p_atomics == "NS" for link in topology.links)
+    assert all(link.p2p_write is None for link in topology.links)  # no `-p2p w` matrix given
+    assert topology.link(0, 1).can_peer is True and topology.link(2, 3).can_peer is False
+    assert not [f for f in topology.diagnostics if f.code == "p2p-capability-assumed"]
+
+
+def test_p2p_matrix_without_command_line_is_read_as_read_and_said_so():
+    text = (OWN_TOPO / "with_p2p_matrices.txt").read_text()
+    text = text.replace("$ nvidia-smi topo -p2p r\n", "").split("$ nvidia-smi topo -p2p a")[0]
+    topology = parse_topo_matrix(text, "p2p")
+    assert topology.link(2, 3).p2p_read == "DR"
+    assert [f.code for f in topology.diagnostics] == ["p2p-capability-assumed"]
+
+
+def test_asymmetric_matrix_keeps_the_worse_word_and_says_so():
+    topology = parse_topo_matrix((OWN_TOPO / "asymmetric.txt").read_text(), "asym")
+    assert topology.link(0, 1).type == "NV1"  # NV1 vs NV2: fewer links is worse
+    assert topology.link(0, 2).type == "SYS"  # PHB vs SYS
+    assert topology.link(1, 2).type == "PHB"
+    asym = [f for f in topology.diagnostics if f.code == "asymmetric-matrix"]
+    assert sorted(f.gpus for f in asym) == [[0, 1], [0, 2]]
+    assert all(f.severity == "warning" for f in asym)
+
+
+def test_single_gpu_matrix_has_no_links():
+    text = "\tGPU0\tCPU Affinity\tNUMA Affinity\nGPU0\t X \t0-23\t\tN/A\n"
+    topology = parse_topo_matrix(text, "one")
+    assert len(topology.gpus) == 1 and topology.links == []
+    assert topology.gpus[0].cpu_affinity == "0-23" and topology.gpus[0].numa_node is None
+
+
+@pytest.mark.parametrize(
+    "name, expected",
+    [
+        ("truncated_rows.txt", r"cut short: its header .* lists 4 GPUs but rows were found only for GPU0, GPU1"),
+        ("truncated_mid_row.txt", r"line 4: row GPU2 is cut short: expected 3 cells"),
+        ("garbage.txt", r"expected `nvidia-smi topo -m` output .*found 6 non-blank lines starting with 'Hi all"),
+        ("unknown_word.txt", r"unknown link word 'FAST' between GPU0 and GPU1"),
+    ],
+)
+def test_broken_text_is_one_clear_input_error(name, expected):
+    with pytest.raises(InputError) as info:
+        parse_topo_matrix((OWN_TOPO / name).read_text(), name)
+    message = str(info.value)
+    assert "\n" not in message
+    assert re.search(expected, message), message
+    assert message.startswith(name)
+
+
+@pytest.mark.parametrize(
+    "text, expected",
+    [
+        ("", "found only blank lines"),
+        ("\n  \n\t\n", "found only blank lines"),
+        ("GPU0\x00\x01\x02binary", "is binary"),
+        ("".join(chr(1 + i % 31) for i in range(400)), "looks binary"),
+        ("\tGPU0\tGPU1\n", "rows were found only for none"),
+        ("\tGPU0\tGPU1\nGPU0\tX\tOK\nGPU1\tOK\tX\n", "found only a `nvidia-smi topo -p2p` matrix"),
+    ],
+)
+def test_empty_binary_and_header_only_inputs(text, expected):
+    with pytest.raises(InputError, match=re.escape(expected)):
+        parse_topo_matrix(text, "input")
+
+
+# --- CLI ---------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("path", TOPO_FIXTURES + [OWN_TOPO / "spaces_nicn_legend_gpu_numa_id.txt"], ids=lambda p: p.name)
+def test_cli_scan_from_capture_json(cli, path):
+    result = cli("scan", "--from", str(path), "--json")
+    assert result.exit_code == 0, result.output
+    data = json.loads(result.output)
+    assert data["schema"] == "gputopo.topology/1" and data["source"] == "nvidia-smi"
+    expected = expected_from_file(path)
+    assert len(data["gpus"]) == expected["gpu_count"]
+    types = {(link["a"], link["b"]): link["type"] for link in data["links"]}
+    for index, row in expected["rows"].items():
+        for other, word in enumerate(row["words"]):
+            if other > index:
+                assert types[(index, other)] == word
+        gpu = data["gpus"][index]
+        if row["cpu"] is not None:
+            assert parse_cpu_list(gpu["cpu_affinity"]) == parse_cpu_list(row["cpu"])
+
+
+def test_cli_scan_from_stdin(cli):
+    text = (OWN_TOPO / "old_soc_legend_4gpu.txt").read_text()
+    result = cli("scan", "--from", "-", "--json", input=text)
+    assert result.exit_code == 0, result.output
+    assert len(json.loads(result.output)["gpus"]) == 4
+
+
+@pytest.mark.parametrize("name", ["garbage.txt", "truncated_rows.txt"])
+def test_cli_scan_from_garbage_is_one_error_line_exit_2(cli, name):
+    result = cli("scan", "--from", str(OWN_TOPO / name), "--json")
+    assert result.exit_code == 2, result.output
+    lines = [line for line in result.output.splitlines() if line.strip()]
+    assert len(lines) == 1 and lines[0].startswith("gputopo: error: "), result.output
+    assert "Traceback" not in result.output
+
+
+def test_cli_scan_from_binary_file_is_one_error_line(cli, tmp_path):
+    path = tmp_path / "topo.bin"
+    path.write_bytes(bytes(range(256)) * 4)
+    result = cli("scan", "--from", str(path))
+    assert result.exit_code == 2
+    assert result.output.strip().startswith("gputopo: error:") and "binary" in result.output
