@@ -60,9 +60,10 @@ class RingHop:
 
     a: int
     b: int
-    link_type: str
+    link_type: str  # nvidia-smi's word, or UNKNOWN (TF log only)
     gbps: float
     basis: str  # "measured" or "estimated"
+    label: str = ""  # the word to show: the link type, or "TF:P2P" / "TF:no-P2P" for UNKNOWN links
 
 
 @dataclass
@@ -694,7 +695,8 @@ def _check_ask(
     available = total - len(exclude)
     if gpus * jobs > available:
         what = f"{jobs} jobs x {gpus} GPUs = {gpus * jobs}" if jobs > 1 else f"{gpus} GPUs"
-        raise InputError(f"asked for {what} but only {available} GPUs are available after --exclude")
+        after = " after --exclude" if exclude else ""
+        raise InputError(f"asked for {what} but only {available} GPUs are available{after}")
     if len(require) > gpus * jobs:
         raise InputError(f"{len(require)} GPUs are required but a group has only {gpus * jobs}")
 
@@ -719,14 +721,15 @@ def _advice(problem: _Problem, members: tuple[int, ...], key: GroupKey) -> Group
         pairs = list(zip(ring, ring[1:] + ring[:1])) if k > 2 else [(ring[0], ring[1])]
         for a, b in pairs:
             link = problem.links[(a, b)]
-            hops.append(RingHop(a, b, link.type, problem.weight[problem.pos[a]][problem.pos[b]] / CENTI, problem.estimate_basis[(a, b)]))
+            gbps = problem.weight[problem.pos[a]][problem.pos[b]] / CENTI
+            hops.append(RingHop(a, b, link.type, gbps, problem.estimate_basis[(a, b)], hop_label(link)))
     group = GroupAdvice(gpus=gpus, ring=ring, hops=hops, key=key)
     group.ring_text = "-".join(str(g) for g in ring + ring[:1]) if k > 2 else "-".join(str(g) for g in ring)
     if k >= 2:
         slowest = min(hops, key=lambda h: h.gbps)
         group.bottleneck_gbps = bottleneck_gbps / CENTI
         group.bottleneck = (
-            f"{slowest.link_type} between GPU {slowest.a} and GPU {slowest.b}, ~{_fmt(slowest.gbps)} GB/s"
+            f"{slowest.label} between GPU {slowest.a} and GPU {slowest.b}, ~{_fmt(slowest.gbps)} GB/s"
             + (" (measured)" if slowest.basis == "measured" else "")
         )
         group.allreduce_busbw_gbps = bottleneck_gbps / CENTI
@@ -765,6 +768,15 @@ def _advice(problem: _Problem, members: tuple[int, ...], key: GroupKey) -> Group
         group.mirrored_strategy_devices_all_visible = []
     _choose_cross_device_ops(problem, group)
     return group
+
+
+def hop_label(link: Link) -> str:
+    """The link word users know; links read from a TF log alone only say whether TF could peer."""
+    if link.type != "UNKNOWN":
+        return link.type
+    if link.can_peer is None:
+        return "unknown"
+    return "TF:P2P" if link.can_peer else "TF:no-P2P"
 
 
 def _crosses_sockets(link: Link) -> bool:
@@ -868,20 +880,17 @@ def _explain_ranking(problem: _Problem, groups: list[GroupAdvice], k: int) -> No
         nxt = groups[x + 1]
         other = "{" + ",".join(map(str, nxt.gpus)) + "}"
         a, b = group.key, nxt.key
-        if problem.uniform and k > 1 and a[0] == b[0] and a[3] == b[3]:
-            prefix = f"every pair has the same bandwidth (~{_fmt(problem.max_weight / CENTI)} GB/s), so any {k} GPUs are as good for all-reduce; "
-        else:
-            prefix = ""
+        prefix = ""
         if a[0] != b[0]:
             group.reason = (
                 f"its slowest ring hop is ~{_fmt(a[0] / CENTI)} GB/s ({group.bottleneck.split(' between')[0]}) against "
                 f"~{_fmt(b[0] / CENTI)} GB/s ({nxt.bottleneck.split(' between')[0]}) for {other}"
             )
         elif a[1] != b[1]:
-            group.reason = prefix + f"same slowest hop as {other}, but on {-a[1]} host(s) instead of {-b[1]}"
+            group.reason = prefix + f"same slowest hop as {other}, but on {_count(-a[1], 'host')} instead of {-b[1]}"
         elif a[2] != b[2]:
             group.reason = prefix + (
-                f"same slowest hop as {other}, but on {-a[2]} NUMA node(s)/socket(s) instead of {-b[2]}, "
+                f"same slowest hop as {other}, but on {_count(-a[2], 'NUMA node')} instead of {-b[2]}, "
                 f"keeping the input pipeline next to the GPUs"
             )
         elif a[3] != b[3]:
@@ -893,9 +902,18 @@ def _explain_ranking(problem: _Problem, groups: list[GroupAdvice], k: int) -> No
             group.reason = prefix + f"as good as {other} in every respect; listed first for its lower GPU numbers"
 
 
+def _count(n: int, word: str) -> str:
+    return f"one {word}" if n == 1 else f"{n} {word}s"
+
+
 def _notes(topology: Topology, problem: _Problem, k: int) -> list[str]:
     notes: list[str] = []
-    if problem.uniform and k > 1 and problem.n > 1:
+    if problem.uniform and k > 1 and problem.n > 1 and all(link.type == "UNKNOWN" for link in topology.links):
+        notes.append(
+            "The source does not tell the links apart (every pair looks the same), so any group looks as good; "
+            "run `gputopo scan` on the host, or bench-p2p, for a real answer."
+        )
+    elif problem.uniform and k > 1 and problem.n > 1:
         nvswitch = all(link.nvswitch for link in topology.links)
         notes.append(
             ("Every pair is linked through NVSwitch" if nvswitch else "Every pair has the same bandwidth")

@@ -1,1 +1,92 @@
-"""gputopo recommend: registered on the app in gputopo.cli (being built)."""
+"""`gputopo recommend`: which GPUs to train on together, and how to tell TensorFlow.
+
+Only option parsing here; the decision is ``gputopo.analysis.recommend.recommend`` (pure, never
+imports TensorFlow) and the layout is ``gputopo.views.recommend``.
+"""
+
+from __future__ import annotations
+
+from typing import Optional
+
+import typer
+from typing_extensions import Annotated
+
+from gputopo.cli import FromOption, JsonOption, MachineOption, TfLogOption, command
+from gputopo.errors import InputError
+
+
+def parse_gpu_list(text: str | None, option: str) -> list[int]:
+    """``"0,3"`` -> ``[0, 3]`` (also ranges ``"0-3"``); anything else is a one-line InputError."""
+    if text is None or not text.strip():
+        return []
+    result: list[int] = []
+    for part in text.split(","):
+        part = part.strip()
+        if not part:
+            continue
+        try:
+            if "-" in part[1:]:
+                lo, hi = part.split("-", 1)
+                start, end = int(lo), int(hi)
+                if end < start or start < 0:
+                    raise ValueError
+                result.extend(range(start, end + 1))
+            else:
+                value = int(part)
+                if value < 0:
+                    raise ValueError
+                result.append(value)
+        except ValueError:
+            raise InputError(f"{option} takes GPU numbers like 0,3 or 0-3, not {text!r}") from None
+    return result
+
+
+@command("recommend")
+def recommend_command(
+    gpus: Annotated[int, typer.Option("--gpus", "-n", help="How many GPUs each job trains on.")],
+    jobs: Annotated[int, typer.Option("--jobs", help="Split the box into N disjoint groups for N concurrent jobs.")] = 1,
+    require: Annotated[
+        Optional[str], typer.Option("--require", help="GPUs that must be in the group, e.g. 0,3.", metavar="GPUS")
+    ] = None,
+    exclude: Annotated[
+        Optional[str], typer.Option("--exclude", help="GPUs that must not be used, e.g. 5.", metavar="GPUS")
+    ] = None,
+    alternatives: Annotated[int, typer.Option("--alternatives", help="How many runner-up groups to list.")] = 3,
+    output_format: Annotated[
+        str, typer.Option("--format", "-f", help="text (default), json, env (shell `eval`) or python (snippet).")
+    ] = "text",
+    json_output: JsonOption = False,
+    from_file: FromOption = None,
+    machine: MachineOption = None,
+    tf_log: TfLogOption = None,
+) -> None:
+    """Recommend the best GPUs to train on together: ranked groups with their ring bottleneck, and
+    the CUDA_VISIBLE_DEVICES / MirroredStrategy lines to use them."""
+    from gputopo.views.recommend import FORMATS
+
+    fmt = "json" if json_output else output_format.lower()
+    if fmt not in FORMATS:
+        raise InputError(f"--format must be one of {', '.join(FORMATS)}, not {output_format!r}")
+    if alternatives < 0:
+        raise InputError(f"--alternatives must be 0 or more (got {alternatives})")
+    required = parse_gpu_list(require, "--require")
+    excluded = parse_gpu_list(exclude, "--exclude")
+
+    from gputopo.analysis.recommend import recommend
+    from gputopo.sources import load_topology
+
+    topology = load_topology(from_file=from_file, machine=machine, tf_log=tf_log, diagnose=False)
+    rec = recommend(topology, gpus, jobs=jobs, require=required, exclude=excluded, alternatives=alternatives)
+
+    from gputopo.views import recommend as view
+
+    if fmt == "json":
+        from gputopo.views.common import print_json
+
+        print_json(rec.to_dict())
+    elif fmt == "env":
+        typer.echo(view.format_env(rec), nl=False)
+    elif fmt == "python":
+        typer.echo(view.format_python(rec), nl=False)
+    else:
+        view.render_recommendation(rec)

@@ -1,0 +1,189 @@
+"""Output of `gputopo recommend`: rich text for people, and JSON / shell env / Python for pasting.
+
+Thin on purpose: every figure and sentence comes from ``analysis.recommend``; this module only lays
+them out. ``format_env`` and ``format_python`` return strings so they can be tested and written to
+files as they are.
+"""
+
+from __future__ import annotations
+
+import shlex
+from typing import TYPE_CHECKING
+
+from rich import box
+from rich.table import Table
+from rich.text import Text
+
+from gputopo.views.common import out
+
+if TYPE_CHECKING:
+    from gputopo.analysis.recommend import GroupAdvice, Recommendation
+
+FORMATS = ("text", "json", "env", "python")
+
+
+def _gbps(value: float | None) -> str:
+    if value is None:
+        return "-"
+    return f"{value:.0f}" if value >= 10 else f"{value:.1f}"
+
+
+def _gpu_list(gpus: list[int]) -> str:
+    return ",".join(str(g) for g in gpus)
+
+
+def ring_summary(group: GroupAdvice) -> str:
+    """``"ring 0-1-3-2-0, slowest hop NV1 ~ 20 GB/s"``."""
+    if group.bottleneck_gbps is None:
+        return "one GPU, no ring"
+    slowest = min(group.hops, key=lambda h: h.gbps)
+    word = "pair" if len(group.gpus) == 2 else "ring"
+    return f"{word} {group.ring_text}, slowest hop {slowest.label} ~ {_gbps(slowest.gbps)} GB/s"
+
+
+def strategy_line(group: GroupAdvice, renumbered: bool = True) -> str:
+    """The ``tf.distribute.MirroredStrategy(...)`` line for a group."""
+    devices = group.mirrored_strategy_devices if renumbered else group.mirrored_strategy_devices_all_visible
+    if group.cross_device_ops_code and group.cross_device_ops_code.startswith("tf.distribute.MultiWorker"):
+        return f"strategy = {group.cross_device_ops_code}"
+    ops = f", cross_device_ops={group.cross_device_ops_code}" if group.cross_device_ops_code else ""
+    return f"strategy = tf.distribute.MirroredStrategy(devices={devices!r}{ops})"
+
+
+def launch_line(group: GroupAdvice) -> str:
+    """``CUDA_DEVICE_ORDER=PCI_BUS_ID CUDA_VISIBLE_DEVICES=0,1 numactl ... python train.py``."""
+    if not group.same_host:
+        return "  ".join(
+            f"on {host}: CUDA_DEVICE_ORDER=PCI_BUS_ID CUDA_VISIBLE_DEVICES={local}"
+            for host, local in (group.cuda_visible_devices_by_host or {}).items()
+        )
+    prefix = f"{group.numactl} " if group.numactl else ""
+    return (
+        f"CUDA_DEVICE_ORDER={group.cuda_device_order} CUDA_VISIBLE_DEVICES={group.cuda_visible_devices} "
+        f"{prefix}python train.py"
+    )
+
+
+def render_recommendation(rec: Recommendation) -> None:
+    """The `recommend` screen: best group, ranked alternatives, paste-ready lines, jobs, notes."""
+    console = out()
+    best = rec.best
+    title = rec.label or rec.source
+    console.print(Text(f"Best {rec.gpus_per_group} GPU(s) to train on together — {title}", style="bold"))
+    console.print(
+        Text.assemble(
+            ("  GPUs ", "bold"),
+            (_gpu_list(best.gpus), "bold green"),
+            f"   {ring_summary(best)}",
+            f"   all-reduce ~{_gbps(best.allreduce_gbps)} GB/s of gradients" if best.allreduce_gbps else "",
+        )
+    )
+    place = "one CPU socket" if best.same_socket else "spread over CPU sockets / hosts"
+    if best.numa_node is not None:
+        place += f", NUMA node {best.numa_node}"
+    console.print(Text(f"  {place}. Why: {best.reason}."))
+    if rec.interchangeable:
+        console.print(Text("  Any group of this size is as good for all-reduce (every pair has the same bandwidth).", style="cyan"))
+
+    table = Table(title="Ranked groups", box=box.SIMPLE_HEAD, title_justify="left")
+    table.add_column("#", justify="right")
+    table.add_column("GPUs")
+    table.add_column("ring, slowest hop")
+    table.add_column("all-reduce GB/s", justify="right")
+    table.add_column("socket")
+    table.add_column("cross-device ops")
+    table.add_column("why it beats the next")
+    for group in rec.groups:
+        table.add_row(
+            str(group.rank),
+            _gpu_list(group.gpus),
+            ring_summary(group),
+            _gbps(group.allreduce_gbps),
+            "same" if group.same_socket else "spread",
+            group.cross_device_ops or "-",
+            group.reason,
+        )
+    console.print(table)
+
+    console.print(Text("Paste-ready (best group):", style="bold"))
+    console.print(Text(f"  {launch_line(best)}"))
+    if best.same_host and len(best.gpus) > 1:
+        console.print(Text(f"  {strategy_line(best)}"))
+        console.print(
+            Text(
+                f"  # devices above go with CUDA_VISIBLE_DEVICES={best.cuda_visible_devices} (renumbered from /gpu:0);"
+                f" with every GPU visible and only CUDA_DEVICE_ORDER=PCI_BUS_ID: devices="
+                f"{best.mirrored_strategy_devices_all_visible!r}",
+                style="dim",
+            )
+        )
+    elif not best.same_host:
+        console.print(Text(f"  {strategy_line(best)}"))
+    console.print(Text(f"  cross-device ops: {best.cross_device_ops or 'none'} — {best.cross_device_ops_reason}"))
+
+    if rec.jobs_requested > 1:
+        jobs = Table(title=f"{rec.jobs_requested} concurrent jobs (fair: the worst group as good as possible)",
+                     box=box.SIMPLE_HEAD, title_justify="left")
+        jobs.add_column("job", justify="right")
+        jobs.add_column("GPUs")
+        jobs.add_column("ring, slowest hop")
+        jobs.add_column("launch")
+        for group in rec.jobs:
+            jobs.add_row(str(group.rank), _gpu_list(group.gpus), ring_summary(group), launch_line(group))
+        console.print(jobs)
+        if not rec.jobs_proven_optimal:
+            console.print(Text("  The job split was found greedily and is not proven the fairest.", style="yellow"))
+
+    for note in rec.notes:
+        console.print(Text(f"note: {note}", style="cyan"))
+    proof = "proven optimal" if rec.proven_optimal else "NOT proven optimal"
+    console.print(Text(f"search: {rec.search} — {proof}", style="dim"))
+
+
+def format_env(rec: Recommendation) -> str:
+    """Lines a POSIX shell can ``eval``: the best group's environment (and the other jobs' groups as
+    ``CUDA_VISIBLE_DEVICES_JOB<n>`` variables)."""
+    best = rec.jobs[0] if rec.jobs_requested > 1 else rec.best
+    lines = [f"# gputopo recommend: GPUs {_gpu_list(best.gpus)} — {ring_summary(best)}"]
+    lines.append("export CUDA_DEVICE_ORDER=PCI_BUS_ID")
+    if best.same_host:
+        lines.append(f"export CUDA_VISIBLE_DEVICES={shlex.quote(best.cuda_visible_devices)}")
+        if best.numactl:
+            lines.append(f"export GPUTOPO_NUMACTL={shlex.quote(best.numactl)}")
+    else:
+        for host, local in (best.cuda_visible_devices_by_host or {}).items():
+            lines.append(f"# on {host}: export CUDA_VISIBLE_DEVICES={local}")
+    if rec.jobs_requested > 1:
+        for group in rec.jobs:
+            if group.same_host:
+                lines.append(f"export CUDA_VISIBLE_DEVICES_JOB{group.rank}={shlex.quote(group.cuda_visible_devices)}")
+    return "\n".join(lines) + "\n"
+
+
+def format_python(rec: Recommendation) -> str:
+    """A MirroredStrategy snippet for the best group, to paste at the top of a training script."""
+    best = rec.best
+    lines = [
+        f"# gputopo recommend: GPUs {_gpu_list(best.gpus)} — {ring_summary(best)}",
+        "import os",
+        "",
+        "# Must run before TensorFlow is imported: CUDA reads these once.",
+        'os.environ["CUDA_DEVICE_ORDER"] = "PCI_BUS_ID"  # number GPUs as nvidia-smi does',
+    ]
+    if not best.same_host:
+        lines.append("# This group spans hosts; on each host set CUDA_VISIBLE_DEVICES to:")
+        for host, local in (best.cuda_visible_devices_by_host or {}).items():
+            lines.append(f"#   {host}: {local}")
+        lines += ["", "import tensorflow as tf", "", strategy_line(best)]
+        return "\n".join(lines) + "\n"
+    lines.append(f'os.environ["CUDA_VISIBLE_DEVICES"] = "{best.cuda_visible_devices}"  # CUDA renumbers these /gpu:0..')
+    lines += ["", "import tensorflow as tf", ""]
+    if len(best.gpus) == 1:
+        lines.append('strategy = tf.distribute.OneDeviceStrategy("/gpu:0")  # one GPU: nothing to all-reduce')
+        return "\n".join(lines) + "\n"
+    lines.append(f"# {best.cross_device_ops}: {best.cross_device_ops_reason}")
+    lines.append(
+        f"# Without CUDA_VISIBLE_DEVICES (all GPUs visible) the devices are {best.mirrored_strategy_devices_all_visible!r}"
+    )
+    lines.append(strategy_line(best))
+    return "\n".join(lines) + "\n"
