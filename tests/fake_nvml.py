@@ -26,7 +26,7 @@ for a dual-GPU board), ``gpu_numa_ids`` (``nvmlDeviceGetNumaNodeId`` answers, as
 from __future__ import annotations
 
 import ctypes
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Iterable
 
 import pynvml
@@ -91,7 +91,6 @@ class _FakeGpu:
     nvlinks: list[_FakeLink] | None  # None: this GPU has no NVLink (NotSupported)
     calls: int = 0
     lost: bool = False
-    extra: dict[str, Any] = field(default_factory=dict)
 
 
 def nvml_bus_id(bus_id: str) -> str:
@@ -300,7 +299,7 @@ class FakeNvml:
         return memory
 
     def nvmlDeviceGetNumaNodeId(self, handle: Any) -> int:
-        fake = self._enter("nvmlDeviceGetNumaNodeId", handle)[0]
+        self._enter("nvmlDeviceGetNumaNodeId", handle)
         if handle.index not in self.gpu_numa_ids:
             raise pynvml.NVMLError_NotSupported()  # only where the GPU itself is a NUMA node
         return self.gpu_numa_ids[handle.index]

@@ -285,3 +285,38 @@ def test_real_cli_scan_without_driver_is_one_line_exit_2() -> None:
     assert len(lines) == 1 and lines[0].startswith("gputopo: error: ")
     assert "--machine" in lines[0] and "Traceback" not in result.stderr
     assert result.stdout == ""
+
+
+class _GarbageNvml(FakeNvml):
+    """A driver answering nonsense: unparseable bus id, unknown enums and status codes."""
+
+    def nvmlDeviceGetPciInfo(self, handle):
+        info = super().nvmlDeviceGetPciInfo(handle)
+        if handle.index == 1:
+            info.busId = b"not-a-bus-id"
+            info.busIdLegacy = b""
+        return info
+
+    def nvmlDeviceGetNvLinkVersion(self, device, link):
+        super().nvmlDeviceGetNvLinkVersion(device, link)
+        return 0  # NVML_NVLINK_VERSION_INVALID
+
+    def nvmlDeviceGetTopologyCommonAncestor(self, device1, device2):
+        super().nvmlDeviceGetTopologyCommonAncestor(device1, device2)
+        return 35 if (device1.index, device2.index) == (0, 2) else pynvml.NVML_TOPOLOGY_SYSTEM
+
+    def nvmlDeviceGetP2PStatus(self, device1, device2, p2pIndex):
+        super().nvmlDeviceGetP2PStatus(device1, device2, p2pIndex)
+        return 42
+
+
+def test_garbage_answers_become_unknown_with_findings() -> None:
+    probed = probe(_GarbageNvml(load_reference("dgx1")))
+    assert probed.gpu(1).pci_bus_id is None and probed.gpu(0).pci_bus_id == "0000:06:00.0"
+    assert _finding(probed, "nvml-pci-unavailable").gpus == [1]
+    assert all(g.nvlink_version is None for g in probed.gpus)
+    assert "unknown version enum 0" in _finding(probed, "nvml-nvlink-version-unavailable").message
+    assert probed.link(0, 2).pcie_path is None and "unknown level 35" in _finding(probed, "nvml-topology-unavailable").message
+    assert all(link.p2p_read is None for link in probed.links)
+    assert "unknown status 42" in _finding(probed, "nvml-p2p-unavailable").message
+    probed.validate()

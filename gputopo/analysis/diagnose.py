@@ -90,13 +90,6 @@ def _pcie_path(link: Link) -> str | None:
     return None if link.is_nvlink or link.type == "UNKNOWN" else link.type
 
 
-def _gpu_or_none(topology: Topology, index: int) -> Gpu | None:
-    try:
-        return topology.gpu(index)
-    except KeyError:
-        return None
-
-
 # --- findings ------------------------------------------------------------------------------------
 
 

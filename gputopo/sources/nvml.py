@@ -307,7 +307,10 @@ def _probe_gpu(state: _Probe, gpu: Gpu, handle: Any) -> _NvlinkEnds | None:
     """Fill one GPU's fields; returns what its NVLinks connect to (None where unknown)."""
     i = (gpu.index,)
     call = state.call
-    gpu.pci_bus_id = _bus_id_of(call("pci", i, "nvmlDeviceGetPciInfo", handle))
+    pci_info = call("pci", i, "nvmlDeviceGetPciInfo", handle)
+    gpu.pci_bus_id = _bus_id_of(pci_info)
+    if pci_info is not None and gpu.pci_bus_id is None:
+        state.failures.setdefault("pci", {})[gpu.index] = "unreadable answer"
     gpu.name = _text(call("name", i, "nvmlDeviceGetName", handle))
     gpu.uuid = _text(call("uuid", i, "nvmlDeviceGetUUID", handle))
     memory = call("memory", i, "nvmlDeviceGetMemoryInfo", handle)
@@ -424,6 +427,8 @@ def _probe_nvlinks(state: _Probe, gpu: Gpu, handle: Any) -> _NvlinkEnds | None:
             enum = state.call("nvlink-version", i, "nvmlDeviceGetNvLinkVersion", handle, link)
             if enum is not None:
                 version = NVLINK_VERSION_ENUM.get(int(enum))
+                if version is None:
+                    state.failures.setdefault("nvlink-version", {})[gpu.index] = f"unknown version enum {int(enum)}"
         remote_type = state.call("nvlink-remote", i, "nvmlDeviceGetNvLinkRemoteDeviceType", handle, link)
         if remote_type is not None and int(remote_type) == NVLINK_REMOTE_SWITCH:
             ends.to_switch += 1
