@@ -158,6 +158,7 @@ def test_fewer_active_nvlinks_found_through_the_probe() -> None:
     assert "nvidia-smi nvlink --status -i 5" in down.fix
     fabric = f["nvswitch-fabric"].message
     assert fabric.startswith("NVSwitch fabric: every pair is NV18 except 0-5, 1-5, 2-5, 3-5, 4-5, 5-6, 5-7")
+    assert "pairs with fewer links are slower" in fabric and "same bandwidth" not in fabric
 
 
 def test_fewer_nvlinks_compares_within_one_model() -> None:

@@ -177,6 +177,7 @@ def test_gpu_lost_during_its_own_queries() -> None:
     finding = _finding(probed, "gpu-lost")
     assert finding.gpus == [2] and finding.severity == "warning"
     assert "GPU 2" in finding.message and "fell off the bus" in finding.message and "0000:3a:00.0" in finding.message
+    assert "nvidia-smi -r -i 2" in finding.fix
     assert _codes(probed) == ["gpu-lost"]  # its skipped queries are not reported again
     for other in (0, 1, 3, 7):
         assert probed.link(2, other).type == "UNKNOWN"

@@ -353,8 +353,10 @@ def _nvlink_fabric(topology: Topology) -> list[Finding]:
                 severity="info",
                 code="nvswitch-fabric",
                 message=(
-                    f"NVSwitch fabric: {scope} is {common}{exceptions} ({version}), so any GPUs of it can be grouped "
-                    "together at the same bandwidth; placement only matters for CPU/NUMA locality"
+                    f"NVSwitch fabric: {scope} is {common}{exceptions} ({version}), so "
+                    + ("any GPUs of it can be grouped together at the same bandwidth; placement only matters for "
+                       "CPU/NUMA locality" if not others else "pairs with fewer links are slower; otherwise placement "
+                       "only matters for CPU/NUMA locality")
                 ),
                 gpus=gpus,
             )

@@ -548,7 +548,7 @@ def _finish_findings(state: _Probe, topo: Topology) -> None:
                     "links are unknown"
                 ),
                 gpus=[gpu],
-                fix="check `dmesg` for Xid 79, then reset the GPU (nvidia-smi -r) or reboot; reseat it if it recurs",
+                fix=f"check `dmesg` for Xid 79, then reset the GPU (nvidia-smi -r -i {gpu}) or reboot; reseat it if it recurs",
             )
         )
     boards = state.failures.pop("_board", {})
