@@ -1,0 +1,148 @@
+"""bench-p2p option parsing and result bookkeeping: pure functions, no TensorFlow."""
+
+from __future__ import annotations
+
+import pytest
+
+from gputopo.errors import InputError
+from gputopo.model import Topology
+from gputopo.sources.reference import load_reference
+from gputopo.tf.bench_options import GIB, KIB, MIB, format_size, parse_index_list, parse_size, parse_sizes
+from gputopo.tf.bench_results import (
+    BenchDevice,
+    BenchResult,
+    Stat,
+    apply_measurements,
+    busbw_factor,
+    gbps_stat,
+    placeholder_topology,
+    us_stat,
+)
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("64MiB", 64 * MIB),
+        ("64M", 64 * MIB),
+        ("1GiB", GIB),
+        ("4KB", 4000),
+        ("2 kib", 2 * KIB),
+        ("1024", 1024),
+        ("1.5MiB", 3 * MIB // 2),
+        ("7B", 7),
+    ],
+)
+def test_parse_size_units(text, expected):
+    assert parse_size(text) == expected
+
+
+@pytest.mark.parametrize("text", ["", "abc", "-1", "0", "12XB", "1..5MiB", "MiB", "65GiB", "1 2"])
+def test_parse_size_rejects_garbage(text):
+    with pytest.raises(InputError):
+        parse_size(text)
+
+
+def test_parse_sizes_sweep_doubles_and_stops_at_last():
+    assert parse_sizes("1KiB:16KiB") == [1 * KIB, 2 * KIB, 4 * KIB, 8 * KIB, 16 * KIB]
+    assert parse_sizes("1KiB:1MiB:4") == [KIB, 4 * KIB, 16 * KIB, 64 * KIB, 256 * KIB, MIB]
+    # The last size is an upper bound, as with nccl-tests -e.
+    assert parse_sizes("3:20") == [3, 6, 12]
+    assert len(parse_sizes("1KiB:1GiB")) == 21
+
+
+def test_parse_sizes_list_is_sorted_and_unique():
+    assert parse_sizes("64MiB,4KiB,4KiB") == [4 * KIB, 64 * MIB]
+
+
+@pytest.mark.parametrize("text", ["", "1MiB:1KiB", "1KiB:1MiB:1", "1KiB:1MiB:x", "1:2:3:4", "1B:64GiB:1", ",", "a:b"])
+def test_parse_sizes_rejects_garbage(text):
+    with pytest.raises(InputError):
+        parse_sizes(text)
+
+
+def test_parse_index_list():
+    assert parse_index_list("0,2,3") == [0, 2, 3]
+    assert parse_index_list("3,0-1") == [3, 0, 1]
+
+
+@pytest.mark.parametrize("text", ["", "a,b", "1,1", "-1", "3-1", "0-2,1", "1.5"])
+def test_parse_index_list_rejects_garbage(text):
+    with pytest.raises(InputError):
+        parse_index_list(text)
+
+
+def test_format_size():
+    assert format_size(64 * MIB) == "64 MiB"
+    assert format_size(1000) == "1000 B"
+    assert format_size(3 * MIB // 2) == "1536 KiB"
+    assert format_size(1000 * 1000) == "976.6 KiB"
+
+
+def test_stats_units():
+    # 1 MiB in 1 ms is 1.048576 GB/s (10^9 bytes/s); the slowest copy gives the minimum.
+    stat = gbps_stat(MIB, [0.001, 0.002, 0.0005])
+    assert stat.median == pytest.approx(1.048576)
+    assert stat.min == pytest.approx(0.524288)
+    assert stat.max == pytest.approx(2.097152)
+    assert stat.samples == 3
+    assert us_stat([2e-6, 4e-6]).median == pytest.approx(3.0)
+    with pytest.raises(ValueError):
+        Stat.of([])
+
+
+def test_busbw_factor_matches_nccl_tests():
+    assert busbw_factor(2) == 1.0
+    assert busbw_factor(4) == 1.5
+    assert busbw_factor(8) == 1.75
+
+
+def _result(kind: str, indices: list[int], gbps: dict[tuple[int, int], float]) -> BenchResult:
+    result = BenchResult(
+        device_kind=kind,
+        devices=[BenchDevice(i, f"/device:{kind}:{i}") for i in indices],
+        copy_op="DeepCopy" if kind == "CPU" else "Identity",
+        host_device="/device:CPU:0",
+        sizes_bytes=[MIB],
+        latency_size_bytes=4,
+        repeat=3,
+        warmup=1,
+    )
+    for (a, b), value in gbps.items():
+        pair = result.pair(a, b)
+        pair.point(MIB).uni_gbps = Stat(value, value * 0.9, value * 1.1, 3)
+        pair.point(MIB).bidir_gbps = Stat(2 * value, 2 * value, 2 * value, 3)
+        pair.latency_us = Stat(10.0 + a, 9.0, 12.0, 3)
+    return result
+
+
+def test_apply_measurements_keeps_the_worse_figures_and_round_trips():
+    topo = load_reference("two-socket-4gpu")
+    result = _result("CPU", [0, 1, 2, 3], {(a, b): 1.0 + a + 0.1 * b for a in range(4) for b in range(4) if a != b})
+    updated = apply_measurements(topo, result)
+    assert sorted(updated) == [(0, 1), (0, 2), (0, 3), (1, 2), (1, 3), (2, 3)]
+    back = Topology.from_dict(topo.to_dict())
+    m = back.link(1, 3).measured
+    assert m is not None and m.device_kind == "CPU"
+    assert m.a_to_b_gbps == pytest.approx(2.3) and m.b_to_a_gbps == pytest.approx(4.1)
+    assert m.latency_us == pytest.approx(13.0)  # the worse direction
+    assert m.size_bytes == MIB and m.repeats == 3
+    assert any(f.code == "measured-host-memory" for f in back.diagnostics)
+
+
+def test_apply_measurements_skips_unmeasured_pairs():
+    topo = load_reference("two-socket-4gpu")
+    result = _result("GPU", [0, 1, 2, 3], {(0, 1): 10.0})
+    assert apply_measurements(topo, result) == [(0, 1)]
+    assert topo.link(0, 1).measured.b_to_a_gbps is None
+    assert topo.link(2, 3).measured is None
+    assert not any(f.code == "measured-host-memory" for f in topo.diagnostics)
+
+
+def test_placeholder_topology_says_host_memory_and_validates():
+    result = _result("CPU", [0, 1, 2], {(0, 1): 2.0, (1, 0): 2.0})
+    topo = placeholder_topology(result)
+    topo.validate()
+    assert "host memory" in topo.label
+    assert apply_measurements(topo, result) == [(0, 1)]
+    assert Topology.from_dict(topo.to_dict()).link(0, 1).measured.device_kind == "CPU"
