@@ -1,0 +1,173 @@
+"""TensorFlow's view against the topology: join by PCI bus id, order, why pairs cannot peer, groups."""
+
+from __future__ import annotations
+
+import io
+import re
+
+from rich.console import Console
+
+from conftest import OWN_FIXTURES, TF_LOG_FIXTURES
+from gputopo.analysis.tf_crosscheck import peer_group_summary, peer_groups, tf_findings
+from gputopo.model import TfView
+from gputopo.sources.reference import load_reference
+from gputopo.sources.smi_text import parse_topo_matrix
+from gputopo.sources.tflog import ERA_NO_GPU, parse_tf_log, topology_from_tf_view
+from gputopo.views.tfview import render_tf_view
+
+SUMMARY_4GPU = "GPUs 0,1 and 2,3 can peer; the cross pairs cannot; keep work that needs fast exchange within {0,1} or {2,3}"
+
+
+def _shared_log(prefix: str) -> str:
+    return next(p for p in TF_LOG_FIXTURES if p.name.startswith(prefix)).read_text()
+
+
+def _created(ordinal: int, bus_id: str, name: str = "Tesla V100-SXM2-16GB") -> str:
+    return (
+        f"2024-01-01 00:00:00.000000: I tensorflow/core/common_runtime/gpu/gpu_device.cc:1616] Created device "
+        f"/job:localhost/replica:0/task:0/device:GPU:{ordinal} with 15000 MB memory:  -> device: {ordinal}, "
+        f"name: {name}, pci bus id: {bus_id}, compute capability: 7.0\n"
+    )
+
+
+def _by_code(findings):
+    return {f.code: f for f in findings}
+
+
+def test_the_classic_4gpu_log_alone_says_it_in_one_glance():
+    topology = topology_from_tf_view(parse_tf_log(_shared_log("tf0_"), "train.log"))
+    findings = _by_code(tf_findings(topology))
+    assert SUMMARY_4GPU in findings["tf-peer-groups"].message
+    assert findings["tf-peer-groups"].gpus == [0, 1, 2, 3]
+    assert "different CPU sockets" in findings["tf-peer-groups"].fix
+
+
+def test_peer_groups_are_connected_cliques():
+    view = parse_tf_log(_shared_log("tf0_"), "log")
+    groups = peer_groups(view)
+    assert groups.groups == [[0, 1], [2, 3]] and groups.partial == []
+    assert groups.cross_denied == [(0, 2), (0, 3), (1, 2), (1, 3)] and groups.unknown == []
+    # A chain 0-1-2 where 0 and 2 cannot peer is one component but not a clique.
+    chain = TfView(peer=[[True, True, False], [True, True, True], [False, True, True]])
+    assert peer_groups(chain).partial == [[0, 1, 2]]
+    assert "not every pair within {0,1,2} can peer" in peer_group_summary(chain)
+    everyone = TfView(peer=[[True, True], [True, True]])
+    assert peer_group_summary(everyone) == "all 2 GPUs (0,1) can peer with each other"
+    assert peer_group_summary(TfView(peer=[[True, None], [None, True]])) is None
+
+
+def test_cut_log_summary_names_the_pairs_it_cannot_tell():
+    summary = peer_group_summary(parse_tf_log(_shared_log("tf1_"), "log"))
+    assert summary.startswith("GPUs 0,1 can peer; the cross pairs cannot")
+    assert "(the log does not say for 2-3)" in summary
+
+
+def test_cannot_peer_across_sockets_is_explained_by_the_topology():
+    topology = load_reference("two-socket-4gpu")
+    topology.tf = parse_tf_log(_shared_log("tf0_"), "train.log")
+    findings = _by_code(tf_findings(topology))
+    cross = findings["tf-cannot-peer-cross-socket"]
+    assert cross.gpus == [0, 1, 2, 3] and "0-2, 0-3, 1-2, 1-3" in cross.message
+    assert "QPI/UPI" in cross.message and "TNS" in cross.message
+    assert "tf-join-assumed" in findings  # the old log has no PCI bus ids
+    assert "tf-peers-across-sockets" not in findings
+
+
+def test_reasons_from_p2p_words_and_pcie_switches():
+    # PIX pairs 0-1 and 2-3, SYS across (SOC), no P2P words: TF failing on a PIX pair points at ACS.
+    topology = parse_topo_matrix((OWN_FIXTURES / "topo" / "old_soc_legend_4gpu.txt").read_text(), "topo.txt")
+    topology.tf = TfView(
+        peer=[[True, False, True, None], [False, True, None, None], [True, None, True, None], [None, None, None, True]]
+    )
+    findings = _by_code(tf_findings(topology))
+    assert "ACS" in findings["tf-cannot-peer-acs"].message and "ACSCtl" in findings["tf-cannot-peer-acs"].fix
+    assert findings["tf-cannot-peer-acs"].gpus == [0, 1]
+    assert findings["tf-peers-across-sockets"].gpus == [0, 2]
+    # With the -p2p matrix, 2-3 is DR: disabled by the driver.
+    with_p2p = parse_topo_matrix((OWN_FIXTURES / "topo" / "with_p2p_matrices.txt").read_text(), "p2p.txt")
+    with_p2p.tf = TfView(peer=[[True, True, None, None], [True, True, None, None], [None, None, True, False],
+                               [None, None, False, True]])
+    findings = _by_code(tf_findings(with_p2p))
+    assert "disabled by a driver setting" in findings["tf-cannot-peer-disabled"].message
+    assert "DR" in findings["tf-cannot-peer-disabled"].message
+    assert findings["tf-cannot-peer-disabled"].gpus == [2, 3]
+
+
+def test_join_by_pci_bus_id_detects_a_different_order():
+    topology = load_reference("dgx1")  # bus ids 06, 07, 0a, 0b, 85, 86, 89, 8a
+    log = _created(0, "0000:85:00.0") + _created(1, "0000:06:00.0") + _created(2, "0000:07:00.0")
+    topology.tf = parse_tf_log(log, "train.log")
+    findings = _by_code(tf_findings(topology))
+    assert [d.nvml_index for d in topology.tf.devices] == [4, 0, 1]
+    order = findings["tf-order-differs"]
+    assert "TF GPU:0 = GPU 4" in order.message and "CUDA_DEVICE_ORDER=PCI_BUS_ID" in order.fix
+    assert order.gpus == [0, 1, 4]
+
+
+def test_join_with_cuda_visible_devices_subset_is_renumbered_not_reordered():
+    topology = load_reference("dgx1")
+    topology.tf = parse_tf_log(_created(0, "0000:0a:00.0") + _created(1, "0000:0b:00.0"), "train.log")
+    findings = _by_code(tf_findings(topology))
+    assert "tf-order-differs" not in findings
+    assert "TF GPU:0 = GPU 2" in findings["tf-ordinals-renumbered"].message
+    assert "tf-no-peer-matrix" in findings  # TF >= 2.5 log without the matrix
+
+
+def test_peer_pairs_are_reported_in_both_numberings_when_they_differ():
+    topology = load_reference("dgx1")
+    log = (
+        _created(0, "0000:86:00.0") + _created(1, "0000:06:00.0")
+        + "Device interconnect StreamExecutor with strength 1 edge matrix:\n     0 1 \n0:   N N \n1:   N N \n"
+    )
+    topology.tf = parse_tf_log(log, "train.log")
+    finding = _by_code(tf_findings(topology))["tf-cannot-peer-cross-socket"]
+    assert "TF GPU:0-GPU:1 (nvidia-smi 5-0)" in finding.message and finding.gpus == [0, 5]
+
+
+def test_log_from_another_machine_is_flagged():
+    topology = load_reference("two-socket-4gpu")
+    topology.tf = parse_tf_log(_shared_log("tf2_"), "train.log")
+    findings = _by_code(tf_findings(topology))
+    assert "another machine" in findings["tf-gpu-not-in-topology"].message
+    assert all(d.nvml_index is None for d in topology.tf.devices)
+
+
+def test_tf2_log_without_matrix_says_how_to_get_it():
+    topology = topology_from_tf_view(parse_tf_log(_shared_log("tf2_"), "train.log"))
+    finding = _by_code(tf_findings(topology))["tf-no-peer-matrix"]
+    assert "TF_CPP_MAX_VLOG_LEVEL=1" in finding.fix and "2.5" in finding.message
+    assert "tf-order-differs" not in _by_code(tf_findings(topology))  # its bus ids are in order
+
+
+def test_log_alone_with_bus_ids_out_of_pci_order():
+    log = (OWN_FIXTURES / "tf_logs" / "tf15_edge_matrix_visible_order_differs.log").read_text()
+    findings = _by_code(tf_findings(topology_from_tf_view(parse_tf_log(log, "log"))))
+    assert "CUDA_DEVICE_ORDER=PCI_BUS_ID" in findings["tf-order-differs"].fix
+    assert "GPU 1 cannot peer with any other" in findings["tf-peer-groups"].message
+
+
+def test_no_gpu_view_and_no_view():
+    topology = topology_from_tf_view(TfView(devices=[], peer=[], era=ERA_NO_GPU, visible_ordinals=[]))
+    assert [f.code for f in tf_findings(topology)] == ["tf-no-gpu"]
+    assert tf_findings(load_reference("dgx1")) == []
+
+
+def test_log_notes_become_findings():
+    topology = topology_from_tf_view(parse_tf_log(_shared_log("tf1_"), "log"))
+    assert "tf-log-cut" in _by_code(tf_findings(topology))
+
+
+def test_render_tf_view_colours_the_peer_matrix():
+    topology = load_reference("two-socket-4gpu")
+    topology.tf = parse_tf_log(_shared_log("tf0_"), "train.log")
+    tf_findings(topology)
+    console = Console(file=io.StringIO(), record=True, width=140, force_terminal=True, color_system="standard")
+    render_tf_view(topology, console)
+    text = console.export_text(clear=False)
+    assert "GPU:3" in text and SUMMARY_4GPU in " ".join(text.split())
+    styled = console.export_text(styles=True)
+    assert re.search(r"\x1b\[1;32m\s*Y", styled) and re.search(r"\x1b\[1;31m\s*N", styled)
+    assert not re.search(r"\x1b\[1;32m\s*N", styled)  # N is never green
+    empty = Console(file=io.StringIO(), record=True, width=100)
+    render_tf_view(topology_from_tf_view(TfView(era=ERA_NO_GPU, visible_ordinals=[])), empty)
+    assert "sees no GPU" in empty.export_text()
