@@ -429,11 +429,12 @@ def search_groups(problem: _Problem, k: int, required: set[int], keep: int, node
         if stopped:
             return
         nodes += 1
-        if node_budget is not None and nodes > node_budget:
-            stopped = True
+        if node_budget is not None and nodes > node_budget and ranked:
+            stopped = True  # the budget only stops a search that has an answer to give
             return
         if remaining == 0:
-            offer(tuple(sorted(chosen)))
+            if required_after[ci] == 0:
+                offer(tuple(sorted(chosen)))
             return
         if ci >= c_count or suffix_size[ci] < remaining or required_after[ci] > remaining:
             return

@@ -1,0 +1,96 @@
+"""The link -> GB/s model: public figures, path penalties, P2P, TF-log links, measurements."""
+
+import pytest
+
+from gputopo.analysis.bandwidth import (
+    estimate_link,
+    pair_bandwidth_matrix,
+    pair_estimate,
+)
+from gputopo.model import Gpu, Measurement, make_link
+from gputopo.sources.reference import load_reference
+
+
+def _gpu(index, gen=3, width=16, nvlink=None):
+    return Gpu(index=index, pcie_gen_current=gen, pcie_width_current=width, nvlink_version=nvlink)
+
+
+@pytest.mark.parametrize(
+    "version, links, expected_gbps",
+    [("1.0", 4, 72.0), ("2.0", 2, 40.0), ("3.0", 12, 240.0), ("4.0", 18, 370.8), ("5.0", 18, 721.8)],
+)
+def test_nvlink_uses_nccl_effective_per_link_figures(version, links, expected_gbps):
+    link = make_link(0, 1, f"NV{links}", p2p_read="ok", p2p_write="ok")
+    est = estimate_link(link, _gpu(0, nvlink=version), _gpu(1, nvlink=version))
+    assert est.gbps == pytest.approx(expected_gbps)
+    assert est.basis == "estimated"
+
+
+def test_nvlink_pair_of_mixed_generations_runs_at_the_older_one():
+    link = make_link(0, 1, "NV2")
+    assert estimate_link(link, _gpu(0, nvlink="2.0"), _gpu(1, nvlink="4.0")).gbps == pytest.approx(40.0)
+
+
+def test_pcie_paths_are_ordered_pix_fastest_sys_slowest():
+    a, b = _gpu(0, gen=4), _gpu(1, gen=4)
+    speeds = [estimate_link(make_link(0, 1, word), a, b).gbps for word in ("PIX", "PXB", "PHB", "NODE", "SYS")]
+    assert speeds == sorted(speeds, reverse=True) and len(set(speeds)) == 5
+    assert speeds[0] == pytest.approx(24.64)  # Gen4 x16 in practice, ~24-26 GB/s
+
+
+def test_pcie_follows_the_slower_gpus_generation_and_width():
+    fast, slow = _gpu(0, gen=4, width=16), _gpu(1, gen=3, width=8)
+    assert estimate_link(make_link(0, 1, "PIX"), fast, slow).gbps == pytest.approx(0.77 * 8)
+
+
+def test_no_p2p_is_host_staged_and_slower_than_with_p2p():
+    a, b = _gpu(0), _gpu(1)
+    with_p2p = estimate_link(make_link(0, 1, "PHB", p2p_read="ok", p2p_write="ok"), a, b)
+    without = estimate_link(make_link(0, 1, "PHB", p2p_read="GNS", p2p_write="GNS"), a, b)
+    assert without.gbps < with_p2p.gbps
+    assert "host" in without.explanation
+
+
+def test_nvlink_with_p2p_disabled_falls_back_to_the_host():
+    link = make_link(0, 1, "NV2", pcie_path="SYS", p2p_read="DR", p2p_write="DR")
+    est = estimate_link(link, _gpu(0, nvlink="2.0"), _gpu(1, nvlink="2.0"))
+    assert est.gbps < 10 and "P2P is off" in est.explanation
+
+
+def test_tf_log_links_peer_ok_beats_cannot_peer_beats_nothing_known():
+    a, b = _gpu(0), _gpu(1)
+    peer = estimate_link(make_link(0, 1, "UNKNOWN", p2p_read="ok", p2p_write="ok"), a, b)
+    no_peer = estimate_link(make_link(0, 1, "UNKNOWN", p2p_read="NS", p2p_write="NS"), a, b)
+    unknown = estimate_link(make_link(0, 1, "UNKNOWN"), a, b)
+    assert peer.gbps > no_peer.gbps
+    assert peer.gbps == pytest.approx(estimate_link(make_link(0, 1, "PHB"), a, b).gbps)  # one PCIe root assumed
+    assert no_peer.gbps <= estimate_link(make_link(0, 1, "SYS"), a, b).gbps
+    assert unknown.gbps == pytest.approx(estimate_link(make_link(0, 1, "SYS"), a, b).gbps)
+    assert "TF could peer" in peer.explanation and "could not peer" in no_peer.explanation
+
+
+def test_a_gpu_measurement_wins_over_the_estimate_and_the_slower_direction_counts():
+    link = make_link(0, 1, "NV2", measured=Measurement(a_to_b_gbps=45.0, b_to_a_gbps=38.5))
+    est = estimate_link(link, _gpu(0, nvlink="2.0"), _gpu(1, nvlink="2.0"))
+    assert est.basis == "measured" and est.gbps == pytest.approx(38.5)
+
+
+def test_a_bidirectional_figure_alone_is_halved():
+    link = make_link(0, 1, "PIX", measured=Measurement(bidirectional_gbps=30.0))
+    assert estimate_link(link).gbps == pytest.approx(15.0)
+
+
+def test_measurements_on_logical_cpu_devices_do_not_describe_the_link():
+    link = make_link(0, 1, "SYS", measured=Measurement(a_to_b_gbps=90.0, b_to_a_gbps=90.0, device_kind="CPU"))
+    est = estimate_link(link, _gpu(0), _gpu(1))
+    assert est.basis == "estimated" and est.gbps < 10
+
+
+def test_matrix_is_symmetric_and_covers_every_ordered_pair():
+    topo = load_reference("dgx1")
+    matrix = pair_bandwidth_matrix(topo)
+    assert len(matrix) == 8 * 7
+    for (a, b), gbps in matrix.items():
+        assert matrix[(b, a)] == gbps == pair_estimate(topo, a, b).gbps
+    assert matrix[(0, 3)] == pytest.approx(40.0) and matrix[(0, 1)] == pytest.approx(20.0)
+    assert matrix[(0, 5)] < 10  # SYS without P2P on the DGX-1

@@ -1,0 +1,301 @@
+"""recommend(): the picks the issue asks for, the errors, the TF advice, and exactness against brute force."""
+
+import itertools
+import subprocess
+import sys
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from conftest import REPO, SHARED_FIXTURES
+from gputopo.analysis.recommend import (
+    EXACT_LIMIT,
+    _Problem,
+    best_ring,
+    brute_force_best_key,
+    recommend,
+)
+from gputopo.errors import InputError
+from gputopo.model import Gpu, Measurement, Topology, make_link
+from gputopo.sources import load_topology
+from gputopo.sources.reference import load_reference
+
+DGX1_TEXT = SHARED_FIXTURES / "topo" / "dgx1_v100_8gpu_mlx5.txt"
+PCIE_TEXT = SHARED_FIXTURES / "topo" / "pcie_8gpu_dual_socket_pix_node_sys.txt"
+POWER9_TEXT = SHARED_FIXTURES / "topo" / "power9_4gpu_nv3_pairs_tabs.txt"
+TF0_LOG = SHARED_FIXTURES / "tf_logs" / "tf0_gpu_init_cannot_enable_peer_4gpu.log"
+FULLY_NVLINKED_QUADS = ({0, 1, 2, 3}, {4, 5, 6, 7})
+
+
+# --- the "done means" picks ----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("source", ["reference", "fixture"])
+def test_dgx1_four_gpus_is_a_fully_nvlinked_quad(source):
+    topo = load_reference("dgx1") if source == "reference" else load_topology(from_file=str(DGX1_TEXT))
+    rec = recommend(topo, 4)
+    best = rec.best
+    assert set(best.gpus) in FULLY_NVLINKED_QUADS
+    assert all(topo.link(a, b).is_nvlink for a, b in itertools.combinations(best.gpus, 2))
+    assert best.bottleneck_gbps == pytest.approx(20.0)  # NV1 is the slowest hop of any ring in a quad
+    assert best.bottleneck.startswith("NV1")
+    assert best.same_socket and rec.proven_optimal
+    # The other quad ties; a cross-socket quad with the same ring is ranked below both.
+    assert set(rec.groups[1].gpus) in FULLY_NVLINKED_QUADS
+    assert not rec.groups[2].same_socket
+    assert "NUMA node" in rec.groups[1].reason
+
+
+def test_dual_socket_pcie_fixture_keeps_the_group_on_one_socket():
+    topo = load_topology(from_file=str(PCIE_TEXT))
+    for k in (2, 3, 4):
+        best = recommend(topo, k).best
+        assert best.same_socket
+        assert len({topo.gpu(g).numa_node for g in best.gpus}) == 1
+        assert best.numactl == f"numactl --cpunodebind={best.numa_node} --membind={best.numa_node}"
+    best4 = recommend(topo, 4).best
+    assert set(best4.gpus) in ({0, 1, 2, 3}, {4, 5, 6, 7})
+    assert "SYS" not in best4.bottleneck
+
+
+def test_two_socket_tf_log_two_gpus_picks_a_peering_pair():
+    topo = load_topology(tf_log=str(TF0_LOG))
+    rec = recommend(topo, 2)
+    assert set(rec.best.gpus) in ({0, 1}, {2, 3})
+    assert set(rec.groups[1].gpus) in ({0, 1}, {2, 3})
+    assert rec.groups[2].bottleneck_gbps < rec.best.bottleneck_gbps
+    assert rec.best.cross_device_ops == "NcclAllReduce"
+    assert any("TensorFlow's ordinals" in note for note in rec.notes)
+
+
+@pytest.mark.parametrize("machine, k", [("dgx-h100", 4), ("dgx-a100", 3), ("hgx-b200", 5), ("dgx2", 8)])
+def test_nvswitch_machines_say_any_group_is_as_good(machine, k):
+    rec = recommend(load_reference(machine), k)
+    assert rec.interchangeable
+    assert any("NVSwitch" in note and "as good" in note for note in rec.notes)
+    assert len({g.bottleneck_gbps for g in rec.groups}) == 1
+    assert rec.proven_optimal
+
+
+def test_power9_pairs_pick_an_nvlink_pair_on_one_numa_node():
+    topo = load_topology(from_file=str(POWER9_TEXT))
+    best = recommend(topo, 2).best
+    assert set(best.gpus) in ({0, 1}, {2, 3}) and best.bottleneck.startswith("NV3")
+    assert best.numa_node in (0, 8)
+
+
+# --- larger domains ------------------------------------------------------------------------------
+
+
+def test_nvl72_groups_of_four_stay_in_one_tray_and_are_proven():
+    topo = load_reference("gb200-nvl72")
+    rec = recommend(topo, 4)
+    assert rec.proven_optimal and rec.interchangeable
+    best = rec.best
+    assert best.same_host and len({topo.gpu(g).host for g in best.gpus}) == 1
+    assert best.cuda_visible_devices == ",".join(map(str, best.gpus))
+
+
+def test_nvl72_groups_spanning_trays_use_as_few_as_possible_and_multiworker():
+    topo = load_reference("gb200-nvl72")
+    rec = recommend(topo, 12)
+    best = rec.best
+    assert len(best.hosts) == 3  # 4 GPUs per tray
+    assert not best.same_host and best.cuda_visible_devices_by_host
+    assert all(v == "0,1,2,3" for v in best.cuda_visible_devices_by_host.values())
+    assert best.cross_device_ops.startswith("MultiWorkerMirroredStrategy")
+    assert rec.proven_optimal
+
+
+def test_search_beyond_the_exact_limit_says_when_it_is_not_proven(monkeypatch):
+    import gputopo.analysis.recommend as module
+
+    monkeypatch.setattr(module, "NODE_BUDGET", 3)
+    topo = _random_topology(EXACT_LIMIT + 4, seed=7)
+    rec = recommend(topo, 5)
+    assert not rec.proven_optimal
+    assert "not proven optimal" in rec.search
+
+
+# --- require / exclude / errors ------------------------------------------------------------------
+
+
+def test_require_and_exclude_are_honoured():
+    topo = load_reference("dgx1")
+    rec = recommend(topo, 4, require=[5], exclude=[4])
+    for group in rec.groups:
+        assert 5 in group.gpus and 4 not in group.gpus
+    assert rec.best.key == brute_force_best_key(topo, 4, require=[5], exclude=[4])
+
+
+@pytest.mark.parametrize(
+    "kwargs, message",
+    [
+        (dict(gpus=0), "at least 1"),
+        (dict(gpus=9), "only 8"),
+        (dict(gpus=2, jobs=0), "--jobs"),
+        (dict(gpus=2, require=[3], exclude=[3]), "both required and excluded"),
+        (dict(gpus=2, require=[8]), "does not exist"),
+        (dict(gpus=2, exclude=[42]), "does not exist"),
+        (dict(gpus=4, jobs=2, exclude=[0]), "only 7 GPUs are available after --exclude"),
+        (dict(gpus=3, jobs=3), "3 jobs x 3 GPUs"),
+        (dict(gpus=2, require=[0, 1, 2]), "required"),
+    ],
+)
+def test_impossible_asks_raise_input_error(kwargs, message):
+    with pytest.raises(InputError, match=message):
+        recommend(load_reference("dgx1"), **kwargs)
+
+
+# --- TF advice -----------------------------------------------------------------------------------
+
+
+def test_cross_device_ops_choices_and_device_lists():
+    dgx1 = load_reference("dgx1")
+    full = recommend(dgx1, 8).best
+    assert full.cross_device_ops == "HierarchicalCopyAllReduce"  # the mesh it was written for
+    assert "cannot peer" in full.cross_device_ops_reason
+    quad = recommend(dgx1, 4, require=[4]).best
+    assert quad.cross_device_ops == "NcclAllReduce" and quad.gpus == [4, 5, 6, 7]
+    assert quad.mirrored_strategy_devices == ["/gpu:0", "/gpu:1", "/gpu:2", "/gpu:3"]
+    assert quad.mirrored_strategy_devices_all_visible == ["/gpu:4", "/gpu:5", "/gpu:6", "/gpu:7"]
+    assert quad.cuda_visible_devices == "4,5,6,7" and quad.env["CUDA_DEVICE_ORDER"] == "PCI_BUS_ID"
+    two_socket = recommend(load_reference("two-socket-4gpu"), 4).best
+    assert two_socket.cross_device_ops == "NcclAllReduce"
+    assert "host memory" in two_socket.cross_device_ops_reason and "ReductionToOneDevice" in two_socket.cross_device_ops_reason
+    single = recommend(dgx1, 1).best
+    assert single.cross_device_ops is None and single.bottleneck_gbps is None
+
+
+def test_to_dict_follows_the_json_contract():
+    data = recommend(load_reference("dgx1"), 4, alternatives=2).to_dict()
+    assert len(data["groups"]) == 3 and data["proven_optimal"] is True and data["search"]
+    for group in data["groups"]:
+        assert {"gpus", "cuda_visible_devices", "mirrored_strategy_devices", "cross_device_ops", "reason",
+                "ring", "bottleneck_gbps", "allreduce_gbps", "bottleneck", "same_socket", "numa_node",
+                "numactl", "cross_device_ops_reason", "mirrored_strategy_devices_all_visible"} <= set(group)
+    assert data["jobs"][0]["gpus"] == data["groups"][0]["gpus"]
+
+
+# --- measurements change the answer --------------------------------------------------------------
+
+
+def test_a_measured_slow_pair_moves_the_pick():
+    topo = load_reference("two-socket-4gpu")
+    assert recommend(topo, 2).best.gpus == [0, 1]
+    topo.link(0, 1).measured = Measurement(a_to_b_gbps=3.0, b_to_a_gbps=3.1)
+    rec = recommend(topo, 2)
+    assert rec.best.gpus == [2, 3]
+    assert any("measurements" in note for note in rec.notes)
+
+
+# --- jobs ----------------------------------------------------------------------------------------
+
+
+def test_jobs_split_dgx1_into_fair_disjoint_groups():
+    topo = load_reference("dgx1")
+    rec = recommend(topo, 4, jobs=2)
+    assert [set(g.gpus) for g in rec.jobs] == [{0, 1, 2, 3}, {4, 5, 6, 7}]
+    pairs = recommend(topo, 2, jobs=4)
+    used = [g for job in pairs.jobs for g in job.gpus]
+    assert sorted(used) == list(range(8))
+    assert all(job.bottleneck.startswith("NV2") for job in pairs.jobs)  # DGX-1 has a perfect NV2 matching
+    assert pairs.jobs_proven_optimal
+
+
+@settings(max_examples=8, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(seed=st.integers(0, 10_000), shape=st.sampled_from([(2, 2), (2, 3), (3, 2)]), require_one=st.booleans())
+def test_jobs_worst_group_matches_brute_force(seed, shape, require_one):
+    k, jobs = shape
+    topo = _random_topology(7, seed)
+    require = [seed % 7] if require_one else []
+    rec = recommend(topo, k, jobs=jobs, require=require)
+    problem = _Problem(topo, topo.gpu_indices)
+    used = [g for job in rec.jobs for g in job.gpus]
+    assert len(set(used)) == k * jobs and set(require) <= set(used)
+    got = min(problem.key(tuple(problem.pos[g] for g in job.gpus)) for job in rec.jobs)
+    best = None
+    for groups in itertools.combinations(itertools.combinations(range(7), k), jobs):
+        members = [g for group in groups for g in group]
+        if len(set(members)) < len(members) or not set(require) <= set(members):
+            continue
+        worst = min(problem.key(g) for g in groups)
+        best = worst if best is None or worst > best else best
+    assert got == best
+    assert rec.jobs_proven_optimal
+
+
+# --- exactness -----------------------------------------------------------------------------------
+
+_LINK_WORDS = ["NV1", "NV2", "NV4", "PIX", "PXB", "PHB", "NODE", "SYS"]
+
+
+def _random_topology(n: int, seed: int, words: list[str] | None = None, hosts: int = 1) -> Topology:
+    import random
+
+    rng = random.Random(seed)
+    words = words or _LINK_WORDS
+    gpus = [
+        Gpu(index=i, numa_node=rng.randrange(2), nvlink_version="2.0", pcie_gen_current=3, pcie_width_current=16,
+            host=f"h{rng.randrange(hosts)}" if hosts > 1 else None)
+        for i in range(n)
+    ]
+    links = []
+    for a in range(n):
+        for b in range(a + 1, n):
+            word = rng.choice(words)
+            ok = rng.random() > 0.2
+            links.append(make_link(a, b, word, p2p_read="ok" if ok else "TNS", p2p_write="ok" if ok else "TNS"))
+    return Topology(gpus=gpus, links=links, source="test")
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    seed=st.integers(0, 100_000),
+    n=st.integers(2, 9),
+    k=st.integers(1, 6),
+    few_words=st.booleans(),
+    hosts=st.integers(1, 2),
+    require_one=st.booleans(),
+)
+def test_search_matches_brute_force_on_random_topologies(seed, n, k, few_words, hosts, require_one):
+    k = min(k, n)
+    # Few distinct link words make many interchangeable GPUs: exercises the twin-class shortcut.
+    words = ["NV2", "SYS"] if few_words else None
+    topo = _random_topology(n, seed, words, hosts)
+    require = [seed % n] if require_one else []
+    rec = recommend(topo, k, require=require)
+    assert rec.proven_optimal
+    assert rec.best.key == brute_force_best_key(topo, k, require=require)
+    keys = [g.key for g in rec.groups]
+    assert keys == sorted(keys, reverse=True)
+    assert len({tuple(g.gpus) for g in rec.groups}) == len(rec.groups)
+
+
+def test_best_ring_on_the_dgx1_nv2_cycle():
+    problem = _Problem(load_reference("dgx1"), list(range(8)))
+    bottleneck, order, complete = best_ring(tuple(range(8)), problem.weight)
+    assert complete and bottleneck == 4000  # every DGX-1 GPU has two NV2 links forming one 8-cycle
+    assert sorted(order) == list(range(8))
+    hops = list(zip(order, order[1:] + order[:1]))
+    assert min(problem.weight[a][b] for a, b in hops) == 4000
+
+
+# --- purity ---------------------------------------------------------------------------------------
+
+
+def test_recommend_never_imports_tensorflow():
+    code = (
+        "import sys, runpy\n"
+        "sys.argv = ['gputopo', 'recommend', '--machine', 'dgx1', '--gpus', '4', '--format', 'python']\n"
+        "try:\n    runpy.run_module('gputopo', run_name='__main__')\n"
+        "except SystemExit as exc:\n    assert not exc.code, exc.code\n"
+        "bad = [m for m in sys.modules if m == 'tensorflow' or m.startswith('tensorflow.') or m == 'pynvml']\n"
+        "assert not bad, bad\n"
+        "print('clean')\n"
+    )
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO, timeout=60)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip().endswith("clean")
+    assert "MirroredStrategy" in result.stdout
