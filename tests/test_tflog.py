@@ -230,6 +230,9 @@ def test_cli_scan_tf_log_json_carries_the_tf_view(cli):
     assert [d["ordinal"] for d in data["tf"]["devices"]] == [0, 1, 2, 3]
     assert data["tf"]["peer"][0] == [True, True, False, False]
     assert data["tf"]["peer"][3] == [False, False, True, True]
+    groups = [f for f in data["diagnostics"] if f["code"] == "tf-peer-groups"]
+    assert len(groups) == 1 and "within {0,1} or {2,3}" in groups[0]["message"]
+    assert {"severity", "code", "message"} <= set(groups[0])
 
 
 def test_cli_scan_tf_log_from_stdin_and_with_a_topology(cli):

@@ -209,8 +209,9 @@ def _join_devices(topology: Topology, view: TfView, findings: list[Finding]) -> 
             Finding(
                 "info",
                 "tf-join-assumed",
-                "the TensorFlow log or the topology has no PCI bus ids, so TensorFlow's GPU:i is taken "
-                "as nvidia-smi's GPU i (true with CUDA_DEVICE_ORDER=PCI_BUS_ID and all GPUs visible)",
+                f"{'the topology' if not by_bus else 'the TensorFlow log'} has no PCI bus ids to join on, so "
+                "TensorFlow's GPU:i is taken as nvidia-smi's GPU i (true with CUDA_DEVICE_ORDER=PCI_BUS_ID "
+                "and all GPUs visible)",
                 fix="a log with 'Created device ... pci bus id: ...' lines, checked on the machine itself, "
                 "joins them for certain",
             )
@@ -359,7 +360,7 @@ def _pair_findings(topology: Topology, view: TfView, mapping: dict[int, int]) ->
     for reason, pairs in denied.items():
         why, fix = _REASONS[reason]
         words = sorted({w for a, b in pairs for w in _p2p_words(links[(mapping[a], mapping[b])])})
-        detail = "; driver says " + ", ".join(f"{w} ({P2P_STATUS_MEANING[w]})" for w in words) if words else ""
+        detail = "; the driver says " + ", ".join(f"{w}: {P2P_STATUS_MEANING[w]}" for w in words) if words else ""
         findings.append(
             Finding(
                 "warning",
