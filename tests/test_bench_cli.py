@@ -1,0 +1,143 @@
+"""`gputopo bench-p2p` end to end: a real child process with --json and --allreduce, --save read
+back as a Topology, Ctrl-C keeping partial results, and garbage options giving exit code 2."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from conftest import REPO
+from gputopo.model import Topology
+
+pytestmark = pytest.mark.tf
+
+
+def _child_env() -> dict[str, str]:
+    env = dict(os.environ)
+    env["PYTHONPATH"] = str(REPO) + os.pathsep + env.get("PYTHONPATH", "")
+    env.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    return env
+
+
+def test_child_process_json_with_allreduce():
+    pytest.importorskip("tensorflow")
+    proc = subprocess.run(
+        [sys.executable, "-m", "gputopo", "bench-p2p", "--cpu-devices", "4", "--size", "1MiB", "--repeat", "2",
+         "--warmup", "1", "--min-sample-ms", "2", "--allreduce", "--json"],
+        capture_output=True, text=True, timeout=300, cwd=REPO, env=_child_env(),
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    data = json.loads(proc.stdout)
+    assert data["device_kind"] == "CPU" and "host memory" in data["measured"]
+    assert data["sizes_bytes"] == [1024 * 1024] and data["repeats"] == 2
+    assert [d["index"] for d in data["devices"]] == [0, 1, 2, 3]
+    assert len(data["pairs"]) == 12
+    for pair in data["pairs"]:
+        assert pair["errors"] == []
+        assert 0.05 < pair["gbps"] < 200 and 0.05 < pair["bidir_gbps"] < 400
+        assert pair["latency_us"] > 0
+        assert pair["expected_gbps"] is None  # nothing to expect of host memory
+    ops = {r["cross_device_ops"].split(" ")[0] for r in data["allreduce"]}
+    assert {"HierarchicalCopyAllReduce", "ReductionToOneDevice"} <= ops
+    assert "NcclAllReduce" not in ops  # GPUs only
+    for r in data["allreduce"]:
+        assert r["error"] is None and r["devices"] == [0, 1, 2, 3]
+        # nccl-tests: busbw = algbw * 2(n-1)/n, here n = 4.
+        assert r["busbw_gbps"]["median"] == pytest.approx(r["algbw_gbps"]["median"] * 1.5)
+        assert r["time_us"]["median"] > 0
+
+
+def test_save_writes_measurements_into_a_snapshot(cli, tf_cpu_devices, tmp_path):
+    target = tmp_path / "measured.json"
+    result = cli("bench-p2p", "--cpu-devices", "4", "--machine", "two-socket-4gpu", "--gpus", "0,1,2",
+                 "--size", "256KiB", "--repeat", "2", "--warmup", "0", "--min-sample-ms", "1",
+                 "--save", str(target))  # fmt: skip
+    assert result.exit_code == 0, result.output
+    assert "host memory" in result.output
+    from gputopo.sources import load_topology
+
+    topo = load_topology(from_file=str(target))  # what `recommend --from` reads
+    assert topo.gpu_indices == [0, 1, 2, 3]  # the base topology, with figures added
+    for a, b in [(0, 1), (0, 2), (1, 2)]:
+        m = topo.link(a, b).measured
+        assert m is not None and m.device_kind == "CPU"
+        assert 0.05 < m.a_to_b_gbps < 200 and 0.05 < m.b_to_a_gbps < 200
+        assert m.latency_us > 0 and m.size_bytes == 256 * 1024 and m.repeats == 2
+    assert topo.link(0, 3).measured is None  # GPU 3 was not chosen
+    assert any(f.code == "measured-host-memory" for f in topo.diagnostics)
+
+
+def test_ctrl_c_prints_and_saves_partial_results(cli, tf_cpu_devices, tmp_path, monkeypatch):
+    from gputopo.tf import bench
+
+    def interrupted(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(bench.CopyBench, "measure_bidir", interrupted)
+    target = tmp_path / "partial.json"
+    result = cli("bench-p2p", "--cpu-devices", "3", "--size", "64KiB", "--repeat", "1", "--warmup", "0",
+                 "--min-sample-ms", "1", "--save", str(target))  # fmt: skip
+    assert result.exit_code == 130
+    assert "interrupted" in result.output and "Unidirectional copy GB/s" in result.output
+    topo = Topology.from_dict(json.loads(target.read_text()))
+    assert topo.source == "bench-p2p" and "host memory" in topo.label
+    measured = topo.link(0, 1).measured
+    assert measured.a_to_b_gbps > 0 and measured.bidirectional_gbps is None
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--cpu-devices", "0"], "gputopo: error: --cpu-devices must be at least 1"),
+        (["--cpu-devices", "-2"], "gputopo: error: --cpu-devices must be at least 1"),
+        (["--cpu-devices", "abc"], "Invalid value"),  # typer's own usage error, also exit 2
+        (["--cpu-devices", "2", "--size", "12XB"], "gputopo: error: bad size '12XB'"),
+        (["--cpu-devices", "2", "--size", "0"], "gputopo: error: bad size '0'"),
+        (["--cpu-devices", "2", "--sizes", "1MiB:1KiB"], "gputopo: error: bad --sizes"),
+        (["--cpu-devices", "2", "--size", "1MiB", "--sizes", "1KiB:2KiB"], "gputopo: error: give either"),
+        (["--cpu-devices", "2", "--repeat", "0"], "gputopo: error: --repeat"),
+        (["--cpu-devices", "2", "--timeout", "0"], "gputopo: error: --timeout"),
+        (["--cpu-devices", "2", "--gpus", "a,b"], "gputopo: error: bad --gpus"),
+        (["--cpu-devices", "2", "--save", "/nonexistent-folder/x.json"], "gputopo: error: cannot write"),
+        (["--cpu-devices", "2", "--machine", "no-such-machine"], "gputopo: error:"),
+    ],
+)
+def test_garbage_options_exit_2_before_tensorflow(cli, monkeypatch, args, message):
+    import gputopo.tf.devices
+
+    def no_tensorflow():
+        raise AssertionError("garbage options must be refused before TensorFlow is imported")
+
+    monkeypatch.setattr(gputopo.tf.devices, "import_tensorflow", no_tensorflow)
+    result = cli("bench-p2p", *args)
+    assert result.exit_code == 2, result.output
+    assert message in result.output
+    assert "Traceback" not in result.output
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--cpu-devices", "4", "--gpus", "0,9"], "no GPU 9"),
+        (["--cpu-devices", "4", "--gpus", "1"], "at least two devices"),
+        (["--gpus", "0,1"], "TensorFlow sees no GPU"),
+        (["--cpu-devices", "4", "--machine", "workstation-2x4090"], "more than the 2 GPUs"),
+    ],
+)
+def test_unknown_devices_exit_2(cli, tf_cpu_devices, args, message):
+    result = cli("bench-p2p", *args)
+    assert result.exit_code == 2, result.output
+    assert message in result.output and "Traceback" not in result.output
+
+
+def test_cli_import_does_not_import_tensorflow():
+    proc = subprocess.run(
+        [sys.executable, "-c", "import sys, gputopo.cli; print('tensorflow' in sys.modules)"],
+        capture_output=True, text=True, cwd=REPO, env=_child_env(), timeout=60,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip() == "False"
