@@ -1,0 +1,121 @@
+"""`gputopo recommend` end to end: every format, the shared source options, and one-line errors."""
+
+import json
+import subprocess
+
+import pytest
+
+from conftest import SHARED_FIXTURES
+
+DGX1_TEXT = str(SHARED_FIXTURES / "topo" / "dgx1_v100_8gpu_mlx5.txt")
+PCIE_TEXT = str(SHARED_FIXTURES / "topo" / "pcie_8gpu_dual_socket_pix_node_sys.txt")
+TF0_LOG = str(SHARED_FIXTURES / "tf_logs" / "tf0_gpu_init_cannot_enable_peer_4gpu.log")
+
+
+def _one_error_line(result):
+    lines = [line for line in result.output.strip().splitlines() if line.strip()]
+    assert result.exit_code == 2, result.output
+    assert len(lines) == 1, result.output
+    assert lines[0].startswith("gputopo: error: ")
+    assert "Traceback" not in result.output
+    return lines[0]
+
+
+def test_text_shows_the_best_group_ring_and_paste_ready_lines(cli):
+    result = cli("recommend", "--machine", "dgx1", "--gpus", "4")
+    assert result.exit_code == 0, result.output
+    text = " ".join(result.output.split())  # rich wraps long lines
+    assert "GPUs 0,1,2,3" in text
+    assert "ring 0-1-2-3-0, slowest hop NV1 ~ 20 GB/s" in text
+    assert "CUDA_DEVICE_ORDER=PCI_BUS_ID CUDA_VISIBLE_DEVICES=0,1,2,3 numactl --cpunodebind=0 --membind=0" in text
+    assert "tf.distribute.MirroredStrategy(devices=['/gpu:0', '/gpu:1', '/gpu:2', '/gpu:3']" in text
+    assert "cross_device_ops=tf.distribute.NcclAllReduce()" in text
+    assert "4,5,6,7" in text  # the runner-up is listed
+    assert "proven optimal" in text
+
+
+@pytest.mark.parametrize("args", [["--machine", "dgx1"], ["--from", DGX1_TEXT]])
+def test_json_picks_an_nvlinked_quad_on_the_dgx1(cli, args):
+    result = cli("recommend", *args, "--gpus", "4", "--json")
+    assert result.exit_code == 0, result.output
+    data = json.loads(result.output)
+    assert set(data["groups"][0]["gpus"]) in ({0, 1, 2, 3}, {4, 5, 6, 7})
+    assert data["groups"][0]["cuda_visible_devices"] in ("0,1,2,3", "4,5,6,7")
+    assert data["proven_optimal"] is True
+
+
+def test_json_alias_equals_format_json(cli):
+    a = cli("recommend", "--from", PCIE_TEXT, "--gpus", "3", "--json")
+    b = cli("recommend", "--from", PCIE_TEXT, "--gpus", "3", "--format", "json")
+    assert a.exit_code == b.exit_code == 0
+    assert json.loads(a.output) == json.loads(b.output)
+    assert json.loads(a.output)["groups"][0]["same_socket"] is True
+
+
+def test_tf_log_alone_picks_a_peering_pair(cli):
+    result = cli("recommend", "--tf-log", TF0_LOG, "--gpus", "2", "--json")
+    assert result.exit_code == 0, result.output
+    data = json.loads(result.output)
+    assert set(data["groups"][0]["gpus"]) in ({0, 1}, {2, 3})
+    assert data["groups"][0]["hops"][0]["label"] == "TF:P2P"
+
+
+def test_env_format_can_be_evaluated_by_a_shell(cli):
+    result = cli("recommend", "--machine", "dgx1", "--gpus", "2", "--jobs", "2", "--format", "env")
+    assert result.exit_code == 0, result.output
+    shell = subprocess.run(
+        ["sh", "-c", 'eval "$(cat)"; echo "$CUDA_DEVICE_ORDER|$CUDA_VISIBLE_DEVICES|$CUDA_VISIBLE_DEVICES_JOB2|$GPUTOPO_NUMACTL"'],
+        input=result.output, capture_output=True, text=True, timeout=10,
+    )
+    assert shell.returncode == 0, shell.stderr
+    order, visible, job2, numactl = shell.stdout.strip().split("|")
+    assert order == "PCI_BUS_ID"
+    assert visible == "0,3" and job2 == "1,2"  # the two NV2 pairs on socket 0
+    assert numactl == "numactl --cpunodebind=0 --membind=0"
+
+
+def test_python_format_is_valid_python_with_the_strategy(cli):
+    result = cli("recommend", "--machine", "dgx1", "--gpus", "8", "--format", "python")
+    assert result.exit_code == 0, result.output
+    compile(result.output, "<snippet>", "exec")  # raises on a syntax error
+    assert 'os.environ["CUDA_VISIBLE_DEVICES"] = "0,1,2,3,4,5,6,7"' in result.output
+    assert "cross_device_ops=tf.distribute.HierarchicalCopyAllReduce()" in result.output
+    assert result.output.index("CUDA_VISIBLE_DEVICES") < result.output.index("import tensorflow")
+
+
+def test_nvswitch_machine_says_any_group_is_as_good(cli):
+    result = cli("recommend", "--machine", "dgx-h100", "--gpus", "4")
+    assert result.exit_code == 0, result.output
+    assert "as good" in result.output and "NVSwitch" in result.output
+
+
+def test_jobs_table_lists_every_job(cli):
+    result = cli("recommend", "--machine", "pcie-8gpu", "--gpus", "2", "--jobs", "4")
+    assert result.exit_code == 0, result.output
+    for pair in ("0,1", "2,3", "4,5", "6,7"):
+        assert f"CUDA_VISIBLE_DEVICES={pair}" in result.output
+
+
+@pytest.mark.parametrize(
+    "args, fragment",
+    [
+        (["--machine", "dgx1", "--gpus", "0"], "at least 1"),
+        (["--machine", "dgx1", "--gpus", "99"], "only 8"),
+        (["--machine", "dgx1", "--gpus", "2", "--require", "zero"], "--require takes GPU numbers"),
+        (["--machine", "dgx1", "--gpus", "2", "--exclude", "1,,x"], "--exclude takes GPU numbers"),
+        (["--machine", "dgx1", "--gpus", "2", "--require", "3", "--exclude", "3"], "both required and excluded"),
+        (["--machine", "dgx1", "--gpus", "4", "--jobs", "3"], "3 jobs x 4 GPUs"),
+        (["--machine", "dgx1", "--gpus", "4", "--format", "yaml"], "--format must be one of"),
+        (["--machine", "no-such-box", "--gpus", "2"], "unknown reference machine"),
+        (["--from", "/nonexistent/topo.txt", "--gpus", "2"], "does not exist"),
+    ],
+)
+def test_impossible_or_garbage_asks_fail_in_one_line(cli, args, fragment):
+    line = _one_error_line(cli("recommend", *args))
+    assert fragment in line
+
+
+def test_garbage_topology_text_fails_in_one_line(cli, tmp_path):
+    junk = tmp_path / "junk.txt"
+    junk.write_text("hello\nthis is not nvidia-smi output\n")
+    _one_error_line(cli("recommend", "--from", str(junk), "--gpus", "2"))
