@@ -7,6 +7,8 @@ import re
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from conftest import OWN_FIXTURES, TOPO_FIXTURES
 from gputopo.errors import InputError
@@ -242,3 +244,27 @@ def test_cli_scan_from_binary_file_is_one_error_line(cli, tmp_path):
     result = cli("scan", "--from", str(path))
     assert result.exit_code == 2
     assert result.output.strip().startswith("gputopo: error:") and "binary" in result.output
+
+
+_ALL_CAPTURES = [p.read_text() for p in TOPO_FIXTURES + sorted(OWN_TOPO.glob("*.txt"))]
+
+
+@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    text=st.sampled_from(_ALL_CAPTURES),
+    cut_at=st.floats(min_value=0, max_value=1),
+    position=st.floats(min_value=0, max_value=1),
+    noise=st.text(alphabet=st.sampled_from(list("GPU0123X -,\t\nNVSYOCA/")), max_size=12),
+)
+def test_damaged_captures_give_a_topology_or_one_input_error(text, cut_at, position, noise):
+    """Cut anywhere and with noise spliced in, a capture never crashes the parser."""
+    text = text[: int(len(text) * cut_at)]
+    at = int(len(text) * position)
+    text = text[:at] + noise + text[at:]
+    try:
+        topology = parse_topo_matrix(text, "fuzz")
+    except InputError as exc:
+        assert "\n" not in str(exc)
+        return
+    topology.validate()
+    assert len(topology.links) == len(topology.gpus) * (len(topology.gpus) - 1) // 2

@@ -296,7 +296,10 @@ def _numa_node(value: str | None, source: str, line_no: int) -> int | None:
         return None
     if value.isdigit():
         return int(value)
-    nodes = parse_cpu_list(value) if re.fullmatch(r"[\d,\-]+", value) else None
+    try:
+        nodes = parse_cpu_list(value) if re.fullmatch(r"[\d,\-]+", value) else None
+    except ValueError:
+        nodes = None
     if nodes and len(nodes) == 1:
         return nodes[0]
     if nodes:
