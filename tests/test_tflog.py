@@ -159,6 +159,16 @@ def test_logs_without_gpu_lines_are_one_line_input_errors(text, expected):
     assert expected in str(info.value) and "\n" not in str(info.value)
 
 
+def test_implausible_ordinal_from_a_damaged_line_is_ignored_not_allocated():
+    text = (
+        "cannot enable peer access from device ordinal 0 to device ordinal 1\n"
+        "cannot enable peer access from device ordinal 0 to device ordinal 98765432\n"
+    )
+    view = parse_tf_log(text, "log")
+    assert len(view.peer) == 2 and view.peer[0][1] is False
+    assert "98765432 is not plausible" in view.notes[0].message
+
+
 def test_read_tf_log_from_standard_input(monkeypatch):
     data = (OWN_LOGS / "tf0_creating_device_found_properties.log").read_bytes()
     monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(data)))

@@ -164,6 +164,8 @@ def _split_header(line: str) -> tuple[list[str], list[str]] | None:
         for title_match in _HEADER_CELL_RE.finditer(rest):
             attributes.append(" ".join(title_match.group(0).split()))
     columns = device_part.split()
+    if any(c.upper() in LINK_WORDS or c.upper() in P2P_WORDS or c == SELF_WORD or _NV_RE.match(c) for c in columns):
+        return None  # a matrix row (GPU0  X  NV1 ...) whose header was not pasted
     gpu_numbers = [int(m.group(1)) for m in (_GPU_RE.match(c) for c in columns) if m]
     if not gpu_numbers or gpu_numbers != list(range(len(gpu_numbers))):
         return None

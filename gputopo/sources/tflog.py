@@ -50,6 +50,7 @@ ERA_TF15 = "tf1.5-edge-matrix"
 ERA_TF25 = "tf2-created-device"
 ERA_TF_ABSL = "tf2.16-absl"
 ERA_NO_GPU = "tf-no-gpu"  # TensorFlow ran and listed no GPU (``gputopo scan --tf``)
+MAX_TF_ORDINAL = 1023  # larger "ordinals" come from damaged lines, not from machines
 _ERA_ORDER = [ERA_TF0, ERA_TF12, ERA_TF15, ERA_TF25, ERA_TF_ABSL]
 
 # The log prefix ends with "file.cc:NNN] "; absl's starts "I0000 00:00:<epoch> <tid> ".
@@ -210,6 +211,15 @@ def parse_tf_log(text: str, source: str) -> TfView:
         ordinals.update(matrix.rows)
     if visible:
         ordinals.update(visible)
+    too_large = sorted(o for o in ordinals if o > MAX_TF_ORDINAL)
+    if too_large:  # a damaged number; a square matrix that big would only waste memory
+        notes.append(Finding("info", "tf-log-cut", f"GPU ordinal {too_large[0]} is not plausible and was ignored"))
+        ordinals -= set(too_large)
+        devices = {o: d for o, d in devices.items() if o <= MAX_TF_ORDINAL}
+        denied = {pair: n for pair, n in denied.items() if max(pair) <= MAX_TF_ORDINAL}
+        visible = [o for o in visible or [] if o <= MAX_TF_ORDINAL] if visible is not None else None
+        for matrix in matrices:
+            matrix.rows = {o: v for o, v in matrix.rows.items() if o <= MAX_TF_ORDINAL}
     if not ordinals:
         raise InputError(
             f"TensorFlow log {source} has no GPU lines: expected lines such as "
