@@ -269,3 +269,13 @@ def test_damaged_captures_give_a_topology_or_one_input_error(text, cut_at, posit
         return
     topology.validate()
     assert len(topology.links) == len(topology.gpus) * (len(topology.gpus) - 1) // 2
+
+
+def test_non_breaking_spaces_from_web_pages():
+    nbsp = "\u00a0"
+    text = (
+        f"{nbsp * 8}GPU0{nbsp * 4}GPU1{nbsp * 4}CPU{nbsp}Affinity\n"
+        f"GPU0{nbsp * 5}X{nbsp * 6}NV2{nbsp * 5}0-7\nGPU1{nbsp * 4}NV2{nbsp * 5}X{nbsp * 6}0-7\n"
+    )
+    topology = parse_topo_matrix(text, "web")
+    assert topology.link(0, 1).type == "NV2" and [g.cpu_affinity for g in topology.gpus] == ["0-7", "0-7"]

@@ -338,3 +338,18 @@ def test_child_output_with_gpus_is_parsed_and_without_keeps_tfs_reason():
     )
     assert empty.devices == [] and empty.era == ERA_NO_GPU and empty.visible_ordinals == []
     assert "CUDA_ERROR_NO_DEVICE" in empty.notes[0].message
+
+
+def test_tf20_found_device_one_line_properties():
+    text = (
+        "2020-05-18 10:00:00.000001: I tensorflow/core/common_runtime/gpu/gpu_device.cc:1561] Found device 1 "
+        "with properties: \npciBusID: 0000:02:00.0 name: GeForce RTX 2080 Ti computeCapability: 7.5\n"
+        "coreClock: 1.545GHz coreCount: 68 deviceMemorySize: 10.76GiB deviceMemoryBandwidth: 573.69GiB/s\n"
+        "2020-05-18 10:00:00.000003: I tensorflow/core/common_runtime/gpu/gpu_device.cc:1703] "
+        "Adding visible gpu devices: 0, 1\n"
+    )
+    view = parse_tf_log(text, "log")
+    assert view.visible_ordinals == [0, 1] and [d.ordinal for d in view.devices] == [0, 1]
+    assert (view.devices[1].name, view.devices[1].pci_bus_id, view.devices[1].compute_capability) == (
+        "GeForce RTX 2080 Ti", "0000:02:00.0", "7.5")
+    assert view.devices[0].name is None
