@@ -41,9 +41,10 @@ from gputopo.model import Gpu, Link, Topology
 
 SCHEMA = "gputopo.recommendation/1"
 EXACT_LIMIT = 16  # candidate GPUs up to which the search has no node budget (always exact)
-NODE_BUDGET = 20_000  # search nodes allowed beyond EXACT_LIMIT before settling for "best found"
+NODE_BUDGET = 10_000  # search nodes allowed beyond EXACT_LIMIT before settling for "best found"
 RING_STEP_BUDGET = 50_000  # DFS steps per ring search before a ring is reported as best found
-JOBS_EXACT_GROUP_LIMIT = 20_000  # enumerate every group for --jobs when there are at most this many
+JOBS_EXACT_GROUP_LIMIT = 20_000
+MAX_SEEDS = 16  # greedy starting groups that set the first bar for the branch and bound  # enumerate every group for --jobs when there are at most this many
 INF = 10**15  # the "bottleneck" of one GPU: nothing to send, so never the slowest
 # Bandwidths are compared as integers in hundredths of a GB/s, so sums and ties are exact.
 CENTI = 100
@@ -367,64 +368,106 @@ class _SearchResult:
 def search_groups(problem: _Problem, k: int, required: set[int], keep: int, node_budget: int | None) -> _SearchResult:
     """The ``keep`` best groups of ``k`` positions containing ``required`` (branch and bound).
 
-    Walks the twin classes in order, choosing how many of each to take (most first). A partial group
-    is dropped when an optimistic key for anything it can still become is no better than the
-    ``keep``-th best found: bottleneck <= each chosen GPU's 2nd-fastest link (a ring uses two links
-    per GPU), hosts/NUMA nodes >= those used plus one if the rest cannot fit in them, total <= used
-    plus the fastest pair bandwidth for every pair still to come.
+    Walks the twin classes (strongest GPUs first), choosing how many of each to take (most first).
+    Greedy groups seed the list, so pruning bites from the start. A partial group is dropped when an
+    optimistic key for anything it can still become is no better than the ``keep``-th best found:
+
+    - bottleneck <= for each chosen GPU, its 2nd-fastest link to the chosen GPUs and those still
+      available (a ring uses two links per GPU; for a pair, its fastest);
+    - hosts / NUMA nodes >= those used, plus the fewest more that can hold the GPUs still to add;
+    - total <= what is chosen, plus the fastest link any remaining GPU has, for every pair to come.
+
+    Every bound is optimistic, so nothing pruned could have beaten the groups kept: with no node
+    budget the result is exact.
     """
-    classes = twin_classes(problem, required)
-    c_count = len(classes)
     n = problem.n
     w = problem.weight
-    # A GPU's best and second-best link to any other candidate: ring bounds.
-    best_link = []
-    for i in range(n):
-        row = sorted((w[i][j] for j in range(n) if j != i), reverse=True)
-        best_link.append(row[1] if k >= 3 and len(row) > 1 else (row[0] if row else INF))
-    if k == 1:
-        best_link = [INF] * n
-    # Suffix counts: how many candidates each host / domain still offers from class ci on.
+    top1 = [max((w[i][j] for j in range(n) if j != i), default=0) for i in range(n)]
+    top2 = [sorted((w[i][j] for j in range(n) if j != i), reverse=True)[1:2] or [0] for i in range(n)]
+    strength = [top2[i][0] if k >= 3 else top1[i] for i in range(n)]
+    classes = twin_classes(problem, required)
+    classes.sort(key=lambda c: (-strength[c[0]], c[0]))
+    c_count = len(classes)
+    class_of = {i: ci for ci, members in enumerate(classes) for i in members}
+
+    # Suffix facts over classes[ci:]: size, GPUs per host / domain, best two links of every GPU
+    # into that pool, the fastest link any pool GPU has.
     suffix_size = [0] * (c_count + 1)
     suffix_host: list[dict[int, int]] = [dict() for _ in range(c_count + 1)]
     suffix_domain: list[dict[int, int]] = [dict() for _ in range(c_count + 1)]
+    suffix_top: list[list[tuple[int, int]]] = [[(-1, -1)] * n for _ in range(c_count + 1)]
+    suffix_best = [0] * (c_count + 1)
+    required_after = [0] * (c_count + 1)
     for ci in range(c_count - 1, -1, -1):
-        suffix_size[ci] = suffix_size[ci + 1] + len(classes[ci])
+        members = classes[ci]
+        suffix_size[ci] = suffix_size[ci + 1] + len(members)
         hosts = dict(suffix_host[ci + 1])
         domains = dict(suffix_domain[ci + 1])
-        for i in classes[ci]:
+        for i in members:
             hosts[problem.host_id[i]] = hosts.get(problem.host_id[i], 0) + 1
             domains[problem.domain_id[i]] = domains.get(problem.domain_id[i], 0) + 1
         suffix_host[ci] = hosts
         suffix_domain[ci] = domains
-    required_after = [0] * (c_count + 1)
-    for ci in range(c_count - 1, -1, -1):
-        required_after[ci] = required_after[ci + 1] + sum(1 for i in classes[ci] if i in required)
-    max_w = problem.max_weight
+        tops = list(suffix_top[ci + 1])
+        for v in range(n):
+            a, b = tops[v]
+            for j in members:
+                if j != v:
+                    x = w[v][j]
+                    if x > a:
+                        a, b = x, a
+                    elif x > b:
+                        b = x
+            tops[v] = (a, b)
+        suffix_top[ci] = tops
+        suffix_best[ci] = max([suffix_best[ci + 1]] + [top1[i] for i in members])
+        required_after[ci] = required_after[ci + 1] + sum(1 for i in members if i in required)
 
     ranked: list[tuple[GroupKey, tuple[int, ...]]] = []
+    offered: set[tuple[int, ...]] = set()
     nodes = 0
     stopped = False
 
-    def worst_kept() -> GroupKey | None:
-        return ranked[-1][0] if len(ranked) >= keep else None
-
     def offer(members: tuple[int, ...]) -> None:
+        if members in offered:
+            return
+        offered.add(members)
         key = problem.key(members)
+        if len(ranked) >= keep and key <= ranked[-1][0]:
+            return
         ranked.append((key, members))
         ranked.sort(key=lambda item: (_neg(item[0]), item[1]))
         del ranked[keep:]
 
-    def optimistic(chosen: list[int], remaining: int, ci: int, total: float) -> GroupKey:
-        bottleneck = min((best_link[i] for i in chosen), default=INF if k == 1 else max_w)
+    def optimistic(chosen: list[int], remaining: int, ci: int, total: int) -> GroupKey:
+        if k == 1:
+            bottleneck = INF
+        elif not chosen:
+            bottleneck = suffix_best[ci]
+        else:
+            bottleneck = INF
+            tops = suffix_top[ci]
+            for v in chosen:
+                a, b = tops[v]
+                row = w[v]
+                for u in chosen:
+                    if u != v:
+                        x = row[u]
+                        if x > a:
+                            a, b = x, a
+                        elif x > b:
+                            b = x
+                bound = b if k >= 3 else a
+                if bound < bottleneck:
+                    bottleneck = bound
         used_hosts = {problem.host_id[i] for i in chosen}
         used_domains = {problem.domain_id[i] for i in chosen}
         hosts = len(used_hosts) + _places_needed(remaining, suffix_host[ci], used_hosts)
         domains = len(used_domains) + _places_needed(remaining, suffix_domain[ci], used_domains)
-        total_bound = total + (remaining * len(chosen) + remaining * (remaining - 1) // 2) * max_w
+        total_bound = total + (remaining * len(chosen) + remaining * (remaining - 1) // 2) * suffix_best[ci]
         return (bottleneck, -hosts, -domains, total_bound)
 
-    def walk(ci: int, chosen: list[int], remaining: int, total: float) -> None:
+    def walk(ci: int, chosen: list[int], remaining: int, total: int) -> None:
         nonlocal nodes, stopped
         if stopped:
             return
@@ -438,8 +481,7 @@ def search_groups(problem: _Problem, k: int, required: set[int], keep: int, node
             return
         if ci >= c_count or suffix_size[ci] < remaining or required_after[ci] > remaining:
             return
-        worst = worst_kept()
-        if worst is not None and optimistic(chosen, remaining, ci, total) <= worst:
+        if len(ranked) >= keep and optimistic(chosen, remaining, ci, total) <= ranked[-1][0]:
             return
         members = classes[ci]
         must = sum(1 for i in members if i in required)
@@ -451,8 +493,57 @@ def search_groups(problem: _Problem, k: int, required: set[int], keep: int, node
                 added += sum(row[j] for j in chosen) + sum(row[j] for j in taken[x + 1 :])
             walk(ci + 1, chosen + taken, remaining - count, total + added)
 
+    for seed in _greedy_seeds(problem, k, required, classes, class_of):
+        offer(seed)
     walk(0, [], k, 0)
     return _SearchResult(ranked=ranked, exhausted=not stopped, nodes=nodes, classes=c_count)
+
+
+def _greedy_seeds(
+    problem: _Problem, k: int, required: set[int], classes: list[list[int]], class_of: dict[int, int]
+) -> list[tuple[int, ...]]:
+    """Good groups found fast, to start the search with a high bar: from one GPU of each of the
+    strongest twin classes (at most ``MAX_SEEDS``), add the GPU whose slowest link into the group is
+    fastest (then same host, same NUMA node, most bandwidth) until there are k. Each is rewritten in
+    the canonical form the search uses (the first members of each twin class)."""
+    n = problem.n
+    w = problem.weight
+    host, domain = problem.host_id, problem.domain_id
+    seeds: list[tuple[int, ...]] = []
+    for members in classes[:MAX_SEEDS]:
+        group = sorted(required | {members[0]})
+        if len(group) > k:
+            continue
+        in_group = [False] * n
+        min_link = [INF] * n
+        link_sum = [0] * n
+        hosts: set[int] = set()
+        domains: set[int] = set()
+
+        def add(g: int) -> None:
+            in_group[g] = True
+            hosts.add(host[g])
+            domains.add(domain[g])
+            row = w[g]
+            for c in range(n):
+                if row[c] < min_link[c]:
+                    min_link[c] = row[c]
+                link_sum[c] += row[c]
+
+        for g in group:
+            add(g)
+        while len(group) < k:
+            best = max(
+                (c for c in range(n) if not in_group[c]),
+                key=lambda c: (min_link[c], host[c] in hosts, domain[c] in domains, link_sum[c], -c),
+            )
+            group.append(best)
+            add(best)
+        counts: dict[int, int] = {}
+        for i in group:
+            counts[class_of[i]] = counts.get(class_of[i], 0) + 1
+        seeds.append(tuple(sorted(i for ci, c in counts.items() for i in classes[ci][:c])))
+    return seeds
 
 
 def _places_needed(remaining: int, offered: dict[int, int], used: set[int]) -> int:

@@ -1,0 +1,103 @@
+"""How fast is `recommend`, and is it exact? Prints figures; asserts nothing about time.
+
+Times ``recommend()`` in process (median of several runs, after one warm-up that fills nothing:
+every call builds its own problem) on:
+- the 8-GPU reference machines, the 16-GPU DGX-2 and the 72-GPU GB200 NVL72;
+- random 8- and 16-GPU topologies (mixed NVLink/PCIe words, two NUMA nodes);
+- a random 72-GPU topology without symmetry (where the node budget may stop the search).
+Beside each figure it checks the answer against brute force (every subset, every ring order) where
+that is feasible, and says whether the search proved its answer optimal. Targets from issue 4:
+under 50 ms for 8 GPUs, under 1 s for 72.
+
+Run: ``.venv/bin/python benchmarks/recommend_speed.py`` (about half a minute on 2 cores).
+"""
+
+from __future__ import annotations
+
+import math
+import random
+import statistics
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from gputopo.analysis.recommend import brute_force_best_key, recommend  # noqa: E402
+from gputopo.model import Gpu, Topology, make_link  # noqa: E402
+from gputopo.sources.reference import load_reference  # noqa: E402
+
+WORDS = ["NV1", "NV2", "NV4", "PIX", "PXB", "PHB", "NODE", "SYS"]
+TARGET_S = {8: 0.050, 16: None, 72: 1.0}
+BRUTE_FORCE_MAX_WORK = 3_000_000  # subsets x ring orders
+
+
+def random_topology(n: int, seed: int) -> Topology:
+    rng = random.Random(seed)
+    gpus = [Gpu(index=i, numa_node=i * 2 // n, nvlink_version="2.0", pcie_gen_current=3, pcie_width_current=16)
+            for i in range(n)]
+    links = []
+    for a in range(n):
+        for b in range(a + 1, n):
+            ok = rng.random() > 0.2
+            links.append(make_link(a, b, rng.choice(WORDS), p2p_read="ok" if ok else "TNS", p2p_write="ok" if ok else "TNS"))
+    return Topology(gpus=gpus, links=links, source="benchmark")
+
+
+def time_call(topo: Topology, k: int, repeats: int) -> tuple[float, object]:
+    rec = recommend(topo, k)  # warm-up (imports, caches of the interpreter)
+    samples = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        rec = recommend(topo, k)
+        samples.append(time.perf_counter() - start)
+    return statistics.median(samples), rec
+
+
+def brute_force_work(n: int, k: int) -> int:
+    return math.comb(n, k) * math.factorial(max(k - 1, 1))
+
+
+def row(name: str, topo: Topology, k: int, repeats: int = 5) -> None:
+    n = len(topo.gpus)
+    seconds, rec = time_call(topo, k, repeats)
+    if brute_force_work(n, k) <= BRUTE_FORCE_MAX_WORK:
+        exact = "matches" if brute_force_best_key(topo, k) == rec.best.key else "DIFFERS"
+    else:
+        exact = "n/a (too big)"
+    target = TARGET_S.get(n)
+    verdict = "" if target is None else ("  ok" if seconds < target else "  SLOWER THAN TARGET")
+    print(
+        f"{name:<22} {n:>3} GPUs  k={k:<3} {seconds * 1000:9.2f} ms  proven={str(rec.proven_optimal):<5}  "
+        f"brute force: {exact:<14}{verdict}"
+    )
+
+
+def main() -> None:
+    print("recommend() in process, median of 5 runs")
+    print(f"{'topology':<22} {'size':>8}  {'ask':<5} {'time':>12}")
+    for machine in ("dgx1", "pcie-8gpu", "dgx-a100", "dgx-h100"):
+        topo = load_reference(machine)
+        for k in (2, 4, 6):
+            row(machine, topo, k)
+    for seed in range(3):
+        topo = random_topology(8, seed)
+        for k in (3, 4, 5):
+            row(f"random-8 #{seed}", topo, k)
+    dgx2 = load_reference("dgx2")
+    for k in (4, 8, 12):
+        row("dgx2", dgx2, k)
+    for seed in range(2):
+        topo = random_topology(16, 100 + seed)
+        for k in (3, 4, 6, 8):
+            row(f"random-16 #{seed}", topo, k, repeats=3)
+    nvl72 = load_reference("gb200-nvl72")
+    for k in (4, 8, 16, 36, 72):
+        row("gb200-nvl72", nvl72, k)
+    topo = random_topology(72, 999)
+    for k in (2, 4, 8):
+        row("random-72 (no symmetry)", topo, k, repeats=1)
+
+
+if __name__ == "__main__":
+    main()
