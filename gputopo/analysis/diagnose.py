@@ -382,7 +382,8 @@ def _nvlink_fabric(topology: Topology) -> list[Finding]:
                 gpus=gpus,
             )
         )
-    if not switch_links and not direct_links and len(topology.gpus) >= 2:
+    link_types_known = all(link.type != "UNKNOWN" for link in topology.links)
+    if not switch_links and not direct_links and len(topology.gpus) >= 2 and link_types_known:
         findings.append(
             Finding(
                 severity="info",

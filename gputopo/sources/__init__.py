@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from gputopo.errors import InputError
 from gputopo.fileio import read_text_input
-from gputopo.model import Topology
+from gputopo.model import Finding, TfView, Topology
 
 
 def load_topology_file(path: str) -> Topology:
@@ -26,6 +26,27 @@ def load_topology_file(path: str) -> Topology:
     return parse_topo_matrix(text, source=label)
 
 
+def _probe_or_tf_view_alone(tf_view: TfView) -> Topology:
+    from gputopo.errors import NvmlUnavailable
+    from gputopo.sources.nvml import probe
+    from gputopo.sources.tflog import topology_from_tf_view
+
+    try:
+        return probe()
+    except NvmlUnavailable:
+        topo = topology_from_tf_view(tf_view)
+        topo.add_finding(
+            Finding(
+                "info",
+                "tf-log-alone",
+                "NVML is not available here (no NVIDIA driver), so the TensorFlow log is read on its own: it says which GPUs "
+                "could peer, not how they are wired",
+                fix="run the same command on the GPU host, or add --from SNAPSHOT saved there with `gputopo scan --save`",
+            )
+        )
+        return topo
+
+
 def load_topology(
     from_file: str | None = None,
     machine: str | None = None,
@@ -34,8 +55,9 @@ def load_topology(
 ) -> Topology:
     """Resolve the shared source options into one Topology, with diagnostics attached.
 
-    Precedence: ``--machine``, then ``--from``, then this host's NVML; with only ``--tf-log`` the
-    TF log alone becomes the topology. A TF log given with another source is joined to it.
+    Precedence: ``--machine``, then ``--from``, then this host's NVML. A TF log is joined to that
+    topology (by PCI bus id); where NVML is not available (no driver: a log copied from another
+    machine), the TF log alone becomes the topology.
     """
     if machine and from_file:
         raise InputError("give either --machine or --from, not both")
@@ -51,9 +73,7 @@ def load_topology(
     elif from_file:
         topo = load_topology_file(from_file)
     elif tf_view is not None:
-        from gputopo.sources.tflog import topology_from_tf_view
-
-        topo = topology_from_tf_view(tf_view)
+        topo = _probe_or_tf_view_alone(tf_view)
     else:
         from gputopo.sources.nvml import probe
 
