@@ -1,0 +1,39 @@
+"""The shared source resolver: which source wins, and how a TF log is joined."""
+
+import pytest
+
+import gputopo.sources.nvml as nvml_source
+from gputopo.errors import InputError, NvmlUnavailable
+from gputopo.sources import load_topology
+from gputopo.sources.reference import load_reference
+from conftest import SHARED_FIXTURES
+
+TF0_LOG = str(SHARED_FIXTURES / "tf_logs" / "tf0_gpu_init_cannot_enable_peer_4gpu.log")
+
+
+def test_tf_log_alone_without_nvml_becomes_the_topology(monkeypatch):
+    def no_driver():
+        raise NvmlUnavailable("no driver")
+
+    monkeypatch.setattr(nvml_source, "probe", no_driver)
+    topo = load_topology(tf_log=TF0_LOG)
+    assert topo.source == "tf-log"
+    assert topo.tf is not None and len(topo.tf.devices) == 4
+    assert "tf-log-alone" in {f.code for f in topo.diagnostics}
+
+
+def test_tf_log_with_nvml_is_joined_to_this_host(monkeypatch):
+    host = load_reference("two-socket-4gpu")
+    host.source, host.is_reference = "nvml", False
+    monkeypatch.setattr(nvml_source, "probe", lambda: host)
+    topo = load_topology(tf_log=TF0_LOG)
+    assert topo.source == "nvml" and topo.link(0, 2).type == "SYS"
+    assert topo.tf is not None
+    codes = {f.code for f in topo.diagnostics}
+    assert "tf-log-alone" not in codes
+    assert any(code.startswith("tf-") for code in codes)
+
+
+def test_machine_and_from_together_is_a_user_error():
+    with pytest.raises(InputError, match="either --machine or --from"):
+        load_topology(from_file="x", machine="dgx1")
