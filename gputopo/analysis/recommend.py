@@ -255,15 +255,23 @@ def best_ring(members: Sequence[int], weight: Sequence[Sequence[int]]) -> tuple[
     if k == 3:
         a, b, c = members
         return min(weight[a][b], weight[b][c], weight[a][c]), list(members), True
-    thresholds = sorted({weight[a][b] for a, b in itertools.combinations(members, 2)}, reverse=True)
+    rows = [[weight[a][b] for b in members] for a in members]
+    lowest = min(min(r[y] for y in range(k) if y != x) for x, r in enumerate(rows))
+    # No ring beats any GPU's second-fastest link inside the group; start there.
+    ceiling = min(sorted((r[y] for y in range(k) if y != x), reverse=True)[1] for x, r in enumerate(rows))
+    if lowest == ceiling:  # every GPU can reach that speed over any ring: the identity order works
+        order = _ring_at_least(rows, k, lowest)
+        if order is not None:
+            return lowest, [members[x] for x in order], True
+    thresholds = sorted({x for r in rows for x in r if lowest <= x <= ceiling}, reverse=True)
     complete = True
     for threshold in thresholds:
         adjacency = [0] * k
         for x in range(k):
-            row = weight[members[x]]
+            row = rows[x]
             bits = 0
             for y in range(k):
-                if x != y and row[members[y]] >= threshold:
+                if x != y and row[y] >= threshold:
                     bits |= 1 << y
             adjacency[x] = bits
         if any(bin(bits).count("1") < 2 for bits in adjacency):
@@ -275,6 +283,13 @@ def best_ring(members: Sequence[int], weight: Sequence[Sequence[int]]) -> tuple[
             return threshold, [members[x] for x in order], complete
     # The complete graph at the lowest threshold always has a cycle; only a budget stop gets here.
     return thresholds[-1], list(members), False
+
+
+def _ring_at_least(rows: list[list[int]], k: int, threshold: int) -> list[int] | None:
+    """The identity order if every hop of it is at least ``threshold`` (true when all pairs are)."""
+    if all(rows[x][(x + 1) % k] >= threshold for x in range(k)):
+        return list(range(k))
+    return None
 
 
 def _hamiltonian_cycle(adjacency: list[int], k: int, budget: int) -> tuple[list[int] | None, bool]:
@@ -576,22 +591,10 @@ def split_jobs(
     n = problem.n
     total_groups = _comb(n, k)
     if total_groups <= JOBS_EXACT_GROUP_LIMIT:
-        groups = [(problem.key(g), g) for g in itertools.combinations(range(n), k)]
-        groups.sort(key=lambda item: (_neg(item[0]), item[1]))
-        distinct = sorted({key for key, _ in groups}, reverse=True)
-        best: list[tuple[int, ...]] | None = None
-        lo, hi = 0, len(distinct) - 1
-        while lo <= hi:  # feasibility only grows as the threshold drops: binary search on it
-            mid = (lo + hi) // 2
-            packing = _pack([g for key, g in groups if key >= distinct[mid]], n, k, jobs, required)
-            if packing is not None:
-                best = packing
-                hi = mid - 1
-            else:
-                lo = mid + 1
+        best = _split_jobs_exact(problem, k, jobs, required)
         if best is None:
             raise InputError(f"cannot split the GPUs into {jobs} groups of {k} that use every required GPU")
-        return best, True, f"exact: every one of the {total_groups} groups of {k} considered"
+        return best, True, f"exact: all {total_groups} groups of {k} considered, the worst job's group maximised"
     # Greedy: best group, then the best of what is left, and so on.
     chosen: list[tuple[int, ...]] = []
     left = set(range(n))
@@ -607,6 +610,63 @@ def split_jobs(
         left -= set(group)
         need -= set(group)
     return chosen, False, "greedy: the best group, then the best of the GPUs left, and so on"
+
+
+def _split_jobs_exact(problem: _Problem, k: int, jobs: int, required: set[int]) -> list[tuple[int, ...]] | None:
+    """The fairest split, evaluating rings lazily.
+
+    Every group gets an optimistic key first (its ring bounded by each member's second-fastest link
+    anywhere; locality and total exact). Groups are then evaluated exactly in optimistic order, in
+    growing batches. Once a split is found whose worst group is at least as good as the optimistic
+    key of every group not yet evaluated, no split using those could do better: it is optimal.
+    Within the evaluated groups the worst group is maximised by binary search on its key (a lower
+    bar never makes a split impossible)."""
+    n = problem.n
+    w = problem.weight
+    strength = []
+    for i in range(n):
+        links = sorted((w[i][j] for j in range(n) if j != i), reverse=True)
+        strength.append(INF if k == 1 else (links[1] if k >= 3 else links[0]))
+    optimistic: list[tuple[GroupKey, tuple[int, ...]]] = []
+    for g in itertools.combinations(range(n), k):
+        total = 0
+        for x, i in enumerate(g):
+            row = w[i]
+            for j in g[x + 1 :]:
+                total += row[j]
+        key = (
+            min(strength[i] for i in g),
+            -len({problem.host_id[i] for i in g}),
+            -len({problem.domain_id[i] for i in g}),
+            total,
+        )
+        optimistic.append((key, g))
+    optimistic.sort(key=lambda item: (_neg(item[0]), item[1]))
+    evaluated: list[tuple[GroupKey, tuple[int, ...]]] = []
+    done = 0
+    batch = 64
+    while True:
+        upto = min(len(optimistic), done + batch)
+        evaluated.extend((problem.key(g), g) for _, g in optimistic[done:upto])
+        done = upto
+        bar = optimistic[done][0] if done < len(optimistic) else None
+        usable = sorted(
+            ((key, g) for key, g in evaluated if bar is None or key >= bar), key=lambda item: (_neg(item[0]), item[1])
+        )
+        distinct = sorted({key for key, _ in usable}, reverse=True)
+        best: list[tuple[int, ...]] | None = None
+        lo, hi = 0, len(distinct) - 1
+        while lo <= hi:
+            mid = (lo + hi) // 2
+            packing = _pack([g for key, g in usable if key >= distinct[mid]], n, k, jobs, required)
+            if packing is not None:
+                best = packing
+                hi = mid - 1
+            else:
+                lo = mid + 1
+        if best is not None or bar is None:
+            return best
+        batch *= 2
 
 
 class _SubProblem(_Problem):
