@@ -15,6 +15,21 @@ from gputopo.model import Topology
 
 pytestmark = pytest.mark.tf
 
+# bench-p2p sets these for TensorFlow (setdefault) when it runs in this process; undo that so that
+# other tests' child processes do not inherit them.
+_TF_SETTINGS = ("CUDA_DEVICE_ORDER", "TF_CPU_ALLOCATOR_USE_BFC")
+
+
+@pytest.fixture(autouse=True)
+def _keep_environment():
+    saved = {name: os.environ.get(name) for name in _TF_SETTINGS}
+    yield
+    for name, value in saved.items():
+        if value is None:
+            os.environ.pop(name, None)
+        else:
+            os.environ[name] = value
+
 
 def _child_env() -> dict[str, str]:
     env = dict(os.environ)
@@ -32,6 +47,7 @@ def test_child_process_json_with_allreduce():
     )  # fmt: skip
     assert proc.returncode == 0, proc.stderr[-3000:]
     data = json.loads(proc.stdout)
+    assert "gputopo.bench-p2p/1" == data["schema"]
     assert data["device_kind"] == "CPU" and "host memory" in data["measured"]
     assert data["sizes_bytes"] == [1024 * 1024] and data["repeats"] == 2
     assert [d["index"] for d in data["devices"]] == [0, 1, 2, 3]

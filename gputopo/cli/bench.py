@@ -97,7 +97,7 @@ def bench_p2p(
     from gputopo.tf import bench as engine
     from gputopo.tf.devices import configure_logical_cpu_devices, import_tensorflow
 
-    engine.use_pci_bus_order()
+    engine.prepare_environment()
     tf = import_tensorflow()
     notes: list[str] = []
     if cpu_devices is not None:
