@@ -104,7 +104,8 @@ def test_nvl72_groups_spanning_trays_use_as_few_as_possible_and_multiworker():
     assert len(best.hosts) == 3  # 4 GPUs per tray
     assert not best.same_host and best.cuda_visible_devices_by_host
     assert all(v == "0,1,2,3" for v in best.cuda_visible_devices_by_host.values())
-    assert best.cross_device_ops.startswith("MultiWorkerMirroredStrategy")
+    assert best.strategy == "MultiWorkerMirroredStrategy" and best.cross_device_ops is None
+    assert "CommunicationImplementation.NCCL" in best.cross_device_ops_code
     assert rec.proven_optimal
 
 
@@ -166,6 +167,10 @@ def test_cross_device_ops_choices_and_device_lists():
     assert "host memory" in two_socket.cross_device_ops_reason and "ReductionToOneDevice" in two_socket.cross_device_ops_reason
     single = recommend(dgx1, 1).best
     assert single.cross_device_ops is None and single.bottleneck_gbps is None
+    assert single.strategy == "OneDeviceStrategy"
+    # Every name given is a tf.distribute class the train command can instantiate by name.
+    assert {full.cross_device_ops, quad.cross_device_ops} <= {"NcclAllReduce", "HierarchicalCopyAllReduce",
+                                                              "ReductionToOneDevice"}
 
 
 def test_to_dict_follows_the_json_contract():

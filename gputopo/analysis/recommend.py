@@ -98,8 +98,9 @@ class GroupAdvice:
     cuda_visible_devices_by_host: dict[str, str] | None = None  # multi-host groups only
     mirrored_strategy_devices: list[str] = field(default_factory=list)
     mirrored_strategy_devices_all_visible: list[str] = field(default_factory=list)
-    cross_device_ops: str | None = None  # "NcclAllReduce", "HierarchicalCopyAllReduce", ...
-    cross_device_ops_code: str | None = None  # "tf.distribute.NcclAllReduce()"
+    strategy: str = "MirroredStrategy"  # or "OneDeviceStrategy", "MultiWorkerMirroredStrategy" (several hosts)
+    cross_device_ops: str | None = None  # a tf.distribute class name: "NcclAllReduce", ...; None: none applies
+    cross_device_ops_code: str | None = None  # "tf.distribute.NcclAllReduce()" (or the multi-worker strategy)
     cross_device_ops_reason: str = ""
     reason: str = ""  # why it beats the next group, one sentence
     key: tuple[int, int, int, int] = (0, 0, 0, 0)  # ranking key, centi-GB/s (internal)
@@ -965,12 +966,14 @@ def _choose_cross_device_ops(problem: _Problem, group: GroupAdvice) -> None:
     gpus = group.gpus
     k = len(gpus)
     if k == 1:
+        group.strategy = "OneDeviceStrategy"
         group.cross_device_ops = None
         group.cross_device_ops_code = None
         group.cross_device_ops_reason = "one GPU: MirroredStrategy has nothing to all-reduce (or use OneDeviceStrategy)"
         return
     if not group.same_host:
-        group.cross_device_ops = "MultiWorkerMirroredStrategy+NCCL"
+        group.strategy = "MultiWorkerMirroredStrategy"
+        group.cross_device_ops = None  # MultiWorkerMirroredStrategy takes communication options instead
         group.cross_device_ops_code = (
             "tf.distribute.MultiWorkerMirroredStrategy(communication_options="
             "tf.distribute.experimental.CommunicationOptions(implementation="

@@ -44,7 +44,7 @@ def ring_summary(group: GroupAdvice) -> str:
 def strategy_line(group: GroupAdvice, renumbered: bool = True) -> str:
     """The ``tf.distribute.MirroredStrategy(...)`` line for a group."""
     devices = group.mirrored_strategy_devices if renumbered else group.mirrored_strategy_devices_all_visible
-    if group.cross_device_ops_code and group.cross_device_ops_code.startswith("tf.distribute.MultiWorker"):
+    if group.strategy == "MultiWorkerMirroredStrategy":
         return f"strategy = {group.cross_device_ops_code}"
     ops = f", cross_device_ops={group.cross_device_ops_code}" if group.cross_device_ops_code else ""
     return f"strategy = tf.distribute.MirroredStrategy(devices={devices!r}{ops})"
@@ -100,7 +100,7 @@ def render_recommendation(rec: Recommendation) -> None:
             ring_summary(group),
             _gbps(group.allreduce_gbps),
             "same" if group.same_socket else "spread",
-            group.cross_device_ops or "-",
+            group.cross_device_ops or ("multi-worker NCCL" if group.strategy == "MultiWorkerMirroredStrategy" else "-"),
             group.reason,
         )
     console.print(table)
