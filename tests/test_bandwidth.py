@@ -86,6 +86,14 @@ def test_measurements_on_logical_cpu_devices_do_not_describe_the_link():
     assert est.basis == "estimated" and est.gbps < 10
 
 
+def test_an_idle_gpus_downclocked_generation_does_not_count_but_a_narrow_slot_does():
+    idle = Gpu(index=0, pcie_gen_current=1, pcie_gen_max=4, pcie_width_current=16, pcie_width_max=16)
+    busy = Gpu(index=1, pcie_gen_current=4, pcie_gen_max=4, pcie_width_current=16, pcie_width_max=16)
+    assert estimate_link(make_link(0, 1, "PIX"), idle, busy).gbps == pytest.approx(24.64)
+    narrow = Gpu(index=1, pcie_gen_current=4, pcie_gen_max=4, pcie_width_current=8, pcie_width_max=16)
+    assert estimate_link(make_link(0, 1, "PIX"), idle, narrow).gbps == pytest.approx(12.32)
+
+
 def test_matrix_is_symmetric_and_covers_every_ordered_pair():
     topo = load_reference("dgx1")
     matrix = pair_bandwidth_matrix(topo)

@@ -56,7 +56,10 @@ def nvlink_generation(version: str | None) -> int | None:
 
 
 def _pcie_gbps(gpu: Gpu | None) -> tuple[float, str]:
-    gen = (gpu.pcie_gen_current or gpu.pcie_gen_max) if gpu else None
+    """A GPU's own PCIe link. The generation is the maximum the link reached (``pcie_gen_max``, else
+    the current one): idle GPUs drop to Gen1 to save power, so the current generation read from an
+    idle box would make every path look slow. The width is the current one (a x8 slot stays x8)."""
+    gen = (gpu.pcie_gen_max or gpu.pcie_gen_current) if gpu else None
     width = (gpu.pcie_width_current or gpu.pcie_width_max) if gpu else None
     assumed = gen is None or width is None
     gen = gen or DEFAULT_PCIE_GENERATION
