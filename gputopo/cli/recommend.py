@@ -75,8 +75,13 @@ def recommend_command(
     from gputopo.analysis.recommend import recommend
     from gputopo.sources import load_topology
 
+    from gputopo.views.common import err
+
     topology = load_topology(from_file=from_file, machine=machine, tf_log=tf_log, diagnose=False)
-    rec = recommend(topology, gpus, jobs=jobs, require=required, exclude=excluded, alternatives=alternatives)
+    # Usually milliseconds; large --jobs splits can take a second or two. The spinner goes to
+    # standard error and only shows on a terminal, so --json / env output stays clean.
+    with err().status(f"Ranking groups of {gpus} GPUs...", spinner="dots"):
+        rec = recommend(topology, gpus, jobs=jobs, require=required, exclude=excluded, alternatives=alternatives)
 
     from gputopo.views import recommend as view
 
