@@ -801,13 +801,14 @@ def recommend(
             group.rank = rank
             group.reason = f"job {rank} of {jobs}"
         worst = job_groups[-1]
-        job_groups[-1].reason = f"job {jobs} of {jobs}: the worst group; no split makes its slowest hop faster" + (
-            "" if exact else " that the greedy search found"
-        )
         # Greedy is still optimal when its worst group is as good as the best single group.
         jobs_proven = (exact or (proven and worst.key == groups[0].key)) and not problem.ring_budget_hit
+        worst.reason = f"job {jobs} of {jobs}, the worst group: " + (
+            "no split into disjoint groups makes the worst one better"
+            if jobs_proven
+            else "the worst of a greedy split, not proven the fairest"
+        )
         search += f"; --jobs {jobs}: {how}"
-        del worst
 
     notes = _notes(topology, problem, gpus)
     return Recommendation(
