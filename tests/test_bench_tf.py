@@ -208,3 +208,23 @@ def test_gpus_join_on_pci_bus_id_not_order():
     assert notes == []
     devices, notes = map_gpus([("/device:GPU:0", None), ("/device:GPU:1", None)], topo)
     assert [d.index for d in devices] == [0, 1] and "same order" in notes[0]
+
+
+def test_same_device_names():
+    from gputopo.tf.bench import same_device
+
+    assert same_device("/job:localhost/replica:0/task:0/device:GPU:1", "/device:GPU:1")
+    assert same_device("/device:CPU:0", "/cpu:0")
+    assert not same_device("/job:localhost/replica:0/task:0/device:CPU:0", "/device:GPU:0")
+    assert not same_device("/device:GPU:1", "/device:GPU:10")
+    assert not same_device("", "/device:GPU:0")
+
+
+def test_a_source_tensor_on_the_wrong_device_fails_the_step(tf, tf_cpu_devices):
+    """Soft placement puts a tensor for a device TF does not have on another one: that step must
+    fail with a reason, not time a different copy."""
+    devices = cpu_bench_devices(tf_cpu_devices[:2], None)
+    devices[1] = type(devices[1])(1, "/device:CPU:99")
+    config = BenchConfig(sizes_bytes=[4096], repeat=1, warmup=0, min_sample_s=0.001)
+    result = run_benchmark(tf, devices, "CPU", config)
+    assert any("not on /device:CPU:99" in e for e in result.pairs[(1, 0)].errors), result.pairs[(1, 0)].errors

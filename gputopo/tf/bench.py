@@ -111,6 +111,10 @@ class StepTimeout(Exception):
     """A step did not finish within the timeout (a hung copy or a wedged device)."""
 
 
+class BenchStepError(Exception):
+    """A step cannot be measured as asked (e.g. TF put the source tensor on another device)."""
+
+
 class _Cancelled(Exception):
     """Raised inside a worker whose step was abandoned (timeout or Ctrl-C)."""
 
@@ -183,6 +187,17 @@ def choose_devices(devices: list[BenchDevice], wanted: list[int] | None) -> list
 # --- the engine ---------------------------------------------------------------------------------
 
 
+def same_device(name_a: str, name_b: str) -> bool:
+    """``/job:localhost/replica:0/task:0/device:GPU:1`` and ``/device:GPU:1`` are the same device."""
+
+    def kind_and_index(name: str) -> tuple[str, int] | None:
+        match = re.search(r"(?:device:)?([A-Za-z_]+):(\d+)$", name or "")
+        return (match.group(1).upper(), int(match.group(2))) if match else None
+
+    found = kind_and_index(name_a)
+    return found is not None and found == kind_and_index(name_b)
+
+
 class CopyBench:
     """Builds the copy functions for a set of devices and times them.
 
@@ -228,6 +243,10 @@ class CopyBench:
                 data = tf.reshape(tf.bitcast(data, tf.uint8), [-1])
                 if words * 4 != size_bytes:
                     data = data[:size_bytes]
+            # Soft placement would silently fall back to the CPU where a kernel is missing; a source
+            # tensor anywhere else than asked would time the wrong copy.
+            if not same_device(data.device, device):
+                raise BenchStepError(f"TensorFlow made the source tensor on {data.device}, not on {device}")
             self._sources[key] = data
         return self._sources[key]
 
@@ -470,6 +489,8 @@ def run_benchmark(
             return _run_step(work, config.step_timeout_s)
         except StepTimeout as exc:
             hung.update(involved)
+            return "!" + f"{description}: {exc}"
+        except BenchStepError as exc:
             return "!" + f"{description}: {exc}"
         except tf.errors.OpError as exc:
             return "!" + _describe_tf_error(tf, exc, description)
