@@ -821,7 +821,7 @@ def recommend(
         proven_optimal=proven,
         jobs_proven_optimal=jobs_proven,
         search=search,
-        interchangeable=problem.uniform and gpus > 1,
+        interchangeable=problem.uniform and 1 < gpus < problem.n,
         notes=notes,
         source=topology.source,
         label=topology.label,
@@ -1030,7 +1030,7 @@ def _explain_ranking(problem: _Problem, groups: list[GroupAdvice], k: int) -> No
     for x, group in enumerate(groups):
         if x + 1 >= len(groups):
             group.reason = "the last alternative listed" if x else "the only group asked for"
-            if problem.uniform and k > 1 and x == 0:
+            if problem.uniform and 1 < k < problem.n and x == 0:
                 group.reason = "every pair has the same bandwidth: any group of this size is as good"
             continue
         nxt = groups[x + 1]
@@ -1064,12 +1064,12 @@ def _count(n: int, word: str) -> str:
 
 def _notes(topology: Topology, problem: _Problem, k: int) -> list[str]:
     notes: list[str] = []
-    if problem.uniform and k > 1 and problem.n > 1 and all(link.type == "UNKNOWN" for link in topology.links):
+    if problem.uniform and k > 1 and problem.n > k and all(link.type == "UNKNOWN" for link in topology.links):
         notes.append(
             "The source does not tell the links apart (every pair looks the same), so any group looks as good; "
             "run `gputopo scan` on the host, or bench-p2p, for a real answer."
         )
-    elif problem.uniform and k > 1 and problem.n > 1:
+    elif problem.uniform and k > 1 and problem.n > k:
         nvswitch = all(link.nvswitch for link in topology.links)
         notes.append(
             ("Every pair is linked through NVSwitch" if nvswitch else "Every pair has the same bandwidth")
