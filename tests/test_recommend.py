@@ -78,6 +78,13 @@ def test_nvswitch_machines_say_any_group_is_as_good(machine, k):
     assert rec.proven_optimal
 
 
+def test_a_tf_log_without_peer_lines_says_it_cannot_tell_groups_apart():
+    topo = load_topology(tf_log=str(SHARED_FIXTURES / "tf_logs" / "tf2_created_device_4gpu_3090.log"))
+    rec = recommend(topo, 2)
+    assert any("does not tell the links apart" in note for note in rec.notes)
+    assert not any("NVSwitch" in note for note in rec.notes)
+
+
 def test_power9_pairs_pick_an_nvlink_pair_on_one_numa_node():
     topo = load_topology(from_file=str(POWER9_TEXT))
     best = recommend(topo, 2).best

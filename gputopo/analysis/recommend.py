@@ -1029,7 +1029,12 @@ def _explain_ranking(problem: _Problem, groups: list[GroupAdvice], k: int) -> No
     """One sentence per group: why it beats the next one."""
     for x, group in enumerate(groups):
         if x + 1 >= len(groups):
-            group.reason = "the last alternative listed" if x else "the only group asked for"
+            if x:
+                group.reason = "the last alternative listed"
+            elif k == problem.n:
+                group.reason = "the only possible group: every available GPU"
+            else:
+                group.reason = "the only group asked for"
             if problem.uniform and 1 < k < problem.n and x == 0:
                 group.reason = "every pair has the same bandwidth: any group of this size is as good"
             continue
