@@ -57,8 +57,7 @@ def bench_p2p(
 ) -> None:
     """Measure GPU-to-GPU copy bandwidth (one way and both ways), latency and all-reduce with TensorFlow.
 
-    GPU numbers follow nvidia-smi (PCI bus order): CUDA_DEVICE_ORDER=PCI_BUS_ID is set for TensorFlow
-    unless you set it yourself.
+    GPU numbers follow nvidia-smi (PCI bus order): CUDA_DEVICE_ORDER=PCI_BUS_ID is set for TensorFlow unless you set it yourself. With --cpu-devices N the figures are host memory, not GPUs. See docs/bench-p2p.md.
     """
     from gputopo.errors import GputopoError, InputError
     from gputopo.tf.bench_options import parse_index_list, parse_size, parse_sizes
