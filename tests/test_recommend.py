@@ -202,6 +202,24 @@ def test_a_measured_slow_pair_moves_the_pick():
     assert any("measurements" in note for note in rec.notes)
 
 
+def test_tf_peer_view_fills_in_unknown_p2p_and_moves_the_pick():
+    from gputopo.model import TfDevice, TfView
+
+    topo = load_reference("pcie-8gpu")
+    for link in topo.links:
+        link.p2p_read = link.p2p_write = link.p2p_atomics = None  # as from pasted nvidia-smi text
+    assert recommend(topo, 2).best.gpus == [0, 1]
+    # TF numbered the GPUs in reverse (FASTEST_FIRST); the join is by PCI bus id.
+    devices = [TfDevice(ordinal=o, pci_bus_id=topo.gpu(7 - o).pci_bus_id) for o in range(8)]
+    peer = [[True] * 8 for _ in range(8)]
+    peer[7][6] = peer[6][7] = False  # TF ordinals 7 and 6 are GPUs 0 and 1
+    topo.tf = TfView(devices=devices, peer=peer)
+    rec = recommend(topo, 2)
+    assert rec.best.gpus == [2, 3]
+    assert topo.link(0, 1).p2p_read is None  # the topology itself is left alone
+    assert any("TensorFlow's peer view" in note for note in rec.notes)
+
+
 # --- jobs ----------------------------------------------------------------------------------------
 
 

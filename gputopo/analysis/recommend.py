@@ -31,13 +31,14 @@ answer says whether it finished (proven optimal) or stopped (best found, not pro
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 from dataclasses import asdict, dataclass, field
 from typing import Any, Iterable, Sequence
 
 from gputopo.analysis.bandwidth import estimate_link
 from gputopo.errors import InputError
-from gputopo.model import Gpu, Link, Topology
+from gputopo.model import Gpu, Link, Topology, normalize_pci_bus_id
 
 SCHEMA = "gputopo.recommendation/1"
 EXACT_LIMIT = 16  # candidate GPUs up to which the search has no node budget (always exact)
@@ -172,7 +173,7 @@ class _Problem:
         self.pos = {g: p for p, g in enumerate(self.index)}
         n = len(self.index)
         self.n = n
-        links = topology.link_map()
+        links, self.tf_peer_pairs = _links_with_tf_peer_view(topology)
         gpus = {g.index: g for g in topology.gpus}
         self.links = links
         self.gpus = gpus
@@ -226,6 +227,46 @@ class _Problem:
         hosts = len({self.host_id[i] for i in members})
         domains = len({self.domain_id[i] for i in members})
         return (bottleneck, -hosts, -domains, total)
+
+
+def _links_with_tf_peer_view(topology: Topology) -> tuple[dict[tuple[int, int], Link], int]:
+    """The topology's links, with TensorFlow's peer view filled in where the source did not say.
+
+    A TF log read beside another source (``--tf-log`` with ``--from``/``--machine``/NVML) says which
+    GPU pairs TF could enable peer access between. Where a link's P2P capability is unknown (pasted
+    ``nvidia-smi topo -m`` text has none) and the TF GPUs join the topology's GPUs by PCI bus id, the
+    link is taken as peering (``ok``) or not (``NS``) as TF found. Known capabilities stand. The
+    topology itself is not changed: these are copies. Returns the links and how many were filled in."""
+    links = topology.link_map()
+    view = topology.tf
+    if view is None or not view.peer or topology.source == "tf-log":
+        return links, 0
+    by_bus = {normalize_pci_bus_id(g.pci_bus_id): g.index for g in topology.gpus if g.pci_bus_id}
+    by_bus.pop(None, None)
+    index_of: dict[int, int] = {}
+    for device in view.devices:
+        index = device.nvml_index
+        if index is None and device.pci_bus_id:
+            index = by_bus.get(normalize_pci_bus_id(device.pci_bus_id))
+        if index is not None:
+            index_of[device.ordinal] = index
+    can_peer: dict[tuple[int, int], bool] = {}
+    for i, row in enumerate(view.peer):
+        for j, value in enumerate(row):
+            if i == j or value is None or i not in index_of or j not in index_of:
+                continue
+            a, b = sorted((index_of[i], index_of[j]))
+            can_peer[(a, b)] = can_peer.get((a, b), True) and bool(value)
+    filled = 0
+    for (a, b), peers in can_peer.items():
+        link = links.get((a, b))
+        if link is None or link.can_peer is not None:
+            continue
+        word = "ok" if peers else "NS"
+        seen = dataclasses.replace(link, p2p_read=word, p2p_write=word)
+        links[(a, b)] = links[(b, a)] = seen
+        filled += 1
+    return links, filled
 
 
 def numa_domain_of(gpu: Gpu) -> Any:
@@ -1088,6 +1129,10 @@ def _notes(topology: Topology, problem: _Problem, k: int) -> list[str]:
         )
     if topology.is_reference:
         notes.append("This is a reference machine from public facts, not this host.")
+    if problem.tf_peer_pairs:
+        notes.append(
+            f"{problem.tf_peer_pairs} pair(s) without P2P facts in the topology use TensorFlow's peer view from the log."
+        )
     measured = sum(1 for basis in problem.estimate_basis.values() if basis == "measured") // 2
     if measured:
         notes.append(f"{measured} pair(s) use bench-p2p measurements instead of estimates.")
