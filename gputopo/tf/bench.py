@@ -40,6 +40,7 @@ from gputopo.tf.bench_results import (
     AllReduceResult,
     BenchDevice,
     BenchResult,
+    PairResult,
     busbw_factor,
     gbps_stat,
     us_stat,
@@ -452,6 +453,8 @@ def run_benchmark(
     Ctrl-C returns the partial result with ``interrupted=True``.
     """
     config.validate()
+    if len(devices) < 2:
+        raise InputError(f"bench-p2p needs at least two devices, got {len(devices)}")
     bench = bench or CopyBench(tf, devices, device_kind, config)
     result = BenchResult(
         device_kind=device_kind,
@@ -474,8 +477,8 @@ def run_benchmark(
 
     def step(
         description: str, involved: list[int], work: Callable[[threading.Event], Any], any_error: bool = False
-    ) -> Any:
-        """Run one step; returns its value or an error string (prefixed by ``"!"``).
+    ) -> tuple[Any, str | None]:
+        """Run one step; returns ``(value, None)`` or ``(None, why it failed)``.
 
         ``any_error``: any exception fails the step (TF refuses some cross-device ops on some device
         sets with plain Python errors); otherwise only TF's own errors do and the rest are bugs.
@@ -483,93 +486,94 @@ def run_benchmark(
         if progress is not None:
             progress.step(description)
         try:
-            if hung.intersection(involved):
-                stuck = sorted(hung.intersection(involved))
-                return "!" + f"{description}: skipped, device {stuck[0]} hung in an earlier step"
-            return _run_step(work, config.step_timeout_s)
+            stuck = sorted(hung.intersection(involved))
+            if stuck:
+                return None, f"{description}: skipped, device {stuck[0]} hung in an earlier step"
+            return _run_step(work, config.step_timeout_s), None
         except StepTimeout as exc:
             hung.update(involved)
-            return "!" + f"{description}: {exc}"
+            return None, f"{description}: {exc}"
         except BenchStepError as exc:
-            return "!" + f"{description}: {exc}"
+            return None, f"{description}: {exc}"
         except tf.errors.OpError as exc:
-            return "!" + _describe_tf_error(tf, exc, description)
+            return None, _describe_tf_error(tf, exc, description)
         except MemoryError:
-            return "!" + f"{description}: out of host memory"
+            return None, f"{description}: out of host memory"
         except Exception as exc:
             if not any_error:
                 raise
             first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
-            return "!" + f"{description}: {type(exc).__name__}: {first[:200]}"
+            return None, f"{description}: {type(exc).__name__}: {first[:200]}"
         finally:
             if progress is not None:
                 progress.advance()
 
-    def label(index: int) -> str:
-        return f"{device_kind} {index}"
-
-    try:
-        for size in config.sizes_bytes:
-            size_text = format_size(size)
-            for a in devices:
-                for b in devices:
-                    if a is b:
-                        continue
-                    value = step(
-                        f"{label(a.index)} -> {b.index} {size_text}",
-                        [a.index, b.index],
-                        lambda cancel, a=a, b=b: bench.measure_uni(a.tf_name, b.tf_name, size, cancel),
-                    )
-                    pair = result.pair(a.index, b.index)
-                    if isinstance(value, str):
-                        pair.errors.append(value[1:])
-                    else:
-                        pair.point(size).uni_gbps = gbps_stat(size, value)
-            for i, a in enumerate(devices):
-                for b in devices[i + 1 :]:
-                    value = step(
-                        f"{label(a.index)} <-> {b.index} {size_text}",
-                        [a.index, b.index],
-                        lambda cancel, a=a, b=b: bench.measure_bidir(a.tf_name, b.tf_name, size, cancel),
-                    )
-                    if isinstance(value, str):
-                        result.pair(a.index, b.index).errors.append(value[1:])
-                        result.pair(b.index, a.index).errors.append(value[1:])
-                    else:
-                        both = gbps_stat(2 * size, value)
-                        result.pair(a.index, b.index).point(size).bidir_gbps = both
-                        result.pair(b.index, a.index).point(size).bidir_gbps = both
-            if config.via_host:
-                for a in devices:
-                    for b in devices:
-                        if a is b:
-                            continue
-                        value = step(
-                            f"{label(a.index)} -> host -> {b.index} {size_text}",
-                            [a.index, b.index],
-                            lambda cancel, a=a, b=b: bench.measure_via_host(a.tf_name, b.tf_name, size, cancel),
-                        )
-                        pair = result.pair(a.index, b.index)
-                        if isinstance(value, str):
-                            pair.errors.append(value[1:])
-                        else:
-                            pair.point(size).via_host_gbps = gbps_stat(size, value)
-            bench.drop_sources()
-        latency_size = config.latency_size_bytes
+    def each_ordered_pair(
+        description: str,
+        measure: Callable[[str, str, threading.Event], list[float]],
+        record: Callable[[PairResult, list[float]], None],
+    ) -> None:
+        """One step per ordered pair; ``description`` names the pair with ``{a}`` and ``{b}``."""
         for a in devices:
             for b in devices:
                 if a is b:
                     continue
-                value = step(
-                    f"{label(a.index)} -> {b.index} latency",
+                seconds, error = step(
+                    description.format(a=a.index, b=b.index),
                     [a.index, b.index],
-                    lambda cancel, a=a, b=b: bench.measure_uni(a.tf_name, b.tf_name, latency_size, cancel),
+                    lambda cancel, a=a, b=b: measure(a.tf_name, b.tf_name, cancel),
                 )
                 pair = result.pair(a.index, b.index)
-                if isinstance(value, str):
-                    pair.errors.append(value[1:])
+                if error is not None:
+                    pair.errors.append(error)
                 else:
-                    pair.latency_us = us_stat(value)
+                    record(pair, seconds)
+
+    try:
+        for size in config.sizes_bytes:
+            size_text = format_size(size)
+
+            def record_uni(pair: PairResult, seconds: list[float], size: int = size) -> None:
+                pair.point(size).uni_gbps = gbps_stat(size, seconds)
+
+            def record_via_host(pair: PairResult, seconds: list[float], size: int = size) -> None:
+                pair.point(size).via_host_gbps = gbps_stat(size, seconds)
+
+            each_ordered_pair(
+                f"{device_kind} {{a}} -> {{b}} {size_text}",
+                lambda src, dst, cancel, size=size: bench.measure_uni(src, dst, size, cancel),
+                record_uni,
+            )
+            for i, a in enumerate(devices):
+                for b in devices[i + 1 :]:
+                    seconds, error = step(
+                        f"{device_kind} {a.index} <-> {b.index} {size_text}",
+                        [a.index, b.index],
+                        lambda cancel, a=a, b=b, size=size: bench.measure_bidir(a.tf_name, b.tf_name, size, cancel),
+                    )
+                    forward, backward = result.pair(a.index, b.index), result.pair(b.index, a.index)
+                    if error is not None:
+                        forward.errors.append(error)
+                        backward.errors.append(error)
+                    else:
+                        # Both directions' bytes count, as in CUDA's p2pBandwidthLatencyTest.
+                        forward.point(size).bidir_gbps = backward.point(size).bidir_gbps = gbps_stat(2 * size, seconds)
+            if config.via_host:
+                each_ordered_pair(
+                    f"{device_kind} {{a}} -> host -> {{b}} {size_text}",
+                    lambda src, dst, cancel, size=size: bench.measure_via_host(src, dst, size, cancel),
+                    record_via_host,
+                )
+            bench.drop_sources()
+
+        def record_latency(pair: PairResult, seconds: list[float]) -> None:
+            pair.latency_us = us_stat(seconds)
+
+        each_ordered_pair(
+            f"{device_kind} {{a}} -> {{b}} latency",
+            lambda src, dst, cancel: bench.measure_uni(src, dst, config.latency_size_bytes, cancel),
+            record_latency,
+        )
         bench.drop_sources()
         if config.allreduce:
             group = [d.index for d in devices]
@@ -577,28 +581,28 @@ def run_benchmark(
             seen_labels: set[str] = set()
             for ops_name in ops_names:
                 for size in config.sizes_bytes:
-                    value = step(
+                    value, error = step(
                         f"all-reduce {ops_name} {format_size(size)}",
                         group,
                         lambda cancel, ops_name=ops_name, size=size: bench.measure_allreduce(ops_name, size, cancel),
                         any_error=True,
                     )
-                    if isinstance(value, str):
-                        result.allreduce_results.append(AllReduceResult(ops_name, group, size, error=value[1:]))
+                    if error is not None:
+                        result.allreduce_results.append(AllReduceResult(ops_name, group, size, error=error))
                         continue
                     ops_label, size_bytes, seconds = value
                     if ops_name == "default" and ops_label.split(" ")[0] in seen_labels:
                         continue  # TF's default is one of the ops already measured
                     seen_labels.add(ops_label)
-                    algbw = gbps_stat(size_bytes, seconds)
                     result.allreduce_results.append(
                         AllReduceResult(
                             cross_device_ops=ops_label,
                             devices=group,
                             size_bytes=size_bytes,
                             time_us=us_stat(seconds),
-                            algbw_gbps=algbw,
-                            busbw_gbps=gbps_stat(size_bytes, [s / factor for s in seconds]) if factor else None,
+                            algbw_gbps=gbps_stat(size_bytes, seconds),
+                            # busbw = algbw * factor: the time shrinks by the factor.
+                            busbw_gbps=gbps_stat(size_bytes, [s / factor for s in seconds]),
                         )
                     )
     except KeyboardInterrupt:
