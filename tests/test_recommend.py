@@ -280,10 +280,10 @@ def _random_topology(n: int, seed: int, words: list[str] | None = None, hosts: i
     return Topology(gpus=gpus, links=links, source="test")
 
 
-@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(
     seed=st.integers(0, 100_000),
-    n=st.integers(2, 9),
+    n=st.integers(2, 12),
     k=st.integers(1, 6),
     few_words=st.booleans(),
     hosts=st.integers(1, 2),
@@ -301,6 +301,15 @@ def test_search_matches_brute_force_on_random_topologies(seed, n, k, few_words, 
     keys = [g.key for g in rec.groups]
     assert keys == sorted(keys, reverse=True)
     assert len({tuple(g.gpus) for g in rec.groups}) == len(rec.groups)
+
+
+@settings(max_examples=4, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(seed=st.integers(0, 100_000), k=st.integers(3, 4))
+def test_search_matches_brute_force_at_the_exact_limit(seed, k):
+    topo = _random_topology(EXACT_LIMIT, seed)
+    rec = recommend(topo, k)
+    assert rec.proven_optimal and "exact" in rec.search
+    assert rec.best.key == brute_force_best_key(topo, k)
 
 
 def test_best_ring_on_the_dgx1_nv2_cycle():
