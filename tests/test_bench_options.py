@@ -97,7 +97,15 @@ def test_busbw_factor_matches_nccl_tests():
     assert busbw_factor(8) == 1.75
 
 
-def _result(kind: str, indices: list[int], gbps: dict[tuple[int, int], float]) -> BenchResult:
+def make_result(
+    kind: str,
+    gbps: dict[tuple[int, int], float],
+    indices: list[int] | None = None,
+    via: dict[tuple[int, int], float] | None = None,
+) -> BenchResult:
+    """A BenchResult at 1 MiB with the given unidirectional medians (and via-host figures); each
+    pair's latency is 10 + its source index in us, its bidirectional figure twice its one-way one."""
+    indices = indices if indices is not None else sorted({i for pair in gbps for i in pair})
     result = BenchResult(
         device_kind=kind,
         devices=[BenchDevice(i, f"/device:{kind}:{i}") for i in indices],
@@ -107,18 +115,21 @@ def _result(kind: str, indices: list[int], gbps: dict[tuple[int, int], float]) -
         latency_size_bytes=4,
         repeat=3,
         warmup=1,
+        via_host=via is not None,
     )
     for (a, b), value in gbps.items():
         pair = result.pair(a, b)
         pair.point(MIB).uni_gbps = Stat(value, value * 0.9, value * 1.1, 3)
         pair.point(MIB).bidir_gbps = Stat(2 * value, 2 * value, 2 * value, 3)
+        if via and (a, b) in via:
+            pair.point(MIB).via_host_gbps = Stat(via[(a, b)], via[(a, b)], via[(a, b)], 3)
         pair.latency_us = Stat(10.0 + a, 9.0, 12.0, 3)
     return result
 
 
 def test_apply_measurements_keeps_the_worse_figures_and_round_trips():
     topo = load_reference("two-socket-4gpu")
-    result = _result("CPU", [0, 1, 2, 3], {(a, b): 1.0 + a + 0.1 * b for a in range(4) for b in range(4) if a != b})
+    result = make_result("CPU", {(a, b): 1.0 + a + 0.1 * b for a in range(4) for b in range(4) if a != b})
     updated = apply_measurements(topo, result)
     assert sorted(updated) == [(0, 1), (0, 2), (0, 3), (1, 2), (1, 3), (2, 3)]
     back = Topology.from_dict(topo.to_dict())
@@ -132,7 +143,7 @@ def test_apply_measurements_keeps_the_worse_figures_and_round_trips():
 
 def test_apply_measurements_skips_unmeasured_pairs():
     topo = load_reference("two-socket-4gpu")
-    result = _result("GPU", [0, 1, 2, 3], {(0, 1): 10.0})
+    result = make_result("GPU", {(0, 1): 10.0}, indices=[0, 1, 2, 3])
     assert apply_measurements(topo, result) == [(0, 1)]
     assert topo.link(0, 1).measured.b_to_a_gbps is None
     assert topo.link(2, 3).measured is None
@@ -140,7 +151,7 @@ def test_apply_measurements_skips_unmeasured_pairs():
 
 
 def test_placeholder_topology_says_host_memory_and_validates():
-    result = _result("CPU", [0, 1, 2], {(0, 1): 2.0, (1, 0): 2.0})
+    result = make_result("CPU", {(0, 1): 2.0, (1, 0): 2.0}, indices=[0, 1, 2])
     topo = placeholder_topology(result)
     topo.validate()
     assert "host memory" in topo.label

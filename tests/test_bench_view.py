@@ -6,32 +6,11 @@ import json
 
 import pytest
 
+from test_bench_options import make_result
+
 from gputopo.sources.reference import load_reference
 from gputopo.tf.bench_options import MIB
-from gputopo.tf.bench_results import BenchDevice, BenchResult, Stat
 from gputopo.views import bench as view
-
-
-def _result(kind: str, gbps: dict[tuple[int, int], float], via: dict[tuple[int, int], float] | None = None):
-    indices = sorted({i for pair in gbps for i in pair})
-    result = BenchResult(
-        device_kind=kind,
-        devices=[BenchDevice(i, f"/device:{kind}:{i}") for i in indices],
-        copy_op="Identity" if kind == "GPU" else "DeepCopy",
-        host_device="/device:CPU:0",
-        sizes_bytes=[MIB],
-        latency_size_bytes=4,
-        repeat=3,
-        warmup=1,
-        via_host=via is not None,
-    )
-    for (a, b), value in gbps.items():
-        point = result.pair(a, b).point(MIB)
-        point.uni_gbps = Stat(value, value, value, 3)
-        if via and (a, b) in via:
-            point.via_host_gbps = Stat(via[(a, b)], via[(a, b)], via[(a, b)], 3)
-        result.pair(a, b).latency_us = Stat(20.0, 18.0, 25.0, 3)
-    return result
 
 
 def test_rate_thresholds():
@@ -45,9 +24,9 @@ def test_callout_names_link_type_expectation_and_measurement():
     topo = load_reference("dgx1")
     link_type = topo.link(0, 1).type
     assert link_type.startswith("NV")
-    expected = view.pair_expectations(_result("GPU", {(0, 1): 1.0, (1, 0): 1.0}), topo)[(0, 1)]
+    expected = view.pair_expectations(make_result("GPU", {(0, 1): 1.0, (1, 0): 1.0}), topo)[(0, 1)]
     # Healthy 1 -> 0, far too slow 0 -> 1.
-    result = _result("GPU", {(0, 1): 0.2 * expected.gbps, (1, 0): expected.gbps})
+    result = make_result("GPU", {(0, 1): 0.2 * expected.gbps, (1, 0): expected.gbps})
     lines = view.callouts(result, view.pair_expectations(result, topo))
     assert lines == [
         f"GPU 0 -> 1: {link_type} expected ~{expected.gbps:.0f} GB/s, measured {0.2 * expected.gbps:.0f}"
@@ -56,16 +35,16 @@ def test_callout_names_link_type_expectation_and_measurement():
 
 def test_expectation_ignores_an_earlier_measurement_on_the_link():
     topo = load_reference("dgx1")
-    before = view.pair_expectations(_result("GPU", {(0, 1): 1.0}), topo)[(0, 1)].gbps
+    before = view.pair_expectations(make_result("GPU", {(0, 1): 1.0}), topo)[(0, 1)].gbps
     from gputopo.model import Measurement
 
     topo.link(0, 1).measured = Measurement(a_to_b_gbps=1.0, b_to_a_gbps=1.0)
-    assert view.pair_expectations(_result("GPU", {(0, 1): 1.0}), topo)[(0, 1)].gbps == before
+    assert view.pair_expectations(make_result("GPU", {(0, 1): 1.0}), topo)[(0, 1)].gbps == before
 
 
 def test_host_memory_results_get_no_expectations():
     topo = load_reference("dgx1")
-    result = _result("CPU", {(0, 1): 0.1, (1, 0): 0.1})
+    result = make_result("CPU", {(0, 1): 0.1, (1, 0): 0.1})
     assert view.pair_expectations(result, topo) == {}
     data = view.bench_json(result, topo)
     assert data["callouts"] == [] and data["device_kind"] == "CPU"
@@ -74,11 +53,11 @@ def test_host_memory_results_get_no_expectations():
 
 def test_json_contract_keys():
     topo = load_reference("two-socket-4gpu")
-    result = _result("GPU", {(0, 2): 1.0, (2, 0): 5.0}, via={(0, 2): 3.0, (2, 0): 3.0})
+    result = make_result("GPU", {(0, 2): 1.0, (2, 0): 5.0}, via={(0, 2): 3.0, (2, 0): 3.0})
     data = json.loads(json.dumps(view.bench_json(result, topo)))
     pair = data["pairs"][0]
     assert (pair["src"], pair["dst"]) == (0, 2)
-    assert pair["gbps"] == 1.0 and pair["latency_us"] == 20.0 and pair["size_bytes"] == MIB
+    assert pair["gbps"] == 1.0 and pair["latency_us"] == 10.0 and pair["size_bytes"] == MIB
     assert pair["link_type"] == "SYS" and pair["expected_gbps"] > 0 and pair["rating"] in ("ok", "low", "far-below")
     assert data["device_kind"] == "GPU" and data["sizes_bytes"] == [MIB] and data["repeats"] == 3
     # Through the host beat the direct copy 0 -> 2 (3 vs 1 GB/s), not 2 -> 0.
@@ -86,7 +65,7 @@ def test_json_contract_keys():
 
 
 def test_render_says_host_memory_and_shows_failures(capsys):
-    result = _result("CPU", {(0, 1): 2.5, (1, 0): 2.4}, via={(0, 1): 1.2, (1, 0): 1.1})
+    result = make_result("CPU", {(0, 1): 2.5, (1, 0): 2.4}, via={(0, 1): 1.2, (1, 0): 1.1})
     result.pair(0, 1).errors.append("CPU 0 -> 1 1 MiB: timed out after 1 s (a hung copy or a wedged device)")
     result.pairs[(1, 0)].points[0].uni_gbps = None
     result.pairs[(1, 0)].errors.append("CPU 1 -> 0 1 MiB: out of memory")
@@ -100,7 +79,7 @@ def test_render_says_host_memory_and_shows_failures(capsys):
 
 @pytest.mark.parametrize("kind", ["GPU", "CPU"])
 def test_render_matrix_titles(capsys, kind):
-    view.render_bench(_result(kind, {(0, 1): 2.0, (1, 0): 2.0}), load_reference("two-socket-4gpu"))
+    view.render_bench(make_result(kind, {(0, 1): 2.0, (1, 0): 2.0}), load_reference("two-socket-4gpu"))
     text = capsys.readouterr().out
     for title in ("Unidirectional copy GB/s", "Bidirectional GB/s", "Latency us"):
         assert title in text
