@@ -14,6 +14,7 @@ from gputopo.analysis.recommend import (
     _Problem,
     best_ring,
     brute_force_best_key,
+    brute_force_keys,
     recommend,
 )
 from gputopo.errors import InputError
@@ -288,19 +289,31 @@ def _random_topology(n: int, seed: int, words: list[str] | None = None, hosts: i
     few_words=st.booleans(),
     hosts=st.integers(1, 2),
     require_one=st.booleans(),
+    seeded=st.booleans(),
 )
-def test_search_matches_brute_force_on_random_topologies(seed, n, k, few_words, hosts, require_one):
+def test_search_matches_brute_force_on_random_topologies(seed, n, k, few_words, hosts, require_one, seeded):
+    import gputopo.analysis.recommend as module
+
     k = min(k, n)
     # Few distinct link words make many interchangeable GPUs: exercises the twin-class shortcut.
     words = ["NV2", "SYS"] if few_words else None
     topo = _random_topology(n, seed, words, hosts)
     require = [seed % n] if require_one else []
-    rec = recommend(topo, k, require=require)
+    # Without greedy seeds the branch and bound alone must find the optimum.
+    saved = module.MAX_SEEDS
+    module.MAX_SEEDS = saved if seeded else 0
+    try:
+        rec = recommend(topo, k, require=require)
+    finally:
+        module.MAX_SEEDS = saved
     assert rec.proven_optimal
-    assert rec.best.key == brute_force_best_key(topo, k, require=require)
+    every_key = brute_force_keys(topo, k, require=require)
+    assert rec.best.key == every_key[0]
     keys = [g.key for g in rec.groups]
     assert keys == sorted(keys, reverse=True)
     assert len({tuple(g.gpus) for g in rec.groups}) == len(rec.groups)
+    if f"in {n} classes" in rec.search:  # no interchangeable GPUs: the runners-up are exact too
+        assert keys == every_key[: len(keys)]
 
 
 @settings(max_examples=4, deadline=None, suppress_health_check=[HealthCheck.too_slow])

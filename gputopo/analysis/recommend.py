@@ -1144,11 +1144,18 @@ def brute_force_best_key(topology: Topology, gpus: int, require: Iterable[int] =
 
     Independent of the search above (shares only the bandwidth figures); used by tests and the
     benchmark to check that the search is exact."""
+    return brute_force_keys(topology, gpus, require, exclude)[0]
+
+
+def brute_force_keys(
+    topology: Topology, gpus: int, require: Iterable[int] = (), exclude: Iterable[int] = ()
+) -> list[GroupKey]:
+    """Every group's key, best first, found the slow way (see ``brute_force_best_key``)."""
     excluded = set(exclude)
     required = set(require)
     problem = _Problem(topology, [g for g in topology.gpu_indices if g not in excluded])
     w = problem.weight
-    best: GroupKey | None = None
+    keys: list[GroupKey] = []
     for members in itertools.combinations(range(problem.n), gpus):
         if not required <= {problem.index[i] for i in members}:
             continue
@@ -1169,7 +1176,6 @@ def brute_force_best_key(topology: Topology, gpus: int, require: Iterable[int] =
             -len({problem.domain_id[i] for i in members}),
             total,
         )
-        if best is None or key > best:
-            best = key
-    assert best is not None
-    return best
+        keys.append(key)
+    keys.sort(reverse=True)
+    return keys
