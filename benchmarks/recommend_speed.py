@@ -9,7 +9,10 @@ Beside each figure it checks the answer against brute force (every subset, every
 that is feasible, and says whether the search proved its answer optimal. Targets from issue 4:
 under 50 ms for 8 GPUs, under 1 s for 72.
 
-Run: ``.venv/bin/python benchmarks/recommend_speed.py`` (about half a minute on 2 cores).
+Then, side by side with go-gpuallocator's best-effort policy (``analysis/gpuallocator.py``) on the
+reference machines and the shared fixtures: both picks, each ring's slowest hop, both run times.
+
+Run: ``.venv/bin/python benchmarks/recommend_speed.py`` (under a minute on 2 cores).
 """
 
 from __future__ import annotations
@@ -99,5 +102,42 @@ def main() -> None:
         row("random-72 (no symmetry)", topo, k, repeats=1)
 
 
+def compare_with_gpuallocator() -> None:
+    """Side by side with go-gpuallocator's best-effort policy: its pick, ours, each ring's slowest
+    hop, and both run times, on the reference machines and the shared fixtures."""
+    from gputopo.analysis import gpuallocator
+    from gputopo.analysis.recommend import _Problem
+    from gputopo.sources import load_topology
+    from gputopo.sources.reference import MACHINES
+
+    fixtures = Path(__file__).resolve().parents[2] / "shared" / "fixtures" / "topo"
+    cases = [(m, load_reference(m)) for m in MACHINES if len(MACHINES[m].build().gpus) <= gpuallocator.MAX_GPUS]
+    cases += [(f.name, load_topology(from_file=str(f), diagnose=False)) for f in sorted(fixtures.glob("*.txt"))]
+    print()
+    print("go-gpuallocator best-effort (score sum) vs recommend (ring bottleneck); GB/s = slowest ring hop")
+    print(f"{'topology':<42} {'k':>2}  {'go-gpuallocator':<22} {'GB/s':>6} {'ms':>7}   {'recommend':<22} {'GB/s':>6} {'ms':>6}")
+    differ = 0
+    for name, topo in cases:
+        problem = _Problem(topo, topo.gpu_indices)
+        for k in range(2, len(topo.gpus)):
+            start = time.perf_counter()
+            theirs = gpuallocator.allocate(topo, k)
+            their_ms = (time.perf_counter() - start) * 1000
+            start = time.perf_counter()
+            ours = recommend(topo, k).best
+            our_ms = (time.perf_counter() - start) * 1000
+            their_gbps = problem.ring(tuple(problem.pos[g] for g in theirs))[0] / 100
+            mark = ""
+            if their_gbps < ours.bottleneck_gbps:
+                mark = "  <- bottleneck view is faster"
+                differ += 1
+            print(
+                f"{name:<42} {k:>2}  {','.join(map(str, theirs)):<22} {their_gbps:6.1f} {their_ms:7.1f}   "
+                f"{','.join(map(str, ours.gpus)):<22} {ours.bottleneck_gbps:6.1f} {our_ms:6.1f}{mark}"
+            )
+    print(f"asks where the ring-bottleneck pick is faster than the score-sum pick: {differ}")
+
+
 if __name__ == "__main__":
     main()
+    compare_with_gpuallocator()
