@@ -29,14 +29,13 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import numpy as np  # noqa: E402
 
 from gputopo.tf.bench import (  # noqa: E402
-    DEFAULT_MIN_SAMPLE_S,
     BenchConfig,
     CopyBench,
     cpu_bench_devices,
     prepare_environment,
     run_benchmark,
 )
-from gputopo.tf.bench_options import format_size, parse_sizes  # noqa: E402
+from gputopo.tf.bench_options import DEFAULT_MIN_SAMPLE_S, format_size, parse_sizes  # noqa: E402
 from gputopo.tf.devices import configure_logical_cpu_devices, import_tensorflow  # noqa: E402
 
 
@@ -132,7 +131,8 @@ def main() -> None:
         figures = sorted(p.headline().uni_gbps.median for p in result.pairs.values() if p.headline())
         latencies = sorted(p.latency_us.median for p in result.pairs.values() if p.latency_us)
         print(
-            f"full 8x8 matrix at {format_size(config.sizes_bytes[0])} (uni + bidir + latency, {config.repeat} repeats): "
+            f"full 8x8 matrix at {format_size(config.sizes_bytes[0])} "
+            f"(uni + bidir + latency, {config.repeat} repeats): "
             f"{wall_s:.1f} s wall; uni GB/s min {figures[0]:.2f} median {statistics.median(figures):.2f} "
             f"max {figures[-1]:.2f}; latency us median {statistics.median(latencies):.0f}"
         )

@@ -9,9 +9,25 @@ import typer
 from typing_extensions import Annotated
 
 from gputopo.cli import FromOption, JsonOption, MachineOption, command, fail
+from gputopo.tf.bench_options import (
+    DEFAULT_MIN_SAMPLE_S,
+    DEFAULT_REPEAT,
+    DEFAULT_SIZE_BYTES,
+    DEFAULT_STEP_TIMEOUT_S,
+    DEFAULT_WARMUP,
+    format_size,
+)
 
 
-@command("bench-p2p")
+_HELP = (
+    "Measure GPU-to-GPU copy bandwidth (one way and both ways), latency and all-reduce with TensorFlow."
+    "\n\nGPU numbers follow nvidia-smi (PCI bus order): CUDA_DEVICE_ORDER=PCI_BUS_ID is set for TensorFlow "
+    "unless you set it yourself. With --cpu-devices N the figures are host memory, not GPUs. "
+    "See docs/bench-p2p.md."
+)
+
+
+@command("bench-p2p", help=_HELP)
 def bench_p2p(
     gpus: Annotated[
         Optional[str],
@@ -26,39 +42,48 @@ def bench_p2p(
         ),
     ] = None,
     size: Annotated[
-        Optional[str], typer.Option("--size", help="Message size, e.g. 64MiB (default), 4KB, 1GiB.")
+        Optional[str],
+        typer.Option("--size", help=f"Message size, e.g. 4KB, 1GiB (default {format_size(DEFAULT_SIZE_BYTES)})."),
     ] = None,
     sizes: Annotated[
         Optional[str],
-        typer.Option("--sizes", help="Sweep sizes: FIRST:LAST[:FACTOR] (e.g. 1KiB:1GiB, doubling) or a list 4KiB,64MiB."),
+        typer.Option(
+            "--sizes", help="Sweep sizes: FIRST:LAST[:FACTOR] (e.g. 1KiB:1GiB, doubling) or a list 4KiB,64MiB."
+        ),
     ] = None,
-    repeat: Annotated[int, typer.Option("--repeat", help="Timed samples per figure; the median is reported.")] = 5,
-    warmup: Annotated[int, typer.Option("--warmup", help="Untimed runs before the samples.")] = 2,
+    repeat: Annotated[
+        int, typer.Option("--repeat", help="Timed samples per figure; the median is reported.")
+    ] = DEFAULT_REPEAT,
+    warmup: Annotated[int, typer.Option("--warmup", help="Untimed runs before the samples.")] = DEFAULT_WARMUP,
     via_host: Annotated[
         bool, typer.Option("--via-host", help="Also copy through host memory (/cpu:0), shown side by side.")
     ] = False,
     allreduce: Annotated[
         bool,
-        typer.Option("--allreduce", help="Also measure all-reduce algbw/busbw with each MirroredStrategy cross-device op."),
+        typer.Option(
+            "--allreduce", help="Also measure all-reduce algbw/busbw with each MirroredStrategy cross-device op."
+        ),
     ] = False,
     timeout: Annotated[
         float, typer.Option("--timeout", help="Seconds before a step (one pair, one size) is declared hung.")
-    ] = 120.0,
+    ] = DEFAULT_STEP_TIMEOUT_S,
     min_sample_ms: Annotated[
         float, typer.Option("--min-sample-ms", help="Each timed sample repeats the copy until it lasts this long.")
-    ] = 20.0,
+    ] = DEFAULT_MIN_SAMPLE_S * 1000,
     from_file: FromOption = None,
     machine: MachineOption = None,
     json_output: JsonOption = False,
     save: Annotated[
         Optional[str],
-        typer.Option("--save", help="Write a topology snapshot with the measured figures (for `recommend --from`).", metavar="FILE"),
+        typer.Option(
+            "--save",
+            help="Write a topology snapshot with the measured figures (for `recommend --from`).",
+            metavar="FILE",
+        ),
     ] = None,
 ) -> None:
-    """Measure GPU-to-GPU copy bandwidth (one way and both ways), latency and all-reduce with TensorFlow.
-
-    GPU numbers follow nvidia-smi (PCI bus order): CUDA_DEVICE_ORDER=PCI_BUS_ID is set for TensorFlow unless you set it yourself. With --cpu-devices N the figures are host memory, not GPUs. See docs/bench-p2p.md.
-    """
+    """Parse and check every option before TensorFlow's slow import, pick the devices, run the
+    engine with a progress bar, then save and print even a partial (Ctrl-C) result."""
     from gputopo.errors import GputopoError, InputError
     from gputopo.tf.bench_options import parse_index_list, parse_size, parse_sizes
 
@@ -69,7 +94,7 @@ def bench_p2p(
         raise InputError(f"--cpu-devices must be at least 1, got {cpu_devices}")
     if not min_sample_ms > 0:
         raise InputError(f"--min-sample-ms must be positive, got {min_sample_ms}")
-    from gputopo.tf.bench import DEFAULT_SIZE_BYTES, BenchConfig
+    from gputopo.tf.bench import BenchConfig
 
     sizes_bytes = parse_sizes(sizes) if sizes is not None else [parse_size(size) if size else DEFAULT_SIZE_BYTES]
     wanted = parse_index_list(gpus) if gpus is not None else None

@@ -27,7 +27,6 @@ from __future__ import annotations
 import math
 import os
 import re
-import sys
 import threading
 import time
 from dataclasses import dataclass, field
@@ -35,7 +34,14 @@ from typing import Any, Callable, Protocol
 
 from gputopo.errors import InputError
 from gputopo.model import Topology, normalize_pci_bus_id
-from gputopo.tf.bench_options import MIB, format_size
+from gputopo.tf.bench_options import (
+    DEFAULT_MIN_SAMPLE_S,
+    DEFAULT_REPEAT,
+    DEFAULT_SIZE_BYTES,
+    DEFAULT_STEP_TIMEOUT_S,
+    DEFAULT_WARMUP,
+    format_size,
+)
 from gputopo.tf.bench_results import (
     AllReduceResult,
     BenchDevice,
@@ -46,22 +52,16 @@ from gputopo.tf.bench_results import (
     us_stat,
 )
 
-DEFAULT_SIZE_BYTES = 64 * MIB
 LATENCY_SIZE_BYTES = 4  # one float, like CUDA's p2pBandwidthLatencyTest
-DEFAULT_REPEAT = 5
-DEFAULT_WARMUP = 2
-DEFAULT_MIN_SAMPLE_S = 0.02
-DEFAULT_STEP_TIMEOUT_S = 120.0
 MAX_CALLS_PER_SAMPLE = 2000
 HOST_DEVICE = "/device:CPU:0"
 # How long an interrupted or cancelled worker gets to notice before we return without it.
 _CANCEL_GRACE_S = 2.0
 
 
-def prepare_environment() -> bool:
-    """Settings TensorFlow reads once, at start-up: call before it is imported. A value the user
-    set is respected. Returns whether TensorFlow was already imported (then they may come too late;
-    GPUs are also joined to NVML by PCI bus id).
+def prepare_environment() -> None:
+    """Settings TensorFlow reads once, at start-up: call before it is imported (later they come too
+    late; GPUs are joined to NVML by PCI bus id anyway). A value the user set is respected.
 
     - ``CUDA_DEVICE_ORDER=PCI_BUS_ID``: TF numbers GPUs in PCI bus order, as NVML and nvidia-smi
       do. CUDA's default, FASTEST_FIRST, may make TF's ``GPU:0`` nvidia-smi's GPU 3.
@@ -71,7 +71,6 @@ def prepare_environment() -> bool:
     """
     os.environ.setdefault("CUDA_DEVICE_ORDER", "PCI_BUS_ID")
     os.environ.setdefault("TF_CPU_ALLOCATOR_USE_BFC", "true")
-    return "tensorflow" in sys.modules
 
 
 @dataclass

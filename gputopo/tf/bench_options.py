@@ -14,6 +14,13 @@ KIB = 1024
 MIB = 1024**2
 GIB = 1024**3
 
+# Defaults of `bench-p2p` (here, in a module without TensorFlow, so the CLI can show them).
+DEFAULT_SIZE_BYTES = 64 * MIB  # large enough that TF's per-call dispatch is small beside the copy
+DEFAULT_REPEAT = 5
+DEFAULT_WARMUP = 2
+DEFAULT_MIN_SAMPLE_S = 0.02  # each timed sample repeats the copy until it lasts this long
+DEFAULT_STEP_TIMEOUT_S = 120.0
+
 # The largest message we agree to allocate per device: beyond this the user has mistyped.
 MAX_SIZE_BYTES = 64 * GIB
 # A sweep longer than this is a typo (1B:64GiB doubling is 37 sizes).

@@ -214,7 +214,10 @@ def render_bench(result: BenchResult, topology: Topology | None) -> None:
             sweep.add_column(name, justify="right")
         for size in result.sizes_bytes:
             figures = sorted(
-                p.uni_gbps.median for pr in result.pairs.values() for p in pr.points if p.size_bytes == size and p.uni_gbps
+                point.uni_gbps.median
+                for pair in result.pairs.values()
+                for point in pair.points
+                if point.size_bytes == size and point.uni_gbps
             )
             if not figures:
                 sweep.add_row(format_size(size), "-", "-", "-")
