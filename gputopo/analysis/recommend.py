@@ -90,7 +90,7 @@ class GroupAdvice:
     total_link_gbps: float = 0.0  # sum of pair bandwidths inside the group (tie-break)
     hosts: list[str] = field(default_factory=list)
     numa_domains: int = 1
-    same_socket: bool = True
+    same_socket: bool = True  # one host and no pair crosses the SMP interconnect (no SYS path between them)
     same_host: bool = True
     numa_node: int | None = None  # the one NUMA node all GPUs sit on, None if spread or unknown
     numactl: str | None = None  # a command prefix binding CPU and memory next to the GPUs

@@ -78,7 +78,7 @@ def render_recommendation(rec: Recommendation) -> None:
             f"   all-reduce ~{_gbps(best.allreduce_gbps)} GB/s of gradients" if best.allreduce_gbps else "",
         )
     )
-    place = "one CPU socket" if best.same_socket else "spread over CPU sockets / hosts"
+    place = "one CPU socket" if best.same_socket else "spread over NUMA nodes / sockets / hosts (SYS paths)"
     if best.numa_node is not None:
         place += f", NUMA node {best.numa_node}"
     console.print(Text(f"  {place}. Why: {best.reason}."))
