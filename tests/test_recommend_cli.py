@@ -101,8 +101,8 @@ def test_jobs_table_lists_every_job(cli):
     [
         (["--machine", "dgx1", "--gpus", "0"], "at least 1"),
         (["--machine", "dgx1", "--gpus", "99"], "only 8"),
-        (["--machine", "dgx1", "--gpus", "2", "--require", "zero"], "--require takes GPU numbers"),
-        (["--machine", "dgx1", "--gpus", "2", "--exclude", "1,,x"], "--exclude takes GPU numbers"),
+        (["--machine", "dgx1", "--gpus", "2", "--require", "zero"], "bad --require 'zero'"),
+        (["--machine", "dgx1", "--gpus", "2", "--exclude", "1,,x"], "bad --exclude '1,,x'"),
         (["--machine", "dgx1", "--gpus", "2", "--require", "3", "--exclude", "3"], "both required and excluded"),
         (["--machine", "dgx1", "--gpus", "4", "--jobs", "3"], "3 jobs x 4 GPUs"),
         (["--machine", "dgx1", "--gpus", "4", "--format", "yaml"], "--format must be one of"),

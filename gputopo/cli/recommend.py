@@ -16,29 +16,15 @@ from gputopo.errors import InputError
 
 
 def parse_gpu_list(text: str | None, option: str) -> list[int]:
-    """``"0,3"`` -> ``[0, 3]`` (also ranges ``"0-3"``); anything else is a one-line InputError."""
-    if text is None or not text.strip():
+    """``"0,3"`` or ``"0-3"`` -> GPU indices; no option -> ``[]``; garbage -> a one-line InputError.
+
+    The parsing itself is bench-p2p's (``parse_index_list``, TensorFlow-free), so every command reads
+    GPU lists the same way."""
+    if text is None:
         return []
-    result: list[int] = []
-    for part in text.split(","):
-        part = part.strip()
-        if not part:
-            continue
-        try:
-            if "-" in part[1:]:
-                lo, hi = part.split("-", 1)
-                start, end = int(lo), int(hi)
-                if end < start or start < 0:
-                    raise ValueError
-                result.extend(range(start, end + 1))
-            else:
-                value = int(part)
-                if value < 0:
-                    raise ValueError
-                result.append(value)
-        except ValueError:
-            raise InputError(f"{option} takes GPU numbers like 0,3 or 0-3, not {text!r}") from None
-    return result
+    from gputopo.tf.bench_options import parse_index_list
+
+    return parse_index_list(text, option)
 
 
 @command("recommend")
