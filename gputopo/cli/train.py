@@ -82,7 +82,7 @@ def train(
     from pathlib import Path
 
     from gputopo.errors import InputError
-    from gputopo.launch import TrainConfig, build_plan, parse_sizes, training_processes
+    from gputopo.launch import TrainConfig, build_plan, latest_checkpoint_step, parse_sizes, training_processes
     from gputopo.tf.data import check_data_source
 
     config = TrainConfig(
@@ -109,6 +109,15 @@ def train(
         raise InputError("--resume needs a --checkpoint-dir (not --no-checkpoint)")
     if config.checkpoint_dir is not None and Path(config.checkpoint_dir).exists() and not Path(config.checkpoint_dir).is_dir():
         raise InputError(f"--checkpoint-dir {config.checkpoint_dir} is a file, not a folder")
+    if config.checkpoint_dir is not None:  # decided here, before any process starts, so nothing is overwritten
+        saved_step = latest_checkpoint_step(config.checkpoint_dir)
+        if resume and saved_step is None:
+            raise InputError(f"--resume: no checkpoint in {config.checkpoint_dir} to resume from")
+        if not resume and saved_step is not None and scaling is None:
+            raise InputError(
+                f"{config.checkpoint_dir} already holds a checkpoint (step {saved_step}); add --resume to continue "
+                "from it, or give another --checkpoint-dir to start afresh"
+            )
     check_data_source(config.data)
     plan = build_plan(
         config, gpus=gpus, devices=devices, from_file=from_file, machine=machine, tf_log=tf_log,

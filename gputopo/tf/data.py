@@ -151,10 +151,10 @@ def _synthetic(tf: Any, image_size: int, seed: int) -> Datasets:
     size = image_size
 
     def make(count: int, offset: int) -> Any:
-        gen = tf.random.Generator.from_seed(seed + offset)
-        labels = gen.uniform([count], 0, SYNTHETIC_CLASSES, dtype=tf.int32)
-        noise = gen.uniform([count, size, size, 3], 0.0, 0.5)
-        rows = tf.cast(tf.range(size) * SYNTHETIC_CLASSES // size, tf.int32)  # band of each image row
+        # Stateless ops: the same images in every process and inside a tf.function (PS workers).
+        labels = tf.random.stateless_uniform([count], seed=[seed, 2 * offset], minval=0, maxval=SYNTHETIC_CLASSES, dtype=tf.int32)
+        noise = tf.random.stateless_uniform([count, size, size, 3], seed=[seed, 2 * offset + 1], maxval=0.5)
+        rows = tf.range(size) * SYNTHETIC_CLASSES // size  # which class's band each image row is
         band = tf.cast(tf.equal(rows[None, :], labels[:, None]), tf.float32)  # [count, size]
         images = noise + 0.5 * band[:, :, None, None]
         return tf.data.Dataset.from_tensor_slices((images, labels)), count
@@ -194,10 +194,12 @@ def _keras(tf: Any, name: str, image_size: int | None) -> Datasets:
     )
 
 
-def _folder(tf: Any, root: str, image_size: int | None) -> Datasets:
+def _folder(tf: Any, root: str, image_size: int | None, image_shape: tuple[int, int, int] | None) -> Datasets:
     folder = scan_image_folder(root)
-    first = tf.io.decode_image(tf.io.read_file(folder.train_files[0]), expand_animations=False)
-    height, width, channels = (int(d) for d in first.shape)
+    if image_shape is None:  # the first image decides size and channels (decoded eagerly, once)
+        first = tf.io.decode_image(tf.io.read_file(folder.train_files[0]), expand_animations=False)
+        image_shape = tuple(int(d) for d in first.shape)  # type: ignore[assignment]
+    height, width, channels = image_shape
     if image_size is not None:
         height = width = image_size
 
@@ -222,14 +224,20 @@ def _folder(tf: Any, root: str, image_size: int | None) -> Datasets:
     )
 
 
-def load_datasets(tf: Any, data: str, image_size: int | None, seed: int) -> Datasets:
-    """The unbatched train/test datasets for ``--data`` (``synthetic``, ``mnist``, ``cifar10`` or a folder)."""
+def load_datasets(
+    tf: Any, data: str, image_size: int | None, seed: int, image_shape: tuple[int, int, int] | None = None
+) -> Datasets:
+    """The unbatched train/test datasets for ``--data`` (``synthetic``, ``mnist``, ``cifar10`` or a folder).
+
+    ``image_shape`` (from an earlier call) skips decoding a sample image, so the datasets can be
+    rebuilt inside a ``tf.function`` on a parameter-server worker.
+    """
     kind = check_data_source(data)
     if kind == SYNTHETIC:
         return _synthetic(tf, image_size or SYNTHETIC_IMAGE_SIZE, seed)
     if kind == "keras":
         return _keras(tf, data, image_size)
-    return _folder(tf, data, image_size)
+    return _folder(tf, data, image_size, image_shape)
 
 
 def training_pipeline(tf: Any, datasets: Datasets, global_batch: int, seed: int) -> Any:

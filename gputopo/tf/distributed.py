@@ -120,7 +120,7 @@ def train_parameter_server(tf: Any, config: TrainConfig, stop: Any) -> dict[str,
     The coordinator schedules steps on whichever worker is free; each step reads the variables from
     the parameter servers, computes gradients on its own batch and applies them there at once.
     """
-    from gputopo.tf.data import load_datasets
+    from gputopo.tf.data import check_data_source, load_datasets
     from gputopo.tf.models import build_model
     from gputopo.tf.train import RESULT_SCHEMA, RunningMeans, _checkpoint_manager, _restore, weights_fingerprint
 
@@ -143,6 +143,8 @@ def train_parameter_server(tf: Any, config: TrainConfig, stop: Any) -> dict[str,
     coordinator = tf.distribute.coordinator.ClusterCoordinator(strategy)
 
     batch = config.batch_size  # each scheduled step is one worker's batch
+    if check_data_source(config.data) == "keras":
+        raise InputError("--strategy parameter-server reads synthetic data or an image folder, not mnist/cifar10 arrays")
     datasets = load_datasets(tf, config.data, config.image_size, config.seed)
     steps_per_epoch = config.steps_per_epoch or max(1, datasets.train_examples // batch)
     total_steps = config.epochs * steps_per_epoch
@@ -156,7 +158,9 @@ def train_parameter_server(tf: Any, config: TrainConfig, stop: Any) -> dict[str,
     start_step = _restore(tf, config, checkpoint, step_variable)
 
     def dataset_fn(input_context: Any) -> Any:
-        ds = datasets.train.cache().shuffle(min(datasets.train_examples, 10_000), seed=config.seed + start_step)
+        # Built on the worker: a dataset captured from the coordinator would ship its tensors over gRPC.
+        local = load_datasets(tf, config.data, config.image_size, config.seed, datasets.image_shape)
+        ds = local.train.cache().shuffle(min(datasets.train_examples, 10_000), seed=config.seed + start_step)
         ds = ds.shard(input_context.num_input_pipelines, input_context.input_pipeline_id)
         return ds.repeat().batch(batch, drop_remainder=True).prefetch(tf.data.AUTOTUNE)
 

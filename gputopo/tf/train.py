@@ -104,12 +104,19 @@ def weights_fingerprint(model: Any) -> str:
     return digest.hexdigest()
 
 
-def _setup_devices(tf_config: TrainConfig) -> Any:
-    from gputopo.tf.devices import select_devices
+def _setup_devices(tf: Any, config: TrainConfig) -> Any:
+    """The devices this process trains on (logical CPU devices are split off here, before TF starts).
 
-    if tf_config.strategy == "parameter-server":
-        return None  # in-process servers use one CPU/GPU device each
-    return select_devices(cpu_devices=tf_config.cpu_devices)
+    Multi-worker and parameter-server jobs must not touch the runtime before their strategy
+    configures it (collective ops and servers are set up at start-up); they use one CPU device
+    per worker, or the visible GPUs.
+    """
+    from gputopo.tf.devices import DeviceSet, select_devices
+
+    if config.strategy == "mirrored":
+        return select_devices(cpu_devices=config.cpu_devices)
+    kind = "GPU" if tf.config.list_physical_devices("GPU") and not config.cpu_devices else "CPU"
+    return DeviceSet(kind, ())
 
 
 def _is_chief(config: TrainConfig) -> bool:
@@ -155,7 +162,7 @@ def train(config: TrainConfig, stop: StopRequest | None = None) -> dict[str, Any
 
     tf = import_tensorflow()
     tf.keras.utils.set_random_seed(config.seed)
-    device_set = _setup_devices(config)
+    device_set = _setup_devices(tf, config)
     if config.strategy == "parameter-server":
         from gputopo.tf.distributed import train_parameter_server
 
@@ -169,6 +176,7 @@ def train(config: TrainConfig, stop: StopRequest | None = None) -> dict[str, Any
 def _train_synchronous(tf: Any, config: TrainConfig, strategy: Any, device_set: Any, stop: StopRequest) -> dict[str, Any]:
     """The MirroredStrategy / MultiWorkerMirroredStrategy loop (synchronous data parallelism)."""
     from gputopo.tf.data import evaluation_pipeline, load_datasets, training_pipeline
+    from gputopo.tf.distributed import startup_finished
     from gputopo.tf.models import build_model
 
     replicas = strategy.num_replicas_in_sync
@@ -275,6 +283,7 @@ def _train_synchronous(tf: Any, config: TrainConfig, strategy: Any, device_set: 
                 window.add(reduced)
                 if timed_from_step is None:  # the first step traces and compiles: not timed
                     reduced.numpy()
+                    startup_finished()  # the cluster (if any) has formed
                     timed_from_step, timed_from_s = step, time.perf_counter()
                 now_s = time.perf_counter()
                 if now_s - last_refresh_s >= PROGRESS_REFRESH_S or step == total_steps:

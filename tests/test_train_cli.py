@@ -1,0 +1,118 @@
+"""`gputopo train` command line: bad input is one clear line before any process starts; --dry-run
+prints the exact plan. None of these start TensorFlow."""
+
+from __future__ import annotations
+
+import json
+import socket
+import sys
+from pathlib import Path
+
+import pytest
+
+from test_train_data import make_image_folder
+
+
+def _assert_one_line_error(result, *fragments: str) -> None:
+    assert result.exit_code == 2, result.output
+    lines = [line for line in result.output.splitlines() if line.strip()]
+    assert len(lines) == 1 and lines[0].startswith("gputopo: error: "), result.output
+    assert "Traceback" not in result.output
+    for fragment in fragments:
+        assert fragment in lines[0], lines[0]
+
+
+def test_dry_run_prints_the_exact_child_command(cli, tmp_path: Path):
+    result = cli("train", "--cpu-devices", "2", "--batch-size", "32", "--checkpoint-dir", str(tmp_path / "ck"),
+                 "--dry-run", "--json")
+    assert result.exit_code == 0, result.output
+    data = json.loads(result.output)
+    (process,) = data["processes"]
+    assert process["command"][:3] == [sys.executable, "-m", "gputopo.tf.train"]
+    assert process["env"] == {"CUDA_VISIBLE_DEVICES": ""}
+    flags = process["command"][3:]
+    assert flags[flags.index("--cpu-devices") + 1] == "2" and flags[flags.index("--batch-size") + 1] == "32"
+    assert "--result-file" not in flags  # that one is added only when gputopo itself launches it
+    assert not (tmp_path / "ck").exists()  # a dry run writes nothing
+
+
+def test_dry_run_on_a_reference_machine_sets_cuda_order_and_numactl(cli, monkeypatch):
+    import shutil
+
+    monkeypatch.setattr(shutil, "which", lambda name: "/usr/bin/numactl" if name == "numactl" else None)
+    result = cli("train", "--machine", "two-socket-4gpu", "--devices", "2,3", "--dry-run", "--json")
+    assert result.exit_code == 0, result.output
+    (process,) = json.loads(result.output)["processes"]
+    assert process["env"] == {"CUDA_DEVICE_ORDER": "PCI_BUS_ID", "CUDA_VISIBLE_DEVICES": "2,3"}
+    assert process["command"][:3] == ["/usr/bin/numactl", "--cpunodebind=1", "--membind=1"]
+    assert process["shell"].startswith("CUDA_DEVICE_ORDER=PCI_BUS_ID CUDA_VISIBLE_DEVICES=2,3 /usr/bin/numactl")
+    human = cli("train", "--machine", "dgx1", "--gpus", "4", "--dry-run")
+    assert human.exit_code == 0, human.output
+    assert "Training plan" in human.output and "CUDA_DEVICE_ORDER=PCI_BUS_ID" in human.output
+
+
+def test_scaling_dry_run_lists_one_process_per_size(cli):
+    result = cli("train", "--cpu-devices", "4", "--batch-size", "64", "--scaling", "1,2,4", "--dry-run", "--json")
+    assert result.exit_code == 0, result.output
+    processes = json.loads(result.output)["processes"]
+    from gputopo.launch import TrainConfig
+
+    configs = [TrainConfig.from_argv(p["command"][3:]) for p in processes]
+    assert [c.batch_size for c in configs] == [16, 32, 64]  # the per-replica batch stays 16
+    assert [c.cpu_devices for c in configs] == [1, 2, 4]
+    assert all(c.checkpoint_dir is None and not c.evaluate for c in configs)
+
+
+@pytest.mark.parametrize(
+    "args, fragments",
+    [
+        (["--data", "/no/such/folder"], ["data folder /no/such/folder does not exist"]),
+        (["--batch-size", "32", "--cpu-devices", "3"], ["does not split evenly over 3 replicas"]),
+        (["--model", "vgg"], ["unknown model 'vgg'"]),
+        (["--strategy", "ring"], ["unknown strategy"]),
+        (["--scaling", "1,8"], ["needs 8 devices"]),
+        (["--scaling", "one"], ["--scaling expects"]),
+        (["--epochs", "0"], ["--epochs must be at least 1"]),
+        (["--strategy", "multi-worker", "--workers", "localhost"], ["not host:port"]),
+        (["--resume", "--no-checkpoint"], ["--resume needs"]),
+    ],
+)
+def test_bad_options_are_one_line(cli, tmp_path: Path, args, fragments):
+    base = ["train", "--cpu-devices", "2", "--checkpoint-dir", str(tmp_path / "ck")]
+    if "--cpu-devices" in args:
+        base = ["train", "--checkpoint-dir", str(tmp_path / "ck")]
+    _assert_one_line_error(cli(*base, *args), *fragments)
+
+
+def test_bad_data_folders_are_one_line(cli, tmp_path: Path):
+    make_image_folder(tmp_path / "d", classes=("cat", "dog"), train_per_class=2, test_per_class=1)
+    (tmp_path / "d" / "test" / "dog").rename(tmp_path / "d" / "test" / "fox")
+    _assert_one_line_error(cli("train", "--cpu-devices", "1", "--data", str(tmp_path / "d")), "class folders differ")
+    (tmp_path / "empty" / "train").mkdir(parents=True)
+    _assert_one_line_error(cli("train", "--cpu-devices", "1", "--data", str(tmp_path / "empty")), "no class folders")
+
+
+def test_existing_checkpoint_is_never_overwritten_without_resume(cli, tmp_path: Path):
+    ck = tmp_path / "ck"
+    ck.mkdir()
+    (ck / "checkpoint").write_text('model_checkpoint_path: "ckpt-12"\n')
+    _assert_one_line_error(cli("train", "--cpu-devices", "1", "--checkpoint-dir", str(ck)), "step 12", "--resume")
+    assert (ck / "checkpoint").read_text() == 'model_checkpoint_path: "ckpt-12"\n'
+    _assert_one_line_error(
+        cli("train", "--cpu-devices", "1", "--resume", "--checkpoint-dir", str(tmp_path / "new")), "no checkpoint in"
+    )
+
+
+def test_worker_port_in_use_is_one_line(cli, tmp_path: Path):
+    with socket.socket() as holder:
+        holder.bind(("127.0.0.1", 0))
+        holder.listen()
+        port = holder.getsockname()[1]
+        result = cli("train", "--cpu-devices", "1", "--strategy", "multi-worker", "--batch-size", "32",
+                     "--workers", f"127.0.0.1:{port},127.0.0.1:1", "--checkpoint-dir", str(tmp_path / "ck"))
+    _assert_one_line_error(result, f"port {port} on 127.0.0.1 is in use")
+
+
+def test_train_needs_gpus_or_cpu_devices(cli, tmp_path: Path):
+    result = cli("train", "--machine", "dgx1", "--gpus", "9", "--checkpoint-dir", str(tmp_path / "ck"))
+    _assert_one_line_error(result, "only 8 GPUs")
