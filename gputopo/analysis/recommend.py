@@ -218,6 +218,10 @@ class _Problem:
 
     def key(self, members: tuple[int, ...]) -> GroupKey:
         bottleneck, _ = self.ring(members)
+        return (bottleneck,) + self.locality_and_total(members)
+
+    def locality_and_total(self, members: tuple[int, ...]) -> tuple[int, int, int]:
+        """The key without the ring: (-hosts, -NUMA nodes, total pair bandwidth)."""
         w = self.weight
         total = 0
         for x, i in enumerate(members):
@@ -226,7 +230,20 @@ class _Problem:
                 total += row[j]
         hosts = len({self.host_id[i] for i in members})
         domains = len({self.domain_id[i] for i in members})
-        return (bottleneck, -hosts, -domains, total)
+        return (-hosts, -domains, total)
+
+    def ring_ceilings(self, k: int) -> list[int]:
+        """Per GPU, the fastest a ring of ``k`` through it can be: its second-fastest link (a ring
+        uses two links per GPU), its fastest for a pair, unbounded for one GPU."""
+        w = self.weight
+        ceilings = []
+        for i in range(self.n):
+            links = sorted((w[i][j] for j in range(self.n) if j != i), reverse=True)
+            if k == 1 or not links:
+                ceilings.append(INF)
+            else:
+                ceilings.append(links[1] if k >= 3 and len(links) > 1 else links[0])
+        return ceilings
 
 
 def _links_with_tf_peer_view(topology: Topology) -> tuple[dict[tuple[int, int], Link], int]:
@@ -440,8 +457,7 @@ def search_groups(problem: _Problem, k: int, required: set[int], keep: int, node
     n = problem.n
     w = problem.weight
     top1 = [max((w[i][j] for j in range(n) if j != i), default=0) for i in range(n)]
-    top2 = [sorted((w[i][j] for j in range(n) if j != i), reverse=True)[1:2] or [0] for i in range(n)]
-    strength = [top2[i][0] if k >= 3 else top1[i] for i in range(n)]
+    strength = problem.ring_ceilings(k)
     classes = twin_classes(problem, required)
     classes.sort(key=lambda c: (-strength[c[0]], c[0]))
     c_count = len(classes)
@@ -664,25 +680,10 @@ def _split_jobs_exact(problem: _Problem, k: int, jobs: int, required: set[int]) 
     Within the evaluated groups the worst group is maximised by binary search on its key (a lower
     bar never makes a split impossible)."""
     n = problem.n
-    w = problem.weight
-    strength = []
-    for i in range(n):
-        links = sorted((w[i][j] for j in range(n) if j != i), reverse=True)
-        strength.append(INF if k == 1 else (links[1] if k >= 3 else links[0]))
+    ceilings = problem.ring_ceilings(k)
     optimistic: list[tuple[GroupKey, tuple[int, ...]]] = []
     for g in itertools.combinations(range(n), k):
-        total = 0
-        for x, i in enumerate(g):
-            row = w[i]
-            for j in g[x + 1 :]:
-                total += row[j]
-        key = (
-            min(strength[i] for i in g),
-            -len({problem.host_id[i] for i in g}),
-            -len({problem.domain_id[i] for i in g}),
-            total,
-        )
-        optimistic.append((key, g))
+        optimistic.append(((min(ceilings[i] for i in g),) + problem.locality_and_total(g), g))
     optimistic.sort(key=lambda item: (_neg(item[0]), item[1]))
     evaluated: list[tuple[GroupKey, tuple[int, ...]]] = []
     done = 0
