@@ -85,25 +85,32 @@ def render_recommendation(rec: Recommendation) -> None:
     if rec.interchangeable:
         console.print(Text("  Any group of this size is as good for all-reduce (every pair has the same bandwidth).", style="cyan"))
 
-    table = Table(title="Ranked groups", box=box.SIMPLE_HEAD, title_justify="left")
-    table.add_column("#", justify="right")
-    table.add_column("GPUs")
-    table.add_column("ring, slowest hop")
+    table = Table(title="Ranked groups", box=box.SIMPLE_HEAD, title_justify="left", pad_edge=False)
+    table.add_column("#", justify="right", no_wrap=True)
+    table.add_column("GPUs", no_wrap=True)
+    table.add_column("ring", overflow="fold")
+    table.add_column("slowest hop", no_wrap=True)
     table.add_column("all-reduce GB/s", justify="right")
-    table.add_column("socket")
-    table.add_column("cross-device ops")
-    table.add_column("why it beats the next")
+    table.add_column("CPU", no_wrap=True)
+    table.add_column("cross-device ops", overflow="fold")
     for group in rec.groups:
+        if group.bottleneck_gbps is None:
+            hop = "-"
+        else:
+            slowest = min(group.hops, key=lambda h: h.gbps)
+            hop = f"{slowest.label} ~{_gbps(slowest.gbps)}"
         table.add_row(
             str(group.rank),
             _gpu_list(group.gpus),
-            ring_summary(group),
+            group.ring_text if group.bottleneck_gbps is not None else "-",
+            hop,
             _gbps(group.allreduce_gbps),
-            "same" if group.same_socket else "spread",
+            "1 socket" if group.same_socket else "spread",
             group.cross_device_ops or ("multi-worker NCCL" if group.strategy == "MultiWorkerMirroredStrategy" else "-"),
-            group.reason,
         )
     console.print(table)
+    for group in rec.groups:
+        console.print(Text(f"  #{group.rank} {{{_gpu_list(group.gpus)}}}: {group.reason}", style="dim"))
 
     console.print(Text("Paste-ready (best group):", style="bold"))
     console.print(Text(f"  {launch_line(best)}"))
