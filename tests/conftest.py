@@ -15,6 +15,16 @@ TF_LOG_FIXTURES = sorted((SHARED_FIXTURES / "tf_logs").glob("*.log"))
 OWN_FIXTURES = TESTS / "fixtures"
 
 
+def assert_one_error_line(result, exit_code: int = 2) -> str:
+    """A user error: exactly one line ``gputopo: error: ...``, the exit code, no traceback. Returns the line."""
+    lines = [line for line in result.output.strip().splitlines() if line.strip()]
+    assert result.exit_code == exit_code, result.output
+    assert len(lines) == 1, result.output
+    assert lines[0].startswith("gputopo: error: "), result.output
+    assert "Traceback" not in result.output
+    return lines[0]
+
+
 @pytest.fixture
 def cli():
     """Invoke the gputopo CLI in process: ``cli("scan", "--machine", "dgx1")`` -> click Result."""

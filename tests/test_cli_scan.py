@@ -6,15 +6,7 @@ import pytest
 
 from gputopo.model import Topology
 from gputopo.sources.reference import MACHINES, load_reference
-
-
-def _one_error_line(result):
-    lines = [line for line in result.output.strip().splitlines() if line.strip()]
-    assert result.exit_code == 2, result.output
-    assert len(lines) == 1, result.output
-    assert lines[0].startswith("gputopo: error: ")
-    assert "Traceback" not in result.output
-    return lines[0]
+from conftest import assert_one_error_line
 
 
 @pytest.mark.parametrize("name", list(MACHINES))
@@ -63,7 +55,7 @@ def test_save_writes_a_snapshot_that_scan_from_reads_back_identically(cli, tmp_p
 
 def test_save_into_a_missing_folder_is_one_error_line_and_writes_nothing(cli, tmp_path):
     target = tmp_path / "no" / "such" / "dir.json"
-    line = _one_error_line(cli("scan", "--machine", "dgx1", "--save", str(target)))
+    line = assert_one_error_line(cli("scan", "--machine", "dgx1", "--save", str(target)))
     assert "does not exist" in line
     assert not target.exists()
 
@@ -76,8 +68,8 @@ def test_save_into_a_missing_folder_is_one_error_line_and_writes_nothing(cli, tm
         (["--from", "/nonexistent/topo.txt"], "does not exist"),
     ],
 )
-def test_bad_scan_options_give_one_error_line(cli, args, expect):
-    assert expect in _one_error_line(cli("scan", *args))
+def test_bad_scan_options_giveassert_one_error_line(cli, args, expect):
+    assert expect in assert_one_error_line(cli("scan", *args))
 
 
 @pytest.mark.parametrize(
@@ -89,10 +81,10 @@ def test_bad_scan_options_give_one_error_line(cli, args, expect):
         (b'{"schema": "someone-else/2"}', "unsupported snapshot schema"),
     ],
 )
-def test_garbage_snapshots_give_one_error_line(cli, tmp_path, content, expect):
+def test_garbage_snapshots_giveassert_one_error_line(cli, tmp_path, content, expect):
     bad = tmp_path / "bad.json"
     bad.write_bytes(content)
-    assert expect in _one_error_line(cli("scan", "--from", str(bad)))
+    assert expect in assert_one_error_line(cli("scan", "--from", str(bad)))
 
 
 def test_machines_lists_every_reference_machine(cli):

@@ -5,20 +5,11 @@ import subprocess
 
 import pytest
 
-from conftest import SHARED_FIXTURES
+from conftest import SHARED_FIXTURES, assert_one_error_line
 
 DGX1_TEXT = str(SHARED_FIXTURES / "topo" / "dgx1_v100_8gpu_mlx5.txt")
 PCIE_TEXT = str(SHARED_FIXTURES / "topo" / "pcie_8gpu_dual_socket_pix_node_sys.txt")
 TF0_LOG = str(SHARED_FIXTURES / "tf_logs" / "tf0_gpu_init_cannot_enable_peer_4gpu.log")
-
-
-def _one_error_line(result):
-    lines = [line for line in result.output.strip().splitlines() if line.strip()]
-    assert result.exit_code == 2, result.output
-    assert len(lines) == 1, result.output
-    assert lines[0].startswith("gputopo: error: ")
-    assert "Traceback" not in result.output
-    return lines[0]
 
 
 def test_text_shows_the_best_group_ring_and_paste_ready_lines(cli):
@@ -111,11 +102,11 @@ def test_jobs_table_lists_every_job(cli):
     ],
 )
 def test_impossible_or_garbage_asks_fail_in_one_line(cli, args, fragment):
-    line = _one_error_line(cli("recommend", *args))
+    line = assert_one_error_line(cli("recommend", *args))
     assert fragment in line
 
 
 def test_garbage_topology_text_fails_in_one_line(cli, tmp_path):
     junk = tmp_path / "junk.txt"
     junk.write_text("hello\nthis is not nvidia-smi output\n")
-    _one_error_line(cli("recommend", "--from", str(junk), "--gpus", "2"))
+    assert_one_error_line(cli("recommend", "--from", str(junk), "--gpus", "2"))

@@ -13,7 +13,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from conftest import OWN_FIXTURES, TF_LOG_FIXTURES
+from conftest import OWN_FIXTURES, TF_LOG_FIXTURES, assert_one_error_line
 from gputopo.errors import GputopoError, InputError, TensorFlowUnavailable
 from gputopo.model import Topology
 from gputopo.sources.tflog import (
@@ -265,10 +265,7 @@ def test_cli_scan_tf_log_table_shows_the_peer_groups(cli):
 def test_cli_scan_tf_log_garbage_is_one_error_line(cli, tmp_path, content):
     path = tmp_path / "train.log"
     path.write_text(content)
-    result = cli("scan", "--tf-log", str(path), "--json")
-    assert result.exit_code == 2, result.output
-    lines = [line for line in result.output.splitlines() if line.strip()]
-    assert len(lines) == 1 and lines[0].startswith("gputopo: error: "), result.output
+    assert_one_error_line(cli("scan", "--tf-log", str(path), "--json"))
 
 
 # --- scan --tf: TensorFlow's initialisation in a child process -----------------------------------
