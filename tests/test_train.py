@@ -1,0 +1,135 @@
+"""`gputopo train` for real: TensorFlow on logical CPU devices in child processes, tiny image folders.
+
+Every run is a separate process (as in real use: the child gets its CUDA environment before TF
+starts), so these tests never configure TensorFlow in the pytest process.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from gputopo.launch import latest_checkpoint_step
+from test_train_data import make_image_folder
+
+pytestmark = pytest.mark.tf
+pytest.importorskip("tensorflow")
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture(scope="module")
+def image_folder(tmp_path_factory) -> Path:
+    return make_image_folder(tmp_path_factory.mktemp("images"))
+
+
+def _json_run(cli, *args: str) -> dict:
+    result = cli("train", *args, "--json")
+    assert result.exit_code == 0, result.output
+    return json.loads(result.output)
+
+
+def test_mirrored_training_on_an_image_folder(cli, image_folder: Path, tmp_path: Path):
+    ck = tmp_path / "ck"
+    summary = _json_run(
+        cli, "--cpu-devices", "2", "--data", str(image_folder), "--batch-size", "16", "--epochs", "3",
+        "--steps-per-epoch", "12", "--learning-rate", "0.003", "--checkpoint-dir", str(ck), "--checkpoint-every", "10",
+    )
+    assert summary["status"] == "completed"
+    assert (summary["steps"], summary["steps_run"], summary["total_steps"]) == (36, 36, 36)
+    assert summary["replicas"] == 2 and summary["per_replica_batch_size"] == 8
+    assert [d.rsplit("/", 1)[-1] for d in summary["devices"]] == ["device:CPU:0", "device:CPU:1"]
+    # Loss goes down: from about ln(3) at the start to well below it, epoch after epoch.
+    assert summary["initial_loss"] == pytest.approx(math.log(3), abs=0.3)
+    losses = [epoch["loss"] for epoch in summary["history"]]
+    assert len(losses) == 3 and losses[-1] < losses[0] and summary["final_loss"] < 0.5 * summary["initial_loss"]
+    assert 0.0 <= summary["final_accuracy"] <= 1.0 and summary["final_accuracy"] > 0.6
+    assert all(epoch["test_accuracy"] is not None for epoch in summary["history"])  # evaluated each epoch
+    assert summary["test_accuracy"] == summary["history"][-1]["test_accuracy"]
+    assert summary["examples_per_second"] > 0
+    assert summary["checkpoint_path"] == str(ck / "ckpt-36") and latest_checkpoint_step(ck) == 36
+    assert {p.name for p in ck.glob("*.index")} == {"ckpt-20.index", "ckpt-30.index", "ckpt-36.index"}
+
+
+def test_killed_run_resumes_at_the_checkpoint_and_ends_at_the_requested_step(cli, image_folder: Path, tmp_path: Path):
+    ck = tmp_path / "ck"
+    options = ["--cpu-devices", "2", "--data", str(image_folder), "--batch-size", "16", "--steps-per-epoch", "200",
+               "--learning-rate", "0.003", "--checkpoint-dir", str(ck), "--checkpoint-every", "5", "--no-eval"]
+    plan = json.loads(cli("train", *options, "--dry-run", "--json").output)
+    (process,) = plan["processes"]
+    child = subprocess.Popen(process["command"], env={**os.environ, **process["env"]},
+                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 120
+        while (latest_checkpoint_step(ck) or 0) < 30 and child.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert child.poll() is None, "the run ended before it could be killed"
+        child.send_signal(signal.SIGKILL)  # no chance to save: only what is on disk survives
+    finally:
+        child.kill()
+        child.wait()
+    killed_at = latest_checkpoint_step(ck)
+    assert killed_at is not None and 30 <= killed_at < 200
+    summary = _json_run(cli, *options, "--resume")
+    assert summary["start_step"] == killed_at
+    assert summary["steps"] == 200 and summary["steps_run"] == 200 - killed_at
+    # Progress was kept: the resumed run starts well below the untrained loss of ln(3).
+    assert summary["initial_loss"] < 0.6 * math.log(3)
+    assert latest_checkpoint_step(ck) == 200
+
+
+def test_ctrl_c_saves_and_exits_cleanly(image_folder: Path, tmp_path: Path):
+    ck = tmp_path / "ck"
+    result_file = tmp_path / "result.json"
+    command = [sys.executable, "-m", "gputopo.tf.train", "--cpu-devices", "1", "--data", str(image_folder),
+               "--batch-size", "8", "--steps-per-epoch", "100000", "--checkpoint-dir", str(ck),
+               "--checkpoint-every", "10", "--no-progress", "--result-file", str(result_file)]
+    child = subprocess.Popen(command, cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 120
+        while latest_checkpoint_step(ck) is None and child.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.02)
+        child.send_signal(signal.SIGINT)
+        assert child.wait(timeout=60) == 130
+    finally:
+        child.kill()
+        child.wait()
+    summary = json.loads(result_file.read_text())
+    assert summary["status"] == "interrupted" and summary["stopped_by"] == "SIGINT"
+    assert 10 <= summary["steps"] < 100000
+    assert latest_checkpoint_step(ck) == summary["steps"]  # saved exactly where it stopped
+
+
+def test_two_local_workers_end_with_identical_weights(cli, tmp_path: Path):
+    summary = _json_run(
+        cli, "--cpu-devices", "1", "--strategy", "multi-worker", "--local-workers", "2", "--batch-size", "32",
+        "--steps-per-epoch", "15", "--image-size", "16", "--checkpoint-dir", str(tmp_path / "ck"),
+        "--checkpoint-every", "10", "--startup-timeout", "90",
+    )
+    assert summary["strategy"] == "multi-worker" and summary["workers"] == 2 and summary["replicas"] == 2
+    assert summary["worker_steps"] == [15, 15]
+    first, second = summary["worker_weights_sha256"]
+    assert first == second and first == summary["weights_sha256"]
+    assert summary["final_loss"] < summary["initial_loss"]
+    assert latest_checkpoint_step(tmp_path / "ck") == 15
+    assert not list((tmp_path / "ck").glob(".worker-*"))  # the other worker's throw-away copy is gone
+
+
+def test_unreadable_image_is_one_clear_line(cli, tmp_path: Path):
+    folder = make_image_folder(tmp_path / "d", classes=("a", "b"), train_per_class=2, test_per_class=1)
+    broken = folder / "train" / "b" / "001.png"
+    broken.write_bytes(broken.read_bytes()[:40])  # a PNG signature, then a truncated body
+    result = cli("train", "--cpu-devices", "1", "--data", str(folder), "--batch-size", "2", "--no-checkpoint")
+    assert result.exit_code == 2, result.output
+    lines = [line for line in result.output.splitlines() if line.strip()]
+    error_lines = [line for line in lines if line.startswith("gputopo: error:")]
+    assert len(error_lines) == 1 and "could not be decoded" in error_lines[0], result.output
+    assert "Traceback" not in result.output
