@@ -266,7 +266,7 @@ def plan_for_cpu_devices(count: int) -> LaunchPlan:
         gpus=[],
         env={"CUDA_VISIBLE_DEVICES": ""},
         numactl=[],
-        reason=f"{count} logical CPU devices stand in for GPUs (--cpu-devices)",
+        reason=f"{count} logical CPU device{'s' if count != 1 else ''} stand{'' if count != 1 else 's'} in for GPUs (--cpu-devices)",
     )
 
 
@@ -349,6 +349,9 @@ def training_processes(
         if worker_count < 1 or ps_count < 1:
             raise InputError("--strategy parameter-server needs at least one worker and one parameter server")
         spec_config = dataclasses.replace(base, ps=ps_count, ps_workers=worker_count)
+        plan.notes.append(
+            f"asynchronous SGD: {worker_count} workers and {ps_count} parameter server(s), in-process on this host"
+        )
         return [ProcessSpec("training process (coordinator)", spec_config, dict(plan.env), list(plan.numactl))]
     if ps is not None:
         raise InputError("--ps is for --strategy parameter-server")

@@ -133,3 +133,32 @@ def test_unreadable_image_is_one_clear_line(cli, tmp_path: Path):
     error_lines = [line for line in lines if line.startswith("gputopo: error:")]
     assert len(error_lines) == 1 and "could not be decoded" in error_lines[0], result.output
     assert "Traceback" not in result.output
+
+
+def test_parameter_server_mode_completes_its_steps(cli, tmp_path: Path):
+    summary = _json_run(
+        cli, "--cpu-devices", "1", "--strategy", "parameter-server", "--workers", "2", "--ps", "1",
+        "--batch-size", "16", "--steps-per-epoch", "20", "--image-size", "16", "--learning-rate", "0.003",
+        "--checkpoint-dir", str(tmp_path / "ck"), "--checkpoint-every", "10",
+    )
+    assert summary["strategy"] == "parameter-server" and summary["status"] == "completed"
+    assert len(summary["devices"]) == 2 and len(summary["parameter_servers"]) == 1
+    assert (summary["steps"], summary["steps_run"]) == (20, 20)
+    assert summary["final_loss"] < summary["initial_loss"]
+    assert summary["test_accuracy"] is not None
+    assert latest_checkpoint_step(tmp_path / "ck") == 20
+
+
+def test_scaling_table_runs_each_size_in_its_own_process(cli):
+    result = cli("train", "--cpu-devices", "2", "--batch-size", "16", "--scaling", "1,2", "--scaling-steps", "8",
+                 "--image-size", "16", "--json")
+    assert result.exit_code == 0, result.output
+    data = json.loads(result.output)
+    rows = data["scaling"]
+    assert [row["devices"] for row in rows] == [1, 2]
+    assert [row["global_batch_size"] for row in rows] == [8, 16] and data["per_replica_batch_size"] == 8
+    one, two = (row["examples_per_second"] for row in rows)
+    assert one > 0 and two > 0
+    assert rows[0]["scaling_efficiency"] == pytest.approx(1.0)
+    assert rows[1]["scaling_efficiency"] == pytest.approx(two / (2 * one))
+    assert rows[1]["speedup"] == pytest.approx(two / one)

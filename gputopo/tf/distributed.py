@@ -122,7 +122,15 @@ def train_parameter_server(tf: Any, config: TrainConfig, stop: Any) -> dict[str,
     """
     from gputopo.tf.data import check_data_source, load_datasets
     from gputopo.tf.models import build_model
-    from gputopo.tf.train import RESULT_SCHEMA, RunningMeans, _checkpoint_manager, _restore, weights_fingerprint
+    from gputopo.tf.train import (
+        RESULT_SCHEMA,
+        RunningMeans,
+        _checkpoint_manager,
+        _epoch_record,
+        _progress,
+        _restore,
+        weights_fingerprint,
+    )
 
     ps_count, worker_count = config.ps or 1, config.ps_workers or 2
     ports = free_local_ports(ps_count + worker_count)
@@ -131,13 +139,14 @@ def train_parameter_server(tf: Any, config: TrainConfig, stop: Any) -> dict[str,
         "ps": [f"{LOOPBACK}:{p}" for p in ports[worker_count:]],
     }
     cluster_spec = tf.train.ClusterSpec(cluster)
-    server_config = tf.compat.v1.ConfigProto()
-    server_config.inter_op_parallelism_threads = 2
+    # In-process servers share this process's threads; with few cores each worker needs enough
+    # inter-op threads of its own or the closures wait on one another forever.
+    worker_config = tf.compat.v1.ConfigProto()
+    worker_config.inter_op_parallelism_threads = max(worker_count + 1, os.cpu_count() or 1)
     servers = [
-        tf.distribute.Server(cluster_spec, job_name=job, task_index=i, config=server_config, protocol="grpc", start=True)
-        for job in ("worker", "ps")
-        for i in range(len(cluster[job]))
-    ]
+        tf.distribute.Server(cluster_spec, job_name="worker", task_index=i, config=worker_config, protocol="grpc")
+        for i in range(worker_count)
+    ] + [tf.distribute.Server(cluster_spec, job_name="ps", task_index=i, protocol="grpc") for i in range(ps_count)]
     resolver = tf.distribute.cluster_resolver.SimpleClusterResolver(cluster_spec, rpc_layer="grpc")
     strategy = tf.distribute.ParameterServerStrategy(resolver)
     coordinator = tf.distribute.coordinator.ClusterCoordinator(strategy)
@@ -196,37 +205,41 @@ def train_parameter_server(tf: Any, config: TrainConfig, stop: Any) -> dict[str,
             count += int(labels.shape[0])
         return (loss_sum / count, correct / count) if count else None
 
+    # Steps are scheduled in chunks; between chunks the coordinator joins, so progress, epochs and
+    # checkpoints see a consistent step count (within a chunk the workers run freely, asynchronously).
     chunk = max(1, min(steps_per_epoch, config.checkpoint_every or steps_per_epoch, 50))
     step, history, initial_loss, test_result = start_step, [], None, None
     epoch_means = RunningMeans()
+    progress, task = _progress(config, total_steps, start_step)
     start_s = time.perf_counter()
-    while step < total_steps and not stop.requested:
-        count = min(chunk, total_steps - step, steps_per_epoch - step % steps_per_epoch)
-        remote = [coordinator.schedule(worker_step, args=(per_worker_iterator,)) for _ in range(count)]
-        coordinator.join()
-        for value in remote:
-            epoch_means.add(value.fetch())
-        step += count
-        epoch_means.pending = [tf.constant(v) for v in epoch_means.pending]
-        if initial_loss is None:
-            first = RunningMeans(pending=list(epoch_means.pending))
-            first.collect(batch)
-            initial_loss = first.loss
-        if step % steps_per_epoch == 0:
-            epoch_means.collect(batch)
-            test_result = evaluate()
-            history.append(_ps_epoch(step // steps_per_epoch, step, epoch_means, test_result))
-            epoch_means = RunningMeans()
-        if manager is not None and (step == total_steps or (config.checkpoint_every and step % config.checkpoint_every == 0)):
-            step_variable.assign(step)
-            manager.save(checkpoint_number=step)
+    with progress:
+        while step < total_steps and not stop.requested:
+            count = min(chunk, total_steps - step, steps_per_epoch - step % steps_per_epoch)
+            remote = [coordinator.schedule(worker_step, args=(per_worker_iterator,)) for _ in range(count)]
+            coordinator.join()
+            chunk_means = RunningMeans(pending=[value.fetch() for value in remote])
+            epoch_means.pending.extend(chunk_means.pending)
+            chunk_means.collect(batch)
+            initial_loss = chunk_means.loss if initial_loss is None else initial_loss
+            step += count
+            rate = (step - start_step) * batch / (time.perf_counter() - start_s)
+            progress.update(task, completed=step, loss=f"{chunk_means.loss:.4f}",
+                            accuracy=f"{chunk_means.accuracy:.3f}", rate=f"{rate:.0f}")
+            if step % steps_per_epoch == 0:
+                epoch_means.collect(batch)
+                test_result = evaluate()
+                history.append(_epoch_record(step // steps_per_epoch, step, epoch_means, test_result))
+                epoch_means = RunningMeans()
+            if manager is not None and (step == total_steps or (config.checkpoint_every and step % config.checkpoint_every == 0)):
+                step_variable.assign(step)
+                manager.save(checkpoint_number=step)
     elapsed_s = time.perf_counter() - start_s
     if manager is not None and stop.requested:
         step_variable.assign(step)
         manager.save(checkpoint_number=step)
     epoch_means.collect(batch)
     if epoch_means.steps:
-        history.append(_ps_epoch(step / steps_per_epoch, step, epoch_means, None))
+        history.append(_epoch_record(step / steps_per_epoch, step, epoch_means, None))
     last = history[-1] if history else {}
     del servers  # in-process servers live as long as the process; kept referenced until here
     return {
@@ -261,12 +274,6 @@ def train_parameter_server(tf: Any, config: TrainConfig, stop: Any) -> dict[str,
         "stopped_by": stop.signal_name,
         "weights_sha256": weights_fingerprint(model),
     }
-
-
-def _ps_epoch(epoch: float, step: int, means: Any, test: tuple[float, float] | None) -> dict[str, Any]:
-    from gputopo.tf.train import _epoch_record
-
-    return _epoch_record(epoch, step, means, test)
 
 
 # --- the parent side: start, watch, stop ----------------------------------------------------------

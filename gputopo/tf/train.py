@@ -79,8 +79,8 @@ class RunningMeans:
         self.pending.append(reduced)
 
     def collect(self, global_batch: int) -> None:
-        for value in self.pending:
-            loss, correct = (float(v) for v in value.numpy())
+        for value in self.pending:  # tensors (synchronous loop) or numpy arrays (fetched remote values)
+            loss, correct = (float(v) for v in (value.numpy() if hasattr(value, "numpy") else value))
             self.loss_sum += loss
             self.correct += correct
             self.steps += 1

@@ -30,7 +30,7 @@ def render_plan(plan: LaunchPlan, processes: Sequence[dict[str, Any]], strategy:
         table.add_row("GPUs (nvidia-smi index)", ", ".join(str(g) for g in plan.gpus))
         table.add_row("CUDA_VISIBLE_DEVICES", plan.env.get("CUDA_VISIBLE_DEVICES", ""))
     else:
-        table.add_row("devices", f"{plan.replicas} logical CPU devices (standing in for GPUs)")
+        table.add_row("devices", f"{plan.replicas} logical CPU device{'s' if plan.replicas != 1 else ''} (standing in for GPUs)")
     table.add_row("strategy", strategy)
     if plan.ring:
         table.add_row("ring", " -> ".join(str(g) for g in [*plan.ring, plan.ring[0]]))
