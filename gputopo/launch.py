@@ -455,6 +455,9 @@ def tf_config(workers: Sequence[str], task_index: int, ps: Sequence[str] = (), t
 def check_port_free(host: str, port: int) -> None:
     """Raise ``InputError`` if ``port`` on ``host`` cannot be bound (another process holds it)."""
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        # As gRPC does: connections of an earlier run lingering in TIME_WAIT do not block the port,
+        # only a process listening on it does.
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         try:
             sock.bind((host, port))
         except OSError as exc:

@@ -263,3 +263,27 @@ def test_a_child_error_result_becomes_the_same_error(tmp_path: Path):
         run_processes([child], None)
     ok = start_child("training process", [sys.executable, "-c", "pass"], {}, tmp_path / "none.json")
     assert run_processes([ok], None) == [{}]
+
+
+def test_workers_that_never_start_are_named_after_the_startup_timeout(tmp_path: Path):
+    from gputopo.launch import free_local_ports
+    from gputopo.tf.distributed import run_processes, start_child
+
+    (silent_port,) = free_local_ports(1)
+    with socket.socket() as listening:
+        listening.bind(("127.0.0.1", 0))
+        listening.listen()
+        answering = f"127.0.0.1:{listening.getsockname()[1]}"
+        child = start_child("worker 0", _sleeper(), {}, tmp_path / "r0.json")
+        with pytest.raises(TrainingFailed, match=rf"^worker 127.0.0.1:{silent_port} does not answer after 0.5 s"):
+            run_processes([child], None, startup_timeout_s=0.5, peers=[answering, f"127.0.0.1:{silent_port}"])
+    assert child.process.returncode == -signal.SIGKILL  # not left waiting for a cluster that never forms
+
+
+def test_startup_timeout_does_not_apply_once_started(tmp_path: Path):
+    from gputopo.tf.distributed import run_processes, start_child, started_marker
+
+    result = tmp_path / "r.json"
+    script = f"import time, pathlib; pathlib.Path({str(started_marker(result))!r}).touch(); time.sleep(1.0)"
+    child = start_child("worker 0", [sys.executable, "-c", script], {}, result)
+    assert run_processes([child], None, startup_timeout_s=0.3, peers=["127.0.0.1:1"]) == [{}]

@@ -162,3 +162,49 @@ def test_scaling_table_runs_each_size_in_its_own_process(cli):
     assert rows[0]["scaling_efficiency"] == pytest.approx(1.0)
     assert rows[1]["scaling_efficiency"] == pytest.approx(two / (2 * one))
     assert rows[1]["speedup"] == pytest.approx(two / one)
+
+
+def _worker_pid(checkpoint_dir: Path, task_index: int) -> int | None:
+    """The pid of the training child of this test's run with ``--task-index`` (read from /proc)."""
+    for cmdline in Path("/proc").glob("[0-9]*/cmdline"):
+        try:
+            args = cmdline.read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if b"gputopo.tf.train" in args and str(checkpoint_dir).encode() in args:
+            index = args[args.index(b"--task-index") + 1] if b"--task-index" in args else b"0"
+            if index == str(task_index).encode():
+                return int(cmdline.parent.name)
+    return None
+
+
+def test_a_killed_worker_is_reported_and_resume_continues(tmp_path: Path):
+    ck = tmp_path / "ck"
+    options = ["train", "--cpu-devices", "1", "--strategy", "multi-worker", "--local-workers", "2",
+               "--batch-size", "16", "--steps-per-epoch", "150", "--image-size", "16", "--no-eval",
+               "--checkpoint-dir", str(ck), "--checkpoint-every", "5", "--startup-timeout", "90", "--json"]
+    parent = subprocess.Popen([sys.executable, "-m", "gputopo", *options], cwd=REPO,
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 120
+        while (latest_checkpoint_step(ck) or 0) < 10 and parent.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.02)
+        pid = _worker_pid(ck, 1)
+        assert pid is not None and parent.poll() is None, "worker 1 was not found running"
+        os.kill(pid, signal.SIGKILL)
+        stdout, stderr = parent.communicate(timeout=60)
+    finally:
+        parent.kill()
+        parent.wait()
+    assert parent.returncode == 2 and stdout == ""
+    error = [line for line in stderr.splitlines() if line.startswith("gputopo: error:")]
+    assert len(error) == 1 and "worker 1 (127.0.0.1:" in error[0] and "was killed by SIGKILL" in error[0], stderr
+    saved = latest_checkpoint_step(ck)
+    assert f"last checkpoint is at step {saved}" in error[0] and "--resume" in error[0]
+    assert "Traceback" not in stderr
+    resumed = subprocess.run([sys.executable, "-m", "gputopo", *options, "--resume"], cwd=REPO,
+                             capture_output=True, text=True, timeout=180)
+    assert resumed.returncode == 0, resumed.stderr[-2000:]
+    summary = json.loads(resumed.stdout)
+    assert summary["start_step"] == saved and summary["steps"] == 150 and summary["worker_steps"] == [150, 150]
+    assert len(set(summary["worker_weights_sha256"])) == 1

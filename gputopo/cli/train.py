@@ -173,7 +173,13 @@ def _run(processes: "list[ProcessSpec]", config: "TrainConfig") -> dict:
             for i, spec in enumerate(processes):
                 result_file = Path(tmp) / f"result-{i}.json"
                 children.append(start_child(spec.label, spec.command(str(result_file)), spec.env, result_file))
-            results = run_processes(children, config.checkpoint_dir)
+            multi_worker = config.strategy == "multi-worker"
+            results = run_processes(
+                children,
+                config.checkpoint_dir,
+                startup_timeout_s=config.startup_timeout_s if multi_worker else None,
+                peers=processes[0].config.workers if multi_worker else (),
+            )
         finally:
             for child in children:  # never leave a training process behind
                 if child.process.poll() is None:

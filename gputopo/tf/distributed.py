@@ -18,7 +18,6 @@ import json
 import os
 import signal
 import subprocess
-import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -44,50 +43,15 @@ POLL_S = 0.1
 # --- strategies (child side) ---------------------------------------------------------------------
 
 
-class StartupWatchdog:
-    """Fails the worker with a clear message if the cluster has not formed within the time limit.
-
-    MultiWorkerMirroredStrategy blocks (in C++) until every worker has joined; a typo in an address
-    would otherwise hang for an hour. The watchdog writes the error for the parent and exits.
-    """
-
-    def __init__(self, config: TrainConfig, on_timeout: Callable[[str], None]) -> None:
-        self._config = config
-        self._on_timeout = on_timeout
-        self._timer = threading.Timer(config.startup_timeout_s, self._fire)
-        self._timer.daemon = True
-
-    def start(self) -> None:
-        self._timer.start()
-
-    def cancel(self) -> None:
-        self._timer.cancel()
-
-    def _fire(self) -> None:
-        peers = [a for i, a in enumerate(self._config.workers) if i != self._config.task_index]
-        silent = [a for a in peers if not address_answers(a)]
-        who = f"worker {', '.join(silent)} does not answer" if silent else "the other workers did not all join"
-        self._on_timeout(
-            f"{who} after {self._config.startup_timeout_s:g} s (is it started, with the same --workers list?)"
-        )
+def started_marker(result_file: str | os.PathLike[str]) -> Path:
+    """The file a child creates once its first step is done (its cluster, if any, has formed)."""
+    return Path(str(result_file) + ".started")
 
 
-_watchdog: StartupWatchdog | None = None
-
-
-def startup_finished() -> None:
-    """Called by the loop after the first step: the cluster is formed, the watchdog can stand down."""
-    global _watchdog
-    if _watchdog is not None:
-        _watchdog.cancel()
-        _watchdog = None
-
-
-def _fail_now(config: TrainConfig, message: str) -> None:
-    from gputopo.tf.train import RESULT_SCHEMA, write_result
-
-    write_result(config, {"schema": RESULT_SCHEMA, "error": message, "error_type": "TrainingFailed"})
-    os._exit(TrainingFailed.exit_code)  # the C++ side is blocked; no clean way out of it
+def startup_finished(config: TrainConfig) -> None:
+    """Tell the parent that start-up is over: from here on, the start-up timeout no longer applies."""
+    if config.result_file:
+        started_marker(config.result_file).touch()
 
 
 def make_strategy(tf: Any, config: TrainConfig, device_set: Any) -> Any:
@@ -105,9 +69,8 @@ def make_strategy(tf: Any, config: TrainConfig, device_set: Any) -> Any:
         raise InputError(f"--task-index {config.task_index} is not one of 0..{len(config.workers) - 1}")
     check_own_address(config.workers[config.task_index])
     os.environ["TF_CONFIG"] = tf_config(config.workers, config.task_index)
-    global _watchdog
-    _watchdog = StartupWatchdog(config, lambda message: _fail_now(config, message))
-    _watchdog.start()
+    # This blocks (in C++, holding the interpreter) until every worker has joined; the parent
+    # enforces --startup-timeout and names the workers that do not answer.
     return tf.distribute.MultiWorkerMirroredStrategy()
 
 
@@ -217,6 +180,8 @@ def train_parameter_server(tf: Any, config: TrainConfig, stop: Any) -> dict[str,
             count = min(chunk, total_steps - step, steps_per_epoch - step % steps_per_epoch)
             remote = [coordinator.schedule(worker_step, args=(per_worker_iterator,)) for _ in range(count)]
             coordinator.join()
+            if step == start_step:
+                startup_finished(config)
             chunk_means = RunningMeans(pending=[value.fetch() for value in remote])
             epoch_means.pending.extend(chunk_means.pending)
             chunk_means.collect(batch)
@@ -287,6 +252,10 @@ class ChildProcess:
     process: subprocess.Popen
     result_file: Path
 
+    @property
+    def started(self) -> bool:
+        return started_marker(self.result_file).exists()
+
 
 def start_child(label: str, command: Sequence[str], env: dict[str, str], result_file: Path) -> ChildProcess:
     """Start one training child with ``env`` added to this process's environment."""
@@ -324,18 +293,37 @@ def _kill_after_grace(children: Sequence[ChildProcess]) -> None:
         child.process.wait()
 
 
-def run_processes(children: Sequence[ChildProcess], checkpoint_dir: str | None) -> list[dict[str, Any]]:
+def run_processes(
+    children: Sequence[ChildProcess],
+    checkpoint_dir: str | None,
+    startup_timeout_s: float | None = None,
+    peers: Sequence[str] = (),
+) -> list[dict[str, Any]]:
     """Wait for every child; return their results, or raise one clear error for the first failure.
 
     Ctrl-C is forwarded (each child saves a checkpoint and exits 130); a second Ctrl-C kills them.
     When one child fails, the others are stopped: a synchronous cluster cannot go on without it.
+    With ``startup_timeout_s``, children that have not finished their first step by then are
+    stopped, and the error names those of ``peers`` (host:port) that do not answer.
     """
     interrupts = 0
     failed: ChildProcess | None = None
+    deadline_s = time.monotonic() + startup_timeout_s if startup_timeout_s else None
     while True:
         try:
+            if deadline_s is not None and time.monotonic() > deadline_s:
+                if all(c.started or c.process.poll() is not None for c in children):
+                    deadline_s = None
+                else:
+                    failure = _startup_failure(startup_timeout_s or 0.0, peers)  # probe before stopping ours
+                    _stop(children, signal.SIGKILL)
+                    for child in children:
+                        child.process.wait()
+                    raise failure
             codes = [c.process.poll() for c in children]
-            failed = next((c for c, code in zip(children, codes) if code not in (None, 0, INTERRUPTED)), None)
+            failures = [c for c, code in zip(children, codes) if code not in (None, 0, INTERRUPTED)]
+            # A child killed by a signal is the cause; others failing at the same time are its victims.
+            failed = min(failures, key=lambda c: c.process.returncode >= 0) if failures else None
             if failed is not None or all(code is not None for code in codes):
                 break
             if INTERRUPTED in codes and not interrupts:  # one stopped on a signal: stop the rest the same way
@@ -351,6 +339,17 @@ def run_processes(children: Sequence[ChildProcess], checkpoint_dir: str | None) 
         _kill_after_grace(others)
         raise _failure(failed, checkpoint_dir)
     return [read_result(c) or {} for c in children]
+
+
+def _startup_failure(timeout_s: float, peers: Sequence[str]) -> TrainingFailed:
+    silent = [address for address in peers if not address_answers(address)]
+    if silent:
+        who = f"worker {silent[0]} does not answer" if len(silent) == 1 else f"workers {', '.join(silent)} do not answer"
+    else:
+        who = "the workers did not all join"
+    return TrainingFailed(
+        f"{who} after {timeout_s:g} s (is it started, with the same --workers list and a reachable address?)"
+    )
 
 
 def _failure(child: ChildProcess, checkpoint_dir: str | None) -> Exception:

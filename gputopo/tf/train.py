@@ -63,6 +63,8 @@ class StopRequest:
     def _handle(self, signum: int, frame: Any) -> None:
         self.requested = True
         self.signal_name = signal.Signals(signum).name
+        # A second signal acts at once, even while TensorFlow is blocked (e.g. waiting for a dead peer).
+        signal.signal(signum, signal.default_int_handler if signum == signal.SIGINT else signal.SIG_DFL)
 
 
 @dataclass
@@ -283,7 +285,7 @@ def _train_synchronous(tf: Any, config: TrainConfig, strategy: Any, device_set: 
                 window.add(reduced)
                 if timed_from_step is None:  # the first step traces and compiles: not timed
                     reduced.numpy()
-                    startup_finished()  # the cluster (if any) has formed
+                    startup_finished(config)  # the cluster (if any) has formed: tell the parent
                     timed_from_step, timed_from_s = step, time.perf_counter()
                 now_s = time.perf_counter()
                 if now_s - last_refresh_s >= PROGRESS_REFRESH_S or step == total_steps:
