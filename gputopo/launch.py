@@ -291,9 +291,13 @@ def build_plan(
     has_source = any(v is not None for v in (from_file, machine, tf_log))
     gpu_plan: LaunchPlan | None = None
     if config.cpu_devices is None or has_source:
+        from gputopo.errors import NvmlUnavailable
         from gputopo.sources import load_topology
 
-        topology = load_topology(from_file=from_file, machine=machine, tf_log=tf_log)
+        try:
+            topology = load_topology(from_file=from_file, machine=machine, tf_log=tf_log)
+        except NvmlUnavailable as exc:
+            raise NvmlUnavailable(f"{exc}; or train on logical CPU devices with --cpu-devices N") from None
         if not topology.gpus:
             raise InputError("the topology has no GPUs; use --cpu-devices N to train on logical CPU devices")
         if devices is not None:

@@ -223,8 +223,8 @@ def _run_scaling(
         )
         if plan.device_kind == "CPU":
             run_config.cpu_devices, env = count, dict(plan.env)
-        else:
-            env = cuda_env(plan.gpus[:count])
+        else:  # the first GPUs in the recommended (ring) order
+            env = cuda_env([int(g) for g in plan.env["CUDA_VISIBLE_DEVICES"].split(",")[:count]])
         specs.append(ProcessSpec(f"{count}-device run", run_config, env, list(plan.numactl)))
     if dry_run:
         _show_plan(plan, specs, config, json_output)

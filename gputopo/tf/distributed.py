@@ -338,7 +338,11 @@ def run_processes(
         _stop(others, signal.SIGTERM)
         _kill_after_grace(others)
         raise _failure(failed, checkpoint_dir)
-    return [read_result(c) or {} for c in children]
+    results = [read_result(c) or {} for c in children]
+    for child, result in zip(children, results):
+        if "error" in result:  # e.g. stopped by Ctrl-C before training began
+            raise _failure(child, checkpoint_dir)
+    return results
 
 
 def _startup_failure(timeout_s: float, peers: Sequence[str]) -> TrainingFailed:
