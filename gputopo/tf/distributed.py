@@ -2,7 +2,7 @@
 
 - ``make_strategy``: MirroredStrategy on this process's devices, or MultiWorkerMirroredStrategy
   with a ``TF_CONFIG`` built from ``--workers`` / ``--task-index`` (synchronous all-reduce across
-  processes). A start-up watchdog names the workers that do not answer instead of hanging.
+  processes). The parent enforces the start-up timeout and names the workers that do not answer.
 - ``train_parameter_server``: asynchronous SGD with ParameterServerStrategy and a
   ``ClusterCoordinator``; the parameter servers and workers run in-process (one host), as in the
   source documents' ``ps``/``worker`` cluster, each worker applying its gradients as soon as it has
@@ -21,7 +21,7 @@ import subprocess
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any, Sequence
 
 from gputopo.errors import InputError, TrainingFailed
 from gputopo.launch import (
