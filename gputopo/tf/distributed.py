@@ -86,13 +86,12 @@ def train_parameter_server(tf: Any, config: TrainConfig, stop: Any) -> dict[str,
     from gputopo.tf.data import check_data_source, load_datasets
     from gputopo.tf.models import build_model
     from gputopo.tf.train import (
-        RESULT_SCHEMA,
         RunningMeans,
         _checkpoint_manager,
         _epoch_record,
         _progress,
         _restore,
-        weights_fingerprint,
+        run_summary,
     )
 
     ps_count, worker_count = config.ps or 1, config.ps_workers or 2
@@ -205,40 +204,25 @@ def train_parameter_server(tf: Any, config: TrainConfig, stop: Any) -> dict[str,
     epoch_means.collect(batch)
     if epoch_means.steps:
         history.append(_epoch_record(step / steps_per_epoch, step, epoch_means, None))
-    last = history[-1] if history else {}
     del servers  # in-process servers live as long as the process; kept referenced until here
-    return {
-        "schema": RESULT_SCHEMA,
-        "status": "interrupted" if stop.requested and step < total_steps else "completed",
-        "strategy": config.strategy,
-        "model": config.model,
-        "data": datasets.description,
-        "device_kind": "CPU" if not tf.config.list_physical_devices("GPU") else "GPU",
-        "devices": cluster["worker"],
-        "parameter_servers": cluster["ps"],
-        "replicas": worker_count,
-        "workers": worker_count,
-        "task_index": 0,
-        "global_batch_size": batch,
-        "per_replica_batch_size": batch,
-        "epochs": config.epochs,
-        "steps_per_epoch": steps_per_epoch,
-        "total_steps": total_steps,
-        "start_step": start_step,
-        "steps": step,
-        "steps_run": step - start_step,
-        "initial_loss": initial_loss,
-        "final_loss": last.get("loss"),
-        "final_accuracy": last.get("accuracy"),
-        "test_loss": test_result[0] if test_result else None,
-        "test_accuracy": test_result[1] if test_result else None,
-        "examples_per_second": (step - start_step) * batch / elapsed_s if elapsed_s > 0 and step > start_step else None,
-        "history": history,
-        "checkpoint_path": manager.latest_checkpoint if manager is not None else None,
-        "checkpoint_dir": config.checkpoint_dir,
-        "stopped_by": stop.signal_name,
-        "weights_sha256": weights_fingerprint(model),
-    }
+    summary = run_summary(
+        config, datasets, model, stop, history,
+        status="interrupted" if stop.requested and step < total_steps else "completed",
+        device_kind="GPU" if tf.config.list_physical_devices("GPU") else "CPU",
+        devices=cluster["worker"],
+        replicas=worker_count,
+        workers=worker_count,
+        per_replica_batch_size=batch,
+        steps_per_epoch=steps_per_epoch,
+        start_step=start_step,
+        step=step,
+        initial_loss=initial_loss,
+        test_result=test_result,
+        examples_per_second=(step - start_step) * batch / elapsed_s if elapsed_s > 0 and step > start_step else None,
+        checkpoint_path=manager.latest_checkpoint if manager is not None else None,
+    )
+    summary["parameter_servers"] = cluster["ps"]
+    return summary
 
 
 # --- the parent side: start, watch, stop ----------------------------------------------------------
