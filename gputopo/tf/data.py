@@ -240,13 +240,22 @@ def load_datasets(
     return _folder(tf, data, image_size, image_shape)
 
 
+CACHE_LIMIT_BYTES = 2 * 1024**3
+
+
+def fits_in_cache(datasets: Datasets, examples: int) -> bool:
+    """Keep decoded images in memory (no re-decoding each epoch) only while they take under 2 GiB."""
+    height, width, channels = datasets.image_shape
+    return examples * height * width * channels * 4 <= CACHE_LIMIT_BYTES
+
+
 def training_pipeline(tf: Any, datasets: Datasets, global_batch: int, seed: int) -> Any:
     """Shuffled, repeated, batched by the *global* batch, prefetched; shardable across workers.
 
     The strategy splits each global batch over the replicas. Sharding by DATA (not FILE) works for
     every source here, including in-memory ones.
     """
-    ds = datasets.train.cache() if datasets.train_examples <= 100_000 else datasets.train
+    ds = datasets.train.cache() if fits_in_cache(datasets, datasets.train_examples) else datasets.train
     ds = ds.shuffle(min(datasets.train_examples, 10_000), seed=seed, reshuffle_each_iteration=True)
     ds = ds.repeat().batch(global_batch, drop_remainder=True).prefetch(tf.data.AUTOTUNE)
     return with_data_sharding(tf, ds)
@@ -256,7 +265,8 @@ def evaluation_pipeline(tf: Any, datasets: Datasets, global_batch: int) -> Any |
     """The test split batched by the global batch (the last, partial batch kept), or ``None``."""
     if datasets.test is None or datasets.test_examples == 0:
         return None
-    ds = datasets.test.cache().batch(global_batch).prefetch(tf.data.AUTOTUNE)
+    ds = datasets.test.cache() if fits_in_cache(datasets, datasets.test_examples) else datasets.test
+    ds = ds.batch(global_batch).prefetch(tf.data.AUTOTUNE)
     return with_data_sharding(tf, ds)
 
 

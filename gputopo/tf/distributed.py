@@ -83,7 +83,7 @@ def train_parameter_server(tf: Any, config: TrainConfig, stop: Any) -> dict[str,
     The coordinator schedules steps on whichever worker is free; each step reads the variables from
     the parameter servers, computes gradients on its own batch and applies them there at once.
     """
-    from gputopo.tf.data import check_data_source, load_datasets
+    from gputopo.tf.data import check_data_source, fits_in_cache, load_datasets
     from gputopo.tf.models import build_model
     from gputopo.tf.train import (
         RunningMeans,
@@ -131,7 +131,8 @@ def train_parameter_server(tf: Any, config: TrainConfig, stop: Any) -> dict[str,
     def dataset_fn(input_context: Any) -> Any:
         # Built on the worker: a dataset captured from the coordinator would ship its tensors over gRPC.
         local = load_datasets(tf, config.data, config.image_size, config.seed, datasets.image_shape)
-        ds = local.train.cache().shuffle(min(datasets.train_examples, 10_000), seed=config.seed + start_step)
+        ds = local.train.cache() if fits_in_cache(local, local.train_examples) else local.train
+        ds = ds.shuffle(min(datasets.train_examples, 10_000), seed=config.seed + start_step)
         ds = ds.shard(input_context.num_input_pipelines, input_context.input_pipeline_id)
         return ds.repeat().batch(batch, drop_remainder=True).prefetch(tf.data.AUTOTUNE)
 
