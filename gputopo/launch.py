@@ -30,6 +30,7 @@ MODELS = ("cnn", "mobilenetv2")
 CROSS_DEVICE_OPS = ("NcclAllReduce", "HierarchicalCopyAllReduce", "ReductionToOneDevice")
 CHILD_MODULE = "gputopo.tf.train"
 LOOPBACK = "127.0.0.1"
+INTERRUPTED_EXIT_CODE = 130  # a child stopped by Ctrl-C/SIGTERM after saving its checkpoint
 
 
 @dataclass
@@ -525,3 +526,11 @@ def latest_checkpoint_step(checkpoint_dir: str | os.PathLike[str] | None) -> int
             if number.isdigit():
                 return int(number)
     return None
+
+
+def resume_hint(checkpoint_dir: str | os.PathLike[str] | None) -> str:
+    """Where the last checkpoint is and how to continue from it, for failure messages."""
+    step = latest_checkpoint_step(checkpoint_dir)
+    if step is None:
+        return "no checkpoint was saved"
+    return f"the last checkpoint is at step {step} in {checkpoint_dir}; rerun with --resume to continue"

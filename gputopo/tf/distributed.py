@@ -25,18 +25,18 @@ from typing import Any, Sequence
 
 from gputopo.errors import InputError, TrainingFailed
 from gputopo.launch import (
+    INTERRUPTED_EXIT_CODE,
     LOOPBACK,
     TrainConfig,
     address_answers,
     check_own_address,
     describe_exit,
     free_local_ports,
-    latest_checkpoint_step,
+    resume_hint,
     tf_config,
 )
 
 KILL_GRACE_S = 5.0
-INTERRUPTED = 130  # the exit status of a child that stopped on Ctrl-C/SIGTERM after saving
 POLL_S = 0.1
 
 
@@ -306,12 +306,12 @@ def run_processes(
                         child.process.wait()
                     raise failure
             codes = [c.process.poll() for c in children]
-            failures = [c for c, code in zip(children, codes) if code not in (None, 0, INTERRUPTED)]
+            failures = [c for c, code in zip(children, codes) if code not in (None, 0, INTERRUPTED_EXIT_CODE)]
             # A child killed by a signal is the cause; others failing at the same time are its victims.
             failed = min(failures, key=lambda c: c.process.returncode >= 0) if failures else None
             if failed is not None or all(code is not None for code in codes):
                 break
-            if INTERRUPTED in codes and not interrupts:  # one stopped on a signal: stop the rest the same way
+            if INTERRUPTED_EXIT_CODE in codes and not interrupts:  # one stopped on a signal: stop the rest the same way
                 interrupts = 1
                 _stop(children, signal.SIGINT)
             time.sleep(POLL_S)
@@ -347,17 +347,4 @@ def _failure(child: ChildProcess, checkpoint_dir: str | None) -> Exception:
         if result.get("error_type") == "InputError":
             return InputError(result["error"])
         return TrainingFailed(result["error"])
-    saved_step = latest_checkpoint_step(checkpoint_dir)
-    where = (
-        f"the last checkpoint is at step {saved_step} in {checkpoint_dir}; rerun with --resume to continue"
-        if saved_step is not None
-        else "no checkpoint was saved"
-    )
-    return TrainingFailed(f"the {child.label} {describe_exit(child.process.returncode)}; {where}")
-
-
-def local_worker_addresses(count: int) -> list[str]:
-    """Loopback addresses with free ports for ``--local-workers N``."""
-    if count < 1:
-        raise InputError(f"--local-workers must be at least 1, got {count}")
-    return [f"{LOOPBACK}:{port}" for port in free_local_ports(count)]
+    return TrainingFailed(f"the {child.label} {describe_exit(child.process.returncode)}; {resume_hint(checkpoint_dir)}")

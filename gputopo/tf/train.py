@@ -33,10 +33,9 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from gputopo.errors import GputopoError, InputError, TrainingFailed
-from gputopo.launch import TrainConfig, check_batch_split
+from gputopo.launch import INTERRUPTED_EXIT_CODE, TrainConfig, check_batch_split, resume_hint
 
 RESULT_SCHEMA = "gputopo.train/1"
-INTERRUPTED_EXIT_CODE = 130
 PROGRESS_REFRESH_S = 0.25
 
 
@@ -456,11 +455,7 @@ def _explain_tf_error(tf: Any, exc: Any, config: TrainConfig, last_saved_step: i
         word in str(exc) for word in ("image", "PNG", "JPEG", "decode", "Decode")
     ):
         return InputError(f"an image in {config.data} could not be decoded ({first_line})")
-    saved = (
-        f"the last checkpoint is at step {last_saved_step}; rerun with --resume to continue"
-        if last_saved_step is not None
-        else "no checkpoint was written yet"
-    )
+    saved = resume_hint(config.checkpoint_dir if last_saved_step is not None else None)
     if config.strategy != "mirrored" and isinstance(
         exc, (tf.errors.UnavailableError, tf.errors.DeadlineExceededError, tf.errors.CancelledError, tf.errors.AbortedError, tf.errors.InternalError)
     ):
