@@ -117,6 +117,7 @@ def test_two_local_workers_end_with_identical_weights(cli, tmp_path: Path):
     )
     assert summary["strategy"] == "multi-worker" and summary["workers"] == 2 and summary["replicas"] == 2
     assert summary["worker_steps"] == [15, 15]
+    assert [d.split("/")[3] for d in summary["devices"]] == ["task:0", "task:1"]  # every worker's devices
     first, second = summary["worker_weights_sha256"]
     assert first == second and first == summary["weights_sha256"]
     assert summary["final_loss"] < summary["initial_loss"]

@@ -187,6 +187,7 @@ def _run(processes: "list[ProcessSpec]", config: "TrainConfig") -> dict:
                     child.process.wait()
     summary = dict(results[0])
     if len(results) > 1:
+        summary["devices"] = [device for result in results for device in result.get("devices", [])]
         summary["worker_weights_sha256"] = [r.get("weights_sha256") for r in results]
         summary["worker_steps"] = [r.get("steps") for r in results]
     return summary

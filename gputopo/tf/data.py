@@ -168,7 +168,13 @@ def _keras(tf: Any, name: str, image_size: int | None) -> Datasets:
     import numpy as np
 
     module = getattr(tf.keras.datasets, name)
-    (x_train, y_train), (x_test, y_test) = module.load_data()  # cached: check_data_source made sure
+    try:
+        (x_train, y_train), (x_test, y_test) = module.load_data()  # cached: check_data_source made sure
+    except Exception as exc:  # a damaged cache makes Keras try to download again, which may fail
+        raise InputError(
+            f"cannot load the cached {name} from {keras_dataset_cache(name)} ({type(exc).__name__}: {exc}); "
+            "delete it and fetch it again"
+        ) from None
 
     def prepare(x: Any, y: Any) -> Any:
         if x.ndim == 3:
