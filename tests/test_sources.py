@@ -37,3 +37,11 @@ def test_tf_log_with_nvml_is_joined_to_this_host(monkeypatch):
 def test_machine_and_from_together_is_a_user_error():
     with pytest.raises(InputError, match="either --machine or --from"):
         load_topology(from_file="x", machine="dgx1")
+
+
+def test_shared_fixtures_are_present():
+    """Parametrised fixture tests would silently collect nothing without ../shared/fixtures."""
+    from conftest import TF_LOG_FIXTURES, TOPO_FIXTURES
+
+    assert len(TOPO_FIXTURES) >= 3, f"no nvidia-smi captures under {SHARED_FIXTURES / 'topo'}"
+    assert len(TF_LOG_FIXTURES) >= 3, f"no TensorFlow logs under {SHARED_FIXTURES / 'tf_logs'}"
