@@ -84,15 +84,7 @@ def train_parameter_server(tf: Any, config: TrainConfig, stop: Any) -> dict[str,
     the parameter servers, computes gradients on its own batch and applies them there at once.
     """
     from gputopo.tf.data import check_data_source, fits_in_cache, load_datasets
-    from gputopo.tf.models import build_model
-    from gputopo.tf.train import (
-        RunningMeans,
-        _checkpoint_manager,
-        _epoch_record,
-        _progress,
-        _restore,
-        run_summary,
-    )
+    from gputopo.tf.train import RunningMeans, TrainingState, _epoch_record, _progress, make_replica_step, run_summary
 
     ps_count, worker_count = config.ps or 1, config.ps_workers or 2
     ports = free_local_ports(ps_count + worker_count)
@@ -119,14 +111,8 @@ def train_parameter_server(tf: Any, config: TrainConfig, stop: Any) -> dict[str,
     datasets = load_datasets(tf, config.data, config.image_size, config.seed)
     steps_per_epoch = config.steps_per_epoch or max(1, datasets.train_examples // batch)
     total_steps = config.epochs * steps_per_epoch
-    with strategy.scope():
-        model = build_model(tf, config.model, datasets.image_shape, datasets.num_classes)
-        optimizer = tf.keras.optimizers.Adam(learning_rate=config.learning_rate)
-        optimizer.build(model.trainable_variables)
-        step_variable = tf.Variable(0, dtype=tf.int64, trainable=False, name="global_step")
-    checkpoint = tf.train.Checkpoint(model=model, optimizer=optimizer, step=step_variable)
-    manager = _checkpoint_manager(tf, config, checkpoint)
-    start_step = _restore(tf, config, checkpoint, step_variable)
+    state = TrainingState.create(tf, config, strategy, datasets, total_steps)
+    model, step_variable, manager, start_step = state.model, state.step_variable, state.manager, state.start_step
 
     def dataset_fn(input_context: Any) -> Any:
         # Built on the worker: a dataset captured from the coordinator would ship its tensors over gRPC.
@@ -142,15 +128,7 @@ def train_parameter_server(tf: Any, config: TrainConfig, stop: Any) -> dict[str,
 
     per_worker_iterator = iter(coordinator.create_per_worker_dataset(per_worker_dataset_fn))
 
-    def replica_step(images: Any, labels: Any) -> Any:
-        with tf.GradientTape() as tape:
-            logits = model(images, training=True)
-            per_example = tf.nn.sparse_softmax_cross_entropy_with_logits(labels=labels, logits=logits)
-            loss = tf.nn.compute_average_loss(per_example, global_batch_size=batch)
-        gradients = tape.gradient(loss, model.trainable_variables)
-        optimizer.apply_gradients(zip(gradients, model.trainable_variables))
-        predicted = tf.argmax(logits, axis=-1, output_type=tf.int32)
-        return tf.stack([loss, tf.reduce_sum(tf.cast(tf.equal(predicted, labels), tf.float32))])
+    replica_step = make_replica_step(tf, model, state.optimizer, batch)
 
     @tf.function
     def worker_step(iterator: Any) -> Any:

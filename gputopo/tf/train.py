@@ -177,7 +177,6 @@ def _train_synchronous(tf: Any, config: TrainConfig, strategy: Any, device_set: 
     """The MirroredStrategy / MultiWorkerMirroredStrategy loop (synchronous data parallelism)."""
     from gputopo.tf.data import evaluation_pipeline, load_datasets, training_pipeline
     from gputopo.tf.distributed import startup_finished
-    from gputopo.tf.models import build_model
 
     replicas = strategy.num_replicas_in_sync
     global_batch = config.batch_size
@@ -186,18 +185,10 @@ def _train_synchronous(tf: Any, config: TrainConfig, strategy: Any, device_set: 
     steps_per_epoch = config.steps_per_epoch or max(1, datasets.train_examples // global_batch)
     total_steps = config.epochs * steps_per_epoch
 
-    with strategy.scope():
-        model = build_model(tf, config.model, datasets.image_shape, datasets.num_classes)
-        optimizer = tf.keras.optimizers.Adam(learning_rate=config.learning_rate)
-        optimizer.build(model.trainable_variables)
-        step_variable = tf.Variable(0, dtype=tf.int64, trainable=False, name="global_step")
-    checkpoint = tf.train.Checkpoint(model=model, optimizer=optimizer, step=step_variable)
-    manager = _checkpoint_manager(tf, config, checkpoint)
-    start_step = _restore(tf, config, checkpoint, step_variable)
-    if start_step > total_steps:
-        raise InputError(
-            f"the checkpoint is at step {start_step}, past the {total_steps} steps asked for; ask for more epochs/steps"
-        )
+    state = TrainingState.create(tf, config, strategy, datasets, total_steps)
+    model, optimizer, step_variable, manager, start_step = (
+        state.model, state.optimizer, state.step_variable, state.manager, state.start_step
+    )
 
     # A resumed run reshuffles from another seed so it does not replay the batches it already saw.
     train_data = strategy.experimental_distribute_dataset(
@@ -206,18 +197,7 @@ def _train_synchronous(tf: Any, config: TrainConfig, strategy: Any, device_set: 
     eval_pipeline = evaluation_pipeline(tf, datasets, global_batch) if config.evaluate else None
     eval_data = strategy.experimental_distribute_dataset(eval_pipeline) if eval_pipeline is not None else None
 
-    def replica_step(images: Any, labels: Any) -> Any:
-        with tf.GradientTape() as tape:
-            logits = model(images, training=True)
-            per_example = tf.nn.sparse_softmax_cross_entropy_with_logits(labels=labels, logits=logits)
-            loss = tf.nn.compute_average_loss(per_example, global_batch_size=global_batch)
-            if model.losses:
-                loss += tf.nn.scale_regularization_loss(tf.add_n(model.losses))
-        gradients = tape.gradient(loss, model.trainable_variables)
-        optimizer.apply_gradients(zip(gradients, model.trainable_variables))
-        predicted = tf.argmax(logits, axis=-1, output_type=tf.int32)
-        correct = tf.reduce_sum(tf.cast(tf.equal(predicted, labels), tf.float32))
-        return tf.stack([loss, correct])
+    replica_step = make_replica_step(tf, model, optimizer, global_batch)
 
     @tf.function
     def distributed_train_step(iterator: Any) -> Any:
@@ -393,6 +373,63 @@ def run_summary(
         "stopped_by": stop.signal_name,
         "weights_sha256": weights_fingerprint(model),
     }
+
+
+@dataclass
+class TrainingState:
+    """Model, optimizer and step counter built under the strategy, and their checkpointing."""
+
+    model: Any
+    optimizer: Any
+    step_variable: Any
+    checkpoint: Any
+    manager: Any  # tf.train.CheckpointManager, or None without --checkpoint-dir
+    start_step: int
+
+    @classmethod
+    def create(cls, tf: Any, config: TrainConfig, strategy: Any, datasets: Any, total_steps: int) -> TrainingState:
+        """Build under ``strategy.scope()`` (variables mirrored or on the parameter servers), then
+        restore with ``--resume``. The optimizer's slots are built here, not lazily inside the
+        compiled step, where Keras 3 cannot create variables under a strategy."""
+        from gputopo.tf.models import build_model
+
+        with strategy.scope():
+            model = build_model(tf, config.model, datasets.image_shape, datasets.num_classes)
+            optimizer = tf.keras.optimizers.Adam(learning_rate=config.learning_rate)
+            optimizer.build(model.trainable_variables)
+            step_variable = tf.Variable(0, dtype=tf.int64, trainable=False, name="global_step")
+        checkpoint = tf.train.Checkpoint(model=model, optimizer=optimizer, step=step_variable)
+        manager = _checkpoint_manager(tf, config, checkpoint)
+        start_step = _restore(tf, config, checkpoint, step_variable)
+        if start_step > total_steps:
+            raise InputError(
+                f"the checkpoint is at step {start_step}, past the {total_steps} steps asked for; "
+                "ask for more epochs/steps"
+            )
+        return cls(model, optimizer, step_variable, checkpoint, manager, start_step)
+
+
+def make_replica_step(tf: Any, model: Any, optimizer: Any, global_batch: int) -> Any:
+    """One replica's training step: loss averaged over the *global* batch, gradients applied.
+
+    Returns ``[loss, correct predictions]`` so the caller's ``strategy.reduce(SUM)`` gives the
+    global mean loss and the number of correct predictions in the global batch.
+    """
+
+    def replica_step(images: Any, labels: Any) -> Any:
+        with tf.GradientTape() as tape:
+            logits = model(images, training=True)
+            per_example = tf.nn.sparse_softmax_cross_entropy_with_logits(labels=labels, logits=logits)
+            loss = tf.nn.compute_average_loss(per_example, global_batch_size=global_batch)
+            if model.losses:
+                loss += tf.nn.scale_regularization_loss(tf.add_n(model.losses))
+        gradients = tape.gradient(loss, model.trainable_variables)
+        optimizer.apply_gradients(zip(gradients, model.trainable_variables))
+        predicted = tf.argmax(logits, axis=-1, output_type=tf.int32)
+        correct = tf.reduce_sum(tf.cast(tf.equal(predicted, labels), tf.float32))
+        return tf.stack([loss, correct])
+
+    return replica_step
 
 
 def _rate(
