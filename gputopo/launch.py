@@ -302,7 +302,9 @@ def build_plan(
         if not topology.gpus:
             raise InputError("the topology has no GPUs; use --cpu-devices N to train on logical CPU devices")
         if devices is not None:
-            gpu_plan = plan_from_devices(topology, parse_device_list(devices), numactl_path)
+            from gputopo.tf.bench_options import parse_index_list  # the GPU-list parser bench-p2p uses
+
+            gpu_plan = plan_from_devices(topology, parse_index_list(devices, "--devices"), numactl_path)
         else:
             count = gpus or len(topology.gpus)
             if count > len(topology.gpus):
@@ -405,17 +407,6 @@ def check_own_address(address: str) -> None:
     host, port = parse_address(address)
     if host in ("127.0.0.1", "localhost", "0.0.0.0") or host == socket.gethostname():
         check_port_free("127.0.0.1" if host == "localhost" else host, port)
-
-
-def parse_device_list(text: str) -> list[int]:
-    """``"0,2,3"`` -> ``[0, 2, 3]`` (``--devices``)."""
-    try:
-        values = [int(part) for part in text.split(",") if part.strip()]
-    except ValueError:
-        raise InputError(f"--devices expects GPU indices like 0,1,2,3, got {text!r}") from None
-    if not values:
-        raise InputError("--devices is empty")
-    return values
 
 
 def parse_sizes(text: str) -> list[int]:

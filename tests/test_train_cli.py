@@ -75,6 +75,8 @@ def test_scaling_dry_run_lists_one_process_per_size(cli):
         (["--epochs", "0"], ["--epochs must be at least 1"]),
         (["--strategy", "multi-worker", "--workers", "localhost"], ["not host:port"]),
         (["--resume", "--no-checkpoint"], ["--resume needs"]),
+        (["--machine", "dgx1", "--devices", "0,x"], ["bad --devices '0,x'"]),
+        (["--machine", "dgx1", "--devices", "0,9"], ["names GPU 9"]),
     ],
 )
 def test_bad_options_are_one_line(cli, tmp_path: Path, args, fragments):
