@@ -6,6 +6,7 @@ starts), so these tests never configure TensorFlow in the pytest process.
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import math
 import os
@@ -21,7 +22,8 @@ from gputopo.launch import latest_checkpoint_step
 from test_train_data import make_image_folder
 
 pytestmark = pytest.mark.tf
-pytest.importorskip("tensorflow")
+if importlib.util.find_spec("tensorflow") is None:  # TF runs only in the children: no need to import it here
+    pytest.skip("needs TensorFlow (pip install 'gputopo[tf-cpu]')", allow_module_level=True)
 
 REPO = Path(__file__).resolve().parents[1]
 
