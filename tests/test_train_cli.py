@@ -10,16 +10,14 @@ from pathlib import Path
 
 import pytest
 
+from conftest import assert_one_error_line
 from test_train_data import make_image_folder
 
 
 def _assert_one_line_error(result, *fragments: str) -> None:
-    assert result.exit_code == 2, result.output
-    lines = [line for line in result.output.splitlines() if line.strip()]
-    assert len(lines) == 1 and lines[0].startswith("gputopo: error: "), result.output
-    assert "Traceback" not in result.output
+    line = assert_one_error_line(result)
     for fragment in fragments:
-        assert fragment in lines[0], lines[0]
+        assert fragment in line, line
 
 
 def test_dry_run_prints_the_exact_child_command(cli, tmp_path: Path):
@@ -103,6 +101,11 @@ def test_existing_checkpoint_is_never_overwritten_without_resume(cli, tmp_path: 
     _assert_one_line_error(
         cli("train", "--cpu-devices", "1", "--resume", "--checkpoint-dir", str(tmp_path / "new")), "no checkpoint in"
     )
+    # A dry run only shows the plan: it may be asked for beside an existing checkpoint.
+    dry = cli("train", "--cpu-devices", "1", "--checkpoint-dir", str(ck), "--dry-run")
+    assert dry.exit_code == 0, dry.output
+    assert "Training plan" in dry.output
+    assert (ck / "checkpoint").read_text() == 'model_checkpoint_path: "ckpt-12"\n'
 
 
 def test_worker_port_in_use_is_one_line(cli, tmp_path: Path):

@@ -113,7 +113,7 @@ def train(
         saved_step = latest_checkpoint_step(config.checkpoint_dir)
         if resume and saved_step is None:
             raise InputError(f"--resume: no checkpoint in {config.checkpoint_dir} to resume from")
-        if not resume and saved_step is not None and scaling is None:
+        if not resume and saved_step is not None and scaling is None and not dry_run:
             raise InputError(
                 f"{config.checkpoint_dir} already holds a checkpoint (step {saved_step}); add --resume to continue "
                 "from it, or give another --checkpoint-dir to start afresh"
