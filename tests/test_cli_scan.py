@@ -108,3 +108,10 @@ def test_scan_never_imports_tensorflow():
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert proc.returncode == 0, proc.stderr
     assert "TF-NOT-IMPORTED" in proc.stderr
+
+
+def test_version(cli):
+    from gputopo import __version__
+
+    result = cli("--version")
+    assert result.exit_code == 0 and result.output.strip() == f"gputopo {__version__}"

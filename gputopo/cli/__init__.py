@@ -24,6 +24,23 @@ app = typer.Typer(
 )
 
 
+def _show_version(value: bool) -> None:
+    if value:
+        from gputopo import __version__
+
+        typer.echo(f"gputopo {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _root(
+    version: Annotated[
+        bool, typer.Option("--version", callback=_show_version, is_eager=True, help="Print the version and exit.")
+    ] = False,
+) -> None:
+    """How your NVIDIA GPUs are wired, how fast they talk, and which ones to train on together."""
+
+
 def fail(message: str, exit_code: int = 2) -> typer.Exit:
     """Print ``gputopo: error: message`` on standard error and return the Exit to raise."""
     typer.echo(f"gputopo: error: {message}", err=True)
