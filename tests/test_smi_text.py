@@ -22,7 +22,7 @@ _WORD_RE = re.compile(r"^(X|NV\d+|PIX|PXB|PHB|NODE|SYS|SOC)$")
 def expected_from_file(path: Path) -> dict:
     """An independent, deliberately simple reading of a capture: the GPU rows, their link words
     (by position, SOC as SYS) and their CPU/NUMA affinity, taken straight from the file's tokens."""
-    lines = path.read_text().splitlines()
+    lines = re.sub(r"\x1b\[[0-9;]*m", "", path.read_text()).splitlines()
     header_index = next(i for i, line in enumerate(lines) if line.split()[:1] == ["GPU0"])
     header = lines[header_index]
     gpu_count = len(re.findall(r"\bGPU\d+\b", header))
@@ -80,7 +80,7 @@ def test_every_shared_capture_parses_to_what_the_file_says(path):
 @pytest.mark.parametrize(
     "name",
     ["spaces_nicn_legend_gpu_numa_id.txt", "raw_tabs_double_tab_gpu_numa_id.txt", "old_soc_legend_4gpu.txt",
-     "with_p2p_matrices.txt"],
+     "with_p2p_matrices.txt", "ansi_underlined_header_nv12_nics.txt"],
 )
 def test_own_captures_parse_to_what_the_file_says(name):
     path = OWN_TOPO / name
@@ -123,6 +123,19 @@ def test_raw_tabs_with_empty_cell_before_gpu_numa_id():
     assert [(g.cpu_affinity, g.numa_node) for g in topology.gpus] == [("0-15", 0), ("0-15", 0)]
     assert topology.nics[0].device == "mlx5_bond_0"
     assert topology.link(0, 1).type == "NV4"
+
+
+def test_ansi_underlined_header_as_nvidia_smi_writes_it():
+    """nvidia-smi underlines the header with ESC[4m ... ESC[0m, also into a file or a pipe."""
+    path = OWN_TOPO / "ansi_underlined_header_nv12_nics.txt"
+    assert "\x1b[4m" in path.read_text()
+    topology = parse_topo_matrix(path.read_text(), path.name)
+    assert topology.link(0, 1).type == "NV12"
+    assert [(g.cpu_affinity, g.numa_node) for g in topology.gpus] == [("0-63", 0), ("64-127", 1)]
+    assert {(l.gpu, l.nic): l.type for l in topology.nic_links} == {
+        (0, "NIC0"): "PXB", (0, "NIC1"): "PXB", (1, "NIC0"): "SYS", (1, "NIC1"): "SYS"}
+    p2p = "nvidia-smi topo -p2p r\n \t\x1b[4mGPU0\tGPU1\t\x1b[0m\n GPU0\tX\tOK\t\n GPU1\tOK\tX\t\n"
+    assert parse_topo_matrix(path.read_text() + p2p, "both").link(0, 1).p2p_read == "ok"
 
 
 def test_old_soc_word_reads_as_sys():

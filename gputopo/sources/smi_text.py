@@ -39,6 +39,9 @@ _TITLE_PATTERN = "|".join(r"\s+".join(map(re.escape, t.split())) for t in ATTRIB
 _ATTRIBUTE_RE = re.compile(_TITLE_PATTERN, re.IGNORECASE)
 _HEADER_CELL_RE = re.compile(_TITLE_PATTERN + r"|\S+", re.IGNORECASE)
 
+# nvidia-smi underlines the header with ANSI escapes (ESC[4m ... ESC[0m), also when its output is
+# redirected to a file; captures saved that way keep them.
+_ANSI_ESCAPE_RE = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
 _GPU_RE = re.compile(r"^GPU(\d+)$")
 _NV_RE = re.compile(r"^NV(\d+)$")
 _NIC_LEGEND_RE = re.compile(r"^\s*(NIC\d+)\s*:\s*(\S+)\s*$")
@@ -88,6 +91,7 @@ def parse_topo_matrix(text: str, source: str) -> Topology:
     Raises ``InputError`` with one line saying what was expected and what was found when the text
     holds no such matrix, is binary, or is cut short.
     """
+    text = _ANSI_ESCAPE_RE.sub("", text)
     _refuse_non_text(text, source)
     lines = text.replace("\r\n", "\n").replace("\r", "\n").split("\n")
     matrices = _find_matrices(lines, source)
