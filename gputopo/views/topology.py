@@ -35,17 +35,33 @@ MAX_MATRIX_GPUS = 16
 SEVERITY_STYLE = {"error": "bold red", "warning": "yellow", "info": "cyan"}
 
 
+# (lowest GB/s per direction, colour, word for the legend), fastest first.
+SPEED_STYLES = (
+    (100.0, "bold green", "bold green"),
+    (35.0, "green", "green"),
+    (15.0, "yellow", "yellow"),
+    (8.0, "dark_orange", "orange"),
+    (0.0, "red", "red"),
+)
+
+
 def speed_style(gbps: float) -> str:
     """Colour for a per-direction bandwidth: the greener, the faster."""
-    if gbps >= 100:
-        return "bold green"
-    if gbps >= 35:
-        return "green"
-    if gbps >= 15:
-        return "yellow"
-    if gbps >= 8:
-        return "dark_orange"
-    return "red"
+    for lowest, style, _ in SPEED_STYLES:
+        if gbps >= lowest:
+            return style
+    return SPEED_STYLES[-1][1]
+
+
+def speed_key() -> Text:
+    """What the link colours mean, in GB/s per direction."""
+    text = Text("  colours, expected GB/s per direction: ")
+    for k, (lowest, style, word) in enumerate(SPEED_STYLES):
+        upper = SPEED_STYLES[k - 1][0] if k else None
+        span = f">= {lowest:.0f}" if upper is None else (f"< {upper:.0f}" if lowest == 0 else f"{lowest:.0f}-{upper:.0f}")
+        text.append(f"{word} {span}", style=style)
+        text.append(", " if k < len(SPEED_STYLES) - 1 else "\n")
+    return text
 
 
 def _fmt_bytes(n: int | None) -> str:
@@ -127,13 +143,15 @@ def gpu_table(topo: Topology) -> Table:
         ] + ([mig] if show_mig else [])
         if show_host:
             row.append(_fmt(g.host))
-        table.add_row(*row)
+        # Text, not str: names, bus ids and hosts come from the user's files and may hold "[...]".
+        table.add_row(*(cell if isinstance(cell, Text) else Text(cell) for cell in row))
     return table
 
 
 def socket_picture(topo: Topology) -> Tree:
     """CPU sockets / NUMA nodes with their GPUs and NICs, as a tree."""
-    tree = Tree("[bold]host[/]" if not topo.host else f"[bold]{topo.host}[/]")
+    # Every label is a Text: host, NIC and CPU-list strings come from the user's files, never markup.
+    tree = Tree(Text(topo.host or "host", style="bold"))
     by_place: dict[tuple[str | None, int | None], list[int]] = defaultdict(list)
     for g in topo.gpus:
         by_place[(g.host, g.numa_node)].append(g.index)
@@ -142,64 +160,120 @@ def socket_picture(topo: Topology) -> Tree:
         nics_by_numa[nic.numa_node].append(nic.name)
     for (host, numa), gpus in sorted(by_place.items(), key=lambda kv: (kv[0][0] or "", -1 if kv[0][1] is None else kv[0][1])):
         cpus = topo.gpu(gpus[0]).cpu_affinity
-        title = "NUMA node ?" if numa is None else f"NUMA node {numa}"
+        title = Text("NUMA node ?" if numa is None else f"NUMA node {numa}")
         if host:
-            title = f"{host} / {title}"
+            title = Text(f"{host} / ") + title
         if cpus:
-            title += f" [dim](CPUs {cpus})[/]"
+            title.append(f" (CPUs {cpus})", style="dim")
         node = tree.add(title)
-        node.add("GPUs " + ", ".join(str(i) for i in gpus))
+        node.add(Text("GPUs " + ", ".join(str(i) for i in gpus)))
         if numa is not None and nics_by_numa.get(numa):
-            node.add("NICs " + ", ".join(nics_by_numa[numa]))
+            node.add(Text("NICs " + ", ".join(nics_by_numa[numa])))
     return tree
 
 
 def _link_cell(topo: Topology, a: int, b: int) -> Text:
-    link = topo.link(a, b)
-    style = speed_style(pair_estimate(topo, a, b).gbps)
-    if link.type == "UNKNOWN":
+    link = topo.link_map().get((a, b))
+    if link is None or link.type == "UNKNOWN":  # a snapshot may lack a pair: say so, don't crash
         return Text("?", style="dim")
-    return Text(link.type, style=style)
+    return Text(link.type, style=speed_style(pair_estimate(topo, a, b).gbps))
+
+
+def _matrix_tables(
+    title: str, headers: list[str], rows: list[tuple[str, list[Text]]], width: int | None, min_cell: int = 4
+) -> list[Table]:
+    """A matrix as one table, or as several side by side in column blocks when it is wider than
+    ``width``: every row label and every column stays readable (rich would otherwise cut both)."""
+    cell_widths = [
+        max(min_cell, len(header), *(len(cells[k].plain) for _, cells in rows)) for k, header in enumerate(headers)
+    ]
+    label_width = max((len(label) for label, _ in rows), default=0)
+    blocks: list[list[int]] = [list(range(len(headers)))]
+    if width is not None:
+        # Each cell takes its width plus one space either side (see the tables' padding below).
+        per_block = max(1, (width - label_width - 2) // (max(cell_widths, default=min_cell) + 2))
+        if per_block < len(headers):
+            count = -(-len(headers) // per_block)
+            size = -(-len(headers) // count)  # even blocks: 16 columns in 8 + 8, not 12 + 4
+            blocks = [list(range(k, min(k + size, len(headers)))) for k in range(0, len(headers), size)]
+    tables = []
+    for n, block in enumerate(blocks):
+        part = title if len(blocks) == 1 else f"{title}, columns {headers[block[0]]}..{headers[block[-1]]}"
+        table = Table(
+            title=Text(part), title_justify="left", box=box.SIMPLE_HEAD, padding=(0, 1), pad_edge=False,
+            collapse_padding=True,
+        )
+        table.add_column("", no_wrap=True, min_width=label_width)
+        for k in block:
+            table.add_column(Text(headers[k]), justify="center", no_wrap=True, min_width=cell_widths[k])
+        for label, cells in rows:
+            table.add_row(Text(label), *(cells[k] for k in block))
+        tables.append(table)
+    return tables
+
+
+LINK_MATRIX_TITLE = "Links between GPUs (nvidia-smi words, coloured by expected speed)"
+
+
+def link_matrices(topo: Topology, width: int | None = None) -> list[Table]:
+    """The link matrix (GPUs, then NIC columns), split into column blocks that fit ``width``."""
+    idx = topo.gpu_indices
+    headers = [str(i) for i in idx] + [f"NIC{k}" for k in range(len(topo.nics))]
+    nic_type = {(nl.gpu, nl.nic): nl.type for nl in topo.nic_links}
+    rows: list[tuple[str, list[Text]]] = []
+    for a in idx:
+        cells = [Text(" X ", style="dim") if a == b else _link_cell(topo, a, b) for b in idx]
+        for nic in topo.nics:
+            t = nic_type.get((a, nic.name))
+            cells.append(Text(t or "?", style="dim" if t is None else ""))
+        rows.append((f"GPU{a}", cells))
+    return _matrix_tables(LINK_MATRIX_TITLE, headers, rows, width)
 
 
 def link_matrix(topo: Topology) -> Table:
-    table = Table(
-        title="Links between GPUs (nvidia-smi words, coloured by expected speed)", title_justify="left",
-        box=box.SIMPLE_HEAD, padding=(0, 1), pad_edge=False, collapse_padding=True,
-    )
-    table.add_column("", no_wrap=True)
-    idx = topo.gpu_indices
-    for i in idx:
-        table.add_column(f"{i}", justify="center", no_wrap=True, min_width=4)
-    nic_names = [n.name for n in topo.nics]
-    for k, _ in enumerate(nic_names):
-        table.add_column(f"NIC{k}", justify="center", no_wrap=True, min_width=4)
-    nic_type = {(nl.gpu, nl.nic): nl.type for nl in topo.nic_links}
-    for a in idx:
-        cells: list[Text | str] = [f"GPU{a}"]
-        for b in idx:
-            cells.append(Text(" X ", style="dim") if a == b else _link_cell(topo, a, b))
-        for name in nic_names:
-            t = nic_type.get((a, name))
-            cells.append(Text(t or "?", style="dim" if t is None else ""))
-        table.add_row(*cells)
-    return table
+    """The whole link matrix as one table, however wide."""
+    return link_matrices(topo)[0]
 
 
-def link_legend(topo: Topology) -> Text:
+def _nvlink_count(word: str) -> int | None:
+    return int(word[2:]) if word.startswith("NV") and word[2:].isdigit() else None
+
+
+def link_legend(topo: Topology, speeds: bool = False) -> Text:
+    """What each link word means; with ``speeds``, also its expected GB/s per direction (coloured
+    as in the matrix) and what the colours mean."""
     used = {link.type for link in topo.links}
     text = Text()
-    for word in sorted(u for u in used if u.startswith("NV")):
-        n = int(word[2:])
-        meaning = NVLINK_MEANING.format(n=n)
+
+    def line(word: str, meaning: str) -> None:
+        text.append(f"  {word:<5} = {meaning}")
+        if speeds and word != "?":
+            pairs = [link for link in topo.links if link.type == word]
+            gbps = sorted(pair_estimate(topo, link.a, link.b).gbps for link in pairs)
+            if gbps:
+                low, high = gbps[0], gbps[-1]
+                span = f"~{low:.0f}" if round(low) == round(high) else f"~{low:.0f}-{high:.0f}"
+                text.append(", ")
+                text.append(f"{span} GB/s", style=speed_style(low))
+                text.append(" per direction")
+        text.append("\n")
+
+    nv_words = sorted((u for u in used if _nvlink_count(u) is not None), key=lambda u: _nvlink_count(u) or 0)
+    for word in nv_words:
+        n = _nvlink_count(word)
+        meaning = "a single NVLink" if n == 1 else NVLINK_MEANING.format(n=n)
         if any(link.nvswitch for link in topo.links if link.type == word):
             meaning += " through NVSwitch"
-        text.append(f"  {word:<5} = {meaning}\n")
+        line(word, meaning)
     for word in PCIE_PATHS:
         if word in used:
-            text.append(f"  {word:<5} = {PCIE_PATH_MEANING[word]}\n")
+            line(word, PCIE_PATH_MEANING[word])
+    for word in sorted(used - set(nv_words) - set(PCIE_PATHS) - {"UNKNOWN"}):
+        line(word, "a link word gputopo does not know")
     if "UNKNOWN" in used:
-        text.append("  ?     = the source does not say how these GPUs are connected\n")
+        line("?", "the source does not say how these GPUs are connected")
+    if speeds and used - {"UNKNOWN"}:
+        text.append_text(speed_key())
     for k, nic in enumerate(topo.nics):
         text.append(f"  NIC{k:<2} = {nic.name}" + (f" ({nic.device})" if nic.device else "") + "\n")
     return text
@@ -224,20 +298,20 @@ def link_summary(topo: Topology) -> Table:
 P2P_FIELDS = (("read", "p2p_read"), ("write", "p2p_write"), ("atomics", "p2p_atomics"))
 
 
-def _p2p_matrix(topo: Topology, title: str, fields: list[str], words_seen: set[str]) -> Table:
+def _p2p_matrix(
+    topo: Topology, title: str, fields: list[str], words_seen: set[str], width: int | None = None
+) -> list[Table]:
     idx = topo.gpu_indices
-    table = Table(title=title, title_justify="left", box=box.SIMPLE_HEAD, padding=(0, 1), pad_edge=False, collapse_padding=True)
-    table.add_column("", no_wrap=True)
-    for i in idx:
-        table.add_column(f"{i}", justify="center", no_wrap=True, min_width=4)
+    links = topo.link_map()
+    rows: list[tuple[str, list[Text]]] = []
     for a in idx:
-        cells: list[Text | str] = [f"GPU{a}"]
+        cells: list[Text] = []
         for b in idx:
             if a == b:
                 cells.append(Text("X", style="dim"))
                 continue
-            link = topo.link(a, b)
-            words = [getattr(link, f) for f in fields]
+            link = links.get((a, b))
+            words = [getattr(link, f) if link is not None else None for f in fields]
             bad = [w for w in words if w not in (P2P_OK, None)]
             if bad:
                 words_seen.update(bad)
@@ -246,11 +320,11 @@ def _p2p_matrix(topo: Topology, title: str, fields: list[str], words_seen: set[s
                 cells.append(Text("?", style="dim"))
             else:
                 cells.append(Text("OK", style="green"))
-        table.add_row(*cells)
-    return table
+        rows.append((f"GPU{a}", cells))
+    return _matrix_tables(title, [str(i) for i in idx], rows, width)
 
 
-def p2p_matrices(topo: Topology) -> Group | None:
+def p2p_matrices(topo: Topology, width: int | None = None) -> Group | None:
     """The P2P read/write/atomics matrices (one matrix when all three agree), reasons spelled out;
     None when the source said nothing about P2P."""
     if all(getattr(link, f) is None for link in topo.links for _, f in P2P_FIELDS):
@@ -258,9 +332,9 @@ def p2p_matrices(topo: Topology) -> Group | None:
     words_seen: set[str] = set()
     same = all(len({link.p2p_read, link.p2p_write, link.p2p_atomics}) == 1 for link in topo.links)
     if same:
-        tables = [_p2p_matrix(topo, "P2P read / write / atomics", ["p2p_read"], words_seen)]
+        tables = _p2p_matrix(topo, "P2P read / write / atomics", ["p2p_read"], words_seen, width)
     else:
-        tables = [_p2p_matrix(topo, f"P2P {title}", [f], words_seen) for title, f in P2P_FIELDS]
+        tables = [t for title, f in P2P_FIELDS for t in _p2p_matrix(topo, f"P2P {title}", [f], words_seen, width)]
     legend = Text()
     for word in sorted(words_seen):
         legend.append(f"  {word:<4}= {P2P_STATUS_MEANING.get(word, word)}\n")
@@ -292,9 +366,10 @@ def render_topology(topology: Topology, console: Console | None = None) -> None:
         console.print(socket_picture(topology))
         if len(topology.gpus) > 1:
             if len(topology.gpus) <= MAX_MATRIX_GPUS:
-                console.print(link_matrix(topology))
-                console.print(link_legend(topology))
-                matrices = p2p_matrices(topology)
+                for table in link_matrices(topology, console.width):
+                    console.print(table)
+                console.print(link_legend(topology, speeds=True))
+                matrices = p2p_matrices(topology, console.width)
                 if matrices is not None:
                     console.print(matrices)
             else:

@@ -1,0 +1,98 @@
+"""The `scan` screen as a person sees it: at 80 and 120 columns, with odd strings and odd topologies."""
+
+from __future__ import annotations
+
+import io
+
+import pytest
+from rich.console import Console
+
+from gputopo.model import Finding, Gpu, Link, Nic, NicLink, Topology
+from gputopo.sources.reference import load_reference, machine_names
+from gputopo.views.topology import link_legend, render_topology
+
+MARKUP = "[bold]x[/bold] [/]"
+
+
+def render(topo: Topology, width: int = 80) -> str:
+    console = Console(file=io.StringIO(), width=width, color_system=None)
+    render_topology(topo, console)
+    return console.file.getvalue()
+
+
+def test_user_strings_print_literally():
+    """GPU names, bus ids, CPU lists, hosts and NIC names come from users' files: never rich markup."""
+    topo = Topology(
+        gpus=[
+            Gpu(0, name=f"GPU {MARKUP}", pci_bus_id="[b]", cpu_affinity="[dim]0-3", numa_node=0, host="h[red]"),
+            Gpu(1, name="plain", numa_node=0, host="h2"),
+        ],
+        links=[Link(0, 1, "PHB")],
+        nics=[Nic("nic[/]", numa_node=0)],
+        nic_links=[NicLink(0, "nic[/]", "PIX"), NicLink(1, "nic[/]", "PIX")],
+        host="[red]box",
+        diagnostics=[Finding("warning", "x", f"message {MARKUP}", fix=MARKUP)],
+    )
+    text = render(topo, width=120)
+    for literal in (f"GPU {MARKUP}", "[b]", "[dim]0-3", "h[red]", "nic[/]", "[red]box", f"message {MARKUP}"):
+        assert literal in text, literal
+
+
+def test_missing_link_and_unknown_word_do_not_crash():
+    """A hand-edited snapshot may lack a pair or carry a word we don't know: show '?', explain the word."""
+    topo = Topology(gpus=[Gpu(0), Gpu(1), Gpu(2)], links=[Link(0, 1, "WEIRD"), Link(1, 2, "NV1")])
+    text = render(topo)
+    rows = {line.split()[0]: line.split()[1:] for line in text.splitlines() if line.strip().startswith("GPU")}
+    assert rows["GPU0"][:3] == ["X", "WEIRD", "?"]
+    assert "WEIRD = a link word gputopo does not know" in text
+    assert "NV1   = a single NVLink" in text
+
+
+@pytest.mark.parametrize("width", [80, 120])
+@pytest.mark.parametrize("name", machine_names())
+def test_matrices_never_cut_labels_or_columns(name, width):
+    """16 GPUs (DGX-2) or 8 GPUs + 8 NICs (DGX H100) at 80 columns: every row label and every column
+    header is shown whole (the matrix is split into column blocks rather than cut)."""
+    topo = load_reference(name)
+    text = render(topo, width)
+    assert "…" not in text
+    assert all(len(line) <= width for line in text.splitlines())
+    if len(topo.gpus) > 16:
+        return
+    for g in topo.gpus:
+        assert f" GPU{g.index} " in text
+    header_cells = {cell for line in text.splitlines() for cell in line.split()}
+    for g in topo.gpus:
+        assert str(g.index) in header_cells
+    for k in range(len(topo.nics)):
+        assert f"NIC{k}" in header_cells
+
+
+def test_wide_matrix_split_into_blocks_at_80_columns():
+    topo = load_reference("dgx2")
+    text = render(topo, 80)
+    assert "columns 0..7" in text and "columns 8..15" in text
+    wide = render(topo, 120)
+    assert "columns 0..7" not in wide
+
+
+def test_legend_gives_speeds_with_units_and_the_colour_key():
+    topo = load_reference("dgx1")
+    legend = link_legend(topo, speeds=True).plain
+    assert "NV1   = a single NVLink, ~20 GB/s per direction" in legend
+    assert "NV2   = a bonded set of 2 NVLinks, ~40 GB/s per direction" in legend
+    assert "colours, expected GB/s per direction: bold green >= 100" in legend
+    assert "red < 8" in legend
+
+
+def test_legend_sorts_nvlink_words_by_count():
+    topo = Topology(gpus=[Gpu(0), Gpu(1), Gpu(2)], links=[Link(0, 1, "NV12"), Link(0, 2, "NV2"), Link(1, 2, "NV4")])
+    lines = [line.split()[0] for line in link_legend(topo).plain.splitlines()]
+    assert lines == ["NV2", "NV4", "NV12"]
+
+
+@pytest.mark.parametrize("gpus", [0, 1])
+def test_zero_and_one_gpu(gpus):
+    text = render(Topology(gpus=[Gpu(i) for i in range(gpus)]))
+    assert ("No GPUs." in text) == (gpus == 0)
+    assert "No findings." in text
