@@ -189,32 +189,42 @@ def _dgx_a100() -> Topology:
     return Topology(gpus=gpus, links=links, nics=nics, nic_links=nic_links, socket_interconnect="Infinity Fabric")
 
 
-def _dgx_h100() -> Topology:
+def _two_socket_nvswitch_8gpu(
+    name: str, memory_gib: int, bus_ids: list[str], pcie_gen: int, nvlink_version: str, compute_capability: str,
+    *, with_nics: bool,
+) -> Topology:
+    """8 GPUs on one NVSwitch fabric (NV18), four per socket, NODE within a socket, SYS across;
+    with one NIC per GPU (PIX to its own GPU) where ``with_nics``."""
     socket = lambda i: i // 4  # noqa: E731
     gpus = _gpus(
-        8, "NVIDIA H100 80GB HBM3", 80, socket,
+        8, name, memory_gib, socket,
         lambda i: _cpus((0, 55), (112, 167)) if socket(i) == 0 else _cpus((56, 111), (168, 223)),
-        ["0000:18:00.0", "0000:2a:00.0", "0000:3a:00.0", "0000:5d:00.0",
-         "0000:9a:00.0", "0000:ab:00.0", "0000:ba:00.0", "0000:db:00.0"],
-        5, "4.0", 18, "9.0",
+        bus_ids, pcie_gen, nvlink_version, 18, compute_capability,
     )
     links = _nvswitch_links(8, 18, lambda a, b: "SYS" if socket(a) != socket(b) else "NODE")
+    if not with_nics:
+        return Topology(gpus=gpus, links=links, socket_interconnect="UPI")
     nics = [Nic(f"mlx5_{k}", numa_node=socket(k), cpu_affinity=gpus[k].cpu_affinity) for k in range(8)]
     nic_links = [NicLink(g, f"mlx5_{k}", "PIX" if g == k else ("NODE" if socket(g) == socket(k) else "SYS")) for k in range(8) for g in range(8)]
     return Topology(gpus=gpus, links=links, nics=nics, nic_links=nic_links, socket_interconnect="UPI")
 
 
+def _dgx_h100() -> Topology:
+    return _two_socket_nvswitch_8gpu(
+        "NVIDIA H100 80GB HBM3", 80,
+        ["0000:18:00.0", "0000:2a:00.0", "0000:3a:00.0", "0000:5d:00.0",
+         "0000:9a:00.0", "0000:ab:00.0", "0000:ba:00.0", "0000:db:00.0"],
+        5, "4.0", "9.0", with_nics=True,
+    )
+
+
 def _hgx_b200() -> Topology:
-    socket = lambda i: i // 4  # noqa: E731
-    gpus = _gpus(
-        8, "NVIDIA B200", 180, socket,
-        lambda i: _cpus((0, 55), (112, 167)) if socket(i) == 0 else _cpus((56, 111), (168, 223)),
+    return _two_socket_nvswitch_8gpu(
+        "NVIDIA B200", 180,
         ["0000:1b:00.0", "0000:43:00.0", "0000:52:00.0", "0000:61:00.0",
          "0000:9d:00.0", "0000:c3:00.0", "0000:d1:00.0", "0000:df:00.0"],
-        5, "5.0", 18, "10.0",
+        5, "5.0", "10.0", with_nics=False,
     )
-    links = _nvswitch_links(8, 18, lambda a, b: "SYS" if socket(a) != socket(b) else "NODE")
-    return Topology(gpus=gpus, links=links, socket_interconnect="UPI")
 
 
 def _gb200_nvl72() -> Topology:
