@@ -288,41 +288,45 @@ def _nvlinks_down(topology: Topology) -> list[Finding]:
     return findings
 
 
+# (field, severity, code, how a GPU's value reads, what it means, fix) for each PCIe link property
+# that NVML reports as current and max.
+_PCIE_BELOW_MAX = (
+    (
+        "width", "warning", "pcie-width-degraded", "x{}",
+        "fewer lanes mean proportionally less host and PCIe peer bandwidth",
+        "check that the card sits in an x16 slot (not one wired x8 or shared), reseat it and its riser",
+    ),
+    (
+        "gen", "info", "pcie-gen-below-max", "Gen{}",
+        "idle GPUs drop the link generation to save power, so this is only a problem if it stays low under load",
+        "check again while training runs: nvidia-smi --query-gpu=index,pcie.link.gen.current --format=csv",
+    ),
+)
+
+
 def _pcie_degraded(topology: Topology) -> list[Finding]:
+    """GPUs whose PCIe link runs narrower (a warning) or at a lower generation (a hint) than it can."""
     findings = []
-    narrow = [
-        g for g in topology.gpus
-        if g.pcie_width_current is not None and g.pcie_width_max is not None and g.pcie_width_current < g.pcie_width_max
-    ]
-    if narrow:
-        details = "; ".join(f"GPU {g.index} runs at PCIe x{g.pcie_width_current} (max x{g.pcie_width_max})" for g in narrow)
-        findings.append(
-            Finding(
-                severity="warning",
-                code="pcie-width-degraded",
-                message=f"{details}: fewer lanes mean proportionally less host and PCIe peer bandwidth",
-                gpus=[g.index for g in narrow],
-                fix="check that the card sits in an x16 slot (not one wired x8 or shared), reseat it and its riser",
+    for field, severity, code, value_text, meaning, fix in _PCIE_BELOW_MAX:
+        below = []
+        for g in topology.gpus:
+            current, maximum = getattr(g, f"pcie_{field}_current"), getattr(g, f"pcie_{field}_max")
+            if current is not None and maximum is not None and current < maximum:
+                below.append((g, current, maximum))
+        if below:
+            details = "; ".join(
+                f"GPU {g.index} runs at PCIe {value_text.format(current)} (max {value_text.format(maximum)})"
+                for g, current, maximum in below
             )
-        )
-    slow = [
-        g for g in topology.gpus
-        if g.pcie_gen_current is not None and g.pcie_gen_max is not None and g.pcie_gen_current < g.pcie_gen_max
-    ]
-    if slow:
-        details = "; ".join(f"GPU {g.index} runs at PCIe Gen{g.pcie_gen_current} (max Gen{g.pcie_gen_max})" for g in slow)
-        findings.append(
-            Finding(
-                severity="info",
-                code="pcie-gen-below-max",
-                message=(
-                    f"{details}: idle GPUs drop the link generation to save power, so this is only a problem "
-                    "if it stays low under load"
-                ),
-                gpus=[g.index for g in slow],
-                fix="check again while training runs: nvidia-smi --query-gpu=index,pcie.link.gen.current --format=csv",
+            findings.append(
+                Finding(
+                    severity=severity,
+                    code=code,
+                    message=f"{details}: {meaning}",
+                    gpus=[g.index for g, _, _ in below],
+                    fix=fix,
+                )
             )
-        )
     return findings
 
 
