@@ -83,3 +83,28 @@ def test_render_matrix_titles(capsys, kind):
     text = capsys.readouterr().out
     for title in ("Unidirectional copy GB/s", "Bidirectional GB/s", "Latency us"):
         assert title in text
+
+
+def test_render_prints_tensorflow_errors_and_notes_literally(capsys):
+    """TF errors carry brackets ("[Op:DeepCopy]", "[/]"-like paths); they are text, not rich markup."""
+    result = make_result("CPU", {(0, 1): 2.5, (1, 0): 2.4})
+    result.pair(0, 1).errors.append("CPU 0 -> 1 1 MiB: [Op:DeepCopy] {{node x}} [/]")
+    result.notes.append("note about /tmp/[bold]dir[/bold]")
+    view.render_bench(result, None)
+    text = capsys.readouterr().out
+    assert "failed: CPU 0 -> 1 1 MiB: [Op:DeepCopy] {{node x}} [/]" in text
+    assert "note about /tmp/[bold]dir[/bold]" in text
+
+
+def test_allreduce_table_keeps_op_names_whole_at_80_columns(capsys, monkeypatch):
+    from gputopo.tf.bench_results import AllReduceResult, Stat
+
+    monkeypatch.setenv("COLUMNS", "80")
+    result = make_result("CPU", {(0, 1): 2.5, (1, 0): 2.4})
+    for op in ("HierarchicalCopyAllReduce", "ReductionToOneDevice"):
+        stat = Stat(1.5, 1.0, 2.0, 3)
+        result.allreduce_results.append(AllReduceResult(op, [0, 1], MIB, Stat(2500.0, 2000.0, 3000.0, 3), stat, stat))
+    view.render_bench(result, None)
+    text = capsys.readouterr().out
+    assert "HierarchicalCopyAllReduce" in text and "…" not in text
+    assert max(len(line) for line in text.splitlines()) <= 80

@@ -157,13 +157,14 @@ def render_bench(result: BenchResult, topology: Topology | None) -> None:
     """Print the matrices, call-outs, all-reduce table and failures for people."""
     from rich.columns import Columns
     from rich.table import Table
+    from rich.text import Text
 
     console = out()
     expected = pair_expectations(result, topology)
     if result.measures_host_memory:
-        console.print(f"[bold yellow]Measured {result.what_was_measured()}.[/bold yellow]")
+        console.print(Text(f"Measured {result.what_was_measured()}.", style="bold yellow"))
     else:
-        console.print(f"[bold]Measured {result.what_was_measured()}.[/bold]")
+        console.print(Text(f"Measured {result.what_was_measured()}.", style="bold"))
     heads = {p.headline().size_bytes for p in result.pairs.values() if p.headline()}
     size_text = format_size(max(heads)) if heads else "-"
     console.print(
@@ -232,8 +233,10 @@ def render_bench(result: BenchResult, topology: Topology | None) -> None:
             title=f"All-reduce (MirroredStrategy) on {result.device_kind}s {','.join(map(str, result.indices))}",
             title_justify="left",
         )
-        for name in ("cross-device ops", "size", "time us", "algbw GB/s", "busbw GB/s (min-max)"):
-            table.add_column(name, justify="right" if name != "cross-device ops" else "left")
+        # The op's name is what the user pastes into cross_device_ops=: never cut it.
+        table.add_column("cross-device ops", no_wrap=True)
+        for name in ("size", "time us", "algbw GB/s", "busbw GB/s (min-max)"):
+            table.add_column(name, justify="right")
         for r in result.allreduce_results:
             if r.error or r.busbw_gbps is None or r.algbw_gbps is None or r.time_us is None:
                 table.add_row(r.cross_device_ops, format_size(r.size_bytes), "[red]failed[/red]", "", "")
@@ -248,16 +251,18 @@ def render_bench(result: BenchResult, topology: Topology | None) -> None:
         console.print(table)
         console.print("busbw = algbw * 2(n-1)/n (as nccl-tests): comparable with a link's bandwidth for any n.")
 
+    # Text, not markup: TensorFlow's error messages ("[Op:DeepCopy]", "[[{{node ...}}]]") and notes
+    # naming files must print as they are.
     for line in callouts(result, expected):
-        console.print(f"[bold red]{line}[/bold red]")
+        console.print(Text(line, style="bold red"))
     for line in via_host_notes(result):
-        console.print(f"[yellow]{line}[/yellow]")
+        console.print(Text(line, style="yellow"))
     failures = [e for key in result.ordered_pairs() if key in result.pairs for e in result.pairs[key].errors]
     failures += [r.error for r in result.allreduce_results if r.error]
     for line in dict.fromkeys(failures):  # a bidirectional failure is recorded on both pairs
-        console.print(f"[red]failed: {line}[/red]")
+        console.print(Text(f"failed: {line}", style="red"))
     for note in result.notes:
-        console.print(f"[yellow]{note}[/yellow]")
+        console.print(Text(note, style="yellow"))
 
 
 class BenchProgressBar:
