@@ -211,17 +211,42 @@ def _common_numa_node(numa_nodes: Iterable[int | None]) -> int | None:
     return None
 
 
-def plan_from_group(group: Any, numactl_path: str | None) -> LaunchPlan:
+def host_local_indices(topology: Any, gpus: Sequence[int], what: str) -> list[int]:
+    """The CUDA indices of ``gpus`` on their own host (what ``CUDA_VISIBLE_DEVICES`` there means).
+
+    In a multi-host topology (an NVLink rack) GPU numbers run across all hosts, while CUDA on each
+    host counts its own GPUs from 0. One training process runs on one host: GPUs of several hosts
+    are refused with the way out.
+    """
+    hosts = {topology.gpu(g).host for g in gpus}
+    if len(hosts) > 1:
+        names = ", ".join(sorted(str(h) for h in hosts))
+        raise InputError(
+            f"{what} GPUs {','.join(str(g) for g in gpus)} span several hosts ({names}); `gputopo train` runs on "
+            "one host: ask for fewer GPUs, name one host's GPUs with --devices, or start one "
+            "--strategy multi-worker process per host"
+        )
+    (host,) = hosts
+    if host is None:
+        return list(gpus)
+    on_host = sorted(g.index for g in topology.gpus if g.host == host)
+    return [on_host.index(g) for g in gpus]
+
+
+def plan_from_group(group: Any, numactl_path: str | None, topology: Any = None) -> LaunchPlan:
     """A plan for one recommended group (``gputopo.analysis.recommend``'s groups).
 
     Reads the group's attributes by name so the plan follows the recommendation as it is: its
-    GPUs and ``CUDA_VISIBLE_DEVICES`` (ring order), its cross-device op and its NUMA node.
+    GPUs and ``CUDA_VISIBLE_DEVICES`` (ring order), its cross-device op and its NUMA node. With
+    the ``topology``, a group spanning hosts is refused and a host's GPUs get their local numbers.
     """
     gpus = [int(g) for g in group.gpus]
     env = cuda_env(gpus)
     visible = getattr(group, "cuda_visible_devices", None)
     if visible:
         env["CUDA_VISIBLE_DEVICES"] = str(visible)
+    if topology is not None:
+        env = cuda_env(host_local_indices(topology, gpus, f"the best {len(gpus)}"))
     numa_node = getattr(group, "numa_node", None)
     return LaunchPlan(
         device_kind="GPU",
@@ -252,7 +277,7 @@ def plan_from_devices(topology: Any, gpus: Sequence[int], numactl_path: str | No
         device_kind="GPU",
         replicas=len(gpus),
         gpus=list(gpus),
-        env=cuda_env(gpus),
+        env=cuda_env(host_local_indices(topology, gpus, "--devices names")),
         numactl=numactl_prefix(numa_node, numactl_path),
         numa_node=numa_node,
         reason="chosen with --devices",
@@ -314,7 +339,7 @@ def build_plan(
             recommendation = recommend(topology, count)
             if not recommendation.groups:
                 raise InputError(f"no group of {count} GPUs can be recommended on this topology")
-            gpu_plan = plan_from_group(recommendation.groups[0], numactl_path)
+            gpu_plan = plan_from_group(recommendation.groups[0], numactl_path, topology)
     if config.cpu_devices is None:
         assert gpu_plan is not None
         return gpu_plan

@@ -287,3 +287,15 @@ def test_startup_timeout_does_not_apply_once_started(tmp_path: Path):
     script = f"import time, pathlib; pathlib.Path({str(started_marker(result))!r}).touch(); time.sleep(1.0)"
     child = start_child("worker 0", [sys.executable, "-c", script], {}, result)
     assert run_processes([child], None, startup_timeout_s=0.3, peers=["127.0.0.1:1"]) == [{}]
+
+
+def test_gpus_of_several_hosts_are_refused_and_one_host_gets_its_own_numbers():
+    # GB200 NVL72: 72 GPUs numbered across 18 hosts of 4; CUDA on each host counts its own from 0.
+    with pytest.raises(InputError, match=r"span several hosts \(tray00, tray01\).*one host"):
+        build_plan(TrainConfig(), gpus=8, machine="gb200-nvl72", numactl_path=None)
+    with pytest.raises(InputError, match=r"--devices names GPUs 3,4 span several hosts"):
+        build_plan(TrainConfig(), devices="3,4", machine="gb200-nvl72", numactl_path=None)
+    second_host = build_plan(TrainConfig(), devices="5,4", machine="gb200-nvl72", numactl_path=None)
+    assert second_host.gpus == [5, 4] and second_host.env["CUDA_VISIBLE_DEVICES"] == "1,0"
+    one_host = build_plan(TrainConfig(), gpus=4, machine="gb200-nvl72", numactl_path=None)
+    assert one_host.env["CUDA_VISIBLE_DEVICES"] == ",".join(str(g % 4) for g in one_host.gpus)
