@@ -30,7 +30,8 @@ def render_tf_view(topology: Topology, console: Console) -> None:
         console.print(Text(f"{title}: TensorFlow sees no GPU", style="bold yellow"))
         return
 
-    devices = Table(title=title, title_justify="left")
+    # Titles and cells are Text: the log's file name and TF's device names are the user's strings.
+    devices = Table(title=Text(title), title_justify="left")
     devices.add_column("TF GPU", justify="right")
     devices.add_column("name")
     devices.add_column("PCI bus id")
@@ -43,8 +44,8 @@ def render_tf_view(topology: Topology, console: Console) -> None:
         )
         devices.add_row(
             f"GPU:{device.ordinal}",
-            device.name or Text("?", style="dim"),
-            device.pci_bus_id or Text("?", style="dim"),
+            Text(device.name) if device.name else Text("?", style="dim"),
+            Text(device.pci_bus_id) if device.pci_bus_id else Text("?", style="dim"),
             str(device.memory_mb) if device.memory_mb is not None else Text("?", style="dim"),
             nvml_text,
         )

@@ -1,0 +1,26 @@
+"""TensorFlow's view on the scan screen: the log's file name and TF's device names print as they are."""
+
+from __future__ import annotations
+
+import io
+
+from rich.console import Console
+
+from gputopo.model import TfDevice, TfView, Topology, Gpu
+from gputopo.views.tfview import render_tf_view
+
+
+def test_log_name_and_device_names_are_not_markup():
+    view = TfView(
+        devices=[TfDevice(0, name="Tesla [bold]V100[/bold] [/]", pci_bus_id="0000:[b]:00.0", memory_mb=1)],
+        peer=[[None]],
+        era="tf2-created-device",
+        source="/logs/[red]run[x].log",
+    )
+    topology = Topology(gpus=[Gpu(0)], tf=view)
+    console = Console(file=io.StringIO(), width=120, color_system=None)
+    render_tf_view(topology, console)
+    text = console.file.getvalue()
+    assert "(from [red]run[x].log, tf2-created-device)" in text
+    assert "Tesla [bold]V100[/bold] [/]" in text
+    assert "0000:[b]:00.0" in text
