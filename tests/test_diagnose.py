@@ -93,6 +93,21 @@ def test_multi_host_rack_describes_one_host() -> None:
     assert "other 17 hosts" in cross.message
 
 
+def test_nvlinked_pairs_from_nvidia_smi_text_group_by_numa_node_or_cpus() -> None:
+    """nvidia-smi shows only NV<n> for NVLinked pairs (no PCIe path): the sockets come from the
+    NUMA Affinity column, or from CPU Affinity where the capture has no NUMA column (DGX-1)."""
+    from gputopo.sources.smi_text import parse_topo_matrix
+
+    power9 = SHARED_FIXTURES / "topo" / "power9_4gpu_nv3_pairs_tabs.txt"
+    cross = _by_code(parse_topo_matrix(power9.read_text(), power9.name))["cross-socket"]
+    assert cross.message.startswith("GPUs 0,1 and 2,3 are on different CPU sockets (NUMA nodes 0 and 8): ")
+    dgx1 = SHARED_FIXTURES / "topo" / "dgx1_v100_8gpu_mlx5.txt"
+    cross = _by_code(parse_topo_matrix(dgx1.read_text(), dgx1.name))["cross-socket"]
+    assert cross.message.startswith("GPUs 0,1,2,3 and 4,5,6,7 are on different CPU sockets: ")
+    # 0-4, 1-5, 2-6, 3-7 cross the sockets over NVLink: only the other pairs go through the CPUs.
+    assert "copies between the pairs without NVLink (0-5, 0-6" in cross.message
+
+
 def test_interconnect_named_or_generic() -> None:
     topo = load_reference("pcie-8gpu")
     assert "cross UPI" in _by_code(topo)["cross-socket"].message

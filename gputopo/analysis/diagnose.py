@@ -97,7 +97,9 @@ def socket_groups(topology: Topology) -> list[list[int]]:
     """GPUs grouped by what they share below the socket interconnect.
 
     Connected components of "PCIe path known and not SYS" (per host): GPUs 0-3 of a DGX-1, the GPU
-    pairs of an NPS4 DGX A100. Works without NUMA facts, and agrees with them where present.
+    pairs of an NPS4 DGX A100. Works without NUMA facts, and agrees with them where present. Where
+    a pair's PCIe path is unknown (``nvidia-smi topo -m`` shows only NV<n> for NVLinked pairs), the
+    two GPUs are joined when they share a NUMA node, or, with no NUMA facts, the same CPU affinity.
     """
     parent = {g: g for g in topology.gpu_indices}
 
@@ -109,7 +111,11 @@ def socket_groups(topology: Topology) -> list[list[int]]:
 
     for link in topology.links:
         path = _pcie_path(link)
-        if path is not None and path != "SYS":
+        if path is None:
+            joined = _same_cpu_side(topology.gpu(link.a), topology.gpu(link.b))
+        else:
+            joined = path != "SYS"
+        if joined:
             ra, rb = find(link.a), find(link.b)
             if ra != rb:
                 parent[max(ra, rb)] = min(ra, rb)
@@ -117,6 +123,15 @@ def socket_groups(topology: Topology) -> list[list[int]]:
     for g in topology.gpu_indices:
         groups[find(g)].append(g)
     return sorted((sorted(members) for members in groups.values()), key=lambda m: m[0])
+
+
+def _same_cpu_side(a: Gpu, b: Gpu) -> bool:
+    """Whether two GPUs are known to hang off the same NUMA node (or, without NUMA facts, CPUs)."""
+    if a.host != b.host:
+        return False
+    if a.numa_node is not None and b.numa_node is not None:
+        return a.numa_node == b.numa_node
+    return a.numa_node is None and b.numa_node is None and a.cpu_affinity is not None and a.cpu_affinity == b.cpu_affinity
 
 
 def _cross_socket(topology: Topology) -> list[Finding]:
@@ -156,6 +171,11 @@ def _cross_socket(topology: Topology) -> list[Finding]:
     grouped = grouped[0].upper() + grouped[1:]
     interconnect = topology.socket_interconnect or DEFAULT_INTERCONNECT
     without_nvlink = [link for link in sys_links if not link.is_nvlink]
+    group_of = {g: n for n, grp in enumerate(groups) for g in grp}
+    nvlink_across = any(
+        link.is_nvlink and link.a in group_of and link.b in group_of and group_of[link.a] != group_of[link.b]
+        for link in topology.links
+    )
     gpus = sorted(crossing)
     if not without_nvlink:
         return [
@@ -172,7 +192,7 @@ def _cross_socket(topology: Topology) -> list[Finding]:
         ]
     staged = any(link.can_peer is not True for link in without_nvlink)
     how = f"cross {interconnect}" + (" through host memory" if staged else "")
-    if len(without_nvlink) == len(sys_links):
+    if len(without_nvlink) == len(sys_links) and not nvlink_across:
         message = f"{grouped} are on {where}: copies between them {how}"
     else:
         pairs = pair_list((link.a, link.b) for link in without_nvlink)
