@@ -15,6 +15,19 @@ def _fmt_float(value: Any, digits: int = 4) -> str:
     return "-" if value is None else f"{value:.{digits}f}"
 
 
+def _facts_table(title: str) -> Table:
+    """A two-column what / value table whose values are printed as text, never as rich markup
+    (they hold paths, device names and notes from the user's side)."""
+    table = Table(title=Text(title), title_justify="left", show_header=False)
+    table.add_column("what", style="bold")
+    table.add_column("value")
+    return table
+
+
+def _row(table: Table, what: str, value: str) -> None:
+    table.add_row(Text(what), Text(value))
+
+
 def plan_json(plan: LaunchPlan, processes: Sequence[dict[str, Any]]) -> dict[str, Any]:
     """The plan and every process to start, each with its environment and exact command."""
     return {"plan": plan.to_dict(), "processes": list(processes)}
@@ -23,31 +36,29 @@ def plan_json(plan: LaunchPlan, processes: Sequence[dict[str, Any]]) -> dict[str
 def render_plan(plan: LaunchPlan, processes: Sequence[dict[str, Any]], strategy: str) -> None:
     """Where training runs and why, then the exact command(s) that start it."""
     console = out()
-    table = Table(title="Training plan", title_justify="left", show_header=False)
-    table.add_column("what", style="bold")
-    table.add_column("value")
+    table = _facts_table("Training plan")
     if plan.device_kind == "GPU":
-        table.add_row("GPUs (nvidia-smi index)", ", ".join(str(g) for g in plan.gpus))
-        table.add_row("CUDA_VISIBLE_DEVICES", plan.env.get("CUDA_VISIBLE_DEVICES", ""))
+        _row(table, "GPUs (nvidia-smi index)", ", ".join(str(g) for g in plan.gpus))
+        _row(table, "CUDA_VISIBLE_DEVICES", plan.env.get("CUDA_VISIBLE_DEVICES", ""))
     else:
-        table.add_row("devices", f"{plan.replicas} logical CPU device{'s' if plan.replicas != 1 else ''} (standing in for GPUs)")
-    table.add_row("strategy", strategy)
+        _row(table, "devices", f"{plan.replicas} logical CPU device{'s' if plan.replicas != 1 else ''} (standing in for GPUs)")
+    _row(table, "strategy", strategy)
     if plan.ring:
-        table.add_row("ring", " -> ".join(str(g) for g in [*plan.ring, plan.ring[0]]))
+        _row(table, "ring", " -> ".join(str(g) for g in [*plan.ring, plan.ring[0]]))
     if plan.bottleneck_gbps is not None:
-        table.add_row("bottleneck link", f"{plan.bottleneck_gbps:.1f} GB/s")
+        _row(table, "bottleneck link", f"{plan.bottleneck_gbps:.1f} GB/s")
     if plan.cross_device_ops:
-        table.add_row("cross-device op", plan.cross_device_ops)
+        _row(table, "cross-device op", plan.cross_device_ops)
     if plan.numactl:
-        table.add_row("NUMA binding", " ".join(plan.numactl[1:]))
+        _row(table, "NUMA binding", " ".join(plan.numactl[1:]))
     elif plan.numa_node is not None:
-        table.add_row("NUMA binding", f"none (GPUs on NUMA node {plan.numa_node}, but numactl is not installed)")
+        _row(table, "NUMA binding", f"none (GPUs on NUMA node {plan.numa_node}, but numactl is not installed)")
     elif plan.device_kind == "GPU":
-        table.add_row("NUMA binding", "none (the GPUs span several NUMA nodes)")
+        _row(table, "NUMA binding", "none (the GPUs span several NUMA nodes)")
     if plan.reason:
-        table.add_row("why", plan.reason)
+        _row(table, "why", plan.reason)
     for note in plan.notes:
-        table.add_row("note", note)
+        _row(table, "note", note)
     console.print(table)
     for process in processes:
         console.print(Text(f"{process['label']}:", style="bold"))
@@ -59,24 +70,22 @@ def render_summary(summary: dict[str, Any]) -> None:
     console = out()
     status = summary.get("status", "completed")
     title = "Training finished" if status == "completed" else f"Training {status}"
-    table = Table(title=title, title_justify="left", show_header=False)
-    table.add_column("what", style="bold")
-    table.add_column("value")
-    table.add_row("steps", f"{summary['steps']} of {summary['total_steps']} (this run: {summary['steps_run']}, "
+    table = _facts_table(title)
+    _row(table, "steps", f"{summary['steps']} of {summary['total_steps']} (this run: {summary['steps_run']}, "
                   f"from step {summary['start_step']})")
-    table.add_row("loss", f"{_fmt_float(summary.get('initial_loss'))} -> {_fmt_float(summary.get('final_loss'))}")
-    table.add_row("train accuracy", _fmt_float(summary.get("final_accuracy"), 3))
+    _row(table, "loss", f"{_fmt_float(summary.get('initial_loss'))} -> {_fmt_float(summary.get('final_loss'))}")
+    _row(table, "train accuracy", _fmt_float(summary.get("final_accuracy"), 3))
     if summary.get("test_accuracy") is not None:
-        table.add_row("test loss / accuracy", f"{_fmt_float(summary['test_loss'])} / {_fmt_float(summary['test_accuracy'], 3)}")
+        _row(table, "test loss / accuracy", f"{_fmt_float(summary['test_loss'])} / {_fmt_float(summary['test_accuracy'], 3)}")
     rate = summary.get("examples_per_second")
-    table.add_row("examples/s", "-" if rate is None else f"{rate:,.0f}")
-    table.add_row("global batch", f"{summary['global_batch_size']} ({summary['per_replica_batch_size']} per replica, "
+    _row(table, "examples/s", "-" if rate is None else f"{rate:,.0f}")
+    _row(table, "global batch", f"{summary['global_batch_size']} ({summary['per_replica_batch_size']} per replica, "
                   f"{summary['replicas']} replicas)")
-    table.add_row("devices", ", ".join(summary.get("devices", [])))
+    _row(table, "devices", ", ".join(summary.get("devices", [])))
     if summary.get("worker_weights_sha256"):
         same = len(set(summary["worker_weights_sha256"])) == 1
-        table.add_row("workers' weights", "identical" if same else "DIFFER")
-    table.add_row("checkpoint", summary.get("checkpoint_path") or "none (no --checkpoint-dir)")
+        _row(table, "workers' weights", "identical" if same else "DIFFER")
+    _row(table, "checkpoint", summary.get("checkpoint_path") or "none (no --checkpoint-dir)")
     console.print(table)
     if status == "interrupted":
         console.print(Text("Stopped early; rerun the same command with --resume to continue.", style="yellow"))

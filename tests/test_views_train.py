@@ -1,0 +1,42 @@
+"""`gputopo train` screens: the plan and the summary print paths and notes as they are, and say what
+the loss figures are."""
+
+from __future__ import annotations
+
+from gputopo.launch import LaunchPlan
+from gputopo.views.train import render_plan, render_summary
+
+SUMMARY = {
+    "status": "completed",
+    "steps": 20,
+    "total_steps": 20,
+    "steps_run": 20,
+    "start_step": 0,
+    "initial_loss": 2.2913,
+    "final_loss": 1.7661,
+    "final_accuracy": 0.57,
+    "examples_per_second": 2020.0,
+    "global_batch_size": 64,
+    "per_replica_batch_size": 32,
+    "replicas": 2,
+    "devices": ["/device:CPU:0", "/device:CPU:1"],
+    "checkpoint_path": "/tmp/x[bold]y[/bold]/ckpt-20",
+}
+
+
+def _text(capsys) -> str:
+    return " ".join(capsys.readouterr().out.split())
+
+
+def test_summary_prints_the_checkpoint_path_as_it_is(monkeypatch, capsys):
+    monkeypatch.setenv("COLUMNS", "120")
+    render_summary(dict(SUMMARY))
+    assert "/tmp/x[bold]y[/bold]/ckpt-20" in _text(capsys)
+
+
+def test_plan_prints_notes_and_reason_literally(monkeypatch, capsys):
+    monkeypatch.setenv("COLUMNS", "120")
+    plan = LaunchPlan("CPU", 2, [], {}, [], reason="why [red]not[/]", notes=["see /data/[x]/train"])
+    render_plan(plan, [{"label": "training process", "shell": "python -m x --data '/data/[x]'"}], "mirrored")
+    text = _text(capsys)
+    assert "why [red]not[/]" in text and "see /data/[x]/train" in text and "--data '/data/[x]'" in text
