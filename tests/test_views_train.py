@@ -34,6 +34,15 @@ def test_summary_prints_the_checkpoint_path_as_it_is(monkeypatch, capsys):
     assert "/tmp/x[bold]y[/bold]/ckpt-20" in _text(capsys)
 
 
+def test_summary_says_what_the_loss_figures_are(monkeypatch, capsys):
+    """The bar shows the last steps' loss; the summary's final loss is the last epoch's mean: say so."""
+    monkeypatch.setenv("COLUMNS", "120")
+    render_summary(dict(SUMMARY))
+    text = _text(capsys)
+    assert "2.2913 (first steps) -> 1.7661 (mean of the last epoch)" in text
+    assert "0.570 (mean of the last epoch)" in text
+
+
 def test_plan_prints_notes_and_reason_literally(monkeypatch, capsys):
     monkeypatch.setenv("COLUMNS", "120")
     plan = LaunchPlan("CPU", 2, [], {}, [], reason="why [red]not[/]", notes=["see /data/[x]/train"])

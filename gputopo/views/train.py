@@ -73,8 +73,12 @@ def render_summary(summary: dict[str, Any]) -> None:
     table = _facts_table(title)
     _row(table, "steps", f"{summary['steps']} of {summary['total_steps']} (this run: {summary['steps_run']}, "
                   f"from step {summary['start_step']})")
-    _row(table, "loss", f"{_fmt_float(summary.get('initial_loss'))} -> {_fmt_float(summary.get('final_loss'))}")
-    _row(table, "train accuracy", _fmt_float(summary.get("final_accuracy"), 3))
+    # final_loss / final_accuracy are means over the last epoch, initial_loss the first steps' mean:
+    # say so, or they look wrong next to the progress bar's last-steps figures.
+    _row(table, "loss", f"{_fmt_float(summary.get('initial_loss'))} (first steps) -> "
+         f"{_fmt_float(summary.get('final_loss'))} (mean of the last epoch)")
+    _row(table, "train accuracy", f"{_fmt_float(summary.get('final_accuracy'), 3)} (mean of the last epoch)"
+         if summary.get("final_accuracy") is not None else "-")
     if summary.get("test_accuracy") is not None:
         _row(table, "test loss / accuracy", f"{_fmt_float(summary['test_loss'])} / {_fmt_float(summary['test_accuracy'], 3)}")
     rate = summary.get("examples_per_second")
