@@ -11,6 +11,7 @@ import shlex
 from typing import TYPE_CHECKING
 
 from rich import box
+from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
@@ -50,18 +51,38 @@ def strategy_line(group: GroupAdvice, renumbered: bool = True) -> str:
     return f"strategy = tf.distribute.MirroredStrategy(devices={devices!r}{ops})"
 
 
-def launch_line(group: GroupAdvice) -> str:
-    """``CUDA_DEVICE_ORDER=PCI_BUS_ID CUDA_VISIBLE_DEVICES=0,1 numactl ... python train.py``."""
+def launch_lines(group: GroupAdvice) -> list[str]:
+    """The command line(s) that start training on a group: one, or one per host."""
     if not group.same_host:
-        return "  ".join(
+        return [
             f"on {host}: CUDA_DEVICE_ORDER=PCI_BUS_ID CUDA_VISIBLE_DEVICES={local}"
             for host, local in (group.cuda_visible_devices_by_host or {}).items()
-        )
+        ]
     prefix = f"{group.numactl} " if group.numactl else ""
-    return (
+    return [
         f"CUDA_DEVICE_ORDER={group.cuda_device_order} CUDA_VISIBLE_DEVICES={group.cuda_visible_devices} "
         f"{prefix}python train.py"
-    )
+    ]
+
+
+def launch_line(group: GroupAdvice) -> str:
+    """``CUDA_DEVICE_ORDER=PCI_BUS_ID CUDA_VISIBLE_DEVICES=0,1 numactl ... python train.py``."""
+    return "  ".join(launch_lines(group))
+
+
+def placement(group: GroupAdvice) -> str:
+    """Where a group's GPUs sit, in words: one socket, several NUMA nodes, or several hosts."""
+    if not group.same_host:
+        hosts = group.hosts or sorted((group.cuda_visible_devices_by_host or {}).keys())
+        return f"spread over {len(hosts)} hosts ({', '.join(hosts)})"
+    if group.same_socket:
+        return "one CPU socket" + (f", NUMA node {group.numa_node}" if group.numa_node is not None else "")
+    return f"spread over {group.numa_domains} NUMA nodes / CPU sockets"
+
+
+def _paste(console: Console, line: str, style: str = "") -> None:
+    """A line meant for copying: the terminal may wrap it, rich must not break it with newlines."""
+    console.print(Text(line, style=style), soft_wrap=True)
 
 
 def render_recommendation(rec: Recommendation) -> None:
@@ -78,66 +99,67 @@ def render_recommendation(rec: Recommendation) -> None:
             f"   all-reduce ~{_gbps(best.allreduce_gbps)} GB/s of gradients" if best.allreduce_gbps else "",
         )
     )
-    place = "one CPU socket" if best.same_socket else "spread over NUMA nodes / sockets / hosts (SYS paths)"
-    if best.numa_node is not None:
-        place += f", NUMA node {best.numa_node}"
-    console.print(Text(f"  {place}. Why: {best.reason}."))
+    console.print(Text(f"  {placement(best)}. Why: {best.reason}."))
     if rec.interchangeable:
         console.print(Text("  Any group of this size is as good for all-reduce (every pair has the same bandwidth).", style="cyan"))
 
+    # Narrow enough for 80 columns: the ring order (long, and unreadable when rich folds it mid-number)
+    # is in the line under the table, and the cross-device op's name is never cut.
     table = Table(title="Ranked groups", box=box.SIMPLE_HEAD, title_justify="left", pad_edge=False)
     table.add_column("#", justify="right", no_wrap=True)
-    table.add_column("GPUs", no_wrap=True)
-    table.add_column("ring", overflow="fold")
-    table.add_column("slowest hop", no_wrap=True)
-    table.add_column("all-reduce GB/s", justify="right")
+    table.add_column("GPUs", overflow="fold")
+    table.add_column("slowest hop\nGB/s", no_wrap=True)
+    table.add_column("all-reduce\nGB/s", justify="right", no_wrap=True)
     table.add_column("CPU", no_wrap=True)
-    table.add_column("cross-device ops", overflow="fold")
+    table.add_column("cross-device ops", no_wrap=True)
     for group in rec.groups:
         if group.bottleneck_gbps is None:
             hop = "-"
         else:
             slowest = min(group.hops, key=lambda h: h.gbps)
             hop = f"{slowest.label} ~{_gbps(slowest.gbps)}"
+        where = "1 socket" if group.same_socket else ("hosts" if not group.same_host else "spread")
         table.add_row(
             str(group.rank),
             _gpu_list(group.gpus),
-            group.ring_text if group.bottleneck_gbps is not None else "-",
-            hop,
+            Text(hop),
             _gbps(group.allreduce_gbps),
-            "1 socket" if group.same_socket else "spread",
+            where,
             group.cross_device_ops or ("multi-worker NCCL" if group.strategy == "MultiWorkerMirroredStrategy" else "-"),
         )
     console.print(table)
     for group in rec.groups:
-        console.print(Text(f"  #{group.rank} {{{_gpu_list(group.gpus)}}}: {group.reason}", style="dim"))
+        ring = f" ring {group.ring_text}" if group.bottleneck_gbps is not None else ""
+        console.print(Text(f"  #{group.rank} {{{_gpu_list(group.gpus)}}}{ring}: {group.reason}", style="dim"))
 
     console.print(Text("Paste-ready (best group):", style="bold"))
-    console.print(Text(f"  {launch_line(best)}"))
+    for line in launch_lines(best):
+        _paste(console, f"  {line}")
     if best.same_host and len(best.gpus) > 1:
-        console.print(Text(f"  {strategy_line(best)}"))
-        console.print(
-            Text(
-                f"  # devices above go with CUDA_VISIBLE_DEVICES={best.cuda_visible_devices} (renumbered from /gpu:0);"
-                f" with every GPU visible and only CUDA_DEVICE_ORDER=PCI_BUS_ID: devices="
-                f"{best.mirrored_strategy_devices_all_visible!r}",
-                style="dim",
-            )
+        _paste(console, f"  {strategy_line(best)}")
+        _paste(
+            console,
+            f"  # devices above go with CUDA_VISIBLE_DEVICES={best.cuda_visible_devices} (renumbered from /gpu:0);"
+            f" with every GPU visible and only CUDA_DEVICE_ORDER=PCI_BUS_ID: devices="
+            f"{best.mirrored_strategy_devices_all_visible!r}",
+            style="dim",
         )
     elif not best.same_host:
-        console.print(Text(f"  {strategy_line(best)}"))
+        _paste(console, f"  {strategy_line(best)}")
     console.print(Text(f"  cross-device ops: {best.cross_device_ops or 'none'} — {best.cross_device_ops_reason}"))
 
     if rec.jobs_requested > 1:
         jobs = Table(title=f"{rec.jobs_requested} concurrent jobs (fair: the worst group as good as possible)",
                      box=box.SIMPLE_HEAD, title_justify="left")
-        jobs.add_column("job", justify="right")
-        jobs.add_column("GPUs")
+        jobs.add_column("job", justify="right", no_wrap=True)
+        jobs.add_column("GPUs", overflow="fold")
         jobs.add_column("ring, slowest hop")
-        jobs.add_column("launch")
         for group in rec.jobs:
-            jobs.add_row(str(group.rank), _gpu_list(group.gpus), ring_summary(group), launch_line(group))
+            jobs.add_row(str(group.rank), _gpu_list(group.gpus), Text(ring_summary(group)))
         console.print(jobs)
+        for group in rec.jobs:
+            for line in launch_lines(group):
+                _paste(console, f"  job {group.rank}: {line}")
         if not rec.jobs_proven_optimal:
             console.print(Text("  The job split was found greedily and is not proven the fairest.", style="yellow"))
 

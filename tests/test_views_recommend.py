@@ -1,0 +1,53 @@
+"""The `recommend` screen as a person sees it at 80 columns: paste-ready lines stay whole, nothing
+is cut, and the words about placement are right."""
+
+from __future__ import annotations
+
+import pytest
+
+from gputopo.analysis.recommend import recommend
+from gputopo.sources.reference import load_reference
+from gputopo.views.recommend import placement, render_recommendation
+
+
+def _render(monkeypatch, capsys, machine: str, gpus: int, jobs: int = 1, width: int = 80) -> str:
+    monkeypatch.setenv("COLUMNS", str(width))
+    render_recommendation(recommend(load_reference(machine), gpus, jobs=jobs))
+    return capsys.readouterr().out
+
+
+def test_paste_ready_lines_are_not_broken_by_newlines(monkeypatch, capsys):
+    """Copying a wrapped command from the terminal must give the command, not two halves."""
+    text = _render(monkeypatch, capsys, "dgx1", 4, jobs=2)
+    lines = text.splitlines()
+    assert "  CUDA_DEVICE_ORDER=PCI_BUS_ID CUDA_VISIBLE_DEVICES=0,1,2,3 numactl --cpunodebind=0 --membind=0 python train.py" in lines
+    assert any(
+        line.startswith("  strategy = tf.distribute.MirroredStrategy(") and line.endswith("NcclAllReduce())")
+        for line in lines
+    )
+    assert "  job 2: CUDA_DEVICE_ORDER=PCI_BUS_ID CUDA_VISIBLE_DEVICES=4,5,6,7 numactl --cpunodebind=1 --membind=1 python train.py" in lines
+
+
+def test_multi_host_group_gets_one_launch_line_per_host(monkeypatch, capsys):
+    lines = _render(monkeypatch, capsys, "gb200-nvl72", 8).splitlines()
+    assert "  on tray00: CUDA_DEVICE_ORDER=PCI_BUS_ID CUDA_VISIBLE_DEVICES=0,1,2,3" in lines
+    assert "  on tray01: CUDA_DEVICE_ORDER=PCI_BUS_ID CUDA_VISIBLE_DEVICES=0,1,2,3" in lines
+
+
+@pytest.mark.parametrize(("machine", "gpus"), [("dgx1", 4), ("gb200-nvl72", 8), ("gb200-nvl72", 16), ("pcie-8gpu", 3)])
+def test_ranked_table_cuts_nothing_at_80_columns(monkeypatch, capsys, machine, gpus):
+    text = _render(monkeypatch, capsys, machine, gpus)
+    assert "…" not in text
+    assert "all-reduce" in text
+    if machine == "dgx1":
+        assert "HierarchicalCopyAllReduce" in text  # an op name folded in two cannot be pasted
+
+
+def test_placement_words():
+    dgx1 = recommend(load_reference("dgx1"), 4)
+    assert placement(dgx1.groups[0]) == "one CPU socket, NUMA node 0"
+    spread = next(g for g in dgx1.groups if not g.same_socket)
+    # NVLinked across sockets: not "SYS paths", the GPU traffic does not cross the socket link.
+    assert placement(spread) == "spread over 2 NUMA nodes / CPU sockets"
+    nvl72 = recommend(load_reference("gb200-nvl72"), 8)
+    assert placement(nvl72.groups[0]) == "spread over 2 hosts (tray00, tray01)"
