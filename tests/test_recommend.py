@@ -86,6 +86,21 @@ def test_a_tf_log_without_peer_lines_says_it_cannot_tell_groups_apart():
     assert not any("NVSwitch" in note for note in rec.notes)
 
 
+def test_tf_log_in_fastest_first_order_launches_the_pair_by_pci_bus_order():
+    """TF's GPU:0 is 0000:82 and GPU:1 is 0000:02 in this log: the peering pair TF calls 0,2 is
+    nvidia-smi's 1,2, which CUDA_DEVICE_ORDER=PCI_BUS_ID CUDA_VISIBLE_DEVICES must name."""
+    topo = load_topology(tf_log=str(REPO / "tests" / "fixtures" / "tf_logs" / "tf15_edge_matrix_visible_order_differs.log"))
+    best = recommend(topo, 2).best
+    assert best.gpus == [0, 2]  # TensorFlow's ordinals, as its log and findings say
+    assert best.env == {"CUDA_DEVICE_ORDER": "PCI_BUS_ID", "CUDA_VISIBLE_DEVICES": "1,2"}
+    assert best.mirrored_strategy_devices == ["/gpu:0", "/gpu:1"]
+    assert best.mirrored_strategy_devices_all_visible == ["/gpu:1", "/gpu:2"]
+    assert any("PCI bus order" in note and "GPU:0 is 1" in note for note in recommend(topo, 2).notes)
+    # A log in PCI bus order keeps its numbers.
+    pci_ordered = recommend(load_topology(tf_log=str(TF0_LOG)), 2).best
+    assert pci_ordered.cuda_visible_devices == ",".join(map(str, pci_ordered.gpus))
+
+
 def test_power9_pairs_pick_an_nvlink_pair_on_one_numa_node():
     topo = load_topology(from_file=str(POWER9_TEXT))
     best = recommend(topo, 2).best

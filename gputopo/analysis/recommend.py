@@ -950,9 +950,11 @@ def _advice(problem: _Problem, members: tuple[int, ...], key: GroupKey) -> Group
     elif group.same_host and len(affinities) == 1 and None not in affinities:
         group.numactl = f"numactl --physcpubind={next(iter(affinities))}"
     if group.same_host:
-        group.cuda_visible_devices = ",".join(str(g) for g in gpus)
+        pci_numbers = _pci_order_numbers(topology)
+        numbers = sorted(pci_numbers.get(g, g) for g in gpus)
+        group.cuda_visible_devices = ",".join(str(n) for n in numbers)
         group.mirrored_strategy_devices = [f"/gpu:{i}" for i in range(k)]
-        group.mirrored_strategy_devices_all_visible = [f"/gpu:{g}" for g in gpus]
+        group.mirrored_strategy_devices_all_visible = [f"/gpu:{n}" for n in numbers]
     else:
         by_host: dict[str, list[int]] = {}
         for gpu in gpu_objs:
@@ -964,6 +966,21 @@ def _advice(problem: _Problem, members: tuple[int, ...], key: GroupKey) -> Group
         group.mirrored_strategy_devices_all_visible = []
     _choose_cross_device_ops(problem, group)
     return group
+
+
+def _pci_order_numbers(topology: Topology) -> dict[int, int]:
+    """``{GPU index: its number under CUDA_DEVICE_ORDER=PCI_BUS_ID}`` where the two differ.
+
+    Only a TF log alone numbers GPUs otherwise (TensorFlow's ordinals, FASTEST_FIRST by default);
+    where the log gives every GPU's PCI bus id, the launch lines must use PCI bus order instead.
+    """
+    if topology.source != "tf-log":
+        return {}
+    bus_ids = [normalize_pci_bus_id(g.pci_bus_id) for g in topology.gpus]
+    if None in bus_ids or len(set(bus_ids)) != len(bus_ids):
+        return {}
+    by_bus = sorted(zip(bus_ids, topology.gpu_indices))
+    return {index: number for number, (_, index) in enumerate(by_bus)}
 
 
 def hop_label(link: Link) -> str:
@@ -1124,10 +1141,20 @@ def _notes(topology: Topology, problem: _Problem, k: int) -> list[str]:
             "the pick only keeps them close to one CPU."
         )
     if topology.source == "tf-log":
-        notes.append(
-            "GPU numbers are TensorFlow's ordinals from the log; they match nvidia-smi's numbers only when "
-            "the log was written with CUDA_DEVICE_ORDER=PCI_BUS_ID."
-        )
+        pci_numbers = _pci_order_numbers(topology)
+        if pci_numbers:
+            moved = [f"GPU:{i} is {n}" for i, n in sorted(pci_numbers.items()) if i != n]
+            notes.append(
+                "GPU numbers are TensorFlow's ordinals from the log; CUDA_VISIBLE_DEVICES (with "
+                "CUDA_DEVICE_ORDER=PCI_BUS_ID) lists them in PCI bus order, from the log's bus ids"
+                + (f" ({', '.join(moved)} there)" if moved else "")
+                + ", which is nvidia-smi's numbering when the log shows every GPU of the machine."
+            )
+        else:
+            notes.append(
+                "GPU numbers are TensorFlow's ordinals from the log; they match nvidia-smi's numbers only when "
+                "the log was written with CUDA_DEVICE_ORDER=PCI_BUS_ID."
+            )
     if topology.is_reference:
         notes.append("This is a reference machine from public facts, not this host.")
     if problem.tf_peer_pairs:
