@@ -101,6 +101,14 @@ def test_tf_log_in_fastest_first_order_launches_the_pair_by_pci_bus_order():
     assert pci_ordered.cuda_visible_devices == ",".join(map(str, pci_ordered.gpus))
 
 
+def test_pairs_a_tf_log_says_nothing_about_are_not_called_non_peering():
+    topo = load_topology(tf_log=str(SHARED_FIXTURES / "tf_logs" / "tf2_created_device_4gpu_3090.log"))
+    best = recommend(topo, 2).best
+    assert best.cross_device_ops == "NcclAllReduce"
+    assert "cannot peer" not in best.cross_device_ops_reason.split(";")[0]
+    assert "does not say whether pairs 0-1 can peer" in best.cross_device_ops_reason
+
+
 def test_power9_pairs_pick_an_nvlink_pair_on_one_numa_node():
     topo = load_topology(from_file=str(POWER9_TEXT))
     best = recommend(topo, 2).best

@@ -998,15 +998,22 @@ def _crosses_sockets(link: Link) -> bool:
     return link.type == "UNKNOWN" and link.can_peer is False
 
 
-def _peers(link: Link) -> bool:
+def _peers(link: Link) -> bool | None:
     """Whether two GPUs can copy directly (P2P): the capability bits where known, else a guess
-    from the path (NVLink yes; PCIe within a socket yes; across sockets no, as on Intel QPI/UPI)."""
+    from the path (NVLink yes; PCIe within a socket yes; across sockets no, as on Intel QPI/UPI);
+    ``None`` where neither is known (a TF log that says nothing about the pair)."""
     state = link.can_peer
     if state is not None:
         return state
     if link.is_nvlink:
         return True
+    if link.type == "UNKNOWN":
+        return None
     return link.type in ("PIX", "PXB", "PHB", "NODE")
+
+
+def _pairs_text(pairs: list[tuple[int, int]]) -> str:
+    return ", ".join(f"{a}-{b}" for a, b in pairs[:4]) + (" ..." if len(pairs) > 4 else "")
 
 
 def _choose_cross_device_ops(problem: _Problem, group: GroupAdvice) -> None:
@@ -1045,7 +1052,18 @@ def _choose_cross_device_ops(problem: _Problem, group: GroupAdvice) -> None:
         )
         return
     links = problem.links
-    not_peering = [(a, b) for a, b in itertools.combinations(gpus, 2) if not _peers(links[(a, b)])]
+    pairs = list(itertools.combinations(gpus, 2))
+    not_peering = [(a, b) for a, b in pairs if _peers(links[(a, b)]) is False]
+    unknown = [(a, b) for a, b in pairs if _peers(links[(a, b)]) is None]
+    if unknown and not not_peering:
+        group.cross_device_ops = "NcclAllReduce"
+        group.cross_device_ops_code = "tf.distribute.NcclAllReduce()"
+        group.cross_device_ops_reason = (
+            f"the source does not say whether pairs {_pairs_text(unknown)} can peer; NcclAllReduce (TF's default "
+            "on GPUs) suits either way: NCCL's rings run GPU to GPU where they can and stage hops through host "
+            "memory where they cannot"
+        )
+        return
     if not not_peering:
         group.cross_device_ops = "NcclAllReduce"
         group.cross_device_ops_code = "tf.distribute.NcclAllReduce()"
@@ -1054,12 +1072,12 @@ def _choose_cross_device_ops(problem: _Problem, group: GroupAdvice) -> None:
             f"every pair can copy directly ({kind}), so NCCL's rings run GPU to GPU; it is TF's default on GPUs"
         )
         return
-    pairs_text = ", ".join(f"{a}-{b}" for a, b in not_peering[:4]) + (" ..." if len(not_peering) > 4 else "")
+    pairs_text = _pairs_text(not_peering)
     if k % 2 == 0 and k >= 4:
         half = k // 2
         first, second = gpus[:half], gpus[half:]
-        halves_peer = all(_peers(links[(a, b)]) for part in (first, second) for a, b in itertools.combinations(part, 2))
-        cross_peer = all(_peers(links[(first[j], second[j])]) for j in range(half))
+        halves_peer = all(_peers(links[(a, b)]) is True for part in (first, second) for a, b in itertools.combinations(part, 2))
+        cross_peer = all(_peers(links[(first[j], second[j])]) is True for j in range(half))
         if halves_peer and cross_peer:
             group.cross_device_ops = "HierarchicalCopyAllReduce"
             group.cross_device_ops_code = "tf.distribute.HierarchicalCopyAllReduce()"
