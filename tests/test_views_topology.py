@@ -96,3 +96,15 @@ def test_zero_and_one_gpu(gpus):
     text = render(Topology(gpus=[Gpu(i) for i in range(gpus)]))
     assert ("No GPUs." in text) == (gpus == 0)
     assert "No findings." in text
+
+
+def test_wrapped_findings_stay_indented_under_their_severity():
+    from gputopo.sources import load_topology
+
+    text = render(load_topology(machine="two-socket-4gpu"), 80)
+    lines = text.split("Findings", 1)[1].splitlines()
+    start = next(k for k, line in enumerate(lines) if line.startswith("│ WARNING GPUs 0,1 and 2,3"))
+    body = lines[start + 1 : start + 4]  # the message's continuation and its fix
+    for line in body:
+        assert line.startswith("│         ") and line[10] != " ", line
+    assert any("fix: train on GPUs within one group" in line for line in body)

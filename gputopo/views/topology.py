@@ -344,16 +344,17 @@ def p2p_matrices(topo: Topology, width: int | None = None) -> Group | None:
 def findings_panel(topo: Topology) -> Panel:
     if not topo.diagnostics:
         return Panel(Text("No findings.", style="green"), title="Findings", title_align="left")
-    lines: list[Text] = []
+    # A grid, so that wrapped messages and fixes stay indented under their severity word.
+    grid = Table.grid(padding=(0, 1))
+    grid.add_column(no_wrap=True, min_width=7)
+    grid.add_column()
     order = {"error": 0, "warning": 1, "info": 2}
     for f in sorted(topo.diagnostics, key=lambda f: order.get(f.severity, 3)):
-        line = Text()
-        line.append(f"{f.severity.upper():<8}", style=SEVERITY_STYLE.get(f.severity, ""))
-        line.append(f.message)
+        message = Text(f.message)
         if f.fix:
-            line.append(f"\n        fix: {f.fix}", style="dim")
-        lines.append(line)
-    return Panel(Group(*lines), title="Findings", title_align="left")
+            message.append(f"\nfix: {f.fix}", style="dim")
+        grid.add_row(Text(f.severity.upper(), style=SEVERITY_STYLE.get(f.severity, "")), message)
+    return Panel(grid, title="Findings", title_align="left")
 
 
 def render_topology(topology: Topology, console: Console | None = None) -> None:
