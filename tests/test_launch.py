@@ -299,3 +299,64 @@ def test_gpus_of_several_hosts_are_refused_and_one_host_gets_its_own_numbers():
     assert second_host.gpus == [5, 4] and second_host.env["CUDA_VISIBLE_DEVICES"] == "1,0"
     one_host = build_plan(TrainConfig(), gpus=4, machine="gb200-nvl72", numactl_path=None)
     assert one_host.env["CUDA_VISIBLE_DEVICES"] == ",".join(str(g % 4) for g in one_host.gpus)
+
+
+_CHILD_UNTIL_SIGNALLED = """
+import pathlib, signal, sys, time
+from gputopo.tf.distributed import stop_with_parent
+def stop(signum, frame):
+    pathlib.Path(sys.argv[1]).write_text(signal.Signals(signum).name)
+    sys.exit(130)
+signal.signal(signal.SIGINT, stop)
+signal.signal(signal.SIGTERM, stop)
+stop_with_parent()
+time.sleep(60)
+"""
+
+_PARENT = """
+import sys
+from pathlib import Path
+from gputopo.tf.distributed import run_processes, start_child
+tmp = Path(sys.argv[1])
+child = start_child("training process", [sys.executable, "-c", sys.argv[2], str(tmp / "stopped-by")], {}, tmp / "r.json")
+print(child.process.pid, flush=True)
+run_processes([child], None)
+"""
+
+
+def _stopped_child(tmp_path: Path, parent_signal: int) -> tuple[int, str]:
+    """Start a parent that runs one child, signal the parent; return the parent's status and what
+    stopped the child (the child must not outlive its parent)."""
+    import os
+    import subprocess
+    import time
+
+    parent = subprocess.Popen([sys.executable, "-c", _PARENT, str(tmp_path), _CHILD_UNTIL_SIGNALLED],
+                              stdout=subprocess.PIPE, text=True)
+    try:
+        child_pid = int(parent.stdout.readline())
+        time.sleep(0.5)  # the child has installed its handlers
+        parent.send_signal(parent_signal)
+        parent.wait(timeout=20)
+        deadline = time.monotonic() + 10
+        while Path(f"/proc/{child_pid}").exists() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        alive = Path(f"/proc/{child_pid}").exists()
+        if alive:
+            os.kill(child_pid, signal.SIGKILL)
+        assert not alive, "the training child outlived its parent"
+    finally:
+        parent.kill()
+        parent.wait()
+    return parent.returncode, (tmp_path / "stopped-by").read_text()
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="/proc and PR_SET_PDEATHSIG are Linux's")
+def test_a_terminated_or_killed_parent_leaves_no_training_child_behind(tmp_path: Path):
+    # SIGTERM (kill) or SIGHUP (terminal closed) to gputopo: forwarded as Ctrl-C, the child saves and stops.
+    for parent_signal in (signal.SIGTERM, signal.SIGHUP):
+        (tmp_path / "stopped-by").unlink(missing_ok=True)
+        assert _stopped_child(tmp_path, parent_signal) == (0, "SIGINT")
+    # SIGKILL cannot be caught: the child is told by the kernel (SIGTERM) that its parent died.
+    (tmp_path / "stopped-by").unlink(missing_ok=True)
+    assert _stopped_child(tmp_path, signal.SIGKILL) == (-signal.SIGKILL, "SIGTERM")

@@ -18,6 +18,8 @@ import json
 import os
 import signal
 import subprocess
+import sys
+import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -256,6 +258,54 @@ def _kill_after_grace(children: Sequence[ChildProcess]) -> None:
         child.process.wait()
 
 
+class _StopSignalsAsInterrupt:
+    """While active, SIGTERM and SIGHUP (``kill``, a closed terminal) reach the parent as Ctrl-C does.
+
+    Their default action ends the parent at once, leaving its training children running with no
+    one to read their results; as a KeyboardInterrupt they are forwarded like Ctrl-C instead.
+    """
+
+    SIGNALS = (signal.SIGTERM, signal.SIGHUP)
+
+    def __enter__(self) -> _StopSignalsAsInterrupt:
+        self._previous: dict[int, Any] = {}
+        if threading.current_thread() is threading.main_thread():
+            for sig in self.SIGNALS:
+                self._previous[sig] = signal.signal(sig, self._raise)
+        return self
+
+    def __exit__(self, *exc_info: Any) -> None:
+        for sig, handler in self._previous.items():
+            signal.signal(sig, handler)
+
+    @staticmethod
+    def _raise(signum: int, frame: Any) -> None:
+        raise KeyboardInterrupt
+
+
+def stop_with_parent() -> None:
+    """In a training child: get SIGTERM (save, exit 130) when the parent ``gputopo train`` dies.
+
+    Even a parent killed with SIGKILL then leaves no orphan training on (Linux ``PR_SET_PDEATHSIG``;
+    elsewhere nothing is done).
+    """
+    if not sys.platform.startswith("linux"):
+        return
+    import ctypes
+
+    parent = os.getppid()
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(_PR_SET_PDEATHSIG, int(signal.SIGTERM), 0, 0, 0)
+    except (OSError, AttributeError):
+        return
+    if os.getppid() != parent or parent == 1:  # the parent was gone before the request took effect
+        os.kill(os.getpid(), signal.SIGTERM)
+
+
+_PR_SET_PDEATHSIG = 1
+
+
 def run_processes(
     children: Sequence[ChildProcess],
     checkpoint_dir: str | None,
@@ -265,10 +315,21 @@ def run_processes(
     """Wait for every child; return their results, or raise one clear error for the first failure.
 
     Ctrl-C is forwarded (each child saves a checkpoint and exits 130); a second Ctrl-C kills them.
+    SIGTERM and SIGHUP to the parent are forwarded the same way (see ``_StopSignalsAsInterrupt``).
     When one child fails, the others are stopped: a synchronous cluster cannot go on without it.
     With ``startup_timeout_s``, children that have not finished their first step by then are
     stopped, and the error names those of ``peers`` (host:port) that do not answer.
     """
+    with _StopSignalsAsInterrupt():
+        return _wait_for(children, checkpoint_dir, startup_timeout_s, peers)
+
+
+def _wait_for(
+    children: Sequence[ChildProcess],
+    checkpoint_dir: str | None,
+    startup_timeout_s: float | None,
+    peers: Sequence[str],
+) -> list[dict[str, Any]]:
     interrupts = 0
     failed: ChildProcess | None = None
     deadline_s = time.monotonic() + startup_timeout_s if startup_timeout_s else None

@@ -517,6 +517,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     config = TrainConfig.from_argv(sys.argv[1:] if argv is None else argv)
     stop = StopRequest()
     stop.install()
+    if config.result_file:  # started by `gputopo train`: stop (and save) if it dies
+        from gputopo.tf.distributed import stop_with_parent
+
+        stop_with_parent()
     try:
         summary = train(config, stop)
     except GputopoError as exc:
