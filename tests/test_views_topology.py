@@ -108,3 +108,15 @@ def test_wrapped_findings_stay_indented_under_their_severity():
     for line in body:
         assert line.startswith("│         ") and line[10] != " ", line
     assert any("fix: train on GPUs within one group" in line for line in body)
+
+
+def test_header_names_the_file_once():
+    from conftest import TOPO_FIXTURES
+    from gputopo.sources import load_topology
+
+    path = str(TOPO_FIXTURES[0])
+    text = render(load_topology(from_file=path), 200)
+    header = text.split("GPUs", 1)[0]
+    assert header.count(path) == 1
+    assert "source: nvidia-smi" in header
+    assert "source: reference (dgx1)" in render(load_reference("dgx1"), 120)

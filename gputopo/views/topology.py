@@ -82,7 +82,9 @@ def _pcie(gen: int | None, width: int | None) -> str:
 
 def _header(topo: Topology) -> Panel:
     lines = [Text(topo.label or f"{len(topo.gpus)} GPUs", style="bold")]
-    facts = [f"source: {topo.source}" + (f" ({topo.source_detail})" if topo.source_detail else "")]
+    # The file path is often in the label already ("... text from PATH"): say it once.
+    detail = topo.source_detail if topo.source_detail and topo.source_detail not in (topo.label or "") else None
+    facts = [f"source: {topo.source}" + (f" ({detail})" if detail else "")]
     if topo.host:
         facts.append(f"host: {topo.host}")
     if topo.driver_version:
