@@ -108,3 +108,16 @@ def test_allreduce_table_keeps_op_names_whole_at_80_columns(capsys, monkeypatch)
     text = capsys.readouterr().out
     assert "HierarchicalCopyAllReduce" in text and "…" not in text
     assert max(len(line) for line in text.splitlines()) <= 80
+
+
+@pytest.mark.parametrize("count", [4, 8, 16])
+def test_matrices_fit_80_columns_without_cutting_figures(capsys, monkeypatch, count):
+    """16 GPUs (DGX-2) at 80 columns: the matrices split into blocks of columns; no '…' anywhere."""
+    monkeypatch.setenv("COLUMNS", "80")
+    pairs = {(a, b): 123.4 for a in range(count) for b in range(count) if a != b}
+    view.render_bench(make_result("GPU", pairs, via=pairs), load_reference("dgx2"))
+    text = capsys.readouterr().out
+    assert "…" not in text
+    assert max(len(line) for line in text.splitlines()) <= 80
+    assert text.count("123.4") == 2 * len(pairs)  # direct and via host, every pair shown
+    assert ("to 8..15" in text) == (count == 16)

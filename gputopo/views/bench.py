@@ -121,29 +121,50 @@ def _matrix(
     value: Callable[[int, int], float | None],
     digits: int,
     style: Callable[[int, int, float], str | None] = lambda a, b, v: None,
+    width: int | None = None,
 ) -> Any:
+    """The matrix as one table, or as a Group of tables over blocks of destination columns when it
+    is wider than ``width`` (rich would otherwise cut every figure to '…')."""
+    from rich.console import Group
     from rich.table import Table
+    from rich.text import Text
 
-    table = Table(title=title, title_justify="left")
-    table.add_column("from \\ to", justify="right", style="bold")
-    for index in result.indices:
-        table.add_column(str(index), justify="right")
+    rows: list[tuple[int, list[Text]]] = []
     for a in result.indices:
-        cells = []
+        cells: list[Text] = []
         for b in result.indices:
             if a == b:
-                cells.append("[dim]-[/dim]")
+                cells.append(Text("-", style="dim"))
                 continue
             pair = result.pairs.get((a, b))
             figure = value(a, b)
             if figure is None:
-                cells.append("[red]failed[/red]" if pair and pair.errors else "[dim]·[/dim]")
+                cells.append(Text("failed", style="red") if pair and pair.errors else Text("·", style="dim"))
                 continue
-            text = f"{figure:.{digits}f}"
-            colour = style(a, b, figure)
-            cells.append(f"[{colour}]{text}[/{colour}]" if colour else text)
-        table.add_row(str(a), *cells)
-    return table
+            cells.append(Text(f"{figure:.{digits}f}", style=style(a, b, figure) or ""))
+        rows.append((a, cells))
+    headers = [str(index) for index in result.indices]
+    cell_width = max([len(h) for h in headers] + [len(c.plain) for _, cells in rows for c in cells] + [1])
+    label = "from \\ to"
+    blocks = [list(range(len(headers)))]
+    if width is not None:
+        # Each column takes its text, one space either side and a border; the label column the same.
+        per_block = max(1, (width - (len(label) + 4)) // (cell_width + 3))
+        if per_block < len(headers):
+            count = -(-len(headers) // per_block)
+            size = -(-len(headers) // count)
+            blocks = [list(range(k, min(k + size, len(headers)))) for k in range(0, len(headers), size)]
+    tables = []
+    for block in blocks:
+        part = title if len(blocks) == 1 else f"{title}, to {headers[block[0]]}..{headers[block[-1]]}"
+        table = Table(title=part, title_justify="left")
+        table.add_column(label, justify="right", style="bold", no_wrap=True)
+        for k in block:
+            table.add_column(headers[k], justify="right", no_wrap=True)
+        for a, cells in rows:
+            table.add_row(str(a), *(cells[k] for k in block))
+        tables.append(table)
+    return tables[0] if len(tables) == 1 else Group(*tables)
 
 
 def _head_stat(result: BenchResult, a: int, b: int, name: str) -> float | None:
@@ -185,10 +206,14 @@ def render_bench(result: BenchResult, topology: Topology | None) -> None:
         exp = expected.get((a, b))
         return _STYLE[rate(v, 2 * exp.gbps)] if exp else None
 
-    uni = _matrix(result, "Unidirectional copy GB/s", lambda a, b: _head_stat(result, a, b, "uni_gbps"), 1, uni_style)
+    width = console.width
+    uni = _matrix(
+        result, "Unidirectional copy GB/s", lambda a, b: _head_stat(result, a, b, "uni_gbps"), 1, uni_style, width
+    )
     if result.via_host:
         via = _matrix(
-            result, "Through host memory GB/s", lambda a, b: _head_stat(result, a, b, "via_host_gbps"), 1
+            result, "Through host memory GB/s", lambda a, b: _head_stat(result, a, b, "via_host_gbps"), 1,
+            width=width,
         )
         console.print(Columns([uni, via]))
     else:
@@ -200,6 +225,7 @@ def render_bench(result: BenchResult, topology: Topology | None) -> None:
             lambda a, b: _head_stat(result, a, b, "bidir_gbps"),
             1,
             bidir_style,
+            width,
         )
     )
 
@@ -207,7 +233,7 @@ def render_bench(result: BenchResult, topology: Topology | None) -> None:
         pair = result.pairs.get((a, b))
         return pair.latency_us.median if pair and pair.latency_us else None
 
-    console.print(_matrix(result, f"Latency us ({result.latency_size_bytes}-byte copy)", latency, 1))
+    console.print(_matrix(result, f"Latency us ({result.latency_size_bytes}-byte copy)", latency, 1, width=width))
 
     if len(result.sizes_bytes) > 1:
         sweep = Table(title="Size sweep: unidirectional GB/s over all pairs", title_justify="left")
