@@ -22,7 +22,11 @@ with ``ok`` for success; ``None`` means "not known" (the source did not say).
 from __future__ import annotations
 
 import dataclasses
+import functools
+import json
 import re
+import types
+import typing
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Iterator
 
@@ -382,8 +386,45 @@ def _build(cls: type, data: dict[str, Any]) -> Any:
                 value = [_build(nested, item) for item in value]
             else:
                 value = _build(nested, value)
+        hint = _field_types(cls)[f.name]
+        if not _matches(value, hint):
+            raise TypeError(f"{cls.__name__}.{f.name} must be {_type_text(hint)}, got {json.dumps(value)[:60]}")
         kwargs[f.name] = value
     return cls(**kwargs)
+
+
+@functools.lru_cache(maxsize=None)
+def _field_types(cls: type) -> dict[str, Any]:
+    return typing.get_type_hints(cls)
+
+
+def _matches(value: Any, hint: Any) -> bool:
+    """Whether a JSON value (nested objects already built) fits a field's annotation."""
+    origin = typing.get_origin(hint)
+    if origin in (typing.Union, types.UnionType):
+        return any(_matches(value, arg) for arg in typing.get_args(hint))
+    if hint is type(None):
+        return value is None
+    if origin is list:
+        (item,) = typing.get_args(hint)
+        return isinstance(value, list) and all(_matches(v, item) for v in value)
+    if hint is float:
+        return isinstance(value, (int, float)) and not isinstance(value, bool)
+    if hint is int:
+        return isinstance(value, int) and not isinstance(value, bool)
+    if isinstance(hint, type):
+        return isinstance(value, hint)
+    return True
+
+
+def _type_text(hint: Any) -> str:
+    if typing.get_origin(hint) in (typing.Union, types.UnionType):
+        return " or ".join(_type_text(arg) for arg in typing.get_args(hint))
+    if hint is type(None):
+        return "null"
+    if typing.get_origin(hint) is list:
+        return f"a list of {_type_text(typing.get_args(hint)[0])}"
+    return {int: "an integer", float: "a number", str: "a string", bool: "true or false"}.get(hint, getattr(hint, "__name__", str(hint)))
 
 
 _NESTED.update(

@@ -40,6 +40,29 @@ def test_from_dict_rejects_wrong_schema_and_shapes():
         Topology.from_dict(bad)
 
 
+@pytest.mark.parametrize(
+    ("where", "value", "message"),
+    [
+        (("gpus", 0, "index"), "a", r"Gpu.index must be an integer, got \"a\""),
+        (("gpus", 0, "numa_node"), True, r"Gpu.numa_node must be an integer or null"),
+        (("links", 0, "nvlink_count"), "x", r"Link.nvlink_count must be an integer"),
+        (("links", 0, "a"), 0.5, r"Link.a must be an integer"),
+        (("gpus",), None, r"Topology.gpus must be a list of Gpu, got null"),
+        (("diagnostics",), [{"severity": 3, "code": "c", "message": "m"}], r"Finding.severity must be a string"),
+        (("diagnostics",), [{"severity": "info", "code": "c", "message": "m", "gpus": ["0"]}], r"Finding.gpus"),
+    ],
+)
+def test_from_dict_rejects_wrong_field_types(where, value, message):
+    """A hand-edited snapshot with a wrong type is one ValueError (one error line), not a crash later."""
+    data = load_reference("two-socket-4gpu").to_dict()
+    target = data
+    for key in where[:-1]:
+        target = target[key]
+    target[where[-1]] = value
+    with pytest.raises(ValueError, match=message):
+        Topology.from_dict(data)
+
+
 def test_link_lookup_is_symmetric_and_make_link_orders_ends():
     link = make_link(3, 1, "NV2")
     assert (link.a, link.b, link.nvlink_count) == (1, 3, 2)
