@@ -5,18 +5,72 @@ Only ``bench-p2p`` and ``train`` reach this module; nothing here runs at import 
 
 from __future__ import annotations
 
+import contextlib
 import os
+import re
+import sys
+import tempfile
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Iterator
 
 from gputopo.errors import InputError, TensorFlowUnavailable
 
 
+# What absl prints before it is initialised, whatever TF_CPP_MIN_LOG_LEVEL says: this notice, and
+# messages such as TensorFlow's "oneDNN custom operations are on" (INFO), all during the import.
+ABSL_PREAMBLE = "WARNING: All log messages before absl::InitializeLog() is called are written to STDERR"
+_ABSL_LINE_RE = re.compile(r"^([IWEF])\d{4} \d\d:\d\d:\d+\.\d+\s+\d+ [^\]\s]+:\d+\] ")
+_QUIET_LEVEL = 2  # TF_CPP_MIN_LOG_LEVEL set for the user: errors only
+
+
+def filter_startup_log(text: str, min_level: int) -> str:
+    """``text`` without the absl lines below ``min_level`` (TF_CPP_MIN_LOG_LEVEL: 1 hides INFO,
+    2 also WARNING, 3 also ERROR) and, from level 1, without absl's pre-initialisation notice.
+    Everything else (errors, Python warnings, any other output) is kept as it is."""
+    hidden = "IWE"[: max(0, min(min_level, 3))]
+    kept = []
+    for line in text.splitlines(keepends=True):
+        if min_level >= 1 and line.rstrip("\r\n") == ABSL_PREAMBLE:
+            continue
+        match = _ABSL_LINE_RE.match(line)
+        if match and match.group(1) in hidden:
+            continue
+        kept.append(line)
+    return "".join(kept)
+
+
+@contextlib.contextmanager
+def startup_log_filtered(min_level: int) -> Iterator[None]:
+    """Hold back what is written to file descriptor 2 (C++ included) meanwhile, then pass it on
+    through ``filter_startup_log``."""
+    sys.stderr.flush()
+    with tempfile.TemporaryFile() as capture:
+        saved_fd = os.dup(2)
+        os.dup2(capture.fileno(), 2)
+        try:
+            yield
+        finally:
+            sys.stderr.flush()
+            os.dup2(saved_fd, 2)
+            os.close(saved_fd)
+            capture.seek(0)
+            kept = filter_startup_log(capture.read().decode("utf-8", errors="replace"), min_level).encode()
+            while kept:
+                kept = kept[os.write(2, kept) :]
+
+
 def import_tensorflow() -> Any:
-    """Import TensorFlow (seconds), quietening its C++ start-up chatter unless the user set a level."""
-    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    """Import TensorFlow (seconds), quietening its C++ start-up chatter unless the user set a level.
+
+    With no ``TF_CPP_MIN_LOG_LEVEL`` from the user it is set to 2 (errors only), and the INFO and
+    WARNING lines absl prints during the import regardless of it are held back too; TensorFlow's
+    errors still show. ``TF_CPP_MIN_LOG_LEVEL=0`` shows everything.
+    """
+    quiet = "TF_CPP_MIN_LOG_LEVEL" not in os.environ and "tensorflow" not in sys.modules
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", str(_QUIET_LEVEL))
     try:
-        import tensorflow as tf
+        with startup_log_filtered(_QUIET_LEVEL) if quiet else contextlib.nullcontext():
+            import tensorflow as tf
     except ImportError as exc:
         raise TensorFlowUnavailable(
             f"this command needs TensorFlow ({exc}); install it with `pip install 'gputopo[tf]'`"
