@@ -51,3 +51,16 @@ def test_placement_words():
     assert placement(spread) == "spread over 2 NUMA nodes / CPU sockets"
     nvl72 = recommend(load_reference("gb200-nvl72"), 8)
     assert placement(nvl72.groups[0]) == "spread over 2 hosts (tray00, tray01)"
+
+
+def test_one_host_jobs_in_a_multi_host_topology_name_their_host(monkeypatch, capsys):
+    from gputopo.views.recommend import format_env
+
+    lines = _render(monkeypatch, capsys, "gb200-nvl72", 4, jobs=3).splitlines()
+    assert any(line.startswith("  job 2: on tray01: CUDA_DEVICE_ORDER=PCI_BUS_ID") for line in lines)
+    env = format_env(recommend(load_reference("gb200-nvl72"), 4, jobs=3)).splitlines()
+    assert env[env.index("# job 2 runs on tray01") + 1].startswith("export CUDA_VISIBLE_DEVICES_JOB2=")
+    # One host only: no host names anywhere.
+    single = _render(monkeypatch, capsys, "dgx1", 4, jobs=2)
+    assert ": on " not in single and "  on " not in single
+    assert "runs on" not in format_env(recommend(load_reference("dgx1"), 4, jobs=2))

@@ -59,8 +59,10 @@ def launch_lines(group: GroupAdvice) -> list[str]:
             for host, local in (group.cuda_visible_devices_by_host or {}).items()
         ]
     prefix = f"{group.numactl} " if group.numactl else ""
+    # In a multi-host topology a one-host group's command only works on that host: name it.
+    where = f"on {group.hosts[0]}: " if group.hosts else ""
     return [
-        f"CUDA_DEVICE_ORDER={group.cuda_device_order} CUDA_VISIBLE_DEVICES={group.cuda_visible_devices} "
+        f"{where}CUDA_DEVICE_ORDER={group.cuda_device_order} CUDA_VISIBLE_DEVICES={group.cuda_visible_devices} "
         f"{prefix}python train.py"
     ]
 
@@ -174,6 +176,8 @@ def format_env(rec: Recommendation) -> str:
     ``CUDA_VISIBLE_DEVICES_JOB<n>`` variables)."""
     best = rec.jobs[0] if rec.jobs_requested > 1 else rec.best
     lines = [f"# gputopo recommend: GPUs {_gpu_list(best.gpus)} — {ring_summary(best)}"]
+    if best.same_host and best.hosts:
+        lines.append(f"# on {best.hosts[0]}")
     lines.append("export CUDA_DEVICE_ORDER=PCI_BUS_ID")
     if best.same_host:
         lines.append(f"export CUDA_VISIBLE_DEVICES={shlex.quote(best.cuda_visible_devices)}")
@@ -185,6 +189,8 @@ def format_env(rec: Recommendation) -> str:
     if rec.jobs_requested > 1:
         for group in rec.jobs:
             if group.same_host:
+                if group.hosts:  # a multi-host topology: the variable is for that host only
+                    lines.append(f"# job {group.rank} runs on {group.hosts[0]}")
                 lines.append(f"export CUDA_VISIBLE_DEVICES_JOB{group.rank}={shlex.quote(group.cuda_visible_devices)}")
     return "\n".join(lines) + "\n"
 
