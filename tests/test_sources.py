@@ -39,6 +39,16 @@ def test_machine_and_from_together_is_a_user_error():
         load_topology(from_file="x", machine="dgx1")
 
 
+def test_from_and_tf_log_cannot_both_be_standard_input(cli):
+    """The TF log was read first and took the pasted matrix with it: a misleading 'no GPU lines'."""
+    from conftest import assert_one_error_line
+
+    with pytest.raises(InputError, match="cannot both read standard input"):
+        load_topology(from_file="-", tf_log="-")
+    result = cli("scan", "--from", "-", "--tf-log", "-", input="\tGPU0\tGPU1\nGPU0\t X \tPIX\nGPU1\tPIX\t X \n")
+    assert "standard input" in assert_one_error_line(result)
+
+
 def test_shared_fixtures_are_present():
     """Parametrised fixture tests would silently collect nothing without ../shared/fixtures."""
     from conftest import TF_LOG_FIXTURES, TOPO_FIXTURES

@@ -61,6 +61,8 @@ def load_topology(
     """
     if machine and from_file:
         raise InputError("give either --machine or --from, not both")
+    if from_file == "-" and tf_log == "-":
+        raise InputError("--from - and --tf-log - cannot both read standard input; give one of them as a file")
     tf_view = None
     if tf_log is not None:
         from gputopo.sources.tflog import read_tf_log
