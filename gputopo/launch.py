@@ -544,6 +544,24 @@ def latest_checkpoint_step(checkpoint_dir: str | os.PathLike[str] | None) -> int
     return None
 
 
+def check_checkpoint_dir_writable(checkpoint_dir: str) -> None:
+    """Create ``--checkpoint-dir`` and write a test file there, before any training starts.
+
+    Otherwise a folder that cannot be written only shows at the first checkpoint, after the first
+    ``--checkpoint-every`` steps of training. URLs (``gs://...``) are left to TensorFlow.
+    """
+    if "://" in checkpoint_dir:
+        return
+    import tempfile
+
+    try:
+        Path(checkpoint_dir).mkdir(parents=True, exist_ok=True)
+        with tempfile.NamedTemporaryFile(dir=checkpoint_dir, prefix=".gputopo-write-test-"):
+            pass
+    except OSError as exc:
+        raise InputError(f"cannot write checkpoints to {checkpoint_dir}: {exc.strerror or exc}") from None
+
+
 def resume_hint(checkpoint_dir: str | os.PathLike[str] | None) -> str:
     """Where the last checkpoint is and how to continue from it, for failure messages."""
     step = latest_checkpoint_step(checkpoint_dir)

@@ -215,3 +215,24 @@ def test_a_killed_worker_is_reported_and_resume_continues(tmp_path: Path):
     summary = json.loads(resumed.stdout)
     assert summary["start_step"] == saved and summary["steps"] == 150 and summary["worker_steps"] == [150, 150]
     assert len(set(summary["worker_weights_sha256"])) == 1
+
+
+def test_a_checkpoint_that_cannot_be_written_mid_run_is_one_clear_error(tmp_path: Path):
+    from types import SimpleNamespace
+
+    from gputopo.errors import TrainingFailed
+    from gputopo.launch import TrainConfig
+    from gputopo.tf.train import TrainingState
+
+    class OpError(Exception):
+        message = "/data/ck: No space left on device"
+
+    def full_disk(checkpoint_number: int) -> None:
+        raise OpError()
+
+    (tmp_path / "checkpoint").write_text('model_checkpoint_path: "ckpt-40"\n')
+    manager = SimpleNamespace(save=full_disk, directory=str(tmp_path))
+    state = TrainingState(None, None, SimpleNamespace(assign=lambda step: None), None, manager, 0)
+    fake_tf = SimpleNamespace(errors=SimpleNamespace(OpError=OpError))
+    with pytest.raises(TrainingFailed, match=r"cannot write the checkpoint of step 50 to .*No space left.*step 40"):
+        state.save(fake_tf, 50, TrainConfig(checkpoint_dir=str(tmp_path)))

@@ -121,3 +121,14 @@ def test_worker_port_in_use_is_one_line(cli, tmp_path: Path):
 def test_train_needs_gpus_or_cpu_devices(cli, tmp_path: Path):
     result = cli("train", "--machine", "dgx1", "--gpus", "9", "--checkpoint-dir", str(tmp_path / "ck"))
     _assert_one_line_error(result, "only 8 GPUs")
+
+
+def test_a_checkpoint_folder_that_cannot_be_written_is_refused_before_training(cli, tmp_path: Path):
+    (tmp_path / "a-file").write_text("")
+    ck = tmp_path / "a-file" / "ck"  # under a file: nothing can be created there
+    result = cli("train", "--cpu-devices", "1", "--steps-per-epoch", "2", "--checkpoint-dir", str(ck))
+    _assert_one_line_error(result, f"cannot write checkpoints to {ck}")
+    assert cli("train", "--cpu-devices", "1", "--checkpoint-dir", str(ck), "--dry-run").exit_code == 0
+    fresh = tmp_path / "new" / "ck"
+    assert cli("train", "--cpu-devices", "1", "--checkpoint-dir", str(fresh), "--dry-run").exit_code == 0
+    assert not fresh.exists()  # a dry run creates nothing

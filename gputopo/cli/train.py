@@ -82,7 +82,14 @@ def train(
     from pathlib import Path
 
     from gputopo.errors import InputError
-    from gputopo.launch import TrainConfig, build_plan, latest_checkpoint_step, parse_sizes, training_processes
+    from gputopo.launch import (
+        TrainConfig,
+        build_plan,
+        check_checkpoint_dir_writable,
+        latest_checkpoint_step,
+        parse_sizes,
+        training_processes,
+    )
     from gputopo.tf.data import check_data_source
 
     config = TrainConfig(
@@ -130,6 +137,8 @@ def train(
     if dry_run:
         _show_plan(plan, processes, config, json_output)
         return
+    if config.checkpoint_dir is not None:
+        check_checkpoint_dir_writable(config.checkpoint_dir)
     if not json_output:
         _show_plan(plan, processes, config, json_output)
     summary = _run(processes, config)

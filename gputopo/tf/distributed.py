@@ -114,7 +114,7 @@ def train_parameter_server(tf: Any, config: TrainConfig, stop: Any) -> dict[str,
     steps_per_epoch = config.steps_per_epoch or max(1, datasets.train_examples // batch)
     total_steps = config.epochs * steps_per_epoch
     state = TrainingState.create(tf, config, strategy, datasets, total_steps)
-    model, step_variable, manager, start_step = state.model, state.step_variable, state.manager, state.start_step
+    model, manager, start_step = state.model, state.manager, state.start_step
 
     def dataset_fn(input_context: Any) -> Any:
         # Built on the worker: a dataset captured from the coordinator would ship its tensors over gRPC.
@@ -176,12 +176,10 @@ def train_parameter_server(tf: Any, config: TrainConfig, stop: Any) -> dict[str,
                 history.append(_epoch_record(step // steps_per_epoch, step, epoch_means, test_result))
                 epoch_means = RunningMeans()
             if manager is not None and (step == total_steps or (config.checkpoint_every and step % config.checkpoint_every == 0)):
-                step_variable.assign(step)
-                manager.save(checkpoint_number=step)
+                state.save(tf, step, config)
     elapsed_s = time.perf_counter() - start_s
     if manager is not None and stop.requested:
-        step_variable.assign(step)
-        manager.save(checkpoint_number=step)
+        state.save(tf, step, config)
     epoch_means.collect(batch)
     if epoch_means.steps:
         history.append(_epoch_record(step / steps_per_epoch, step, epoch_means, None))

@@ -186,9 +186,7 @@ def _train_synchronous(tf: Any, config: TrainConfig, strategy: Any, device_set: 
     total_steps = config.epochs * steps_per_epoch
 
     state = TrainingState.create(tf, config, strategy, datasets, total_steps)
-    model, optimizer, step_variable, manager, start_step = (
-        state.model, state.optimizer, state.step_variable, state.manager, state.start_step
-    )
+    model, optimizer, manager, start_step = state.model, state.optimizer, state.manager, state.start_step
 
     # A resumed run reshuffles from another seed so it does not replay the batches it already saw.
     train_data = strategy.experimental_distribute_dataset(
@@ -231,8 +229,7 @@ def _train_synchronous(tf: Any, config: TrainConfig, strategy: Any, device_set: 
     def save(step: int) -> None:
         if manager is None:
             return
-        step_variable.assign(step)
-        manager.save(checkpoint_number=step)
+        state.save(tf, step, config)
         if not _is_chief(config):
             tf.io.gfile.rmtree(manager.directory)  # only the chief's copy is kept
 
@@ -407,6 +404,18 @@ class TrainingState:
                 "ask for more epochs/steps"
             )
         return cls(model, optimizer, step_variable, checkpoint, manager, start_step)
+
+    def save(self, tf: Any, step: int, config: TrainConfig) -> None:
+        """Save checkpoint ``ckpt-<step>``; a folder that cannot be written is one clear error."""
+        self.step_variable.assign(step)
+        try:
+            self.manager.save(checkpoint_number=step)
+        except (tf.errors.OpError, OSError) as exc:
+            text = (getattr(exc, "message", None) or str(exc)).strip()
+            raise TrainingFailed(
+                f"cannot write the checkpoint of step {step} to {self.manager.directory} "
+                f"({text.splitlines()[0] if text else type(exc).__name__}); {resume_hint(config.checkpoint_dir)}"
+            ) from None
 
 
 def make_replica_step(tf: Any, model: Any, optimizer: Any, global_batch: int) -> Any:
