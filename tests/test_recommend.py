@@ -48,6 +48,18 @@ def test_dgx1_four_gpus_is_a_fully_nvlinked_quad(source):
     assert "NUMA node" in rec.groups[1].reason
 
 
+@pytest.mark.parametrize(
+    ("machine", "k", "beats"),
+    [("dgx1", 4, "better than {0,3,4,7}: same slowest hop, but on one NUMA node instead of 2"),
+     ("two-socket-4gpu", 2, "better than {0,2}: its slowest ring hop is ~12 GB/s (PIX) against ~6.2 GB/s (SYS)")],
+)
+def test_a_best_group_that_ties_also_says_what_it_beats(machine, k, beats):
+    """'as good as the runner-up' alone does not say why the pick is good."""
+    reason = recommend(load_reference(machine), k).best.reason
+    assert reason.startswith("as good as ") and "lower GPU numbers" in reason
+    assert beats in reason
+
+
 def test_dual_socket_pcie_fixture_keeps_the_group_on_one_socket():
     topo = load_topology(from_file=str(PCIE_TEXT))
     for k in (2, 3, 4):

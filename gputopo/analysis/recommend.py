@@ -1116,28 +1116,41 @@ def _explain_ranking(problem: _Problem, groups: list[GroupAdvice], k: int) -> No
                 group.reason = "every pair has the same bandwidth: any group of this size is as good"
             continue
         nxt = groups[x + 1]
-        other = "{" + ",".join(map(str, nxt.gpus)) + "}"
-        a, b = group.key, nxt.key
-        prefix = ""
-        if a[0] != b[0]:
-            group.reason = (
-                f"its slowest ring hop is ~{_fmt(a[0] / CENTI)} GB/s ({group.bottleneck.split(' between')[0]}) against "
-                f"~{_fmt(b[0] / CENTI)} GB/s ({nxt.bottleneck.split(' between')[0]}) for {other}"
-            )
-        elif a[1] != b[1]:
-            group.reason = prefix + f"same slowest hop as {other}, but on {_count(-a[1], 'host')} instead of {-b[1]}"
-        elif a[2] != b[2]:
-            group.reason = prefix + (
-                f"same slowest hop as {other}, but on {_count(-a[2], 'NUMA node')} instead of {-b[2]}, "
-                f"keeping the input pipeline next to the GPUs"
-            )
-        elif a[3] != b[3]:
-            group.reason = prefix + (
-                f"same slowest hop as {other}, but more link bandwidth inside the group "
-                f"({_fmt(a[3] / CENTI)} against {_fmt(b[3] / CENTI)} GB/s summed over pairs) for NCCL's extra rings"
-            )
-        else:
-            group.reason = prefix + f"as good as {other} in every respect; listed first for its lower GPU numbers"
+        if group.key != nxt.key:
+            group.reason = _why_better(group, nxt)
+            continue
+        group.reason = f"as good as {_set_text(nxt)} in every respect; listed first for its lower GPU numbers"
+        # Say too what it beats: the first listed group that is worse, if any.
+        worse = next((g for g in groups[x + 2 :] if g.key != group.key), None)
+        if worse is not None:
+            group.reason += f"; better than {_set_text(worse)}: " + _why_better(group, worse, name_worse=False)
+
+
+def _set_text(group: GroupAdvice) -> str:
+    return "{" + ",".join(map(str, group.gpus)) + "}"
+
+
+def _why_better(group: GroupAdvice, worse: GroupAdvice, name_worse: bool = True) -> str:
+    """Why ``group`` ranks above ``worse`` (their keys differ): the first key element that differs."""
+    a, b = group.key, worse.key
+    if a[0] != b[0]:
+        return (
+            f"its slowest ring hop is ~{_fmt(a[0] / CENTI)} GB/s ({group.bottleneck.split(' between')[0]}) against "
+            f"~{_fmt(b[0] / CENTI)} GB/s ({worse.bottleneck.split(' between')[0]})"
+            + (f" for {_set_text(worse)}" if name_worse else "")
+        )
+    same = "same slowest hop" + (f" as {_set_text(worse)}" if name_worse else "")
+    if a[1] != b[1]:
+        return f"{same}, but on {_count(-a[1], 'host')} instead of {-b[1]}"
+    if a[2] != b[2]:
+        return (
+            f"{same}, but on {_count(-a[2], 'NUMA node')} instead of {-b[2]}, "
+            f"keeping the input pipeline next to the GPUs"
+        )
+    return (
+        f"{same}, but more link bandwidth inside the group "
+        f"({_fmt(a[3] / CENTI)} against {_fmt(b[3] / CENTI)} GB/s summed over pairs) for NCCL's extra rings"
+    )
 
 
 def _count(n: int, word: str) -> str:
