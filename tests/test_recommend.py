@@ -184,7 +184,8 @@ def test_require_and_exclude_are_honoured():
         (dict(gpus=2, exclude=[42]), "does not exist"),
         (dict(gpus=4, jobs=2, exclude=[0]), "only 7 GPUs are available after --exclude"),
         (dict(gpus=3, jobs=3), "3 jobs x 3 GPUs"),
-        (dict(gpus=2, require=[0, 1, 2]), "required"),
+        (dict(gpus=2, require=[0, 1, 2]), "3 GPUs are required but a group has only 2"),
+        (dict(gpus=2, jobs=2, require=[0, 1, 2, 3, 4]), "5 GPUs are required but 2 jobs of 2 use only 4"),
     ],
 )
 def test_impossible_asks_raise_input_error(kwargs, message):

@@ -894,7 +894,8 @@ def _check_ask(
         after = " after --exclude" if exclude else ""
         raise InputError(f"asked for {what} but only {available} GPUs are available{after}")
     if len(require) > gpus * jobs:
-        raise InputError(f"{len(require)} GPUs are required but a group has only {gpus * jobs}")
+        room = f"a group has only {gpus}" if jobs == 1 else f"{jobs} jobs of {gpus} use only {gpus * jobs}"
+        raise InputError(f"{len(require)} GPUs are required but {room}")
 
 
 def _ranges(values: list[int]) -> str:
