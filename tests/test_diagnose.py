@@ -108,6 +108,17 @@ def test_nvlinked_pairs_from_nvidia_smi_text_group_by_numa_node_or_cpus() -> Non
     assert "copies between the pairs without NVLink (0-5, 0-6" in cross.message
 
 
+def test_nvlink_summary_counts_one_pcie_pair_in_the_singular_and_leaves_unknown_pairs_out() -> None:
+    from gputopo.model import Gpu, make_link
+
+    topo = Topology(
+        gpus=[Gpu(index=i) for i in range(4)],
+        links=[make_link(0, 1, "NV2"), make_link(0, 2, "NV2"), make_link(1, 2, "PHB"),
+               make_link(0, 3, "UNKNOWN"), make_link(1, 3, "UNKNOWN"), make_link(2, 3, "UNKNOWN")],
+    )
+    assert _by_code(topo)["nvlink-summary"].message == "NVLink: 2 pairs NV2; the other pair uses PCIe (PHB)"
+
+
 def test_interconnect_named_or_generic() -> None:
     topo = load_reference("pcie-8gpu")
     assert "cross UPI" in _by_code(topo)["cross-socket"].message

@@ -393,11 +393,14 @@ def _nvlink_fabric(topology: Topology) -> list[Finding]:
         pair_text = ", ".join(
             f"{n} pair{'s' if n != 1 else ''} {t}" for t, n in sorted(counts.items(), key=lambda kv: -int(kv[0][2:]))
         )
-        pcie_only = [link for link in topology.links if not link.is_nvlink]
+        pcie_only = [link for link in topology.links if not link.is_nvlink and link.type != "UNKNOWN"]
         rest = ""
         if pcie_only:
-            words = sorted({link.type for link in pcie_only})
-            rest = f"; the other {len(pcie_only)} pairs use PCIe ({'/'.join(words)})"
+            words = "/".join(sorted({link.type for link in pcie_only}))
+            rest = (
+                f"; the other pair uses PCIe ({words})" if len(pcie_only) == 1
+                else f"; the other {len(pcie_only)} pairs use PCIe ({words})"
+            )
         findings.append(
             Finding(
                 severity="info",
