@@ -199,9 +199,10 @@ class Link:
     @property
     def can_peer(self) -> bool | None:
         """Whether P2P reads and writes are supported; ``None`` where the source did not say."""
-        if self.p2p_read is None and self.p2p_write is None:
+        known = [word for word in (self.p2p_read, self.p2p_write) if word is not None]
+        if not known:
             return None
-        return self.p2p_read == P2P_OK and self.p2p_write in (P2P_OK, None)
+        return all(word == P2P_OK for word in known)
 
 
 @dataclass

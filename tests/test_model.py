@@ -63,6 +63,16 @@ def test_from_dict_rejects_wrong_field_types(where, value, message):
         Topology.from_dict(data)
 
 
+@pytest.mark.parametrize(
+    ("read", "write", "expected"),
+    [("ok", "ok", True), ("ok", None, True), (None, "ok", True), ("ok", "NS", False), ("TNS", None, False),
+     (None, "DR", False), (None, None, None)],
+)
+def test_can_peer_judges_by_the_capabilities_known(read, write, expected):
+    """A `nvidia-smi topo -p2p w` matrix alone (read unknown) must not read as 'cannot peer'."""
+    assert make_link(0, 1, "PIX", p2p_read=read, p2p_write=write).can_peer is expected
+
+
 def test_link_lookup_is_symmetric_and_make_link_orders_ends():
     link = make_link(3, 1, "NV2")
     assert (link.a, link.b, link.nvlink_count) == (1, 3, 2)
