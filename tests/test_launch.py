@@ -304,8 +304,11 @@ def test_gpus_of_several_hosts_are_refused_and_one_host_gets_its_own_numbers():
 _CHILD_UNTIL_SIGNALLED = """
 import pathlib, signal, sys, time
 from gputopo.tf.distributed import stop_with_parent
+received = []
 def stop(signum, frame):
-    pathlib.Path(sys.argv[1]).write_text(signal.Signals(signum).name)
+    received.append(signal.Signals(signum).name)
+    time.sleep(0.5)  # time for a second signal, if any, to arrive
+    pathlib.Path(sys.argv[1]).write_text(" ".join(received))
     sys.exit(130)
 signal.signal(signal.SIGINT, stop)
 signal.signal(signal.SIGTERM, stop)
@@ -324,19 +327,23 @@ run_processes([child], None)
 """
 
 
-def _stopped_child(tmp_path: Path, parent_signal: int) -> tuple[int, str]:
-    """Start a parent that runs one child, signal the parent; return the parent's status and what
-    stopped the child (the child must not outlive its parent)."""
+def _stopped_child(tmp_path: Path, parent_signal: int, whole_group: bool = False) -> tuple[int, str]:
+    """Start a parent that runs one child, signal the parent (or, as a terminal's Ctrl-C does, its
+    whole process group); return the parent's status and the signals that reached the child (the
+    child must not outlive its parent)."""
     import os
     import subprocess
     import time
 
     parent = subprocess.Popen([sys.executable, "-c", _PARENT, str(tmp_path), _CHILD_UNTIL_SIGNALLED],
-                              stdout=subprocess.PIPE, text=True)
+                              stdout=subprocess.PIPE, text=True, start_new_session=True)
     try:
         child_pid = int(parent.stdout.readline())
         time.sleep(0.5)  # the child has installed its handlers
-        parent.send_signal(parent_signal)
+        if whole_group:
+            os.killpg(parent.pid, parent_signal)
+        else:
+            parent.send_signal(parent_signal)
         parent.wait(timeout=20)
         deadline = time.monotonic() + 10
         while Path(f"/proc/{child_pid}").exists() and time.monotonic() < deadline:
@@ -360,3 +367,9 @@ def test_a_terminated_or_killed_parent_leaves_no_training_child_behind(tmp_path:
     # SIGKILL cannot be caught: the child is told by the kernel (SIGTERM) that its parent died.
     (tmp_path / "stopped-by").unlink(missing_ok=True)
     assert _stopped_child(tmp_path, signal.SIGKILL) == (-signal.SIGKILL, "SIGTERM")
+
+
+def test_ctrl_c_in_the_terminal_reaches_the_training_child_once(tmp_path: Path):
+    # The terminal signals its whole foreground process group; the parent forwards Ctrl-C itself, so
+    # a child in that group would get two SIGINTs, and a second one means "stop at once".
+    assert _stopped_child(tmp_path, signal.SIGINT, whole_group=True) == (0, "SIGINT")

@@ -221,11 +221,16 @@ class ChildProcess:
 
 
 def start_child(label: str, command: Sequence[str], env: dict[str, str], result_file: Path) -> ChildProcess:
-    """Start one training child with ``env`` added to this process's environment."""
+    """Start one training child with ``env`` added to this process's environment.
+
+    The child gets a session of its own, so a Ctrl-C in the terminal reaches only the parent, which
+    forwards it once: in the terminal's process group the child would get it twice (the terminal's
+    and the forwarded one), and a second SIGINT means "stop at once", mid-step.
+    """
     child_env = dict(os.environ)
     child_env.update(env)
     try:
-        process = subprocess.Popen(list(command), env=child_env, stdin=subprocess.DEVNULL)
+        process = subprocess.Popen(list(command), env=child_env, stdin=subprocess.DEVNULL, start_new_session=True)
     except OSError as exc:
         raise TrainingFailed(f"cannot start the {label} ({command[0]}): {exc.strerror or exc}") from None
     return ChildProcess(label, process, result_file)
