@@ -283,9 +283,17 @@ def test_workers_that_never_start_are_named_after_the_startup_timeout(tmp_path: 
 def test_startup_timeout_does_not_apply_once_started(tmp_path: Path):
     from gputopo.tf.distributed import run_processes, start_child, started_marker
 
+    import time
+
     result = tmp_path / "r.json"
     script = f"import time, pathlib; pathlib.Path({str(started_marker(result))!r}).touch(); time.sleep(1.0)"
     child = start_child("worker 0", [sys.executable, "-c", script], {}, result)
+    # The timeout counts from run_processes; wait for the child to have started first (a Python
+    # start-up on a loaded machine can take longer than the timeout, which this test is not about).
+    deadline = time.monotonic() + 30
+    while not child.started and child.process.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert child.started
     assert run_processes([child], None, startup_timeout_s=0.3, peers=["127.0.0.1:1"]) == [{}]
 
 
