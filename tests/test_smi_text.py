@@ -138,6 +138,20 @@ def test_ansi_underlined_header_as_nvidia_smi_writes_it():
     assert parse_topo_matrix(path.read_text() + p2p, "both").link(0, 1).p2p_read == "ok"
 
 
+def test_empty_cpu_affinity_cells_in_raw_tabs_stay_empty():
+    """della-k17g3 (8x H100): nvidia-smi leaves CPU Affinity empty for GPUs 0-3 (``\t\t0\t\tN/A``).
+    Split on whitespace, the NUMA node 0 became CPU Affinity "0" and NUMA Affinity N/A."""
+    path = OWN_TOPO / "h100_nv18_empty_cpu_affinity_cells.txt"
+    topology = parse_topo_matrix(path.read_text(), path.name)
+    assert [(g.cpu_affinity, g.numa_node) for g in topology.gpus] == [(None, 0)] * 4 + [("1", 1)] * 4
+    assert all(link.type == "NV18" for link in topology.links)
+    assert [n.device for n in topology.nics] == [f"mlx5_{k}" for k in range(6)]
+    assert {(l.gpu, l.nic): l.type for l in topology.nic_links}[(3, "NIC2")] == "PIX"
+    # The same row copied with spaces instead of tabs keeps the old reading (the gap is lost).
+    spaced = "\tGPU0\tGPU1\tCPU Affinity\tNUMA Affinity\nGPU0  X   NV18  0-7  0\nGPU1  NV18  X  0-7  0\n"
+    assert [(g.cpu_affinity, g.numa_node) for g in parse_topo_matrix(spaced, "web").gpus] == [("0-7", 0)] * 2
+
+
 def test_old_soc_word_reads_as_sys():
     topology = parse_topo_matrix((OWN_TOPO / "old_soc_legend_4gpu.txt").read_text(), "old")
     assert topology.link(0, 2).type == "SYS" and topology.link(0, 1).type == "PIX"

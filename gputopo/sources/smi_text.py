@@ -216,14 +216,37 @@ def _read_rows(lines: list[str], start: int, matrix: _Matrix, source: str) -> in
         if label in matrix.rows:
             break  # a second matrix with the same devices starts without its own header
         cells = tokens[1 : 1 + n]
+        attribute_cells = _tab_attribute_cells(lines[i], n, matrix.attributes)
         matrix.rows[label] = cells
-        matrix.row_attributes[label] = tokens[1 + n :]
+        matrix.row_attributes[label] = tokens[1 + n :] if attribute_cells is None else attribute_cells
         matrix.row_line_no[label] = i + 1
         i += 1
     words = {cell.upper() for cells in matrix.rows.values() for cell in cells if cell.upper() != SELF_WORD}
     if words and words <= P2P_WORDS:
         matrix.kind = "p2p"
     return i
+
+
+def _tab_attribute_cells(line: str, device_count: int, titles: list[str]) -> list[str] | None:
+    """The attribute cells of a raw, tab-separated row, empty ones kept (``None`` if not such a row).
+
+    nvidia-smi leaves a cell empty where it knows no value (CPU Affinity on some hosts: ``\t\t0``);
+    splitting on any whitespace would shift the NUMA node into the CPU Affinity column. It also
+    writes an extra empty cell before GPU NUMA ID (``0\t\tN/A``), which is dropped here.
+    """
+    if "\t" not in line:
+        return None
+    parts = [part.strip() for part in line.strip().split("\t")]
+    devices = parts[1 : 1 + device_count]
+    if len(devices) != device_count or any(not cell or len(cell.split()) != 1 for cell in devices):
+        return None  # not cleanly tab-separated (a hand-edited or re-spaced copy)
+    cells = parts[1 + device_count :]
+    if any(len(cell.split()) > 1 for cell in cells):
+        return None
+    gpu_numa_last = bool(titles) and titles[-1].lower() == "gpu numa id"
+    if gpu_numa_last and len(cells) == len(titles) + 1 and cells[-2] == "":
+        del cells[-2]
+    return cells
 
 
 def _nic_legend(lines: list[str]) -> dict[str, str]:
@@ -329,7 +352,7 @@ def _attribute(matrix: _Matrix, row: str, title: str) -> str | None:
     if title.lower() not in titles:
         return None
     position = titles.index(title.lower())
-    return values[position] if position < len(values) else None
+    return values[position] or None if position < len(values) else None
 
 
 def _build_topology(matrix: _Matrix, source: str, findings: list[Finding]) -> Topology:
