@@ -236,3 +236,34 @@ def test_a_checkpoint_that_cannot_be_written_mid_run_is_one_clear_error(tmp_path
     fake_tf = SimpleNamespace(errors=SimpleNamespace(OpError=OpError))
     with pytest.raises(TrainingFailed, match=r"cannot write the checkpoint of step 50 to .*No space left.*step 40"):
         state.save(fake_tf, 50, TrainConfig(checkpoint_dir=str(tmp_path)))
+
+
+def test_ctrl_c_stops_a_scaling_table_instead_of_going_on_to_the_next_size():
+    command = [sys.executable, "-m", "gputopo", "train", "--cpu-devices", "2", "--batch-size", "16",
+               "--scaling", "1,2", "--scaling-steps", "100000", "--image-size", "16", "--json"]
+    parent = subprocess.Popen(command, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 120
+        while not _scaling_child_running(parent.pid) and parent.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.05)
+        time.sleep(2)  # its stop handler is installed (it asks for the stop at its first step)
+        parent.send_signal(signal.SIGINT)
+        stdout, stderr = parent.communicate(timeout=60)
+    finally:
+        parent.kill()
+        parent.wait()
+    assert parent.returncode == 130, stderr[-2000:]
+    data = json.loads(stdout)
+    assert data["status"] == "interrupted" and data["scaling"] == []  # the 2-device run never started
+    assert "gputopo: error: interrupted: scaling stopped" in stderr and "Traceback" not in stderr
+
+
+def _scaling_child_running(parent_pid: int) -> bool:
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except (OSError, IndexError):
+            continue
+        if int(fields[1]) == parent_pid:
+            return True
+    return False

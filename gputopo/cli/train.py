@@ -240,13 +240,24 @@ def _run_scaling(
         _show_plan(plan, specs, config, json_output)
         return
     results = []
+    interrupted = False
     for count, spec in zip(sizes, specs):
         if not json_output:
             err().print(f"scaling: {count} device(s), global batch {spec.config.batch_size}")
-        results.append((count, _run([spec], spec.config)))
-    rows = scaling_rows(results)
+        summary = _run([spec], spec.config)
+        if summary.get("status") == "interrupted":  # Ctrl-C stops the whole table, not one run of it
+            interrupted = True
+            break
+        results.append((count, summary))
+    rows = scaling_rows(results) if results else []
     if json_output:
-        print_json({"scaling": rows, "device_kind": plan.device_kind, "per_replica_batch_size": per_replica,
+        print_json({"scaling": rows, "status": "interrupted" if interrupted else "completed",
+                    "device_kind": plan.device_kind, "per_replica_batch_size": per_replica,
                     "steps": steps, "plan": plan.to_dict()})
-    else:
+    elif rows:
         render_scaling(rows, plan.device_kind)
+    if interrupted:
+        from gputopo.cli import fail
+
+        done = ", ".join(str(count) for count, _ in results) or "none"
+        raise fail(f"interrupted: scaling stopped; device counts measured: {done}", 130)
