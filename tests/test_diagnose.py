@@ -119,6 +119,19 @@ def test_nvlink_summary_counts_one_pcie_pair_in_the_singular_and_leaves_unknown_
     assert _by_code(topo)["nvlink-summary"].message == "NVLink: 2 pairs NV2; the other pair uses PCIe (PHB)"
 
 
+def test_all_nvlinked_capture_still_tells_the_sockets_apart() -> None:
+    """nvidia-smi text of an NVLink-everywhere box shows no SYS: the NUMA column alone says which
+    GPUs share a socket, which matters for the input pipeline."""
+    from conftest import OWN_FIXTURES
+    from gputopo.sources.smi_text import parse_topo_matrix
+
+    path = OWN_FIXTURES / "topo" / "spaces_nicn_legend_gpu_numa_id.txt"
+    cross = _by_code(parse_topo_matrix(path.read_text(), path.name))["cross-socket"]
+    assert cross.severity == "info"
+    assert cross.message.startswith("GPUs 0,1 and 2,3 are on different CPU sockets (NUMA nodes 0 and 1); ")
+    assert "use NVLink" in cross.message and "numactl" in cross.fix
+
+
 def test_interconnect_named_or_generic() -> None:
     topo = load_reference("pcie-8gpu")
     assert "cross UPI" in _by_code(topo)["cross-socket"].message

@@ -134,8 +134,24 @@ def _same_cpu_side(a: Gpu, b: Gpu) -> bool:
     return a.numa_node is None and b.numa_node is None and a.cpu_affinity is not None and a.cpu_affinity == b.cpu_affinity
 
 
+def _other_cpu_side(topology: Topology, link: Link) -> bool:
+    """Whether the link's GPUs are known to hang off different NUMA nodes (or CPUs) of one host."""
+    a, b = topology.gpu(link.a), topology.gpu(link.b)
+    if a.host != b.host:
+        return False
+    if a.numa_node is not None and b.numa_node is not None:
+        return a.numa_node != b.numa_node
+    both_cpus = a.numa_node is None and b.numa_node is None and a.cpu_affinity and b.cpu_affinity
+    return bool(both_cpus) and a.cpu_affinity != b.cpu_affinity
+
+
 def _cross_socket(topology: Topology) -> list[Finding]:
-    sys_links = [link for link in topology.links if _pcie_path(link) == "SYS"]
+    # Pairs across sockets: SYS, or (nvidia-smi text shows only NV<n> for NVLinked pairs) NVLinked
+    # GPUs known to sit on different NUMA nodes / CPUs of one host.
+    sys_links = [
+        link for link in topology.links
+        if _pcie_path(link) == "SYS" or (_pcie_path(link) is None and link.is_nvlink and _other_cpu_side(topology, link))
+    ]
     if not sys_links:
         return []
     crossing = {g for link in sys_links for g in (link.a, link.b)}
