@@ -132,6 +132,17 @@ def test_all_nvlinked_capture_still_tells_the_sockets_apart() -> None:
     assert "use NVLink" in cross.message and "numactl" in cross.fix
 
 
+def test_unknown_p2p_status_is_not_reported_as_no_p2p() -> None:
+    topo = load_reference("pcie-8gpu")
+    for link in topo.links:
+        if (link.a, link.b) == (0, 1):
+            link.p2p_read = link.p2p_write = "U"
+    f = _by_code(topo)["p2p-u"]
+    assert f.severity == "info"
+    assert f.message.startswith("P2P status unknown between GPU pairs 0-1: U = unknown")
+    assert "No P2P" not in f.message
+
+
 def test_interconnect_named_or_generic() -> None:
     topo = load_reference("pcie-8gpu")
     assert "cross UPI" in _by_code(topo)["cross-socket"].message

@@ -234,12 +234,16 @@ def _p2p_unsupported(topology: Topology) -> list[Finding]:
     for word in sorted(by_word, key=lambda w: list(P2P_STATUS_MEANING).index(w) if w in P2P_STATUS_MEANING else 99):
         pairs = sorted(by_word[word])
         meaning = P2P_STATUS_MEANING.get(word, "not supported")
+        unknown = word == "U"  # the driver could not tell: not a "no"
         findings.append(
             Finding(
-                severity="warning",
+                severity="info" if unknown else "warning",
                 code=f"p2p-{word.lower()}",
                 message=(
-                    f"No P2P between GPU pairs {pair_list(pairs)}: {word} = {meaning}; "
+                    f"P2P status unknown between GPU pairs {pair_list(pairs)}: U = {meaning}; "
+                    "if they cannot peer, their copies are staged through host memory"
+                    if unknown
+                    else f"No P2P between GPU pairs {pair_list(pairs)}: {word} = {meaning}; "
                     "their copies are staged through host memory"
                 ),
                 gpus=sorted({g for pair in pairs for g in pair}),
