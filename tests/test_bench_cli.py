@@ -87,6 +87,22 @@ def test_save_writes_measurements_into_a_snapshot(cli, tf_cpu_devices, tmp_path)
     assert any(f.code == "measured-host-memory" for f in topo.diagnostics)
 
 
+def test_a_save_that_fails_after_measuring_still_shows_the_figures(cli, tf_cpu_devices, tmp_path, monkeypatch):
+    import gputopo.sources.snapshot
+    from gputopo.errors import InputError
+
+    def disk_full(topology, path):
+        raise InputError(f"cannot write {path}: No space left on device")
+
+    monkeypatch.setattr(gputopo.sources.snapshot, "save_snapshot", disk_full)
+    result = cli("bench-p2p", "--cpu-devices", "2", "--size", "4KiB", "--repeat", "1", "--warmup", "0",
+                 "--min-sample-ms", "1", "--json", "--save", str(tmp_path / "m.json"))  # fmt: skip
+    assert result.exit_code == 2
+    assert "gputopo: error: cannot write" in result.output and "No space left" in result.output
+    figures = json.loads(result.stdout)  # printed before the save was tried
+    assert len(figures["pairs"]) == 2 and all(pair["gbps"] > 0 for pair in figures["pairs"])
+
+
 def test_ctrl_c_prints_and_saves_partial_results(cli, tf_cpu_devices, tmp_path, monkeypatch):
     from gputopo.tf import bench
 
@@ -119,6 +135,7 @@ def test_ctrl_c_prints_and_saves_partial_results(cli, tf_cpu_devices, tmp_path, 
         (["--cpu-devices", "2", "--timeout", "0"], "gputopo: error: --timeout"),
         (["--cpu-devices", "2", "--gpus", "a,b"], "gputopo: error: bad --gpus"),
         (["--cpu-devices", "2", "--save", "/nonexistent-folder/x.json"], "gputopo: error: cannot write"),
+        (["--cpu-devices", "2", "--save", "/"], "gputopo: error: cannot write /: it is a folder"),
         (["--cpu-devices", "2", "--machine", "no-such-machine"], "gputopo: error:"),
     ],
 )

@@ -108,10 +108,12 @@ def bench_p2p(
         step_timeout_s=timeout,
     )
     config.validate()
-    if save is not None:
+    if save is not None:  # refused now, not after a measurement that may take many minutes
         folder = Path(save).parent
         if not folder.is_dir():
             raise InputError(f"cannot write {save}: folder {folder} does not exist")
+        if Path(save).is_dir():
+            raise InputError(f"cannot write {save}: it is a folder; give a file name")
     topology = None
     if from_file or machine:
         from gputopo.sources import load_topology
@@ -150,6 +152,11 @@ def bench_p2p(
         result = engine.run_benchmark(tf, devices, kind, config, progress=progress)
     result.notes[:0] = notes
 
+    # The figures are shown first: a save that fails (disk full) must not lose a long measurement.
+    if json_output:
+        print_json(view.bench_json(result, topology))
+    else:
+        view.render_bench(result, topology)
     if save is not None:
         import copy
 
@@ -160,9 +167,5 @@ def bench_p2p(
         updated = apply_measurements(snapshot, result)
         save_snapshot(snapshot, save)
         err().print(f"saved {len(updated)} measured links to {save}")
-    if json_output:
-        print_json(view.bench_json(result, topology))
-    else:
-        view.render_bench(result, topology)
     if result.interrupted:
         raise fail("interrupted: the results above are partial" + (f" (saved to {save})" if save else ""), 130)
