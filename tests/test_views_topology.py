@@ -120,3 +120,15 @@ def test_header_names_the_file_once():
     assert header.count(path) == 1
     assert "source: nvidia-smi" in header
     assert "source: reference (dgx1)" in render(load_reference("dgx1"), 120)
+
+
+def test_large_topology_summary_gives_the_range_of_each_word():
+    """Over 16 GPUs the matrix becomes a summary; NV18 pairs of an older GPU are slower than the rest."""
+    gpus = [Gpu(i, nvlink_version="2.0" if i == 0 else "5.0", nvlink_active_links=18) for i in range(17)]
+    links = [Link(a, b, "NV18", nvlink_count=18) for a in range(17) for b in range(a + 1, 17)]
+    links[-1] = Link(15, 16, "UNKNOWN")
+    text = render(Topology(gpus=gpus, links=links), 80)
+    nv_row = next(line for line in text.splitlines() if "│ NV18" in line)
+    low, high = nv_row.split("~")[1].split()[0].split("-")
+    assert float(low) < float(high)
+    assert "UNKNOWN" not in text.split("Findings")[0]

@@ -291,9 +291,13 @@ def link_summary(topo: Topology) -> Table:
     table.add_column("pairs", justify="right")
     table.add_column("expected GB/s per direction", justify="right")
     for word, count in sorted(counts.items(), key=lambda kv: -kv[1]):
-        sample = next(link for link in topo.links if link.type == word)
-        gbps = pair_estimate(topo, sample.a, sample.b).gbps
-        table.add_row(word, str(count), Text(f"~{gbps:.0f}", style=speed_style(gbps)))
+        if word == "UNKNOWN":
+            table.add_row("?", str(count), Text("?", style="dim"))
+            continue
+        # Pairs of one word can differ (PCIe generation, NVLink version): show the range, not one pair.
+        gbps = sorted(pair_estimate(topo, link.a, link.b).gbps for link in topo.links if link.type == word)
+        span = f"~{gbps[0]:.0f}" if round(gbps[0]) == round(gbps[-1]) else f"~{gbps[0]:.0f}-{gbps[-1]:.0f}"
+        table.add_row(Text(word), str(count), Text(span, style=speed_style(gbps[0])))
     return table
 
 
