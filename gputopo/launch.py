@@ -388,11 +388,15 @@ def training_processes(
     if ps is not None:
         raise InputError("--ps is for --strategy parameter-server")
     replicas_per_worker = plan.replicas if plan.device_kind == "GPU" else 1
+    envs = [dict(plan.env)]
     if local_workers is not None:
         if workers is not None:
             raise InputError("give either --workers host:port,... or --local-workers N, not both")
         if local_workers < 1:
             raise InputError(f"--local-workers must be at least 1, got {local_workers}")
+        if plan.device_kind == "GPU":  # workers on one host share its GPUs out, each its own
+            envs = _split_gpus(plan, local_workers)
+            replicas_per_worker = plan.replicas // local_workers
         addresses = [f"{LOOPBACK}:{port}" for port in free_local_ports(local_workers)]
         task_indices = list(range(local_workers))
     elif workers is not None:
@@ -410,10 +414,28 @@ def training_processes(
         ProcessSpec(
             f"worker {i} ({addresses[i]})",
             dataclasses.replace(base, workers=list(addresses), task_index=i),
-            dict(plan.env),
+            dict(envs[i] if len(envs) > 1 else envs[0]),
             list(plan.numactl),
         )
         for i in task_indices
+    ]
+
+
+def _split_gpus(plan: LaunchPlan, local_workers: int) -> list[dict[str, str]]:
+    """Each local worker's environment: its own share of the plan's GPUs, in the plan's order.
+
+    Every worker process would otherwise see (and allocate the memory of) all the plan's GPUs.
+    """
+    visible = plan.env["CUDA_VISIBLE_DEVICES"].split(",")
+    if len(visible) % local_workers:
+        raise InputError(
+            f"--local-workers {local_workers} cannot share out the {len(visible)} GPUs of the plan evenly "
+            "(each worker gets GPUs of its own); use a count that divides it"
+        )
+    share = len(visible) // local_workers
+    return [
+        {**plan.env, "CUDA_VISIBLE_DEVICES": ",".join(visible[i * share : (i + 1) * share])}
+        for i in range(local_workers)
     ]
 
 

@@ -381,3 +381,18 @@ def test_ctrl_c_in_the_terminal_reaches_the_training_child_once(tmp_path: Path):
     # The terminal signals its whole foreground process group; the parent forwards Ctrl-C itself, so
     # a child in that group would get two SIGINTs, and a second one means "stop at once".
     assert _stopped_child(tmp_path, signal.SIGINT, whole_group=True) == (0, "SIGINT")
+
+
+def test_local_workers_on_gpus_each_get_gpus_of_their_own():
+    config = TrainConfig(strategy="multi-worker", batch_size=64)
+    plan = build_plan(config, gpus=4, machine="dgx1", numactl_path=None)
+    visible = plan.env["CUDA_VISIBLE_DEVICES"].split(",")
+    specs = training_processes(plan, config, local_workers=2)
+    shares = [spec.env["CUDA_VISIBLE_DEVICES"].split(",") for spec in specs]
+    assert shares == [visible[:2], visible[2:]]  # not every worker on all four (each would take their memory)
+    assert all(spec.env["CUDA_DEVICE_ORDER"] == "PCI_BUS_ID" for spec in specs)
+    assert len(training_processes(plan, TrainConfig(strategy="multi-worker", batch_size=4), local_workers=4)) == 4
+    with pytest.raises(InputError, match="--local-workers 3 cannot share out the 4 GPUs"):
+        training_processes(plan, config, local_workers=3)
+    with pytest.raises(InputError, match="does not split evenly over 4 replicas across all workers"):
+        training_processes(plan, TrainConfig(strategy="multi-worker", batch_size=6), local_workers=2)
