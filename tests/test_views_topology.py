@@ -132,3 +132,22 @@ def test_large_topology_summary_gives_the_range_of_each_word():
     low, high = nv_row.split("~")[1].split()[0].split("-")
     assert float(low) < float(high)
     assert "UNKNOWN" not in text.split("Findings")[0]
+
+
+def test_p2p_matrix_the_source_did_not_give_is_one_line_not_a_matrix_of_question_marks():
+    from conftest import OWN_FIXTURES
+    from gputopo.sources import load_topology
+
+    text = render(load_topology(from_file=str(OWN_FIXTURES / "topo" / "with_p2p_matrices.txt")), 80)
+    assert "P2P read" in text and "P2P atomics" in text
+    assert "P2P write: not in the source" in text
+    assert "\nP2P write " not in text  # no all-'?' matrix titled 'P2P write'
+    # Wrapped meanings stay under themselves.
+    tns = text.splitlines().index(next(line for line in text.splitlines() if line.startswith("  TNS = ")))
+    assert text.splitlines()[tns + 1].startswith("        IOH")
+
+
+def test_p2p_question_mark_is_explained():
+    topo = Topology(gpus=[Gpu(0), Gpu(1), Gpu(2)], links=[Link(0, 1, "PIX", p2p_read="ok", p2p_write="ok",
+                    p2p_atomics="ok"), Link(0, 2, "SYS"), Link(1, 2, "SYS")])
+    assert "  ?   = the source does not say" in render(topo, 80)

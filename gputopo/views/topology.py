@@ -323,6 +323,7 @@ def _p2p_matrix(
                 words_seen.update(bad)
                 cells.append(Text(bad[0], style="red"))
             elif all(w is None for w in words):
+                words_seen.add("?")
                 cells.append(Text("?", style="dim"))
             else:
                 cells.append(Text("OK", style="green"))
@@ -337,14 +338,27 @@ def p2p_matrices(topo: Topology, width: int | None = None) -> Group | None:
         return None
     words_seen: set[str] = set()
     same = all(len({link.p2p_read, link.p2p_write, link.p2p_atomics}) == 1 for link in topo.links)
+    parts: list[Table | Text] = []
     if same:
-        tables = _p2p_matrix(topo, "P2P read / write / atomics", ["p2p_read"], words_seen, width)
+        parts += _p2p_matrix(topo, "P2P read / write / atomics", ["p2p_read"], words_seen, width)
     else:
-        tables = [t for title, f in P2P_FIELDS for t in _p2p_matrix(topo, f"P2P {title}", [f], words_seen, width)]
-    legend = Text()
-    for word in sorted(words_seen):
-        legend.append(f"  {word:<4}= {P2P_STATUS_MEANING.get(word, word)}\n")
-    return Group(*tables, legend)
+        unknown = []
+        for title, f in P2P_FIELDS:
+            if all(getattr(link, f) is None for link in topo.links):
+                unknown.append(title)  # a matrix of '?' only says this in many more lines
+            else:
+                parts += _p2p_matrix(topo, f"P2P {title}", [f], words_seen, width)
+        if unknown:
+            parts.append(Text(f"P2P {' / '.join(unknown)}: not in the source", style="dim"))
+    # A grid, so that long meanings wrap under themselves.
+    legend = Table.grid(padding=(0, 1))
+    legend.add_column(no_wrap=True)
+    legend.add_column()
+    for word in sorted(words_seen - {"?"}):
+        legend.add_row(Text(f"  {word:<3} ="), Text(P2P_STATUS_MEANING.get(word, word)))
+    if "?" in words_seen:
+        legend.add_row(Text("  ?   ="), Text("the source does not say"))
+    return Group(*parts, legend, Text(""))
 
 
 def findings_panel(topo: Topology) -> Panel:
