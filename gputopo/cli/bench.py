@@ -92,8 +92,8 @@ def bench_p2p(
         raise InputError("give either --size or --sizes, not both")
     if cpu_devices is not None and cpu_devices < 1:
         raise InputError(f"--cpu-devices must be at least 1, got {cpu_devices}")
-    if not min_sample_ms > 0:
-        raise InputError(f"--min-sample-ms must be positive, got {min_sample_ms}")
+    if not 0 < min_sample_ms < float("inf"):
+        raise InputError(f"--min-sample-ms must be a positive number of milliseconds, got {min_sample_ms}")
     from gputopo.tf.bench import BenchConfig
 
     sizes_bytes = parse_sizes(sizes) if sizes is not None else [parse_size(size) if size else DEFAULT_SIZE_BYTES]

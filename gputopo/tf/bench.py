@@ -93,8 +93,8 @@ class BenchConfig:
             raise InputError(f"--repeat must be at least 1, got {self.repeat}")
         if self.warmup < 0:
             raise InputError(f"--warmup must not be negative, got {self.warmup}")
-        if not self.step_timeout_s > 0:
-            raise InputError(f"--timeout must be positive, got {self.step_timeout_s}")
+        if not 0 < self.step_timeout_s < math.inf:  # inf would overflow the wait; nan is no number
+            raise InputError(f"--timeout must be a positive number of seconds, got {self.step_timeout_s}")
 
 
 class Progress(Protocol):
