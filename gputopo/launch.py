@@ -73,8 +73,10 @@ class TrainConfig:
             raise InputError(f"--steps-per-epoch must be at least 1, got {self.steps_per_epoch}")
         if self.checkpoint_every < 0:
             raise InputError(f"--checkpoint-every must be 0 or more, got {self.checkpoint_every}")
-        if not self.learning_rate > 0:
-            raise InputError(f"--learning-rate must be positive, got {self.learning_rate}")
+        if not 0 < self.learning_rate < float("inf"):
+            raise InputError(f"--learning-rate must be a positive number, got {self.learning_rate}")
+        if not self.startup_timeout_s > 0:  # a timeout already over would stop every multi-worker run
+            raise InputError(f"--startup-timeout must be a positive number of seconds, got {self.startup_timeout_s}")
         if self.image_size is not None and self.image_size < 8:
             raise InputError(f"--image-size must be at least 8, got {self.image_size}")
         if self.model == "mobilenetv2" and self.image_size is not None and self.image_size < 32:
