@@ -9,7 +9,7 @@ from rich.console import Console
 
 from gputopo.model import Finding, Gpu, Link, Nic, NicLink, Topology
 from gputopo.sources.reference import load_reference, machine_names
-from gputopo.views.topology import link_legend, render_topology
+from gputopo.views.topology import link_legend_rows, render_topology
 
 MARKUP = "[bold]x[/bold] [/]"
 
@@ -44,8 +44,8 @@ def test_missing_link_and_unknown_word_do_not_crash():
     text = render(topo)
     rows = {line.split()[0]: line.split()[1:] for line in text.splitlines() if line.strip().startswith("GPU")}
     assert rows["GPU0"][:3] == ["X", "WEIRD", "?"]
-    assert "WEIRD = a link word gputopo does not know" in text
-    assert "NV1   = a single NVLink" in text
+    assert "WEIRD  = a link word gputopo does not know" in text
+    assert "NV1    = a single NVLink" in text
 
 
 @pytest.mark.parametrize("width", [80, 120])
@@ -76,19 +76,27 @@ def test_wide_matrix_split_into_blocks_at_80_columns():
     assert "columns 0..7" not in wide
 
 
+def _legend(topo: Topology, speeds: bool = False) -> dict[str, str]:
+    return {word: meaning.plain.replace("\u00a0", " ") for word, meaning in link_legend_rows(topo, speeds)}
+
+
 def test_legend_gives_speeds_with_units_and_the_colour_key():
-    topo = load_reference("dgx1")
-    legend = link_legend(topo, speeds=True).plain
-    assert "NV1   = a single NVLink, ~20 GB/s per direction" in legend
-    assert "NV2   = a bonded set of 2 NVLinks, ~40 GB/s per direction" in legend
-    assert "colours, expected GB/s per direction: bold green >= 100" in legend
-    assert "red < 8" in legend
+    legend = _legend(load_reference("dgx1"), speeds=True)
+    assert legend["NV1"] == "a single NVLink, ~20 GB/s per direction"
+    assert legend["NV2"] == "a bonded set of 2 NVLinks, ~40 GB/s per direction"
+    assert legend["colour"].startswith("expected GB/s per direction: bold green >= 100")
+    assert legend["colour"].endswith("red < 8")
+
+
+def test_legend_wraps_under_itself_and_keeps_figures_with_their_units():
+    lines = render(load_reference("dgx1"), 80).splitlines()
+    k = next(k for k, line in enumerate(lines) if line.startswith("  SYS    = across the interconnect"))
+    assert lines[k + 1].startswith("           ~6\u00a0GB/s per direction")
 
 
 def test_legend_sorts_nvlink_words_by_count():
     topo = Topology(gpus=[Gpu(0), Gpu(1), Gpu(2)], links=[Link(0, 1, "NV12"), Link(0, 2, "NV2"), Link(1, 2, "NV4")])
-    lines = [line.split()[0] for line in link_legend(topo).plain.splitlines()]
-    assert lines == ["NV2", "NV4", "NV12"]
+    assert list(_legend(topo)) == ["NV2", "NV4", "NV12"]
 
 
 @pytest.mark.parametrize("gpus", [0, 1])

@@ -55,12 +55,13 @@ def speed_style(gbps: float) -> str:
 
 def speed_key() -> Text:
     """What the link colours mean, in GB/s per direction."""
-    text = Text("  colours, expected GB/s per direction: ")
+    text = Text("expected GB/s per direction: ")
     for k, (lowest, style, word) in enumerate(SPEED_STYLES):
         upper = SPEED_STYLES[k - 1][0] if k else None
         span = f">= {lowest:.0f}" if upper is None else (f"< {upper:.0f}" if lowest == 0 else f"{lowest:.0f}-{upper:.0f}")
         text.append(f"{word} {span}", style=style)
-        text.append(", " if k < len(SPEED_STYLES) - 1 else "\n")
+        if k < len(SPEED_STYLES) - 1:
+            text.append(", ")
     return text
 
 
@@ -241,24 +242,23 @@ def _nvlink_count(word: str) -> int | None:
     return int(word[2:]) if word.startswith("NV") and word[2:].isdigit() else None
 
 
-def link_legend(topo: Topology, speeds: bool = False) -> Text:
-    """What each link word means; with ``speeds``, also its expected GB/s per direction (coloured
-    as in the matrix) and what the colours mean."""
+def link_legend_rows(topo: Topology, speeds: bool = False) -> list[tuple[str, Text]]:
+    """(word, meaning) for each link word used; with ``speeds``, each meaning ends with the word's
+    expected GB/s per direction (coloured as in the matrix) and a row says what the colours mean."""
     used = {link.type for link in topo.links}
-    text = Text()
+    rows: list[tuple[str, Text]] = []
 
-    def line(word: str, meaning: str) -> None:
-        text.append(f"  {word:<5} = {meaning}")
+    def row(word: str, meaning: str) -> None:
+        text = Text(meaning)
         if speeds and word != "?":
-            pairs = [link for link in topo.links if link.type == word]
-            gbps = sorted(pair_estimate(topo, link.a, link.b).gbps for link in pairs)
+            gbps = sorted(pair_estimate(topo, link.a, link.b).gbps for link in topo.links if link.type == word)
             if gbps:
                 low, high = gbps[0], gbps[-1]
                 span = f"~{low:.0f}" if round(low) == round(high) else f"~{low:.0f}-{high:.0f}"
                 text.append(", ")
-                text.append(f"{span} GB/s", style=speed_style(low))
+                text.append(f"{span}\u00a0GB/s", style=speed_style(low))  # the figure never leaves its unit
                 text.append(" per direction")
-        text.append("\n")
+        rows.append((word, text))
 
     nv_words = sorted((u for u in used if _nvlink_count(u) is not None), key=lambda u: _nvlink_count(u) or 0)
     for word in nv_words:
@@ -266,19 +266,29 @@ def link_legend(topo: Topology, speeds: bool = False) -> Text:
         meaning = "a single NVLink" if n == 1 else NVLINK_MEANING.format(n=n)
         if any(link.nvswitch for link in topo.links if link.type == word):
             meaning += " through NVSwitch"
-        line(word, meaning)
+        row(word, meaning)
     for word in PCIE_PATHS:
         if word in used:
-            line(word, PCIE_PATH_MEANING[word])
+            row(word, PCIE_PATH_MEANING[word])
     for word in sorted(used - set(nv_words) - set(PCIE_PATHS) - {"UNKNOWN"}):
-        line(word, "a link word gputopo does not know")
+        row(word, "a link word gputopo does not know")
     if "UNKNOWN" in used:
-        line("?", "the source does not say how these GPUs are connected")
+        row("?", "the source does not say how these GPUs are connected")
     if speeds and used - {"UNKNOWN"}:
-        text.append_text(speed_key())
+        rows.append(("colour", speed_key()))
     for k, nic in enumerate(topo.nics):
-        text.append(f"  NIC{k:<2} = {nic.name}" + (f" ({nic.device})" if nic.device else "") + "\n")
-    return text
+        rows.append((f"NIC{k}", Text(nic.name + (f" ({nic.device})" if nic.device else ""))))
+    return rows
+
+
+def link_legend(topo: Topology, speeds: bool = False) -> Table:
+    """The legend under the link matrix, as a grid so that long meanings wrap under themselves."""
+    grid = Table.grid(padding=(0, 1))
+    grid.add_column(no_wrap=True)
+    grid.add_column()
+    for word, meaning in link_legend_rows(topo, speeds):
+        grid.add_row(Text(f"  {word:<6} ="), meaning)
+    return grid
 
 
 def link_summary(topo: Topology) -> Table:
