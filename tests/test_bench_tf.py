@@ -206,8 +206,22 @@ def test_gpus_join_on_pci_bus_id_not_order():
     devices, notes = map_gpus(tf_gpus, topo)
     assert [(d.index, d.tf_name) for d in devices] == [(5, "/device:GPU:0"), (2, "/device:GPU:1")]
     assert notes == []
-    devices, notes = map_gpus([("/device:GPU:0", None), ("/device:GPU:1", None)], topo)
+    devices, notes = map_gpus([("/device:GPU:0", None), ("/device:GPU:1", None)], topo, environ={})
     assert [d.index for d in devices] == [0, 1] and "same order" in notes[0]
+
+
+def test_without_bus_ids_cuda_visible_devices_renumbering_is_undone():
+    # CUDA_VISIBLE_DEVICES=5,2 makes TF's GPU:0 nvidia-smi's GPU 5 (in PCI order): --gpus 5,2 must find them.
+    tf_gpus = [("/device:GPU:0", None), ("/device:GPU:1", None)]
+    env = {"CUDA_VISIBLE_DEVICES": "5,2", "CUDA_DEVICE_ORDER": "PCI_BUS_ID"}
+    for topology in (load_reference("dgx1"), None):
+        devices, _ = map_gpus(tf_gpus, topology, environ=env)
+        assert [(d.index, d.tf_name) for d in devices] == [(5, "/device:GPU:0"), (2, "/device:GPU:1")]
+        assert [d.index for d in choose_devices(devices, [5, 2])] == [5, 2]
+    # UUIDs or CUDA's own FASTEST_FIRST order say nothing about PCI order: plain order then.
+    for unclear in ({"CUDA_VISIBLE_DEVICES": "GPU-8d1f,GPU-77aa", "CUDA_DEVICE_ORDER": "PCI_BUS_ID"},
+                    {"CUDA_VISIBLE_DEVICES": "5,2"}):
+        assert [d.index for d in map_gpus(tf_gpus, None, environ=unclear)[0]] == [0, 1]
 
 
 def test_same_device_names():
