@@ -24,3 +24,21 @@ def test_log_name_and_device_names_are_not_markup():
     assert "(from [red]run[x].log, tf2-created-device)" in text
     assert "Tesla [bold]V100[/bold] [/]" in text
     assert "0000:[b]:00.0" in text
+
+
+def test_sixteen_gpu_peer_matrix_fits_80_columns():
+    n = 16
+    view = TfView(
+        devices=[TfDevice(i, name="Tesla V100-SXM3-32GB", pci_bus_id=f"0000:{i:02x}:00.0", memory_mb=1) for i in range(n)],
+        peer=[[i != j for j in range(n)] for i in range(n)],
+        era="tf2-created-device",
+        source="a.log",
+    )
+    console = Console(file=io.StringIO(), width=80, color_system=None)
+    render_tf_view(Topology(gpus=[Gpu(i) for i in range(n)], tf=view), console)
+    text = console.file.getvalue()
+    assert "…" not in text
+    assert max(len(line) for line in text.splitlines()) <= 80
+    cells = text.split()
+    for i in range(n):
+        assert cells.count(f"GPU:{i}") >= 3  # device table, row label, column header

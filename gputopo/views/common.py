@@ -6,7 +6,10 @@ import json
 import sys
 from typing import Any
 
+from rich import box
 from rich.console import Console
+from rich.table import Table
+from rich.text import Text
 
 _stdout: Console | None = None
 _stderr: Console | None = None
@@ -31,3 +34,36 @@ def err() -> Console:
 def print_json(data: Any) -> None:
     sys.stdout.write(json.dumps(data, indent=2) + "\n")
     sys.stdout.flush()
+
+
+def matrix_tables(
+    title: str, headers: list[str], rows: list[tuple[str, list[Text]]], width: int | None, min_cell: int = 4
+) -> list[Table]:
+    """A matrix as one table, or as one table per block of columns when it is wider than ``width``:
+    every row label and every column stays readable (rich would otherwise cut both to '…')."""
+    cell_widths = [
+        max(min_cell, len(header), *(len(cells[k].plain) for _, cells in rows)) for k, header in enumerate(headers)
+    ]
+    label_width = max((len(label) for label, _ in rows), default=0)
+    blocks: list[list[int]] = [list(range(len(headers)))]
+    if width is not None:
+        # Each cell takes its width plus one space either side (see the tables' padding below).
+        per_block = max(1, (width - label_width - 2) // (max(cell_widths, default=min_cell) + 2))
+        if per_block < len(headers):
+            count = -(-len(headers) // per_block)
+            size = -(-len(headers) // count)  # even blocks: 16 columns in 8 + 8, not 12 + 4
+            blocks = [list(range(k, min(k + size, len(headers)))) for k in range(0, len(headers), size)]
+    tables = []
+    for block in blocks:
+        part = title if len(blocks) == 1 else f"{title}, columns {headers[block[0]]}..{headers[block[-1]]}"
+        table = Table(
+            title=Text(part), title_justify="left", box=box.SIMPLE_HEAD, padding=(0, 1), pad_edge=False,
+            collapse_padding=True,
+        )
+        table.add_column("", no_wrap=True, min_width=label_width)
+        for k in block:
+            table.add_column(Text(headers[k]), justify="center", no_wrap=True, min_width=cell_widths[k])
+        for label, cells in rows:
+            table.add_row(Text(label), *(cells[k] for k in block))
+        tables.append(table)
+    return tables

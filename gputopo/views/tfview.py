@@ -13,6 +13,7 @@ from rich.table import Table
 from rich.text import Text
 
 from gputopo.model import Topology
+from gputopo.views.common import matrix_tables
 
 
 def render_tf_view(topology: Topology, console: Console) -> None:
@@ -52,10 +53,7 @@ def render_tf_view(topology: Topology, console: Console) -> None:
     console.print(devices)
 
     ordinals = tf_ordinals(view)
-    matrix = Table(title="TensorFlow peer access (row -> column)", title_justify="left")
-    matrix.add_column("")
-    for o in ordinals:
-        matrix.add_column(f"GPU:{o}", justify="center")
+    rows: list[tuple[str, list[Text]]] = []
     for a in ordinals:
         cells: list[Text] = []
         for b in ordinals:
@@ -68,8 +66,11 @@ def render_tf_view(topology: Topology, console: Console) -> None:
                 cells.append(Text("N", style="bold red"))
             else:
                 cells.append(Text("?", style="dim"))
-        matrix.add_row(f"GPU:{a}", *cells)
-    console.print(matrix)
+        rows.append((f"GPU:{a}", cells))
+    # Split into column blocks on narrow terminals: 16 GPUs at 80 columns showed only 'G…' headers.
+    headers = [f"GPU:{o}" for o in ordinals]
+    for table in matrix_tables("TensorFlow peer access (row -> column)", headers, rows, console.width):
+        console.print(table)
     summary = peer_group_summary(view)
     if summary:
         console.print(Text(f"TensorFlow: {summary}", style="bold"))

@@ -27,7 +27,7 @@ from gputopo.model import (
     PCIE_PATHS,
     Topology,
 )
-from gputopo.views.common import out
+from gputopo.views.common import matrix_tables, out
 
 # Larger topologies get a summary instead of N x N matrices that no terminal can show.
 MAX_MATRIX_GPUS = 16
@@ -182,39 +182,6 @@ def _link_cell(topo: Topology, a: int, b: int) -> Text:
     return Text(link.type, style=speed_style(pair_estimate(topo, a, b).gbps))
 
 
-def _matrix_tables(
-    title: str, headers: list[str], rows: list[tuple[str, list[Text]]], width: int | None, min_cell: int = 4
-) -> list[Table]:
-    """A matrix as one table, or as several side by side in column blocks when it is wider than
-    ``width``: every row label and every column stays readable (rich would otherwise cut both)."""
-    cell_widths = [
-        max(min_cell, len(header), *(len(cells[k].plain) for _, cells in rows)) for k, header in enumerate(headers)
-    ]
-    label_width = max((len(label) for label, _ in rows), default=0)
-    blocks: list[list[int]] = [list(range(len(headers)))]
-    if width is not None:
-        # Each cell takes its width plus one space either side (see the tables' padding below).
-        per_block = max(1, (width - label_width - 2) // (max(cell_widths, default=min_cell) + 2))
-        if per_block < len(headers):
-            count = -(-len(headers) // per_block)
-            size = -(-len(headers) // count)  # even blocks: 16 columns in 8 + 8, not 12 + 4
-            blocks = [list(range(k, min(k + size, len(headers)))) for k in range(0, len(headers), size)]
-    tables = []
-    for n, block in enumerate(blocks):
-        part = title if len(blocks) == 1 else f"{title}, columns {headers[block[0]]}..{headers[block[-1]]}"
-        table = Table(
-            title=Text(part), title_justify="left", box=box.SIMPLE_HEAD, padding=(0, 1), pad_edge=False,
-            collapse_padding=True,
-        )
-        table.add_column("", no_wrap=True, min_width=label_width)
-        for k in block:
-            table.add_column(Text(headers[k]), justify="center", no_wrap=True, min_width=cell_widths[k])
-        for label, cells in rows:
-            table.add_row(Text(label), *(cells[k] for k in block))
-        tables.append(table)
-    return tables
-
-
 LINK_MATRIX_TITLE = "Links between GPUs (nvidia-smi words, coloured by expected speed)"
 
 
@@ -230,7 +197,7 @@ def link_matrices(topo: Topology, width: int | None = None) -> list[Table]:
             t = nic_type.get((a, nic.name))
             cells.append(Text(t or "?", style="dim" if t is None else ""))
         rows.append((f"GPU{a}", cells))
-    return _matrix_tables(LINK_MATRIX_TITLE, headers, rows, width)
+    return matrix_tables(LINK_MATRIX_TITLE, headers, rows, width)
 
 
 def link_matrix(topo: Topology) -> Table:
@@ -338,7 +305,7 @@ def _p2p_matrix(
             else:
                 cells.append(Text("OK", style="green"))
         rows.append((f"GPU{a}", cells))
-    return _matrix_tables(title, [str(i) for i in idx], rows, width)
+    return matrix_tables(title, [str(i) for i in idx], rows, width)
 
 
 def p2p_matrices(topo: Topology, width: int | None = None) -> Group | None:
