@@ -64,3 +64,19 @@ def test_one_host_jobs_in_a_multi_host_topology_name_their_host(monkeypatch, cap
     single = _render(monkeypatch, capsys, "dgx1", 4, jobs=2)
     assert ": on " not in single and "  on " not in single
     assert "runs on" not in format_env(recommend(load_reference("dgx1"), 4, jobs=2))
+
+
+def test_a_slow_best_group_is_not_painted_green(monkeypatch, capsys):
+    """On the two-socket box the best 4 GPUs cross QPI (~6 GB/s): red, as scan colours SYS, not green."""
+    import io
+
+    from rich.console import Console
+
+    import gputopo.views.recommend as view
+
+    console = Console(file=io.StringIO(), width=200, force_terminal=True, color_system="standard")
+    monkeypatch.setattr(view, "out", lambda: console)
+    view.render_recommendation(recommend(load_reference("two-socket-4gpu"), 4))
+    best_line = console.file.getvalue().splitlines()[1]
+    assert "\x1b[32m" not in best_line and "\x1b[1;32m" not in best_line
+    assert "\x1b[31m   ring 0-1-2-3-0, slowest hop SYS" in best_line

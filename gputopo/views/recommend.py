@@ -93,11 +93,15 @@ def render_recommendation(rec: Recommendation) -> None:
     best = rec.best
     title = rec.label or rec.source
     console.print(Text(f"Best {rec.gpus_per_group} GPU(s) to train on together — {title}", style="bold"))
+    from gputopo.views.topology import speed_style
+
+    # The group is bold, not green: green is for fast links, and the best group may be slow
+    # (SYS on a two-socket box). Its ring is coloured by its slowest hop, as scan colours links.
     console.print(
         Text.assemble(
             ("  GPUs ", "bold"),
-            (_gpu_list(best.gpus), "bold green"),
-            f"   {ring_summary(best)}",
+            (_gpu_list(best.gpus), "bold"),
+            ("   " + ring_summary(best), speed_style(best.bottleneck_gbps) if best.bottleneck_gbps is not None else ""),
             f"   all-reduce ~{_gbps(best.allreduce_gbps)} GB/s of gradients" if best.allreduce_gbps else "",
         )
     )
