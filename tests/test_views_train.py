@@ -49,3 +49,10 @@ def test_plan_prints_notes_and_reason_literally(monkeypatch, capsys):
     render_plan(plan, [{"label": "training process", "shell": "python -m x --data '/data/[x]'"}], "mirrored")
     text = _text(capsys)
     assert "why [red]not[/]" in text and "see /data/[x]/train" in text and "--data '/data/[x]'" in text
+
+
+def test_plan_says_the_bottleneck_is_an_expected_per_direction_figure(monkeypatch, capsys):
+    monkeypatch.setenv("COLUMNS", "120")
+    plan = LaunchPlan("GPU", 2, [0, 1], {"CUDA_VISIBLE_DEVICES": "0,1"}, [], ring=[0, 1], bottleneck_gbps=20.0)
+    render_plan(plan, [], "mirrored")
+    assert "~20.0 GB/s per direction (expected for its link type)" in _text(capsys)

@@ -46,7 +46,7 @@ def render_plan(plan: LaunchPlan, processes: Sequence[dict[str, Any]], strategy:
     if plan.ring:
         _row(table, "ring", " -> ".join(str(g) for g in [*plan.ring, plan.ring[0]]))
     if plan.bottleneck_gbps is not None:
-        _row(table, "bottleneck link", f"{plan.bottleneck_gbps:.1f} GB/s")
+        _row(table, "bottleneck link", f"~{plan.bottleneck_gbps:.1f} GB/s per direction (expected for its link type)")
     if plan.cross_device_ops:
         _row(table, "cross-device op", plan.cross_device_ops)
     if plan.numactl:
