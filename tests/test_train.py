@@ -142,6 +142,21 @@ def test_unreadable_image_is_one_clear_line(cli, tmp_path: Path):
     assert "Traceback" not in result.output
 
 
+def test_an_unreadable_test_image_is_one_clear_line_at_evaluation(tmp_path: Path):
+    folder = make_image_folder(tmp_path / "d", classes=("a", "b"), train_per_class=2, test_per_class=1)
+    broken = folder / "test" / "a" / "000.png"
+    broken.write_bytes(broken.read_bytes()[:40])  # found only when the first epoch is evaluated
+    result = subprocess.run(
+        [sys.executable, "-m", "gputopo", "train", "--cpu-devices", "1", "--data", str(folder), "--batch-size", "2",
+         "--steps-per-epoch", "2", "--no-checkpoint"],
+        cwd=REPO, capture_output=True, text=True, timeout=180,
+    )
+    assert result.returncode == 2, result.stderr[-2000:]
+    error_lines = [line for line in result.stderr.splitlines() if line.startswith("gputopo: error:")]
+    assert len(error_lines) == 1 and "could not be decoded" in error_lines[0], result.stderr[-2000:]
+    assert "Traceback" not in result.stderr
+
+
 def test_parameter_server_mode_completes_its_steps(cli, tmp_path: Path):
     summary = _json_run(
         cli, "--cpu-devices", "1", "--strategy", "parameter-server", "--workers", "2", "--ps", "1",

@@ -86,7 +86,15 @@ def train_parameter_server(tf: Any, config: TrainConfig, stop: Any) -> dict[str,
     the parameter servers, computes gradients on its own batch and applies them there at once.
     """
     from gputopo.tf.data import check_data_source, fits_in_cache, load_datasets
-    from gputopo.tf.train import RunningMeans, TrainingState, _epoch_record, _progress, make_replica_step, run_summary
+    from gputopo.tf.train import (
+        RunningMeans,
+        TrainingState,
+        _epoch_record,
+        _explain_tf_error,
+        _progress,
+        make_replica_step,
+        run_summary,
+    )
 
     ps_count, worker_count = config.ps or 1, config.ps_workers or 2
     ports = free_local_ports(ps_count + worker_count)
@@ -172,7 +180,10 @@ def train_parameter_server(tf: Any, config: TrainConfig, stop: Any) -> dict[str,
                             accuracy=f"{chunk_means.accuracy:.3f}", rate=f"{rate:.0f}")
             if step % steps_per_epoch == 0:
                 epoch_means.collect(batch)
-                test_result = evaluate()
+                try:
+                    test_result = evaluate()
+                except tf.errors.OpError as exc:  # e.g. an image of test/ that does not decode
+                    raise _explain_tf_error(tf, exc, config, 0) from None
                 history.append(_epoch_record(step // steps_per_epoch, step, epoch_means, test_result))
                 epoch_means = RunningMeans()
             if manager is not None and (step == total_steps or (config.checkpoint_every and step % config.checkpoint_every == 0)):

@@ -280,7 +280,10 @@ def _train_synchronous(tf: Any, config: TrainConfig, strategy: Any, device_set: 
                 pause_start_s = time.perf_counter()
                 if step % steps_per_epoch == 0:
                     epoch_means.collect(global_batch)
-                    test_result = evaluate()
+                    try:
+                        test_result = evaluate()
+                    except tf.errors.OpError as exc:  # e.g. an image of test/ that does not decode
+                        raise _explain_tf_error(tf, exc, config, last_saved_step) from None
                     history.append(_epoch_record(step // steps_per_epoch, step, epoch_means, test_result))
                     epoch_means = RunningMeans()
                 if config.checkpoint_every and step % config.checkpoint_every == 0 and step < total_steps:
