@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 import signal
 import sys
 import threading
@@ -162,15 +163,18 @@ def train(config: TrainConfig, stop: StopRequest | None = None) -> dict[str, Any
 
     tf = import_tensorflow()
     tf.keras.utils.set_random_seed(config.seed)
-    device_set = _setup_devices(tf, config)
-    if config.strategy == "parameter-server":
-        from gputopo.tf.distributed import train_parameter_server
+    try:
+        device_set = _setup_devices(tf, config)
+        if config.strategy == "parameter-server":
+            from gputopo.tf.distributed import train_parameter_server
 
-        return train_parameter_server(tf, config, stop or StopRequest())
-    from gputopo.tf.distributed import make_strategy
+            return train_parameter_server(tf, config, stop or StopRequest())
+        from gputopo.tf.distributed import make_strategy
 
-    strategy = make_strategy(tf, config, device_set)
-    return _train_synchronous(tf, config, strategy, device_set, stop or StopRequest())
+        strategy = make_strategy(tf, config, device_set)
+        return _train_synchronous(tf, config, strategy, device_set, stop or StopRequest())
+    except tf.errors.OpError as exc:  # what the loops do not explain themselves (GPU out of memory, ...)
+        raise _explain_tf_error(tf, exc, config, 0) from None
 
 
 def _train_synchronous(tf: Any, config: TrainConfig, strategy: Any, device_set: Any, stop: StopRequest) -> dict[str, Any]:
@@ -503,7 +507,9 @@ def _explain_tf_error(tf: Any, exc: Any, config: TrainConfig, last_saved_step: i
     if isinstance(exc, tf.errors.InvalidArgumentError) and any(
         word in str(exc) for word in ("image", "PNG", "JPEG", "decode", "Decode")
     ):
-        return InputError(f"an image in {config.data} could not be decoded ({first_line})")
+        # The first line is often just "Graph execution error:"; the decoder says what is wrong further down.
+        said = re.search(r"(?:Invalid|Unknown image|Failed to (?:decode|initialize))[^\n\[]*", str(exc))
+        return InputError(f"an image in {config.data} could not be decoded ({said.group(0).strip() if said else first_line})")
     saved = resume_hint(config.checkpoint_dir if last_saved_step is not None else None)
     if config.strategy != "mirrored" and isinstance(
         exc, (tf.errors.UnavailableError, tf.errors.DeadlineExceededError, tf.errors.CancelledError, tf.errors.AbortedError, tf.errors.InternalError)
