@@ -282,4 +282,3 @@ def _scaling_child_running(parent_pid: int) -> bool:
         if int(fields[1]) == parent_pid:
             return True
     return False
-
