@@ -49,6 +49,23 @@ def test_from_and_tf_log_cannot_both_be_standard_input(cli):
     assert "standard input" in assert_one_error_line(result)
 
 
+def test_tf_log_given_now_replaces_the_one_saved_in_a_snapshot(tmp_path):
+    from conftest import OWN_FIXTURES
+    from gputopo.sources.snapshot import save_snapshot
+
+    saved = load_topology(machine="two-socket-4gpu", tf_log=TF0_LOG)
+    assert "tf-join-assumed" in {f.code for f in saved.diagnostics}
+    path = tmp_path / "snap.json"
+    save_snapshot(saved, path)
+    new_log = str(OWN_FIXTURES / "tf_logs" / "tf15_edge_matrix_visible_order_differs.log")
+    topo = load_topology(from_file=str(path), tf_log=new_log)
+    assert topo.tf is not None and topo.tf.source == new_log
+    codes = [f.code for f in topo.diagnostics]
+    assert "tf-join-assumed" not in codes  # said of the old log, which had no bus ids
+    assert "tf-order-differs" in codes and codes.count("tf-peer-groups") == 1
+    assert "cross-socket" in codes  # the topology's own findings stay
+
+
 def test_shared_fixtures_are_present():
     """Parametrised fixture tests would silently collect nothing without ../shared/fixtures."""
     from conftest import TF_LOG_FIXTURES, TOPO_FIXTURES

@@ -80,7 +80,11 @@ def load_topology(
         from gputopo.sources.nvml import probe
 
         topo = probe()
-    if tf_view is not None and topo.tf is None:
+    if tf_view is not None:
+        if topo.tf is not None and topo.tf is not tf_view:
+            # A snapshot saved with another TF log: the log given now wins, and the findings about
+            # the old one go (they are made again from the new one below).
+            topo.diagnostics = [f for f in topo.diagnostics if not f.code.startswith("tf-") or f.code == "tf-log-alone"]
         topo.tf = tf_view
     if diagnose:
         from gputopo.analysis.diagnose import diagnose as run_diagnose
