@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 import sys
 from typing import Any
 
@@ -31,8 +32,21 @@ def err() -> Console:
     return _stderr
 
 
+def _finite(value: Any) -> Any:
+    """``value`` with every NaN or infinity replaced by None, recursively."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, dict):
+        return {k: _finite(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_finite(v) for v in value]
+    return value
+
+
 def print_json(data: Any) -> None:
-    sys.stdout.write(json.dumps(data, indent=2) + "\n")
+    """``--json`` output: always valid JSON (json.dumps would write NaN / Infinity, which strict
+    parsers such as jq and JSON.parse reject), so a non-finite figure becomes null."""
+    sys.stdout.write(json.dumps(_finite(data), indent=2, allow_nan=False) + "\n")
     sys.stdout.flush()
 
 
