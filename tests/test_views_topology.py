@@ -159,3 +159,11 @@ def test_p2p_question_mark_is_explained():
     topo = Topology(gpus=[Gpu(0), Gpu(1), Gpu(2)], links=[Link(0, 1, "PIX", p2p_read="ok", p2p_write="ok",
                     p2p_atomics="ok"), Link(0, 2, "SYS"), Link(1, 2, "SYS")])
     assert "  ?   = the source does not say" in render(topo, 80)
+
+
+def test_memory_below_one_gib_is_not_zero():
+    from gputopo.views.topology import _fmt_bytes
+
+    assert _fmt_bytes(512 * 1024**2) == "512M"
+    assert _fmt_bytes(80 * 1024**3) == "80G"
+    assert _fmt_bytes(None) == "?"

@@ -68,6 +68,8 @@ def speed_key() -> Text:
 def _fmt_bytes(n: int | None) -> str:
     if n is None:
         return "?"
+    if n < 1024**3:  # not "0G" for a small GPU or a MIG slice
+        return f"{n / 1024**2:.0f}M"
     return f"{n / 1024**3:.0f}G"
 
 
