@@ -167,3 +167,27 @@ def test_memory_below_one_gib_is_not_zero():
     assert _fmt_bytes(512 * 1024**2) == "512M"
     assert _fmt_bytes(80 * 1024**3) == "80G"
     assert _fmt_bytes(None) == "?"
+
+
+def test_socket_tree_tells_sockets_apart_by_cpu_list_without_a_numa_column():
+    """The DGX-1 capture has CPU Affinity but no NUMA column: GPUs 4-7 are not on CPUs 0-11,24-35."""
+    from conftest import SHARED_FIXTURES
+    from gputopo.sources import load_topology
+
+    topo = load_topology(from_file=str(SHARED_FIXTURES / "topo" / "dgx1_v100_8gpu_mlx5.txt"))
+    tree = render(topo, 120).split("Links between", 1)[0]
+    lines = [line for line in tree.splitlines() if "NUMA node" in line or "GPUs" in line or "NICs" in line]
+    assert any("(CPUs 0-11,24-35)" in line for line in lines)
+    k = next(k for k, line in enumerate(lines) if "(CPUs 12-23,36-47)" in line)
+    assert lines[k + 1].strip("│├└─ ") == "GPUs 4, 5, 6, 7"
+    assert "NICs mlx5_0 (NUMA node not known)" in tree  # not silently dropped
+
+
+def test_socket_tree_multi_host_does_not_repeat_nics_under_every_host():
+    topo = Topology(
+        gpus=[Gpu(0, numa_node=0, host="a"), Gpu(1, numa_node=0, host="b")],
+        links=[Link(0, 1, "NV18")],
+        nics=[Nic("mlx5_0", numa_node=0)],
+    )
+    tree = render(topo, 120).split("Links between", 1)[0]
+    assert tree.count("mlx5_0") == 1

@@ -157,23 +157,32 @@ def socket_picture(topo: Topology) -> Tree:
     """CPU sockets / NUMA nodes with their GPUs and NICs, as a tree."""
     # Every label is a Text: host, NIC and CPU-list strings come from the user's files, never markup.
     tree = Tree(Text(topo.host or "host", style="bold"))
-    by_place: dict[tuple[str | None, int | None], list[int]] = defaultdict(list)
+    # Grouped by CPU list too: `nvidia-smi topo -m` without a NUMA column still tells the sockets
+    # apart by CPU affinity (a DGX-1 capture: GPUs 0-3 on 0-11,24-35, GPUs 4-7 on 12-23,36-47).
+    by_place: dict[tuple[str, int, str], list[int]] = defaultdict(list)
     for g in topo.gpus:
-        by_place[(g.host, g.numa_node)].append(g.index)
+        by_place[(g.host or "", -1 if g.numa_node is None else g.numa_node, g.cpu_affinity or "")].append(g.index)
+    one_host = len({g.host for g in topo.gpus}) <= 1  # NICs carry no host: place them only then
     nics_by_numa: dict[int | None, list[str]] = defaultdict(list)
     for nic in topo.nics:
         nics_by_numa[nic.numa_node].append(nic.name)
-    for (host, numa), gpus in sorted(by_place.items(), key=lambda kv: (kv[0][0] or "", -1 if kv[0][1] is None else kv[0][1])):
-        cpus = topo.gpu(gpus[0]).cpu_affinity
-        title = Text("NUMA node ?" if numa is None else f"NUMA node {numa}")
+    placed: set[int] = set()
+    for (host, numa, cpus), gpus in sorted(by_place.items(), key=lambda kv: (kv[0], kv[1][0])):
+        title = Text("NUMA node ?" if numa < 0 else f"NUMA node {numa}")
         if host:
             title = Text(f"{host} / ") + title
         if cpus:
             title.append(f" (CPUs {cpus})", style="dim")
         node = tree.add(title)
         node.add(Text("GPUs " + ", ".join(str(i) for i in gpus)))
-        if numa is not None and nics_by_numa.get(numa):
+        if one_host and numa >= 0 and nics_by_numa.get(numa) and numa not in placed:
             node.add(Text("NICs " + ", ".join(nics_by_numa[numa])))
+            placed.add(numa)
+    # NICs not shown beside GPUs above: their NUMA node is unknown, has no GPU, or hosts differ.
+    rest = [name for numa, names in sorted(nics_by_numa.items(), key=lambda kv: -1 if kv[0] is None else kv[0])
+            if numa not in placed for name in names]
+    if rest:
+        tree.add(Text("NICs " + ", ".join(rest) + " (NUMA node not known)", style="dim"))
     return tree
 
 
