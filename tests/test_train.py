@@ -15,6 +15,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Callable
 
 import pytest
 
@@ -94,17 +95,8 @@ def test_ctrl_c_saves_and_exits_cleanly(image_folder: Path, tmp_path: Path):
                "--batch-size", "8", "--steps-per-epoch", "100000", "--checkpoint-dir", str(ck),
                "--checkpoint-every", "10", "--json"]
     env = {k: v for k, v in os.environ.items() if k != "TF_CPP_MIN_LOG_LEVEL"}  # as a user's shell has it
-    parent = subprocess.Popen(command, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
-    try:
-        deadline = time.monotonic() + 120
-        while latest_checkpoint_step(ck) is None and parent.poll() is None and time.monotonic() < deadline:
-            time.sleep(0.02)
-        parent.send_signal(signal.SIGINT)  # to gputopo only: it forwards Ctrl-C to the training child
-        stdout, stderr = parent.communicate(timeout=60)
-    finally:
-        parent.kill()
-        parent.wait()
-    assert parent.returncode == 130, stderr[-2000:]
+    returncode, stdout, stderr = _ctrl_c_when(command, lambda parent: latest_checkpoint_step(ck) is not None, env=env)
+    assert returncode == 130, stderr[-2000:]
     summary = json.loads(stdout)
     assert summary["status"] == "interrupted" and summary["stopped_by"] == "SIGINT"
     assert 10 <= summary["steps"] < 100000
@@ -256,24 +248,34 @@ def test_a_checkpoint_that_cannot_be_written_mid_run_is_one_clear_error(tmp_path
 def test_ctrl_c_stops_a_scaling_table_instead_of_going_on_to_the_next_size():
     command = [sys.executable, "-m", "gputopo", "train", "--cpu-devices", "2", "--batch-size", "16",
                "--scaling", "1,2", "--scaling-steps", "100000", "--image-size", "16", "--json"]
-    parent = subprocess.Popen(command, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    try:
-        deadline = time.monotonic() + 120
-        while not _scaling_child_running(parent.pid) and parent.poll() is None and time.monotonic() < deadline:
-            time.sleep(0.05)
-        time.sleep(2)  # its stop handler is installed (it asks for the stop at its first step)
-        parent.send_signal(signal.SIGINT)
-        stdout, stderr = parent.communicate(timeout=60)
-    finally:
-        parent.kill()
-        parent.wait()
-    assert parent.returncode == 130, stderr[-2000:]
+    # Once the first (1-device) run is under way; 2 s more and its stop handler is surely installed.
+    returncode, stdout, stderr = _ctrl_c_when(command, lambda parent: _has_child(parent.pid), settle_s=2.0)
+    assert returncode == 130, stderr[-2000:]
     data = json.loads(stdout)
     assert data["status"] == "interrupted" and data["scaling"] == []  # the 2-device run never started
     assert "gputopo: error: interrupted: scaling stopped" in stderr and "Traceback" not in stderr
 
 
-def _scaling_child_running(parent_pid: int) -> bool:
+def _ctrl_c_when(
+    command: list[str], ready: Callable[[subprocess.Popen], bool], settle_s: float = 0.0, env: dict | None = None
+) -> tuple[int, str, str]:
+    """Run ``gputopo`` and press Ctrl-C once ``ready(process)`` (SIGINT to gputopo only: it forwards
+    it to the training child); returns its exit status, stdout and stderr."""
+    parent = subprocess.Popen(command, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    try:
+        deadline = time.monotonic() + 120
+        while not ready(parent) and parent.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.02)
+        time.sleep(settle_s)
+        parent.send_signal(signal.SIGINT)
+        stdout, stderr = parent.communicate(timeout=60)
+    finally:
+        parent.kill()
+        parent.wait()
+    return parent.returncode, stdout, stderr
+
+
+def _has_child(parent_pid: int) -> bool:
     for stat in Path("/proc").glob("[0-9]*/stat"):
         try:
             fields = stat.read_text().rsplit(")", 1)[1].split()
