@@ -80,3 +80,8 @@ def test_a_slow_best_group_is_not_painted_green(monkeypatch, capsys):
     best_line = console.file.getvalue().splitlines()[1]
     assert "\x1b[32m" not in best_line and "\x1b[1;32m" not in best_line
     assert "\x1b[31m   ring 0-1-2-3-0, slowest hop SYS" in best_line
+
+
+def test_headline_counts_gpus_in_words(monkeypatch, capsys):
+    assert _render(monkeypatch, capsys, "dgx1", 1).startswith("Best GPU to train on — ")
+    assert _render(monkeypatch, capsys, "dgx1", 4).startswith("Best 4 GPUs to train on together — ")

@@ -92,7 +92,9 @@ def render_recommendation(rec: Recommendation) -> None:
     console = out()
     best = rec.best
     title = rec.label or rec.source
-    console.print(Text(f"Best {rec.gpus_per_group} GPU(s) to train on together — {title}", style="bold"))
+    n = rec.gpus_per_group
+    what = "Best GPU to train on" if n == 1 else f"Best {n} GPUs to train on together"
+    console.print(Text(f"{what} — {title}", style="bold"))
     from gputopo.views.topology import speed_style
 
     # The group is bold, not green: green is for fast links, and the best group may be slow
