@@ -191,3 +191,29 @@ def test_socket_tree_multi_host_does_not_repeat_nics_under_every_host():
     )
     tree = render(topo, 120).split("Links between", 1)[0]
     assert tree.count("mlx5_0") == 1
+
+
+def _wide_gpus() -> Topology:
+    gpus = [
+        Gpu(i, name="NVIDIA H100 80GB HBM3", pci_bus_id="0000:1b:00.0", memory_total_bytes=80 * 1024**3,
+            numa_node=0, cpu_affinity="0-55,112-167", pcie_gen_current=4, pcie_gen_max=5, pcie_width_current=8,
+            pcie_width_max=16, nvlink_version="4.0", nvlink_active_links=18, mig_mode=True,
+            host=f"node-000{i}.cluster.example.com")
+        for i in range(2)
+    ]
+    return Topology(gpus=gpus, links=[Link(0, 1, "NV18", nvlink_count=18)])
+
+
+def test_gpu_table_never_pushes_columns_off_an_80_column_terminal():
+    """MIG and long host names used to be cut off at 80 columns ('node-000', no MIG column)."""
+    text = render(_wide_gpus(), 80)
+    table = text.split("\nGPUs", 1)[1].split("├──", 1)[0]
+    assert "MIG" in table and "hosts: see the tree below" in table
+    assert "node-000" not in table
+    assert "node-0001.cluster.example.com / NUMA node 0" in text
+    wide = render(_wide_gpus(), 120)
+    assert "node-0001.cluster.example.com \n" in wide.replace("│", "")  # the host column, whole
+
+
+def test_matrix_title_is_one_line_over_a_small_matrix():
+    assert "Links between GPUs (nvidia-smi words, coloured by expected speed)\n" in render(_wide_gpus(), 80)

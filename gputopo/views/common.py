@@ -8,7 +8,7 @@ import sys
 from typing import Any
 
 from rich import box
-from rich.console import Console
+from rich.console import Console, Group
 from rich.table import Table
 from rich.text import Text
 
@@ -52,7 +52,7 @@ def print_json(data: Any) -> None:
 
 def matrix_tables(
     title: str, headers: list[str], rows: list[tuple[str, list[Text]]], width: int | None, min_cell: int = 4
-) -> list[Table]:
+) -> list[Group]:
     """A matrix as one table, or as one table per block of columns when it is wider than ``width``:
     every row label and every column stays readable (rich would otherwise cut both to '…')."""
     cell_widths = [
@@ -70,14 +70,13 @@ def matrix_tables(
     tables = []
     for block in blocks:
         part = title if len(blocks) == 1 else f"{title}, columns {headers[block[0]]}..{headers[block[-1]]}"
-        table = Table(
-            title=Text(part), title_justify="left", box=box.SIMPLE_HEAD, padding=(0, 1), pad_edge=False,
-            collapse_padding=True,
-        )
+        table = Table(box=box.SIMPLE_HEAD, padding=(0, 1), pad_edge=False, collapse_padding=True)
         table.add_column("", no_wrap=True, min_width=label_width)
         for k in block:
             table.add_column(Text(headers[k]), justify="center", no_wrap=True, min_width=cell_widths[k])
         for label, cells in rows:
             table.add_row(Text(label), *(cells[k] for k in block))
-        tables.append(table)
+        # The title on its own line: as a table title rich would wrap it to the table's width
+        # ("Links between GPUs / (nvidia-smi words, / coloured by / ..." over a 2-GPU matrix).
+        tables.append(Group(Text(part, style="table.title"), table))
     return tables

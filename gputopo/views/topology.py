@@ -13,6 +13,7 @@ from collections import defaultdict
 
 from rich import box
 from rich.console import Console, Group
+from rich.measure import Measurement
 from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
@@ -119,18 +120,22 @@ def _short_name(name: str | None) -> str:
     return name
 
 
-def gpu_table(topo: Topology) -> Table:
+def gpu_table(topo: Topology, host_column: bool = True) -> Table:
     table = Table(title="GPUs", title_justify="left", box=box.SIMPLE_HEAD, padding=(0, 1), pad_edge=False, collapse_padding=True)
     show_mig = any(g.mig_mode for g in topo.gpus)
     columns = ["GPU", "name", "bus id", "mem", "NUMA", "CPUs", "PCIe", "NVLink"] + (["MIG"] if show_mig else [])
     for col in columns:
         if col == "name":
             table.add_column(col, min_width=12, overflow="fold")
+        elif col in ("CPUs", "PCIe"):
+            # May wrap (CPU lists at commas, 'Gen4x8/Gen5x16' at the slash) so that the columns
+            # after them are never pushed off an 80-column terminal.
+            table.add_column(col, overflow="fold", min_width=7)
         else:
             table.add_column(col, no_wrap=True)
-    show_host = any(g.host for g in topo.gpus)
+    show_host = host_column and any(g.host for g in topo.gpus)
     if show_host:
-        table.add_column("host")
+        table.add_column("host", no_wrap=True)
     for g in topo.gpus:
         degraded = (
             g.pcie_width_current is not None and g.pcie_width_max is not None and g.pcie_width_current < g.pcie_width_max
@@ -196,7 +201,7 @@ def _link_cell(topo: Topology, a: int, b: int) -> Text:
 LINK_MATRIX_TITLE = "Links between GPUs (nvidia-smi words, coloured by expected speed)"
 
 
-def link_matrices(topo: Topology, width: int | None = None) -> list[Table]:
+def link_matrices(topo: Topology, width: int | None = None) -> list[Group]:
     """The link matrix (GPUs, then NIC columns), split into column blocks that fit ``width``."""
     idx = topo.gpu_indices
     headers = [str(i) for i in idx] + [f"NIC{k}" for k in range(len(topo.nics))]
@@ -211,7 +216,7 @@ def link_matrices(topo: Topology, width: int | None = None) -> list[Table]:
     return matrix_tables(LINK_MATRIX_TITLE, headers, rows, width)
 
 
-def link_matrix(topo: Topology) -> Table:
+def link_matrix(topo: Topology) -> Group:
     """The whole link matrix as one table, however wide."""
     return link_matrices(topo)[0]
 
@@ -294,7 +299,7 @@ P2P_FIELDS = (("read", "p2p_read"), ("write", "p2p_write"), ("atomics", "p2p_ato
 
 def _p2p_matrix(
     topo: Topology, title: str, fields: list[str], words_seen: set[str], width: int | None = None
-) -> list[Table]:
+) -> list[Group]:
     idx = topo.gpu_indices
     links = topo.link_map()
     rows: list[tuple[str, list[Text]]] = []
@@ -326,7 +331,7 @@ def p2p_matrices(topo: Topology, width: int | None = None) -> Group | None:
         return None
     words_seen: set[str] = set()
     same = all(len({link.p2p_read, link.p2p_write, link.p2p_atomics}) == 1 for link in topo.links)
-    parts: list[Table | Text] = []
+    parts: list[Group | Text] = []
     if same:
         parts += _p2p_matrix(topo, "P2P read / write / atomics", ["p2p_read"], words_seen, width)
     else:
@@ -371,7 +376,13 @@ def render_topology(topology: Topology, console: Console | None = None) -> None:
     if not topology.gpus:
         console.print("No GPUs.")
     else:
-        console.print(gpu_table(topology))
+        table = gpu_table(topology)
+        if Measurement.get(console, console.options.update_width(10_000), table).maximum > console.width:
+            # Too wide with the host names: they are in the tree below, beside each GPU's NUMA node.
+            table = gpu_table(topology, host_column=False)
+            table.caption = "hosts: see the tree below"
+            table.caption_justify = "left"
+        console.print(table)
         console.print(socket_picture(topology))
         if len(topology.gpus) > 1:
             if len(topology.gpus) <= MAX_MATRIX_GPUS:
