@@ -217,3 +217,8 @@ def test_gpu_table_never_pushes_columns_off_an_80_column_terminal():
 
 def test_matrix_title_is_one_line_over_a_small_matrix():
     assert "Links between GPUs (nvidia-smi words, coloured by expected speed)\n" in render(_wide_gpus(), 80)
+
+
+def test_socket_tree_root_counts_the_hosts():
+    text = render(load_reference("gb200-nvl72"), 120)
+    assert "\n18 hosts\n" in text.replace(" \n", "\n")

@@ -161,7 +161,8 @@ def gpu_table(topo: Topology, host_column: bool = True) -> Table:
 def socket_picture(topo: Topology) -> Tree:
     """CPU sockets / NUMA nodes with their GPUs and NICs, as a tree."""
     # Every label is a Text: host, NIC and CPU-list strings come from the user's files, never markup.
-    tree = Tree(Text(topo.host or "host", style="bold"))
+    hosts = {g.host for g in topo.gpus if g.host}
+    tree = Tree(Text(topo.host or (f"{len(hosts)} hosts" if len(hosts) > 1 else "host"), style="bold"))
     # Grouped by CPU list too: `nvidia-smi topo -m` without a NUMA column still tells the sockets
     # apart by CPU affinity (a DGX-1 capture: GPUs 0-3 on 0-11,24-35, GPUs 4-7 on 12-23,36-47).
     by_place: dict[tuple[str, int, str], list[int]] = defaultdict(list)
