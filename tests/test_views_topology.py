@@ -222,3 +222,9 @@ def test_matrix_title_is_one_line_over_a_small_matrix():
 def test_socket_tree_root_counts_the_hosts():
     text = render(load_reference("gb200-nvl72"), 120)
     assert "\n18 hosts\n" in text.replace(" \n", "\n")
+
+
+def test_socket_tree_orders_places_by_their_first_gpu_not_by_cpu_text():
+    topo = Topology(gpus=[Gpu(0, cpu_affinity="8-15"), Gpu(1, cpu_affinity="16-23")], links=[Link(0, 1, "SYS")])
+    text = render(topo, 120)
+    assert text.index("(CPUs 8-15)") < text.index("(CPUs 16-23)")

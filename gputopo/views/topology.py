@@ -128,8 +128,8 @@ def gpu_table(topo: Topology, host_column: bool = True) -> Table:
         if col == "name":
             table.add_column(col, min_width=12, overflow="fold")
         elif col in ("CPUs", "PCIe"):
-            # May wrap (CPU lists at commas, 'Gen4x8/Gen5x16' at the slash) so that the columns
-            # after them are never pushed off an 80-column terminal.
+            # May fold onto a second line, so that the columns after them are never pushed off an
+            # 80-column terminal.
             table.add_column(col, overflow="fold", min_width=7)
         else:
             table.add_column(col, no_wrap=True)
@@ -173,7 +173,7 @@ def socket_picture(topo: Topology) -> Tree:
     for nic in topo.nics:
         nics_by_numa[nic.numa_node].append(nic.name)
     placed: set[int] = set()
-    for (host, numa, cpus), gpus in sorted(by_place.items(), key=lambda kv: (kv[0], kv[1][0])):
+    for (host, numa, cpus), gpus in sorted(by_place.items(), key=lambda kv: (kv[0][0], kv[0][1], kv[1][0])):
         title = Text("NUMA node ?" if numa < 0 else f"NUMA node {numa}")
         if host:
             title = Text(f"{host} / ") + title
