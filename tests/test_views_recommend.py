@@ -85,3 +85,10 @@ def test_a_slow_best_group_is_not_painted_green(monkeypatch, capsys):
 def test_headline_counts_gpus_in_words(monkeypatch, capsys):
     assert _render(monkeypatch, capsys, "dgx1", 1).startswith("Best GPU to train on — ")
     assert _render(monkeypatch, capsys, "dgx1", 4).startswith("Best 4 GPUs to train on together — ")
+
+
+def test_placement_without_numa_nodes_does_not_say_one_node():
+    from gputopo.analysis.recommend import GroupAdvice
+
+    group = GroupAdvice(gpus=[0, 4], same_socket=False, numa_domains=1)
+    assert placement(group) == "spread over CPU sockets"

@@ -67,11 +67,6 @@ def launch_lines(group: GroupAdvice) -> list[str]:
     ]
 
 
-def launch_line(group: GroupAdvice) -> str:
-    """``CUDA_DEVICE_ORDER=PCI_BUS_ID CUDA_VISIBLE_DEVICES=0,1 numactl ... python train.py``."""
-    return "  ".join(launch_lines(group))
-
-
 def placement(group: GroupAdvice) -> str:
     """Where a group's GPUs sit, in words: one socket, several NUMA nodes, or several hosts."""
     if not group.same_host:
@@ -79,7 +74,9 @@ def placement(group: GroupAdvice) -> str:
         return f"spread over {len(hosts)} hosts ({', '.join(hosts)})"
     if group.same_socket:
         return "one CPU socket" + (f", NUMA node {group.numa_node}" if group.numa_node is not None else "")
-    return f"spread over {group.numa_domains} NUMA nodes / CPU sockets"
+    if group.numa_domains > 1:
+        return f"spread over {group.numa_domains} NUMA nodes / CPU sockets"
+    return "spread over CPU sockets"  # the source crosses sockets but gives no NUMA nodes
 
 
 def _paste(console: Console, line: str, style: str = "") -> None:
