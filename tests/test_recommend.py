@@ -387,3 +387,29 @@ def test_recommend_never_imports_tensorflow():
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip().endswith("clean")
     assert "MirroredStrategy" in result.stdout
+
+
+def test_one_host_groups_of_a_multi_host_domain_use_that_hosts_cuda_numbers():
+    """CUDA on each NVL72 tray numbers its own GPUs 0-3, whatever their rack-wide index."""
+    topo = load_reference("gb200-nvl72")
+    rec = recommend(topo, gpus=4, jobs=3)
+    for group in rec.jobs:
+        assert group.same_host
+        (host,) = group.hosts
+        assert group.cuda_visible_devices == "0,1,2,3"
+        assert group.cuda_visible_devices_by_host == {host: "0,1,2,3"}
+    spanning = recommend(topo, gpus=8).best
+    assert not spanning.same_host
+    assert set(spanning.cuda_visible_devices_by_host.values()) == {"0,1,2,3"}
+
+
+def test_a_tf_log_alone_does_not_claim_a_cpu_socket():
+    from gputopo.sources.tflog import read_tf_log, topology_from_tf_view
+
+    log = SHARED_FIXTURES / "tf_logs" / "tf0_gpu_init_cannot_enable_peer_4gpu.log"
+    topo = topology_from_tf_view(read_tf_log(str(log)))
+    rec = recommend(topo, gpus=2)
+    assert set(rec.best.gpus) in ({0, 1}, {2, 3})
+    assert rec.best.same_socket is None  # they can peer; where they sit is not in the log
+    cross = [g for g in rec.groups if set(g.gpus) == {0, 2}]
+    assert cross and cross[0].same_socket is False  # TF could not peer them: treated as crossing

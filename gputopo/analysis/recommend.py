@@ -90,7 +90,9 @@ class GroupAdvice:
     total_link_gbps: float = 0.0  # sum of pair bandwidths inside the group (tie-break)
     hosts: list[str] = field(default_factory=list)
     numa_domains: int = 1
-    same_socket: bool = True  # one host and no pair crosses the SMP interconnect (no SYS path between them)
+    # One host and no pair crosses the SMP interconnect (no SYS path between them); None where the
+    # source does not say how the GPUs are wired (a TF log alone).
+    same_socket: bool | None = True
     same_host: bool = True
     numa_node: int | None = None  # the one NUMA node all GPUs sit on, None if spread or unknown
     numactl: str | None = None  # a command prefix binding CPU and memory next to the GPUs
@@ -939,9 +941,13 @@ def _advice(problem: _Problem, members: tuple[int, ...], key: GroupKey) -> Group
     group.hosts = hosts
     group.same_host = len({g.host for g in gpu_objs}) == 1
     group.numa_domains = -key[2]
-    group.same_socket = group.same_host and not any(
-        _crosses_sockets(problem.links[(a, b)]) for a, b in itertools.combinations(gpus, 2)
-    )
+    pair_links = [problem.links[(a, b)] for a, b in itertools.combinations(gpus, 2)]
+    if not group.same_host or any(_crosses_sockets(link) for link in pair_links):
+        group.same_socket = False
+    elif any(link.type == "UNKNOWN" for link in pair_links):
+        group.same_socket = None  # they can peer, but the source does not say where they sit
+    else:
+        group.same_socket = True
     numa_nodes = {g.numa_node for g in gpu_objs}
     affinities = {g.cpu_affinity for g in gpu_objs}
     if group.same_host and len(numa_nodes) == 1 and None not in numa_nodes and next(iter(numa_nodes)) >= 0:
@@ -950,23 +956,43 @@ def _advice(problem: _Problem, members: tuple[int, ...], key: GroupKey) -> Group
         group.numactl = f"numactl --cpunodebind={node} --membind={node}"
     elif group.same_host and len(affinities) == 1 and None not in affinities:
         group.numactl = f"numactl --physcpubind={next(iter(affinities))}"
+    cuda_numbers = _cuda_numbers(topology)
     if group.same_host:
-        pci_numbers = _pci_order_numbers(topology)
-        numbers = sorted(pci_numbers.get(g, g) for g in gpus)
+        numbers = sorted(cuda_numbers[g] for g in gpus)
         group.cuda_visible_devices = ",".join(str(n) for n in numbers)
         group.mirrored_strategy_devices = [f"/gpu:{i}" for i in range(k)]
         group.mirrored_strategy_devices_all_visible = [f"/gpu:{n}" for n in numbers]
+        if hosts:  # one host of a multi-host topology: CUDA on that host numbers its GPUs from 0
+            group.cuda_visible_devices_by_host = {hosts[0]: group.cuda_visible_devices}
     else:
         by_host: dict[str, list[int]] = {}
         for gpu in gpu_objs:
-            local = sorted(x.index for x in topology.gpus if x.host == gpu.host).index(gpu.index)
-            by_host.setdefault(str(gpu.host), []).append(local)
-        group.cuda_visible_devices_by_host = {h: ",".join(map(str, v)) for h, v in by_host.items()}
+            by_host.setdefault(str(gpu.host), []).append(cuda_numbers[gpu.index])
+        group.cuda_visible_devices_by_host = {h: ",".join(map(str, sorted(v))) for h, v in by_host.items()}
         group.cuda_visible_devices = " ".join(f"{h}:{v}" for h, v in group.cuda_visible_devices_by_host.items())
         group.mirrored_strategy_devices = []
         group.mirrored_strategy_devices_all_visible = []
     _choose_cross_device_ops(problem, group)
     return group
+
+
+def _cuda_numbers(topology: Topology) -> dict[int, int]:
+    """``{GPU index: its number under CUDA_DEVICE_ORDER=PCI_BUS_ID on its own host}``.
+
+    On one host that is the NVML / nvidia-smi index (also PCI bus order); in a multi-host topology
+    each host numbers its own GPUs from 0; a TF log alone is renumbered by its PCI bus ids.
+    """
+    pci_numbers = _pci_order_numbers(topology)
+    by_host: dict[str | None, list[int]] = {}
+    for gpu in topology.gpus:
+        by_host.setdefault(gpu.host, []).append(gpu.index)
+    numbers: dict[int, int] = {}
+    for host, indices in by_host.items():
+        if host is None:
+            numbers.update({i: pci_numbers.get(i, i) for i in indices})
+        else:
+            numbers.update({i: n for n, i in enumerate(sorted(indices))})
+    return numbers
 
 
 def _pci_order_numbers(topology: Topology) -> dict[int, int]:

@@ -72,6 +72,8 @@ def placement(group: GroupAdvice) -> str:
     if not group.same_host:
         hosts = group.hosts or sorted((group.cuda_visible_devices_by_host or {}).keys())
         return f"spread over {len(hosts)} hosts ({', '.join(hosts)})"
+    if group.same_socket is None:
+        return "CPU socket not known (the source says only which GPUs can peer)"
     if group.same_socket:
         return "one CPU socket" + (f", NUMA node {group.numa_node}" if group.numa_node is not None else "")
     if group.numa_domains > 1:
@@ -123,7 +125,10 @@ def render_recommendation(rec: Recommendation) -> None:
         else:
             slowest = min(group.hops, key=lambda h: h.gbps)
             hop = f"{slowest.label} ~{_gbps(slowest.gbps)}"
-        where = "1 socket" if group.same_socket else ("hosts" if not group.same_host else "spread")
+        if group.same_socket is None:
+            where = "?"
+        else:
+            where = "1 socket" if group.same_socket else ("hosts" if not group.same_host else "spread")
         table.add_row(
             str(group.rank),
             _gpu_list(group.gpus),
