@@ -108,6 +108,12 @@ def test_tf_log_in_fastest_first_order_launches_the_pair_by_pci_bus_order():
     assert best.mirrored_strategy_devices == ["/gpu:0", "/gpu:1"]
     assert best.mirrored_strategy_devices_all_visible == ["/gpu:1", "/gpu:2"]
     assert any("PCI bus order" in note and "GPU:0 is 1" in note for note in recommend(topo, 2).notes)
+    # The shell lines say so too: the comment's "GPUs 0,2" are TF's, the export is PCI order.
+    from gputopo.views.recommend import format_env
+
+    env_text = format_env(recommend(topo, 2))
+    assert "export CUDA_VISIBLE_DEVICES=1,2" in env_text
+    assert "in PCI bus order" in env_text and "they are 1,2" in env_text
     # A log in PCI bus order keeps its numbers.
     pci_ordered = recommend(load_topology(tf_log=str(TF0_LOG)), 2).best
     assert pci_ordered.cuda_visible_devices == ",".join(map(str, pci_ordered.gpus))

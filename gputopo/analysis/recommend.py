@@ -818,12 +818,12 @@ def recommend(
     proven = result.exhausted and not problem.ring_budget_hit
     if result.exhausted:
         search = (
-            f"exact branch and bound over {problem.n} GPUs in {result.classes} classes of interchangeable GPUs "
-            f"({result.nodes} search nodes)"
+            f"exact branch and bound over {problem.n} GPUs in {_count(result.classes, 'class', 'classes')} "
+            f"of interchangeable GPUs ({_count(result.nodes, 'search node')})"
         )
     else:
         search = (
-            f"bounded branch and bound over {problem.n} GPUs in {result.classes} classes: stopped after "
+            f"bounded branch and bound over {problem.n} GPUs in {_count(result.classes, 'class', 'classes')}: stopped after "
             f"{NODE_BUDGET} search nodes, best found, not proven optimal"
         )
     if problem.ring_budget_hit:
@@ -1180,8 +1180,9 @@ def _why_better(group: GroupAdvice, worse: GroupAdvice, name_worse: bool = True)
     )
 
 
-def _count(n: int, word: str) -> str:
-    return f"one {word}" if n == 1 else f"{n} {word}s"
+def _count(n: int, word: str, plural: str | None = None) -> str:
+    """``one host``, ``3 hosts``; ``plural`` for words that do not just take an s (``classes``)."""
+    return f"one {word}" if n == 1 else f"{n} {plural or word + 's'}"
 
 
 def _notes(topology: Topology, problem: _Problem, k: int) -> list[str]:

@@ -166,6 +166,6 @@ def bench_p2p(
         snapshot = copy.deepcopy(topology) if topology is not None else placeholder_topology(result)
         updated = apply_measurements(snapshot, result)
         save_snapshot(snapshot, save)
-        err().print(f"saved {len(updated)} measured links to {save}")
+        err().print(f"saved {len(updated)} measured links to {save}", markup=False)
     if result.interrupted:
         raise fail("interrupted: the results above are partial" + (f" (saved to {save})" if save else ""), 130)

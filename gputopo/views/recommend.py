@@ -184,6 +184,11 @@ def format_env(rec: Recommendation) -> str:
     ``CUDA_VISIBLE_DEVICES_JOB<n>`` variables)."""
     best = rec.jobs[0] if rec.jobs_requested > 1 else rec.best
     lines = [f"# gputopo recommend: GPUs {_gpu_list(best.gpus)} — {ring_summary(best)}"]
+    if best.same_host and best.cuda_visible_devices != _gpu_list(best.gpus) and not best.hosts:
+        lines.append(
+            f"# (GPU numbers above are the source's; in PCI bus order, as CUDA_DEVICE_ORDER=PCI_BUS_ID numbers "
+            f"them, they are {best.cuda_visible_devices})"
+        )
     if best.same_host and best.hosts:
         lines.append(f"# on {best.hosts[0]}")
     lines.append("export CUDA_DEVICE_ORDER=PCI_BUS_ID")
