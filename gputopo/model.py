@@ -92,6 +92,35 @@ def is_known_link_type(link_type: str) -> bool:
     return link_type in PCIE_PATHS or bool(_NV_RE.match(link_type))
 
 
+def expand_number_list(text: str) -> list[int]:
+    """``"0-3,6"`` -> ``[0, 1, 2, 3, 6]`` in the order written (Linux cpulist / GPU list syntax).
+
+    Raises ``ValueError`` saying which part is wrong. A lone negative number parses (callers decide
+    whether it is allowed); empty parts are skipped.
+    """
+
+    def number(word: str, part: str) -> int:
+        try:
+            return int(word)
+        except ValueError:
+            raise ValueError(f"{part!r} is not a number or a range") from None
+
+    numbers: list[int] = []
+    for part in text.split(","):
+        part = part.strip()
+        if not part:
+            continue
+        if "-" in part[1:]:
+            lo_text, hi_text = part.split("-", 1)
+            lo, hi = number(lo_text, part), number(hi_text, part)
+            if hi < lo:
+                raise ValueError(f"range {part!r}: the end is before the start")
+            numbers.extend(range(lo, hi + 1))
+        else:
+            numbers.append(number(part, part))
+    return numbers
+
+
 def parse_cpu_list(text: str | None) -> list[int] | None:
     """Parse a Linux cpulist such as ``0-11,24-35`` into CPU numbers; ``None``/``N/A`` -> ``None``."""
     if text is None:
@@ -99,20 +128,7 @@ def parse_cpu_list(text: str | None) -> list[int] | None:
     text = text.strip()
     if not text or text.upper() == "N/A":
         return None
-    cpus: list[int] = []
-    for part in text.split(","):
-        part = part.strip()
-        if not part:
-            continue
-        if "-" in part:
-            lo, hi = part.split("-", 1)
-            start, end = int(lo), int(hi)
-            if end < start:
-                raise ValueError(f"bad cpu range {part!r}")
-            cpus.extend(range(start, end + 1))
-        else:
-            cpus.append(int(part))
-    return sorted(set(cpus))
+    return sorted(set(expand_number_list(text)))
 
 
 def format_cpu_list(cpus: Iterable[int]) -> str:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import re
 
 from gputopo.errors import InputError
+from gputopo.model import expand_number_list
 
 KIB = 1024
 MIB = 1024**2
@@ -106,22 +107,10 @@ def parse_index_list(text: str, what: str = "--gpus") -> list[int]:
     """``"0,2,3"`` or ``"0-3,6"`` -> the indices in the order given; duplicates are refused."""
     if text is None or not text.strip():
         raise InputError(f"{what} is empty: give GPU indices such as 0,2,3")
-    indices: list[int] = []
-    for part in text.split(","):
-        part = part.strip()
-        if not part:
-            continue
-        try:
-            if "-" in part[1:]:
-                lo_text, hi_text = part.split("-", 1)
-                lo, hi = int(lo_text), int(hi_text)
-                if hi < lo:
-                    raise InputError(f"bad {what} range {part!r}: the end is before the start")
-                indices.extend(range(lo, hi + 1))
-            else:
-                indices.append(int(part))
-        except ValueError:
-            raise InputError(f"bad {what} {text!r}: {part!r} is not a GPU index") from None
+    try:
+        indices = expand_number_list(text)
+    except ValueError as exc:
+        raise InputError(f"bad {what} {text!r}: {exc}") from None
     if any(i < 0 for i in indices):
         raise InputError(f"bad {what} {text!r}: GPU indices are not negative")
     seen: set[int] = set()
