@@ -166,6 +166,13 @@ class Gpu:
     compute_capability: str | None = None  # "8.0"
     host: str | None = None  # set for multi-host topologies
 
+    def pcie_below_max(self, field: str) -> tuple[int, int] | None:
+        """``(current, max)`` where the PCIe ``field`` ("width" or "gen") runs below its maximum, else None."""
+        current, maximum = getattr(self, f"pcie_{field}_current"), getattr(self, f"pcie_{field}_max")
+        if current is not None and maximum is not None and current < maximum:
+            return current, maximum
+        return None
+
 
 @dataclass
 class Nic:

@@ -348,11 +348,7 @@ def _pcie_degraded(topology: Topology) -> list[Finding]:
     """GPUs whose PCIe link runs narrower (a warning) or at a lower generation (a hint) than it can."""
     findings = []
     for field, severity, code, value_text, meaning, fix in _PCIE_BELOW_MAX:
-        below = []
-        for g in topology.gpus:
-            current, maximum = getattr(g, f"pcie_{field}_current"), getattr(g, f"pcie_{field}_max")
-            if current is not None and maximum is not None and current < maximum:
-                below.append((g, current, maximum))
+        below = [(g, *values) for g in topology.gpus if (values := g.pcie_below_max(field)) is not None]
         if below:
             details = "; ".join(
                 f"GPU {g.index} runs at PCIe {value_text.format(current)} (max {value_text.format(maximum)})"

@@ -137,9 +137,7 @@ def gpu_table(topo: Topology, host_column: bool = True) -> Table:
     if show_host:
         table.add_column("host", no_wrap=True)
     for g in topo.gpus:
-        degraded = (
-            g.pcie_width_current is not None and g.pcie_width_max is not None and g.pcie_width_current < g.pcie_width_max
-        ) or (g.pcie_gen_current is not None and g.pcie_gen_max is not None and g.pcie_gen_current < g.pcie_gen_max)
+        degraded = g.pcie_below_max("width") is not None or g.pcie_below_max("gen") is not None
         now, most = _pcie(g.pcie_gen_current, g.pcie_width_current), _pcie(g.pcie_gen_max, g.pcie_width_max)
         pcie = Text(f"{now}/{most}" if degraded else now, style="yellow" if degraded else "")
         if g.nvlink_version or g.nvlink_active_links:
