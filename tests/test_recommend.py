@@ -419,3 +419,10 @@ def test_a_tf_log_alone_does_not_claim_a_cpu_socket():
     assert rec.best.same_socket is None  # they can peer; where they sit is not in the log
     cross = [g for g in rec.groups if set(g.gpus) == {0, 2}]
     assert cross and cross[0].same_socket is False  # TF could not peer them: treated as crossing
+
+
+def test_nvlinked_gpus_on_two_numa_nodes_are_not_called_one_socket():
+    """nvidia-smi text shows only NV18 between H100s, no PCIe path: the NUMA column decides, as in diagnose."""
+    topo = load_topology(from_file=str(REPO / "tests" / "fixtures" / "topo" / "h100_nv18_empty_cpu_affinity_cells.txt"))
+    assert recommend(topo, 8).best.same_socket is False
+    assert recommend(topo, 4).best.same_socket is True

@@ -145,13 +145,16 @@ def _other_cpu_side(topology: Topology, link: Link) -> bool:
     return bool(both_cpus) and a.cpu_affinity != b.cpu_affinity
 
 
+def link_crosses_sockets(topology: Topology, link: Link) -> bool:
+    """Whether a link's GPUs sit under different CPU sockets / NUMA nodes: a SYS path, or (nvidia-smi
+    text shows only NV<n> for NVLinked pairs) NVLinked GPUs known to hang off different NUMA nodes
+    or CPUs of one host. Unknown links (a TF log alone) are not claimed either way."""
+    path = _pcie_path(link)
+    return path == "SYS" or (path is None and link.is_nvlink and _other_cpu_side(topology, link))
+
+
 def _cross_socket(topology: Topology) -> list[Finding]:
-    # Pairs across sockets: SYS, or (nvidia-smi text shows only NV<n> for NVLinked pairs) NVLinked
-    # GPUs known to sit on different NUMA nodes / CPUs of one host.
-    sys_links = [
-        link for link in topology.links
-        if _pcie_path(link) == "SYS" or (_pcie_path(link) is None and link.is_nvlink and _other_cpu_side(topology, link))
-    ]
+    sys_links = [link for link in topology.links if link_crosses_sockets(topology, link)]
     if not sys_links:
         return []
     crossing = {g for link in sys_links for g in (link.a, link.b)}

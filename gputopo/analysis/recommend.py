@@ -37,6 +37,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any, Iterable, Sequence
 
 from gputopo.analysis.bandwidth import estimate_link
+from gputopo.analysis.diagnose import link_crosses_sockets
 from gputopo.errors import InputError
 from gputopo.model import Gpu, Link, Topology, normalize_pci_bus_id
 
@@ -942,7 +943,7 @@ def _advice(problem: _Problem, members: tuple[int, ...], key: GroupKey) -> Group
     group.same_host = len({g.host for g in gpu_objs}) == 1
     group.numa_domains = -key[2]
     pair_links = [problem.links[(a, b)] for a, b in itertools.combinations(gpus, 2)]
-    if not group.same_host or any(_crosses_sockets(link) for link in pair_links):
+    if not group.same_host or any(_crosses_sockets(topology, link) for link in pair_links):
         group.same_socket = False
     elif any(link.type == "UNKNOWN" for link in pair_links):
         group.same_socket = None  # they can peer, but the source does not say where they sit
@@ -1019,8 +1020,9 @@ def hop_label(link: Link) -> str:
     return "TF:P2P" if link.can_peer else "TF:no-P2P"
 
 
-def _crosses_sockets(link: Link) -> bool:
-    if link.type == "SYS" or link.pcie_path == "SYS":
+def _crosses_sockets(topology: Topology, link: Link) -> bool:
+    """diagnose's socket judgement, plus: GPUs a TF log says cannot peer are treated as crossing."""
+    if link_crosses_sockets(topology, link):
         return True
     return link.type == "UNKNOWN" and link.can_peer is False
 
