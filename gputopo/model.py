@@ -131,6 +131,11 @@ def parse_cpu_list(text: str | None) -> list[int] | None:
     return sorted(set(expand_number_list(text)))
 
 
+def gpu_list(gpus: Iterable[int]) -> str:
+    """``[3, 0, 1]`` -> ``"0,1,3"``: GPU indices as findings and messages write them."""
+    return ",".join(str(g) for g in sorted(gpus))
+
+
 def format_cpu_list(cpus: Iterable[int]) -> str:
     """``[0,1,2,3,8]`` -> ``"0-3,8"`` (the Linux cpulist form)."""
     ordered = sorted(set(cpus))

@@ -26,7 +26,7 @@ import importlib.util
 from collections import Counter, defaultdict
 from typing import Iterable
 
-from gputopo.model import P2P_OK, P2P_STATUS_MEANING, Finding, Gpu, Link, Topology
+from gputopo.model import P2P_OK, P2P_STATUS_MEANING, Finding, Gpu, Link, Topology, gpu_list
 
 DEFAULT_INTERCONNECT = "QPI/UPI"
 MAX_PAIRS_LISTED = 8
@@ -63,11 +63,6 @@ def diagnose(topology: Topology) -> list[Finding]:
 
 
 # --- wording helpers -----------------------------------------------------------------------------
-
-
-def gpu_list(gpus: Iterable[int]) -> str:
-    """``[0, 1, 3]`` -> ``"0,1,3"``."""
-    return ",".join(str(g) for g in sorted(gpus))
 
 
 def _gpus_word(gpus: list[int]) -> str:

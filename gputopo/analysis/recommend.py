@@ -36,7 +36,7 @@ import itertools
 from dataclasses import asdict, dataclass, field
 from typing import Any, Iterable, Sequence
 
-from gputopo.analysis.bandwidth import estimate_link
+from gputopo.analysis.bandwidth import estimate_link, format_gbps
 from gputopo.analysis.diagnose import link_crosses_sockets
 from gputopo.errors import InputError
 from gputopo.model import Gpu, Link, Topology, normalize_pci_bus_id
@@ -929,7 +929,7 @@ def _advice(problem: _Problem, members: tuple[int, ...], key: GroupKey) -> Group
         slowest = min(hops, key=lambda h: h.gbps)
         group.bottleneck_gbps = bottleneck_gbps / CENTI
         group.bottleneck = (
-            f"{slowest.label} between GPU {slowest.a} and GPU {slowest.b}, ~{_fmt(slowest.gbps)} GB/s"
+            f"{slowest.label} between GPU {slowest.a} and GPU {slowest.b}, ~{format_gbps(slowest.gbps)} GB/s"
             + (" (measured)" if slowest.basis == "measured" else "")
         )
         group.allreduce_busbw_gbps = bottleneck_gbps / CENTI
@@ -1127,10 +1127,6 @@ def _choose_cross_device_ops(problem: _Problem, group: GroupAdvice) -> None:
     )
 
 
-def _fmt(gbps: float) -> str:
-    return f"{gbps:.0f}" if gbps >= 10 else f"{gbps:.1f}"
-
-
 def _explain_ranking(problem: _Problem, groups: list[GroupAdvice], k: int) -> None:
     """One sentence per group: why it beats the next one."""
     for x, group in enumerate(groups):
@@ -1164,8 +1160,8 @@ def _why_better(group: GroupAdvice, worse: GroupAdvice, name_worse: bool = True)
     a, b = group.key, worse.key
     if a[0] != b[0]:
         return (
-            f"its slowest ring hop is ~{_fmt(a[0] / CENTI)} GB/s ({group.bottleneck.split(' between')[0]}) against "
-            f"~{_fmt(b[0] / CENTI)} GB/s ({worse.bottleneck.split(' between')[0]})"
+            f"its slowest ring hop is ~{format_gbps(a[0] / CENTI)} GB/s ({group.bottleneck.split(' between')[0]}) against "
+            f"~{format_gbps(b[0] / CENTI)} GB/s ({worse.bottleneck.split(' between')[0]})"
             + (f" for {_set_text(worse)}" if name_worse else "")
         )
     same = "same slowest hop" + (f" as {_set_text(worse)}" if name_worse else "")
@@ -1178,7 +1174,7 @@ def _why_better(group: GroupAdvice, worse: GroupAdvice, name_worse: bool = True)
         )
     return (
         f"{same}, but more link bandwidth inside the group "
-        f"({_fmt(a[3] / CENTI)} against {_fmt(b[3] / CENTI)} GB/s summed over pairs) for NCCL's extra rings"
+        f"({format_gbps(a[3] / CENTI)} against {format_gbps(b[3] / CENTI)} GB/s summed over pairs) for NCCL's extra rings"
     )
 
 
@@ -1198,7 +1194,7 @@ def _notes(topology: Topology, problem: _Problem, k: int) -> list[str]:
         nvswitch = all(link.nvswitch for link in topology.links)
         notes.append(
             ("Every pair is linked through NVSwitch" if nvswitch else "Every pair has the same bandwidth")
-            + f" (~{_fmt(problem.max_weight / CENTI)} GB/s): any {k} GPUs are as good for all-reduce; "
+            + f" (~{format_gbps(problem.max_weight / CENTI)} GB/s): any {k} GPUs are as good for all-reduce; "
             "the pick only keeps them close to one CPU."
         )
     if topology.source == "tf-log":

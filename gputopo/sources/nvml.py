@@ -33,6 +33,7 @@ from gputopo.model import (
     Link,
     Topology,
     format_cpu_list,
+    gpu_list,
     normalize_pci_bus_id,
 )
 
@@ -531,10 +532,6 @@ def _probe_pair(
         setattr(link, attr, word)
 
 
-def _gpu_list(gpus: list[int]) -> str:
-    return ",".join(str(g) for g in sorted(gpus))
-
-
 def _finish_findings(state: _Probe, topo: Topology) -> None:
     """Turn the recorded failures into one finding per query kind (and one per lost GPU)."""
     for gpu, bus_id in sorted(state.lost.items()):
@@ -574,7 +571,7 @@ def _finish_findings(state: _Probe, topo: Topology) -> None:
         if any(isinstance(k, tuple) for k in by_key):
             subject = "pairs " + ", ".join(f"{a}-{b}" for a, b in sorted(k for k in by_key if isinstance(k, tuple)))
         else:
-            subject = ("GPU " if len(gpus) == 1 else "GPUs ") + _gpu_list(gpus)
+            subject = ("GPU " if len(gpus) == 1 else "GPUs ") + gpu_list(gpus)
         severity = "info" if set(reasons) <= _BENIGN_REASONS else "warning"
         fix = next((_QUERY_FIX[r] for r in reasons if r in _QUERY_FIX), None)
         topo.diagnostics.append(

@@ -15,6 +15,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
+from gputopo.analysis.bandwidth import format_gbps
 from gputopo.views.common import out
 
 if TYPE_CHECKING:
@@ -24,9 +25,7 @@ FORMATS = ("text", "json", "env", "python")
 
 
 def _gbps(value: float | None) -> str:
-    if value is None:
-        return "-"
-    return f"{value:.0f}" if value >= 10 else f"{value:.1f}"
+    return "-" if value is None else format_gbps(value)
 
 
 def _gpu_list(gpus: list[int]) -> str:
