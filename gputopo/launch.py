@@ -228,11 +228,10 @@ def host_local_indices(topology: Any, gpus: Sequence[int], what: str) -> list[in
             "one host: ask for fewer GPUs, name one host's GPUs with --devices, or start one "
             "--strategy multi-worker process per host"
         )
-    (host,) = hosts
-    if host is None:
-        return list(gpus)
-    on_host = sorted(g.index for g in topology.gpus if g.host == host)
-    return [on_host.index(g) for g in gpus]
+    from gputopo.analysis.recommend import cuda_numbers
+
+    numbers = cuda_numbers(topology)  # the same numbering `recommend` prints
+    return [numbers[g] for g in gpus]
 
 
 def plan_from_group(group: Any, numactl_path: str | None, topology: Any = None) -> LaunchPlan:
@@ -243,12 +242,13 @@ def plan_from_group(group: Any, numactl_path: str | None, topology: Any = None) 
     the ``topology``, a group spanning hosts is refused and a host's GPUs get their local numbers.
     """
     gpus = [int(g) for g in group.gpus]
-    env = cuda_env(gpus)
-    visible = getattr(group, "cuda_visible_devices", None)
-    if visible:
-        env["CUDA_VISIBLE_DEVICES"] = str(visible)
     if topology is not None:
         env = cuda_env(host_local_indices(topology, gpus, f"the best {len(gpus)}"))
+    else:
+        env = cuda_env(gpus)
+        visible = getattr(group, "cuda_visible_devices", None)
+        if visible:
+            env["CUDA_VISIBLE_DEVICES"] = str(visible)
     numa_node = getattr(group, "numa_node", None)
     return LaunchPlan(
         device_kind="GPU",

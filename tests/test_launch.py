@@ -399,3 +399,20 @@ def test_local_workers_on_gpus_each_get_gpus_of_their_own():
         training_processes(plan, config, local_workers=3)
     with pytest.raises(InputError, match="does not split evenly over 4 replicas across all workers"):
         training_processes(plan, TrainConfig(strategy="multi-worker", batch_size=6), local_workers=2)
+
+
+def test_a_tf_log_in_fastest_first_order_launches_the_gpus_recommend_names():
+    """TF's ordinals 0,2 in this log are nvidia-smi's 1,2: the child must see what `recommend` prints."""
+    from conftest import REPO
+
+    from gputopo.analysis.recommend import recommend
+    from gputopo.launch import TrainConfig, build_plan
+
+    log = str(REPO / "tests" / "fixtures" / "tf_logs" / "tf15_edge_matrix_visible_order_differs.log")
+    plan = build_plan(TrainConfig(batch_size=64), gpus=2, devices=None, from_file=None, machine=None, tf_log=log,
+                      numactl_path=None)
+    from gputopo.sources import load_topology
+
+    best = recommend(load_topology(tf_log=log), 2).best
+    assert plan.gpus == [0, 2]
+    assert plan.env["CUDA_VISIBLE_DEVICES"] == best.cuda_visible_devices == "1,2"

@@ -957,9 +957,9 @@ def _advice(problem: _Problem, members: tuple[int, ...], key: GroupKey) -> Group
         group.numactl = f"numactl --cpunodebind={node} --membind={node}"
     elif group.same_host and len(affinities) == 1 and None not in affinities:
         group.numactl = f"numactl --physcpubind={next(iter(affinities))}"
-    cuda_numbers = _cuda_numbers(topology)
+    number_of = cuda_numbers(topology)
     if group.same_host:
-        numbers = sorted(cuda_numbers[g] for g in gpus)
+        numbers = sorted(number_of[g] for g in gpus)
         group.cuda_visible_devices = ",".join(str(n) for n in numbers)
         group.mirrored_strategy_devices = [f"/gpu:{i}" for i in range(k)]
         group.mirrored_strategy_devices_all_visible = [f"/gpu:{n}" for n in numbers]
@@ -968,7 +968,7 @@ def _advice(problem: _Problem, members: tuple[int, ...], key: GroupKey) -> Group
     else:
         by_host: dict[str, list[int]] = {}
         for gpu in gpu_objs:
-            by_host.setdefault(str(gpu.host), []).append(cuda_numbers[gpu.index])
+            by_host.setdefault(str(gpu.host), []).append(number_of[gpu.index])
         group.cuda_visible_devices_by_host = {h: ",".join(map(str, sorted(v))) for h, v in by_host.items()}
         group.cuda_visible_devices = " ".join(f"{h}:{v}" for h, v in group.cuda_visible_devices_by_host.items())
         group.mirrored_strategy_devices = []
@@ -977,7 +977,7 @@ def _advice(problem: _Problem, members: tuple[int, ...], key: GroupKey) -> Group
     return group
 
 
-def _cuda_numbers(topology: Topology) -> dict[int, int]:
+def cuda_numbers(topology: Topology) -> dict[int, int]:
     """``{GPU index: its number under CUDA_DEVICE_ORDER=PCI_BUS_ID on its own host}``.
 
     On one host that is the NVML / nvidia-smi index (also PCI bus order); in a multi-host topology
