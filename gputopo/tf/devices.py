@@ -84,7 +84,6 @@ class DeviceSet:
 
     kind: str  # "GPU" or "CPU"
     names: tuple[str, ...]  # TF device names, e.g. "/device:GPU:0"
-    gpu_indices: tuple[int, ...] | None = None  # NVML indices of the GPUs, where known
 
     @property
     def count(self) -> int:
@@ -120,19 +119,12 @@ def gpu_device_names() -> list[str]:
     return [d.name for d in tf.config.list_logical_devices("GPU")]
 
 
-def select_devices(cpu_devices: int | None = None, gpu_ordinals: list[int] | None = None) -> DeviceSet:
-    """The devices to run on: ``cpu_devices`` logical CPUs, else the visible GPUs (all or some).
-
-    ``gpu_ordinals`` are TensorFlow's ordinals (after CUDA_VISIBLE_DEVICES renumbering).
-    """
+def select_devices(cpu_devices: int | None = None) -> DeviceSet:
+    """The devices to run on: ``cpu_devices`` logical CPUs, else every GPU TensorFlow sees (the
+    launcher has already narrowed them with CUDA_VISIBLE_DEVICES)."""
     if cpu_devices:
         return DeviceSet("CPU", tuple(configure_logical_cpu_devices(cpu_devices)))
     names = gpu_device_names()
     if not names:
         raise InputError("TensorFlow sees no GPU here; use --cpu-devices N to run on N logical CPU devices")
-    if gpu_ordinals is None:
-        return DeviceSet("GPU", tuple(names))
-    missing = [o for o in gpu_ordinals if o < 0 or o >= len(names)]
-    if missing:
-        raise InputError(f"TensorFlow sees {len(names)} GPUs; no GPU {missing[0]}")
-    return DeviceSet("GPU", tuple(names[o] for o in gpu_ordinals))
+    return DeviceSet("GPU", tuple(names))
