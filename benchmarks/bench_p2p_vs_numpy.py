@@ -28,6 +28,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import numpy as np  # noqa: E402
 
+from gputopo.notation import (
+    format_size,
+    parse_size_sweep,  # noqa: E402
+)
 from gputopo.tf.bench import (  # noqa: E402
     BenchConfig,
     CopyBench,
@@ -35,7 +39,7 @@ from gputopo.tf.bench import (  # noqa: E402
     prepare_environment,
     run_benchmark,
 )
-from gputopo.tf.bench_options import DEFAULT_MIN_SAMPLE_S, format_size, parse_sizes  # noqa: E402
+from gputopo.tf.bench_options import DEFAULT_MIN_SAMPLE_S  # noqa: E402
 from gputopo.tf.devices import configure_logical_cpu_devices, import_tensorflow  # noqa: E402
 
 
@@ -81,7 +85,7 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=7, help="rounds (one sample of each column per round)")
     parser.add_argument("--skip-matrix", action="store_true", help="skip the full 8x8 matrix timing")
     args = parser.parse_args()
-    sizes = parse_sizes(args.sizes)
+    sizes = parse_size_sweep(args.sizes)
 
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     prepare_environment()  # as `gputopo bench-p2p` does before importing TensorFlow

@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any, Iterable, Sequence
 
 from gputopo.errors import InputError
+from gputopo.numbering import cuda_env, host_cuda_numbers
 
 STRATEGIES = ("mirrored", "multi-worker", "parameter-server")
 MODELS = ("cnn", "mobilenetv2")
@@ -196,42 +197,12 @@ def child_argv(config: TrainConfig, python: str | None = None) -> list[str]:
     return [python or sys.executable, "-m", CHILD_MODULE, *config.to_argv()]
 
 
-def cuda_env(gpus: Sequence[int]) -> dict[str, str]:
-    """Make CUDA number GPUs as NVML/nvidia-smi do (PCI bus order) and show only ``gpus``.
-
-    Without ``CUDA_DEVICE_ORDER=PCI_BUS_ID`` CUDA's default FASTEST_FIRST order can differ from
-    nvidia-smi's, and ``CUDA_VISIBLE_DEVICES=2,3`` would then pick the wrong boards.
-    """
-    return {"CUDA_DEVICE_ORDER": "PCI_BUS_ID", "CUDA_VISIBLE_DEVICES": ",".join(str(g) for g in gpus)}
-
-
 def _common_numa_node(numa_nodes: Iterable[int | None]) -> int | None:
     nodes = set(numa_nodes)
     if len(nodes) == 1:
         (node,) = nodes
         return node
     return None
-
-
-def host_local_indices(topology: Any, gpus: Sequence[int], what: str) -> list[int]:
-    """The CUDA indices of ``gpus`` on their own host (what ``CUDA_VISIBLE_DEVICES`` there means).
-
-    In a multi-host topology (an NVLink rack) GPU numbers run across all hosts, while CUDA on each
-    host counts its own GPUs from 0. One training process runs on one host: GPUs of several hosts
-    are refused with the way out.
-    """
-    hosts = {topology.gpu(g).host for g in gpus}
-    if len(hosts) > 1:
-        names = ", ".join(sorted(str(h) for h in hosts))
-        raise InputError(
-            f"{what} GPUs {','.join(str(g) for g in gpus)} span several hosts ({names}); `gputopo train` runs on "
-            "one host: ask for fewer GPUs, name one host's GPUs with --devices, or start one "
-            "--strategy multi-worker process per host"
-        )
-    from gputopo.analysis.recommend import cuda_numbers
-
-    numbers = cuda_numbers(topology)  # the same numbering `recommend` prints
-    return [numbers[g] for g in gpus]
 
 
 def plan_from_group(group: Any, numactl_path: str | None, topology: Any = None) -> LaunchPlan:
@@ -243,7 +214,7 @@ def plan_from_group(group: Any, numactl_path: str | None, topology: Any = None) 
     """
     gpus = [int(g) for g in group.gpus]
     if topology is not None:
-        env = cuda_env(host_local_indices(topology, gpus, f"the best {len(gpus)}"))
+        env = cuda_env(host_cuda_numbers(topology, gpus, f"the best {len(gpus)}"))
     else:
         env = cuda_env(gpus)
         visible = getattr(group, "cuda_visible_devices", None)
@@ -279,7 +250,7 @@ def plan_from_devices(topology: Any, gpus: Sequence[int], numactl_path: str | No
         device_kind="GPU",
         replicas=len(gpus),
         gpus=list(gpus),
-        env=cuda_env(host_local_indices(topology, gpus, "--devices names")),
+        env=cuda_env(host_cuda_numbers(topology, gpus, "--devices names")),
         numactl=numactl_prefix(numa_node, numactl_path),
         numa_node=numa_node,
         reason="chosen with --devices",
@@ -329,9 +300,9 @@ def build_plan(
         if not topology.gpus:
             raise InputError("the topology has no GPUs; use --cpu-devices N to train on logical CPU devices")
         if devices is not None:
-            from gputopo.tf.bench_options import parse_index_list  # the GPU-list parser bench-p2p uses
+            from gputopo.notation import parse_gpu_list
 
-            gpu_plan = plan_from_devices(topology, parse_index_list(devices, "--devices"), numactl_path)
+            gpu_plan = plan_from_devices(topology, parse_gpu_list(devices, "--devices"), numactl_path)
         else:
             count = gpus or len(topology.gpus)
             if count > len(topology.gpus):
@@ -456,17 +427,6 @@ def check_own_address(address: str) -> None:
     host, port = parse_address(address)
     if host in ("127.0.0.1", "localhost", "0.0.0.0") or host == socket.gethostname():
         check_port_free("127.0.0.1" if host == "localhost" else host, port)
-
-
-def parse_sizes(text: str) -> list[int]:
-    """``"1,2,4"`` -> ``[1, 2, 4]`` (``--scaling``), each at least 1, sorted, no duplicates."""
-    try:
-        values = sorted({int(part) for part in text.split(",") if part.strip()})
-    except ValueError:
-        raise InputError(f"--scaling expects device counts like 1,2,4, got {text!r}") from None
-    if not values or values[0] < 1:
-        raise InputError(f"--scaling expects device counts of at least 1, got {text!r}")
-    return values
 
 
 def parse_address(text: str) -> tuple[str, int]:

@@ -28,7 +28,7 @@ import re
 import types
 import typing
 from dataclasses import dataclass, field
-from typing import Any, Iterable, Iterator
+from typing import Any, Iterator
 
 SCHEMA = "gputopo.topology/1"
 
@@ -90,64 +90,6 @@ def nvlink_count_of(link_type: str) -> int:
 
 def is_known_link_type(link_type: str) -> bool:
     return link_type in PCIE_PATHS or bool(_NV_RE.match(link_type))
-
-
-def expand_number_list(text: str) -> list[int]:
-    """``"0-3,6"`` -> ``[0, 1, 2, 3, 6]`` in the order written (Linux cpulist / GPU list syntax).
-
-    Raises ``ValueError`` saying which part is wrong. A lone negative number parses (callers decide
-    whether it is allowed); empty parts are skipped.
-    """
-
-    def number(word: str, part: str) -> int:
-        try:
-            return int(word)
-        except ValueError:
-            raise ValueError(f"{part!r} is not a number or a range") from None
-
-    numbers: list[int] = []
-    for part in text.split(","):
-        part = part.strip()
-        if not part:
-            continue
-        if "-" in part[1:]:
-            lo_text, hi_text = part.split("-", 1)
-            lo, hi = number(lo_text, part), number(hi_text, part)
-            if hi < lo:
-                raise ValueError(f"range {part!r}: the end is before the start")
-            numbers.extend(range(lo, hi + 1))
-        else:
-            numbers.append(number(part, part))
-    return numbers
-
-
-def parse_cpu_list(text: str | None) -> list[int] | None:
-    """Parse a Linux cpulist such as ``0-11,24-35`` into CPU numbers; ``None``/``N/A`` -> ``None``."""
-    if text is None:
-        return None
-    text = text.strip()
-    if not text or text.upper() == "N/A":
-        return None
-    return sorted(set(expand_number_list(text)))
-
-
-def gpu_list(gpus: Iterable[int]) -> str:
-    """``[3, 0, 1]`` -> ``"0,1,3"``: GPU indices as findings and messages write them."""
-    return ",".join(str(g) for g in sorted(gpus))
-
-
-def format_cpu_list(cpus: Iterable[int]) -> str:
-    """``[0,1,2,3,8]`` -> ``"0-3,8"`` (the Linux cpulist form)."""
-    ordered = sorted(set(cpus))
-    parts: list[str] = []
-    i = 0
-    while i < len(ordered):
-        j = i
-        while j + 1 < len(ordered) and ordered[j + 1] == ordered[j] + 1:
-            j += 1
-        parts.append(str(ordered[i]) if i == j else f"{ordered[i]}-{ordered[j]}")
-        i = j + 1
-    return ",".join(parts)
 
 
 @dataclass

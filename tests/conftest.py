@@ -8,8 +8,9 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[1]
 TESTS = Path(__file__).resolve().parent
-# CI clones the project with shared/ beside it; a developer's checkout has it at ../shared too.
-SHARED_FIXTURES = REPO.parent / "shared" / "fixtures"
+# Real captures and logs from the project's shared/ folder, copied byte for byte into the repository
+# (tests/fixtures/shared/SOURCES.md says where each came from), so a bare clone passes `make test`.
+SHARED_FIXTURES = TESTS / "fixtures" / "shared"
 TOPO_FIXTURES = sorted((SHARED_FIXTURES / "topo").glob("*.txt"))
 TF_LOG_FIXTURES = sorted((SHARED_FIXTURES / "tf_logs").glob("*.log"))
 OWN_FIXTURES = TESTS / "fixtures"

@@ -315,7 +315,7 @@ class FakeNvml:
         return array
 
     def nvmlDeviceGetCpuAffinity(self, handle: Any, cpuSetSize: int) -> Any:
-        from gputopo.model import parse_cpu_list
+        from gputopo.notation import parse_cpu_list
 
         cpus = parse_cpu_list(self._known(self._gpu("nvmlDeviceGetCpuAffinity", handle).cpu_affinity))
         return self._mask(cpus or [], cpuSetSize)

@@ -9,8 +9,8 @@ import subprocess
 import sys
 
 import pytest
-
 from conftest import REPO
+
 from gputopo.model import Topology
 
 pytestmark = pytest.mark.tf

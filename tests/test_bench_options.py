@@ -6,8 +6,16 @@ import pytest
 
 from gputopo.errors import InputError
 from gputopo.model import Topology
+from gputopo.notation import (
+    GIB,
+    KIB,
+    MIB,
+    format_size,
+    parse_gpu_list,
+    parse_size,
+    parse_size_sweep,
+)
 from gputopo.sources.reference import load_reference
-from gputopo.tf.bench_options import GIB, KIB, MIB, format_size, parse_index_list, parse_size, parse_sizes
 from gputopo.tf.bench_results import (
     BenchDevice,
     BenchResult,
@@ -44,32 +52,32 @@ def test_parse_size_rejects_garbage(text):
 
 
 def test_parse_sizes_sweep_doubles_and_stops_at_last():
-    assert parse_sizes("1KiB:16KiB") == [1 * KIB, 2 * KIB, 4 * KIB, 8 * KIB, 16 * KIB]
-    assert parse_sizes("1KiB:1MiB:4") == [KIB, 4 * KIB, 16 * KIB, 64 * KIB, 256 * KIB, MIB]
+    assert parse_size_sweep("1KiB:16KiB") == [1 * KIB, 2 * KIB, 4 * KIB, 8 * KIB, 16 * KIB]
+    assert parse_size_sweep("1KiB:1MiB:4") == [KIB, 4 * KIB, 16 * KIB, 64 * KIB, 256 * KIB, MIB]
     # The last size is an upper bound, as with nccl-tests -e.
-    assert parse_sizes("3:20") == [3, 6, 12]
-    assert len(parse_sizes("1KiB:1GiB")) == 21
+    assert parse_size_sweep("3:20") == [3, 6, 12]
+    assert len(parse_size_sweep("1KiB:1GiB")) == 21
 
 
 def test_parse_sizes_list_is_sorted_and_unique():
-    assert parse_sizes("64MiB,4KiB,4KiB") == [4 * KIB, 64 * MIB]
+    assert parse_size_sweep("64MiB,4KiB,4KiB") == [4 * KIB, 64 * MIB]
 
 
 @pytest.mark.parametrize("text", ["", "1MiB:1KiB", "1KiB:1MiB:1", "1KiB:1MiB:x", "1:2:3:4", "1B:64GiB:1", ",", "a:b"])
 def test_parse_sizes_rejects_garbage(text):
     with pytest.raises(InputError):
-        parse_sizes(text)
+        parse_size_sweep(text)
 
 
 def test_parse_index_list():
-    assert parse_index_list("0,2,3") == [0, 2, 3]
-    assert parse_index_list("3,0-1") == [3, 0, 1]
+    assert parse_gpu_list("0,2,3") == [0, 2, 3]
+    assert parse_gpu_list("3,0-1") == [3, 0, 1]
 
 
 @pytest.mark.parametrize("text", ["", "a,b", "1,1", "-1", "3-1", "0-2,1", "1.5"])
 def test_parse_index_list_rejects_garbage(text):
     with pytest.raises(InputError):
-        parse_index_list(text)
+        parse_gpu_list(text)
 
 
 def test_format_size():

@@ -9,10 +9,17 @@ import time
 import numpy as np
 import pytest
 
-from gputopo.tf.bench import BenchConfig, CopyBench, choose_devices, cpu_bench_devices, map_gpus, run_benchmark
-from gputopo.tf.bench_options import MIB
 from gputopo.errors import InputError
+from gputopo.notation import MIB
 from gputopo.sources.reference import load_reference
+from gputopo.tf.bench import (
+    BenchConfig,
+    CopyBench,
+    choose_devices,
+    cpu_bench_devices,
+    map_gpus,
+    run_benchmark,
+)
 
 pytestmark = pytest.mark.tf
 

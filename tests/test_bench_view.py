@@ -5,11 +5,10 @@ from __future__ import annotations
 import json
 
 import pytest
-
 from test_bench_options import make_result
 
+from gputopo.notation import MIB
 from gputopo.sources.reference import load_reference
-from gputopo.tf.bench_options import MIB
 from gputopo.views import bench as view
 
 

@@ -3,10 +3,10 @@
 import json
 
 import pytest
+from conftest import assert_one_error_line
 
 from gputopo.model import Topology
 from gputopo.sources.reference import MACHINES, load_reference
-from conftest import assert_one_error_line
 
 
 @pytest.mark.parametrize("name", list(MACHINES))

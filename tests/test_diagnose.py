@@ -7,15 +7,14 @@ import importlib.util
 import json
 
 import pytest
+from conftest import SHARED_FIXTURES
+from fake_nvml import FakeNvml
 
 from gputopo.analysis import diagnose as diagnose_module
 from gputopo.analysis.diagnose import diagnose
 from gputopo.model import Topology
 from gputopo.sources.nvml import probe
 from gputopo.sources.reference import MACHINES, load_reference
-
-from conftest import SHARED_FIXTURES
-from fake_nvml import FakeNvml
 
 EXPECTED_CODES = {
     "dgx1": {"cross-socket", "p2p-tns", "nvlink-summary"},
@@ -123,6 +122,7 @@ def test_all_nvlinked_capture_still_tells_the_sockets_apart() -> None:
     """nvidia-smi text of an NVLink-everywhere box shows no SYS: the NUMA column alone says which
     GPUs share a socket, which matters for the input pipeline."""
     from conftest import OWN_FIXTURES
+
     from gputopo.sources.smi_text import parse_topo_matrix
 
     path = OWN_FIXTURES / "topo" / "spaces_nicn_legend_gpu_numa_id.txt"

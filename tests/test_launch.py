@@ -19,17 +19,17 @@ from gputopo.launch import (
     TrainConfig,
     build_plan,
     check_batch_split,
-    cuda_env,
     describe_exit,
     latest_checkpoint_step,
     numactl_prefix,
-    parse_sizes,
     parse_workers,
     plan_from_devices,
     plan_from_group,
     tf_config,
     training_processes,
 )
+from gputopo.notation import parse_count_list
+from gputopo.numbering import cuda_env
 from gputopo.sources.reference import load_reference
 
 
@@ -215,11 +215,11 @@ def test_tf_config_and_parsers():
         parse_workers("a:1,a:1")
     with pytest.raises(InputError, match="not host:port"):
         parse_workers("a:99999")
-    assert parse_sizes("4,1,2,2") == [1, 2, 4]
+    assert parse_count_list("4,1,2,2") == [1, 2, 4]
     with pytest.raises(InputError):
-        parse_sizes("1,x")
+        parse_count_list("1,x")
     with pytest.raises(InputError):
-        parse_sizes("0,2")
+        parse_count_list("0,2")
     assert cuda_env([1, 0]) == {"CUDA_DEVICE_ORDER": "PCI_BUS_ID", "CUDA_VISIBLE_DEVICES": "1,0"}
 
 
@@ -284,9 +284,9 @@ def test_workers_that_never_start_are_named_after_the_startup_timeout(tmp_path: 
 
 
 def test_startup_timeout_does_not_apply_once_started(tmp_path: Path):
-    from gputopo.tf.distributed import run_processes, start_child, started_marker
-
     import time
+
+    from gputopo.tf.distributed import run_processes, start_child, started_marker
 
     result = tmp_path / "r.json"
     script = f"import time, pathlib; pathlib.Path({str(started_marker(result))!r}).touch(); time.sleep(1.0)"

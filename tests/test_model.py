@@ -3,9 +3,15 @@ import json
 import pytest
 
 from gputopo.model import (
-    Finding, Measurement, TfDevice, TfView, Topology, format_cpu_list, make_link,
-    normalize_pci_bus_id, parse_cpu_list,
+    Finding,
+    Measurement,
+    TfDevice,
+    TfView,
+    Topology,
+    make_link,
+    normalize_pci_bus_id,
 )
+from gputopo.notation import format_cpu_list, parse_cpu_list
 from gputopo.sources.reference import MACHINES, load_reference
 
 

@@ -10,14 +10,13 @@ import sys
 
 import pynvml
 import pytest
+from conftest import REPO
+from fake_nvml import FakeNvml
 
 from gputopo.errors import NvmlUnavailable
 from gputopo.model import Gpu, Topology
 from gputopo.sources.nvml import probe
 from gputopo.sources.reference import MACHINES, load_reference
-
-from conftest import REPO
-from fake_nvml import FakeNvml
 
 GPU_FIELDS = [f.name for f in dataclasses.fields(Gpu) if f.name != "host"]
 LINK_FIELDS = ["type", "nvlink_count", "nvswitch", "pcie_path", "p2p_read", "p2p_write", "p2p_atomics", "p2p_nvlink"]

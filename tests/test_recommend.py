@@ -5,10 +5,10 @@ import subprocess
 import sys
 
 import pytest
+from conftest import REPO, SHARED_FIXTURES
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from conftest import REPO, SHARED_FIXTURES
 from gputopo.analysis.recommend import (
     EXACT_LIMIT,
     _Problem,

@@ -4,7 +4,6 @@ import json
 import subprocess
 
 import pytest
-
 from conftest import SHARED_FIXTURES, assert_one_error_line
 
 DGX1_TEXT = str(SHARED_FIXTURES / "topo" / "dgx1_v100_8gpu_mlx5.txt")

@@ -1,8 +1,8 @@
 """The go-gpuallocator best-effort port, and where the bottleneck view beats its score sum."""
 
 import pytest
-
 from conftest import SHARED_FIXTURES
+
 from gputopo.analysis import gpuallocator
 from gputopo.analysis.recommend import _Problem, recommend
 from gputopo.errors import InputError

@@ -7,12 +7,12 @@ import re
 from pathlib import Path
 
 import pytest
+from conftest import OWN_FIXTURES, TOPO_FIXTURES, assert_one_error_line
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from conftest import OWN_FIXTURES, TOPO_FIXTURES, assert_one_error_line
 from gputopo.errors import InputError
-from gputopo.model import parse_cpu_list
+from gputopo.notation import parse_cpu_list
 from gputopo.sources.smi_text import parse_topo_matrix
 
 OWN_TOPO = OWN_FIXTURES / "topo"

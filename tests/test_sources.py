@@ -1,12 +1,12 @@
 """The shared source resolver: which source wins, and how a TF log is joined."""
 
 import pytest
+from conftest import SHARED_FIXTURES
 
 import gputopo.sources.nvml as nvml_source
 from gputopo.errors import InputError, NvmlUnavailable
 from gputopo.sources import load_topology
 from gputopo.sources.reference import load_reference
-from conftest import SHARED_FIXTURES
 
 TF0_LOG = str(SHARED_FIXTURES / "tf_logs" / "tf0_gpu_init_cannot_enable_peer_4gpu.log")
 
@@ -51,6 +51,7 @@ def test_from_and_tf_log_cannot_both_be_standard_input(cli):
 
 def test_tf_log_given_now_replaces_the_one_saved_in_a_snapshot(tmp_path):
     from conftest import OWN_FIXTURES
+
     from gputopo.sources.snapshot import save_snapshot
 
     saved = load_topology(machine="two-socket-4gpu", tf_log=TF0_LOG)
@@ -67,7 +68,7 @@ def test_tf_log_given_now_replaces_the_one_saved_in_a_snapshot(tmp_path):
 
 
 def test_shared_fixtures_are_present():
-    """Parametrised fixture tests would silently collect nothing without ../shared/fixtures."""
+    """Parametrised fixture tests would silently collect nothing without tests/fixtures/shared."""
     from conftest import TF_LOG_FIXTURES, TOPO_FIXTURES
 
     assert len(TOPO_FIXTURES) >= 3, f"no nvidia-smi captures under {SHARED_FIXTURES / 'topo'}"

@@ -5,9 +5,9 @@ from __future__ import annotations
 import io
 import re
 
+from conftest import OWN_FIXTURES, TF_LOG_FIXTURES
 from rich.console import Console
 
-from conftest import OWN_FIXTURES, TF_LOG_FIXTURES
 from gputopo.analysis.tf_crosscheck import peer_group_summary, peer_groups, tf_findings
 from gputopo.model import TfView
 from gputopo.sources.reference import load_reference

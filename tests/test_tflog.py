@@ -10,10 +10,10 @@ import sys
 from pathlib import Path
 
 import pytest
+from conftest import OWN_FIXTURES, TF_LOG_FIXTURES, assert_one_error_line
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from conftest import OWN_FIXTURES, TF_LOG_FIXTURES, assert_one_error_line
 from gputopo.errors import GputopoError, InputError, TensorFlowUnavailable
 from gputopo.model import Topology
 from gputopo.sources.tflog import (

@@ -18,9 +18,9 @@ from pathlib import Path
 from typing import Callable
 
 import pytest
+from test_train_data import make_image_folder
 
 from gputopo.launch import latest_checkpoint_step
-from test_train_data import make_image_folder
 
 pytestmark = pytest.mark.tf
 if importlib.util.find_spec("tensorflow") is None:  # TF runs only in the children: no need to import it here

@@ -9,7 +9,6 @@ import sys
 from pathlib import Path
 
 import pytest
-
 from conftest import assert_one_error_line
 from test_train_data import make_image_folder
 

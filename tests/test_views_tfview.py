@@ -6,7 +6,7 @@ import io
 
 from rich.console import Console
 
-from gputopo.model import TfDevice, TfView, Topology, Gpu
+from gputopo.model import Gpu, TfDevice, TfView, Topology
 from gputopo.views.tfview import render_tf_view
 
 

@@ -120,6 +120,7 @@ def test_wrapped_findings_stay_indented_under_their_severity():
 
 def test_header_names_the_file_once():
     from conftest import TOPO_FIXTURES
+
     from gputopo.sources import load_topology
 
     path = str(TOPO_FIXTURES[0])
@@ -144,6 +145,7 @@ def test_large_topology_summary_gives_the_range_of_each_word():
 
 def test_p2p_matrix_the_source_did_not_give_is_one_line_not_a_matrix_of_question_marks():
     from conftest import OWN_FIXTURES
+
     from gputopo.sources import load_topology
 
     text = render(load_topology(from_file=str(OWN_FIXTURES / "topo" / "with_p2p_matrices.txt")), 80)
@@ -172,6 +174,7 @@ def test_memory_below_one_gib_is_not_zero():
 def test_socket_tree_tells_sockets_apart_by_cpu_list_without_a_numa_column():
     """The DGX-1 capture has CPU Affinity but no NUMA column: GPUs 4-7 are not on CPUs 0-11,24-35."""
     from conftest import SHARED_FIXTURES
+
     from gputopo.sources import load_topology
 
     topo = load_topology(from_file=str(SHARED_FIXTURES / "topo" / "dgx1_v100_8gpu_mlx5.txt"))

@@ -48,11 +48,6 @@ class Estimate:
     explanation: str
 
 
-def format_gbps(gbps: float) -> str:
-    """``722.4`` -> ``"722"``, ``6.16`` -> ``"6.2"``: whole GB/s from 10 up, one decimal below."""
-    return f"{gbps:.0f}" if gbps >= 10 else f"{gbps:.1f}"
-
-
 def nvlink_generation(version: str | None) -> int | None:
     """``"4.0"`` -> 4; ``None`` or unknown -> ``None``."""
     if version is None:

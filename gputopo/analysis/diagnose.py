@@ -24,12 +24,11 @@ from __future__ import annotations
 
 import importlib.util
 from collections import Counter, defaultdict
-from typing import Iterable
 
-from gputopo.model import P2P_OK, P2P_STATUS_MEANING, Finding, Gpu, Link, Topology, gpu_list
+from gputopo.model import P2P_OK, P2P_STATUS_MEANING, Finding, Gpu, Link, Topology
+from gputopo.notation import gpu_list, gpus_word, pair_list
 
 DEFAULT_INTERCONNECT = "QPI/UPI"
-MAX_PAIRS_LISTED = 8
 
 P2P_FIX = {
     "DR": (
@@ -63,19 +62,6 @@ def diagnose(topology: Topology) -> list[Finding]:
 
 
 # --- wording helpers -----------------------------------------------------------------------------
-
-
-def _gpus_word(gpus: list[int]) -> str:
-    return f"GPU {gpus[0]}" if len(gpus) == 1 else f"GPUs {gpu_list(gpus)}"
-
-
-def pair_list(pairs: Iterable[tuple[int, int]], limit: int = MAX_PAIRS_LISTED) -> str:
-    """``[(0, 2), (0, 3)]`` -> ``"0-2, 0-3"``, cut to ``limit`` pairs plus "and N more"."""
-    ordered = sorted(pairs)
-    text = ", ".join(f"{a}-{b}" for a, b in ordered[:limit])
-    if len(ordered) > limit:
-        text += f" and {len(ordered) - limit} more"
-    return text
 
 
 def _pcie_path(link: Link) -> str | None:
@@ -261,7 +247,7 @@ def _mig(topology: Topology) -> list[Finding]:
             severity="warning",
             code="mig-enabled",
             message=(
-                f"MIG is on for {_gpus_word(gpus)}: CUDA sees MIG instances instead of whole GPUs, and there is "
+                f"MIG is on for {gpus_word(gpus)}: CUDA sees MIG instances instead of whole GPUs, and there is "
                 "no P2P or NCCL between MIG instances, so data-parallel training cannot span them efficiently"
             ),
             gpus=gpus,
@@ -383,7 +369,7 @@ def _nvlink_fabric(topology: Topology) -> list[Finding]:
         if len(switch_links) == len(topology.links):
             scope = "every pair"
         else:
-            scope = f"every pair of {_gpus_word(gpus)}"
+            scope = f"every pair of {gpus_word(gpus)}"
         others = [link for link in switch_links if link.type != common]
         exceptions = f" except {pair_list((link.a, link.b) for link in others)}" if others else ""
         findings.append(

@@ -36,10 +36,12 @@ import itertools
 from dataclasses import asdict, dataclass, field
 from typing import Any, Iterable, Sequence
 
-from gputopo.analysis.bandwidth import estimate_link, format_gbps
+from gputopo.analysis.bandwidth import estimate_link
 from gputopo.analysis.diagnose import link_crosses_sockets
 from gputopo.errors import InputError
-from gputopo.model import Gpu, Link, Topology, normalize_pci_bus_id
+from gputopo.model import Gpu, Link, Topology
+from gputopo.notation import count_word, format_gbps, gpu_set, pair_list
+from gputopo.numbering import cuda_numbers, pci_order_numbers, tf_ordinal_to_index
 
 SCHEMA = "gputopo.recommendation/1"
 EXACT_LIMIT = 16  # candidate GPUs up to which the search has no node budget (always exact)
@@ -261,15 +263,7 @@ def _links_with_tf_peer_view(topology: Topology) -> tuple[dict[tuple[int, int], 
     view = topology.tf
     if view is None or not view.peer or topology.source == "tf-log":
         return links, 0
-    by_bus = {normalize_pci_bus_id(g.pci_bus_id): g.index for g in topology.gpus if g.pci_bus_id}
-    by_bus.pop(None, None)
-    index_of: dict[int, int] = {}
-    for device in view.devices:
-        index = device.nvml_index
-        if index is None and device.pci_bus_id:
-            index = by_bus.get(normalize_pci_bus_id(device.pci_bus_id))
-        if index is not None:
-            index_of[device.ordinal] = index
+    index_of = tf_ordinal_to_index(topology, view)
     can_peer: dict[tuple[int, int], bool] = {}
     for i, row in enumerate(view.peer):
         for j, value in enumerate(row):
@@ -819,12 +813,12 @@ def recommend(
     proven = result.exhausted and not problem.ring_budget_hit
     if result.exhausted:
         search = (
-            f"exact branch and bound over {problem.n} GPUs in {_count(result.classes, 'class', 'classes')} "
-            f"of interchangeable GPUs ({_count(result.nodes, 'search node')})"
+            f"exact branch and bound over {problem.n} GPUs in {count_word(result.classes, 'class', 'classes')} "
+            f"of interchangeable GPUs ({count_word(result.nodes, 'search node')})"
         )
     else:
         search = (
-            f"bounded branch and bound over {problem.n} GPUs in {_count(result.classes, 'class', 'classes')}: stopped after "
+            f"bounded branch and bound over {problem.n} GPUs in {count_word(result.classes, 'class', 'classes')}: stopped after "
             f"{NODE_BUDGET} search nodes, best found, not proven optimal"
         )
     if problem.ring_budget_hit:
@@ -902,7 +896,7 @@ def _check_ask(
 
 
 def _ranges(values: list[int]) -> str:
-    from gputopo.model import format_cpu_list
+    from gputopo.notation import format_cpu_list
 
     return format_cpu_list(values)
 
@@ -977,40 +971,6 @@ def _advice(problem: _Problem, members: tuple[int, ...], key: GroupKey) -> Group
     return group
 
 
-def cuda_numbers(topology: Topology) -> dict[int, int]:
-    """``{GPU index: its number under CUDA_DEVICE_ORDER=PCI_BUS_ID on its own host}``.
-
-    On one host that is the NVML / nvidia-smi index (also PCI bus order); in a multi-host topology
-    each host numbers its own GPUs from 0; a TF log alone is renumbered by its PCI bus ids.
-    """
-    pci_numbers = _pci_order_numbers(topology)
-    by_host: dict[str | None, list[int]] = {}
-    for gpu in topology.gpus:
-        by_host.setdefault(gpu.host, []).append(gpu.index)
-    numbers: dict[int, int] = {}
-    for host, indices in by_host.items():
-        if host is None:
-            numbers.update({i: pci_numbers.get(i, i) for i in indices})
-        else:
-            numbers.update({i: n for n, i in enumerate(sorted(indices))})
-    return numbers
-
-
-def _pci_order_numbers(topology: Topology) -> dict[int, int]:
-    """``{GPU index: its number under CUDA_DEVICE_ORDER=PCI_BUS_ID}`` where the two differ.
-
-    Only a TF log alone numbers GPUs otherwise (TensorFlow's ordinals, FASTEST_FIRST by default);
-    where the log gives every GPU's PCI bus id, the launch lines must use PCI bus order instead.
-    """
-    if topology.source != "tf-log":
-        return {}
-    bus_ids = [normalize_pci_bus_id(g.pci_bus_id) for g in topology.gpus]
-    if None in bus_ids or len(set(bus_ids)) != len(bus_ids):
-        return {}
-    by_bus = sorted(zip(bus_ids, topology.gpu_indices))
-    return {index: number for number, (_, index) in enumerate(by_bus)}
-
-
 def hop_label(link: Link) -> str:
     """The link word users know; links read from a TF log alone only say whether TF could peer."""
     if link.type != "UNKNOWN":
@@ -1039,10 +999,6 @@ def _peers(link: Link) -> bool | None:
     if link.type == "UNKNOWN":
         return None
     return link.type in ("PIX", "PXB", "PHB", "NODE")
-
-
-def _pairs_text(pairs: list[tuple[int, int]]) -> str:
-    return ", ".join(f"{a}-{b}" for a, b in pairs[:4]) + (" ..." if len(pairs) > 4 else "")
 
 
 def _choose_cross_device_ops(problem: _Problem, group: GroupAdvice) -> None:
@@ -1088,7 +1044,7 @@ def _choose_cross_device_ops(problem: _Problem, group: GroupAdvice) -> None:
         group.cross_device_ops = "NcclAllReduce"
         group.cross_device_ops_code = "tf.distribute.NcclAllReduce()"
         group.cross_device_ops_reason = (
-            f"the source does not say whether pairs {_pairs_text(unknown)} can peer; NcclAllReduce (TF's default "
+            f"the source does not say whether pairs {pair_list(unknown, limit=4, more=' ...')} can peer; NcclAllReduce (TF's default "
             "on GPUs) suits either way: NCCL's rings run GPU to GPU where they can and stage hops through host "
             "memory where they cannot"
         )
@@ -1101,7 +1057,7 @@ def _choose_cross_device_ops(problem: _Problem, group: GroupAdvice) -> None:
             f"every pair can copy directly ({kind}), so NCCL's rings run GPU to GPU; it is TF's default on GPUs"
         )
         return
-    pairs_text = _pairs_text(not_peering)
+    pairs_text = pair_list(not_peering, limit=4, more=' ...')
     if k % 2 == 0 and k >= 4:
         half = k // 2
         first, second = gpus[:half], gpus[half:]
@@ -1144,15 +1100,11 @@ def _explain_ranking(problem: _Problem, groups: list[GroupAdvice], k: int) -> No
         if group.key != nxt.key:
             group.reason = _why_better(group, nxt)
             continue
-        group.reason = f"as good as {_set_text(nxt)} in every respect; listed first for its lower GPU numbers"
+        group.reason = f"as good as {gpu_set(nxt.gpus)} in every respect; listed first for its lower GPU numbers"
         # Say too what it beats: the first listed group that is worse, if any.
         worse = next((g for g in groups[x + 2 :] if g.key != group.key), None)
         if worse is not None:
-            group.reason += f"; better than {_set_text(worse)}: " + _why_better(group, worse, name_worse=False)
-
-
-def _set_text(group: GroupAdvice) -> str:
-    return "{" + ",".join(map(str, group.gpus)) + "}"
+            group.reason += f"; better than {gpu_set(worse.gpus)}: " + _why_better(group, worse, name_worse=False)
 
 
 def _why_better(group: GroupAdvice, worse: GroupAdvice, name_worse: bool = True) -> str:
@@ -1162,25 +1114,20 @@ def _why_better(group: GroupAdvice, worse: GroupAdvice, name_worse: bool = True)
         return (
             f"its slowest ring hop is ~{format_gbps(a[0] / CENTI)} GB/s ({group.bottleneck.split(' between')[0]}) against "
             f"~{format_gbps(b[0] / CENTI)} GB/s ({worse.bottleneck.split(' between')[0]})"
-            + (f" for {_set_text(worse)}" if name_worse else "")
+            + (f" for {gpu_set(worse.gpus)}" if name_worse else "")
         )
-    same = "same slowest hop" + (f" as {_set_text(worse)}" if name_worse else "")
+    same = "same slowest hop" + (f" as {gpu_set(worse.gpus)}" if name_worse else "")
     if a[1] != b[1]:
-        return f"{same}, but on {_count(-a[1], 'host')} instead of {-b[1]}"
+        return f"{same}, but on {count_word(-a[1], 'host')} instead of {-b[1]}"
     if a[2] != b[2]:
         return (
-            f"{same}, but on {_count(-a[2], 'NUMA node')} instead of {-b[2]}, "
+            f"{same}, but on {count_word(-a[2], 'NUMA node')} instead of {-b[2]}, "
             f"keeping the input pipeline next to the GPUs"
         )
     return (
         f"{same}, but more link bandwidth inside the group "
         f"({format_gbps(a[3] / CENTI)} against {format_gbps(b[3] / CENTI)} GB/s summed over pairs) for NCCL's extra rings"
     )
-
-
-def _count(n: int, word: str, plural: str | None = None) -> str:
-    """``one host``, ``3 hosts``; ``plural`` for words that do not just take an s (``classes``)."""
-    return f"one {word}" if n == 1 else f"{n} {plural or word + 's'}"
 
 
 def _notes(topology: Topology, problem: _Problem, k: int) -> list[str]:
@@ -1198,7 +1145,7 @@ def _notes(topology: Topology, problem: _Problem, k: int) -> list[str]:
             "the pick only keeps them close to one CPU."
         )
     if topology.source == "tf-log":
-        pci_numbers = _pci_order_numbers(topology)
+        pci_numbers = pci_order_numbers(topology)
         if pci_numbers:
             moved = [f"GPU:{i} is {n}" for i, n in sorted(pci_numbers.items()) if i != n]
             notes.append(

@@ -13,7 +13,17 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from gputopo.model import P2P_OK, P2P_STATUS_MEANING, Finding, Link, TfView, Topology, normalize_pci_bus_id
+from gputopo.model import (
+    P2P_OK,
+    P2P_STATUS_MEANING,
+    Finding,
+    Link,
+    TfView,
+    Topology,
+    normalize_pci_bus_id,
+)
+from gputopo.notation import gpu_set, number_list, pair_list
+from gputopo.numbering import index_by_bus_id
 from gputopo.sources.tflog import ERA_NO_GPU, ERA_TF25, ERA_TF_ABSL, peer_state
 
 ORDER_FIX = (
@@ -91,11 +101,11 @@ def peer_group_summary(view: TfView) -> str | None:
     multi = [g for g in result.groups if len(g) > 1]
     singles = [g[0] for g in result.groups if len(g) == 1]
     if len(result.groups) == 1 and not result.partial:
-        text = f"all {len(ordinals)} GPUs ({_join(ordinals)}) can peer with each other"
+        text = f"all {len(ordinals)} GPUs ({number_list(ordinals)}) can peer with each other"
     else:
         parts = []
         if multi:
-            parts.append(f"GPUs {' and '.join(_join(g) for g in multi)} can peer")
+            parts.append(f"GPUs {' and '.join(number_list(g) for g in multi)} can peer")
         if result.cross_denied:
             parts.append("the cross pairs cannot" if multi else "no pair can peer")
         if singles and multi:
@@ -106,16 +116,16 @@ def peer_group_summary(view: TfView) -> str | None:
                     word = "GPU" if len(group) == 1 else "GPUs"
                     if verb == "no known peer":
                         verb = ("has " if len(group) == 1 else "have ") + verb
-                    parts.append(f"{word} {_join(group)} {verb}")
+                    parts.append(f"{word} {number_list(group)} {verb}")
         text = "; ".join(parts)
         if len(multi) > 1 or (multi and result.cross_denied):
             text += "; keep work that needs fast exchange within " + " or ".join(
-                "{" + _join(g) + "}" for g in multi
+                gpu_set(g) for g in multi
             )
     if result.partial:
-        text += "; not every pair within " + " or ".join("{" + _join(g) + "}" for g in result.partial) + " can peer"
+        text += "; not every pair within " + " or ".join(gpu_set(g) for g in result.partial) + " can peer"
     if result.unknown:
-        text += f" (the log does not say for {_pairs(result.unknown)})"
+        text += f" (the log does not say for {pair_list(result.unknown, limit=None)})"
     return text
 
 
@@ -180,8 +190,7 @@ def tf_findings(topology: Topology) -> list[Finding]:
 
 def _join_devices(topology: Topology, view: TfView, findings: list[Finding]) -> dict[int, int]:
     """``{TF ordinal: topology GPU index}``, by PCI bus id; sets ``TfDevice.nvml_index``."""
-    by_bus = {normalize_pci_bus_id(g.pci_bus_id): g.index for g in topology.gpus if g.pci_bus_id}
-    by_bus.pop(None, None)
+    by_bus = index_by_bus_id(topology)
     mapping: dict[int, int] = {}
     with_bus = [d for d in view.devices if d.pci_bus_id]
     for device in with_bus:
@@ -388,16 +397,8 @@ def _p2p_words(link: Link) -> set[str]:
     return {w for w in (link.p2p_read, link.p2p_write) if w is not None and w != P2P_OK and w in P2P_STATUS_MEANING}
 
 
-def _join(numbers: list[int]) -> str:
-    return ",".join(str(n) for n in numbers)
-
-
-def _pairs(pairs: list[tuple[int, int]]) -> str:
-    return ", ".join(f"{a}-{b}" for a, b in pairs)
-
-
 def _pair_text(pairs: list[tuple[int, int]], mapping: dict[int, int]) -> str:
     """``GPUs 0-2, 0-3`` where TF's numbers are nvidia-smi's, else both numberings."""
     if all(mapping[a] == a and mapping[b] == b for a, b in pairs):
-        return "GPUs " + _pairs(pairs)
+        return "GPUs " + pair_list(pairs, limit=None)
     return ", ".join(f"TF GPU:{a}-GPU:{b} (nvidia-smi {mapping[a]}-{mapping[b]})" for a, b in pairs)

@@ -9,15 +9,14 @@ import typer
 from typing_extensions import Annotated
 
 from gputopo.cli import FromOption, JsonOption, MachineOption, command, fail
+from gputopo.notation import format_size
 from gputopo.tf.bench_options import (
     DEFAULT_MIN_SAMPLE_S,
     DEFAULT_REPEAT,
     DEFAULT_SIZE_BYTES,
     DEFAULT_STEP_TIMEOUT_S,
     DEFAULT_WARMUP,
-    format_size,
 )
-
 
 _HELP = (
     "Measure GPU-to-GPU copy bandwidth (one way and both ways), latency and all-reduce with TensorFlow."
@@ -85,7 +84,7 @@ def bench_p2p(
     """Parse and check every option before TensorFlow's slow import, pick the devices, run the
     engine with a progress bar, then save and print even a partial (Ctrl-C) result."""
     from gputopo.errors import GputopoError, InputError
-    from gputopo.tf.bench_options import parse_index_list, parse_size, parse_sizes
+    from gputopo.notation import parse_gpu_list, parse_size, parse_size_sweep
 
     # Everything the user typed is checked before TensorFlow's multi-second import.
     if size is not None and sizes is not None:
@@ -96,8 +95,8 @@ def bench_p2p(
         raise InputError(f"--min-sample-ms must be a positive number of milliseconds, got {min_sample_ms}")
     from gputopo.tf.bench import BenchConfig
 
-    sizes_bytes = parse_sizes(sizes) if sizes is not None else [parse_size(size) if size else DEFAULT_SIZE_BYTES]
-    wanted = parse_index_list(gpus) if gpus is not None else None
+    sizes_bytes = parse_size_sweep(sizes) if sizes is not None else [parse_size(size) if size else DEFAULT_SIZE_BYTES]
+    wanted = parse_gpu_list(gpus) if gpus is not None else None
     config = BenchConfig(
         sizes_bytes=sizes_bytes,
         repeat=repeat,

@@ -22,9 +22,9 @@ def parse_gpu_list(text: str | None, option: str) -> list[int]:
     GPU lists the same way."""
     if text is None:
         return []
-    from gputopo.tf.bench_options import parse_index_list
+    from gputopo.notation import parse_gpu_list
 
-    return parse_index_list(text, option)
+    return parse_gpu_list(text, option)
 
 
 @command("recommend")
@@ -60,7 +60,6 @@ def recommend_command(
 
     from gputopo.analysis.recommend import recommend
     from gputopo.sources import load_topology
-
     from gputopo.views.common import err
 
     topology = load_topology(from_file=from_file, machine=machine, tf_log=tf_log, diagnose=False)

@@ -87,9 +87,9 @@ def train(
         build_plan,
         check_checkpoint_dir_writable,
         latest_checkpoint_step,
-        parse_sizes,
         training_processes,
     )
+    from gputopo.notation import parse_count_list
     from gputopo.tf.data import check_data_source
 
     config = TrainConfig(
@@ -131,7 +131,7 @@ def train(
         numactl_path=shutil.which("numactl"),
     )
     if scaling is not None:
-        _run_scaling(plan, config, parse_sizes(scaling), scaling_steps, json_output, dry_run)
+        _run_scaling(plan, config, parse_count_list(scaling), scaling_steps, json_output, dry_run)
         return
     processes = training_processes(plan, config, workers=workers, local_workers=local_workers, ps=ps)
     if dry_run:
@@ -213,7 +213,8 @@ def _run_scaling(
     import dataclasses
 
     from gputopo.errors import InputError
-    from gputopo.launch import ProcessSpec, check_batch_split, cuda_env
+    from gputopo.launch import ProcessSpec, check_batch_split
+    from gputopo.numbering import cuda_env
     from gputopo.views.common import err, print_json
     from gputopo.views.train import render_scaling, scaling_rows
 

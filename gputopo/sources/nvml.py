@@ -32,10 +32,9 @@ from gputopo.model import (
     Gpu,
     Link,
     Topology,
-    format_cpu_list,
-    gpu_list,
     normalize_pci_bus_id,
 )
+from gputopo.notation import format_cpu_list, gpu_list
 
 # nvmlGpuTopologyLevel_t -> nvidia-smi's path word. INTERNAL (0) is two GPUs on one board (K80,
 # M60, ...); nvidia-smi has no separate word in the matrix, so it is recorded as PIX plus a finding.

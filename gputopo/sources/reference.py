@@ -29,7 +29,8 @@ from dataclasses import dataclass
 from typing import Callable
 
 from gputopo.errors import InputError
-from gputopo.model import Gpu, Link, Nic, NicLink, Topology, format_cpu_list, make_link
+from gputopo.model import Gpu, Link, Nic, NicLink, Topology, make_link
+from gputopo.notation import format_cpu_list
 
 GIB = 1024**3
 

@@ -19,19 +19,18 @@ from dataclasses import dataclass, field
 
 from gputopo.errors import InputError
 from gputopo.model import (
-    PCIE_PATHS,
     P2P_OK,
+    PCIE_PATHS,
     Finding,
     Gpu,
     Link,
     Nic,
     NicLink,
     Topology,
-    format_cpu_list,
     make_link,
     nvlink_count_of,
-    parse_cpu_list,
 )
+from gputopo.notation import format_cpu_list, parse_cpu_list
 
 # Header titles after the device columns, longest first so "GPU NUMA ID" is not read as a GPU.
 ATTRIBUTE_TITLES = ("GPU NUMA ID", "CPU Affinity", "NUMA Affinity")

@@ -34,13 +34,14 @@ from typing import Any, Callable, Protocol
 
 from gputopo.errors import InputError
 from gputopo.model import Topology, normalize_pci_bus_id
+from gputopo.notation import format_size
+from gputopo.numbering import tf_gpu_indices
 from gputopo.tf.bench_options import (
     DEFAULT_MIN_SAMPLE_S,
     DEFAULT_REPEAT,
     DEFAULT_SIZE_BYTES,
     DEFAULT_STEP_TIMEOUT_S,
     DEFAULT_WARMUP,
-    format_size,
 )
 from gputopo.tf.bench_results import (
     AllReduceResult,
@@ -138,46 +139,14 @@ def tf_gpus_with_bus_ids(tf: Any) -> list[tuple[str, str | None]]:
     return [(name, bus_ids.get(name)) for name in names]
 
 
-def visible_pci_order(environ: Any = None) -> list[int] | None:
-    """The nvidia-smi (PCI order) index of each TF GPU ordinal, from ``CUDA_VISIBLE_DEVICES``:
-    ``2,3`` makes TF's GPU:0 nvidia-smi's GPU 2. ``None`` where it does not say (unset, UUIDs, or
-    an order other than ``PCI_BUS_ID``)."""
-    env = os.environ if environ is None else environ
-    visible = env.get("CUDA_VISIBLE_DEVICES")
-    if visible is None or env.get("CUDA_DEVICE_ORDER") != "PCI_BUS_ID":
-        return None
-    parts = [part.strip() for part in visible.split(",") if part.strip()]
-    if not parts or not all(part.isdigit() for part in parts):
-        return None
-    return [int(part) for part in parts]
-
-
 def map_gpus(
     tf_gpus: list[tuple[str, str | None]], topology: Topology | None, environ: Any = None
 ) -> tuple[list[BenchDevice], list[str]]:
-    """Join TF's GPUs to the topology's (NVML) GPU indices: by PCI bus id where both sides know it,
-    else by order: PCI order, renumbered by ``CUDA_VISIBLE_DEVICES`` where it is set."""
-    notes: list[str] = []
-    visible = visible_pci_order(environ)
-    if visible is not None and len(visible) < len(tf_gpus):
-        visible = None
-    if topology is not None:
-        by_bus = {g.pci_bus_id: g.index for g in topology.gpus if g.pci_bus_id}
-        if tf_gpus and all(bus in by_bus for _, bus in tf_gpus):
-            return [BenchDevice(by_bus[bus], name, bus) for name, bus in tf_gpus], notes
-        positions = [g.index for g in topology.gpus]
-        order = visible if visible is not None else list(range(len(tf_gpus)))
-        notes.append(
-            "could not join TensorFlow's GPUs to the topology's by PCI bus id; assumed "
-            + ("CUDA_VISIBLE_DEVICES's order" if visible is not None else "the same order")
-        )
-        devices = [
-            BenchDevice(positions[k] if k < len(positions) else k, name, bus)
-            for k, (name, bus) in zip(order, tf_gpus)
-        ]
-        return devices, notes
-    order = visible if visible is not None else list(range(len(tf_gpus)))
-    return [BenchDevice(k, name, bus) for k, (name, bus) in zip(order, tf_gpus)], notes
+    """TF's GPUs as ``BenchDevice``s named by the topology's (NVML) GPU indices (the join itself is
+    ``numbering.tf_gpu_indices``: by PCI bus id, else by ``CUDA_VISIBLE_DEVICES``'s order)."""
+    indices, note = tf_gpu_indices(topology, [bus for _, bus in tf_gpus], environ)
+    devices = [BenchDevice(index, name, bus) for index, (name, bus) in zip(indices, tf_gpus)]
+    return devices, [note] if note else []
 
 
 def cpu_bench_devices(names: list[str], topology: Topology | None) -> list[BenchDevice]:

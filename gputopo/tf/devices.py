@@ -15,7 +15,6 @@ from typing import Any, Iterator
 
 from gputopo.errors import InputError, TensorFlowUnavailable
 
-
 # What absl prints before it is initialised, whatever TF_CPP_MIN_LOG_LEVEL says: this notice, and
 # messages such as TensorFlow's "oneDNN custom operations are on" (INFO), all during the import.
 ABSL_PREAMBLE = "WARNING: All log messages before absl::InitializeLog() is called are written to STDERR"

@@ -34,7 +34,12 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from gputopo.errors import GputopoError, InputError, TrainingFailed
-from gputopo.launch import INTERRUPTED_EXIT_CODE, TrainConfig, check_batch_split, resume_hint
+from gputopo.launch import (
+    INTERRUPTED_EXIT_CODE,
+    TrainConfig,
+    check_batch_split,
+    resume_hint,
+)
 
 RESULT_SCHEMA = "gputopo.train/1"
 PROGRESS_REFRESH_S = 0.25
@@ -136,7 +141,13 @@ def _checkpoint_dir_for(config: TrainConfig) -> Path | None:
 
 def _progress(config: TrainConfig, total: int, start: int) -> Any:
     from rich.console import Console
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+    from rich.progress import (
+        BarColumn,
+        MofNCompleteColumn,
+        Progress,
+        TextColumn,
+        TimeRemainingColumn,
+    )
 
     progress = Progress(
         TextColumn("[bold]train"),

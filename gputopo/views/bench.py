@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import Any, Callable
 
 from gputopo.model import Topology
-from gputopo.tf.bench_options import format_size
+from gputopo.notation import format_size
 from gputopo.tf.bench_results import BenchResult, Stat
 from gputopo.views.common import err, out
 
@@ -295,7 +295,13 @@ class BenchProgressBar:
     """A rich progress bar on standard error (stdout stays clean for ``--json``)."""
 
     def __init__(self) -> None:
-        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+        from rich.progress import (
+            BarColumn,
+            MofNCompleteColumn,
+            Progress,
+            TextColumn,
+            TimeElapsedColumn,
+        )
 
         self._progress = Progress(
             TextColumn("[progress.description]{task.description}"),

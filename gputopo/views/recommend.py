@@ -15,7 +15,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from gputopo.analysis.bandwidth import format_gbps
+from gputopo.notation import format_gbps, number_list
 from gputopo.views.common import out
 
 if TYPE_CHECKING:
@@ -26,10 +26,6 @@ FORMATS = ("text", "json", "env", "python")
 
 def _gbps(value: float | None) -> str:
     return "-" if value is None else format_gbps(value)
-
-
-def _gpu_list(gpus: list[int]) -> str:
-    return ",".join(str(g) for g in gpus)
 
 
 def ring_summary(group: GroupAdvice) -> str:
@@ -100,7 +96,7 @@ def render_recommendation(rec: Recommendation) -> None:
     console.print(
         Text.assemble(
             ("  GPUs ", "bold"),
-            (_gpu_list(best.gpus), "bold"),
+            (number_list(best.gpus), "bold"),
             ("   " + ring_summary(best), speed_style(best.bottleneck_gbps) if best.bottleneck_gbps is not None else ""),
             f"   all-reduce ~{_gbps(best.allreduce_gbps)} GB/s of gradients" if best.allreduce_gbps else "",
         )
@@ -130,7 +126,7 @@ def render_recommendation(rec: Recommendation) -> None:
             where = "1 socket" if group.same_socket else ("hosts" if not group.same_host else "spread")
         table.add_row(
             str(group.rank),
-            _gpu_list(group.gpus),
+            number_list(group.gpus),
             Text(hop),
             _gbps(group.allreduce_gbps),
             where,
@@ -139,7 +135,7 @@ def render_recommendation(rec: Recommendation) -> None:
     console.print(table)
     for group in rec.groups:
         ring = f" ring {group.ring_text}" if group.bottleneck_gbps is not None else ""
-        console.print(Text(f"  #{group.rank} {{{_gpu_list(group.gpus)}}}{ring}: {group.reason}", style="dim"))
+        console.print(Text(f"  #{group.rank} {{{number_list(group.gpus)}}}{ring}: {group.reason}", style="dim"))
 
     console.print(Text("Paste-ready (best group):", style="bold"))
     for line in launch_lines(best):
@@ -164,7 +160,7 @@ def render_recommendation(rec: Recommendation) -> None:
         jobs.add_column("GPUs", overflow="fold")
         jobs.add_column("ring, slowest hop")
         for group in rec.jobs:
-            jobs.add_row(str(group.rank), _gpu_list(group.gpus), Text(ring_summary(group)))
+            jobs.add_row(str(group.rank), number_list(group.gpus), Text(ring_summary(group)))
         console.print(jobs)
         for group in rec.jobs:
             for line in launch_lines(group):
@@ -182,8 +178,8 @@ def format_env(rec: Recommendation) -> str:
     """Lines a POSIX shell can ``eval``: the best group's environment (and the other jobs' groups as
     ``CUDA_VISIBLE_DEVICES_JOB<n>`` variables)."""
     best = rec.jobs[0] if rec.jobs_requested > 1 else rec.best
-    lines = [f"# gputopo recommend: GPUs {_gpu_list(best.gpus)} — {ring_summary(best)}"]
-    if best.same_host and best.cuda_visible_devices != _gpu_list(best.gpus) and not best.hosts:
+    lines = [f"# gputopo recommend: GPUs {number_list(best.gpus)} — {ring_summary(best)}"]
+    if best.same_host and best.cuda_visible_devices != number_list(best.gpus) and not best.hosts:
         lines.append(
             f"# (GPU numbers above are the source's; in PCI bus order, as CUDA_DEVICE_ORDER=PCI_BUS_ID numbers "
             f"them, they are {best.cuda_visible_devices})"
@@ -211,7 +207,7 @@ def format_python(rec: Recommendation) -> str:
     """A MirroredStrategy snippet for the best group, to paste at the top of a training script."""
     best = rec.best
     lines = [
-        f"# gputopo recommend: GPUs {_gpu_list(best.gpus)} — {ring_summary(best)}",
+        f"# gputopo recommend: GPUs {number_list(best.gpus)} — {ring_summary(best)}",
         "import os",
         "",
         "# Must run before TensorFlow is imported: CUDA reads these once.",
