@@ -10,13 +10,16 @@ from gputopo.model import Finding, TfView, Topology
 
 
 def load_topology_file(path: str) -> Topology:
-    """A saved snapshot (JSON) or ``nvidia-smi topo -m`` text, told apart by content."""
-    from gputopo.sources.snapshot import looks_like_snapshot, parse_snapshot
+    """A saved snapshot (JSON), a `gputopo report` page (its embedded snapshot) or
+    ``nvidia-smi topo -m`` text, told apart by content."""
+    from gputopo.sources.snapshot import looks_like_report, looks_like_snapshot, parse_snapshot, report_snapshot_text
 
     text = read_text_input(path, what="topology file")
     label = "standard input" if path == "-" else path
     if not text.strip():
         raise InputError(f"{label} is empty: expected a gputopo snapshot or `nvidia-smi topo -m` output")
+    if looks_like_report(text):
+        text = report_snapshot_text(text, source=label)
     if looks_like_snapshot(text):
         topo = parse_snapshot(text, source=label)
         topo.source_detail = topo.source_detail or label

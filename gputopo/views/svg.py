@@ -1,0 +1,264 @@
+"""The topology drawing as one SVG document (``gputopo scan --svg``, and the heart of ``report``).
+
+Hand-made SVG, standard library only. Machine-checkable: each GPU is an element with
+``data-gpu="<index>"``, each GPU pair with a link in the topology exactly one element with
+``data-link="<a>-<b>"`` and ``data-type`` (the nvidia-smi word, or ``UNKNOWN``), each NIC
+``data-nic="<name>"``, the NVSwitch hub ``data-nvswitch`` and its spokes ``data-spoke="<gpu>"``.
+Pairs joined through the hub are drawn by the spokes; their ``data-link`` elements are empty
+groups that carry the attributes and a tooltip. Every text comes from ``esc`` (untrusted input).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from html import escape
+
+from gputopo.analysis.bandwidth import estimate_link
+from gputopo.notation import format_gbps
+from gputopo.model import Link, Topology
+from gputopo.views.svg_layout import LABEL_H, Layout, build_layout
+from gputopo.views.svg_tree import Box, GpuItem, NicItem, fit
+from gputopo.views.topology import SPEED_STYLES
+
+SVG_NS = "http://www.w3.org/2000/svg"
+# Hex colours for the terminal's speed styles (same thresholds, fastest first).
+SPEED_HEX = ("#137333", "#4caf50", "#c99a00", "#e8710a", "#d93025")
+UNKNOWN_HEX = "#8a8a8a"
+BOX_STYLE = {
+    "host": ("#f6f7f9", "#7a8594", ""),
+    "numa": ("#eaf1fb", "#8aa4c8", ""),
+    "cpus": ("#eaf1fb", "#8aa4c8", ""),
+    "switch": ("#fff6e0", "#d1a850", ""),
+    "unknown": ("#f2f2f2", "#999999", "5 4"),
+}
+STYLE = """
+text{font-family:system-ui,-apple-system,'Segoe UI',Roboto,sans-serif;font-size:11px;fill:#1f2328}
+.gpu rect{fill:#ffffff;stroke:#3d4b5c;stroke-width:1.3}
+.gpu.best rect{stroke:#1a56db;stroke-width:3.5}
+.gpu .idx{font-weight:700;font-size:12px}
+.gpu .sub{fill:#57606a;font-size:10.5px}
+.nic rect{fill:#f0ecff;stroke:#7a5cc2}
+.link path{fill:none}
+.link .lbl rect{fill:#ffffff;stroke-width:1}
+.link .lbl text{font-size:10px;text-anchor:middle}
+.link.best path{stroke-width:5}
+.spoke line{stroke-width:2.5}
+.spoke.best line{stroke:#1a56db;stroke-width:4}
+.hub rect{fill:#e7f5ea;stroke:#137333;stroke-width:1.5}
+.boxlabel{font-weight:600;fill:#3d4b5c}
+.focus .link:not(.hl),.focus .spoke:not(.hl){opacity:.12}
+.focus .gpu:not(.hl){opacity:.45}
+.link:hover path{stroke-width:6}
+"""
+_CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f\ufffe\uffff]")
+
+
+def esc(value: object) -> str:
+    """Text or attribute value safe inside SVG/HTML/XML: escaped, control characters removed."""
+    return escape(_CONTROL.sub("", str(value)), quote=True)
+
+
+def speed_hex(gbps: float | None) -> str:
+    if gbps is None:
+        return UNKNOWN_HEX
+    for (lowest, _, _), colour in zip(SPEED_STYLES, SPEED_HEX):
+        if gbps >= lowest:
+            return colour
+    return SPEED_HEX[-1]
+
+
+def link_figures(topology: Topology, link: Link) -> tuple[float, float | None, str]:
+    """(expected GB/s per direction, measured GB/s or None, how the expectation was made)."""
+    gpu_a, gpu_b = _gpu(topology, link.a), _gpu(topology, link.b)
+    expected = estimate_link(dataclasses.replace(link, measured=None), gpu_a, gpu_b)
+    actual = estimate_link(link, gpu_a, gpu_b)
+    return expected.gbps, (actual.gbps if actual.basis == "measured" else None), expected.explanation
+
+
+def _gpu(topology: Topology, index: int):
+    try:
+        return topology.gpu(index)
+    except KeyError:
+        return None
+
+
+def peer_word(link: Link) -> str:
+    return {True: "ok", False: "no", None: "unknown"}[link.can_peer]
+
+
+def link_tooltip(topology: Topology, link: Link) -> str:
+    expected, measured, why = link_figures(topology, link)
+    lines = [f"GPU {link.a} - GPU {link.b}: {link.type}" + (" through NVSwitch" if link.nvswitch else "")]
+    lines.append(f"expected ~{format_gbps(expected)} GB/s per direction ({why})")
+    if link.pcie_path and link.pcie_path != link.type:
+        lines.append(f"PCIe path {link.pcie_path}")
+    words = [f"{n} {w}" for n, w in (("read", link.p2p_read), ("write", link.p2p_write), ("atomics", link.p2p_atomics)) if w]
+    lines.append("P2P " + (", ".join(words) if words else "not known"))
+    m = link.measured
+    if m is not None:
+        parts = [
+            f"{a}->{b} {format_gbps(v)}"
+            for a, b, v in ((link.a, link.b, m.a_to_b_gbps), (link.b, link.a, m.b_to_a_gbps))
+            if v is not None
+        ]
+        if m.bidirectional_gbps is not None:
+            parts.append(f"both ways {format_gbps(m.bidirectional_gbps)}")
+        lines.append(f"measured ({m.device_kind}): " + (", ".join(parts) or "no figure") + " GB/s")
+    return "\n".join(lines)
+
+
+def _box(box: Box) -> str:
+    fill, stroke, dash = BOX_STYLE.get(box.kind, BOX_STYLE["unknown"])
+    dash_attr = f' stroke-dasharray="{dash}"' if dash else ""
+    ty = box.y + box.h - 6 if box.header_at_bottom else box.y + 14
+    return (
+        f'<g class="box box-{box.kind}"><title>{esc(box.detail)}</title>'
+        f'<rect x="{box.x:.1f}" y="{box.y:.1f}" width="{box.w:.1f}" height="{box.h:.1f}" rx="6" '
+        f'fill="{fill}" stroke="{stroke}"{dash_attr}/>'
+        f'<text class="boxlabel" x="{box.x + 8:.1f}" y="{ty:.1f}">{esc(fit(box.label, box.w - 14))}</text></g>'
+    )
+
+
+def _gpu_text_lines(topology: Topology, index: int) -> list[str]:
+    gpu = topology.gpu(index)
+    gen, width = gpu.pcie_gen_max or gpu.pcie_gen_current, gpu.pcie_width_current or gpu.pcie_width_max
+    pcie = f"PCIe Gen{gen} x{width}" if gen and width else "PCIe not known"
+    nvlink = f"{gpu.nvlink_active_links} NVLinks" if gpu.nvlink_active_links else ""
+    return [gpu.name or "name not known", gpu.pci_bus_id or "bus id not known", " · ".join(w for w in (pcie, nvlink) if w)]
+
+
+def gpu_tooltip(topology: Topology, index: int) -> str:
+    gpu = topology.gpu(index)
+    facts = [
+        ("name", gpu.name), ("bus id", gpu.pci_bus_id), ("memory", _memory(gpu.memory_total_bytes)),
+        ("UUID", gpu.uuid), ("NUMA node", gpu.numa_node), ("CPU affinity", gpu.cpu_affinity),
+        ("PCIe", f"Gen{gpu.pcie_gen_current}/{gpu.pcie_gen_max} x{gpu.pcie_width_current}/{gpu.pcie_width_max}"
+         if gpu.pcie_gen_current or gpu.pcie_gen_max else None),
+        ("NVLink", f"{gpu.nvlink_version}, {gpu.nvlink_active_links} links" if gpu.nvlink_version else None),
+        ("compute capability", gpu.compute_capability), ("host", gpu.host),
+    ]
+    return f"GPU {index}\n" + "\n".join(f"{k}: {v}" for k, v in facts if v not in (None, ""))
+
+
+def _memory(n: int | None) -> str | None:
+    return None if not n else f"{n / 2**30:.0f} GiB"
+
+
+def _gpu_item(topology: Topology, item: GpuItem, layout: Layout, best: set[int]) -> str:
+    cls = "gpu best" if item.index in best else "gpu"
+    head = (
+        f'<g class="{cls}" data-gpu="{item.index}"><title>{esc(gpu_tooltip(topology, item.index))}</title>'
+        f'<rect x="{item.x:.1f}" y="{item.y:.1f}" width="{item.w:.1f}" height="{item.h:.1f}" rx="5"/>'
+    )
+    if layout.compact:
+        return head + (
+            f'<text class="idx" x="{item.x + item.w / 2:.1f}" y="{item.y + item.h / 2 + 4:.1f}" '
+            f'text-anchor="middle">{item.index}</text></g>'
+        )
+    x = item.x + 8
+    memory = _memory(topology.gpu(item.index).memory_total_bytes) or ""
+    parts = [
+        head,
+        f'<text class="idx" x="{x:.1f}" y="{item.y + 16:.1f}">GPU {item.index}</text>',
+        f'<text class="sub" x="{item.x + item.w - 8:.1f}" y="{item.y + 16:.1f}" text-anchor="end">{esc(memory)}</text>',
+    ]
+    for k, line in enumerate(_gpu_text_lines(topology, item.index)):
+        parts.append(f'<text class="sub" x="{x:.1f}" y="{item.y + 32 + 15 * k:.1f}">{esc(fit(line, item.w - 14, 6.2))}</text>')
+    return "".join(parts) + "</g>"
+
+
+def _nic_item(item: NicItem, layout: Layout) -> str:
+    near = f"{item.path} · GPU {','.join(map(str, item.nearest))}" if item.nearest else "no GPU path"
+    cy = item.y + item.h / 2
+    parts = [f'<g class="nic" data-nic="{esc(item.name)}"><title>NIC {esc(item.name)}: {esc(near)} (nearest GPUs and their path)</title>']
+    for gpu, side in ((item.connect_left, item.x), (item.connect_right, item.x + item.w)):
+        if gpu is not None:
+            g = layout.gpus[gpu]
+            end = g.x + g.w if side == item.x else g.x
+            parts.append(f'<line x1="{side:.1f}" y1="{cy:.1f}" x2="{end:.1f}" y2="{cy:.1f}" stroke="#7a5cc2" stroke-width="2"/>')
+    parts.append(f'<rect x="{item.x:.1f}" y="{item.y:.1f}" width="{item.w:.1f}" height="{item.h:.1f}" rx="4"/>')
+    text_y = cy + 4 if layout.compact else item.y + 14
+    parts.append(f'<text x="{item.x + 6:.1f}" y="{text_y:.1f}">{esc(fit(item.name, item.w - 10))}</text>')
+    if not layout.compact:
+        parts.append(f'<text class="sub" x="{item.x + 6:.1f}" y="{item.y + 28:.1f}" font-size="9.5">{esc(fit(near, item.w - 10, 5.4))}</text>')
+    return "".join(parts) + "</g>"
+
+
+def _stroke(link: Link, expected: float) -> tuple[str, float, str]:
+    """(colour, width, dash pattern) of a link: colour = speed, width = kind, dashes = no P2P."""
+    if link.type == "UNKNOWN":
+        return UNKNOWN_HEX, 1.6, "2 4"
+    width = 2.0 + 0.5 * min(link.nvlink_count, 8) if link.nvlink_count else 1.6
+    return speed_hex(expected), width, "7 5" if link.can_peer is False else ""
+
+
+def link_label(topology: Topology, link: Link) -> str:
+    expected, measured, _ = link_figures(topology, link)
+    word = "?" if link.type == "UNKNOWN" else link.type
+    if measured is not None:
+        return f"{word} {format_gbps(measured)} (~{format_gbps(expected)})"
+    return f"{word} ~{format_gbps(expected)}"
+
+
+def _arc(topology: Topology, link: Link, layout: Layout, best: set[int]) -> str:
+    expected, measured, _ = link_figures(topology, link)
+    colour, width, dash = _stroke(link, expected)
+    x1, x2 = layout.attach[(link.a, link.b)], layout.attach[(link.b, link.a)]
+    y0, apex = layout.gpu_row_bottom, layout.arc_label_y[(link.a, link.b)]
+    ctrl = y0 + (apex - y0) / 0.75  # a cubic Bezier with both controls at ctrl peaks at 3/4 of it
+    cls = "link best" if link.a in best and link.b in best else "link"
+    extra = f' data-measured-gbps="{measured:.1f}"' if measured is not None else ""
+    dash_attr = f' stroke-dasharray="{dash}"' if dash else ""
+    parts = [
+        f'<g class="{cls}" data-link="{link.a}-{link.b}" data-type="{esc(link.type)}" data-gbps="{expected:.1f}"{extra} '
+        f'data-peer="{peer_word(link)}"><title>{esc(link_tooltip(topology, link))}</title>',
+        f'<path d="M{x1:.1f},{y0:.1f} C{x1:.1f},{ctrl:.1f} {x2:.1f},{ctrl:.1f} {x2:.1f},{y0:.1f}" '
+        f'stroke="{colour}" stroke-width="{width:.1f}"{dash_attr}/>',
+    ]
+    if not layout.compact:
+        text = link_label(topology, link)
+        w = len(text) * 5.9 + 8
+        mid = (x1 + x2) / 2
+        parts.append(
+            f'<g class="lbl"><rect x="{mid - w / 2:.1f}" y="{apex - LABEL_H / 2:.1f}" width="{w:.1f}" height="{LABEL_H}" '
+            f'rx="3" stroke="{colour}"/><text x="{mid:.1f}" y="{apex + 3.5:.1f}">{esc(text)}</text></g>'
+        )
+    return "".join(parts) + "</g>"
+
+
+def _hub(topology: Topology, layout: Layout, best: set[int]) -> list[str]:
+    from gputopo.views.svg_hub import hub_elements
+
+    return hub_elements(topology, layout, best)
+
+
+def _legend(topology: Topology, layout: Layout) -> str:
+    from gputopo.views.svg_hub import legend
+
+    return legend(topology, layout)
+
+
+def render_svg(topology: Topology, best: list[int] | tuple[int, ...] = (), standalone: bool = True) -> str:
+    """The drawing of ``topology``; ``best`` GPUs (a recommended group) are highlighted."""
+    layout = build_layout(topology)
+    chosen = set(best)
+    ns = f' xmlns="{SVG_NS}"' if standalone else ""
+    title = topology.label or f"{topology.source} {topology.source_detail or ''}".strip()
+    parts = [
+        f'<svg{ns} class="topology" width="{layout.width:.0f}" height="{layout.height:.0f}" '
+        f'viewBox="0 0 {layout.width:.0f} {layout.height:.0f}" role="img" aria-label="GPU topology drawing">',
+        f"<style>{STYLE}</style>",
+        f'<rect x="0" y="0" width="{layout.width:.0f}" height="{layout.height:.0f}" fill="#ffffff"/>',
+        f'<text x="12" y="20" font-size="14" font-weight="700">{esc(fit(title, layout.width - 24, 7.8))}</text>',
+    ]
+    parts += [_box(b) for b in layout.boxes]
+    parts.append('<g class="links">')
+    parts += [_arc(topology, lk, layout, chosen) for lk in layout.arc_links]
+    parts.append("</g>")
+    parts += _hub(topology, layout, chosen)
+    parts += [_nic_item(n, layout) for n in layout.nics]
+    parts += [_gpu_item(topology, g, layout, chosen) for g in layout.gpus.values()]
+    parts.append(_legend(topology, layout))
+    parts.append("</svg>")
+    return "\n".join(parts) + "\n"

@@ -1,0 +1,111 @@
+"""The NVSwitch hub (one node, one spoke per GPU, an empty ``data-link`` element per pair through
+it) and the legend of the topology drawing."""
+
+from __future__ import annotations
+
+from collections import Counter
+
+from gputopo.notation import format_gbps
+from gputopo.model import Topology
+from gputopo.views.svg import SPEED_HEX, UNKNOWN_HEX, esc, fit, link_figures, link_tooltip, peer_word, speed_hex
+from gputopo.views.svg_layout import Layout
+from gputopo.views.topology import SPEED_STYLES
+
+
+def hub_text(topology: Topology, layout: Layout) -> tuple[str, str]:
+    """(label on the hub, its tooltip)."""
+    members = set(layout.hub_members)
+    links = [lk for lk in topology.links if lk.a in members and lk.b in members]
+    word = Counter(lk.type for lk in links).most_common(1)[0][0]
+    expected = Counter(round(link_figures(topology, lk)[0], 1) for lk in links).most_common(1)[0][0]
+    inferred = not all(lk.nvswitch for lk in links)
+    hosts = {topology.gpu(g).host for g in members}
+    what = f"NVLink domain (NVSwitch) of {len(members)} GPUs on {len(hosts)} hosts" if len(hosts) > 1 else "NVSwitch"
+    label = f"{what} · {word} between every pair · expected ~{format_gbps(expected)} GB/s per direction"
+    measured = [m for m in (link_figures(topology, lk)[1] for lk in links) if m is not None]
+    if measured:
+        label += f" · measured {format_gbps(min(measured))}-{format_gbps(max(measured))}"
+    detail = label + (
+        "\ninferred: the source shows the same NVLink count between every pair of these GPUs, as NVSwitch machines do"
+        if inferred
+        else "\nevery pair of these GPUs talks through the NVSwitch fabric (one spoke per GPU drawn)"
+    )
+    return label, detail
+
+
+def hub_elements(topology: Topology, layout: Layout, best: set[int]) -> list[str]:
+    if layout.hub is None:
+        return []
+    members = set(layout.hub_members)
+    hx, hy, hw, hh = layout.hub
+    label, detail = hub_text(topology, layout)
+    pairs = [lk for lk in topology.links if lk.a in members and lk.b in members]
+    parts = ['<g class="hub-pairs">']
+    for lk in pairs:
+        expected, measured, _ = link_figures(topology, lk)
+        extra = f' data-measured-gbps="{measured:.1f}"' if measured is not None else ""
+        parts.append(
+            f'<g class="via-hub" data-link="{lk.a}-{lk.b}" data-type="{esc(lk.type)}" data-gbps="{expected:.1f}"{extra} '
+            f'data-peer="{peer_word(lk)}"><title>{esc(link_tooltip(topology, lk))}</title></g>'
+        )
+    parts.append("</g>")
+    colour = speed_hex(Counter(round(link_figures(topology, lk)[0], 1) for lk in pairs).most_common(1)[0][0])
+    for g in layout.hub_members:
+        box = layout.gpus[g]
+        cx = box.x + box.w / 2
+        above = box.y < hy
+        y1, y2 = (box.y + box.h, hy) if above else (box.y, hy + hh)
+        cls = "spoke best" if g in best else "spoke"
+        parts.append(
+            f'<g class="{cls}" data-spoke="{g}"><title>GPU {g} - NVSwitch</title>'
+            f'<line x1="{cx:.1f}" y1="{y1:.1f}" x2="{cx:.1f}" y2="{y2:.1f}" stroke="{colour}"/></g>'
+        )
+    kind = "inferred" if "inferred" in detail else "nvswitch"
+    parts.append(
+        f'<g class="hub" data-nvswitch="{kind}"><title>{esc(detail)}</title>'
+        f'<rect x="{hx:.1f}" y="{hy:.1f}" width="{hw:.1f}" height="{hh:.1f}" rx="8"/>'
+        f'<text x="{hx + hw / 2:.1f}" y="{hy + hh / 2 + 4:.1f}" text-anchor="middle" font-weight="600">'
+        f"{esc(fit(label, hw - 16))}</text></g>"
+    )
+    return parts
+
+
+def _swatches(x: float, y: float) -> tuple[list[str], float]:
+    parts = [f'<text x="{x:.1f}" y="{y + 4:.1f}">link colour = expected GB/s per direction:</text>']
+    x += 250
+    for k, ((lowest, _, _), colour) in enumerate(zip(SPEED_STYLES, SPEED_HEX)):
+        upper = SPEED_STYLES[k - 1][0] if k else None
+        span = f"≥ {lowest:.0f}" if upper is None else (f"< {upper:.0f}" if lowest == 0 else f"{lowest:.0f}-{upper:.0f}")
+        parts.append(f'<rect x="{x:.1f}" y="{y - 5:.1f}" width="22" height="10" rx="2" fill="{colour}"/>')
+        parts.append(f'<text x="{x + 27:.1f}" y="{y + 4:.1f}">{esc(span)}</text>')
+        x += 86
+    return parts, x
+
+
+def legend(topology: Topology, layout: Layout) -> str:
+    y = layout.legend_y + 8
+    parts, _ = _swatches(12, y)
+    y += 22
+    samples = (
+        ("NVLink (thicker: more links)", "#4caf50", 5, ""),
+        ("PCIe path (PIX … SYS)", "#c99a00", 1.6, ""),
+        ("dashed: cannot peer (no P2P)", "#d93025", 1.6, "7 5"),
+        ("dotted: path not known", UNKNOWN_HEX, 1.6, "2 4"),
+    )
+    x = 12.0
+    for text, colour, width, dash in samples:
+        dash_attr = f' stroke-dasharray="{dash}"' if dash else ""
+        parts.append(f'<line x1="{x:.1f}" y1="{y:.1f}" x2="{x + 30:.1f}" y2="{y:.1f}" stroke="{colour}" stroke-width="{width}"{dash_attr}/>')
+        parts.append(f'<text x="{x + 36:.1f}" y="{y + 4:.1f}">{esc(text)}</text>')
+        x += 214
+    y += 22
+    notes = ["labels: link word ~expected GB/s, or measured (~expected)"]
+    if layout.hub is not None:
+        notes.append("GPUs on the NVSwitch hub reach each other through it")
+    unknown = sum(1 for lk in topology.links if lk.type == "UNKNOWN")
+    if unknown:
+        notes.append(f"{unknown} links of unknown kind (the source says only whether TF could peer)")
+    if layout.missing_pairs:
+        notes.append(f"{len(layout.missing_pairs)} GPU pairs have no link in the source: not drawn")
+    parts.append(f'<text x="12" y="{y + 4:.1f}" fill="#57606a">{esc(" · ".join(notes))}</text>')
+    return '<g class="legend">' + "".join(parts) + "</g>"

@@ -1,0 +1,250 @@
+"""What the topology drawing holds: the tree of boxes, GPUs and NICs (no coordinates yet).
+
+The picture is lstopo-like nested boxes: host > NUMA node (or CPU affinity, or "placement
+unknown") > PCIe switch (GPUs with a PIX path) > GPUs, with each NIC placed in the sequence right
+beside its nearest GPU. All GPUs of a band sit on one row, so links can be drawn as arcs under the
+row (an arc diagram): an arc never passes through a GPU box, and each arc's label sits at its
+apex, whose depth grows with the number of GPUs it spans, so no two labels overlap.
+
+GPUs that reach every other member through NVSwitch (or, in nvidia-smi text that cannot say so,
+with the same ``NV#`` to every peer of 5 or more GPUs) share one hub node: one spoke per GPU
+instead of n(n-1)/2 edges. A hub-only topology with more than 8 GPUs is drawn as two bands, one
+above and one below the hub (DGX-2's two baseboards; the hosts of a GB200 NVL72 rack).
+Topologies with more than 16 GPUs are drawn compact: GPUs as small chips, hosts as boxes.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Union
+
+from gputopo.model import PCIE_PATHS, Link, Topology
+
+NORMAL = {"gpu_w": 146, "gpu_h": 80, "nic_w": 64, "nic_h": 36}
+COMPACT = {"gpu_w": 30, "gpu_h": 30, "nic_w": 56, "nic_h": 22}
+HEAD_H = 20  # a box's label strip
+PAD = 8  # space inside a box, below its content
+GAP = 10  # between items in a row
+CHAR_W = 6.6  # average width of a 11px sans-serif character, for fitting labels
+COMPACT_ABOVE = 16  # more GPUs than this: compact drawing
+
+
+@dataclass
+class GpuItem:
+    index: int
+    x: float = 0
+    y: float = 0
+    w: float = 0
+    h: float = 0
+
+
+@dataclass
+class NicItem:
+    name: str
+    nearest: list[int]  # GPUs with the best path to this NIC
+    path: str | None  # that best path word (PIX, PXB, PHB, NODE, SYS) or None
+    x: float = 0
+    y: float = 0
+    w: float = 0
+    h: float = 0
+    connect_left: int | None = None  # GPU drawn right beside it that is one of its nearest
+    connect_right: int | None = None
+
+
+@dataclass
+class Box:
+    kind: str  # "host", "numa", "cpus", "unknown", "switch"
+    label: str
+    detail: str  # tooltip text
+    children: list[Union["Box", GpuItem, NicItem]] = field(default_factory=list)
+    x: float = 0
+    y: float = 0
+    w: float = 0
+    h: float = 0
+    level: int = 0
+    header_at_bottom: bool = False
+
+
+Item = Union[Box, GpuItem, NicItem]
+
+
+def pcie_word(link: Link) -> str | None:
+    """The PCIe path of a link: NVML's ``pcie_path`` or the type itself when it is a PCIe word."""
+    if link.pcie_path in PCIE_PATHS:
+        return link.pcie_path
+    return link.type if link.type in PCIE_PATHS else None
+
+
+def hub_members(topology: Topology) -> list[int]:
+    """The GPUs drawn around one NVSwitch hub (empty: no hub). See the module text for the rule."""
+    flagged = sorted({g for link in topology.links if link.nvswitch for g in (link.a, link.b)})
+    links = topology.link_map()
+    if len(flagged) >= 3:
+        pairs = [(a, b) for i, a in enumerate(flagged) for b in flagged[i + 1 :]]
+        if all(links.get(p) is not None and links[p].nvswitch for p in pairs):
+            return flagged
+        return []
+    members = topology.gpu_indices
+    if len(members) < 5:
+        return []
+    types = {links[p].type if p in links else None for p in topology.pairs()}
+    if len(types) == 1 and next(iter(types)) is not None and next(iter(types)).startswith("NV"):
+        return sorted(members)
+    return []
+
+
+def fit(text: str, width: float, char_w: float = CHAR_W) -> str:
+    """``text`` cut with an ellipsis so that it fits ``width`` pixels."""
+    room = max(1, int(width / char_w))
+    return text if len(text) <= room else text[: max(0, room - 1)] + "…"
+
+
+def _domain_key(topology: Topology, index: int) -> tuple:
+    gpu = topology.gpu(index)
+    if gpu.numa_node is not None:
+        return ("numa", gpu.numa_node)
+    if gpu.cpu_affinity:
+        return ("cpus", gpu.cpu_affinity)
+    return ("unknown",)
+
+
+def _domain_box(topology: Topology, key: tuple, gpus: list[int]) -> Box:
+    affinities = {topology.gpu(g).cpu_affinity for g in gpus}
+    cpus = next(iter(affinities)) if len(affinities) == 1 else None
+    if key[0] == "numa":
+        label = f"NUMA node {key[1]}" + (f" · CPUs {cpus}" if cpus else "")
+        return Box("numa", label, label + "\nGPUs attached to this NUMA node's PCIe root")
+    if key[0] == "cpus":
+        label = f"CPU affinity {key[1]}"
+        return Box("cpus", label, label + " (the source gives no NUMA node)")
+    return Box("unknown", "placement unknown", "the source gives neither NUMA node nor CPU affinity for these GPUs")
+
+
+def _switch_groups(topology: Topology, gpus: list[int]) -> list[list[int]]:
+    """GPUs of one domain joined by PIX paths (one PCIe switch), as groups of 2 or more."""
+    parent = {g: g for g in gpus}
+
+    def root(g: int) -> int:
+        while parent[g] != g:
+            g = parent[g]
+        return g
+
+    links = topology.link_map()
+    for i, a in enumerate(gpus):
+        for b in gpus[i + 1 :]:
+            link = links.get((a, b))
+            if link is not None and pcie_word(link) == "PIX":
+                parent[root(b)] = root(a)
+    groups: dict[int, list[int]] = {}
+    for g in gpus:
+        groups.setdefault(root(g), []).append(g)
+    return [sorted(v) for v in groups.values() if len(v) > 1]
+
+
+def _nic_items(topology: Topology) -> list[NicItem]:
+    items = []
+    for nic in topology.nics:
+        paths = [(PCIE_PATHS.index(nl.type), nl.gpu) for nl in topology.nic_links if nl.nic == nic.name and nl.type in PCIE_PATHS]
+        if paths:
+            best = min(rank for rank, _ in paths)
+            nearest = sorted(g for rank, g in paths if rank == best)
+            items.append(NicItem(nic.name, nearest, PCIE_PATHS[best]))
+        else:
+            items.append(NicItem(nic.name, [], None))
+    return items
+
+
+def _insert_nic(children: list[Item], nic: NicItem) -> None:
+    """Put the NIC right after the first of its nearest GPUs in this row (or at the end)."""
+    for pos, item in enumerate(children):
+        if isinstance(item, GpuItem) and item.index in nic.nearest:
+            while pos + 1 < len(children) and isinstance(children[pos + 1], NicItem):
+                pos += 1
+            children.insert(pos + 1, nic)
+            return
+    children.append(nic)
+
+
+def _host_domains(topology: Topology, gpus: list[int], nics: list[NicItem], compact: bool) -> list[Item]:
+    """The children of one host: NUMA/affinity boxes with switches, GPUs and NICs (compact: flat)."""
+    if compact:
+        children: list[Item] = [GpuItem(g) for g in gpus]
+        for nic in nics:
+            _insert_nic(children, nic)
+        return children
+    by_key: dict[tuple, list[int]] = {}
+    for g in gpus:
+        by_key.setdefault(_domain_key(topology, g), []).append(g)
+    domains: list[Item] = []
+    where: dict[int, Box] = {}
+    for key, members in by_key.items():
+        box = _domain_box(topology, key, members)
+        in_switch = {g: grp for grp in _switch_groups(topology, members) for g in grp}
+        done: set[int] = set()
+        for g in members:
+            if g in done:
+                continue
+            if g in in_switch:
+                grp = in_switch[g]
+                switch = Box("switch", "PCIe switch", f"GPUs {','.join(map(str, grp))}: PIX (one PCIe switch)")
+                switch.children = [GpuItem(m) for m in grp]
+                box.children.append(switch)
+                done.update(grp)
+                where.update({m: switch for m in grp})
+            else:
+                box.children.append(GpuItem(g))
+                done.add(g)
+                where[g] = box
+        domains.append(box)
+    for nic in nics:
+        near = [where[g] for g in nic.nearest if g in where]
+        if near and nic.path in ("PIX", "PXB") and all(b is near[0] for b in near):
+            _insert_nic(near[0].children, nic)
+        elif near:
+            target = next(d for d in domains if isinstance(d, Box) and _contains(d, nic.nearest[0]))
+            _insert_nic(target.children, nic)
+        else:
+            domains.append(Box("unknown", "NICs, placement unknown", "no path from these NICs to a GPU is known", [nic]))
+    return domains
+
+
+def _contains(box: Box, gpu: int) -> bool:
+    return any(
+        (isinstance(c, GpuItem) and c.index == gpu) or (isinstance(c, Box) and _contains(c, gpu)) for c in box.children
+    )
+
+
+def build_roots(topology: Topology, compact: bool) -> tuple[Box | None, list[Item]]:
+    """The top-level items of the drawing and, for one host, the host frame around them."""
+    nics = _nic_items(topology)
+    hosts: dict[str | None, list[int]] = {}
+    for g in topology.gpu_indices:
+        hosts.setdefault(topology.gpu(g).host, []).append(g)
+    if len(hosts) <= 1:
+        name = next(iter(hosts), None) or topology.host or "host"
+        frame = Box("host", name, f"host {name}")
+        return frame, _host_domains(topology, topology.gpu_indices, nics, compact)
+    roots: list[Item] = []
+    placed: set[str] = set()
+    for host, gpus in hosts.items():
+        mine = [n for n in nics if n.nearest and n.nearest[0] in gpus]
+        placed.update(n.name for n in mine)
+        numa = sorted({topology.gpu(g).numa_node for g in gpus if topology.gpu(g).numa_node is not None})
+        detail = f"host {host or '(not named)'}: {len(gpus)} GPUs" + (f", NUMA nodes {','.join(map(str, numa))}" if numa else "")
+        roots.append(Box("host", host or "(host not named)", detail, _host_domains(topology, gpus, mine, compact)))
+    rest = [n for n in nics if n.name not in placed]
+    if rest:
+        roots.append(Box("unknown", "NICs, placement unknown", "no path from these NICs to a GPU is known", list(rest)))
+    return None, roots
+
+
+def measure(item: Item, sizes: dict[str, int]) -> tuple[float, int]:
+    """Width of an item and how many box levels it holds (0 for a GPU or NIC)."""
+    if isinstance(item, GpuItem):
+        return sizes["gpu_w"], 0
+    if isinstance(item, NicItem):
+        return sizes["nic_w"], 0
+    widths, depths = zip(*(measure(c, sizes) for c in item.children)) if item.children else ((0,), (0,))
+    content = sum(widths) + GAP * (len(widths) - 1) + 2 * PAD
+    label_room = min(len(item.label), 30) * CHAR_W + 2 * PAD
+    return max(content, label_room if item.kind != "switch" else 0, 40), 1 + max(depths)
