@@ -290,11 +290,12 @@ def build_plan(
     has_source = any(v is not None for v in (from_file, machine, tf_log))
     gpu_plan: LaunchPlan | None = None
     if config.cpu_devices is None or has_source:
+        from gputopo.analysis import with_findings
         from gputopo.errors import NvmlUnavailable
         from gputopo.sources import load_topology
 
         try:
-            topology = load_topology(from_file=from_file, machine=machine, tf_log=tf_log)
+            topology = with_findings(load_topology(from_file=from_file, machine=machine, tf_log=tf_log))
         except NvmlUnavailable as exc:
             raise NvmlUnavailable(f"{exc}; or train on logical CPU devices with --cpu-devices N") from None
         if not topology.gpus:

@@ -5,6 +5,7 @@ from conftest import SHARED_FIXTURES
 
 import gputopo.sources.nvml as nvml_source
 from gputopo.errors import InputError, NvmlUnavailable
+from gputopo.analysis import with_findings
 from gputopo.sources import load_topology
 from gputopo.sources.reference import load_reference
 
@@ -16,7 +17,7 @@ def test_tf_log_alone_without_nvml_becomes_the_topology(monkeypatch):
         raise NvmlUnavailable("no driver")
 
     monkeypatch.setattr(nvml_source, "probe", no_driver)
-    topo = load_topology(tf_log=TF0_LOG)
+    topo = with_findings(load_topology(tf_log=TF0_LOG))
     assert topo.source == "tf-log"
     assert topo.tf is not None and len(topo.tf.devices) == 4
     assert "tf-log-alone" in {f.code for f in topo.diagnostics}
@@ -26,7 +27,7 @@ def test_tf_log_with_nvml_is_joined_to_this_host(monkeypatch):
     host = load_reference("two-socket-4gpu")
     host.source, host.is_reference = "nvml", False
     monkeypatch.setattr(nvml_source, "probe", lambda: host)
-    topo = load_topology(tf_log=TF0_LOG)
+    topo = with_findings(load_topology(tf_log=TF0_LOG))
     assert topo.source == "nvml" and topo.link(0, 2).type == "SYS"
     assert topo.tf is not None
     codes = {f.code for f in topo.diagnostics}
@@ -54,12 +55,12 @@ def test_tf_log_given_now_replaces_the_one_saved_in_a_snapshot(tmp_path):
 
     from gputopo.sources.snapshot import save_snapshot
 
-    saved = load_topology(machine="two-socket-4gpu", tf_log=TF0_LOG)
+    saved = with_findings(load_topology(machine="two-socket-4gpu", tf_log=TF0_LOG))
     assert "tf-join-assumed" in {f.code for f in saved.diagnostics}
     path = tmp_path / "snap.json"
     save_snapshot(saved, path)
     new_log = str(OWN_FIXTURES / "tf_logs" / "tf15_edge_matrix_visible_order_differs.log")
-    topo = load_topology(from_file=str(path), tf_log=new_log)
+    topo = with_findings(load_topology(from_file=str(path), tf_log=new_log))
     assert topo.tf is not None and topo.tf.source == new_log
     codes = [f.code for f in topo.diagnostics]
     assert "tf-join-assumed" not in codes  # said of the old log, which had no bus ids

@@ -107,9 +107,10 @@ def test_zero_and_one_gpu(gpus):
 
 
 def test_wrapped_findings_stay_indented_under_their_severity():
+    from gputopo.analysis import with_findings
     from gputopo.sources import load_topology
 
-    text = render(load_topology(machine="two-socket-4gpu"), 80)
+    text = render(with_findings(load_topology(machine="two-socket-4gpu")), 80)
     lines = text.split("Findings", 1)[1].splitlines()
     start = next(k for k, line in enumerate(lines) if line.startswith("│ WARNING GPUs 0,1 and 2,3"))
     body = lines[start + 1 : start + 4]  # the message's continuation and its fix

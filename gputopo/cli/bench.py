@@ -115,9 +115,10 @@ def bench_p2p(
             raise InputError(f"cannot write {save}: it is a folder; give a file name")
     topology = None
     if from_file or machine:
+        from gputopo.analysis import with_findings
         from gputopo.sources import load_topology
 
-        topology = load_topology(from_file=from_file, machine=machine)
+        topology = with_findings(load_topology(from_file=from_file, machine=machine))
 
     from gputopo.tf import bench as engine
     from gputopo.tf.devices import configure_logical_cpu_devices, import_tensorflow
@@ -134,10 +135,11 @@ def bench_p2p(
         if not tf_gpus:
             raise InputError("TensorFlow sees no GPU here; use --cpu-devices N to measure N logical CPU devices")
         if topology is None:
+            from gputopo.analysis import with_findings
             from gputopo.sources import load_topology
 
             try:
-                topology = load_topology()
+                topology = with_findings(load_topology())
             except GputopoError as exc:
                 notes.append(f"no topology to compare with ({exc})")
         devices, join_notes = engine.map_gpus(tf_gpus, topology)

@@ -62,7 +62,7 @@ def recommend_command(
     from gputopo.sources import load_topology
     from gputopo.views.common import err
 
-    topology = load_topology(from_file=from_file, machine=machine, tf_log=tf_log, diagnose=False)
+    topology = load_topology(from_file=from_file, machine=machine, tf_log=tf_log)
     # Usually milliseconds; large --jobs splits can take a second or two. The spinner goes to
     # standard error and only shows on a terminal, so --json / env output stays clean.
     with err().status(f"Ranking groups of {gpus} GPUs...", spinner="dots"):

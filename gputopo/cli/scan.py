@@ -29,6 +29,7 @@ def scan(
     ] = False,
 ) -> None:
     """Show how the GPUs are wired: links, P2P support, NUMA/CPU affinity, PCIe and NVLink, findings."""
+    from gputopo.analysis import with_findings
     from gputopo.sources import load_topology
     from gputopo.views import topology as view
     from gputopo.views.common import print_json
@@ -41,7 +42,7 @@ def scan(
             raise InputError("give either --tf (run TensorFlow now) or --tf-log FILE (a saved log), not both")
         topo = load_topology_with_tf_init(from_file=from_file, machine=machine)
     else:
-        topo = load_topology(from_file=from_file, machine=machine, tf_log=tf_log)
+        topo = with_findings(load_topology(from_file=from_file, machine=machine, tf_log=tf_log))
     if save:
         from gputopo.sources.snapshot import save_snapshot
 

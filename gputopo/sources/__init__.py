@@ -54,9 +54,9 @@ def load_topology(
     from_file: str | None = None,
     machine: str | None = None,
     tf_log: str | None = None,
-    diagnose: bool = True,
 ) -> Topology:
-    """Resolve the shared source options into one Topology, with diagnostics attached.
+    """Resolve the shared source options into one Topology, as read (findings come from
+    ``gputopo.analysis.with_findings``).
 
     Precedence: ``--machine``, then ``--from``, then this host's NVML. A TF log is joined to that
     topology (by PCI bus id); where NVML is not available (no driver: a log copied from another
@@ -89,9 +89,4 @@ def load_topology(
             # the old one go (they are made again from the new one below).
             topo.diagnostics = [f for f in topo.diagnostics if not f.code.startswith("tf-") or f.code == "tf-log-alone"]
         topo.tf = tf_view
-    if diagnose:
-        from gputopo.analysis.diagnose import diagnose as run_diagnose
-
-        for finding in run_diagnose(topo):
-            topo.add_finding(finding)
     return topo

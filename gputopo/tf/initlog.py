@@ -137,10 +137,10 @@ def load_topology_with_tf_init(
 
     view = tf_view_from_init_log(capture_tf_init_log(timeout_s))
     if from_file or machine:
-        topology = load_topology(from_file=from_file, machine=machine, diagnose=False)
+        topology = load_topology(from_file=from_file, machine=machine)
     else:
         try:
-            topology = load_topology(diagnose=False)
+            topology = load_topology()
         except NvmlUnavailable as exc:
             topology = topology_from_tf_view(view)
             topology.add_finding(Finding("info", "nvml-unavailable", str(exc)))
