@@ -1,0 +1,88 @@
+"""`gputopo report`: one self-contained HTML page (drawing, heatmaps, findings, plan, snapshot).
+
+Option parsing and composition only: the page is ``gputopo.views.report``, the plan
+``gputopo.analysis.recommend``. Measurements from ``--bench SNAPSHOT`` (saved by
+``bench-p2p --save``) are laid onto the topology's links before drawing.
+"""
+
+from __future__ import annotations
+
+from typing import Optional
+
+import typer
+from typing_extensions import Annotated
+
+from gputopo.cli import FromOption, JsonOption, MachineOption, TfLogOption, command
+from gputopo.errors import InputError
+from gputopo.model import Topology
+
+
+def merge_measurements(topology: Topology, bench: Topology, bench_path: str) -> int:
+    """Copy ``bench``'s measured links onto ``topology`` (same GPU pairs); returns how many.
+
+    The two must describe the same GPUs: where both know a GPU's PCI bus id, they must agree."""
+    measured = [lk for lk in bench.links if lk.measured is not None]
+    if not measured:
+        raise InputError(f"{bench_path} has no measurements (save one with `gputopo bench-p2p --save FILE`)")
+    for gpu in bench.gpus:
+        try:
+            mine = topology.gpu(gpu.index)
+        except KeyError:
+            raise InputError(f"{bench_path} measures GPU {gpu.index}, which this topology does not have") from None
+        if gpu.pci_bus_id and mine.pci_bus_id and gpu.pci_bus_id != mine.pci_bus_id:
+            raise InputError(
+                f"{bench_path} was measured on other GPUs: its GPU {gpu.index} is {gpu.pci_bus_id}, here it is {mine.pci_bus_id}"
+            )
+    links = topology.link_map()
+    count = 0
+    for lk in measured:
+        target = links.get((lk.a, lk.b))
+        if target is not None:
+            target.measured = lk.measured
+            count += 1
+    return count
+
+
+@command("report")
+def report_command(
+    output: Annotated[str, typer.Option("--output", "-o", help="The HTML file to write.", metavar="FILE")],
+    from_file: FromOption = None,
+    machine: MachineOption = None,
+    tf_log: TfLogOption = None,
+    bench: Annotated[
+        Optional[str],
+        typer.Option("--bench", help="A snapshot saved by `bench-p2p --save`: label links with measured GB/s.", metavar="SNAPSHOT"),
+    ] = None,
+    gpus: Annotated[
+        Optional[int], typer.Option("--gpus", "-n", help="Plan for K GPUs: highlight the best group, with its lines.")
+    ] = None,
+    json_output: Annotated[bool, typer.Option("--json", help="Print a small JSON summary of what was written.")] = False,
+) -> None:
+    """Write one self-contained HTML page: the box drawn with its links, heatmaps, findings, the
+    plan for --gpus K, and the snapshot (read it back with `scan --from PAGE`)."""
+    from gputopo.analysis import with_findings
+    from gputopo.fileio import atomic_write_text
+    from gputopo.sources import load_topology, load_topology_file
+    from gputopo.views.report import render_report, report_summary
+
+    if gpus is not None and gpus < 1:
+        raise InputError(f"--gpus must be 1 or more (got {gpus})")
+    if bench is not None and not (from_file or machine or tf_log):
+        topology = load_topology(from_file=bench)  # the bench snapshot is a whole topology
+    else:
+        topology = load_topology(from_file=from_file, machine=machine, tf_log=tf_log)
+        if bench is not None:
+            merge_measurements(topology, load_topology_file(bench), bench)
+    topology = with_findings(topology)
+    recommendation = None
+    if gpus is not None:
+        from gputopo.analysis.recommend import recommend
+
+        recommendation = recommend(topology, gpus)
+    atomic_write_text(output, render_report(topology, recommendation))
+    if json_output:
+        from gputopo.views.common import print_json
+
+        print_json(report_summary(output, topology))
+    else:
+        typer.echo(f"wrote {output} ({len(topology.gpus)} GPUs, {len(topology.links)} links)", err=True)

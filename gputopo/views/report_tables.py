@@ -1,0 +1,144 @@
+"""The report's heatmaps: GPU x GPU HTML tables with inline colours (no script needed).
+
+Cells carry ``data-a``/``data-b`` (never ``data-gpu``/``data-link``, which belong to the drawing
+alone, so counting those attributes in the page counts the drawing). Large uniform topologies
+(a GB200 NVL72 rack: 2556 identical pairs) get one sentence instead of a 72 x 72 table.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from typing import Callable
+
+from gputopo.model import P2P_OK, P2P_STATUS_MEANING, Link, Topology
+from gputopo.notation import format_gbps
+from gputopo.views.svg import UNKNOWN_HEX, esc, link_figures, speed_hex
+
+MAX_TABLE_GPUS = 32  # beyond this, a uniform matrix is summarised in one sentence
+Cell = tuple[str, str, str]  # (text, background colour, tooltip)
+
+
+def _tint(hex_colour: str) -> str:
+    """A light version of a colour, as a cell background that keeps black text readable."""
+    r, g, b = (int(hex_colour[i : i + 2], 16) for i in (1, 3, 5))
+    return "#{:02x}{:02x}{:02x}".format(*(round(c + (255 - c) * 0.55) for c in (r, g, b)))
+
+
+def matrix(topology: Topology, name: str, caption: str, cell: Callable[[int, int, Link], Cell | None]) -> str:
+    """One heatmap: row GPU a, column GPU b; ``cell`` gives (text, colour, tooltip) or None (blank)."""
+    indices = topology.gpu_indices
+    links = topology.link_map()
+    rows = [f'<table class="heat" data-heatmap="{esc(name)}"><caption>{esc(caption)}</caption>']
+    rows.append("<tr><th></th>" + "".join(f"<th>{g}</th>" for g in indices) + "</tr>")
+    for a in indices:
+        cells = [f"<th>{a}</th>"]
+        for b in indices:
+            link = links.get((a, b))
+            if a == b:
+                cells.append('<td class="self">X</td>')
+                continue
+            value = cell(a, b, link) if link is not None else ("?", "#eeeeee", "no link in the source")
+            if value is None:
+                cells.append('<td class="blank"></td>')
+                continue
+            text, colour, tip = value
+            cells.append(
+                f'<td data-a="{a}" data-b="{b}" style="background:{_tint(colour)}" title="{esc(tip)}">{esc(text)}</td>'
+            )
+        rows.append("<tr>" + "".join(cells) + "</tr>")
+    rows.append("</table>")
+    return "".join(rows)
+
+
+def _kind_cell(topology: Topology) -> Callable[[int, int, Link], Cell]:
+    def cell(a: int, b: int, link: Link) -> Cell:
+        expected, _, why = link_figures(topology, link)
+        word = "?" if link.type == "UNKNOWN" else link.type
+        tip = f"GPU {a} - GPU {b}: {link.type}, expected ~{format_gbps(expected)} GB/s per direction ({why})"
+        return word, speed_hex(expected) if link.type != "UNKNOWN" else UNKNOWN_HEX, tip
+
+    return cell
+
+
+def _p2p_cell(a: int, b: int, link: Link) -> Cell:
+    read, write = link.p2p_read, link.p2p_write
+    if read is None and write is None:
+        return "?", UNKNOWN_HEX, "the source does not say whether these GPUs can peer"
+    text = read if read == write else f"{read or '?'}/{write or '?'}"
+    words = {w for w in (read, write) if w}
+    meaning = "; ".join(f"{w}: {P2P_STATUS_MEANING.get(w, w)}" for w in sorted(words))
+    colour = "#4caf50" if words == {P2P_OK} else "#d93025"
+    return text, colour, f"GPU {a} - GPU {b} P2P read {read or '?'}, write {write or '?'} ({meaning})"
+
+
+def _measured(link: Link):
+    m = link.measured
+    return m if m is not None and m.device_kind == "GPU" else None
+
+
+def _one_way_cell(a: int, b: int, link: Link) -> Cell | None:
+    m = _measured(link)
+    if m is None:
+        return None
+    value = m.a_to_b_gbps if a == link.a else m.b_to_a_gbps
+    if value is None:
+        return None
+    return format_gbps(value), speed_hex(value), f"GPU {a} -> GPU {b}: measured {value:.1f} GB/s"
+
+
+def _both_ways_cell(a: int, b: int, link: Link) -> Cell | None:
+    m = _measured(link)
+    if m is None or m.bidirectional_gbps is None:
+        return None
+    value = m.bidirectional_gbps
+    return format_gbps(value), speed_hex(value / 2), f"GPU {a} <-> GPU {b}: {value:.1f} GB/s both directions together"
+
+
+def _ratio_cell(topology: Topology) -> Callable[[int, int, Link], Cell | None]:
+    def cell(a: int, b: int, link: Link) -> Cell | None:
+        m = _measured(link)
+        value = None if m is None else (m.a_to_b_gbps if a == link.a else m.b_to_a_gbps)
+        if value is None:
+            return None
+        expected, _, why = link_figures(topology, link)
+        ratio = value / expected if expected else 0.0
+        colour = "#4caf50" if ratio >= 0.8 else ("#c99a00" if ratio >= 0.5 else "#d93025")
+        return f"{ratio:.0%}", colour, f"GPU {a} -> GPU {b}: measured {value:.1f} of ~{expected:.1f} GB/s expected ({why})"
+
+    return cell
+
+
+def _uniform(topology: Topology, key: Callable[[Link], object]) -> object | None:
+    values = Counter(key(lk) for lk in topology.links)
+    complete = len(topology.links) == len(topology.gpus) * (len(topology.gpus) - 1) // 2
+    return next(iter(values)) if len(values) == 1 and complete else None
+
+
+def heatmaps(topology: Topology) -> str:
+    """Every heatmap the topology supports, as HTML."""
+    if len(topology.gpus) < 2:
+        return "<p>One GPU: no pairs to show.</p>"
+    parts: list[str] = []
+    big = len(topology.gpus) > MAX_TABLE_GPUS
+    same_kind = _uniform(topology, lambda lk: (lk.type, lk.can_peer)) if big else None
+    if same_kind is not None:
+        word, peer = same_kind  # type: ignore[misc]
+        peer_text = {True: "ok", False: "not possible", None: "not known"}[peer]
+        n = len(topology.gpus)
+        parts.append(
+            f'<p class="summary">All {len(topology.links)} GPU pairs: {esc(word)}, P2P {peer_text} '
+            f"(a {n} x {n} table would show one colour).</p>"
+        )
+    else:
+        parts.append(matrix(topology, "kind", "Link kind (colour: expected GB/s per direction)", _kind_cell(topology)))
+        parts.append(matrix(topology, "p2p", "P2P read/write status (nvidia-smi topo -p2p words)", _p2p_cell))
+    if any(_measured(lk) for lk in topology.links):
+        parts.append(matrix(topology, "measured-one-way", "Measured GB/s, row GPU -> column GPU", _one_way_cell))
+        parts.append(matrix(topology, "measured-both-ways", "Measured GB/s both ways at once", _both_ways_cell))
+        parts.append(matrix(topology, "measured-vs-expected", "Measured / expected, row -> column", _ratio_cell(topology)))
+    elif any(lk.measured for lk in topology.links):
+        parts.append("<p>The measurements in this snapshot were taken on logical CPU devices (host memory), not GPUs.</p>")
+    else:
+        parts.append('<p class="muted">No measurements: add <code>--bench SNAPSHOT</code> (saved by '
+                     "<code>gputopo bench-p2p --save FILE</code>) to see measured bandwidth.</p>")
+    return '<div class="heatmaps">' + "".join(parts) + "</div>"
