@@ -1,8 +1,7 @@
-"""TensorFlow logs of every era -> TfView; TfView -> Topology; `scan --tf-log` and `scan --tf`."""
+"""TensorFlow logs of every era -> TfView; TfView -> Topology; `scan --tf-log` (`scan --tf`: test_sources_tf_init)."""
 
 from __future__ import annotations
 
-import importlib.util
 import io
 import json
 import re
@@ -14,10 +13,9 @@ from conftest import OWN_FIXTURES, TF_LOG_FIXTURES, assert_one_error_line
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from gputopo.errors import GputopoError, InputError, TensorFlowUnavailable
+from gputopo.errors import InputError
 from gputopo.model import Topology
 from gputopo.sources.tflog import (
-    ERA_NO_GPU,
     ERA_TF0,
     ERA_TF12,
     ERA_TF15,
@@ -266,75 +264,6 @@ def test_cli_scan_tf_log_garbage_is_one_error_line(cli, tmp_path, content):
     path = tmp_path / "train.log"
     path.write_text(content)
     assert_one_error_line(cli("scan", "--tf-log", str(path), "--json"))
-
-
-# --- scan --tf: TensorFlow's initialisation in a child process -----------------------------------
-
-
-def test_scan_tf_for_real_reports_that_tensorflow_sees_no_gpu(cli):
-    """Runs TensorFlow in a child process (seconds): on this CPU-only machine it sees no GPU."""
-    if importlib.util.find_spec("tensorflow") is None:  # not importorskip: that would import it here
-        pytest.skip("TensorFlow is not installed")
-    tensorflow_was_loaded = "tensorflow" in sys.modules  # other tests may run TF in this process
-    result = cli("scan", "--tf", "--json")
-    assert result.exit_code == 0, result.output
-    data = json.loads(result.output[result.output.index("{") :])
-    assert data["tf"]["devices"] == [] and data["tf"]["era"] == ERA_NO_GPU
-    assert "TensorFlow" in data["tf"]["source"]
-    codes = [f["code"] for f in data["diagnostics"]]
-    assert "tf-no-gpu" in codes
-    if not tensorflow_was_loaded:
-        assert "tensorflow" not in sys.modules  # the child ran TF, not this process
-
-
-def test_scan_tf_without_tensorflow_is_one_error_line(cli, monkeypatch):
-    from gputopo.tf import initlog
-
-    monkeypatch.setattr(initlog, "tensorflow_installed", lambda: False)
-    result = cli("scan", "--tf")
-    assert result.exit_code == 2
-    lines = [line for line in result.output.splitlines() if line.strip()]
-    assert len(lines) == 1 and "needs TensorFlow" in lines[0]
-
-
-def test_scan_tf_and_tf_log_together_is_refused(cli):
-    result = cli("scan", "--tf", "--tf-log", "x.log")
-    assert result.exit_code == 2 and "not both" in result.output
-
-
-def test_child_that_hangs_is_cut_off_and_one_that_dies_is_reported(monkeypatch):
-    from gputopo.tf import initlog
-
-    monkeypatch.setattr(initlog, "tensorflow_installed", lambda: True)
-    with pytest.raises(GputopoError, match="did not finish within 1 s"):
-        initlog.capture_tf_init_log(timeout_s=1, script="import time; time.sleep(30)")
-    with pytest.raises(GputopoError, match=r"failed \(exit code 5\): boom"):
-        initlog.capture_tf_init_log(timeout_s=30, script="print('boom'); raise SystemExit(5)")
-    with pytest.raises(TensorFlowUnavailable, match="cannot be imported: No module named 'tensorflow_x'"):
-        initlog.capture_tf_init_log(
-            timeout_s=30, script=initlog.CHILD_SCRIPT.replace("import tensorflow as tf", "import tensorflow_x as tf")
-        )
-
-
-def test_child_environment_asks_for_the_peer_matrix(monkeypatch):
-    from gputopo.tf import initlog
-
-    monkeypatch.setenv("TF_CPP_MIN_LOG_LEVEL", "3")
-    env = initlog.child_environment()
-    assert env["TF_CPP_MAX_VLOG_LEVEL"] == "1" and env["TF_CPP_MIN_LOG_LEVEL"] == "0"
-
-
-def test_child_output_with_gpus_is_parsed_and_without_keeps_tfs_reason():
-    from gputopo.tf import initlog
-
-    log = (OWN_LOGS / "tf216_absl_vlog_interleaved.log").read_text()
-    view = initlog.tf_view_from_init_log(f"GPUTOPO_TF_VERSION 2.16.1\nGPUTOPO_TF_GPUS 3\n{log}")
-    assert len(view.devices) == 3 and view.peer[0][2] is True and "2.16.1" in view.source
-    empty = initlog.tf_view_from_init_log(
-        "E0000 00:00:1 123 cuda_executor.cc:1] failed call to cuInit: CUDA_ERROR_NO_DEVICE\nGPUTOPO_TF_GPUS 0\n"
-    )
-    assert empty.devices == [] and empty.era == ERA_NO_GPU and empty.visible_ordinals == []
-    assert "CUDA_ERROR_NO_DEVICE" in empty.notes[0].message
 
 
 def test_tf20_found_device_one_line_properties():

@@ -96,6 +96,8 @@ def main() -> None:
 
 # Register the commands (each module only imports light modules at import time).
 from gputopo.cli import scan as _scan  # noqa: E402,F401
+from gputopo.cli import machines as _machines  # noqa: E402,F401
 from gputopo.cli import recommend as _recommend  # noqa: E402,F401
 from gputopo.cli import bench as _bench  # noqa: E402,F401
 from gputopo.cli import train as _train  # noqa: E402,F401
+from gputopo.cli import report as _report  # noqa: E402,F401

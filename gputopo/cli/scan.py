@@ -1,13 +1,16 @@
-"""`gputopo scan` and `gputopo machines`."""
+"""`gputopo scan`: read a topology, add its findings, show or save it."""
 
 from __future__ import annotations
 
-from typing import Optional
+from typing import TYPE_CHECKING, Optional
 
 import typer
 from typing_extensions import Annotated
 
 from gputopo.cli import FromOption, JsonOption, MachineOption, TfLogOption, command
+
+if TYPE_CHECKING:
+    from gputopo.model import Topology
 
 
 @command("scan")
@@ -18,6 +21,9 @@ def scan(
     json_output: JsonOption = False,
     save: Annotated[
         Optional[str], typer.Option("--save", help="Also write the topology snapshot to FILE (JSON).", metavar="FILE")
+    ] = None,
+    svg: Annotated[
+        Optional[str], typer.Option("--svg", help="Also write the drawing of the box to FILE (SVG).", metavar="FILE")
     ] = None,
     tf_init: Annotated[
         bool,
@@ -36,38 +42,50 @@ def scan(
 
     if tf_init:
         from gputopo.errors import InputError
-        from gputopo.tf.initlog import load_topology_with_tf_init
 
         if tf_log is not None:
             raise InputError("give either --tf (run TensorFlow now) or --tf-log FILE (a saved log), not both")
-        topo = load_topology_with_tf_init(from_file=from_file, machine=machine)
+        topo = _topology_with_tf_init(from_file=from_file, machine=machine)
     else:
-        topo = with_findings(load_topology(from_file=from_file, machine=machine, tf_log=tf_log))
+        topo = load_topology(from_file=from_file, machine=machine, tf_log=tf_log)
+    topo = with_findings(topo)
     if save:
         from gputopo.sources.snapshot import save_snapshot
 
         save_snapshot(topo, save)
+    if svg:
+        from gputopo.fileio import atomic_write_text
+        from gputopo.views.svg import render_svg
+
+        atomic_write_text(svg, render_svg(topo))
     if json_output:
         print_json(topo.to_dict())
     else:
         view.render_topology(topo)
 
 
-@command("machines")
-def machines(json_output: JsonOption = False) -> None:
-    """List the built-in reference machines (for `--machine NAME`)."""
-    from gputopo.sources.reference import MACHINES
-    from gputopo.views.common import out, print_json
+def _topology_with_tf_init(from_file: str | None, machine: str | None) -> Topology:
+    """The topology (``--from``, ``--machine`` or NVML) joined to TF's view from a live child.
 
-    if json_output:
-        print_json([{"name": m.name, "title": m.title, "summary": m.summary} for m in MACHINES.values()])
-        return
-    from rich.table import Table
+    Where NVML cannot start (no driver, as on a CPU-only machine), TensorFlow's view becomes the
+    topology, as with ``--tf-log`` alone, so the user still learns what TensorFlow sees.
+    """
+    from gputopo.errors import NvmlUnavailable
+    from gputopo.model import Finding
+    from gputopo.sources import load_topology
+    from gputopo.sources.tf_init import capture_tf_init_log, tf_view_from_init_log
+    from gputopo.sources.tflog import topology_from_tf_view
+    from gputopo.views.common import err
 
-    table = Table(title="Reference machines (public facts, for use without GPUs)")
-    table.add_column("--machine")
-    table.add_column("machine")
-    table.add_column("what it shows")
-    for m in MACHINES.values():
-        table.add_row(m.name, m.title, m.summary)
-    out().print(table)
+    with err().status("Starting TensorFlow's GPU initialisation in a child process..."):
+        tf_view = tf_view_from_init_log(capture_tf_init_log())
+    if from_file or machine:
+        topology = load_topology(from_file=from_file, machine=machine)
+    else:
+        try:
+            topology = load_topology()
+        except NvmlUnavailable as exc:
+            topology = topology_from_tf_view(tf_view)
+            topology.add_finding(Finding("info", "nvml-unavailable", str(exc)))
+    topology.tf = tf_view
+    return topology

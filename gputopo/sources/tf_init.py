@@ -1,10 +1,13 @@
-"""``gputopo scan --tf``: let TensorFlow initialise its GPUs in a child process and read its log.
+"""A source for ``gputopo scan --tf``: TensorFlow initialises its GPUs in a child process; its log is read.
 
 So that a user need not produce the log: the child imports TensorFlow with
 ``TF_CPP_MAX_VLOG_LEVEL=1`` (recent TF prints its peer matrix only at that level) and
 ``TF_CPP_MIN_LOG_LEVEL=0``, lists the GPUs and creates them, and its output is read like a saved
 log. A child process keeps TensorFlow (seconds to import, gigabytes of GPU memory once devices are
 created) out of the ``scan`` process, which never imports it, and lets a hang be cut off.
+
+Only the source lives here (start the child, capture its output, read it into a ``TfView``); the
+command line shows the progress and joins the view to a topology.
 """
 
 from __future__ import annotations
@@ -15,8 +18,8 @@ import re
 import subprocess
 import sys
 
-from gputopo.errors import GputopoError, NvmlUnavailable, TensorFlowUnavailable
-from gputopo.model import Finding, TfView, Topology
+from gputopo.errors import GputopoError, TensorFlowUnavailable
+from gputopo.model import Finding, TfView
 
 DEFAULT_TIMEOUT_S = 180.0
 SOURCE_LABEL = "TensorFlow GPU initialisation (gputopo scan --tf)"
@@ -70,24 +73,21 @@ def capture_tf_init_log(timeout_s: float = DEFAULT_TIMEOUT_S, script: str = CHIL
             "`scan --tf` needs TensorFlow, which is not installed; install it with "
             "`pip install 'gputopo[tf]'`, or give a saved log with --tf-log FILE"
         )
-    from gputopo.views.common import err
-
-    with err().status("Starting TensorFlow's GPU initialisation in a child process..."):
-        try:
-            completed = subprocess.run(
-                [sys.executable, "-c", script],
-                stdout=subprocess.PIPE,
-                stderr=subprocess.STDOUT,
-                stdin=subprocess.DEVNULL,
-                env=child_environment(),
-                timeout=timeout_s,
-                check=False,
-            )
-        except subprocess.TimeoutExpired:
-            raise GputopoError(
-                f"TensorFlow's GPU initialisation did not finish within {timeout_s:.0f} s; "
-                "run it by hand and give the log with --tf-log FILE"
-            ) from None
+    try:
+        completed = subprocess.run(
+            [sys.executable, "-c", script],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            env=child_environment(),
+            timeout=timeout_s,
+            check=False,
+        )
+    except subprocess.TimeoutExpired:
+        raise GputopoError(
+            f"TensorFlow's GPU initialisation did not finish within {timeout_s:.0f} s; "
+            "run it by hand and give the log with --tf-log FILE"
+        ) from None
     output = completed.stdout.decode("utf-8", errors="replace")
     if _IMPORT_ERROR_MARK in output:
         reason = output.split(_IMPORT_ERROR_MARK, 1)[1].strip().splitlines()[0]
@@ -119,34 +119,3 @@ def tf_view_from_init_log(output: str) -> TfView:
     view = parse_tf_log(output, source)
     return view
 
-
-def load_topology_with_tf_init(
-    from_file: str | None = None,
-    machine: str | None = None,
-    timeout_s: float = DEFAULT_TIMEOUT_S,
-) -> Topology:
-    """The topology (``--from``, ``--machine`` or NVML) joined to TF's view from a live child.
-
-    Where NVML cannot start (no driver, as on a CPU-only machine), TensorFlow's view becomes the
-    topology, as with ``--tf-log`` alone, so the user still learns what TensorFlow sees.
-    """
-    from gputopo.analysis.diagnose import diagnose
-    from gputopo.analysis.tf_crosscheck import tf_findings
-    from gputopo.sources import load_topology
-    from gputopo.sources.tflog import topology_from_tf_view
-
-    view = tf_view_from_init_log(capture_tf_init_log(timeout_s))
-    if from_file or machine:
-        topology = load_topology(from_file=from_file, machine=machine)
-    else:
-        try:
-            topology = load_topology()
-        except NvmlUnavailable as exc:
-            topology = topology_from_tf_view(view)
-            topology.add_finding(Finding("info", "nvml-unavailable", str(exc)))
-    topology.tf = view
-    for finding in diagnose(topology):
-        topology.add_finding(finding)
-    for finding in tf_findings(topology):  # diagnose() may already have added these: add_finding dedupes
-        topology.add_finding(finding)
-    return topology
