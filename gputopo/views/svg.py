@@ -123,7 +123,7 @@ def _box(box: Box) -> str:
 def _gpu_text_lines(topology: Topology, index: int) -> list[str]:
     gpu = topology.gpu(index)
     gen, width = gpu.pcie_gen_max or gpu.pcie_gen_current, gpu.pcie_width_current or gpu.pcie_width_max
-    pcie = f"PCIe Gen{gen} x{width}" if gen and width else "PCIe not known"
+    pcie = f"Gen{gen} x{width}" if gen and width else "PCIe not known"
     nvlink = f"{gpu.nvlink_active_links} NVLinks" if gpu.nvlink_active_links else ""
     return [gpu.name or "name not known", gpu.pci_bus_id or "bus id not known", " · ".join(w for w in (pcie, nvlink) if w)]
 
@@ -181,7 +181,7 @@ def _nic_item(item: NicItem, layout: Layout) -> str:
     text_y = cy + 4 if layout.compact else item.y + 14
     parts.append(f'<text x="{item.x + 6:.1f}" y="{text_y:.1f}">{esc(fit(item.name, item.w - 10))}</text>')
     if not layout.compact:
-        parts.append(f'<text class="sub" x="{item.x + 6:.1f}" y="{item.y + 28:.1f}" font-size="9.5">{esc(fit(near, item.w - 10, 5.4))}</text>')
+        parts.append(f'<text class="sub" x="{item.x + 6:.1f}" y="{item.y + 28:.1f}" font-size="9">{esc(fit(near, item.w - 8, 4.9))}</text>')
     return "".join(parts) + "</g>"
 
 
@@ -250,8 +250,9 @@ def render_svg(topology: Topology, best: list[int] | tuple[int, ...] = (), stand
         f'viewBox="0 0 {layout.width:.0f} {layout.height:.0f}" role="img" aria-label="GPU topology drawing">',
         f"<style>{STYLE}</style>",
         f'<rect x="0" y="0" width="{layout.width:.0f}" height="{layout.height:.0f}" fill="#ffffff"/>',
-        f'<text x="12" y="20" font-size="14" font-weight="700">{esc(fit(title, layout.width - 24, 7.8))}</text>',
     ]
+    if standalone:  # in the report the page's own heading says it
+        parts.append(f'<text x="12" y="20" font-size="14" font-weight="700">{esc(fit(title, layout.width - 24, 7.8))}</text>')
     parts += [_box(b) for b in layout.boxes]
     parts.append('<g class="links">')
     parts += [_arc(topology, lk, layout, chosen) for lk in layout.arc_links]

@@ -20,7 +20,7 @@ from typing import Union
 
 from gputopo.model import PCIE_PATHS, Link, Topology
 
-NORMAL = {"gpu_w": 146, "gpu_h": 80, "nic_w": 64, "nic_h": 36}
+NORMAL = {"gpu_w": 146, "gpu_h": 80, "nic_w": 66, "nic_h": 36}
 COMPACT = {"gpu_w": 30, "gpu_h": 30, "nic_w": 56, "nic_h": 22}
 HEAD_H = 20  # a box's label strip
 PAD = 8  # space inside a box, below its content
@@ -221,8 +221,8 @@ def build_roots(topology: Topology, compact: bool) -> tuple[Box | None, list[Ite
     for g in topology.gpu_indices:
         hosts.setdefault(topology.gpu(g).host, []).append(g)
     if len(hosts) <= 1:
-        name = next(iter(hosts), None) or topology.host or "host"
-        frame = Box("host", name, f"host {name}")
+        name = next(iter(hosts), None) or topology.host
+        frame = Box("host", name or "host", f"host {name}" if name else "the host (its name is not in the source)")
         return frame, _host_domains(topology, topology.gpu_indices, nics, compact)
     roots: list[Item] = []
     placed: set[str] = set()

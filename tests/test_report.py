@@ -1,0 +1,219 @@
+"""`gputopo report` and `scan --svg`: structure of the drawing and the page, parsed as XML."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import re
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+import pytest
+
+from conftest import OWN_FIXTURES, assert_one_error_line
+from gputopo.model import Measurement, Topology, make_link
+from gputopo.sources import load_topology_file
+from gputopo.sources.reference import load_reference, machine_names
+from gputopo.sources.snapshot import save_snapshot
+from gputopo.views.report import render_report
+from gputopo.views.svg import render_svg
+from gputopo.views.svg_layout import LABEL_H, build_layout
+from gputopo.views.svg import link_label
+
+SHARED = Path("/work/shared/fixtures/topo")
+CAPTURES = [
+    p
+    for p in sorted((OWN_FIXTURES / "topo").glob("*.txt")) + sorted(SHARED.glob("*.txt"))
+    if p.stem not in {"garbage", "truncated_mid_row", "truncated_rows", "unknown_word"}
+]
+
+
+def _topologies():
+    for name in machine_names():
+        yield pytest.param(lambda name=name: load_reference(name), id=name)
+    for path in CAPTURES:
+        yield pytest.param(lambda path=path: load_topology_file(str(path)), id=path.name)
+
+
+def _attrs(root: ET.Element, name: str) -> list[str]:
+    return [e.attrib[name] for e in root.iter() if name in e.attrib]
+
+
+def assert_drawing_matches(root: ET.Element, topo: Topology) -> None:
+    assert sorted(map(int, _attrs(root, "data-gpu"))) == sorted(topo.gpu_indices)
+    links = dict(zip(_attrs(root, "data-link"), _attrs(root, "data-type")))
+    assert len(_attrs(root, "data-link")) == len(topo.links)
+    assert links == {f"{lk.a}-{lk.b}": lk.type for lk in topo.links}
+    assert sorted(_attrs(root, "data-nic")) == sorted(n.name for n in topo.nics)
+
+
+@pytest.mark.parametrize("load", list(_topologies()))
+def test_svg_is_xml_with_one_element_per_gpu_link_and_nic(load):
+    topo = load()
+    root = ET.fromstring(render_svg(topo))
+    assert root.tag == "{http://www.w3.org/2000/svg}svg"
+    assert_drawing_matches(root, topo)
+
+
+@pytest.mark.parametrize("load", list(_topologies()))
+def test_page_is_xml_and_embeds_the_snapshot(load, tmp_path):
+    topo = load()
+    page = render_report(topo)
+    root = ET.fromstring(page.replace("<!DOCTYPE html>", "", 1))
+    assert_drawing_matches(root, topo)
+    for element in root.iter():
+        for attr in ("src", "href"):
+            assert not element.attrib.get(attr, "").startswith(("http:", "https:", "//")), element.attrib
+    path = tmp_path / "box.html"
+    path.write_text(page, encoding="utf-8")
+    assert load_topology_file(str(path)).to_dict() == topo.to_dict()
+
+
+@pytest.mark.parametrize("name", ["dgx2", "dgx-a100", "dgx-h100", "hgx-b200", "gb200-nvl72"])
+def test_nvswitch_machines_get_one_hub_with_a_spoke_per_gpu(name):
+    topo = load_reference(name)
+    root = ET.fromstring(render_svg(topo))
+    assert len(_attrs(root, "data-nvswitch")) == 1
+    assert sorted(map(int, _attrs(root, "data-spoke"))) == topo.gpu_indices
+    drawn = [e for e in root.iter() if "data-link" in e.attrib and e.find("{http://www.w3.org/2000/svg}path") is not None]
+    assert drawn == []  # pairs through the hub are not drawn as edges
+
+
+def test_nvidia_smi_text_with_nv18_everywhere_is_drawn_as_a_hub():
+    topo = load_topology_file(str(OWN_FIXTURES / "topo" / "h100_nv18_empty_cpu_affinity_cells.txt"))
+    root = ET.fromstring(render_svg(topo))
+    assert _attrs(root, "data-nvswitch") == ["inferred"]
+
+
+@pytest.mark.parametrize("name", [n for n in machine_names() if n != "gb200-nvl72"])
+def test_no_edge_enters_a_gpu_box_and_no_labels_overlap(name):
+    topo = load_reference(name)
+    layout = build_layout(topo)
+    boxes = list(layout.gpus.values())
+    for a in boxes:  # GPU boxes are apart and, where arcs are drawn, all end on the row they start from
+        assert not layout.arc_links or a.y + a.h <= layout.gpu_row_bottom + 0.01
+        for b in boxes:
+            if a is not b:
+                assert a.x + a.w <= b.x or b.x + b.w <= a.x or a.y + a.h <= b.y or b.y + b.h <= a.y
+    labels = []
+    for link in layout.arc_links:
+        # A cubic Bezier whose controls lie below both ends stays below them: never inside a GPU box.
+        assert layout.arc_label_y[(link.a, link.b)] > layout.gpu_row_bottom
+        mid = (layout.attach[(link.a, link.b)] + layout.attach[(link.b, link.a)]) / 2
+        width = len(link_label(topo, link)) * 5.9 + 8
+        labels.append((mid - width / 2, layout.arc_label_y[(link.a, link.b)] - LABEL_H / 2, width))
+    for i, (x1, y1, w1) in enumerate(labels):
+        for x2, y2, w2 in labels[i + 1 :]:
+            assert x1 + w1 <= x2 or x2 + w2 <= x1 or abs(y1 - y2) >= LABEL_H, (name, x1, y1, x2, y2)
+
+
+def test_boxes_nest_numa_and_pcie_switch_around_their_gpus():
+    layout = build_layout(load_reference("dgx1"))
+    kinds = [b.kind for b in layout.boxes]
+    assert kinds.count("host") == 1 and kinds.count("numa") == 2 and kinds.count("switch") == 4
+    for box in layout.boxes:
+        inner = [g for g in layout.gpus.values() if box.x <= g.x and g.x + g.w <= box.x + box.w]
+        for gpu in inner:
+            assert box.y <= gpu.y and gpu.y + gpu.h <= box.y + box.h
+
+
+def test_untrusted_names_are_escaped_and_read_back_exactly(tmp_path):
+    topo = load_reference("two-socket-4gpu")
+    topo.gpus[0].name = '</script><script>alert("x")</script> & \x07bell'
+    topo.nics = []
+    topo.source_detail = "<img src=http://evil.example/x>"
+    page = render_report(topo)
+    assert "<script>alert" not in page and "<img" not in page
+    root = ET.fromstring(page.replace("<!DOCTYPE html>", "", 1))
+    assert len(root.findall(".//script")) == 2  # the snapshot and the hover script, nothing else
+    path = tmp_path / "evil.html"
+    path.write_text(page, encoding="utf-8")
+    assert load_topology_file(str(path)).to_dict() == topo.to_dict()
+
+
+def test_unknown_and_missing_links_are_said_not_guessed():
+    topo = load_reference("two-socket-4gpu")
+    topo.links = [lk for lk in topo.links if (lk.a, lk.b) != (0, 3)]
+    topo.links[0] = make_link(0, 1, "UNKNOWN")
+    page = render_report(topo)
+    root = ET.fromstring(page.replace("<!DOCTYPE html>", "", 1))
+    assert_drawing_matches(root, topo)
+    assert "No link is known between GPUs 0-3" in page
+    assert "The kind of link between GPUs 0-1 is not known" in page
+
+
+def test_one_gpu_still_draws():
+    topo = load_reference("workstation-2x4090")
+    topo.gpus, topo.links, topo.nic_links = topo.gpus[:1], [], []
+    root = ET.fromstring(render_report(topo).replace("<!DOCTYPE html>", "", 1))
+    assert _attrs(root, "data-gpu") == ["0"] and _attrs(root, "data-link") == []
+
+
+def _measured_snapshot(tmp_path) -> Path:
+    topo = load_reference("dgx1")
+    for lk in topo.links:
+        if (lk.a, lk.b) in ((0, 1), (0, 5)):
+            lk.measured = Measurement(a_to_b_gbps=19.5, b_to_a_gbps=18.0, bidirectional_gbps=36.0)
+    path = tmp_path / "bench.json"
+    save_snapshot(topo, path)
+    return path
+
+
+def test_report_cli_writes_the_page_and_a_json_summary(cli, tmp_path):
+    out = tmp_path / "box.html"
+    result = cli("report", "--machine", "dgx1", "--gpus", "4", "-o", str(out), "--json")
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.stdout) == {"output": str(out), "gpus": 8, "links": 28}
+    page = out.read_text()
+    assert page.count('class="gpu best"') == 4
+    assert "CUDA_VISIBLE_DEVICES=0,1,2,3" in page and "MirroredStrategy(devices=" in page
+    again = cli("scan", "--from", str(out), "--json")
+    assert again.exit_code == 0, again.output
+    reference = cli("scan", "--machine", "dgx1", "--json")
+    assert json.loads(again.stdout) == json.loads(reference.stdout)
+
+
+def test_report_cli_with_bench_labels_measured_links(cli, tmp_path):
+    bench = _measured_snapshot(tmp_path)
+    for args in (["--machine", "dgx1", "--bench", str(bench)], ["--bench", str(bench)]):
+        out = tmp_path / "bench.html"
+        result = cli("report", *args, "-o", str(out))
+        assert result.exit_code == 0, result.output
+        page = out.read_text()
+        assert page.count("data-measured-gbps=") == 2
+        assert 'data-heatmap="measured-one-way"' in page and 'data-heatmap="measured-vs-expected"' in page
+        assert "NV1 18 (~20)" in page
+
+
+def test_report_cli_refuses_a_bench_of_other_gpus(cli, tmp_path):
+    bench = load_topology_file(str(_measured_snapshot(tmp_path)))
+    bench.gpus[0] = dataclasses.replace(bench.gpus[0], pci_bus_id="0000:ff:00.0")
+    path = tmp_path / "other.json"
+    save_snapshot(bench, path)
+    line = assert_one_error_line(cli("report", "--machine", "dgx1", "--bench", str(path), "-o", str(tmp_path / "x.html")))
+    assert "measured on other GPUs" in line
+    assert not (tmp_path / "x.html").exists()
+
+
+def test_unwritable_output_is_one_line_and_writes_nothing(cli, tmp_path):
+    target = tmp_path / "missing" / "box.html"
+    line = assert_one_error_line(cli("report", "--machine", "dgx1", "-o", str(target)))
+    assert "does not exist" in line
+    assert not target.parent.exists()
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_scan_svg_writes_only_the_drawing(cli, tmp_path):
+    out = tmp_path / "box.svg"
+    result = cli("scan", "--machine", "dgx-h100", "--svg", str(out), "--json")
+    assert result.exit_code == 0, result.output
+    root = ET.fromstring(out.read_text())
+    assert root.tag.endswith("svg") and len(_attrs(root, "data-gpu")) == 8
+    assert not re.search(r"<html|<script", out.read_text())
+
+
+def test_an_html_page_without_snapshot_is_one_clear_line(cli, tmp_path):
+    page = tmp_path / "other.html"
+    page.write_text("<!DOCTYPE html><html><body>hello</body></html>")
+    line = assert_one_error_line(cli("scan", "--from", str(page)))
+    assert "without an embedded gputopo snapshot" in line
