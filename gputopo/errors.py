@@ -1,27 +1,53 @@
-"""Errors a user can cause and fix. The CLI prints them as one line and exits with code 2.
+"""Errors a user can cause and fix. The CLI prints them as one line and exits with the error's code.
 
-Anything that is not a ``GputopoError`` is a bug in gputopo and may show a traceback.
+Exit codes (docs/exit-codes.md): 0 fine; 1 a check failed; 2 usage or bad input; 3 the environment
+(no NVML, TensorFlow missing or broken, output that cannot be written). Anything that is not a
+``GputopoError`` is a bug in gputopo and may show a traceback.
 """
 
 from __future__ import annotations
+
+EXIT_OK = 0
+EXIT_CHECK_FAILED = 1
+EXIT_USAGE = 2
+EXIT_ENVIRONMENT = 3
 
 
 class GputopoError(Exception):
     """A problem with the user's input or machine, explained in one line."""
 
-    exit_code = 2
+    exit_code = EXIT_USAGE
 
 
 class InputError(GputopoError):
     """A file, option or value the user gave cannot be used."""
 
 
+class OutputError(InputError):
+    """Output cannot be written: the disk is full, permission is denied, the pipe was closed.
+
+    An ``InputError`` too (the ``--save`` file the user named cannot be used), but the machine's
+    fault rather than the command line's, so it exits with the environment's code."""
+
+    exit_code = EXIT_ENVIRONMENT
+
+
 class NvmlUnavailable(GputopoError):
     """NVML (the NVIDIA driver's management library) cannot be loaded or initialised."""
 
+    exit_code = EXIT_ENVIRONMENT
+
 
 class TensorFlowUnavailable(GputopoError):
-    """The command needs TensorFlow, which is not installed (the ``tf`` extra)."""
+    """The command needs TensorFlow, which is not installed (the ``tf`` extra) or cannot be imported."""
+
+    exit_code = EXIT_ENVIRONMENT
+
+
+class CheckFailed(GputopoError):
+    """The command ran, but what it checked is not good enough (``scan --fail-on``, failed measurements)."""
+
+    exit_code = EXIT_CHECK_FAILED
 
 
 class TrainingFailed(GputopoError):

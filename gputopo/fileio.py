@@ -1,31 +1,111 @@
-"""Writing files so that a crash never leaves a half-written one behind."""
+"""Reading the files users give us and writing the files they ask for, safely.
+
+Writes (``atomic_write_text``, used by every ``--save``/``-o``): a temporary file in the target's
+folder, then an atomic rename, so readers see the old file or the complete new one. Only regular
+files are written: a device node (``/dev/null``), a FIFO or a folder is refused, never replaced. A
+symbolic link is written *through*: the file it points at is replaced and the link stays. An
+existing file keeps its permission bits (and, where allowed, its owner); a new one gets what
+``open()`` would give it (0666 less the umask). A failed write (disk full, no permission) is one
+``OutputError`` and leaves the old file as it was and no temporary file behind.
+
+Reads (``read_text_input``): files or ``-`` (standard input), read in chunks up to
+``MAX_INPUT_BYTES`` (an endless input such as ``/dev/zero`` stops at once or at the bound);
+UTF-8 with or without a byte-order mark, UTF-16 with one (what PowerShell's ``>`` writes), and
+Latin-1 as a last resort; anything else with NUL bytes is refused as binary.
+"""
 
 from __future__ import annotations
 
 import os
+import stat
+import sys
 import tempfile
 from pathlib import Path
+from typing import BinaryIO
 
-from gputopo.errors import InputError
+from gputopo.errors import InputError, OutputError
+
+# Inputs are topology text, snapshots and TensorFlow logs: a few MiB at most in real use.
+MAX_INPUT_BYTES = 64 * 1024 * 1024
+_READ_CHUNK_BYTES = 1024 * 1024
+
+_UTF8_BOM = b"\xef\xbb\xbf"
+_UTF16_BOMS = (b"\xff\xfe", b"\xfe\xff")
+
+
+# --- writing -------------------------------------------------------------------------------------
+
+
+def _kind_of(mode: int) -> str:
+    """What a non-regular file is, in words."""
+    if stat.S_ISCHR(mode):
+        return "a character device"
+    if stat.S_ISBLK(mode):
+        return "a block device"
+    if stat.S_ISFIFO(mode):
+        return "a named pipe (FIFO)"
+    if stat.S_ISSOCK(mode):
+        return "a socket"
+    return "not a regular file"
+
+
+def _write_target(path: Path) -> Path:
+    """The regular file a write to ``path`` replaces: symbolic links followed; anything that is not
+    a regular file (or not there yet) refused with one ``InputError``."""
+    shown = str(path)
+    target = Path(os.path.realpath(path)) if path.is_symlink() else path
+    if target.is_symlink():  # realpath stops at a loop
+        raise InputError(f"cannot write {shown}: the symbolic link does not lead to a file (a loop)")
+    if target != path:
+        shown = f"{path} (a link to {target})"
+    folder = target.parent if str(target.parent) else Path(".")
+    if not folder.is_dir():
+        raise InputError(f"cannot write {shown}: folder {folder} does not exist")
+    try:
+        mode = os.stat(target).st_mode
+    except FileNotFoundError:
+        return target
+    except OSError as exc:
+        raise OutputError(f"cannot write {shown}: {exc.strerror or exc}") from None
+    if stat.S_ISDIR(mode):
+        raise InputError(f"cannot write {shown}: it is a folder; give a file name")
+    if not stat.S_ISREG(mode):
+        raise InputError(f"cannot write {shown}: it is {_kind_of(mode)}, not a regular file")
+    return target
+
+
+def _new_file_mode() -> int:
+    """The permission bits ``open()`` gives a new file: 0666 less the process's umask."""
+    umask = os.umask(0o022)
+    os.umask(umask)
+    return 0o666 & ~umask
 
 
 def atomic_write_text(path: str | os.PathLike[str], text: str) -> Path:
-    """Write ``text`` to ``path`` via a temporary file in the same folder and an atomic rename.
+    """Write ``text`` (UTF-8) to the regular file ``path`` via a temporary file and an atomic rename.
 
-    Readers see either the old file or the complete new one, never a partial write.
-    """
-    target = Path(path)
+    Readers see either the old file or the complete new one, never a partial write. Returns
+    ``path`` as given. Raises ``InputError`` for a target that is not a regular file (nothing is
+    touched) and ``OutputError`` when the write itself fails (the old file stays as it was)."""
+    given = Path(path)
+    target = _write_target(given)
     folder = target.parent if str(target.parent) else Path(".")
-    if not folder.is_dir():
-        raise InputError(f"cannot write {target}: folder {folder} does not exist")
-    if target.is_dir():
-        raise InputError(f"cannot write {target}: it is a folder; give a file name")
+    try:
+        old = os.stat(target)
+    except FileNotFoundError:
+        old = None
     try:
         fd, tmp_name = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=folder)
     except OSError as exc:
-        raise InputError(f"cannot write {target}: {exc.strerror or exc}") from None
+        raise OutputError(f"cannot write {given}: {exc.strerror or exc}") from None
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            os.fchmod(handle.fileno(), stat.S_IMODE(old.st_mode) if old else _new_file_mode())
+            if old is not None and (old.st_uid, old.st_gid) != (os.geteuid(), os.getegid()):
+                try:  # root replacing someone else's file keeps it theirs; others cannot, and need not
+                    os.fchown(handle.fileno(), old.st_uid, old.st_gid)
+                except OSError:
+                    pass
             handle.write(text)
             handle.flush()
             os.fsync(handle.fileno())
@@ -36,32 +116,69 @@ def atomic_write_text(path: str | os.PathLike[str], text: str) -> Path:
         except FileNotFoundError:
             pass
         if isinstance(exc, OSError):
-            raise InputError(f"cannot write {target}: {exc.strerror or exc}") from None
+            raise OutputError(f"cannot write {given}: {exc.strerror or exc}") from None
         raise
-    return target
+    return given
 
 
-def read_text_input(path: str | os.PathLike[str], what: str = "file") -> str:
-    """Read a user-supplied text file ('-' is standard input); refuse binary or unreadable files."""
-    import sys
+# --- reading -------------------------------------------------------------------------------------
 
-    if str(path) == "-":
-        data = sys.stdin.buffer.read()
-        label = "standard input"
-    else:
-        p = Path(path)
-        label = str(p)
-        if not p.exists():
-            raise InputError(f"{what} {label} does not exist")
-        if p.is_dir():
-            raise InputError(f"{what} {label} is a folder, not a file")
+
+def _read_bounded(stream: BinaryIO, label: str, what: str, max_bytes: int) -> bytes:
+    """At most ``max_bytes`` from ``stream``, in chunks; more is an ``InputError``, and so is a
+    first chunk with NUL bytes that is not UTF-16 (``/dev/zero`` stops after one chunk)."""
+    chunks: list[bytes] = []
+    total = 0
+    while True:
+        chunk = stream.read(min(_READ_CHUNK_BYTES, max_bytes + 1 - total))
+        if not chunk:
+            break
+        if not chunks and b"\x00" in chunk and not chunk.startswith(_UTF16_BOMS):
+            raise InputError(f"{what} {label} is binary, not text")
+        chunks.append(chunk)
+        total += len(chunk)
+        if total > max_bytes:
+            raise InputError(f"{what} {label} is larger than the {max_bytes // (1024 * 1024)} MiB limit for inputs")
+    return b"".join(chunks)
+
+
+def _decode(data: bytes, label: str, what: str) -> str:
+    """Text from bytes: a UTF-8 or UTF-16 byte-order mark decides; else UTF-8, else Latin-1."""
+    if data.startswith(_UTF8_BOM):
+        data = data[len(_UTF8_BOM) :]
+    elif data.startswith(_UTF16_BOMS):
         try:
-            data = p.read_bytes()
-        except OSError as exc:
-            raise InputError(f"cannot read {what} {label}: {exc.strerror or exc}") from None
+            text = data.decode("utf-16")
+        except UnicodeDecodeError:
+            raise InputError(f"{what} {label} starts like UTF-16 but is not valid UTF-16") from None
+        if "\x00" in text:
+            raise InputError(f"{what} {label} is binary, not text")
+        return text
     if b"\x00" in data:
         raise InputError(f"{what} {label} is binary, not text")
     try:
         return data.decode("utf-8")
     except UnicodeDecodeError:
         return data.decode("latin-1")
+
+
+def read_text_input(path: str | os.PathLike[str], what: str = "file", max_bytes: int = MAX_INPUT_BYTES) -> str:
+    """Read a user-supplied text file ('-' is standard input) of at most ``max_bytes``; refuse
+    binary, unreadable or oversized input with one ``InputError``.
+
+    Pipes and other non-regular files (``<(nvidia-smi topo -m)``) are read like files: the bound,
+    not the kind, stops an endless one."""
+    if str(path) == "-":
+        return _decode(_read_bounded(sys.stdin.buffer, "standard input", what, max_bytes), "standard input", what)
+    p = Path(path)
+    label = str(p)
+    if not p.exists():
+        raise InputError(f"{what} {label} does not exist")
+    if p.is_dir():
+        raise InputError(f"{what} {label} is a folder, not a file")
+    try:
+        with open(p, "rb") as stream:
+            data = _read_bounded(stream, label, what, max_bytes)
+    except OSError as exc:
+        raise InputError(f"cannot read {what} {label}: {exc.strerror or exc}") from None
+    return _decode(data, label, what)

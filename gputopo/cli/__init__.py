@@ -1,21 +1,56 @@
 """The typer command line: parse options, call sources/analysis, hand results to views.
 
 Each command lives in its own module here and registers itself on ``app`` with ``@command``, which
-turns a ``GputopoError`` into one line on standard error and exit code 2 (no traceback).
+turns a ``GputopoError`` into one line on standard error and the error's exit code (no traceback);
+usage errors (an unknown option, a missing value) are one such line too, with exit code 2. The exit
+codes are in docs/exit-codes.md.
 """
 
 from __future__ import annotations
 
 import functools
 import sys
-from typing import Any, Callable, Optional
+from typing import Any, Callable, Optional, Sequence
 
 import typer
+from typer.core import TyperGroup
 from typing_extensions import Annotated
 
-from gputopo.errors import GputopoError
+from gputopo.errors import EXIT_CHECK_FAILED, EXIT_ENVIRONMENT, EXIT_USAGE, GputopoError
+
+
+class _OneLineErrorsGroup(TyperGroup):
+    """The command group whose usage errors are one ``gputopo: error:`` line and exit code 2, like
+    every other error (typer would draw a 5-6 line box). ``main`` is what both the console script
+    and the test runner (``CliRunner``) call, so both behave the same."""
+
+    def main(self, args: Sequence[str] | None = None, prog_name: str | None = None,  # type: ignore[override]
+             complete_var: str | None = None, standalone_mode: bool = True, **extra: Any) -> Any:
+        try:
+            from typer._click.exceptions import ClickException  # typer vendors click since 0.2x
+        except ImportError:
+            from click.exceptions import ClickException  # type: ignore[no-redef]
+
+        if not standalone_mode:
+            return super().main(args, prog_name, complete_var, standalone_mode=False, **extra)
+        try:
+            result = super().main(args, prog_name, complete_var, standalone_mode=False, **extra)
+        except ClickException as exc:
+            if type(exc).__name__ == "NoArgsIsHelpError":  # `gputopo` alone: the help was shown
+                sys.exit(exc.exit_code)
+            ctx = getattr(exc, "ctx", None)
+            hint = f" (see '{ctx.command_path} --help')" if ctx is not None else ""
+            typer.echo(f"gputopo: error: {exc.format_message()}{hint}", err=True)
+            sys.exit(EXIT_USAGE if exc.exit_code == 2 else exc.exit_code)
+        except typer.Abort:
+            typer.echo("gputopo: error: aborted", err=True)
+            sys.exit(EXIT_CHECK_FAILED)
+        # Without standalone mode click returns an Exit's code, or the command's return value.
+        sys.exit(result if isinstance(result, int) and not isinstance(result, bool) else 0)
+
 
 app = typer.Typer(
+    cls=_OneLineErrorsGroup,
     name="gputopo",
     help="How your NVIDIA GPUs are wired, how fast they talk, and which ones to train on together.",
     no_args_is_help=True,
@@ -48,17 +83,26 @@ def fail(message: str, exit_code: int = 2) -> typer.Exit:
 
 
 def command(*args: Any, **kwargs: Any) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
-    """``app.command`` that maps user errors to one clear line and exit code 2."""
+    """``app.command`` that maps user errors to one clear line and the error's exit code (2 for
+    bad input, 3 for the environment, 1 for a failed check); an output that cannot be written (disk
+    full, closed pipe) is one line too."""
 
     def decorate(fn: Callable[..., Any]) -> Callable[..., Any]:
         @functools.wraps(fn)
         def wrapper(*f_args: Any, **f_kwargs: Any) -> Any:
+            from gputopo.views.common import OUTPUT_ERRNOS, silence_stdout
+
             try:
                 return fn(*f_args, **f_kwargs)
             except GputopoError as exc:
                 raise fail(str(exc), exc.exit_code) from None
             except KeyboardInterrupt:
                 raise fail("interrupted", 130) from None
+            except OSError as exc:  # a write the views' guarded streams did not see (typer.echo)
+                if exc.errno not in OUTPUT_ERRNOS:
+                    raise
+                silence_stdout()
+                raise fail(f"cannot write the output: {exc.strerror or exc}", EXIT_ENVIRONMENT) from None
 
         return app.command(*args, **kwargs)(wrapper)
 

@@ -1,34 +1,122 @@
-"""Shared output plumbing: the rich consoles and JSON printing."""
+"""Shared output plumbing: the rich consoles, JSON printing, and what is safe to show on a terminal.
+
+Everything for standard output goes through one guarded stream: a failed write (disk full, closed
+pipe) becomes one ``OutputError`` line instead of a traceback, characters the stream's encoding
+cannot show (``PYTHONIOENCODING=ascii``) become ``?``, and control characters inside the text that
+is shown (a GPU name or hostname from a snapshot, ``nvidia-smi`` text or a TF log carrying terminal
+escape codes) are dropped by ``terminal_safe`` before they reach the terminal.
+"""
 
 from __future__ import annotations
 
+import errno
 import json
 import math
+import os
+import re
 import sys
-from typing import Any
+from typing import Any, Iterable, TextIO
 
 from rich import box
-from rich.console import Console, Group
+from rich.console import Console, ConsoleOptions, Group, RenderableType
+from rich.segment import Segment
 from rich.table import Table
 from rich.text import Text
+
+from gputopo.errors import OutputError
+
+# C0 controls except newline and tab, DEL, and C1 controls (0x9b is an 8-bit CSI on some terminals).
+_CONTROL_CHARS_RE = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+# A write that fails with these is the output's fault (full disk, closed pipe), not gputopo's.
+OUTPUT_ERRNOS = frozenset({errno.EPIPE, errno.ENOSPC, errno.EDQUOT, errno.EIO, errno.EFBIG, errno.EBADF})
+
+
+def terminal_safe(text: str) -> str:
+    """``text`` without control characters (escape sequences, bell, backspace, carriage return):
+    what came from a file is shown as text, never acted on by the terminal. Newlines and tabs stay."""
+    return _CONTROL_CHARS_RE.sub("", text)
+
+
+def silence_stdout() -> None:
+    """Point file descriptor 1 at /dev/null after a failed write, so the interpreter's last flush
+    of what is still buffered does not fail again ("Exception ignored ...") on the way out."""
+    try:
+        fd = sys.stdout.fileno()
+        devnull = os.open(os.devnull, os.O_WRONLY)
+    except (OSError, ValueError, AttributeError):
+        return  # not a real file (a test's capture): nothing is flushed at exit
+    try:
+        os.dup2(devnull, fd)
+    finally:
+        os.close(devnull)
+
+
+class _GuardedStream:
+    """A text stream for the consoles and ``print_json``: failed writes become ``OutputError``,
+    unencodable characters become ``?``. Everything else is the wrapped stream's."""
+
+    def __init__(self, stream: TextIO, label: str) -> None:
+        self.stream = stream
+        self.label = label
+
+    def _failed(self, exc: OSError) -> OutputError:
+        if self.stream is sys.stdout:
+            silence_stdout()
+        return OutputError(f"cannot write to {self.label}: {exc.strerror or exc}")
+
+    def write(self, text: str) -> int:
+        try:
+            try:
+                return self.stream.write(text)
+            except UnicodeEncodeError:
+                encoding = getattr(self.stream, "encoding", None) or "ascii"
+                return self.stream.write(text.encode(encoding, "replace").decode(encoding))
+        except OSError as exc:
+            raise self._failed(exc) from None
+
+    def flush(self) -> None:
+        try:
+            self.stream.flush()
+        except OSError as exc:
+            raise self._failed(exc) from None
+
+    def __getattr__(self, name: str) -> Any:  # isatty, fileno, encoding, ... as the stream has them
+        return getattr(self.stream, name)
+
+
+class _SafeConsole(Console):
+    """A rich console that drops control characters from the text it is given (``terminal_safe``)
+    while keeping its own styling codes, which rich adds after rendering."""
+
+    def render(self, renderable: RenderableType, options: ConsoleOptions | None = None) -> Iterable[Segment]:
+        for segment in super().render(renderable, options):
+            if segment.control is None and _CONTROL_CHARS_RE.search(segment.text):
+                yield Segment(terminal_safe(segment.text), segment.style, segment.control)
+            else:
+                yield segment
+
 
 _stdout: Console | None = None
 _stderr: Console | None = None
 
 
+def _stream_of(console: Console | None) -> Any:
+    return getattr(console.file, "stream", None) if console is not None else None
+
+
 def out() -> Console:
     """The console for human output (created on first use so tests can capture stdout)."""
     global _stdout
-    if _stdout is None or _stdout.file is not sys.stdout:
-        _stdout = Console(file=sys.stdout, highlight=False)
+    if _stdout is None or _stream_of(_stdout) is not sys.stdout:
+        _stdout = _SafeConsole(file=_GuardedStream(sys.stdout, "standard output"), highlight=False)  # type: ignore[arg-type]
     return _stdout
 
 
 def err() -> Console:
     """The console for progress and notes (standard error), keeping stdout clean for --json."""
     global _stderr
-    if _stderr is None or _stderr.file is not sys.stderr:
-        _stderr = Console(file=sys.stderr, highlight=False)
+    if _stderr is None or _stream_of(_stderr) is not sys.stderr:
+        _stderr = _SafeConsole(file=_GuardedStream(sys.stderr, "standard error"), highlight=False)  # type: ignore[arg-type]
     return _stderr
 
 
@@ -45,9 +133,12 @@ def _finite(value: Any) -> Any:
 
 def print_json(data: Any) -> None:
     """``--json`` output: always valid JSON (json.dumps would write NaN / Infinity, which strict
-    parsers such as jq and JSON.parse reject), so a non-finite figure becomes null."""
-    sys.stdout.write(json.dumps(_finite(data), indent=2, allow_nan=False) + "\n")
-    sys.stdout.flush()
+    parsers such as jq and JSON.parse reject), so a non-finite figure becomes null. Control
+    characters in strings are JSON escapes (``\\u001b``), never raw. A failed write is one
+    ``OutputError``."""
+    stream = _GuardedStream(sys.stdout, "standard output")
+    stream.write(json.dumps(_finite(data), indent=2, allow_nan=False) + "\n")
+    stream.flush()
 
 
 def matrix_tables(
