@@ -25,8 +25,11 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))  # the brute-force oracle
 
-from gputopo.analysis.recommend import brute_force_best_key, recommend  # noqa: E402
+from recommend_oracles import brute_force_best_key  # noqa: E402
+
+from gputopo.analysis.recommend import recommend  # noqa: E402
 from gputopo.model import Gpu, Topology, make_link  # noqa: E402
 from gputopo.sources.reference import load_reference  # noqa: E402
 
@@ -106,19 +109,19 @@ def compare_with_gpuallocator() -> None:
     """Side by side with go-gpuallocator's best-effort policy: its pick, ours, each ring's slowest
     hop, and both run times, on the reference machines and the shared fixtures."""
     from gputopo.analysis import gpuallocator
-    from gputopo.analysis.recommend import _Problem
+    from gputopo.analysis.recommend import Problem
     from gputopo.sources import load_topology
     from gputopo.sources.reference import MACHINES
 
-    fixtures = Path(__file__).resolve().parents[2] / "shared" / "fixtures" / "topo"
+    fixtures = Path(__file__).resolve().parents[1] / "tests" / "fixtures" / "shared" / "topo"  # copies of shared/
     cases = [(m, load_reference(m)) for m in MACHINES if len(MACHINES[m].build().gpus) <= gpuallocator.MAX_GPUS]
-    cases += [(f.name, load_topology(from_file=str(f), diagnose=False)) for f in sorted(fixtures.glob("*.txt"))]
+    cases += [(f.name, load_topology(from_file=str(f))) for f in sorted(fixtures.glob("*.txt"))]
     print()
     print("go-gpuallocator best-effort (score sum) vs recommend (ring bottleneck); GB/s = slowest ring hop")
     print(f"{'topology':<42} {'k':>2}  {'go-gpuallocator':<22} {'GB/s':>6} {'ms':>7}   {'recommend':<22} {'GB/s':>6} {'ms':>6}")
     differ = 0
     for name, topo in cases:
-        problem = _Problem(topo, topo.gpu_indices)
+        problem = Problem.from_topology(topo, topo.gpu_indices)
         for k in range(2, len(topo.gpus)):
             start = time.perf_counter()
             theirs = gpuallocator.allocate(topo, k)

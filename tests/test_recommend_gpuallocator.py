@@ -4,7 +4,7 @@ import pytest
 from conftest import SHARED_FIXTURES
 
 from gputopo.analysis import gpuallocator
-from gputopo.analysis.recommend import _Problem, recommend
+from gputopo.analysis.recommend import Problem, recommend
 from gputopo.errors import InputError
 from gputopo.model import make_link
 from gputopo.sources import load_topology
@@ -16,8 +16,21 @@ def test_pair_scores_follow_the_published_table():
     assert gpuallocator.pair_score(make_link(0, 1, "PIX")) == 50
     assert gpuallocator.pair_score(make_link(0, 1, "NV2", pcie_path="SYS")) == 210
     assert gpuallocator.pair_score(make_link(0, 1, "NV12", pcie_path="PXB")) == 1240
-    # The Go switch stops at twelve NVLinks: NV18 earns only its PCIe points.
-    assert gpuallocator.pair_score(make_link(0, 1, "NV18", pcie_path="NODE")) == 20
+
+
+def test_pair_scores_count_up_to_eighteen_nvlinks():
+    """go-gpuallocator scores up to eighteen NVLinks since commit b7e889c "Extend policy to 18 NVLinks"
+    (Nov 2023): an H100/B200 NV18 pair earns 1800 plus its PCIe points."""
+    assert gpuallocator.pair_score(make_link(0, 1, "NV18", pcie_path="NODE")) == 1820
+    assert gpuallocator.pair_score(make_link(0, 1, "NV13", pcie_path="SYS")) == 1310
+    assert gpuallocator.pair_score(make_link(0, 1, "NV18")) == 1800  # NVSwitch text: no PCIe word
+
+
+def test_a_pair_said_to_have_more_than_eighteen_nvlinks_counts_as_eighteen():
+    """The Go link counter (internal/links/device.go GetNVLink) has no step past EighteenNVLINKLinks
+    and NVML lists at most NVLINK_MAX_LINKS = 18 links per GPU: more counts as eighteen, not as none."""
+    assert gpuallocator.NVLINK_MAX_SCORED_LINKS == 18
+    assert gpuallocator.pair_score(make_link(0, 1, "NV20", pcie_path="NODE")) == 1820
 
 
 @pytest.mark.parametrize("n, size, expected", [(4, 2, 3), (6, 2, 15), (6, 3, 10), (8, 4, 35), (5, 2, 15)])
@@ -53,7 +66,7 @@ def test_bottleneck_view_beats_the_score_sum_on_dgx1_five_gpus(source):
         topo = load_topology(from_file=str(SHARED_FIXTURES / "topo" / "dgx1_v100_8gpu_mlx5.txt"))
     theirs = gpuallocator.allocate(topo, 5)
     ours = recommend(topo, 5).best
-    problem = _Problem(topo, topo.gpu_indices)
+    problem = Problem.from_topology(topo, topo.gpu_indices)
     their_bottleneck, _ = problem.ring(tuple(problem.pos[g] for g in theirs))
     assert their_bottleneck / 100 < 10  # SYS hop
     assert ours.bottleneck_gbps >= 3 * their_bottleneck / 100
@@ -65,7 +78,7 @@ def test_bottleneck_view_beats_the_score_sum_on_dgx1_five_gpus(source):
 @pytest.mark.parametrize("machine", ["dgx1", "dgx-h100", "pcie-8gpu", "two-socket-4gpu", "dgx-a100"])
 def test_where_both_agree_the_ring_bottleneck_is_the_same(machine):
     topo = load_reference(machine)
-    problem = _Problem(topo, topo.gpu_indices)
+    problem = Problem.from_topology(topo, topo.gpu_indices)
     for k in (2, 4):
         if k > len(topo.gpus):
             continue

@@ -1,12 +1,15 @@
 """NVIDIA go-gpuallocator's best-effort policy, re-implemented for comparison only.
 
 go-gpuallocator (used by NVIDIA's Kubernetes device plugin) scores a pair of GPUs by its links —
-SYS 10, NODE 20, PHB 30, PXB 40, PIX 50, same board 60, plus 100 per NVLink (its table stops at
-twelve links: a pair with more, such as NV18 on H100/B200, gets no NVLink points) — and a set by the
-sum over its pairs. It then looks at every way of partitioning *all* free GPUs into sets of the
-requested size (padding with empty slots when the count does not divide), keeps the partition with
-the highest total score that has a full set holding every required GPU, and returns that
-partition's best set.
+SYS 10, NODE 20, PHB 30, PXB 40, PIX 50, same board 60, plus 100 per NVLink, up to eighteen links
+since November 2023 (commit b7e889c "Extend policy to 18 NVLinks"; before it the table stopped at
+twelve) — and a set by the sum over its pairs. Its link counter (``internal/links/device.go``
+``GetNVLink``) stops at eighteen and NVML lists at most ``NVLINK_MAX_LINKS`` = 18 links per GPU, so a
+pair said to have more counts as eighteen.
+
+It then looks at every way of partitioning *all* free GPUs into sets of the requested size
+(padding with empty slots when the count does not divide), keeps the partition with the highest
+total score that has a full set holding every required GPU, and returns that partition's best set.
 
 We keep this only to compare against ``analysis.recommend``: a sum of link scores can prefer a
 group with one slow hop (which a ring all-reduce must cross) over a group whose every hop is fast.
@@ -24,20 +27,20 @@ from gputopo.model import Link, Topology
 PCIE_SCORE = {"SYS": 10, "NODE": 20, "PHB": 30, "PXB": 40, "PIX": 50}
 SAME_BOARD_SCORE = 60  # NVML's "internal" level (two GPUs on one board); nvidia-smi text cannot show it
 NVLINK_SCORE_PER_LINK = 100
-NVLINK_MAX_SCORED_LINKS = 12  # the Go switch has cases for one to twelve NVLinks only
+NVLINK_MAX_SCORED_LINKS = 18  # the Go switch scores one to eighteen NVLinks; its counter stops at 18
 MAX_GPUS = 12  # partitions of 12 GPUs into pairs: 10395; into triples with padding: fine; 16 is not
 
 Slot = int | None  # a GPU index, or None for padding
 
 
 def pair_score(link: Link | None) -> int:
-    """go-gpuallocator's score for one pair: its PCIe path word plus 100 per NVLink (1..12)."""
+    """go-gpuallocator's score for one pair: its PCIe path word plus 100 per NVLink (at most 18 counted)."""
     if link is None:
         return 0
     word = link.pcie_path or (link.type if link.type in PCIE_SCORE else None)
     score = PCIE_SCORE.get(word or "", 0)
-    if 1 <= link.nvlink_count <= NVLINK_MAX_SCORED_LINKS:
-        score += NVLINK_SCORE_PER_LINK * link.nvlink_count
+    if link.nvlink_count >= 1:
+        score += NVLINK_SCORE_PER_LINK * min(link.nvlink_count, NVLINK_MAX_SCORED_LINKS)
     return score
 
 

@@ -1,0 +1,161 @@
+"""Which GPUs to train on together, and exactly how to tell TensorFlow.
+
+``recommend(topology, gpus, jobs, require, exclude, alternatives)`` is a pure function of a
+``Topology``: no NVML, no TensorFlow (it never imports either), so the ``train`` command, the CLI and
+the tests all get the same answer from the same data.
+
+How a group is valued (docs/recommend.md says it for users):
+
+1. Every pair of GPUs gets a per-direction bandwidth from ``analysis.bandwidth`` (a bench-p2p
+   measurement where there is one, else an estimate from the link).
+2. Data-parallel training spends its communication in an all-reduce of the gradients, and NCCL's
+   all-reduce is a ring: every GPU sends to the next one at the same time, so the ring goes as fast
+   as its slowest hop. A group is worth the slowest hop of the *best* ring through it (the
+   bottleneck Hamiltonian cycle), not the sum of its link scores. NCCL also runs several rings at
+   once over NVLink meshes; we do not model that capacity, but the last tie-break (total pair
+   bandwidth inside the group) prefers the groups that have more links for those extra rings.
+3. Ties are broken by locality: fewer hosts, then fewer NUMA nodes (CPU sockets), because the input
+   pipeline and host-staged copies run on the CPU next to the GPUs; then by total pair bandwidth;
+   then by the lowest GPU numbers, so the answer is deterministic.
+
+The key of a group is therefore ``(bottleneck_gbps, -hosts, -numa_domains, total_gbps)``, compared
+lexicographically, bigger is better.
+
+Where each part lives:
+
+- ``result``: ``Recommendation``, ``GroupAdvice``, ``RingHop`` and their JSON (``SCHEMA``);
+- ``problem``: the matrix the search sees (``Problem``), with TensorFlow's peer view filled in;
+- ``ring``: the best ring through a set (``best_ring``);
+- ``search``: twin classes and the branch and bound (``search_groups``), exact up to ``EXACT_LIMIT``;
+- ``jobs``: ``--jobs N`` as N disjoint groups, the worst as good as possible (``split_jobs``);
+- ``advice``: checking the ask, CUDA numbering, numactl, MirroredStrategy and cross-device ops;
+- ``explain``: the reasons and notes, from structured data.
+"""
+
+from __future__ import annotations
+
+from typing import Iterable
+
+from gputopo.analysis.recommend.advice import advise_group, check_ask, hop_label
+from gputopo.analysis.recommend.explain import explain_ranking, recommendation_notes
+from gputopo.analysis.recommend.jobs import split_jobs
+from gputopo.analysis.recommend.problem import CENTI, Problem, negated_key, numa_domain_of
+from gputopo.analysis.recommend.result import SCHEMA, GroupAdvice, GroupKey, Recommendation, RingHop
+from gputopo.analysis.recommend.ring import INF, best_ring
+from gputopo.analysis.recommend.search import EXACT_LIMIT, SearchResult, node_budget_for, search_groups
+from gputopo.model import Topology
+from gputopo.notation import count_word
+
+__all__ = [
+    "CENTI",
+    "EXACT_LIMIT",
+    "INF",
+    "SCHEMA",
+    "GroupAdvice",
+    "GroupKey",
+    "Problem",
+    "Recommendation",
+    "RingHop",
+    "best_ring",
+    "hop_label",
+    "numa_domain_of",
+    "recommend",
+    "search_groups",
+    "split_jobs",
+]
+
+
+def recommend(
+    topology: Topology,
+    gpus: int,
+    jobs: int = 1,
+    require: Iterable[int] = (),
+    exclude: Iterable[int] = (),
+    alternatives: int = 3,
+) -> Recommendation:
+    """The best ``gpus`` GPUs of ``topology`` to train on together (plus ``alternatives`` runners-up),
+    and for ``jobs > 1`` a split into that many disjoint groups where the worst is as good as possible.
+
+    Raises ``InputError`` for asks that cannot be met (0 GPUs, more than exist, a required GPU that is
+    excluded or missing, ``jobs * gpus`` more than the GPUs available).
+    """
+    require_list = sorted(set(int(g) for g in require))
+    exclude_list = sorted(set(int(g) for g in exclude))
+    known = topology.gpu_indices
+    check_ask(topology, gpus, jobs, require_list, exclude_list, set(known))
+    problem = Problem.from_topology(topology, [g for g in known if g not in set(exclude_list)])
+    required_pos = {problem.pos[g] for g in require_list}
+
+    # Alternatives for one group never need the required GPUs all in it; they must be in the split.
+    single_required = required_pos if jobs == 1 or len(required_pos) <= gpus else set()
+    result = search_groups(problem, gpus, single_required, max(1, alternatives + 1), node_budget_for(problem.n))
+    proven = result.exhausted and not problem.ring_budget_hit
+    search = _search_text(problem, result)
+
+    groups = [advise_group(problem, members, key) for key, members in result.ranked]
+    for rank, group in enumerate(groups, start=1):
+        group.rank = rank
+    explain_ranking(problem, groups, gpus)
+
+    jobs_proven = True
+    if jobs == 1:
+        job_groups = [groups[0]]
+    else:
+        job_groups, jobs_proven, how = _split_into_jobs(problem, gpus, jobs, required_pos, proven, groups[0])
+        search += f"; --jobs {jobs}: {how}"
+
+    return Recommendation(
+        gpus_per_group=gpus,
+        jobs_requested=jobs,
+        require=require_list,
+        exclude=exclude_list,
+        groups=groups,
+        jobs=job_groups,
+        proven_optimal=proven,
+        jobs_proven_optimal=jobs_proven,
+        search=search,
+        interchangeable=problem.uniform and 1 < gpus < problem.n,
+        notes=recommendation_notes(topology, problem, gpus),
+        source=topology.source,
+        label=topology.label,
+    )
+
+
+def _search_text(problem: Problem, result: SearchResult) -> str:
+    """How the groups were found, in words."""
+    classes = count_word(result.classes, "class", "classes")
+    if result.exhausted:
+        search = (
+            f"exact branch and bound over {problem.n} GPUs in {classes} "
+            f"of interchangeable GPUs ({count_word(result.nodes, 'search node')})"
+        )
+    else:
+        search = (
+            f"bounded branch and bound over {problem.n} GPUs in {classes}: stopped after "
+            f"{result.node_budget} search nodes, best found, not proven optimal"
+        )
+    if problem.ring_budget_hit:
+        search += "; some rings were too large to search completely (best ring found used)"
+    return search
+
+
+def _split_into_jobs(
+    problem: Problem, gpus: int, jobs: int, required_pos: set[int], proven: bool, best: GroupAdvice
+) -> tuple[list[GroupAdvice], bool, str]:
+    """The ``--jobs`` split as advice, ranked, with each job's reason; whether it is proven the
+    fairest; how it was found."""
+    positions, exact, how = split_jobs(problem, gpus, jobs, required_pos)
+    job_groups = [advise_group(problem, g, problem.key(g)) for g in positions]
+    job_groups.sort(key=lambda g: (negated_key(g.key), g.gpus))
+    for rank, group in enumerate(job_groups, start=1):
+        group.rank = rank
+        group.reason = f"job {rank} of {jobs}"
+    worst = job_groups[-1]
+    # Greedy is still optimal when its worst group is as good as the best single group.
+    jobs_proven = (exact or (proven and worst.key == best.key)) and not problem.ring_budget_hit
+    worst.reason = f"job {jobs} of {jobs}, the worst group: " + (
+        "no split into disjoint groups makes the worst one better"
+        if jobs_proven
+        else "the worst of a greedy split, not proven the fairest"
+    )
+    return job_groups, jobs_proven, how

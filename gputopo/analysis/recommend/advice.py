@@ -1,0 +1,235 @@
+"""Turning a group into advice: its ring hops, where it sits (sockets, NUMA node, numactl), how CUDA
+numbers it, and what TensorFlow's MirroredStrategy needs (devices, cross-device ops); and checking
+the ask before any search.
+
+CUDA numbering comes from ``gputopo.numbering`` (the one owner of ``CUDA_DEVICE_ORDER`` /
+``CUDA_VISIBLE_DEVICES`` rules).
+"""
+
+from __future__ import annotations
+
+import itertools
+
+from gputopo.analysis.diagnose import link_crosses_sockets
+from gputopo.analysis.recommend.problem import CENTI, Problem
+from gputopo.analysis.recommend.result import GroupAdvice, GroupKey, RingHop
+from gputopo.errors import InputError
+from gputopo.model import Link, Topology
+from gputopo.notation import format_cpu_list, format_gbps, pair_list
+from gputopo.numbering import cuda_numbers
+
+
+def check_ask(topology: Topology, gpus: int, jobs: int, require: list[int], exclude: list[int], known: set[int]) -> None:
+    """``InputError`` for an ask that cannot be met, before any search."""
+    total = len(known)
+    if total == 0:
+        raise InputError("the topology lists no GPUs")
+    if gpus < 1:
+        raise InputError(f"--gpus must be at least 1 (got {gpus})")
+    if jobs < 1:
+        raise InputError(f"--jobs must be at least 1 (got {jobs})")
+    for g in require + exclude:
+        if g not in known:
+            raise InputError(f"GPU {g} does not exist; this topology has GPUs {format_cpu_list(sorted(known))}")
+    both = sorted(set(require) & set(exclude))
+    if both:
+        raise InputError(f"GPU {', '.join(map(str, both))} is both required and excluded")
+    if gpus > total:
+        raise InputError(f"asked for {gpus} GPUs but the topology has only {total}")
+    available = total - len(exclude)
+    if gpus * jobs > available:
+        what = f"{jobs} jobs x {gpus} GPUs = {gpus * jobs}" if jobs > 1 else f"{gpus} GPUs"
+        after = " after --exclude" if exclude else ""
+        raise InputError(f"asked for {what} but only {available} GPUs are available{after}")
+    if len(require) > gpus * jobs:
+        room = f"a group has only {gpus}" if jobs == 1 else f"{jobs} jobs of {gpus} use only {gpus * jobs}"
+        raise InputError(f"{len(require)} GPUs are required but {room}")
+
+
+def advise_group(problem: Problem, members: tuple[int, ...], key: GroupKey) -> GroupAdvice:
+    """Everything needed to train on the group at ``members`` (positions) with ranking ``key``."""
+    group = GroupAdvice(gpus=[problem.index[i] for i in members], key=key)
+    _describe_ring(problem, members, group)
+    _describe_locality(problem, group)
+    _describe_cuda_numbering(problem, group)
+    _choose_cross_device_ops(problem, group)
+    return group
+
+
+def _describe_ring(problem: Problem, members: tuple[int, ...], group: GroupAdvice) -> None:
+    """The best ring's order, hops, slowest hop and all-reduce speeds; the group's total bandwidth."""
+    bottleneck_centi, order = problem.ring(tuple(members))
+    ring = [problem.index[i] for i in order]
+    k = len(ring)
+    group.ring = ring
+    if k >= 2:
+        pairs = list(zip(ring, ring[1:] + ring[:1])) if k > 2 else [(ring[0], ring[1])]
+        for a, b in pairs:
+            link = problem.links[(a, b)]
+            gbps = problem.weight[problem.pos[a]][problem.pos[b]] / CENTI
+            group.hops.append(RingHop(a, b, link.type, gbps, problem.estimate_basis[(a, b)], hop_label(link)))
+    group.ring_text = "-".join(str(g) for g in ring + ring[:1]) if k > 2 else "-".join(str(g) for g in ring)
+    if k >= 2:
+        slowest = min(group.hops, key=lambda h: h.gbps)
+        group.slowest_hop = slowest
+        group.bottleneck_gbps = bottleneck_centi / CENTI
+        group.bottleneck = (
+            f"{slowest.label} between GPU {slowest.a} and GPU {slowest.b}, ~{format_gbps(slowest.gbps)} GB/s"
+            + (" (measured)" if slowest.basis == "measured" else "")
+        )
+        group.allreduce_busbw_gbps = bottleneck_centi / CENTI
+        group.allreduce_gbps = round(bottleneck_centi / CENTI * k / (2 * (k - 1)), 2)
+    else:
+        group.bottleneck = "one GPU: no all-reduce between GPUs"
+    group.total_link_gbps = group.key[3] / CENTI
+
+
+def _describe_locality(problem: Problem, group: GroupAdvice) -> None:
+    """Hosts, NUMA nodes, whether the group stays on one socket, and the numactl prefix to use."""
+    gpu_objs = [problem.gpus[g] for g in group.gpus]
+    group.hosts = sorted({g.host for g in gpu_objs if g.host is not None})
+    group.same_host = len({g.host for g in gpu_objs}) == 1
+    group.numa_domains = -group.key[2]
+    pair_links = [problem.links[(a, b)] for a, b in itertools.combinations(group.gpus, 2)]
+    if not group.same_host or any(_crosses_sockets(problem.topology, link) for link in pair_links):
+        group.same_socket = False
+    elif any(link.type == "UNKNOWN" for link in pair_links):
+        group.same_socket = None  # they can peer, but the source does not say where they sit
+    else:
+        group.same_socket = True
+    numa_nodes = {g.numa_node for g in gpu_objs}
+    affinities = {g.cpu_affinity for g in gpu_objs}
+    if group.same_host and len(numa_nodes) == 1 and None not in numa_nodes and next(iter(numa_nodes)) >= 0:
+        node = next(iter(numa_nodes))
+        group.numa_node = node
+        group.numactl = f"numactl --cpunodebind={node} --membind={node}"
+    elif group.same_host and len(affinities) == 1 and None not in affinities:
+        group.numactl = f"numactl --physcpubind={next(iter(affinities))}"
+
+
+def _describe_cuda_numbering(problem: Problem, group: GroupAdvice) -> None:
+    """CUDA_VISIBLE_DEVICES (per host for a multi-host group) and MirroredStrategy's device lists."""
+    number_of = cuda_numbers(problem.topology)
+    if group.same_host:
+        numbers = sorted(number_of[g] for g in group.gpus)
+        group.cuda_visible_devices = ",".join(str(n) for n in numbers)
+        group.mirrored_strategy_devices = [f"/gpu:{i}" for i in range(len(group.gpus))]
+        group.mirrored_strategy_devices_all_visible = [f"/gpu:{n}" for n in numbers]
+        if group.hosts:  # one host of a multi-host topology: CUDA on that host numbers its GPUs from 0
+            group.cuda_visible_devices_by_host = {group.hosts[0]: group.cuda_visible_devices}
+        return
+    by_host: dict[str, list[int]] = {}
+    for g in group.gpus:
+        by_host.setdefault(str(problem.gpus[g].host), []).append(number_of[g])
+    group.cuda_visible_devices_by_host = {h: ",".join(map(str, sorted(v))) for h, v in by_host.items()}
+    group.cuda_visible_devices = " ".join(f"{h}:{v}" for h, v in group.cuda_visible_devices_by_host.items())
+    group.mirrored_strategy_devices = []
+    group.mirrored_strategy_devices_all_visible = []
+
+
+def hop_label(link: Link) -> str:
+    """The link word users know; links read from a TF log alone only say whether TF could peer."""
+    if link.type != "UNKNOWN":
+        return link.type
+    if link.can_peer is None:
+        return "unknown"
+    return "TF:P2P" if link.can_peer else "TF:no-P2P"
+
+
+def _crosses_sockets(topology: Topology, link: Link) -> bool:
+    """diagnose's socket judgement, plus: GPUs a TF log says cannot peer are treated as crossing."""
+    if link_crosses_sockets(topology, link):
+        return True
+    return link.type == "UNKNOWN" and link.can_peer is False
+
+
+def _peers(link: Link) -> bool | None:
+    """Whether two GPUs can copy directly (P2P): the capability bits where known, else a guess
+    from the path (NVLink yes; PCIe within a socket yes; across sockets no, as on Intel QPI/UPI);
+    ``None`` where neither is known (a TF log that says nothing about the pair)."""
+    state = link.can_peer
+    if state is not None:
+        return state
+    if link.is_nvlink:
+        return True
+    if link.type == "UNKNOWN":
+        return None
+    return link.type in ("PIX", "PXB", "PHB", "NODE")
+
+
+def _set_ops(group: GroupAdvice, ops: str | None, reason: str) -> None:
+    group.cross_device_ops = ops
+    group.cross_device_ops_code = f"tf.distribute.{ops}()" if ops else None
+    group.cross_device_ops_reason = reason
+
+
+def _choose_cross_device_ops(problem: Problem, group: GroupAdvice) -> None:
+    """Pick MirroredStrategy's cross-device ops from what TensorFlow offers, with the reason.
+
+    - One GPU: nothing to reduce.
+    - Several hosts: MirroredStrategy is single-host; MultiWorkerMirroredStrategy with NCCL.
+    - Every pair can peer: ``NcclAllReduce`` (TF's default): NCCL's rings run GPU to GPU.
+    - Pairs that cannot peer, but the group splits into two halves that can, with GPU j of the first
+      half peering GPU j of the second (DGX-1's wiring, the exact shape TF's
+      ``HierarchicalCopyAllReduce`` was written for: it reduces inside each half, then across those
+      j <-> j+half links): ``HierarchicalCopyAllReduce``.
+    - Otherwise: still ``NcclAllReduce`` — NCCL notices pairs that cannot peer and stages those hops
+      through host memory itself, in a ring; ``ReductionToOneDevice`` would funnel every gradient
+      through one device and ``HierarchicalCopyAllReduce`` would copy across pairs that cannot peer.
+    """
+    if len(group.gpus) == 1:
+        group.strategy = "OneDeviceStrategy"
+        _set_ops(group, None, "one GPU: MirroredStrategy has nothing to all-reduce (or use OneDeviceStrategy)")
+        return
+    if not group.same_host:
+        group.strategy = "MultiWorkerMirroredStrategy"
+        _set_ops(
+            group, None,  # MultiWorkerMirroredStrategy takes communication options instead
+            "the group spans several hosts: MirroredStrategy is single-host, so run one worker per host "
+            "with MultiWorkerMirroredStrategy and NCCL over the shared NVLink domain",
+        )
+        group.cross_device_ops_code = (
+            "tf.distribute.MultiWorkerMirroredStrategy(communication_options="
+            "tf.distribute.experimental.CommunicationOptions(implementation="
+            "tf.distribute.experimental.CommunicationImplementation.NCCL))"
+        )
+        return
+    _set_ops(group, *_single_host_ops(problem.links, group.gpus))
+
+
+def _single_host_ops(links: dict[tuple[int, int], Link], gpus: list[int]) -> tuple[str, str]:
+    """(cross-device ops, reason) for two or more GPUs on one host; see ``_choose_cross_device_ops``."""
+    pairs = list(itertools.combinations(gpus, 2))
+    not_peering = [(a, b) for a, b in pairs if _peers(links[(a, b)]) is False]
+    unknown = [(a, b) for a, b in pairs if _peers(links[(a, b)]) is None]
+    if unknown and not not_peering:
+        return "NcclAllReduce", (
+            f"the source does not say whether pairs {pair_list(unknown, limit=4, more=' ...')} can peer; NcclAllReduce (TF's default "
+            "on GPUs) suits either way: NCCL's rings run GPU to GPU where they can and stage hops through host "
+            "memory where they cannot"
+        )
+    if not not_peering:
+        kind = "NVLink" if all(links[(a, b)].is_nvlink for a, b in pairs) else "P2P"
+        return "NcclAllReduce", (
+            f"every pair can copy directly ({kind}), so NCCL's rings run GPU to GPU; it is TF's default on GPUs"
+        )
+    pairs_text = pair_list(not_peering, limit=4, more=" ...")
+    k = len(gpus)
+    if k % 2 == 0 and k >= 4:
+        half = k // 2
+        first, second = gpus[:half], gpus[half:]
+        halves_peer = all(_peers(links[(a, b)]) is True for part in (first, second) for a, b in itertools.combinations(part, 2))
+        cross_peer = all(_peers(links[(first[j], second[j])]) is True for j in range(half))
+        if halves_peer and cross_peer:
+            return "HierarchicalCopyAllReduce", (
+                f"pairs {pairs_text} cannot peer, but GPUs {format_cpu_list(first)} and {format_cpu_list(second)} can among "
+                f"themselves and GPU j of one half reaches GPU j of the other directly: the DGX-1 shape "
+                f"HierarchicalCopyAllReduce was built for (reduce in each half, then across those links); "
+                f"NcclAllReduce is the close alternative"
+            )
+    return "NcclAllReduce", (
+        f"pairs {pairs_text} cannot peer; NCCL notices and stages those hops through host memory itself, still "
+        f"as a ring, which beats ReductionToOneDevice (every gradient through one device) and "
+        f"HierarchicalCopyAllReduce (built for DGX-1); if NCCL is unavailable (Windows) use "
+        f"tf.distribute.ReductionToOneDevice(reduce_to_device='/cpu:0')"
+    )

@@ -1,0 +1,112 @@
+"""The sentences: why each group ranks where it does, and the notes under the answer.
+
+Built from structured data (the groups' keys and slowest hops, the problem's figures), never by
+reading other sentences back.
+"""
+
+from __future__ import annotations
+
+from gputopo.analysis.recommend.problem import CENTI, Problem
+from gputopo.analysis.recommend.result import GroupAdvice
+from gputopo.model import Topology
+from gputopo.notation import count_word, format_gbps, gpu_set
+from gputopo.numbering import pci_order_numbers
+
+
+def explain_ranking(problem: Problem, groups: list[GroupAdvice], k: int) -> None:
+    """One sentence per group (its ``reason``): why it beats the next one."""
+    for x, group in enumerate(groups):
+        if x + 1 >= len(groups):
+            if x:
+                group.reason = "the last alternative listed"
+            elif k == problem.n:
+                group.reason = "the only possible group: every available GPU"
+            else:
+                group.reason = "the only group asked for"
+            if problem.uniform and 1 < k < problem.n and x == 0:
+                group.reason = "every pair has the same bandwidth: any group of this size is as good"
+            continue
+        nxt = groups[x + 1]
+        if group.key != nxt.key:
+            group.reason = why_better(group, nxt)
+            continue
+        group.reason = f"as good as {gpu_set(nxt.gpus)} in every respect; listed first for its lower GPU numbers"
+        # Say too what it beats: the first listed group that is worse, if any.
+        worse = next((g for g in groups[x + 2 :] if g.key != group.key), None)
+        if worse is not None:
+            group.reason += f"; better than {gpu_set(worse.gpus)}: " + why_better(group, worse, name_worse=False)
+
+
+def _slowest_hop_word(group: GroupAdvice) -> str:
+    """The slowest hop's link word ("NV1", "SYS", "TF:no-P2P"); one GPU has no hop."""
+    return group.slowest_hop.label if group.slowest_hop is not None else "one GPU: no all-reduce"
+
+
+def why_better(group: GroupAdvice, worse: GroupAdvice, name_worse: bool = True) -> str:
+    """Why ``group`` ranks above ``worse`` (their keys differ): the first key element that differs."""
+    a, b = group.key, worse.key
+    if a[0] != b[0]:
+        return (
+            f"its slowest ring hop is ~{format_gbps(a[0] / CENTI)} GB/s ({_slowest_hop_word(group)}) against "
+            f"~{format_gbps(b[0] / CENTI)} GB/s ({_slowest_hop_word(worse)})"
+            + (f" for {gpu_set(worse.gpus)}" if name_worse else "")
+        )
+    same = "same slowest hop" + (f" as {gpu_set(worse.gpus)}" if name_worse else "")
+    if a[1] != b[1]:
+        return f"{same}, but on {count_word(-a[1], 'host')} instead of {-b[1]}"
+    if a[2] != b[2]:
+        return (
+            f"{same}, but on {count_word(-a[2], 'NUMA node')} instead of {-b[2]}, "
+            f"keeping the input pipeline next to the GPUs"
+        )
+    return (
+        f"{same}, but more link bandwidth inside the group "
+        f"({format_gbps(a[3] / CENTI)} against {format_gbps(b[3] / CENTI)} GB/s summed over pairs) for NCCL's extra rings"
+    )
+
+
+def recommendation_notes(topology: Topology, problem: Problem, k: int) -> list[str]:
+    """The notes under the answer: indistinguishable links, TF numbering, reference machines,
+    TF peer view and measurements used."""
+    notes: list[str] = []
+    if problem.uniform and k > 1 and problem.n > k and all(link.type == "UNKNOWN" for link in topology.links):
+        notes.append(
+            "The source does not tell the links apart (every pair looks the same), so any group looks as good; "
+            "run `gputopo scan` on the host, or bench-p2p, for a real answer."
+        )
+    elif problem.uniform and k > 1 and problem.n > k:
+        nvswitch = all(link.nvswitch for link in topology.links)
+        notes.append(
+            ("Every pair is linked through NVSwitch" if nvswitch else "Every pair has the same bandwidth")
+            + f" (~{format_gbps(problem.max_weight / CENTI)} GB/s): any {k} GPUs are as good for all-reduce; "
+            "the pick only keeps them close to one CPU."
+        )
+    if topology.source == "tf-log":
+        notes.append(_tf_numbering_note(topology))
+    if topology.is_reference:
+        notes.append("This is a reference machine from public facts, not this host.")
+    if problem.tf_peer_pairs:
+        notes.append(
+            f"{problem.tf_peer_pairs} pair(s) without P2P facts in the topology use TensorFlow's peer view from the log."
+        )
+    measured = sum(1 for basis in problem.estimate_basis.values() if basis == "measured") // 2
+    if measured:
+        notes.append(f"{measured} pair(s) use bench-p2p measurements instead of estimates.")
+    return notes
+
+
+def _tf_numbering_note(topology: Topology) -> str:
+    """How a TF log's GPU numbers relate to CUDA_VISIBLE_DEVICES and nvidia-smi's numbers."""
+    pci_numbers = pci_order_numbers(topology)
+    if pci_numbers:
+        moved = [f"GPU:{i} is {n}" for i, n in sorted(pci_numbers.items()) if i != n]
+        return (
+            "GPU numbers are TensorFlow's ordinals from the log; CUDA_VISIBLE_DEVICES (with "
+            "CUDA_DEVICE_ORDER=PCI_BUS_ID) lists them in PCI bus order, from the log's bus ids"
+            + (f" ({', '.join(moved)} there)" if moved else "")
+            + ", which is nvidia-smi's numbering when the log shows every GPU of the machine."
+        )
+    return (
+        "GPU numbers are TensorFlow's ordinals from the log; they match nvidia-smi's numbers only when "
+        "the log was written with CUDA_DEVICE_ORDER=PCI_BUS_ID."
+    )

@@ -1,0 +1,196 @@
+"""The matrix the search sees: candidate GPUs as positions ``0..n-1``, the bandwidth of every pair
+in hundredths of a GB/s, and which host and NUMA node each sits on.
+
+``Problem.from_topology`` builds it from a ``Topology`` (bandwidths from ``analysis.bandwidth``, with
+TensorFlow's peer view filled in where the topology has no P2P facts); ``Problem.restricted`` is the
+same problem on fewer positions. A group's key, ``(bottleneck, -hosts, -NUMA nodes, total)``, is
+computed here; the best ring itself comes from ``ring``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any, Sequence
+
+from gputopo.analysis.bandwidth import estimate_link
+from gputopo.analysis.recommend.result import GroupKey
+from gputopo.analysis.recommend.ring import INF, best_ring
+from gputopo.errors import InputError
+from gputopo.model import Gpu, Link, Topology
+from gputopo.numbering import tf_ordinal_to_index
+
+# Bandwidths are compared as integers in hundredths of a GB/s, so sums and ties are exact.
+CENTI = 100
+
+
+class Problem:
+    """Candidate GPUs as positions ``0..n-1`` with a bandwidth matrix and locality ids.
+
+    ``index[p]`` is the GPU at position ``p``; ``weight[p][q]`` the pair's bandwidth in centi-GB/s;
+    ``host_id`` / ``domain_id`` small integers naming each position's host and NUMA node. The
+    topology facts (``topology``, ``links``, ``gpus``, ``estimate_basis``, ``tf_peer_pairs``) are there
+    for turning groups into advice; a restricted problem shares them with its parent.
+    """
+
+    def __init__(
+        self,
+        index: Sequence[int],
+        weight: list[list[int]],
+        host_id: list[int],
+        domain_id: list[int],
+        *,
+        topology: Topology | None = None,
+        links: dict[tuple[int, int], Link] | None = None,
+        gpus: dict[int, Gpu] | None = None,
+        estimate_basis: dict[tuple[int, int], str] | None = None,
+        tf_peer_pairs: int = 0,
+    ):
+        self.index = list(index)  # position -> GPU index
+        self.pos = {g: p for p, g in enumerate(self.index)}
+        self.n = n = len(self.index)
+        self.weight = weight
+        self.host_id = host_id
+        self.domain_id = domain_id
+        self.topology = topology
+        self.links = links if links is not None else {}
+        self.gpus = gpus if gpus is not None else {}
+        self.estimate_basis = estimate_basis if estimate_basis is not None else {}
+        self.tf_peer_pairs = tf_peer_pairs
+        self.ring_cache: dict[tuple[int, ...], tuple[int, list[int], bool]] = {}
+        self.ring_budget_hit = False
+        weights = [weight[i][j] for i in range(n) for j in range(i + 1, n)]
+        self.max_weight = max(weights) if weights else 0
+        self.uniform = len(set(weights)) <= 1
+
+    @classmethod
+    def from_topology(cls, topology: Topology, candidates: Sequence[int]) -> Problem:
+        """The problem over ``candidates`` (GPU indices) of ``topology``; ``InputError`` if a pair has
+        no link."""
+        index = list(candidates)
+        n = len(index)
+        links, tf_peer_pairs = links_with_tf_peer_view(topology)
+        gpus = {g.index: g for g in topology.gpus}
+        weight = [[0] * n for _ in range(n)]  # centi-GB/s
+        estimate_basis: dict[tuple[int, int], str] = {}
+        for i in range(n):
+            for j in range(i + 1, n):
+                a, b = index[i], index[j]
+                link = links.get((a, b))
+                if link is None:
+                    raise InputError(f"the topology has no link between GPU {a} and GPU {b}; cannot rank groups")
+                est = estimate_link(link, gpus.get(link.a), gpus.get(link.b))
+                weight[i][j] = weight[j][i] = int(round(est.gbps * CENTI))
+                estimate_basis[(a, b)] = estimate_basis[(b, a)] = est.basis
+        hosts: dict[Any, int] = {}
+        domains: dict[Any, int] = {}
+        host_id = []
+        domain_id = []
+        for g in index:
+            gpu = gpus[g]
+            host_id.append(hosts.setdefault(gpu.host, len(hosts)))
+            domain_id.append(domains.setdefault((gpu.host, numa_domain_of(gpu)), len(domains)))
+        return cls(
+            index, weight, host_id, domain_id, topology=topology, links=links, gpus=gpus,
+            estimate_basis=estimate_basis, tf_peer_pairs=tf_peer_pairs,
+        )
+
+    def restricted(self, positions: Sequence[int]) -> Problem:
+        """The same problem on ``positions`` only (renumbered ``0..len-1`` in that order), sharing the
+        topology facts; its ring cache starts empty."""
+        positions = list(positions)
+        return Problem(
+            [self.index[p] for p in positions],
+            [[self.weight[p][q] for q in positions] for p in positions],
+            [self.host_id[p] for p in positions],
+            [self.domain_id[p] for p in positions],
+            topology=self.topology, links=self.links, gpus=self.gpus,
+            estimate_basis=self.estimate_basis, tf_peer_pairs=self.tf_peer_pairs,
+        )
+
+    # -- worth of a group
+
+    def ring(self, members: tuple[int, ...]) -> tuple[int, list[int]]:
+        """The best ring through ``members`` (positions): (its slowest hop, the order)."""
+        cached = self.ring_cache.get(members)
+        if cached is not None:
+            return cached[0], cached[1]
+        bottleneck, order, complete = best_ring(members, self.weight)
+        if not complete:
+            self.ring_budget_hit = True
+        self.ring_cache[members] = (bottleneck, order, complete)
+        return bottleneck, order
+
+    def key(self, members: tuple[int, ...]) -> GroupKey:
+        bottleneck, _ = self.ring(members)
+        return (bottleneck,) + self.locality_and_total(members)
+
+    def locality_and_total(self, members: tuple[int, ...]) -> tuple[int, int, int]:
+        """The key without the ring: (-hosts, -NUMA nodes, total pair bandwidth)."""
+        w = self.weight
+        total = 0
+        for x, i in enumerate(members):
+            row = w[i]
+            for j in members[x + 1 :]:
+                total += row[j]
+        hosts = len({self.host_id[i] for i in members})
+        domains = len({self.domain_id[i] for i in members})
+        return (-hosts, -domains, total)
+
+    def ring_ceilings(self, k: int) -> list[int]:
+        """Per GPU, the fastest a ring of ``k`` through it can be: its second-fastest link (a ring
+        uses two links per GPU), its fastest for a pair, unbounded for one GPU."""
+        w = self.weight
+        ceilings = []
+        for i in range(self.n):
+            links = sorted((w[i][j] for j in range(self.n) if j != i), reverse=True)
+            if k == 1 or not links:
+                ceilings.append(INF)
+            else:
+                ceilings.append(links[1] if k >= 3 and len(links) > 1 else links[0])
+        return ceilings
+
+
+def negated_key(key: GroupKey) -> tuple[int, ...]:
+    """Sort by ``(negated_key(key), members)``: best first, ties by the lowest positions."""
+    return tuple(-x for x in key)
+
+
+def links_with_tf_peer_view(topology: Topology) -> tuple[dict[tuple[int, int], Link], int]:
+    """The topology's links, with TensorFlow's peer view filled in where the source did not say.
+
+    A TF log read beside another source (``--tf-log`` with ``--from``/``--machine``/NVML) says which
+    GPU pairs TF could enable peer access between. Where a link's P2P capability is unknown (pasted
+    ``nvidia-smi topo -m`` text has none) and the TF GPUs join the topology's GPUs by PCI bus id, the
+    link is taken as peering (``ok``) or not (``NS``) as TF found. Known capabilities stand. The
+    topology itself is not changed: these are copies. Returns the links and how many were filled in."""
+    links = topology.link_map()
+    view = topology.tf
+    if view is None or not view.peer or topology.source == "tf-log":
+        return links, 0
+    index_of = tf_ordinal_to_index(topology, view)
+    can_peer: dict[tuple[int, int], bool] = {}
+    for i, row in enumerate(view.peer):
+        for j, value in enumerate(row):
+            if i == j or value is None or i not in index_of or j not in index_of:
+                continue
+            a, b = sorted((index_of[i], index_of[j]))
+            can_peer[(a, b)] = can_peer.get((a, b), True) and bool(value)
+    filled = 0
+    for (a, b), peers in can_peer.items():
+        link = links.get((a, b))
+        if link is None or link.can_peer is not None:
+            continue
+        word = "ok" if peers else "NS"
+        seen = dataclasses.replace(link, p2p_read=word, p2p_write=word)
+        links[(a, b)] = links[(b, a)] = seen
+        filled += 1
+    return links, filled
+
+
+def numa_domain_of(gpu: Gpu) -> Any:
+    """The NUMA node a GPU hangs off; its CPU affinity where the node is unknown; else ``None``."""
+    if gpu.numa_node is not None and gpu.numa_node >= 0:
+        return ("numa", gpu.numa_node)
+    if gpu.cpu_affinity:
+        return ("cpus", gpu.cpu_affinity)
+    return None

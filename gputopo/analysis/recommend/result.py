@@ -1,0 +1,123 @@
+"""What ``recommend`` answers: the groups, their rings and TF advice, and their versioned JSON.
+
+Plain data only; ``advice`` fills a ``GroupAdvice`` in, ``explain`` writes its ``reason``, and the
+package's ``recommend`` puts them into a ``Recommendation``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+SCHEMA = "gputopo.recommendation/1"
+
+GroupKey = tuple[int, int, int, int]  # (bottleneck, -hosts, -numa nodes, total) in centi-GB/s
+
+
+@dataclass
+class RingHop:
+    """One hop of the all-reduce ring: the link and what it carries per direction."""
+
+    a: int
+    b: int
+    link_type: str  # nvidia-smi's word, or UNKNOWN (TF log only)
+    gbps: float
+    basis: str  # "measured" or "estimated"
+    label: str = ""  # the word to show: the link type, or "TF:P2P" / "TF:no-P2P" for UNKNOWN links
+
+
+@dataclass
+class GroupAdvice:
+    """One group of GPUs with its worth and everything needed to train on it.
+
+    ``mirrored_strategy_devices`` goes with ``CUDA_VISIBLE_DEVICES`` set as in
+    ``cuda_visible_devices`` (CUDA renumbers the visible GPUs ``/gpu:0..``);
+    ``mirrored_strategy_devices_all_visible`` is the list to use instead when every GPU stays visible
+    and only ``CUDA_DEVICE_ORDER=PCI_BUS_ID`` is set (TF ordinals then equal nvidia-smi's numbers).
+    """
+
+    gpus: list[int]
+    rank: int = 0
+    ring: list[int] = field(default_factory=list)  # ring order; the last GPU sends back to the first
+    ring_text: str = ""  # "0-1-3-2-0"
+    hops: list[RingHop] = field(default_factory=list)
+    bottleneck_gbps: float | None = None  # slowest hop of the best ring; None for one GPU
+    bottleneck: str = ""  # e.g. "NV1 between GPU 0 and GPU 1, ~20 GB/s"
+    allreduce_busbw_gbps: float | None = None  # NCCL's "bus bandwidth" of a ring: the slowest hop
+    allreduce_gbps: float | None = None  # gradient bytes all-reduced per second: busbw * n / (2(n-1))
+    total_link_gbps: float = 0.0  # sum of pair bandwidths inside the group (tie-break)
+    hosts: list[str] = field(default_factory=list)
+    numa_domains: int = 1
+    # One host and no pair crosses the SMP interconnect (no SYS path between them); None where the
+    # source does not say how the GPUs are wired (a TF log alone).
+    same_socket: bool | None = True
+    same_host: bool = True
+    numa_node: int | None = None  # the one NUMA node all GPUs sit on, None if spread or unknown
+    numactl: str | None = None  # a command prefix binding CPU and memory next to the GPUs
+    cuda_device_order: str = "PCI_BUS_ID"
+    cuda_visible_devices: str = ""
+    cuda_visible_devices_by_host: dict[str, str] | None = None  # multi-host groups only
+    mirrored_strategy_devices: list[str] = field(default_factory=list)
+    mirrored_strategy_devices_all_visible: list[str] = field(default_factory=list)
+    strategy: str = "MirroredStrategy"  # or "OneDeviceStrategy", "MultiWorkerMirroredStrategy" (several hosts)
+    cross_device_ops: str | None = None  # a tf.distribute class name: "NcclAllReduce", ...; None: none applies
+    cross_device_ops_code: str | None = None  # "tf.distribute.NcclAllReduce()" (or the multi-worker strategy)
+    cross_device_ops_reason: str = ""
+    reason: str = ""  # why it beats the next group, one sentence
+    key: GroupKey = (0, 0, 0, 0)  # ranking key, centi-GB/s (internal)
+    slowest_hop: RingHop | None = None  # the hop ``bottleneck`` describes; None for one GPU (internal)
+
+    @property
+    def env(self) -> dict[str, str]:
+        """The environment a single-host job needs."""
+        return {"CUDA_DEVICE_ORDER": self.cuda_device_order, "CUDA_VISIBLE_DEVICES": self.cuda_visible_devices}
+
+    def to_dict(self) -> dict[str, Any]:
+        data = asdict(self)
+        data.pop("key")
+        data.pop("slowest_hop")  # already in "hops" and "bottleneck"
+        data["env"] = self.env if self.same_host else None
+        return data
+
+
+@dataclass
+class Recommendation:
+    """The answer to one ask: ranked groups (best first), the split for ``--jobs``, how it was found."""
+
+    gpus_per_group: int
+    jobs_requested: int
+    require: list[int]
+    exclude: list[int]
+    groups: list[GroupAdvice]  # best first: the pick, then alternatives
+    jobs: list[GroupAdvice]  # for --jobs N: N disjoint groups (the first is groups[0] when N == 1)
+    proven_optimal: bool
+    search: str  # how the answer was found, in words
+    jobs_proven_optimal: bool = True
+    interchangeable: bool = False  # every pair has the same bandwidth (NVSwitch): any group is as good
+    notes: list[str] = field(default_factory=list)
+    source: str = ""
+    label: str | None = None
+
+    @property
+    def best(self) -> GroupAdvice:
+        return self.groups[0]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "schema": SCHEMA,
+            "source": self.source,
+            "label": self.label,
+            "request": {
+                "gpus": self.gpus_per_group,
+                "jobs": self.jobs_requested,
+                "require": self.require,
+                "exclude": self.exclude,
+            },
+            "groups": [g.to_dict() for g in self.groups],
+            "jobs": [g.to_dict() for g in self.jobs],
+            "proven_optimal": self.proven_optimal,
+            "jobs_proven_optimal": self.jobs_proven_optimal,
+            "search": self.search,
+            "interchangeable": self.interchangeable,
+            "notes": self.notes,
+        }

@@ -1,0 +1,270 @@
+"""The ``keep`` best groups of ``k`` GPUs: twin classes, greedy seeds, branch and bound.
+
+GPUs that are *twins* (identical bandwidth to every other GPU, same host and NUMA node) are
+interchangeable, so the search only picks how many of each twin class to take; that collapses
+NVSwitch machines and racks like the GB200 NVL72. The search is exact (pruning only drops groups
+that cannot beat the ones already kept) for up to ``EXACT_LIMIT`` candidate GPUs; beyond, it runs
+with a budget of ``NODE_BUDGET`` search nodes and says whether it finished.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from gputopo.analysis.recommend.problem import Problem, negated_key
+from gputopo.analysis.recommend.result import GroupKey
+from gputopo.analysis.recommend.ring import INF
+
+EXACT_LIMIT = 16  # candidate GPUs up to which the search has no node budget (always exact)
+NODE_BUDGET = 10_000  # search nodes allowed beyond EXACT_LIMIT before settling for "best found"
+MAX_SEEDS = 16  # greedy starting groups that set the first bar for the branch and bound
+
+
+def node_budget_for(n: int) -> int | None:
+    """The node budget for a search over ``n`` candidate GPUs: none (exact) up to ``EXACT_LIMIT``."""
+    return None if n <= EXACT_LIMIT else NODE_BUDGET
+
+
+def twin_classes(problem: Problem, required: set[int]) -> list[list[int]]:
+    """Positions grouped into classes of interchangeable GPUs.
+
+    Two GPUs are twins when they have the same bandwidth to every other GPU and sit on the same host
+    and NUMA node: swapping them changes no group's worth. (Twins also have the same bandwidth to
+    each other as to any third twin, so the relation is an equivalence.) Required GPUs stay alone.
+    """
+    w = problem.weight
+    buckets: dict[Any, list[int]] = {}
+    for i in range(problem.n):
+        if i in required:
+            buckets[("required", i)] = [i]
+            continue
+        row = sorted(w[i][j] for j in range(problem.n) if j != i)
+        buckets.setdefault((problem.host_id[i], problem.domain_id[i], tuple(row)), []).append(i)
+    classes: list[list[int]] = []
+    for members in buckets.values():
+        reps: list[list[int]] = []
+        for i in members:
+            for cls in reps:
+                r = cls[0]
+                if all(w[i][j] == w[r][j] for j in range(problem.n) if j != i and j != r):
+                    cls.append(i)
+                    break
+            else:
+                reps.append([i])
+        classes.extend(reps)
+    classes.sort(key=lambda c: c[0])
+    return classes
+
+
+@dataclass
+class SearchResult:
+    ranked: list[tuple[GroupKey, tuple[int, ...]]]  # best first
+    exhausted: bool  # False: the node budget stopped the search (best found, not proven)
+    nodes: int
+    classes: int
+    node_budget: int | None = None
+
+
+class _Pools:
+    """Facts about the GPUs still available from twin class ``ci`` on (``classes[ci:]``), per ``ci``:
+    how many, how many per host / NUMA node, every GPU's best two links into them, the fastest link
+    any of them has, and how many are required."""
+
+    def __init__(self, problem: Problem, classes: list[list[int]], required: set[int]):
+        n, w = problem.n, problem.weight
+        top1 = [max((w[i][j] for j in range(n) if j != i), default=0) for i in range(n)]
+        count = len(classes)
+        self.size = [0] * (count + 1)
+        self.hosts: list[dict[int, int]] = [dict() for _ in range(count + 1)]
+        self.domains: list[dict[int, int]] = [dict() for _ in range(count + 1)]
+        self.top2: list[list[tuple[int, int]]] = [[(-1, -1)] * n for _ in range(count + 1)]
+        self.best = [0] * (count + 1)
+        self.required = [0] * (count + 1)
+        for ci in range(count - 1, -1, -1):
+            members = classes[ci]
+            self.size[ci] = self.size[ci + 1] + len(members)
+            hosts = dict(self.hosts[ci + 1])
+            domains = dict(self.domains[ci + 1])
+            for i in members:
+                hosts[problem.host_id[i]] = hosts.get(problem.host_id[i], 0) + 1
+                domains[problem.domain_id[i]] = domains.get(problem.domain_id[i], 0) + 1
+            self.hosts[ci] = hosts
+            self.domains[ci] = domains
+            tops = list(self.top2[ci + 1])
+            for v in range(n):
+                a, b = tops[v]
+                for j in members:
+                    if j != v:
+                        x = w[v][j]
+                        if x > a:
+                            a, b = x, a
+                        elif x > b:
+                            b = x
+                tops[v] = (a, b)
+            self.top2[ci] = tops
+            self.best[ci] = max([self.best[ci + 1]] + [top1[i] for i in members])
+            self.required[ci] = self.required[ci + 1] + sum(1 for i in members if i in required)
+
+    def optimistic(self, problem: Problem, k: int, chosen: list[int], remaining: int, ci: int, total: int) -> GroupKey:
+        """A key no group grown from ``chosen`` with ``remaining`` GPUs from pool ``ci`` can beat."""
+        w = problem.weight
+        if k == 1:
+            bottleneck = INF
+        elif not chosen:
+            bottleneck = self.best[ci]
+        else:
+            bottleneck = INF
+            tops = self.top2[ci]
+            for v in chosen:
+                a, b = tops[v]
+                row = w[v]
+                for u in chosen:
+                    if u != v:
+                        x = row[u]
+                        if x > a:
+                            a, b = x, a
+                        elif x > b:
+                            b = x
+                bound = b if k >= 3 else a
+                if bound < bottleneck:
+                    bottleneck = bound
+        used_hosts = {problem.host_id[i] for i in chosen}
+        used_domains = {problem.domain_id[i] for i in chosen}
+        hosts = len(used_hosts) + _places_needed(remaining, self.hosts[ci], used_hosts)
+        domains = len(used_domains) + _places_needed(remaining, self.domains[ci], used_domains)
+        total_bound = total + (remaining * len(chosen) + remaining * (remaining - 1) // 2) * self.best[ci]
+        return (bottleneck, -hosts, -domains, total_bound)
+
+
+def search_groups(problem: Problem, k: int, required: set[int], keep: int, node_budget: int | None) -> SearchResult:
+    """The ``keep`` best groups of ``k`` positions containing ``required`` (branch and bound).
+
+    Walks the twin classes (strongest GPUs first), choosing how many of each to take (most first).
+    Greedy groups seed the list, so pruning bites from the start. A partial group is dropped when an
+    optimistic key for anything it can still become is no better than the ``keep``-th best found:
+
+    - bottleneck <= for each chosen GPU, its 2nd-fastest link to the chosen GPUs and those still
+      available (a ring uses two links per GPU; for a pair, its fastest);
+    - hosts / NUMA nodes >= those used, plus the fewest more that can hold the GPUs still to add;
+    - total <= what is chosen, plus the fastest link any remaining GPU has, for every pair to come.
+
+    Every bound is optimistic, so nothing pruned could have beaten the groups kept: with no node
+    budget the result is exact.
+    """
+    w = problem.weight
+    strength = problem.ring_ceilings(k)
+    classes = twin_classes(problem, required)
+    classes.sort(key=lambda c: (-strength[c[0]], c[0]))
+    c_count = len(classes)
+    class_of = {i: ci for ci, members in enumerate(classes) for i in members}
+    pools = _Pools(problem, classes, required)
+
+    ranked: list[tuple[GroupKey, tuple[int, ...]]] = []
+    offered: set[tuple[int, ...]] = set()
+    nodes = 0
+    stopped = False
+
+    def offer(members: tuple[int, ...]) -> None:
+        if members in offered:
+            return
+        offered.add(members)
+        key = problem.key(members)
+        if len(ranked) >= keep and key <= ranked[-1][0]:
+            return
+        ranked.append((key, members))
+        ranked.sort(key=lambda item: (negated_key(item[0]), item[1]))
+        del ranked[keep:]
+
+    def walk(ci: int, chosen: list[int], remaining: int, total: int) -> None:
+        nonlocal nodes, stopped
+        if stopped:
+            return
+        nodes += 1
+        if node_budget is not None and nodes > node_budget and ranked:
+            stopped = True  # the budget only stops a search that has an answer to give
+            return
+        if remaining == 0:
+            if pools.required[ci] == 0:
+                offer(tuple(sorted(chosen)))
+            return
+        if ci >= c_count or pools.size[ci] < remaining or pools.required[ci] > remaining:
+            return
+        if len(ranked) >= keep and pools.optimistic(problem, k, chosen, remaining, ci, total) <= ranked[-1][0]:
+            return
+        members = classes[ci]
+        must = sum(1 for i in members if i in required)
+        for count in range(min(len(members), remaining), must - 1, -1):
+            taken = members[:count]
+            added = 0
+            for x, i in enumerate(taken):
+                row = w[i]
+                added += sum(row[j] for j in chosen) + sum(row[j] for j in taken[x + 1 :])
+            walk(ci + 1, chosen + taken, remaining - count, total + added)
+
+    for seed in _greedy_seeds(problem, k, required, classes, class_of):
+        offer(seed)
+    walk(0, [], k, 0)
+    return SearchResult(ranked=ranked, exhausted=not stopped, nodes=nodes, classes=c_count, node_budget=node_budget)
+
+
+def _greedy_seeds(
+    problem: Problem, k: int, required: set[int], classes: list[list[int]], class_of: dict[int, int]
+) -> list[tuple[int, ...]]:
+    """Good groups found fast, to start the search with a high bar: from one GPU of each of the
+    strongest twin classes (at most ``MAX_SEEDS``), add the GPU whose slowest link into the group is
+    fastest (then same host, same NUMA node, most bandwidth) until there are k. Each is rewritten in
+    the canonical form the search uses (the first members of each twin class)."""
+    n = problem.n
+    w = problem.weight
+    host, domain = problem.host_id, problem.domain_id
+    seeds: list[tuple[int, ...]] = []
+    for members in classes[:MAX_SEEDS]:
+        group = sorted(required | {members[0]})
+        if len(group) > k:
+            continue
+        in_group = [False] * n
+        min_link = [INF] * n
+        link_sum = [0] * n
+        hosts: set[int] = set()
+        domains: set[int] = set()
+
+        def add(g: int) -> None:
+            in_group[g] = True
+            hosts.add(host[g])
+            domains.add(domain[g])
+            row = w[g]
+            for c in range(n):
+                if row[c] < min_link[c]:
+                    min_link[c] = row[c]
+                link_sum[c] += row[c]
+
+        for g in group:
+            add(g)
+        while len(group) < k:
+            best = max(
+                (c for c in range(n) if not in_group[c]),
+                key=lambda c: (min_link[c], host[c] in hosts, domain[c] in domains, link_sum[c], -c),
+            )
+            group.append(best)
+            add(best)
+        counts: dict[int, int] = {}
+        for i in group:
+            counts[class_of[i]] = counts.get(class_of[i], 0) + 1
+        seeds.append(tuple(sorted(i for ci, c in counts.items() for i in classes[ci][:c])))
+    return seeds
+
+
+def _places_needed(remaining: int, offered: dict[int, int], used: set[int]) -> int:
+    """How many more hosts (or NUMA nodes) at least ``remaining`` GPUs need: what the used ones still
+    offer is filled first, then the places offering the most GPUs."""
+    remaining -= sum(offered.get(place, 0) for place in used)
+    if remaining <= 0:
+        return 0
+    extra = 0
+    for size in sorted((n for place, n in offered.items() if place not in used), reverse=True):
+        remaining -= size
+        extra += 1
+        if remaining <= 0:
+            break
+    return extra

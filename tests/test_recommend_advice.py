@@ -1,0 +1,126 @@
+"""recommend.advice: checking the ask, CUDA numbering, sockets and NUMA nodes, MirroredStrategy's
+devices and cross-device ops."""
+
+import pytest
+from conftest import REPO, SHARED_FIXTURES
+
+from gputopo.analysis.recommend import recommend
+from gputopo.errors import InputError
+from gputopo.sources import load_topology
+from gputopo.sources.reference import load_reference
+
+TF0_LOG = SHARED_FIXTURES / "tf_logs" / "tf0_gpu_init_cannot_enable_peer_4gpu.log"
+
+# --- the ask ----------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "kwargs, message",
+    [
+        (dict(gpus=0), "at least 1"),
+        (dict(gpus=9), "only 8"),
+        (dict(gpus=2, jobs=0), "--jobs"),
+        (dict(gpus=2, require=[3], exclude=[3]), "both required and excluded"),
+        (dict(gpus=2, require=[8]), "does not exist"),
+        (dict(gpus=2, exclude=[42]), "does not exist"),
+        (dict(gpus=4, jobs=2, exclude=[0]), "only 7 GPUs are available after --exclude"),
+        (dict(gpus=3, jobs=3), "3 jobs x 3 GPUs"),
+        (dict(gpus=2, require=[0, 1, 2]), "3 GPUs are required but a group has only 2"),
+        (dict(gpus=2, jobs=2, require=[0, 1, 2, 3, 4]), "5 GPUs are required but 2 jobs of 2 use only 4"),
+    ],
+)
+def test_impossible_asks_raise_input_error(kwargs, message):
+    with pytest.raises(InputError, match=message):
+        recommend(load_reference("dgx1"), **kwargs)
+
+
+# --- CUDA numbering ---------------------------------------------------------------------------------
+
+
+def test_tf_log_in_fastest_first_order_launches_the_pair_by_pci_bus_order():
+    """TF's GPU:0 is 0000:82 and GPU:1 is 0000:02 in this log: the peering pair TF calls 0,2 is
+    nvidia-smi's 1,2, which CUDA_DEVICE_ORDER=PCI_BUS_ID CUDA_VISIBLE_DEVICES must name."""
+    topo = load_topology(tf_log=str(REPO / "tests" / "fixtures" / "tf_logs" / "tf15_edge_matrix_visible_order_differs.log"))
+    best = recommend(topo, 2).best
+    assert best.gpus == [0, 2]  # TensorFlow's ordinals, as its log and findings say
+    assert best.env == {"CUDA_DEVICE_ORDER": "PCI_BUS_ID", "CUDA_VISIBLE_DEVICES": "1,2"}
+    assert best.mirrored_strategy_devices == ["/gpu:0", "/gpu:1"]
+    assert best.mirrored_strategy_devices_all_visible == ["/gpu:1", "/gpu:2"]
+    assert any("PCI bus order" in note and "GPU:0 is 1" in note for note in recommend(topo, 2).notes)
+    # The shell lines say so too: the comment's "GPUs 0,2" are TF's, the export is PCI order.
+    from gputopo.views.recommend import format_env
+
+    env_text = format_env(recommend(topo, 2))
+    assert "export CUDA_VISIBLE_DEVICES=1,2" in env_text
+    assert "in PCI bus order" in env_text and "they are 1,2" in env_text
+    # A log in PCI bus order keeps its numbers.
+    pci_ordered = recommend(load_topology(tf_log=str(TF0_LOG)), 2).best
+    assert pci_ordered.cuda_visible_devices == ",".join(map(str, pci_ordered.gpus))
+
+
+def test_one_host_groups_of_a_multi_host_domain_use_that_hosts_cuda_numbers():
+    """CUDA on each NVL72 tray numbers its own GPUs 0-3, whatever their rack-wide index."""
+    topo = load_reference("gb200-nvl72")
+    rec = recommend(topo, gpus=4, jobs=3)
+    for group in rec.jobs:
+        assert group.same_host
+        (host,) = group.hosts
+        assert group.cuda_visible_devices == "0,1,2,3"
+        assert group.cuda_visible_devices_by_host == {host: "0,1,2,3"}
+    spanning = recommend(topo, gpus=8).best
+    assert not spanning.same_host
+    assert set(spanning.cuda_visible_devices_by_host.values()) == {"0,1,2,3"}
+
+
+# --- sockets ----------------------------------------------------------------------------------------
+
+
+def test_a_tf_log_alone_does_not_claim_a_cpu_socket():
+    from gputopo.sources.tflog import read_tf_log, topology_from_tf_view
+
+    log = SHARED_FIXTURES / "tf_logs" / "tf0_gpu_init_cannot_enable_peer_4gpu.log"
+    topo = topology_from_tf_view(read_tf_log(str(log)))
+    rec = recommend(topo, gpus=2)
+    assert set(rec.best.gpus) in ({0, 1}, {2, 3})
+    assert rec.best.same_socket is None  # they can peer; where they sit is not in the log
+    cross = [g for g in rec.groups if set(g.gpus) == {0, 2}]
+    assert cross and cross[0].same_socket is False  # TF could not peer them: treated as crossing
+
+
+def test_nvlinked_gpus_on_two_numa_nodes_are_not_called_one_socket():
+    """nvidia-smi text shows only NV18 between H100s, no PCIe path: the NUMA column decides, as in diagnose."""
+    topo = load_topology(from_file=str(REPO / "tests" / "fixtures" / "topo" / "h100_nv18_empty_cpu_affinity_cells.txt"))
+    assert recommend(topo, 8).best.same_socket is False
+    assert recommend(topo, 4).best.same_socket is True
+
+
+# --- TF advice --------------------------------------------------------------------------------------
+
+
+def test_cross_device_ops_choices_and_device_lists():
+    dgx1 = load_reference("dgx1")
+    full = recommend(dgx1, 8).best
+    assert full.cross_device_ops == "HierarchicalCopyAllReduce"  # the mesh it was written for
+    assert "cannot peer" in full.cross_device_ops_reason
+    quad = recommend(dgx1, 4, require=[4]).best
+    assert quad.cross_device_ops == "NcclAllReduce" and quad.gpus == [4, 5, 6, 7]
+    assert quad.mirrored_strategy_devices == ["/gpu:0", "/gpu:1", "/gpu:2", "/gpu:3"]
+    assert quad.mirrored_strategy_devices_all_visible == ["/gpu:4", "/gpu:5", "/gpu:6", "/gpu:7"]
+    assert quad.cuda_visible_devices == "4,5,6,7" and quad.env["CUDA_DEVICE_ORDER"] == "PCI_BUS_ID"
+    two_socket = recommend(load_reference("two-socket-4gpu"), 4).best
+    assert two_socket.cross_device_ops == "NcclAllReduce"
+    assert "host memory" in two_socket.cross_device_ops_reason and "ReductionToOneDevice" in two_socket.cross_device_ops_reason
+    single = recommend(dgx1, 1).best
+    assert single.cross_device_ops is None and single.bottleneck_gbps is None
+    assert single.strategy == "OneDeviceStrategy"
+    # Every name given is a tf.distribute class the train command can instantiate by name.
+    assert {full.cross_device_ops, quad.cross_device_ops} <= {"NcclAllReduce", "HierarchicalCopyAllReduce",
+                                                              "ReductionToOneDevice"}
+
+
+def test_pairs_a_tf_log_says_nothing_about_are_not_called_non_peering():
+    topo = load_topology(tf_log=str(SHARED_FIXTURES / "tf_logs" / "tf2_created_device_4gpu_3090.log"))
+    best = recommend(topo, 2).best
+    assert best.cross_device_ops == "NcclAllReduce"
+    assert "cannot peer" not in best.cross_device_ops_reason.split(";")[0]
+    assert "does not say whether pairs 0-1 can peer" in best.cross_device_ops_reason
