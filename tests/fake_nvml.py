@@ -1,5 +1,8 @@
 """A fake of exactly the pynvml (nvidia-ml-py) functions ``gputopo.sources.nvml.probe`` calls.
 
+Passed as ``probe(nvml=FakeNvml(...))`` (or ``NvmlBinding(FakeNvml(...))``): it stands where the
+real ``pynvml`` module would, behind ``gputopo.sources.nvml_binding``'s one query door.
+
 It is built from a ``Topology`` (normally a reference machine) and answers the way the real binding
 does, so the probe can be tested on every machine we describe without a GPU:
 

@@ -10,12 +10,10 @@ becomes ``None`` ("not known") and one grouped ``Finding`` per kind of query say
 affected and why. Only when NVML itself cannot start does the probe fail, with an
 ``NvmlUnavailable`` error that points at the sources which work without a driver.
 
-Traps handled here (see shared/README.md):
-- nvidia-ml-py 13.x defines ``NVML_P2P_CAPS_INDEX_READ = 0,`` (a tuple): we pass caps as plain ints.
-- ``nvmlDeviceGetNvLinkVersion`` returns an enum, not the generation (4 means NVLink 3.0).
-- Strings and ``busId`` come back as ``bytes`` or ``str`` depending on the nvidia-ml-py version.
-- On NVSwitch machines every NVLink ends at a switch, so matching remote PCI bus ids finds no peer;
-  such GPUs reach every other switch-connected GPU with all their links (nvidia-smi's NV12/NV18).
+NVML itself is reached only through ``gputopo.sources.nvml_binding`` (the query door, its error
+classification and every binding-version trap). Handled here: on NVSwitch machines every NVLink
+ends at a switch, so matching remote PCI bus ids finds no peer; such GPUs reach every other
+switch-connected GPU with all their links (nvidia-smi's NV12/NV18).
 """
 
 from __future__ import annotations
@@ -23,158 +21,41 @@ from __future__ import annotations
 import os
 import socket
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 
-from gputopo.errors import NvmlUnavailable
-from gputopo.model import (
-    P2P_STATUS_WORDS,
-    Finding,
-    Gpu,
-    Link,
-    Topology,
-    normalize_pci_bus_id,
+from gputopo.model import P2P_STATUS_WORDS, Gpu, Link, Topology
+from gputopo.notation import format_cpu_list
+from gputopo.sources.nvml_binding import (
+    BITS_PER_AFFINITY_WORD,
+    INVALID_ARGUMENT,
+    NOT_SUPPORTED,
+    NVLINK_REMOTE_IBMNPU,
+    NVLINK_REMOTE_SWITCH,
+    NVLINK_VERSION_ENUM,
+    NVML_AFFINITY_SCOPE_NODE,
+    P2P_CAPS_INDEX_ATOMICS,
+    P2P_CAPS_INDEX_NVLINK,
+    P2P_CAPS_INDEX_READ,
+    P2P_CAPS_INDEX_WRITE,
+    TOPOLOGY_LEVEL_INTERNAL,
+    TOPOLOGY_LEVEL_WORDS,
+    Failed,
+    GpuLost,
+    NvmlBinding,
+    bus_id_of,
+    cuda_version_text,
+    mask_bits,
+    text,
 )
-from gputopo.notation import format_cpu_list, gpu_list
+from gputopo.sources.nvml_findings import failure_findings
 
-# nvmlGpuTopologyLevel_t -> nvidia-smi's path word. INTERNAL (0) is two GPUs on one board (K80,
-# M60, ...); nvidia-smi has no separate word in the matrix, so it is recorded as PIX plus a finding.
-TOPOLOGY_LEVEL_WORDS = {0: "PIX", 10: "PIX", 20: "PXB", 30: "PHB", 40: "NODE", 50: "SYS"}
-TOPOLOGY_LEVEL_INTERNAL = 0
-
-# nvmlDeviceGetP2PStatus capability indices, as plain ints (never pynvml's constants: see above).
-P2P_CAPS_INDEX_READ = 0
-P2P_CAPS_INDEX_WRITE = 1
-P2P_CAPS_INDEX_NVLINK = 2
-P2P_CAPS_INDEX_ATOMICS = 3
 P2P_CAPS_FIELDS = (
     ("p2p_read", P2P_CAPS_INDEX_READ),
     ("p2p_write", P2P_CAPS_INDEX_WRITE),
     ("p2p_nvlink", P2P_CAPS_INDEX_NVLINK),
     ("p2p_atomics", P2P_CAPS_INDEX_ATOMICS),
 )
-
-# nvmlNvlinkVersion_t enum -> NVLink generation as a version string.
-NVLINK_VERSION_ENUM = {1: "1.0", 2: "2.0", 3: "2.2", 4: "3.0", 5: "3.1", 6: "4.0", 7: "5.0", 8: "6.0"}
-
-# nvmlNvLinkDeviceType_t
-NVLINK_REMOTE_GPU = 0
-NVLINK_REMOTE_IBMNPU = 1  # the CPU (POWER9 NVLink to the CPU)
-NVLINK_REMOTE_SWITCH = 2
-
-# Upper bound on NVLinks per GPU to try (B200 has 18; nvidia-ml-py 13 says 36). Real NVML answers
-# InvalidArgument for a link index past the GPU's last link, which ends the loop early.
-DEFAULT_MAX_NVLINKS = 36
-NVML_AFFINITY_SCOPE_NODE = 0
-BITS_PER_AFFINITY_WORD = 64  # nvmlDeviceGetCpuAffinity fills unsigned long words (64-bit Linux)
 MIN_CPU_SET_WORDS = 16  # room for 1024 CPUs even where os.cpu_count() is smaller than the mask
-
-FALLBACK_HINT = (
-    "use a reference machine with --machine NAME (see `gputopo machines`) "
-    "or a saved snapshot / `nvidia-smi topo -m` text with --from FILE"
-)
-
-# Why an NVML query failed, in words, keyed by the pynvml exception class name.
-_REASON_WORDS = {
-    "NVMLError_NotSupported": "not supported",
-    "NVMLError_FunctionNotFound": "not in this driver",
-    "NVMLError_NoPermission": "no permission",
-    "NVMLError_GpuIsLost": "GPU is lost",
-    "NVMLError_Unknown": "unknown error",
-    "NVMLError_InvalidArgument": "invalid argument",
-    "NVMLError_Uninitialized": "NVML not initialised",
-    "NVMLError_Timeout": "timed out",
-    "NVMLError_NotFound": "not found",
-    "NVMLError_InsufficientSize": "buffer too small",
-    "NVMLError_ResetRequired": "GPU needs a reset",
-    "NVMLError_DriverNotLoaded": "driver not loaded",
-}
-# Reasons that mean "this GPU/driver simply does not have it": reported as info, not warning.
-_BENIGN_REASONS = {"not supported", "not in this driver"}
-
-_INIT_REASONS = {
-    "NVMLError_LibraryNotFound": "the NVIDIA driver library libnvidia-ml.so was not found (no NVIDIA driver installed here?)",
-    "NVMLError_DriverNotLoaded": "the NVIDIA kernel driver is not loaded",
-    "NVMLError_NoPermission": "no permission to talk to the NVIDIA driver (check access to /dev/nvidia*)",
-    "NVMLError_LibRmVersionMismatch": "the NVML library and the kernel driver versions differ (reboot after a driver update?)",
-    "NVMLError_GpuIsLost": "a GPU fell off the bus while NVML started (see `dmesg` for Xid 79)",
-}
-
-# What each query kind fills in, for the findings ("NVML could not report the <what> of GPUs ...").
-_QUERY_WHAT = {
-    "handle": "handle (the GPU could not be opened)",
-    "name": "name",
-    "uuid": "UUID",
-    "pci": "PCI bus id",
-    "memory": "memory size",
-    "numa": "NUMA node",
-    "cpu-affinity": "CPU affinity",
-    "pcie-gen": "PCIe link generation",
-    "pcie-width": "PCIe link width",
-    "nvlink": "NVLink state",
-    "nvlink-version": "NVLink version",
-    "nvlink-remote": "NVLink remote ends",
-    "mig": "MIG mode",
-    "compute-capability": "CUDA compute capability",
-    "topology": "PCIe path (common ancestor)",
-    "p2p": "P2P capabilities",
-}
-_QUERY_FIX = {
-    "no permission": "run gputopo as a user with access to /dev/nvidia* (or as root) to see these fields",
-    "not in this driver": "a newer NVIDIA driver / nvidia-ml-py reports this field",
-}
-
-
-class _GpuLost(Exception):
-    """Internal: the GPU fell off the bus; skip its remaining queries."""
-
-
-def _text(value: Any) -> str | None:
-    """NVML strings arrive as ``bytes`` (older nvidia-ml-py) or ``str`` (13.x): always give ``str``."""
-    if value is None:
-        return None
-    if isinstance(value, (bytes, bytearray)):
-        value = bytes(value).decode("utf-8", "replace")
-    text = str(value).rstrip("\x00").strip()
-    return text or None
-
-
-def _error_class_name(exc: BaseException) -> str:
-    return type(exc).__name__
-
-
-def _reason(exc: BaseException) -> str:
-    name = _error_class_name(exc)
-    if name in _REASON_WORDS:
-        return _REASON_WORDS[name]
-    if isinstance(exc, AttributeError):
-        return "not in this driver"
-    return str(exc) or name
-
-
-def _is_error(nvml: Any, name: str, exc: BaseException) -> bool:
-    cls = getattr(nvml, name, None)
-    return isinstance(cls, type) and isinstance(exc, cls)
-
-
-def _bits(words: Any, bits_per_word: int = BITS_PER_AFFINITY_WORD) -> list[int]:
-    """Positions of the set bits in an NVML affinity mask (a sequence of integer words)."""
-    result = []
-    for w, word in enumerate(list(words)):
-        word = int(word)
-        bit = 0
-        while word:
-            if word & 1:
-                result.append(w * bits_per_word + bit)
-            word >>= 1
-            bit += 1
-    return result
-
-
-def cuda_version_text(cuda_driver_version: int | None) -> str | None:
-    """``12040`` (what NVML returns) -> ``"12.4"``."""
-    if cuda_driver_version is None or cuda_driver_version <= 0:
-        return None
-    return f"{cuda_driver_version // 1000}.{(cuda_driver_version % 1000) // 10}"
 
 
 @dataclass
@@ -190,98 +71,67 @@ class _NvlinkEnds:
 
 @dataclass
 class _Probe:
-    """State of one probe run: the module, the failures seen so far, the lost GPUs."""
+    """State of one probe run: the NVML door, the failures seen so far, the lost GPUs."""
 
-    nvml: Any
+    nvml: NvmlBinding
     failures: dict[str, dict[Any, str]] = field(default_factory=dict)  # kind -> {gpu or pair: reason}
     lost: dict[int, str] = field(default_factory=dict)  # gpu -> bus id (or "?")
-    findings: list[Finding] = field(default_factory=list)
+
+    def ask(self, gpus: tuple[int, ...], fn_name: str, *args: Any) -> Any:
+        """``nvml.query(fn_name, *args)``: the answer or a ``Failed``.
+
+        A lost GPU is marked lost (single-GPU queries; a pair query cannot say which of the two
+        is gone) and ``GpuLost`` goes on up, so the caller skips the rest of that GPU's queries.
+        """
+        try:
+            return self.nvml.query(fn_name, *args)
+        except GpuLost:
+            if len(gpus) == 1:
+                self.lost.setdefault(gpus[0], "?")
+            raise
+
+    def record(self, kind: str, key: Any, reason: str) -> None:
+        self.failures.setdefault(kind, {})[key] = reason
 
     def call(self, kind: str, gpus: tuple[int, ...], fn_name: str, *args: Any) -> Any:
-        """Call ``nvml.fn_name(*args)``; on an NVML error record it under ``kind`` and return None.
-
-        A ``GpuIsLost`` marks the GPU lost (single-GPU queries) and raises ``_GpuLost`` so the
-        caller skips the rest of that GPU's queries.
-        """
-        fn: Callable[..., Any] | None = getattr(self.nvml, fn_name, None)
-        key: Any = gpus[0] if len(gpus) == 1 else gpus
-        if fn is None:  # an older nvidia-ml-py without this binding
-            self.failures.setdefault(kind, {})[key] = "not in this driver"
+        """``ask``, with a failure recorded under ``kind`` (for the grouped findings) and None returned."""
+        answer = self.ask(gpus, fn_name, *args)
+        if isinstance(answer, Failed):
+            self.record(kind, gpus[0] if len(gpus) == 1 else gpus, answer.reason)
             return None
-        try:
-            return fn(*args)
-        except Exception as exc:  # NVMLError subclasses; anything else is re-raised below
-            if not _is_error(self.nvml, "NVMLError", exc):
-                raise
-            if _is_error(self.nvml, "NVMLError_GpuIsLost", exc):
-                if len(gpus) == 1:  # a pair query cannot say which of the two is gone
-                    self.lost.setdefault(gpus[0], "?")
-                raise _GpuLost() from None
-            self.failures.setdefault(kind, {})[key] = _reason(exc)
-            return None
+        return answer
 
     def forget(self, kind: str, gpu: int) -> None:
         """Drop a recorded failure that turned out to be expected (e.g. a fallback succeeded)."""
         self.failures.get(kind, {}).pop(gpu, None)
 
 
-def _init(nvml: Any) -> None:
-    try:
-        nvml.nvmlInit()
-    except Exception as exc:
-        if not _is_error(nvml, "NVMLError", exc):
-            raise
-        reason = _INIT_REASONS.get(_error_class_name(exc), f"NVML could not start ({exc})")
-        raise NvmlUnavailable(f"cannot read this host's GPUs through NVML: {reason}; {FALLBACK_HINT}") from None
-
-
-def _import_pynvml() -> Any:
-    try:
-        import pynvml  # nvidia-ml-py: NVIDIA's own binding
-    except ImportError:
-        raise NvmlUnavailable(
-            f"cannot read this host's GPUs: the NVML binding (Python package nvidia-ml-py) is not installed; {FALLBACK_HINT}"
-        ) from None
-    return pynvml
-
-
 def probe(nvml: Any = None) -> Topology:
     """Read this host's GPU topology through NVML.
 
     ``nvml`` is a pynvml-like module (tests pass ``tests.fake_nvml.FakeNvml``); by default the real
-    ``pynvml`` from nvidia-ml-py is imported here, lazily, so commands that never probe never load
-    it. Raises ``NvmlUnavailable`` when NVML cannot start; every other failure degrades a field to
-    ``None`` and is reported in ``Topology.diagnostics``.
+    ``pynvml`` from nvidia-ml-py is imported by ``nvml_binding``, lazily, so commands that never
+    probe never load it. Raises ``NvmlUnavailable`` when NVML cannot start; every other failure
+    degrades a field to ``None`` and is reported in ``Topology.diagnostics``.
     """
-    if nvml is None:
-        nvml = _import_pynvml()
-    _init(nvml)
+    binding = NvmlBinding(nvml)
+    binding.init()
     try:
-        return _probe_initialised(_Probe(nvml))
+        return _probe_initialised(_Probe(binding))
     finally:
-        try:
-            nvml.nvmlShutdown()
-        except Exception as exc:
-            if not _is_error(nvml, "NVMLError", exc):
-                raise
+        binding.shutdown()
 
 
 def _probe_initialised(state: _Probe) -> Topology:
-    nvml = state.nvml
     topo = Topology(source="nvml", host=socket.gethostname())
     topo.source_detail = "NVML (nvidia-ml-py)"
-    topo.driver_version = _text(state.call("system", (), "nvmlSystemGetDriverVersion"))
-    topo.nvml_version = _text(state.call("system", (), "nvmlSystemGetNVMLVersion"))
+    topo.driver_version = text(state.call("system", (), "nvmlSystemGetDriverVersion"))
+    topo.nvml_version = text(state.call("system", (), "nvmlSystemGetNVMLVersion"))
     cuda = state.call("system", (), "nvmlSystemGetCudaDriverVersion")
     topo.cuda_driver_version = cuda_version_text(int(cuda)) if cuda is not None else None
     state.failures.pop("system", None)  # versions are informative only; missing ones need no finding
 
-    try:
-        count = int(nvml.nvmlDeviceGetCount())
-    except Exception as exc:
-        if not _is_error(nvml, "NVMLError", exc):
-            raise
-        raise NvmlUnavailable(f"NVML started but could not count the GPUs ({_reason(exc)}); {FALLBACK_HINT}") from None
+    count = state.nvml.gpu_count()
 
     handles: dict[int, Any] = {}
     ends: dict[int, _NvlinkEnds | None] = {}
@@ -294,12 +144,12 @@ def _probe_initialised(state: _Probe) -> Topology:
                 continue
             handles[index] = handle
             ends[index] = _probe_gpu(state, gpu, handle)
-        except _GpuLost:
+        except GpuLost:
             state.lost[index] = gpu.pci_bus_id or "?"
             handles.pop(index, None)
 
     _probe_links(state, topo, handles, ends)
-    _finish_findings(state, topo)
+    topo.diagnostics.extend(failure_findings(state.failures, state.lost))
     return topo
 
 
@@ -308,17 +158,17 @@ def _probe_gpu(state: _Probe, gpu: Gpu, handle: Any) -> _NvlinkEnds | None:
     i = (gpu.index,)
     call = state.call
     pci_info = call("pci", i, "nvmlDeviceGetPciInfo", handle)
-    gpu.pci_bus_id = _bus_id_of(pci_info)
+    gpu.pci_bus_id = bus_id_of(pci_info)
     if pci_info is not None and gpu.pci_bus_id is None:
-        state.failures.setdefault("pci", {})[gpu.index] = "unreadable answer"
-    gpu.name = _text(call("name", i, "nvmlDeviceGetName", handle))
-    gpu.uuid = _text(call("uuid", i, "nvmlDeviceGetUUID", handle))
+        state.record("pci", gpu.index, "unreadable answer")
+    gpu.name = text(call("name", i, "nvmlDeviceGetName", handle))
+    gpu.uuid = text(call("uuid", i, "nvmlDeviceGetUUID", handle))
     memory = call("memory", i, "nvmlDeviceGetMemoryInfo", handle)
     gpu.memory_total_bytes = int(memory.total) if memory is not None else None
     gpu.numa_node = _numa_node(state, gpu.index, handle)
     cpu_words = call("cpu-affinity", i, "nvmlDeviceGetCpuAffinity", handle, _cpu_set_words())
     if cpu_words is not None:
-        cpus = _bits(cpu_words)
+        cpus = mask_bits(cpu_words)
         gpu.cpu_affinity = format_cpu_list(cpus) if cpus else None
     gpu.pcie_gen_current = _int_or_none(call("pcie-gen", i, "nvmlDeviceGetCurrPcieLinkGeneration", handle))
     gpu.pcie_gen_max = _int_or_none(call("pcie-gen", i, "nvmlDeviceGetMaxPcieLinkGeneration", handle))
@@ -341,17 +191,6 @@ def _cpu_set_words() -> int:
     return max(MIN_CPU_SET_WORDS, -(-cpus // BITS_PER_AFFINITY_WORD))
 
 
-def _bus_id_of(pci_info: Any) -> str | None:
-    """The normalised bus id of an ``nvmlPciInfo_t`` (``busId`` is bytes or str by version)."""
-    if pci_info is None:
-        return None
-    for attr in ("busId", "busIdLegacy"):
-        bus_id = normalize_pci_bus_id(_text(getattr(pci_info, attr, None)))
-        if bus_id is not None:
-            return bus_id
-    return None
-
-
 def _numa_node(state: _Probe, index: int, handle: Any) -> int | None:
     """The NUMA node nearest the GPU (nvidia-smi's "NUMA Affinity").
 
@@ -361,7 +200,7 @@ def _numa_node(state: _Probe, index: int, handle: Any) -> int | None:
     """
     nodes = state.call("numa", (index,), "nvmlDeviceGetMemoryAffinity", handle, 1, NVML_AFFINITY_SCOPE_NODE)
     if nodes is not None:
-        bits = _bits(nodes)
+        bits = mask_bits(nodes)
         if len(bits) == 1:
             return bits[0]
     node = state.call("numa-id", (index,), "nvmlDeviceGetNumaNodeId", handle)
@@ -374,50 +213,29 @@ def _numa_node(state: _Probe, index: int, handle: Any) -> int | None:
 
 def _mig_mode(state: _Probe, index: int, handle: Any) -> bool | None:
     """MIG on? A GPU without MIG support (pre-Ampere, GeForce) answers NotSupported: MIG is off."""
-    fn = getattr(state.nvml, "nvmlDeviceGetMigMode", None)
-    if fn is None:
-        state.failures.setdefault("mig", {})[index] = "not in this driver"
-        return None
-    try:
-        current, _pending = fn(handle)
-    except Exception as exc:
-        if not _is_error(state.nvml, "NVMLError", exc):
-            raise
-        if _is_error(state.nvml, "NVMLError_GpuIsLost", exc):
-            raise _GpuLost() from None
-        if _is_error(state.nvml, "NVMLError_NotSupported", exc):
+    answer = state.ask((index,), "nvmlDeviceGetMigMode", handle)
+    if isinstance(answer, Failed):
+        if answer.error == NOT_SUPPORTED:
             return False
-        state.failures.setdefault("mig", {})[index] = _reason(exc)
+        state.record("mig", index, answer.reason)
         return None
+    current, _pending = answer
     return int(current) == 1
 
 
 def _probe_nvlinks(state: _Probe, gpu: Gpu, handle: Any) -> _NvlinkEnds | None:
     """Walk the GPU's NVLinks: active count, version, and where each active link ends."""
-    nvml = state.nvml
-    state_fn = getattr(nvml, "nvmlDeviceGetNvLinkState", None)
-    if state_fn is None:
-        state.failures.setdefault("nvlink", {})[gpu.index] = "not in this driver"
-        return None
     ends = _NvlinkEnds()
     version: str | None = None
-    max_links = int(getattr(nvml, "NVML_NVLINK_MAX_LINKS", DEFAULT_MAX_NVLINKS) or DEFAULT_MAX_NVLINKS)
     i = (gpu.index,)
-    for link in range(max_links):
-        try:
-            is_active = state_fn(handle, link)
-        except Exception as exc:
-            if not _is_error(nvml, "NVMLError", exc):
-                raise
-            if _is_error(nvml, "NVMLError_GpuIsLost", exc):
-                raise _GpuLost() from None
-            if _is_error(nvml, "NVMLError_InvalidArgument", exc) or (
-                link > 0 and _is_error(nvml, "NVMLError_NotSupported", exc)
-            ):
-                break  # past this GPU's last link
-            if link == 0 and _is_error(nvml, "NVMLError_NotSupported", exc):
-                break  # a GPU without NVLink: zero links is the answer, not a gap
-            state.failures.setdefault("nvlink", {})[gpu.index] = _reason(exc)
+    for link in range(state.nvml.max_nvlinks()):
+        is_active = state.ask(i, "nvmlDeviceGetNvLinkState", handle, link)
+        if isinstance(is_active, Failed):
+            # Past this GPU's last link; NotSupported on link 0 is a GPU without NVLink (zero links
+            # is the answer, not a gap).
+            if is_active.error in (INVALID_ARGUMENT, NOT_SUPPORTED):
+                break
+            state.record("nvlink", gpu.index, is_active.reason)
             gpu.nvlink_active_links = None
             return None
         if int(is_active) != 1:
@@ -428,7 +246,7 @@ def _probe_nvlinks(state: _Probe, gpu: Gpu, handle: Any) -> _NvlinkEnds | None:
             if enum is not None:
                 version = NVLINK_VERSION_ENUM.get(int(enum))
                 if version is None:
-                    state.failures.setdefault("nvlink-version", {})[gpu.index] = f"unknown version enum {int(enum)}"
+                    state.record("nvlink-version", gpu.index, f"unknown version enum {int(enum)}")
         remote_type = state.call("nvlink-remote", i, "nvmlDeviceGetNvLinkRemoteDeviceType", handle, link)
         if remote_type is not None and int(remote_type) == NVLINK_REMOTE_SWITCH:
             ends.to_switch += 1
@@ -436,7 +254,7 @@ def _probe_nvlinks(state: _Probe, gpu: Gpu, handle: Any) -> _NvlinkEnds | None:
         if remote_type is not None and int(remote_type) == NVLINK_REMOTE_IBMNPU:
             ends.to_cpu += 1
             continue
-        remote_bus = _bus_id_of(state.call("nvlink-remote", i, "nvmlDeviceGetNvLinkRemotePciInfo", handle, link))
+        remote_bus = bus_id_of(state.call("nvlink-remote", i, "nvmlDeviceGetNvLinkRemotePciInfo", handle, link))
         if remote_bus is None:
             ends.unresolved += 1
         else:
@@ -476,7 +294,7 @@ def _probe_links(
             continue
         try:
             _probe_pair(state, topo, link, handles, ends, direct)
-        except _GpuLost:
+        except GpuLost:
             # Pair queries cannot tell which of the two fell off; NVML says so on the next call.
             for gpu in (a, b):
                 if _still_there(state, handles[gpu]) is False:
@@ -485,12 +303,10 @@ def _probe_links(
 
 def _still_there(state: _Probe, handle: Any) -> bool | None:
     try:
-        state.nvml.nvmlDeviceGetPciInfo(handle)
-    except Exception as exc:
-        if _is_error(state.nvml, "NVMLError_GpuIsLost", exc):
-            return False
-        return None
-    return True
+        answer = state.nvml.query("nvmlDeviceGetPciInfo", handle)
+    except GpuLost:
+        return False
+    return None if isinstance(answer, Failed) else True
 
 
 def _probe_pair(
@@ -507,9 +323,9 @@ def _probe_pair(
     level = state.call("topology", pair, "nvmlDeviceGetTopologyCommonAncestor", ha, hb)
     path = TOPOLOGY_LEVEL_WORDS.get(int(level)) if level is not None else None
     if level is not None and path is None:
-        state.failures.setdefault("topology", {})[pair] = f"unknown level {int(level)}"
+        state.record("topology", pair, f"unknown level {int(level)}")
     if level is not None and int(level) == TOPOLOGY_LEVEL_INTERNAL:
-        state.failures.setdefault("_board", {})[pair] = "internal"
+        state.record("_board", pair, "internal")
     link.pcie_path = path
 
     counts = direct.get(pair, {})
@@ -527,63 +343,5 @@ def _probe_pair(
             continue
         word = P2P_STATUS_WORDS.get(int(status))
         if word is None:
-            state.failures.setdefault("p2p", {})[pair] = f"unknown status {int(status)}"
+            state.record("p2p", pair, f"unknown status {int(status)}")
         setattr(link, attr, word)
-
-
-def _finish_findings(state: _Probe, topo: Topology) -> None:
-    """Turn the recorded failures into one finding per query kind (and one per lost GPU)."""
-    for gpu, bus_id in sorted(state.lost.items()):
-        where = f" ({bus_id})" if bus_id and bus_id != "?" else ""
-        topo.diagnostics.append(
-            Finding(
-                severity="warning",
-                code="gpu-lost",
-                message=(
-                    f"GPU {gpu}{where} fell off the bus (NVML: GPU is lost); its remaining fields and "
-                    "links are unknown"
-                ),
-                gpus=[gpu],
-                fix=f"check `dmesg` for Xid 79, then reset the GPU (nvidia-smi -r -i {gpu}) or reboot; reseat it if it recurs",
-            )
-        )
-    boards = state.failures.pop("_board", {})
-    if boards:
-        gpus = sorted({g for pair in boards for g in pair})
-        pairs = ", ".join(f"{a}-{b}" for a, b in sorted(boards))
-        topo.diagnostics.append(
-            Finding(
-                severity="info",
-                code="multi-gpu-board",
-                message=f"GPU pairs {pairs} sit on one multi-GPU board (NVML: INTERNAL); shown as PIX",
-                gpus=gpus,
-            )
-        )
-    for kind, by_key in state.failures.items():
-        # GPUs that fell off the bus are explained by their own finding.
-        by_key = {k: r for k, r in by_key.items() if not _touches(k, state.lost)}
-        if not by_key:
-            continue
-        reasons = sorted(set(by_key.values()))
-        gpus = sorted({g for k in by_key for g in (k if isinstance(k, tuple) else (k,))})
-        what = _QUERY_WHAT.get(kind, kind)
-        if any(isinstance(k, tuple) for k in by_key):
-            subject = "pairs " + ", ".join(f"{a}-{b}" for a, b in sorted(k for k in by_key if isinstance(k, tuple)))
-        else:
-            subject = ("GPU " if len(gpus) == 1 else "GPUs ") + gpu_list(gpus)
-        severity = "info" if set(reasons) <= _BENIGN_REASONS else "warning"
-        fix = next((_QUERY_FIX[r] for r in reasons if r in _QUERY_FIX), None)
-        topo.diagnostics.append(
-            Finding(
-                severity=severity,
-                code=f"nvml-{kind}-unavailable",
-                message=f"NVML could not report the {what} of {subject} ({'; '.join(reasons)}); shown as unknown",
-                gpus=gpus,
-                fix=fix,
-            )
-        )
-
-
-def _touches(key: Any, lost: dict[int, str]) -> bool:
-    gpus = key if isinstance(key, tuple) else (key,)
-    return any(g in lost for g in gpus)

@@ -1,0 +1,216 @@
+"""The one door to nvidia-ml-py (``pynvml``): start and stop NVML, ask it anything, decode its answers.
+
+Every call goes through ``NvmlBinding.query``, which classifies what NVML says (as nvitop's
+``nvmlQuery`` and gpustat's ``nvml`` module do):
+
+- an answer: returned, with ``bytes`` turned into ``str``;
+- an NVML error (not supported, not in this driver, no permission, unknown, ...) or a function this
+  binding lacks: a ``Failed`` carrying the reason in words, so the probe can group them into
+  findings;
+- ``GpuIsLost``: ``GpuLost`` is raised, a distinct outcome the probe turns into its lost-GPU
+  handling;
+- anything else (a bug, not NVML): raised as is.
+
+Binding-version traps live here and nowhere else (see shared/README.md):
+- nvidia-ml-py 13.x defines ``NVML_P2P_CAPS_INDEX_READ = 0,`` (a tuple): caps indices are plain ints.
+- ``nvmlDeviceGetNvLinkVersion`` returns an enum, not the generation (4 means NVLink 3.0).
+- Strings and ``busId`` come back as ``bytes`` or ``str`` depending on the nvidia-ml-py version.
+- Older bindings lack newer functions (``getattr`` finds nothing): "not in this driver".
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from gputopo.errors import NvmlUnavailable
+from gputopo.model import normalize_pci_bus_id
+
+# nvmlGpuTopologyLevel_t -> nvidia-smi's path word. INTERNAL (0) is two GPUs on one board (K80,
+# M60, ...); nvidia-smi has no separate word in the matrix, so it is recorded as PIX plus a finding.
+TOPOLOGY_LEVEL_WORDS = {0: "PIX", 10: "PIX", 20: "PXB", 30: "PHB", 40: "NODE", 50: "SYS"}
+TOPOLOGY_LEVEL_INTERNAL = 0
+
+# nvmlDeviceGetP2PStatus capability indices, as plain ints (never pynvml's constants: see above).
+P2P_CAPS_INDEX_READ = 0
+P2P_CAPS_INDEX_WRITE = 1
+P2P_CAPS_INDEX_NVLINK = 2
+P2P_CAPS_INDEX_ATOMICS = 3
+
+# nvmlNvlinkVersion_t enum -> NVLink generation as a version string.
+NVLINK_VERSION_ENUM = {1: "1.0", 2: "2.0", 3: "2.2", 4: "3.0", 5: "3.1", 6: "4.0", 7: "5.0", 8: "6.0"}
+
+# nvmlNvLinkDeviceType_t
+NVLINK_REMOTE_GPU = 0
+NVLINK_REMOTE_IBMNPU = 1  # the CPU (POWER9 NVLink to the CPU)
+NVLINK_REMOTE_SWITCH = 2
+
+# Upper bound on NVLinks per GPU to try (B200 has 18; nvidia-ml-py 13 says 36). Real NVML answers
+# InvalidArgument for a link index past the GPU's last link, which ends the loop early.
+DEFAULT_MAX_NVLINKS = 36
+NVML_AFFINITY_SCOPE_NODE = 0
+BITS_PER_AFFINITY_WORD = 64  # nvmlDeviceGetCpuAffinity fills unsigned long words (64-bit Linux)
+
+FALLBACK_HINT = (
+    "use a reference machine with --machine NAME (see `gputopo machines`) "
+    "or a saved snapshot / `nvidia-smi topo -m` text with --from FILE"
+)
+
+NOT_SUPPORTED = "NVMLError_NotSupported"
+INVALID_ARGUMENT = "NVMLError_InvalidArgument"
+FUNCTION_NOT_FOUND = "NVMLError_FunctionNotFound"
+
+# Why an NVML query failed, in words, keyed by the pynvml exception class name.
+_REASON_WORDS = {
+    NOT_SUPPORTED: "not supported",
+    FUNCTION_NOT_FOUND: "not in this driver",
+    "NVMLError_NoPermission": "no permission",
+    "NVMLError_GpuIsLost": "GPU is lost",
+    "NVMLError_Unknown": "unknown error",
+    INVALID_ARGUMENT: "invalid argument",
+    "NVMLError_Uninitialized": "NVML not initialised",
+    "NVMLError_Timeout": "timed out",
+    "NVMLError_NotFound": "not found",
+    "NVMLError_InsufficientSize": "buffer too small",
+    "NVMLError_ResetRequired": "GPU needs a reset",
+    "NVMLError_DriverNotLoaded": "driver not loaded",
+}
+
+_INIT_REASONS = {
+    "NVMLError_LibraryNotFound": "the NVIDIA driver library libnvidia-ml.so was not found (no NVIDIA driver installed here?)",
+    "NVMLError_DriverNotLoaded": "the NVIDIA kernel driver is not loaded",
+    "NVMLError_NoPermission": "no permission to talk to the NVIDIA driver (check access to /dev/nvidia*)",
+    "NVMLError_LibRmVersionMismatch": "the NVML library and the kernel driver versions differ (reboot after a driver update?)",
+    "NVMLError_GpuIsLost": "a GPU fell off the bus while NVML started (see `dmesg` for Xid 79)",
+}
+
+
+class GpuLost(Exception):
+    """NVML said ``GpuIsLost``: the GPU (or one of the pair) fell off the bus."""
+
+
+@dataclass(frozen=True)
+class Failed:
+    """NVML did not answer a query: the pynvml error class name and the reason in words."""
+
+    error: str
+    reason: str
+
+
+def text(value: Any) -> str | None:
+    """NVML strings arrive as ``bytes`` (older nvidia-ml-py) or ``str`` (13.x): always give ``str``."""
+    if value is None:
+        return None
+    if isinstance(value, (bytes, bytearray)):
+        value = bytes(value).decode("utf-8", "replace")
+    stripped = str(value).rstrip("\x00").strip()
+    return stripped or None
+
+
+def bus_id_of(pci_info: Any) -> str | None:
+    """The normalised bus id of an ``nvmlPciInfo_t`` (``busId`` is bytes or str by version)."""
+    if pci_info is None:
+        return None
+    for attr in ("busId", "busIdLegacy"):
+        bus_id = normalize_pci_bus_id(text(getattr(pci_info, attr, None)))
+        if bus_id is not None:
+            return bus_id
+    return None
+
+
+def mask_bits(words: Any, bits_per_word: int = BITS_PER_AFFINITY_WORD) -> list[int]:
+    """Positions of the set bits in an NVML affinity mask (a sequence of integer words)."""
+    result = []
+    for w, word in enumerate(list(words)):
+        word = int(word)
+        bit = 0
+        while word:
+            if word & 1:
+                result.append(w * bits_per_word + bit)
+            word >>= 1
+            bit += 1
+    return result
+
+
+def cuda_version_text(cuda_driver_version: int | None) -> str | None:
+    """``12040`` (what NVML returns) -> ``"12.4"``."""
+    if cuda_driver_version is None or cuda_driver_version <= 0:
+        return None
+    return f"{cuda_driver_version // 1000}.{(cuda_driver_version % 1000) // 10}"
+
+
+def _import_pynvml() -> Any:
+    try:
+        import pynvml  # nvidia-ml-py: NVIDIA's own binding
+    except ImportError:
+        raise NvmlUnavailable(
+            f"cannot read this host's GPUs: the NVML binding (Python package nvidia-ml-py) is not installed; {FALLBACK_HINT}"
+        ) from None
+    return pynvml
+
+
+class NvmlBinding:
+    """A pynvml-like module behind one query door. ``module=None`` imports the real ``pynvml``
+    (lazily: commands that never probe never load it); tests pass ``tests.fake_nvml.FakeNvml``."""
+
+    def __init__(self, module: Any = None) -> None:
+        self.module = _import_pynvml() if module is None else module
+
+    def _error_name(self, exc: BaseException) -> str | None:
+        """The pynvml class name of an NVML error; None for anything that is not one."""
+        base = getattr(self.module, "NVMLError", None)
+        if isinstance(base, type) and isinstance(exc, base):
+            return type(exc).__name__
+        return None
+
+    def init(self) -> None:
+        """``nvmlInit``; ``NvmlUnavailable`` (one line, pointing at the other sources) when it fails."""
+        try:
+            self.module.nvmlInit()
+        except Exception as exc:
+            name = self._error_name(exc)
+            if name is None:
+                raise
+            reason = _INIT_REASONS.get(name, f"NVML could not start ({exc})")
+            raise NvmlUnavailable(f"cannot read this host's GPUs through NVML: {reason}; {FALLBACK_HINT}") from None
+
+    def shutdown(self) -> None:
+        try:
+            self.module.nvmlShutdown()
+        except Exception as exc:
+            if self._error_name(exc) is None:
+                raise
+
+    def query(self, fn_name: str, *args: Any) -> Any:
+        """``pynvml.<fn_name>(*args)``: its answer, a ``Failed``, or ``GpuLost`` raised (see the module)."""
+        fn = getattr(self.module, fn_name, None)
+        if fn is None:  # an older nvidia-ml-py without this binding
+            return Failed(FUNCTION_NOT_FOUND, _REASON_WORDS[FUNCTION_NOT_FOUND])
+        try:
+            answer = fn(*args)
+        except Exception as exc:
+            name = self._error_name(exc)
+            if name is None:
+                raise
+            if name == "NVMLError_GpuIsLost":
+                raise GpuLost() from None
+            return Failed(name, _REASON_WORDS.get(name) or str(exc) or name)
+        if isinstance(answer, (bytes, bytearray)):
+            return bytes(answer).decode("utf-8", "replace")
+        return answer
+
+    def gpu_count(self) -> int:
+        """``nvmlDeviceGetCount``; ``NvmlUnavailable`` where NVML started but cannot count the GPUs."""
+        try:
+            count = self.query("nvmlDeviceGetCount")
+        except GpuLost:
+            count = Failed("NVMLError_GpuIsLost", _REASON_WORDS["NVMLError_GpuIsLost"])
+        if isinstance(count, Failed):
+            raise NvmlUnavailable(
+                f"NVML started but could not count the GPUs ({count.reason}); {FALLBACK_HINT}"
+            ) from None
+        return int(count)
+
+    def max_nvlinks(self) -> int:
+        """How many NVLink indices to try per GPU (the binding's ``NVML_NVLINK_MAX_LINKS``)."""
+        return int(getattr(self.module, "NVML_NVLINK_MAX_LINKS", DEFAULT_MAX_NVLINKS) or DEFAULT_MAX_NVLINKS)

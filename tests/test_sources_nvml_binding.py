@@ -1,0 +1,96 @@
+"""The one door to pynvml: how every NVML answer and error is classified, and the decoding helpers."""
+
+from __future__ import annotations
+
+import ctypes
+
+import pynvml
+import pytest
+from fake_nvml import FakeNvml
+
+from gputopo.errors import NvmlUnavailable
+from gputopo.sources.nvml_binding import (
+    FUNCTION_NOT_FOUND,
+    NOT_SUPPORTED,
+    Failed,
+    GpuLost,
+    NvmlBinding,
+    bus_id_of,
+    cuda_version_text,
+    mask_bits,
+    text,
+)
+from gputopo.sources.reference import load_reference
+
+
+def _started(**knobs) -> tuple[NvmlBinding, FakeNvml]:
+    fake = FakeNvml(load_reference("two-socket-4gpu"), **knobs)
+    binding = NvmlBinding(fake)
+    binding.init()
+    return binding, fake
+
+
+def test_answers_come_back_and_bytes_become_str():
+    binding, _ = _started(strings="bytes")
+    assert binding.query("nvmlSystemGetDriverVersion") == "550.54.15"
+    assert binding.gpu_count() == 4
+    handle = binding.query("nvmlDeviceGetHandleByIndex", 0)
+    assert isinstance(binding.query("nvmlDeviceGetName", handle), str)
+
+
+@pytest.mark.parametrize(
+    ("error", "reason"),
+    [
+        (pynvml.NVMLError_NotSupported, "not supported"),
+        (pynvml.NVMLError_NoPermission, "no permission"),
+        (pynvml.NVMLError_NotFound, "not found"),
+        (pynvml.NVMLError_FunctionNotFound, "not in this driver"),
+        (pynvml.NVMLError_Unknown, "unknown error"),
+    ],
+)
+def test_every_nvml_error_is_a_failed_answer_with_its_reason(error, reason):
+    binding, _ = _started(unsupported={"nvmlDeviceGetUUID": error})
+    handle = binding.query("nvmlDeviceGetHandleByIndex", 0)
+    assert binding.query("nvmlDeviceGetUUID", handle) == Failed(error.__name__, reason)
+
+
+def test_a_function_the_binding_lacks_is_not_in_this_driver():
+    binding, _ = _started(missing={"nvmlDeviceGetMigMode"})
+    handle = binding.query("nvmlDeviceGetHandleByIndex", 0)
+    assert binding.query("nvmlDeviceGetMigMode", handle) == Failed(FUNCTION_NOT_FOUND, "not in this driver")
+    assert binding.query("nvmlDeviceGetMigMode", handle).error != NOT_SUPPORTED
+
+
+def test_a_lost_gpu_is_its_own_outcome():
+    binding, _ = _started(lost_after={1: 0})
+    handle = binding.query("nvmlDeviceGetHandleByIndex", 1)
+    with pytest.raises(GpuLost):
+        binding.query("nvmlDeviceGetName", handle)
+
+
+def test_errors_that_are_not_nvml_errors_are_bugs_and_go_up():
+    binding, _ = _started()
+    a, b = (binding.query("nvmlDeviceGetHandleByIndex", i) for i in (0, 1))
+    with pytest.raises(ctypes.ArgumentError):  # the nvidia-ml-py 13 tuple caps index
+        binding.query("nvmlDeviceGetP2PStatus", a, b, pynvml.NVML_P2P_CAPS_INDEX_READ)
+
+
+def test_init_failure_and_uncountable_gpus_are_nvml_unavailable():
+    with pytest.raises(NvmlUnavailable, match="libnvidia-ml.so"):
+        NvmlBinding(FakeNvml(load_reference("dgx1"), init_error=pynvml.NVMLError_LibraryNotFound)).init()
+    binding, fake = _started(unsupported={"nvmlDeviceGetCount": pynvml.NVMLError_Unknown})
+    with pytest.raises(NvmlUnavailable, match=r"could not count the GPUs \(unknown error\)"):
+        binding.gpu_count()
+    binding.shutdown()
+    binding.shutdown()  # a second shutdown (Uninitialized) is not an error
+    assert fake.shutdown_calls == 1
+
+
+def test_decoding_helpers():
+    assert text(b"Tesla V100\x00") == "Tesla V100" and text("  ") is None and text(None) is None
+    info = pynvml.nvmlPciInfo_t()
+    info.busId = b"00000000:07:00.0"
+    assert bus_id_of(info) == "0000:07:00.0" and bus_id_of(None) is None
+    assert mask_bits([0b101, 1]) == [0, 2, 64]
+    assert cuda_version_text(12040) == "12.4" and cuda_version_text(0) is None
+    assert NvmlBinding(FakeNvml(load_reference("dgx1"))).max_nvlinks() >= 18
