@@ -22,6 +22,12 @@ MAX_SIZE_BYTES = 64 * GIB
 MAX_SWEEP_SIZES = 64
 # Findings list at most this many pairs, then "and N more".
 MAX_PAIRS_LISTED = 8
+# GPU lists: no GPU index above this and no list longer than MAX_GPUS (a typo such as
+# 0-99999999999 would otherwise be expanded until memory runs out).
+MAX_GPU_INDEX = 4095
+MAX_GPUS = MAX_GPU_INDEX + 1
+# CPU lists (Linux allows up to 8192 CPUs today): the same guard with room to spare.
+MAX_CPU_NUMBER = 65535
 
 # Binary units (K, Ki, KiB) are powers of 1024, as in nccl-tests' -b/-e; SI units (KB, MB, GB) are
 # powers of 1000. A bare number is bytes.
@@ -47,18 +53,19 @@ _SIZE_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([a-zA-Z]*)\s*$")
 # --- number lists (Linux cpulist / GPU list syntax) ----------------------------------------------
 
 
-def expand_number_list(text: str) -> list[int]:
+def expand_number_list(text: str, max_value: int = MAX_CPU_NUMBER, max_count: int = MAX_CPU_NUMBER + 1) -> list[int]:
     """``"0-3,6"`` -> ``[0, 1, 2, 3, 6]`` in the order written (Linux cpulist / GPU list syntax).
 
-    Raises ``ValueError`` saying which part is wrong. A lone negative number parses (callers decide
-    whether it is allowed); empty parts are skipped.
+    Raises ``ValueError`` saying which part is wrong, and for a number above ``max_value`` or a
+    list of more than ``max_count`` numbers (checked before a range is expanded). A lone negative
+    number parses (callers decide whether it is allowed); empty parts are skipped.
     """
 
     def number(word: str, part: str) -> int:
         try:
             return int(word)
         except ValueError:
-            raise ValueError(f"{part!r} is not a number or a range") from None
+            raise ValueError(f"{_quoted(part)} is not a number or a range") from None
 
     numbers: list[int] = []
     for part in text.split(","):
@@ -69,10 +76,16 @@ def expand_number_list(text: str) -> list[int]:
             lo_text, hi_text = part.split("-", 1)
             lo, hi = number(lo_text, part), number(hi_text, part)
             if hi < lo:
-                raise ValueError(f"range {part!r}: the end is before the start")
-            numbers.extend(range(lo, hi + 1))
+                raise ValueError(f"range {_quoted(part)}: the end is before the start")
+            count = hi - lo + 1
         else:
-            numbers.append(number(part, part))
+            lo = hi = number(part, part)
+            count = 1
+        if hi > max_value:
+            raise ValueError(f"{hi} is above the largest allowed number, {max_value}")
+        if len(numbers) + count > max_count:
+            raise ValueError(f"more than {max_count} numbers")
+        numbers.extend(range(lo, hi + 1))
     return numbers
 
 
@@ -100,20 +113,26 @@ def format_cpu_list(cpus: Iterable[int]) -> str:
     return ",".join(parts)
 
 
+def _quoted(text: str, limit: int = 40) -> str:
+    """``text`` quoted for a one-line message, cut to ``limit`` characters."""
+    return repr(text if len(text) <= limit else text[: limit - 3] + "...")
+
+
 def parse_gpu_list(text: str, what: str = "--gpus") -> list[int]:
-    """``"0,2,3"`` or ``"0-3,6"`` -> the indices in the order given; duplicates are refused."""
+    """``"0,2,3"`` or ``"0-3,6"`` -> the indices in the order given; duplicates are refused, and so
+    are indices above ``MAX_GPU_INDEX``."""
     if text is None or not text.strip():
         raise InputError(f"{what} is empty: give GPU indices such as 0,2,3")
     try:
-        indices = expand_number_list(text)
+        indices = expand_number_list(text, max_value=MAX_GPU_INDEX, max_count=MAX_GPUS)
     except ValueError as exc:
-        raise InputError(f"bad {what} {text!r}: {exc}") from None
+        raise InputError(f"bad {what} {_quoted(text)}: {exc}") from None
     if any(i < 0 for i in indices):
-        raise InputError(f"bad {what} {text!r}: GPU indices are not negative")
+        raise InputError(f"bad {what} {_quoted(text)}: GPU indices are not negative")
     seen: set[int] = set()
     for i in indices:
         if i in seen:
-            raise InputError(f"bad {what} {text!r}: GPU {i} is given twice")
+            raise InputError(f"bad {what} {_quoted(text)}: GPU {i} is given twice")
         seen.add(i)
     if not indices:
         raise InputError(f"{what} is empty: give GPU indices such as 0,2,3")
