@@ -182,7 +182,7 @@ def build_layout(topology: Topology) -> Layout:
                 y += _arcs(layout) + LABEL_H
             if members:
                 hub_y = y + HUB_GAP
-                y = hub_y + HUB_H + HUB_GAP
+                y = hub_y + HUB_H + (HUB_GAP if len(bands) > 1 else BAND_GAP)
             else:
                 y += BAND_GAP
     layout.gpus, layout.nics, layout.boxes = out["gpus"], out["nics"], out["boxes"]

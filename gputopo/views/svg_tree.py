@@ -20,7 +20,7 @@ from typing import Union
 
 from gputopo.model import PCIE_PATHS, Link, Topology
 
-NORMAL = {"gpu_w": 146, "gpu_h": 80, "nic_w": 66, "nic_h": 36}
+NORMAL = {"gpu_w": 146, "gpu_h": 80, "nic_w": 72, "nic_h": 36}
 COMPACT = {"gpu_w": 30, "gpu_h": 30, "nic_w": 56, "nic_h": 22}
 HEAD_H = 20  # a box's label strip
 PAD = 8  # space inside a box, below its content
