@@ -32,15 +32,10 @@ from gputopo.notation import (
     format_size,
     parse_size_sweep,  # noqa: E402
 )
-from gputopo.tf.bench import (  # noqa: E402
-    BenchConfig,
-    CopyBench,
-    cpu_bench_devices,
-    prepare_environment,
-    run_benchmark,
-)
-from gputopo.tf.bench_options import DEFAULT_MIN_SAMPLE_S  # noqa: E402
-from gputopo.tf.devices import configure_logical_cpu_devices, import_tensorflow  # noqa: E402
+from gputopo.bench.engine import CopyBench, prepare_environment  # noqa: E402
+from gputopo.bench.options import DEFAULT_MIN_SAMPLE_S, BenchConfig  # noqa: E402
+from gputopo.bench.run import cpu_bench_devices, run_benchmark  # noqa: E402
+from gputopo.tfruntime import configure_logical_cpu_devices, import_tensorflow  # noqa: E402
 
 
 class NumpyCopy:

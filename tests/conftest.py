@@ -47,6 +47,6 @@ def tf_cpu_devices():
     process, so every in-process TF test uses these eight; tests that need another count or a
     separate MirroredStrategy run TensorFlow in a subprocess)."""
     pytest.importorskip("tensorflow")
-    from gputopo.tf.devices import configure_logical_cpu_devices
+    from gputopo.tfruntime import configure_logical_cpu_devices
 
     return configure_logical_cpu_devices(8)

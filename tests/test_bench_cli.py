@@ -104,12 +104,12 @@ def test_a_save_that_fails_after_measuring_still_shows_the_figures(cli, tf_cpu_d
 
 
 def test_ctrl_c_prints_and_saves_partial_results(cli, tf_cpu_devices, tmp_path, monkeypatch):
-    from gputopo.tf import bench
+    from gputopo.bench import engine
 
     def interrupted(*args, **kwargs):
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(bench.CopyBench, "measure_bidir", interrupted)
+    monkeypatch.setattr(engine.CopyBench, "measure_bidir", interrupted)
     target = tmp_path / "partial.json"
     result = cli("bench-p2p", "--cpu-devices", "3", "--size", "64KiB", "--repeat", "1", "--warmup", "0",
                  "--min-sample-ms", "1", "--save", str(target))  # fmt: skip
@@ -143,12 +143,12 @@ def test_ctrl_c_prints_and_saves_partial_results(cli, tf_cpu_devices, tmp_path, 
     ],
 )
 def test_garbage_options_exit_2_before_tensorflow(cli, monkeypatch, args, message):
-    import gputopo.tf.devices
+    import gputopo.tfruntime
 
     def no_tensorflow():
         raise AssertionError("garbage options must be refused before TensorFlow is imported")
 
-    monkeypatch.setattr(gputopo.tf.devices, "import_tensorflow", no_tensorflow)
+    monkeypatch.setattr(gputopo.tfruntime, "import_tensorflow", no_tensorflow)
     result = cli("bench-p2p", *args)
     assert result.exit_code == 2, result.output
     assert message in result.output

@@ -1,11 +1,12 @@
-"""bench-p2p option parsing and result bookkeeping: pure functions, no TensorFlow."""
+"""bench-p2p option parsing (gputopo.notation's parsers, as bench-p2p uses them): no TensorFlow.
+
+The result bookkeeping: test_bench_results."""
 
 from __future__ import annotations
 
 import pytest
 
 from gputopo.errors import InputError
-from gputopo.model import Topology
 from gputopo.notation import (
     GIB,
     KIB,
@@ -14,17 +15,6 @@ from gputopo.notation import (
     parse_gpu_list,
     parse_size,
     parse_size_sweep,
-)
-from gputopo.sources.reference import load_reference
-from gputopo.tf.bench_results import (
-    BenchDevice,
-    BenchResult,
-    Stat,
-    apply_measurements,
-    busbw_factor,
-    gbps_stat,
-    placeholder_topology,
-    us_stat,
 )
 
 
@@ -85,83 +75,3 @@ def test_format_size():
     assert format_size(1000) == "1000 B"
     assert format_size(3 * MIB // 2) == "1536 KiB"
     assert format_size(1000 * 1000) == "976.6 KiB"
-
-
-def test_stats_units():
-    # 1 MiB in 1 ms is 1.048576 GB/s (10^9 bytes/s); the slowest copy gives the minimum.
-    stat = gbps_stat(MIB, [0.001, 0.002, 0.0005])
-    assert stat.median == pytest.approx(1.048576)
-    assert stat.min == pytest.approx(0.524288)
-    assert stat.max == pytest.approx(2.097152)
-    assert stat.samples == 3
-    assert us_stat([2e-6, 4e-6]).median == pytest.approx(3.0)
-    with pytest.raises(ValueError):
-        Stat.of([])
-
-
-def test_busbw_factor_matches_nccl_tests():
-    assert busbw_factor(2) == 1.0
-    assert busbw_factor(4) == 1.5
-    assert busbw_factor(8) == 1.75
-
-
-def make_result(
-    kind: str,
-    gbps: dict[tuple[int, int], float],
-    indices: list[int] | None = None,
-    via: dict[tuple[int, int], float] | None = None,
-) -> BenchResult:
-    """A BenchResult at 1 MiB with the given unidirectional medians (and via-host figures); each
-    pair's latency is 10 + its source index in us, its bidirectional figure twice its one-way one."""
-    indices = indices if indices is not None else sorted({i for pair in gbps for i in pair})
-    result = BenchResult(
-        device_kind=kind,
-        devices=[BenchDevice(i, f"/device:{kind}:{i}") for i in indices],
-        copy_op="DeepCopy" if kind == "CPU" else "Identity",
-        host_device="/device:CPU:0",
-        sizes_bytes=[MIB],
-        latency_size_bytes=4,
-        repeat=3,
-        warmup=1,
-        via_host=via is not None,
-    )
-    for (a, b), value in gbps.items():
-        pair = result.pair(a, b)
-        pair.point(MIB).uni_gbps = Stat(value, value * 0.9, value * 1.1, 3)
-        pair.point(MIB).bidir_gbps = Stat(2 * value, 2 * value, 2 * value, 3)
-        if via and (a, b) in via:
-            pair.point(MIB).via_host_gbps = Stat(via[(a, b)], via[(a, b)], via[(a, b)], 3)
-        pair.latency_us = Stat(10.0 + a, 9.0, 12.0, 3)
-    return result
-
-
-def test_apply_measurements_keeps_the_worse_figures_and_round_trips():
-    topo = load_reference("two-socket-4gpu")
-    result = make_result("CPU", {(a, b): 1.0 + a + 0.1 * b for a in range(4) for b in range(4) if a != b})
-    updated = apply_measurements(topo, result)
-    assert sorted(updated) == [(0, 1), (0, 2), (0, 3), (1, 2), (1, 3), (2, 3)]
-    back = Topology.from_dict(topo.to_dict())
-    m = back.link(1, 3).measured
-    assert m is not None and m.device_kind == "CPU"
-    assert m.a_to_b_gbps == pytest.approx(2.3) and m.b_to_a_gbps == pytest.approx(4.1)
-    assert m.latency_us == pytest.approx(13.0)  # the worse direction
-    assert m.size_bytes == MIB and m.repeats == 3
-    assert any(f.code == "measured-host-memory" for f in back.diagnostics)
-
-
-def test_apply_measurements_skips_unmeasured_pairs():
-    topo = load_reference("two-socket-4gpu")
-    result = make_result("GPU", {(0, 1): 10.0}, indices=[0, 1, 2, 3])
-    assert apply_measurements(topo, result) == [(0, 1)]
-    assert topo.link(0, 1).measured.b_to_a_gbps is None
-    assert topo.link(2, 3).measured is None
-    assert not any(f.code == "measured-host-memory" for f in topo.diagnostics)
-
-
-def test_placeholder_topology_says_host_memory_and_validates():
-    result = make_result("CPU", {(0, 1): 2.0, (1, 0): 2.0}, indices=[0, 1, 2])
-    topo = placeholder_topology(result)
-    topo.validate()
-    assert "host memory" in topo.label
-    assert apply_measurements(topo, result) == [(0, 1)]
-    assert Topology.from_dict(topo.to_dict()).link(0, 1).measured.device_kind == "CPU"

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from test_bench_options import make_result
+from test_bench_results import make_result
 
 from gputopo.notation import MIB
 from gputopo.sources.reference import load_reference
@@ -96,7 +96,7 @@ def test_render_prints_tensorflow_errors_and_notes_literally(capsys):
 
 
 def test_allreduce_table_keeps_op_names_whole_at_80_columns(capsys, monkeypatch):
-    from gputopo.tf.bench_results import AllReduceResult, Stat
+    from gputopo.bench.results import AllReduceResult, Stat
 
     monkeypatch.setenv("COLUMNS", "80")
     result = make_result("CPU", {(0, 1): 2.5, (1, 0): 2.4})

@@ -2,21 +2,20 @@
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Optional
 
 import typer
 from typing_extensions import Annotated
 
-from gputopo.cli import FromOption, JsonOption, MachineOption, command, fail
-from gputopo.notation import format_size
-from gputopo.tf.bench_options import (
+from gputopo.bench.options import (
     DEFAULT_MIN_SAMPLE_S,
     DEFAULT_REPEAT,
     DEFAULT_SIZE_BYTES,
     DEFAULT_STEP_TIMEOUT_S,
     DEFAULT_WARMUP,
 )
+from gputopo.cli import FromOption, JsonOption, MachineOption, command, fail
+from gputopo.notation import format_size
 
 _HELP = (
     "Measure GPU-to-GPU copy bandwidth (one way and both ways), latency and all-reduce with TensorFlow."
@@ -83,36 +82,14 @@ def bench_p2p(
 ) -> None:
     """Parse and check every option before TensorFlow's slow import, pick the devices, run the
     engine with a progress bar, then save and print even a partial (Ctrl-C) result."""
-    from gputopo.errors import GputopoError, InputError
-    from gputopo.notation import parse_gpu_list, parse_size, parse_size_sweep
+    from gputopo.bench.options import check_save_target, config_from_options
 
-    # Everything the user typed is checked before TensorFlow's multi-second import.
-    if size is not None and sizes is not None:
-        raise InputError("give either --size or --sizes, not both")
-    if cpu_devices is not None and cpu_devices < 1:
-        raise InputError(f"--cpu-devices must be at least 1, got {cpu_devices}")
-    if not 0 < min_sample_ms < float("inf"):
-        raise InputError(f"--min-sample-ms must be a positive number of milliseconds, got {min_sample_ms}")
-    from gputopo.tf.bench import BenchConfig
-
-    sizes_bytes = parse_size_sweep(sizes) if sizes is not None else [parse_size(size) if size else DEFAULT_SIZE_BYTES]
-    wanted = parse_gpu_list(gpus) if gpus is not None else None
-    config = BenchConfig(
-        sizes_bytes=sizes_bytes,
-        repeat=repeat,
-        warmup=warmup,
-        via_host=via_host,
-        allreduce=allreduce,
-        min_sample_s=min_sample_ms / 1000.0,
-        step_timeout_s=timeout,
-    )
-    config.validate()
-    if save is not None:  # refused now, not after a measurement that may take many minutes
-        folder = Path(save).parent
-        if not folder.is_dir():
-            raise InputError(f"cannot write {save}: folder {folder} does not exist")
-        if Path(save).is_dir():
-            raise InputError(f"cannot write {save}: it is a folder; give a file name")
+    config, wanted = config_from_options(
+        gpus=gpus, cpu_devices=cpu_devices, size=size, sizes=sizes, repeat=repeat, warmup=warmup,
+        via_host=via_host, allreduce=allreduce, step_timeout_s=timeout, min_sample_ms=min_sample_ms,
+    )  # fmt: skip
+    if save is not None:
+        check_save_target(save)
     topology = None
     if from_file or machine:
         from gputopo.analysis import with_findings
@@ -120,53 +97,22 @@ def bench_p2p(
 
         topology = with_findings(load_topology(from_file=from_file, machine=machine))
 
-    from gputopo.tf import bench as engine
-    from gputopo.tf.devices import configure_logical_cpu_devices, import_tensorflow
-
-    engine.prepare_environment()
-    tf = import_tensorflow()
-    notes: list[str] = []
-    if cpu_devices is not None:
-        kind = "CPU"
-        devices = engine.cpu_bench_devices(configure_logical_cpu_devices(cpu_devices), topology)
-    else:
-        kind = "GPU"
-        tf_gpus = engine.tf_gpus_with_bus_ids(tf)
-        if not tf_gpus:
-            raise InputError("TensorFlow sees no GPU here; use --cpu-devices N to measure N logical CPU devices")
-        if topology is None:
-            from gputopo.analysis import with_findings
-            from gputopo.sources import load_topology
-
-            try:
-                topology = with_findings(load_topology())
-            except GputopoError as exc:
-                notes.append(f"no topology to compare with ({exc})")
-        devices, join_notes = engine.map_gpus(tf_gpus, topology)
-        notes.extend(join_notes)
-    devices = engine.choose_devices(devices, wanted)
-
+    from gputopo.bench.run import open_devices, run_benchmark, save_measured_snapshot
     from gputopo.views import bench as view
     from gputopo.views.common import err, print_json
 
+    setup = open_devices(cpu_devices, topology, wanted)
     with view.BenchProgressBar() as progress:
-        result = engine.run_benchmark(tf, devices, kind, config, progress=progress)
-    result.notes[:0] = notes
+        result = run_benchmark(setup.tf, setup.devices, setup.device_kind, config, progress=progress)
+    result.notes[:0] = setup.notes
 
     # The figures are shown first: a save that fails (disk full) must not lose a long measurement.
     if json_output:
-        print_json(view.bench_json(result, topology))
+        print_json(view.bench_json(result, setup.topology))
     else:
-        view.render_bench(result, topology)
+        view.render_bench(result, setup.topology)
     if save is not None:
-        import copy
-
-        from gputopo.sources.snapshot import save_snapshot
-        from gputopo.tf.bench_results import apply_measurements, placeholder_topology
-
-        snapshot = copy.deepcopy(topology) if topology is not None else placeholder_topology(result)
-        updated = apply_measurements(snapshot, result)
-        save_snapshot(snapshot, save)
-        err().print(f"saved {len(updated)} measured links to {save}", markup=False)
+        updated = save_measured_snapshot(result, setup.topology, save)
+        err().print(f"saved {updated} measured links to {save}", markup=False)
     if result.interrupted:
         raise fail("interrupted: the results above are partial" + (f" (saved to {save})" if save else ""), 130)

@@ -12,9 +12,9 @@ import dataclasses
 from dataclasses import dataclass
 from typing import Any, Callable
 
+from gputopo.bench.results import BenchResult, Stat
 from gputopo.model import Topology
 from gputopo.notation import format_size
-from gputopo.tf.bench_results import BenchResult, Stat
 from gputopo.views.common import err, out
 
 # measured / expected: at or above OK_RATIO is as expected; below FAR_BELOW_RATIO is called out.

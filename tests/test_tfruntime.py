@@ -1,10 +1,10 @@
-"""gputopo.tf.devices: TensorFlow's start-up chatter held back, its errors kept (no TensorFlow needed)."""
+"""gputopo.tfruntime: TensorFlow's start-up chatter held back, its errors kept (no TensorFlow needed)."""
 
 from __future__ import annotations
 
 import os
 
-from gputopo.tf.devices import ABSL_PREAMBLE, filter_startup_log, startup_log_filtered
+from gputopo.tfruntime import ABSL_PREAMBLE, filter_startup_log, startup_log_filtered
 
 # As TensorFlow 2.21 prints them during `import tensorflow`, before absl is initialised.
 ONEDNN_INFO = (

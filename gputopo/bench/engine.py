@@ -1,0 +1,257 @@
+"""``bench-p2p``'s measuring engine: copy bandwidth, latency and all-reduce with TensorFlow ops.
+
+Why TensorFlow and not CUDA: users train with TensorFlow, so what matters is the bandwidth TF's own
+cross-device copies reach. Each copy is a ``tf.function`` that takes a tensor living on the source
+device and returns a copy made by an op placed (``tf.device``) on the destination:
+
+- GPUs: ``tf.identity`` on the destination GPU; TF inserts a Send/Recv pair that is a real
+  device-to-device DMA (peer-to-peer where the driver allows it, staged by the driver otherwise).
+- Logical CPU devices: ``tf.identity`` would hand over the same buffer (zero-copy, hundreds of
+  fantasy GB/s), so ``tf.raw_ops.DeepCopy`` (a stateful op: never pruned or merged) copies bytes.
+
+Only the device names and the copy op differ, so the CPU tests exercise the code GPUs run.
+
+Timing: the source tensor is made on the source device from random data and passed as an argument
+(nothing to constant-fold), the result is returned (nothing to prune). Each sample is
+``sync_devices(); t0; N calls; sync_devices(); t1`` - the calls only enqueue device work and nothing
+is read back to the host, so the clock covers the copies (and TF's dispatch of them) and nothing
+else. N is chosen from a calibration call so that each sample lasts at least ``min_sample_s``.
+
+Running every pair with step timeouts, Ctrl-C and error handling is ``gputopo.bench.run``'s job.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import re
+import threading
+import time
+from typing import Any, Callable
+
+from gputopo.bench.options import BenchConfig
+from gputopo.bench.results import BenchDevice
+
+MAX_CALLS_PER_SAMPLE = 2000
+HOST_DEVICE = "/device:CPU:0"
+
+
+def prepare_environment() -> None:
+    """Settings TensorFlow reads once, at start-up: call before it is imported (later they come too
+    late; GPUs are joined to NVML by PCI bus id anyway). A value the user set is respected.
+
+    - ``CUDA_DEVICE_ORDER=PCI_BUS_ID``: TF numbers GPUs in PCI bus order, as NVML and nvidia-smi
+      do. CUDA's default, FASTEST_FIRST, may make TF's ``GPU:0`` nvidia-smi's GPU 3.
+    - ``TF_CPU_ALLOCATOR_USE_BFC=true``: host memory comes from TF's pooling (BFC) allocator, as GPU
+      memory always does. Without it every large copy result is a fresh ``mmap`` and the clock
+      measures the kernel faulting in new pages (about half the copy speed at 64 MiB), not copying.
+    """
+    os.environ.setdefault("CUDA_DEVICE_ORDER", "PCI_BUS_ID")
+    os.environ.setdefault("TF_CPU_ALLOCATOR_USE_BFC", "true")
+
+
+class BenchStepError(Exception):
+    """A step cannot be measured as asked (e.g. TF put the source tensor on another device)."""
+
+
+class StepCancelled(Exception):
+    """Raised inside a worker whose step was abandoned (timeout or Ctrl-C)."""
+
+
+def same_device(name_a: str, name_b: str) -> bool:
+    """``/job:localhost/replica:0/task:0/device:GPU:1`` and ``/device:GPU:1`` are the same device."""
+
+    def kind_and_index(name: str) -> tuple[str, int] | None:
+        match = re.search(r"(?:device:)?([A-Za-z_]+):(\d+)$", name or "")
+        return (match.group(1).upper(), int(match.group(2))) if match else None
+
+    found = kind_and_index(name_a)
+    return found is not None and found == kind_and_index(name_b)
+
+
+class CopyBench:
+    """Builds the copy functions for a set of devices and times them.
+
+    ``copy_op`` is ``"Identity"`` on GPUs and ``"DeepCopy"`` on logical CPU devices (see the module
+    docstring); it is a parameter so that a test can show what a zero-copy op would report.
+    """
+
+    def __init__(
+        self,
+        tf: Any,
+        devices: list[BenchDevice],
+        device_kind: str,
+        config: BenchConfig,
+        copy_op: str | None = None,
+        host_device: str = HOST_DEVICE,
+    ) -> None:
+        self.tf = tf
+        self.devices = devices
+        self.device_kind = device_kind
+        self.config = config
+        self.host_device = host_device
+        self.copy_op = copy_op or ("Identity" if device_kind == "GPU" else "DeepCopy")
+        if self.copy_op == "Identity":
+            self._copy: Callable[[Any], Any] = tf.identity
+        elif self.copy_op == "DeepCopy":
+            self._copy = lambda x: tf.raw_ops.DeepCopy(x=x)
+        else:
+            raise ValueError(f"unknown copy op {self.copy_op!r}")
+        self._sources: dict[tuple[str, int], Any] = {}
+        self._functions: dict[tuple[str, ...], Any] = {}
+        self._strategies: dict[str, tuple[Any, str]] = {}
+
+    # tensors and functions
+
+    def source_tensor(self, device: str, size_bytes: int) -> Any:
+        """``size_bytes`` of random uint8 made on ``device`` itself (no host round trip, no constant)."""
+        key = (device, size_bytes)
+        if key not in self._sources:
+            tf = self.tf
+            words = math.ceil(size_bytes / 4)
+            with tf.device(device):
+                data = tf.random.uniform([words], minval=tf.int32.min, maxval=tf.int32.max, dtype=tf.int32)
+                data = tf.reshape(tf.bitcast(data, tf.uint8), [-1])
+                if words * 4 != size_bytes:
+                    data = data[:size_bytes]
+            # Soft placement would silently fall back to the CPU where a kernel is missing; a source
+            # tensor anywhere else than asked would time the wrong copy.
+            if not same_device(data.device, device):
+                raise BenchStepError(f"TensorFlow made the source tensor on {data.device}, not on {device}")
+            self._sources[key] = data
+        return self._sources[key]
+
+    def drop_sources(self) -> None:
+        """Free the source tensors (between sizes, so that a sweep never holds two sizes at once)."""
+        self._sources.clear()
+
+    def uni_function(self, dst: str) -> Any:
+        """``f(x)``: a copy of ``x`` (on its source device) made on ``dst``."""
+        key = ("uni", dst)
+        if key not in self._functions:
+            tf, copy = self.tf, self._copy
+
+            @tf.function(autograph=False)
+            def copy_to(x: Any) -> Any:
+                with tf.device(dst):
+                    return copy(x)
+
+            self._functions[key] = copy_to
+        return self._functions[key]
+
+    def bidir_function(self, a: str, b: str) -> Any:
+        """``f(x_a, x_b)``: both copies at once; they have no dependency, so TF runs them together."""
+        key = ("bidir", a, b)
+        if key not in self._functions:
+            tf, copy = self.tf, self._copy
+
+            @tf.function(autograph=False)
+            def both_ways(x_a: Any, x_b: Any) -> Any:
+                with tf.device(b):
+                    to_b = copy(x_a)
+                with tf.device(a):
+                    to_a = copy(x_b)
+                return to_a, to_b
+
+            self._functions[key] = both_ways
+        return self._functions[key]
+
+    def via_host_function(self, dst: str) -> Any:
+        """``f(x)``: copy to the host device, then from there to ``dst`` (what happens without P2P)."""
+        key = ("via", dst)
+        if key not in self._functions:
+            tf, copy, host = self.tf, self._copy, self.host_device
+
+            @tf.function(autograph=False)
+            def via_host(x: Any) -> Any:
+                with tf.device(host):
+                    staged = copy(x)
+                with tf.device(dst):
+                    return copy(staged)
+
+            self._functions[key] = via_host
+        return self._functions[key]
+
+    # timing
+
+    def seconds_per_call(self, fn: Any, args: tuple[Any, ...], cancel: threading.Event) -> list[float]:
+        """``repeat`` samples of the mean time of one call, each sample bracketed by device syncs."""
+        sync = self.tf.test.experimental.sync_devices
+        perf = time.perf_counter
+        # A concrete function skips the per-call signature matching of a tf.function (hundreds of
+        # microseconds on a slow host), so less of TF's dispatch lands inside the clock.
+        fn = fn.get_concrete_function(*args)
+        out = fn(*args)  # places the graph and allocates; never timed
+        for _ in range(self.config.warmup):
+            out = fn(*args)
+        sync()
+        t0 = perf()
+        out = fn(*args)
+        sync()
+        first_s = perf() - t0
+        calls = max(1, min(MAX_CALLS_PER_SAMPLE, math.ceil(self.config.min_sample_s / max(first_s, 1e-9))))
+        samples: list[float] = []
+        for _ in range(self.config.repeat):
+            if cancel.is_set():
+                raise StepCancelled()
+            sync()
+            t0 = perf()
+            for _ in range(calls):
+                out = fn(*args)
+            sync()
+            samples.append((perf() - t0) / calls)
+        del out
+        return samples
+
+    def measure_uni(self, src: str, dst: str, size_bytes: int, cancel: threading.Event) -> list[float]:
+        x = self.source_tensor(src, size_bytes)
+        return self.seconds_per_call(self.uni_function(dst), (x,), cancel)
+
+    def measure_bidir(self, a: str, b: str, size_bytes: int, cancel: threading.Event) -> list[float]:
+        x_a, x_b = self.source_tensor(a, size_bytes), self.source_tensor(b, size_bytes)
+        return self.seconds_per_call(self.bidir_function(a, b), (x_a, x_b), cancel)
+
+    def measure_via_host(self, src: str, dst: str, size_bytes: int, cancel: threading.Event) -> list[float]:
+        x = self.source_tensor(src, size_bytes)
+        return self.seconds_per_call(self.via_host_function(dst), (x,), cancel)
+
+    # all-reduce
+
+    def allreduce_candidates(self) -> list[str]:
+        """The MirroredStrategy cross-device ops to try; "default" is whatever TF picks by itself."""
+        names = ["NcclAllReduce"] if self.device_kind == "GPU" else []
+        return names + ["HierarchicalCopyAllReduce", "ReductionToOneDevice", "default"]
+
+    def _strategy(self, ops_name: str) -> tuple[Any, str]:
+        if ops_name not in self._strategies:
+            tf = self.tf
+            ops = None if ops_name == "default" else getattr(tf.distribute, ops_name)()
+            strategy = tf.distribute.MirroredStrategy(
+                devices=[d.tf_name for d in self.devices], cross_device_ops=ops
+            )
+            label = ops_name
+            if ops is None:
+                chosen = getattr(strategy.extended, "_cross_device_ops", None)
+                label = f"{type(chosen).__name__ if chosen is not None else 'TF'} (default)"
+            self._strategies[ops_name] = (strategy, label)
+        return self._strategies[ops_name]
+
+    def measure_allreduce(
+        self, ops_name: str, size_bytes: int, cancel: threading.Event
+    ) -> tuple[str, int, list[float]]:
+        """Sum ``size_bytes`` of float32 across all devices; returns (label, bytes, seconds per call)."""
+        tf = self.tf
+        strategy, label = self._strategy(ops_name)
+        elements = max(1, size_bytes // 4)
+        values = strategy.experimental_distribute_values_from_function(
+            lambda ctx: tf.random.uniform([elements], dtype=tf.float32)
+        )
+
+        @tf.function(autograph=False)
+        def all_reduce(v: Any) -> Any:
+            def replica_fn(x: Any) -> Any:
+                return tf.distribute.get_replica_context().all_reduce(tf.distribute.ReduceOp.SUM, x)
+
+            return strategy.run(replica_fn, args=(v,))
+
+        return label, elements * 4, self.seconds_per_call(all_reduce, (values,), cancel)
