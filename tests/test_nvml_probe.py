@@ -13,7 +13,7 @@ import pytest
 from conftest import REPO
 from fake_nvml import FakeNvml
 
-from gputopo.errors import NvmlUnavailable
+from gputopo.errors import EXIT_ENVIRONMENT, NvmlUnavailable
 from gputopo.model import Gpu, Topology
 from gputopo.sources.nvml import probe
 from gputopo.sources.reference import MACHINES, load_reference
@@ -275,7 +275,7 @@ def test_missing_pynvml_is_nvml_unavailable(monkeypatch: pytest.MonkeyPatch) -> 
         probe()
 
 
-def test_real_cli_scan_without_driver_is_one_line_exit_2() -> None:
+def test_real_cli_scan_without_driver_is_one_line_with_the_environment_exit_code() -> None:
     """Without an NVIDIA driver the real pynvml fails in nvmlInit (skipped on a GPU host)."""
     try:
         pynvml.nvmlInit()
@@ -287,7 +287,7 @@ def test_real_cli_scan_without_driver_is_one_line_exit_2() -> None:
     result = subprocess.run(
         [sys.executable, "-m", "gputopo", "scan"], cwd=REPO, capture_output=True, text=True, timeout=60
     )
-    assert result.returncode == 2, result.stderr
+    assert result.returncode == EXIT_ENVIRONMENT, result.stderr  # no NVML: the machine, not the command line
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("gputopo: error: ")
     assert "--machine" in lines[0] and "Traceback" not in result.stderr

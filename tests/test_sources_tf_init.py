@@ -9,7 +9,7 @@ import sys
 import pytest
 from conftest import OWN_FIXTURES
 
-from gputopo.errors import GputopoError, TensorFlowUnavailable
+from gputopo.errors import EXIT_ENVIRONMENT, GputopoError, TensorFlowUnavailable
 from gputopo.sources.tflog import ERA_NO_GPU
 
 OWN_LOGS = OWN_FIXTURES / "tf_logs"
@@ -36,7 +36,7 @@ def test_scan_tf_without_tensorflow_is_one_error_line(cli, monkeypatch):
 
     monkeypatch.setattr(tf_init, "tensorflow_installed", lambda: False)
     result = cli("scan", "--tf")
-    assert result.exit_code == 2
+    assert result.exit_code == EXIT_ENVIRONMENT  # TensorFlow missing: the machine, not the command line
     lines = [line for line in result.output.splitlines() if line.strip()]
     assert len(lines) == 1 and "needs TensorFlow" in lines[0]
 
