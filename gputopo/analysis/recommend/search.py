@@ -66,6 +66,28 @@ class SearchResult:
     node_budget: int | None = None
 
 
+class _Best:
+    """The ``keep`` best groups offered so far, best first (ties: lowest positions first)."""
+
+    def __init__(self, problem: Problem, keep: int):
+        self.problem = problem
+        self.keep = keep
+        self.ranked: list[tuple[GroupKey, tuple[int, ...]]] = []
+        self.offered: set[tuple[int, ...]] = set()
+
+    def offer(self, members: tuple[int, ...]) -> None:
+        if members in self.offered:
+            return
+        self.offered.add(members)
+        key = self.problem.key(members)
+        ranked = self.ranked
+        if len(ranked) >= self.keep and key <= ranked[-1][0]:
+            return
+        ranked.append((key, members))
+        ranked.sort(key=lambda item: (negated_key(item[0]), item[1]))
+        del ranked[self.keep :]
+
+
 class _Pools:
     """Facts about the GPUs still available from twin class ``ci`` on (``classes[ci:]``), per ``ci``:
     how many, how many per host / NUMA node, every GPU's best two links into them, the fastest link
@@ -160,21 +182,11 @@ def search_groups(problem: Problem, k: int, required: set[int], keep: int, node_
     class_of = {i: ci for ci, members in enumerate(classes) for i in members}
     pools = _Pools(problem, classes, required)
 
-    ranked: list[tuple[GroupKey, tuple[int, ...]]] = []
-    offered: set[tuple[int, ...]] = set()
+    best = _Best(problem, keep)
+    ranked = best.ranked
+    offer = best.offer
     nodes = 0
     stopped = False
-
-    def offer(members: tuple[int, ...]) -> None:
-        if members in offered:
-            return
-        offered.add(members)
-        key = problem.key(members)
-        if len(ranked) >= keep and key <= ranked[-1][0]:
-            return
-        ranked.append((key, members))
-        ranked.sort(key=lambda item: (negated_key(item[0]), item[1]))
-        del ranked[keep:]
 
     def walk(ci: int, chosen: list[int], remaining: int, total: int) -> None:
         nonlocal nodes, stopped
