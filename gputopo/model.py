@@ -205,6 +205,8 @@ class TfDevice:
     memory_mb: int | None = None
     compute_capability: str | None = None
     nvml_index: int | None = None  # the NVML GPU it was joined to by PCI bus id, when known
+    tf_id: int | None = None  # TensorFlow's own number (/device:GPU:k) where the log prints it
+    ignored: str | None = None  # why TensorFlow does not use this GPU (e.g. its compute capability)
 
 
 @dataclass
@@ -219,6 +221,14 @@ class TfView:
     visible_ordinals: list[int] | None = None  # "Adding visible gpu devices: ..."
     # What the log reader could not read (cut lines, missing matrix rows), reported as findings.
     notes: list[Finding] = field(default_factory=list)
+    # True: the true entries of ``peer`` off the diagonal are inferred, not printed (TF 0.x-1.4 log
+    # only the pairs that cannot peer, and this log names every GPU on both sides of those lines).
+    peer_inferred: bool = False
+    enable_failed: list[list[int]] = field(default_factory=list)  # [i, j]: TF could not enable peer access i->j
+    # Ordinals named in CUDA_ERROR_TOO_MANY_PEERS lines (a GPU maps at most 8 peers); None: no such line.
+    too_many_peers: list[int] | None = None
+    startups: int = 1  # how many TensorFlow start-ups the log holds
+    startup: int = 1  # which of them (from 1) this view reads
 
 
 @dataclass

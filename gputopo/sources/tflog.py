@@ -1,12 +1,11 @@
 """TensorFlow device-initialisation logs (every era) -> ``TfView``; a TfView -> Topology.
 
 People meet their GPU topology first as TensorFlow log lines, copied into issues half-cut and
-mixed with other output. This reader takes what is there and never fails on a broken line: each
-message is found by its own words wherever it sits on a line, whatever prefix it carries
-(``I tensorflow/...cc:59]``, ``2017-06-28 16:04:54.002462: I ...``, absl's
-``I0000 00:00:1712345678.123456  12345 gpu_device.cc:2019]``, or none). What cannot be read becomes
-a ``Finding`` in ``TfView.notes`` (which ``tf_findings`` reports); only a text with no GPU line at
-all is an ``InputError``.
+mixed with other output. This reader takes what is there and never fails on a broken line
+(``tflog_lines`` finds each message by its own words, in linear time); a file with several
+start-ups is split (``tflog_runs``) and one is read: the last complete one, or ``run=N``. What
+cannot be read becomes a ``Finding`` in ``TfView.notes`` (which ``tf_findings`` reports); only a
+text with no GPU line at all is an ``InputError``.
 
 Eras (newest last):
 
@@ -20,6 +19,13 @@ Eras (newest last):
   GPU (device: 0, name: ..., pci bus id: ..., compute capability: ...)``.
 - TF >= 2.5: ``Created device /job:.../device:GPU:0 with N MB memory:  -> device: 0, ...``; since
   about TF 2.16 absl prefixes, and the edge matrix only at ``TF_CPP_MAX_VLOG_LEVEL=1``.
+- Any era on a box with more than 9 GPUs: ``Unable to enable peer access between device ordinals
+  i and j ... CUDA_ERROR_TOO_MANY_PEERS`` (a GPU can map at most 8 peers). TF tries to enable only
+  pairs CUDA says can peer, so the pair *can* peer; it is recorded in ``TfView.enable_failed``.
+
+TF 0.x-1.4 loop over every ordered pair and log only the pairs that cannot peer. When a log has
+those lines and no matrix, and they name every GPU as a source and as a target, the pairs it does
+not name could peer: ``peer`` says True for them and ``TfView.peer_inferred`` is set.
 
 Peer entries use the CUDA device ordinals the log prints (``device: N``), which are TensorFlow's
 GPU numbers after ``CUDA_VISIBLE_DEVICES`` / ``CUDA_DEVICE_ORDER``. A device can always access its
@@ -29,7 +35,6 @@ own memory, so the diagonal of ``TfView.peer`` is ``True`` for every ordinal the
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
 
 from gputopo.errors import InputError
 from gputopo.fileio import read_text_input
@@ -43,198 +48,186 @@ from gputopo.model import (
     make_link,
     normalize_pci_bus_id,
 )
+from gputopo.sources.tflog_lines import (
+    CREATED,
+    DENIED,
+    ENABLE_FAILED,
+    ERA_LINE_TF0,
+    ERA_LINE_TF12,
+    ERA_LINE_TF15,
+    ERA_LINE_TF25,
+    FOUND,
+    IGNORED,
+    MATRIX,
+    PEER_LIMIT,
+    PROPS,
+    ROW,
+    VISIBLE,
+    LogEvent,
+    message_of,
+    scan_lines,
+)
+from gputopo.sources.tflog_matrix import PeerMatrix, apply_matrix
+from gputopo.sources.tflog_runs import StartUp, chosen_startup, split_startups
+
+__all__ = ["message_of", "parse_tf_log", "read_tf_log", "topology_from_tf_view", "peer_state", "peer_word"]
 
 ERA_TF0 = "tf0-gpu-init"
 ERA_TF12 = "tf1.2-peer-access"
 ERA_TF15 = "tf1.5-edge-matrix"
 ERA_TF25 = "tf2-created-device"
 ERA_TF_ABSL = "tf2.16-absl"
+ERA_CUDA_PEER_LIMIT = "cuda-peer-limit"  # only CUDA_ERROR_TOO_MANY_PEERS lines: the TF version does not show
 ERA_NO_GPU = "tf-no-gpu"  # TensorFlow ran and listed no GPU (``gputopo scan --tf``)
-MAX_TF_ORDINAL = 1023  # larger "ordinals" come from damaged lines, not from machines
-_ERA_ORDER = [ERA_TF0, ERA_TF12, ERA_TF15, ERA_TF25, ERA_TF_ABSL]
+# Larger "ordinals" come from damaged lines, not from machines (the largest single hosts have a few
+# dozen GPUs); the peer matrix is sized by the largest ordinal, so this also bounds its size.
+MAX_TF_ORDINAL = 255
+_ERA_ORDER = [ERA_CUDA_PEER_LIMIT, ERA_TF0, ERA_TF12, ERA_TF15, ERA_TF25, ERA_TF_ABSL]
+_LINE_ERAS = {ERA_LINE_TF0: ERA_TF0, ERA_LINE_TF12: ERA_TF12, ERA_LINE_TF15: ERA_TF15, ERA_LINE_TF25: ERA_TF25}
 
-# The log prefix ends with "file.cc:NNN] "; absl's starts "I0000 00:00:<epoch> <tid> ".
-_PREFIX_RE = re.compile(r"[\w/.\-]+\.(?:cc|h|cpp|py):\d+\]\s?")
-_ABSL_RE = re.compile(r"\b[IWEF]\d{4} \d\d:\d\d:\d+\.\d+\s+\d+\s+[\w.\-]+\.cc:\d+\]")
-
-_CANNOT_ENABLE_RE = re.compile(r"cannot enable peer access from device ordinal (\d+) to device ordinal (\d+)", re.I)
-_NOT_SUPPORTED_RE = re.compile(r"Peer access not supported between device ordinals (\d+) and (\d+)", re.I)
-_DMA_HEADER_RE = re.compile(r"\bDMA:((?:\s+\d+)*)\s*$")
-_EDGE_MATRIX_RE = re.compile(r"Device interconnect StreamExecutor with strength 1 edge matrix", re.I)
-_ORDINALS_ONLY_RE = re.compile(r"^\s*(\d+(?:\s+\d+)*)\s*$")
-_ROW_RE = re.compile(r"^\s*(\d+):((?:\s+[YN])*)\s*$")
-_VISIBLE_RE = re.compile(r"Adding visible gpu devices:\s*([\d,\s]*)", re.I)
-# "Creating TensorFlow device (/gpu:0) -> (device: 0, ...)"            TF 0.x-1.4
-# "Created TensorFlow device (/job:.../device:GPU:0 with 10413 MB memory) -> physical GPU (device: 0, ...)"
-# "Created device /job:.../device:GPU:0 with 22298 MB memory:  -> device: 0, ..."   TF >= 2.5
-_CREATED_RE = re.compile(
-    r"Creat(?P<verb>ed|ing) (?P<tf>TensorFlow )?device\s*\(?\s*(?P<tfname>[^\s()]*?(?:gpu|GPU):(?P<tfid>\d+))?"
-    r"(?:\s+with (?P<mb>\d+) MB memory)?\)?:?\s*->\s*(?:physical GPU\s*)?\(?(?P<rest>.*)$"
-)
-_CREATED_START_RE = re.compile(r"Creat(?:ed|ing) (?:TensorFlow )?device\b(?:.*?(?:gpu|GPU):(?P<tfid>\d+))?")
-_DEVICE_FIELDS_RE = re.compile(r"^device:\s*(?P<ordinal>\d+)(?P<fields>.*)$")
-_NAME_RE = re.compile(r"\bname:\s*(?P<name>[^,)]+?)\s*(?=[,)])")
-_BUS_RE = re.compile(r"\bpci bus id:\s*(?P<bus>[0-9a-fA-F:.]+)")
-_CC_RE = re.compile(r"\bcompute capability:\s*(?P<cc>\d+\.\d+)\b")
+_NAME_RE = re.compile(r"\bname:[ \t]*([^,)]{1,200}?)[ \t]*(?=[,)])")
+_BUS_RE = re.compile(r"\bpci bus id:[ \t]*([0-9a-fA-F:.]{1,32})")
+_CC_RE = re.compile(r"\bcompute capability:[ \t]*(\d{1,3}\.\d{1,3})\b")
 # TF 0.x-2.4 "Found device 0 with properties:" followed by name/pciBusID lines (or one line in 2.x).
-_FOUND_RE = re.compile(r"Found device (\d+) with properties:(.*)$", re.I)
-_PROP_NAME_RE = re.compile(r"\bname:\s*(?P<name>.+?)\s*(?=\s(?:major:|computeCapability:|pciBusID)|$)")
-_PROP_BUS_RE = re.compile(r"\bpciBusID:?\s*(?P<bus>[0-9a-fA-F]{4,8}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7])")
-_PROP_CC_RE = re.compile(r"(?:computeCapability:\s*(?P<cc>\d+\.\d+))|(?:major:\s*(?P<major>\d+)\s+minor:\s*(?P<minor>\d+))")
+_PROP_NAME_RE = re.compile(r"\bname:[ \t]*(.{1,200}?)[ \t]*(?=[ \t](?:major:|computeCapability:|pciBusID)|$)")
+_PROP_BUS_RE = re.compile(r"\bpciBusID:?[ \t]*([0-9a-fA-F]{4,8}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7])")
+_PROP_CC_RE = re.compile(r"(?:computeCapability:[ \t]*(\d{1,3}\.\d{1,3}))|(?:major:[ \t]*(\d{1,3})[ \t]+minor:[ \t]*(\d{1,3}))")
 
 
-@dataclass
-class _Matrix:
-    ordinals: list[int]
-    rows: dict[int, list[bool]] = field(default_factory=dict)
-    line_no: int = 0
-    diagonal_is_self: bool = True  # DMA matrices print Y on the diagonal, edge matrices N
+def read_tf_log(path: str, run: int | None = None) -> TfView:
+    """Read a TensorFlow log file ('-' = standard input) into TensorFlow's view of the GPUs.
 
-
-def message_of(line: str) -> str:
-    """The log message without its prefix (file.cc:N]), or the whole line stripped."""
-    match = None
-    for match in _PREFIX_RE.finditer(line):
-        pass
-    text = line[match.end() :] if match else line
-    return text.strip()
-
-
-def read_tf_log(path: str) -> TfView:
-    """Read a TensorFlow log file ('-' = standard input) into TensorFlow's view of the GPUs."""
+    ``run``: which start-up to read (from 1) when the log holds several; default the last complete one."""
     text = read_text_input(path, what="TensorFlow log")
-    return parse_tf_log(text, "standard input" if path == "-" else path)
+    return parse_tf_log(text, "standard input" if path == "-" else path, run=run)
 
 
-def parse_tf_log(text: str, source: str) -> TfView:
-    """TensorFlow's view of the GPUs from a log; ``InputError`` only when no GPU line is there.
+def parse_tf_log(text: str, source: str, run: int | None = None) -> TfView:
+    """TensorFlow's view of the GPUs from a log; ``InputError`` only when no GPU line is there, or
+    ``run`` names a start-up the log does not hold.
 
     What could not be read (cut lines, missing matrix rows) is listed in ``TfView.notes``.
     """
     if "\x00" in text:
         raise InputError(f"TensorFlow log {source} is binary, not text")
-    lines = text.replace("\r\n", "\n").replace("\r", "\n").split("\n")
-    notes: list[Finding] = []
-    eras: set[str] = set()
-    devices: dict[int, TfDevice] = {}
-    denied: dict[tuple[int, int], int] = {}  # (i, j) -> line number of the "cannot peer" line
-    matrices: list[_Matrix] = []
-    visible: list[int] | None = None
-    open_matrix: _Matrix | None = None
-    expect_edge_header = False
-    found_device: int | None = None  # "Found device N with properties:" whose detail lines follow
-    found_lines_left = 0
-
-    for line_no, line in enumerate(lines, start=1):
-        if not line.strip():
-            continue
-        if _ABSL_RE.search(line):
-            eras.add(ERA_TF_ABSL)
-        message = message_of(line)
-        if _PREFIX_RE.search(line):
-            found_lines_left = 0  # a new log message ends the "Found device" detail lines
-
-        match = _CANNOT_ENABLE_RE.search(line)
-        if match:
-            eras.add(ERA_TF0)
-            denied[(int(match.group(1)), int(match.group(2)))] = line_no
-            continue
-        match = _NOT_SUPPORTED_RE.search(line)
-        if match:
-            eras.add(ERA_TF12)
-            denied[(int(match.group(1)), int(match.group(2)))] = line_no
-            continue
-        match = _DMA_HEADER_RE.search(message)
-        if match:
-            ordinals = [int(t) for t in match.group(1).split()]
-            if "gpu_init.cc" in line:
-                eras.add(ERA_TF0)
-            open_matrix = _Matrix(ordinals=ordinals, line_no=line_no, diagonal_is_self=True)
-            matrices.append(open_matrix)
-            expect_edge_header = False
-            continue
-        if _EDGE_MATRIX_RE.search(line):
-            eras.add(ERA_TF15)
-            open_matrix = _Matrix(ordinals=[], line_no=line_no, diagonal_is_self=False)
-            matrices.append(open_matrix)
-            expect_edge_header = True
-            continue
-        if open_matrix is not None:
-            if expect_edge_header:
-                match = _ORDINALS_ONLY_RE.match(message)
-                if match:
-                    open_matrix.ordinals = [int(t) for t in match.group(1).split()]
-                    expect_edge_header = False
-                    continue
-            match = _ROW_RE.match(message)
-            if match:
-                expect_edge_header = False
-                row_ordinal = int(match.group(1))
-                if row_ordinal not in open_matrix.rows:
-                    open_matrix.rows[row_ordinal] = [v == "Y" for v in match.group(2).split()]
-                    if open_matrix.ordinals and len(open_matrix.rows) == len(open_matrix.ordinals):
-                        open_matrix = None
-                continue
-        match = _VISIBLE_RE.search(line)
-        if match:
-            eras.add(ERA_TF15)
-            numbers = re.findall(r"\d+", match.group(1))
-            visible = sorted({int(n) for n in numbers})
-            continue
-        match = _CREATED_RE.search(line)
-        if match:
-            _read_created(match, line_no, source, devices, notes, eras)
-            continue
-        match = _CREATED_START_RE.search(line)
-        if match:  # cut before "->": only TF's own GPU number, if that much, is left
-            tfid = match.group("tfid")
-            if tfid is not None:
-                devices.setdefault(int(tfid), TfDevice(ordinal=int(tfid)))
-            what = f"the `Created device` line for GPU:{tfid}" if tfid else "a `Created device` line"
-            notes.append(_cut_note(source, line_no, f"{what} is cut before its device details"))
-            continue
-        match = _FOUND_RE.search(line)
-        if match:
-            found_device = int(match.group(1))
-            devices.setdefault(found_device, TfDevice(ordinal=found_device))
-            found_lines_left = 4
-            _read_properties(devices[found_device], match.group(2))
-            continue
-        if found_device is not None and found_lines_left > 0:
-            found_lines_left -= 1
-            _read_properties(devices[found_device], message)
-
-    ordinals: set[int] = set(devices)
-    ordinals.update(o for pair in denied for o in pair)
-    for matrix in matrices:
-        ordinals.update(matrix.ordinals)
-        ordinals.update(matrix.rows)
-    if visible:
-        ordinals.update(visible)
-    too_large = sorted(o for o in ordinals if o > MAX_TF_ORDINAL)
-    if too_large:  # a damaged number; a square matrix that big would only waste memory
-        notes.append(Finding("info", "tf-log-cut", f"GPU ordinal {too_large[0]} is not plausible and was ignored"))
-        ordinals -= set(too_large)
-        devices = {o: d for o, d in devices.items() if o <= MAX_TF_ORDINAL}
-        denied = {pair: n for pair, n in denied.items() if max(pair) <= MAX_TF_ORDINAL}
-        visible = [o for o in visible or [] if o <= MAX_TF_ORDINAL] if visible is not None else None
-        for matrix in matrices:
-            matrix.rows = {o: v for o, v in matrix.rows.items() if o <= MAX_TF_ORDINAL}
-    if not ordinals:
+    events = scan_lines(text.replace("\r\n", "\n").replace("\r", "\n"))
+    startups = [s for s in split_startups(events) if _names_any_gpu(s)]
+    if not startups:
         raise InputError(
             f"TensorFlow log {source} has no GPU lines: expected lines such as "
             "'Created device ... -> device: 0, name: ..., pci bus id: ...' or "
             "'cannot enable peer access from device ordinal 0 to device ordinal 2'"
         )
+    if run is None:
+        index = chosen_startup(startups)
+    elif 1 <= run <= len(startups):
+        index = run - 1
+    else:
+        held = "one TensorFlow start-up" if len(startups) == 1 else f"{len(startups)} TensorFlow start-ups (1-{len(startups)})"
+        raise InputError(f"--tf-run {run}: {source} holds {held}")
+    view = _view_of(startups[index], source)
+    view.startups, view.startup = len(startups), index + 1
+    return view
 
-    size = max(ordinals) + 1
+
+def _names_any_gpu(startup: StartUp) -> bool:
+    return any(e.ordinals or e.kind in (PEER_LIMIT, MATRIX, CREATED) for e in startup.events)
+
+
+def _view_of(startup: StartUp, source: str) -> TfView:
+    """One start-up's events -> TfView."""
+    notes: list[Finding] = []
+    eras: set[str] = set()
+    devices: dict[int, TfDevice] = {}
+    denied: dict[tuple[int, int], int] = {}  # (i, j) -> line number of the "cannot peer" line
+    enable_failed: list[list[int]] = []
+    too_many_peers: list[int] | None = None
+    matrices: list[PeerMatrix] = []
+    visible: list[int] | None = None
+    found: TfDevice | None = None  # the "Found device N" whose detail lines follow
+
+    for event in startup.events:
+        if event.era:
+            eras.add(_LINE_ERAS[event.era])
+        if event.absl:
+            eras.add(ERA_TF_ABSL)
+        kind, ordinals = event.kind, event.ordinals
+        if kind == DENIED:
+            denied.setdefault((ordinals[0], ordinals[1]), event.line_no)
+        elif kind in (ENABLE_FAILED, PEER_LIMIT):
+            if kind == ENABLE_FAILED and ordinals not in enable_failed:
+                enable_failed.append(list(ordinals))
+            if event.too_many_peers or kind == PEER_LIMIT:
+                too_many_peers = sorted(set(too_many_peers or []) | set(ordinals[:1]))
+        elif kind == MATRIX:
+            matrices.append(PeerMatrix(list(ordinals), event.line_no, diagonal_is_self=event.diagonal_is_self))
+        elif kind == ROW and matrices:
+            matrices[-1].add_row(ordinals[0], event.values)
+        elif kind == VISIBLE:
+            visible = list(ordinals)
+        elif kind == CREATED:
+            _read_created(event, devices, notes)
+        elif kind == FOUND:
+            found = devices.setdefault(ordinals[0], TfDevice(ordinal=ordinals[0]))
+            _read_properties(found, event.text)
+        elif kind == PROPS and found is not None:
+            _read_properties(found, event.text)
+        elif kind == IGNORED:
+            devices.setdefault(ordinals[0], TfDevice(ordinal=ordinals[0])).ignored = event.text
+    if not eras and too_many_peers is not None:
+        eras.add(ERA_CUDA_PEER_LIMIT)
+
+    named: set[int] = set(devices) | {o for pair in denied for o in pair} | {o for pair in enable_failed for o in pair}
+    named |= set(too_many_peers or []) | set(visible or [])
+    for matrix in matrices:
+        named |= matrix.named()
+    too_large = sorted(o for o in named if o > MAX_TF_ORDINAL)
+    if too_large:  # a damaged number; a square matrix that big would only waste memory and time
+        notes.append(_cut_note(f"GPU ordinal {too_large[0]} is not plausible and was ignored"))
+        named -= set(too_large)
+        devices = {o: d for o, d in devices.items() if o <= MAX_TF_ORDINAL}
+        denied = {pair: n for pair, n in denied.items() if max(pair) <= MAX_TF_ORDINAL}
+        enable_failed = [pair for pair in enable_failed if max(pair) <= MAX_TF_ORDINAL]
+        too_many_peers = [o for o in too_many_peers if o <= MAX_TF_ORDINAL] if too_many_peers is not None else None
+        visible = [o for o in visible if o <= MAX_TF_ORDINAL] if visible is not None else None
+        for matrix in matrices:
+            matrix.ordinals = [o for o in matrix.ordinals if o <= MAX_TF_ORDINAL]
+            matrix.rows = {o: v for o, v in matrix.rows.items() if o <= MAX_TF_ORDINAL}
+    if not named:
+        raise InputError(f"TensorFlow log {source} names no plausible GPU ordinal")
+
+    size = max(named) + 1
     peer: list[list[bool | None]] = [[None] * size for _ in range(size)]
-    for o in ordinals:
+    for o in named:
         peer[o][o] = True
     for matrix in matrices:
-        _apply_matrix(matrix, peer, source, notes)
+        apply_matrix(matrix, peer, notes)
+    for i, j in enable_failed:  # TF tries to enable only pairs CUDA says can peer
+        if i != j and peer[i][j] is None:
+            peer[i][j] = True
+    _apply_denied(denied, peer, source, notes)
+    for o in named:
+        devices.setdefault(o, TfDevice(ordinal=o))
+    _note_devices_not_created(startup, devices, visible, matrices, notes)
+    inferred = _infer_unnamed_pairs(denied, matrices, notes, sorted(named), peer)
+    return TfView(
+        devices=[devices[o] for o in sorted(devices)],
+        peer=peer,
+        era=max(eras, key=_ERA_ORDER.index) if eras else None,
+        source=source,
+        visible_ordinals=visible,
+        notes=_merge_cut_notes(notes, source),
+        peer_inferred=inferred,
+        enable_failed=enable_failed,
+        too_many_peers=too_many_peers,
+    )
+
+
+def _apply_denied(denied: dict[tuple[int, int], int], peer: list[list[bool | None]], source: str, notes: list[Finding]) -> None:
     for (i, j), line_no in sorted(denied.items()):
-        if peer[i][j] is True and i != j:
+        if i == j:
+            continue
+        if peer[i][j] is True:
             notes.append(
                 Finding(
                     "warning",
@@ -244,141 +237,127 @@ def parse_tf_log(text: str, source: str) -> TfView:
                     gpus=sorted({i, j}),
                 )
             )
-        if i != j:
-            peer[i][j] = False
-    for o in ordinals:
-        devices.setdefault(o, TfDevice(ordinal=o))
-
-    # One finding for all the cut places: findings are told apart by code and GPUs, and a list
-    # of places reads better than a dozen near-identical lines.
-    cut = [n for n in notes if n.code == "tf-log-cut"]
-    if cut:
-        notes = [n for n in notes if n.code != "tf-log-cut"]
-        notes.insert(
-            0,
-            Finding(
-                "info",
-                "tf-log-cut",
-                f"{source} is cut short in {len(cut)} place{'s' if len(cut) > 1 else ''}; what is there "
-                "was read: " + "; ".join(n.message for n in cut),
-            ),
-        )
-    view = TfView(
-        devices=[devices[o] for o in sorted(devices)],
-        peer=peer,
-        era=max(eras, key=_ERA_ORDER.index) if eras else None,
-        source=source,
-        visible_ordinals=visible,
-        notes=notes,
-    )
-    return view
+        peer[i][j] = False
 
 
-def _read_created(
-    match: re.Match[str],
-    line_no: int,
-    source: str,
-    devices: dict[int, TfDevice],
+def _infer_unnamed_pairs(
+    denied: dict[tuple[int, int], int],
+    matrices: list[PeerMatrix],
     notes: list[Finding],
-    eras: set[str],
+    ordinals: list[int],
+    peer: list[list[bool | None]],
+) -> bool:
+    """TF 0.x-1.4 log a line for each ordered pair that cannot peer: with no matrix, when those lines
+    name every GPU as a source and as a target and nothing looks cut, the unnamed pairs could peer.
+    Sets them True and returns whether any was; otherwise notes what stays unknown."""
+    if not denied or matrices:
+        return False
+    unnamed = [(a, b) for pos, a in enumerate(ordinals) for b in ordinals[pos + 1 :] if peer[a][b] is None and peer[b][a] is None]
+    if not unnamed:
+        return False
+    sources, targets = {i for i, _ in denied}, {j for _, j in denied}
+    cut = any(n.code == "tf-log-cut" for n in notes)
+    if set(ordinals) <= sources and set(ordinals) <= targets and not cut:
+        for a, b in unnamed:
+            peer[a][b] = peer[b][a] = True
+        return True
+    missing = sorted((set(ordinals) - sources) | (set(ordinals) - targets))
+    why = (
+        "the log looks cut short"
+        if cut or not missing
+        else f"GPU {', '.join(map(str, missing))} {'is' if len(missing) == 1 else 'are'} not named on both sides of those lines (cut short?)"
+    )
+    notes.append(
+        Finding(
+            "info",
+            "tf-peer-unknown",
+            "TensorFlow logs only the pairs that cannot peer, but " + why + ", so whether "
+            + ", ".join(f"{a}-{b}" for a, b in unnamed[:12]) + ("..." if len(unnamed) > 12 else "")
+            + " can peer is unknown",
+            gpus=sorted({o for pair in unnamed for o in pair}),
+        )
+    )
+    return False
+
+
+def _note_devices_not_created(
+    startup: StartUp, devices: dict[int, TfDevice], visible: list[int] | None, matrices: list[PeerMatrix], notes: list[Finding]
 ) -> None:
+    """The log ends (or the excerpt stops) before TF created every GPU it listed."""
+    created = startup.created
+    listed = set(visible or []) | {o for m in matrices for o in m.columns()} | set(startup.found)
+    listed -= {o for o, d in devices.items() if d.ignored}
+    if not created or not listed:
+        return
+    missing = sorted(listed - created)
+    if missing:
+        notes.append(
+            _cut_note(
+                f"TensorFlow listed GPU {', '.join(map(str, missing))} but the log ends before it created "
+                f"{'it' if len(missing) == 1 else 'them'} (PCI bus ids and memory unknown)"
+            )
+        )
+
+
+def _merge_cut_notes(notes: list[Finding], source: str) -> list[Finding]:
+    """One finding for all the cut places: findings are told apart by code and GPUs, and a list of
+    places reads better than a dozen near-identical lines."""
+    cut = [n for n in notes if n.code == "tf-log-cut"]
+    if not cut:
+        return notes
+    rest = [n for n in notes if n.code != "tf-log-cut"]
+    places = f"{len(cut)} place{'s' if len(cut) > 1 else ''}"
+    merged = Finding("info", "tf-log-cut", f"{source} is cut short in {places}; what is there was read: " + "; ".join(n.message for n in cut))
+    return [merged, *rest]
+
+
+def _read_created(event: LogEvent, devices: dict[int, TfDevice], notes: list[Finding]) -> None:
     """One ``Creat(ed|ing) ... device`` line: fill the device it names, note what is cut off."""
-    if match.group("verb") == "ed" and not match.group("tf"):
-        eras.add(ERA_TF25)  # "Created device ... with N MB memory:  -> device: N"
-    elif match.group("mb") or "physical GPU" in match.group(0):
-        eras.add(ERA_TF15)  # "Creat(ing|ed) TensorFlow device (... with N MB memory) -> physical GPU (...)"
-    else:
-        eras.add(ERA_TF0)  # "Creating TensorFlow device (/gpu:0) -> (device: 0, ...)"
-    rest = match.group("rest")
-    fields = _DEVICE_FIELDS_RE.match(rest.strip())
-    if fields is None:
-        tfid = match.group("tfid")
-        if tfid is None:
-            notes.append(_cut_note(source, line_no, "a `Created device` line is cut before its device number"))
-            return
-        ordinal = int(tfid)  # cut before "device: N": TF's own GPU number is the best we have
-        detail = ""
-        notes.append(_cut_note(source, line_no, f"the `Created device` line for GPU:{ordinal} is cut short"))
-    else:
-        ordinal = int(fields.group("ordinal"))
-        detail = fields.group("fields")
+    where = f"line {event.line_no}"
+    if event.cut:
+        notes.append(_cut_note(f"{where}: {event.cut}"))
+    ordinal = event.ordinals[0] if event.ordinals else event.tf_id  # cut before "device: N": TF's own number
+    if ordinal is None:
+        return
     device = devices.setdefault(ordinal, TfDevice(ordinal=ordinal))
-    if match.group("mb"):
-        device.memory_mb = int(match.group("mb"))
+    if event.memory_mb is not None:
+        device.memory_mb = event.memory_mb
+    if not event.ordinals:
+        return
+    device.tf_id = event.tf_id
+    detail = event.text
     name = _NAME_RE.search(detail)
     if name:
-        device.name = name.group("name").strip()
+        device.name = name.group(1).strip()
     bus = _BUS_RE.search(detail)
     if bus:
-        normalized = normalize_pci_bus_id(bus.group("bus"))
+        normalized = normalize_pci_bus_id(bus.group(1))
         if normalized:
             device.pci_bus_id = normalized
         else:
-            notes.append(_cut_note(source, line_no, f"the PCI bus id of GPU {ordinal} is cut short ({bus.group('bus')!r})"))
+            notes.append(_cut_note(f"{where}: the PCI bus id of GPU {ordinal} is cut short ({bus.group(1)!r})"))
+    else:  # every era prints the bus id after the name: the line is cut
+        notes.append(_cut_note(f"{where}: the `Created device` line for GPU {ordinal} is cut before its PCI bus id"))
     cc = _CC_RE.search(detail)
     if cc:
-        device.compute_capability = cc.group("cc")
-    if fields is not None and not bus:  # every era prints the bus id after the name: the line is cut
-        notes.append(_cut_note(source, line_no, f"the `Created device` line for GPU {ordinal} is cut before its PCI bus id"))
+        device.compute_capability = cc.group(1)
 
 
 def _read_properties(device: TfDevice, text: str) -> None:
     """Name, PCI bus id and compute capability from ``Found device N with properties:`` lines."""
     name = _PROP_NAME_RE.search(text)
     if name and device.name is None:
-        device.name = name.group("name").strip()
+        device.name = name.group(1).strip()
     bus = _PROP_BUS_RE.search(text)
     if bus and device.pci_bus_id is None:
-        device.pci_bus_id = normalize_pci_bus_id(bus.group("bus"))
+        device.pci_bus_id = normalize_pci_bus_id(bus.group(1))
     cc = _PROP_CC_RE.search(text)
     if cc and device.compute_capability is None:
-        device.compute_capability = cc.group("cc") or f"{cc.group('major')}.{cc.group('minor')}"
+        device.compute_capability = cc.group(1) or f"{cc.group(2)}.{cc.group(3)}"
 
 
-def _cut_note(source: str, line_no: int, what: str) -> Finding:
-    return Finding("info", "tf-log-cut", f"line {line_no}: {what}")
-
-
-def _apply_matrix(matrix: _Matrix, peer: list[list[bool | None]], source: str, notes: list[Finding]) -> None:
-    """Copy a DMA / edge matrix into ``peer`` and note rows or cells that are missing."""
-    ordinals = matrix.ordinals or sorted(matrix.rows)
-    if not matrix.ordinals and matrix.rows:
-        width = max(len(values) for values in matrix.rows.values())
-        ordinals = list(range(width))
-        notes.append(
-            Finding(
-                "info",
-                "tf-log-cut",
-                f"line {matrix.line_no}: the peer matrix has no header line; "
-                f"columns read as ordinals 0-{width - 1}",
-            )
-        )
-    for row_ordinal, values in matrix.rows.items():
-        if row_ordinal >= len(peer):
-            continue
-        for column, value in zip(ordinals, values):
-            if column >= len(peer) or column == row_ordinal:
-                continue  # the diagonal: DMA says Y, edge matrices N; a device always reaches itself
-            peer[row_ordinal][column] = value
-        if len(values) < len(ordinals):
-            notes.append(
-                Finding(
-                    "info",
-                    "tf-log-cut",
-                    f"the peer matrix row for GPU {row_ordinal} is cut short "
-                    f"({len(values)} of {len(ordinals)} entries)",
-                )
-            )
-    missing = [o for o in ordinals if o not in matrix.rows]
-    if missing:
-        notes.append(
-            Finding(
-                "info",
-                "tf-log-cut",
-                f"line {matrix.line_no}: the peer matrix has no rows for GPU "
-                f"{', '.join(map(str, missing))}; those entries are unknown unless other lines say",
-            )
-        )
+def _cut_note(what: str) -> Finding:
+    return Finding("info", "tf-log-cut", what)
 
 
 def topology_from_tf_view(view: TfView) -> Topology:
@@ -388,18 +367,19 @@ def topology_from_tf_view(view: TfView) -> Topology:
     ``ok`` where TF peers both ways, ``NS`` where it cannot in either direction, ``None`` where the
     log is silent. ``recommend`` can still keep fast-exchange work within peer groups.
     """
-    ordinals = sorted({d.ordinal for d in view.devices} | set(range(len(view.peer))))
-    by_ordinal = {d.ordinal: d for d in view.devices}
+    used = [d for d in view.devices if not d.ignored]  # a GPU TF ignores is no GPU to train on
+    ordinals = sorted(d.ordinal for d in used)
+    by_ordinal = {d.ordinal: d for d in used}
     gpus = []
     for o in ordinals:
-        device = by_ordinal.get(o)
+        device = by_ordinal[o]
         gpus.append(
             Gpu(
                 index=o,
-                name=device.name if device else None,
-                pci_bus_id=device.pci_bus_id if device else None,
-                memory_total_bytes=device.memory_mb * 1024 * 1024 if device and device.memory_mb else None,
-                compute_capability=device.compute_capability if device else None,
+                name=device.name,
+                pci_bus_id=device.pci_bus_id,
+                memory_total_bytes=device.memory_mb * 1024 * 1024 if device.memory_mb else None,
+                compute_capability=device.compute_capability,
             )
         )
     links = []
