@@ -16,7 +16,8 @@ from gputopo.model import Topology
 from gputopo.notation import format_gbps, pair_list
 from gputopo.sources.snapshot import report_snapshot_script
 from gputopo.views.report_tables import heatmaps
-from gputopo.views.svg import esc, render_svg
+from gputopo.views.svg import render_svg
+from gputopo.views.svg_links import esc
 
 if TYPE_CHECKING:
     from gputopo.analysis.recommend import Recommendation
@@ -95,7 +96,12 @@ def _plan(recommendation: Recommendation | None) -> str:
             '<p class="muted">Add <code>--gpus K</code> to get the best group of K GPUs highlighted in the drawing, '
             "with the lines to paste.</p>"
         )
-    from gputopo.views.recommend import launch_lines, placement, ring_summary, strategy_line
+    from gputopo.views.recommend import (
+        launch_lines,
+        placement,
+        ring_summary,
+        strategy_line,
+    )
 
     best = recommendation.best
     lines = launch_lines(best) + [strategy_line(best)]

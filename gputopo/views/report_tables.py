@@ -12,7 +12,7 @@ from typing import Callable
 
 from gputopo.model import P2P_OK, P2P_STATUS_MEANING, Link, Topology
 from gputopo.notation import format_gbps
-from gputopo.views.svg import UNKNOWN_HEX, esc, link_figures, speed_hex
+from gputopo.views.svg_links import UNKNOWN_HEX, esc, link_figures, speed_hex
 
 MAX_TABLE_GPUS = 32  # beyond this, a uniform matrix is summarised in one sentence
 Cell = tuple[str, str, str]  # (text, background colour, tooltip)

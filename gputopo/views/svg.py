@@ -10,21 +10,21 @@ groups that carry the attributes and a tooltip. Every text comes from ``esc`` (u
 
 from __future__ import annotations
 
-import dataclasses
-import re
-from html import escape
-
-from gputopo.analysis.bandwidth import estimate_link
-from gputopo.notation import format_gbps
 from gputopo.model import Link, Topology
+from gputopo.notation import format_gbps
+from gputopo.views.svg_hub import hub_elements, legend
 from gputopo.views.svg_layout import LABEL_H, Layout, build_layout
+from gputopo.views.svg_links import (
+    UNKNOWN_HEX,
+    esc,
+    link_figures,
+    link_tooltip,
+    peer_word,
+    speed_hex,
+)
 from gputopo.views.svg_tree import Box, GpuItem, NicItem, fit
-from gputopo.views.topology import SPEED_STYLES
 
 SVG_NS = "http://www.w3.org/2000/svg"
-# Hex colours for the terminal's speed styles (same thresholds, fastest first).
-SPEED_HEX = ("#137333", "#4caf50", "#c99a00", "#e8710a", "#d93025")
-UNKNOWN_HEX = "#8a8a8a"
 BOX_STYLE = {
     "host": ("#f6f7f9", "#7a8594", ""),
     "numa": ("#eaf1fb", "#8aa4c8", ""),
@@ -51,63 +51,6 @@ text{font-family:system-ui,-apple-system,'Segoe UI',Roboto,sans-serif;font-size:
 .focus .gpu:not(.hl){opacity:.45}
 .link:hover path{stroke-width:6}
 """
-_CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f\ufffe\uffff]")
-
-
-def esc(value: object) -> str:
-    """Text or attribute value safe inside SVG/HTML/XML: escaped, control characters removed."""
-    return escape(_CONTROL.sub("", str(value)), quote=True)
-
-
-def speed_hex(gbps: float | None) -> str:
-    if gbps is None:
-        return UNKNOWN_HEX
-    for (lowest, _, _), colour in zip(SPEED_STYLES, SPEED_HEX):
-        if gbps >= lowest:
-            return colour
-    return SPEED_HEX[-1]
-
-
-def link_figures(topology: Topology, link: Link) -> tuple[float, float | None, str]:
-    """(expected GB/s per direction, measured GB/s or None, how the expectation was made)."""
-    gpu_a, gpu_b = _gpu(topology, link.a), _gpu(topology, link.b)
-    expected = estimate_link(dataclasses.replace(link, measured=None), gpu_a, gpu_b)
-    actual = estimate_link(link, gpu_a, gpu_b)
-    return expected.gbps, (actual.gbps if actual.basis == "measured" else None), expected.explanation
-
-
-def _gpu(topology: Topology, index: int):
-    try:
-        return topology.gpu(index)
-    except KeyError:
-        return None
-
-
-def peer_word(link: Link) -> str:
-    return {True: "ok", False: "no", None: "unknown"}[link.can_peer]
-
-
-def link_tooltip(topology: Topology, link: Link) -> str:
-    expected, measured, why = link_figures(topology, link)
-    lines = [f"GPU {link.a} - GPU {link.b}: {link.type}" + (" through NVSwitch" if link.nvswitch else "")]
-    lines.append(f"expected ~{format_gbps(expected)} GB/s per direction ({why})")
-    if link.pcie_path and link.pcie_path != link.type:
-        lines.append(f"PCIe path {link.pcie_path}")
-    words = [f"{n} {w}" for n, w in (("read", link.p2p_read), ("write", link.p2p_write), ("atomics", link.p2p_atomics)) if w]
-    lines.append("P2P " + (", ".join(words) if words else "not known"))
-    m = link.measured
-    if m is not None:
-        parts = [
-            f"{a}->{b} {format_gbps(v)}"
-            for a, b, v in ((link.a, link.b, m.a_to_b_gbps), (link.b, link.a, m.b_to_a_gbps))
-            if v is not None
-        ]
-        if m.bidirectional_gbps is not None:
-            parts.append(f"both ways {format_gbps(m.bidirectional_gbps)}")
-        lines.append(f"measured ({m.device_kind}): " + (", ".join(parts) or "no figure") + " GB/s")
-    return "\n".join(lines)
-
-
 def _box(box: Box) -> str:
     fill, stroke, dash = BOX_STYLE.get(box.kind, BOX_STYLE["unknown"])
     dash_attr = f' stroke-dasharray="{dash}"' if dash else ""
@@ -227,18 +170,6 @@ def _arc(topology: Topology, link: Link, layout: Layout, best: set[int]) -> str:
     return "".join(parts) + "</g>"
 
 
-def _hub(topology: Topology, layout: Layout, best: set[int]) -> list[str]:
-    from gputopo.views.svg_hub import hub_elements
-
-    return hub_elements(topology, layout, best)
-
-
-def _legend(topology: Topology, layout: Layout) -> str:
-    from gputopo.views.svg_hub import legend
-
-    return legend(topology, layout)
-
-
 def render_svg(topology: Topology, best: list[int] | tuple[int, ...] = (), standalone: bool = True) -> str:
     """The drawing of ``topology``; ``best`` GPUs (a recommended group) are highlighted."""
     layout = build_layout(topology)
@@ -257,9 +188,9 @@ def render_svg(topology: Topology, best: list[int] | tuple[int, ...] = (), stand
     parts.append('<g class="links">')
     parts += [_arc(topology, lk, layout, chosen) for lk in layout.arc_links]
     parts.append("</g>")
-    parts += _hub(topology, layout, chosen)
+    parts += hub_elements(topology, layout, chosen)
     parts += [_nic_item(n, layout) for n in layout.nics]
     parts += [_gpu_item(topology, g, layout, chosen) for g in layout.gpus.values()]
-    parts.append(_legend(topology, layout))
+    parts.append(legend(topology, layout))
     parts.append("</svg>")
     return "\n".join(parts) + "\n"

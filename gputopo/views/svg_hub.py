@@ -5,10 +5,19 @@ from __future__ import annotations
 
 from collections import Counter
 
-from gputopo.notation import format_gbps
 from gputopo.model import Topology
-from gputopo.views.svg import SPEED_HEX, UNKNOWN_HEX, esc, fit, link_figures, link_tooltip, peer_word, speed_hex
+from gputopo.notation import format_gbps
 from gputopo.views.svg_layout import Layout
+from gputopo.views.svg_links import (
+    SPEED_HEX,
+    UNKNOWN_HEX,
+    esc,
+    link_figures,
+    link_tooltip,
+    peer_word,
+    speed_hex,
+)
+from gputopo.views.svg_tree import fit
 from gputopo.views.topology import SPEED_STYLES
 
 

@@ -1,0 +1,72 @@
+"""The drawing's shared primitives: colours by expected GB/s, escaping of untrusted text, and each
+link's figures and tooltip (used by ``svg`` for the arcs and ``svg_hub`` for the NVSwitch spokes)."""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from html import escape
+
+from gputopo.analysis.bandwidth import estimate_link
+from gputopo.model import Gpu, Link, Topology
+from gputopo.notation import format_gbps
+from gputopo.views.topology import SPEED_STYLES
+
+# Hex colours for the terminal's speed styles (same thresholds, fastest first).
+SPEED_HEX = ("#137333", "#4caf50", "#c99a00", "#e8710a", "#d93025")
+UNKNOWN_HEX = "#8a8a8a"
+_CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f\ufffe\uffff]")
+
+
+def esc(value: object) -> str:
+    """Text or attribute value safe inside SVG/HTML/XML: escaped, control characters removed."""
+    return escape(_CONTROL.sub("", str(value)), quote=True)
+
+
+def speed_hex(gbps: float | None) -> str:
+    if gbps is None:
+        return UNKNOWN_HEX
+    for (lowest, _, _), colour in zip(SPEED_STYLES, SPEED_HEX):
+        if gbps >= lowest:
+            return colour
+    return SPEED_HEX[-1]
+
+
+def link_figures(topology: Topology, link: Link) -> tuple[float, float | None, str]:
+    """(expected GB/s per direction, measured GB/s or None, how the expectation was made)."""
+    gpu_a, gpu_b = _gpu(topology, link.a), _gpu(topology, link.b)
+    expected = estimate_link(dataclasses.replace(link, measured=None), gpu_a, gpu_b)
+    actual = estimate_link(link, gpu_a, gpu_b)
+    return expected.gbps, (actual.gbps if actual.basis == "measured" else None), expected.explanation
+
+
+def _gpu(topology: Topology, index: int) -> Gpu | None:
+    try:
+        return topology.gpu(index)
+    except KeyError:
+        return None
+
+
+def peer_word(link: Link) -> str:
+    return {True: "ok", False: "no", None: "unknown"}[link.can_peer]
+
+
+def link_tooltip(topology: Topology, link: Link) -> str:
+    expected, measured, why = link_figures(topology, link)
+    lines = [f"GPU {link.a} - GPU {link.b}: {link.type}" + (" through NVSwitch" if link.nvswitch else "")]
+    lines.append(f"expected ~{format_gbps(expected)} GB/s per direction ({why})")
+    if link.pcie_path and link.pcie_path != link.type:
+        lines.append(f"PCIe path {link.pcie_path}")
+    words = [f"{n} {w}" for n, w in (("read", link.p2p_read), ("write", link.p2p_write), ("atomics", link.p2p_atomics)) if w]
+    lines.append("P2P " + (", ".join(words) if words else "not known"))
+    m = link.measured
+    if m is not None:
+        parts = [
+            f"{a}->{b} {format_gbps(v)}"
+            for a, b, v in ((link.a, link.b, m.a_to_b_gbps), (link.b, link.a, m.b_to_a_gbps))
+            if v is not None
+        ]
+        if m.bidirectional_gbps is not None:
+            parts.append(f"both ways {format_gbps(m.bidirectional_gbps)}")
+        lines.append(f"measured ({m.device_kind}): " + (", ".join(parts) or "no figure") + " GB/s")
+    return "\n".join(lines)
