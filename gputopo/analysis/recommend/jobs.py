@@ -58,8 +58,7 @@ def _split_jobs_exact(problem: Problem, k: int, jobs: int, required: set[int]) -
     anywhere; locality and total exact). Groups are then evaluated exactly in optimistic order, in
     growing batches. Once a split is found whose worst group is at least as good as the optimistic
     key of every group not yet evaluated, no split using those could do better: it is optimal.
-    Within the evaluated groups the worst group is maximised by binary search on its key (a lower
-    bar never makes a split impossible)."""
+    Within the evaluated groups the worst group is maximised by ``_fairest_packing``."""
     n = problem.n
     ceilings = problem.ring_ceilings(k)
     optimistic: list[tuple[GroupKey, tuple[int, ...]]] = []
