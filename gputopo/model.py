@@ -24,6 +24,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import json
+import math
 import re
 import types
 import typing
@@ -58,7 +59,9 @@ P2P_STATUS_MEANING = {
 
 SEVERITIES = ("info", "warning", "error")
 
-_NV_RE = re.compile(r"^NV(\d+)$")
+_NV_RE = re.compile(r"^NV(\d{1,3})$")
+# The most NVLinks one pair of GPUs has (B200: 18); more is a typo or a damaged file.
+MAX_NVLINKS_PER_PAIR = 64
 _BUS_ID_RE = re.compile(
     r"^(?:(?P<domain>[0-9a-fA-F]{4,8}):)?(?P<bus>[0-9a-fA-F]{2}):(?P<dev>[0-9a-fA-F]{2})\.(?P<fn>[0-7])$"
 )
@@ -89,7 +92,8 @@ def nvlink_count_of(link_type: str) -> int:
 
 
 def is_known_link_type(link_type: str) -> bool:
-    return link_type in PCIE_PATHS or bool(_NV_RE.match(link_type))
+    """A PCIe path word, or ``NV<n>`` with 1 <= n <= ``MAX_NVLINKS_PER_PAIR``."""
+    return link_type in PCIE_PATHS or 1 <= nvlink_count_of(link_type) <= MAX_NVLINKS_PER_PAIR
 
 
 @dataclass
@@ -205,8 +209,6 @@ class TfDevice:
     memory_mb: int | None = None
     compute_capability: str | None = None
     nvml_index: int | None = None  # the NVML GPU it was joined to by PCI bus id, when known
-    tf_id: int | None = None  # TensorFlow's own number (/device:GPU:k) where the log prints it
-    ignored: str | None = None  # why TensorFlow does not use this GPU (e.g. its compute capability)
 
 
 @dataclass
@@ -221,14 +223,6 @@ class TfView:
     visible_ordinals: list[int] | None = None  # "Adding visible gpu devices: ..."
     # What the log reader could not read (cut lines, missing matrix rows), reported as findings.
     notes: list[Finding] = field(default_factory=list)
-    # True: the true entries of ``peer`` off the diagonal are inferred, not printed (TF 0.x-1.4 log
-    # only the pairs that cannot peer, and this log names every GPU on both sides of those lines).
-    peer_inferred: bool = False
-    enable_failed: list[list[int]] = field(default_factory=list)  # [i, j]: TF could not enable peer access i->j
-    # Ordinals named in CUDA_ERROR_TOO_MANY_PEERS lines (a GPU maps at most 8 peers); None: no such line.
-    too_many_peers: list[int] | None = None
-    startups: int = 1  # how many TensorFlow start-ups the log holds
-    startup: int = 1  # which of them (from 1) this view reads
 
 
 @dataclass
@@ -311,7 +305,7 @@ class Topology:
             raise ValueError("a topology snapshot must be a JSON object")
         schema = data.get("schema")
         if schema != SCHEMA:
-            raise ValueError(f"unsupported snapshot schema {schema!r} (expected {SCHEMA!r})")
+            raise ValueError(f"schema: unsupported snapshot schema {_shown(schema)} (expected {SCHEMA!r})")
         try:
             topo = _build(cls, data)
         except (TypeError, KeyError, AttributeError) as exc:
@@ -320,25 +314,31 @@ class Topology:
         return topo
 
     def validate(self) -> None:
-        """Check internal consistency; raises ``ValueError`` describing the first problem."""
-        indices = self.gpu_indices
-        if len(set(indices)) != len(indices):
-            raise ValueError("duplicate GPU indices")
-        known = set(indices)
+        """Check internal consistency; raises ``ValueError`` naming the first field that is wrong
+        (``gpus[3].index: duplicate GPU index 2``)."""
+        known: set[int] = set()
+        for k, gpu in enumerate(self.gpus):
+            if gpu.index < 0:
+                raise ValueError(f"gpus[{k}].index: GPU indices are not negative, got {gpu.index}")
+            if gpu.index in known:
+                raise ValueError(f"gpus[{k}].index: duplicate GPU index {gpu.index}")
+            known.add(gpu.index)
         seen: set[tuple[int, int]] = set()
-        for link in self.links:
-            if link.a not in known or link.b not in known:
-                raise ValueError(f"link {link.a}-{link.b} names a GPU that is not listed")
+        for k, link in enumerate(self.links):
+            for end in ("a", "b"):
+                if getattr(link, end) not in known:
+                    raise ValueError(f"links[{k}].{end}: GPU {getattr(link, end)} is not in gpus")
             if link.a >= link.b:
-                raise ValueError(f"link {link.a}-{link.b} must have a < b")
+                raise ValueError(f"links[{k}]: link {link.a}-{link.b} must have a < b")
             if (link.a, link.b) in seen:
-                raise ValueError(f"link {link.a}-{link.b} is listed twice")
+                raise ValueError(f"links[{k}]: link {link.a}-{link.b} is listed twice")
             seen.add((link.a, link.b))
             if not is_known_link_type(link.type) and link.type != "UNKNOWN":
-                raise ValueError(f"link {link.a}-{link.b} has unknown type {link.type!r}")
-        for finding in self.diagnostics:
+                raise ValueError(f"links[{k}].type: unknown link type {link.type[:40]!r}")
+        for k, finding in enumerate(self.diagnostics):
             if finding.severity not in SEVERITIES:
-                raise ValueError(f"finding {finding.code!r} has unknown severity {finding.severity!r}")
+                raise ValueError(f"diagnostics[{k}].severity: unknown severity {finding.severity[:40]!r} "
+                                 f"(finding {finding.code[:40]!r})")
 
 
 def make_link(a: int, b: int, link_type: str, **kwargs: Any) -> Link:
@@ -350,28 +350,53 @@ def make_link(a: int, b: int, link_type: str, **kwargs: Any) -> Link:
 
 # --- dict -> dataclass ---------------------------------------------------------------------------
 
-_NESTED: dict[tuple[type, str], type] = {}
 
-
-def _build(cls: type, data: dict[str, Any]) -> Any:
+def _build(cls: type, data: Any, path: str = "") -> Any:
+    """A ``cls`` from JSON ``data``; a wrong field is a ``ValueError`` naming it (``gpus[3].index``)."""
     if not isinstance(data, dict):
-        raise TypeError(f"{cls.__name__} must be an object, got {type(data).__name__}")
+        raise ValueError(f"{path or 'the snapshot'}: must be an object, got {_shown(data)}")
     kwargs: dict[str, Any] = {}
     for f in dataclasses.fields(cls):
-        if f.name not in data:
-            continue
-        value = data[f.name]
-        nested = _NESTED.get((cls, f.name))
-        if nested is not None and value is not None:
-            if isinstance(value, list):
-                value = [_build(nested, item) for item in value]
-            else:
-                value = _build(nested, value)
-        hint = _field_types(cls)[f.name]
-        if not _matches(value, hint):
-            raise TypeError(f"{cls.__name__}.{f.name} must be {_type_text(hint)}, got {json.dumps(value)[:60]}")
-        kwargs[f.name] = value
+        where = f"{path}.{f.name}" if path else f.name
+        if f.name in data:
+            kwargs[f.name] = _value(data[f.name], _field_types(cls)[f.name], where)
+        elif f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING:
+            raise ValueError(f"{where}: missing")
     return cls(**kwargs)
+
+
+def _value(value: Any, hint: Any, where: str) -> Any:
+    """A JSON ``value`` as the annotation ``hint`` wants it (nested dataclasses built), else a
+    ``ValueError`` naming ``where``. NaN, Infinity and 1e400 (read as infinity) are no figures, and
+    integers are 64-bit."""
+    expected, origin = hint, typing.get_origin(hint)
+    if origin in (typing.Union, types.UnionType):
+        if value is None and type(None) in typing.get_args(hint):
+            return None
+        (hint,) = [arg for arg in typing.get_args(hint) if arg is not type(None)]  # our unions: X | None
+        origin = typing.get_origin(hint)
+    if origin is list and isinstance(value, list):
+        return [_value(v, typing.get_args(hint)[0], f"{where}[{k}]") for k, v in enumerate(value)]
+    if origin is dict and isinstance(value, dict):
+        return {k: _value(v, typing.get_args(hint)[1], f"{where}.{k}") for k, v in value.items()}
+    if dataclasses.is_dataclass(hint):
+        return _build(hint, value, where)  # type: ignore[arg-type]
+    is_number = isinstance(value, (int, float)) and not isinstance(value, bool)
+    if hint is int and is_number and isinstance(value, int) and not -(2**63) <= value < 2**63:
+        raise ValueError(f"{where}: {_shown(value)} is out of range")
+    if (
+        (hint is float and is_number and math.isfinite(value))
+        or (hint is int and is_number and isinstance(value, int))
+        or (hint in (str, bool) and isinstance(value, hint))
+    ):
+        return value
+    raise ValueError(f"{where}: must be {_type_text(expected)}, got {_shown(value)}")
+
+
+def _shown(value: Any) -> str:
+    """A JSON value cut short for a one-line message."""
+    text = json.dumps(value)
+    return text if len(text) <= 40 else text[:37] + "..."
 
 
 @functools.lru_cache(maxsize=None)
@@ -379,45 +404,11 @@ def _field_types(cls: type) -> dict[str, Any]:
     return typing.get_type_hints(cls)
 
 
-def _matches(value: Any, hint: Any) -> bool:
-    """Whether a JSON value (nested objects already built) fits a field's annotation."""
-    origin = typing.get_origin(hint)
-    if origin in (typing.Union, types.UnionType):
-        return any(_matches(value, arg) for arg in typing.get_args(hint))
-    if hint is type(None):
-        return value is None
-    if origin is list:
-        (item,) = typing.get_args(hint)
-        return isinstance(value, list) and all(_matches(v, item) for v in value)
-    if hint is float:
-        return isinstance(value, (int, float)) and not isinstance(value, bool)
-    if hint is int:
-        return isinstance(value, int) and not isinstance(value, bool)
-    if isinstance(hint, type):
-        return isinstance(value, hint)
-    return True
-
-
 def _type_text(hint: Any) -> str:
-    if typing.get_origin(hint) in (typing.Union, types.UnionType):
-        return " or ".join(_type_text(arg) for arg in typing.get_args(hint))
-    if hint is type(None):
-        return "null"
-    if typing.get_origin(hint) is list:
-        return f"a list of {_type_text(typing.get_args(hint)[0])}"
-    return {int: "an integer", float: "a number", str: "a string", bool: "true or false"}.get(hint, getattr(hint, "__name__", str(hint)))
-
-
-_NESTED.update(
-    {
-        (Topology, "gpus"): Gpu,
-        (Topology, "links"): Link,
-        (Topology, "nics"): Nic,
-        (Topology, "nic_links"): NicLink,
-        (Topology, "diagnostics"): Finding,
-        (Topology, "tf"): TfView,
-        (TfView, "devices"): TfDevice,
-        (TfView, "notes"): Finding,
-        (Link, "measured"): Measurement,
-    }
-)
+    origin, args = typing.get_origin(hint), typing.get_args(hint)
+    if origin in (typing.Union, types.UnionType):
+        return " or ".join(_type_text(arg) for arg in args)
+    if origin is list:
+        return "a list" + (f" of {args[0].__name__}" if dataclasses.is_dataclass(args[0]) else "")
+    words = {int: "an integer", float: "a finite number", str: "a string", bool: "true or false", type(None): "null"}
+    return words.get(hint, "an object")

@@ -49,13 +49,13 @@ def test_from_dict_rejects_wrong_schema_and_shapes():
 @pytest.mark.parametrize(
     ("where", "value", "message"),
     [
-        (("gpus", 0, "index"), "a", r"Gpu.index must be an integer, got \"a\""),
-        (("gpus", 0, "numa_node"), True, r"Gpu.numa_node must be an integer or null"),
-        (("links", 0, "nvlink_count"), "x", r"Link.nvlink_count must be an integer"),
-        (("links", 0, "a"), 0.5, r"Link.a must be an integer"),
-        (("gpus",), None, r"Topology.gpus must be a list of Gpu, got null"),
-        (("diagnostics",), [{"severity": 3, "code": "c", "message": "m"}], r"Finding.severity must be a string"),
-        (("diagnostics",), [{"severity": "info", "code": "c", "message": "m", "gpus": ["0"]}], r"Finding.gpus"),
+        (("gpus", 0, "index"), "a", r"gpus\[0\]\.index: must be an integer, got \"a\""),
+        (("gpus", 0, "numa_node"), True, r"gpus\[0\]\.numa_node: must be an integer or null"),
+        (("links", 0, "nvlink_count"), "x", r"links\[0\]\.nvlink_count: must be an integer"),
+        (("links", 0, "a"), 0.5, r"links\[0\]\.a: must be an integer"),
+        (("gpus",), None, r"gpus: must be a list of Gpu, got null"),
+        (("diagnostics",), [{"severity": 3, "code": "c", "message": "m"}], r"diagnostics\[0\]\.severity: must be a string"),
+        (("diagnostics",), [{"severity": "info", "code": "c", "message": "m", "gpus": ["0"]}], r"diagnostics\[0\]\.gpus\[0\]: must be an integer"),
     ],
 )
 def test_from_dict_rejects_wrong_field_types(where, value, message):

@@ -1,14 +1,23 @@
-"""Saved topology snapshots (``gputopo scan --save``): JSON in the ``gputopo.topology/1`` schema."""
+"""Saved topology snapshots (``gputopo scan --save``): JSON in the ``gputopo.topology/1`` schema.
+
+A snapshot may come from anywhere (hand-edited, damaged, hostile), so reading one checks every
+field and names the first wrong one in one ``InputError`` line (``box.json: gpus[3].index:
+duplicate GPU index 2``): types and finite figures (``Topology.from_dict``), then what the values
+may claim here (GPU indices and TF ordinals 0..4095, known P2P words, NVLink counts, CPU lists).
+"""
 
 from __future__ import annotations
 
 import json
+import math
 import os
 import re
+from typing import Any
 
 from gputopo.errors import InputError
 from gputopo.fileio import atomic_write_text
-from gputopo.model import Topology
+from gputopo.model import MAX_NVLINKS_PER_PAIR, P2P_STATUS_WORDS, PCIE_PATHS, Topology
+from gputopo.notation import MAX_GPU_INDEX, parse_cpu_list
 
 
 def looks_like_snapshot(text: str) -> bool:
@@ -51,19 +60,97 @@ def report_snapshot_text(text: str, source: str = "report") -> str:
 
 
 def parse_snapshot(text: str, source: str = "snapshot") -> Topology:
-    """A Topology from snapshot JSON text; any problem is an ``InputError`` naming ``source``."""
+    """A Topology from snapshot JSON text; any problem is an ``InputError`` naming ``source`` and
+    the field. NaN and Infinity parse as floats here and are refused with their field's name."""
     try:
         data = json.loads(text)
     except json.JSONDecodeError as exc:
         raise InputError(f"{source} is not valid JSON: {exc.msg} at line {exc.lineno}") from None
+    except RecursionError:
+        raise InputError(f"{source} is not a gputopo snapshot: its JSON is nested too deeply") from None
+    except ValueError as exc:  # an integer of more than 4300 digits
+        raise InputError(f"{source} is not a usable snapshot: {str(exc).split(';')[0]}") from None
     try:
-        return Topology.from_dict(data)
+        topology = Topology.from_dict(data)
+        _check_claims(topology)
     except ValueError as exc:
         raise InputError(f"{source}: {exc}") from None
+    return topology
+
+
+_P2P_WORDS = frozenset(P2P_STATUS_WORDS.values())
+
+
+def _check_number(value: int | None, where: str, largest: int | None = None) -> None:
+    if value is not None and value < 0:
+        raise ValueError(f"{where}: must not be negative, got {value}")
+    if value is not None and largest is not None and value > largest:
+        raise ValueError(f"{where}: {value} is above the largest allowed, {largest}")
+
+
+def _check_claims(topo: Topology) -> None:
+    """What a well-typed snapshot's values may say; a ``ValueError`` names the first wrong field."""
+    for k, gpu in enumerate(topo.gpus):
+        _check_number(gpu.index, f"gpus[{k}].index", MAX_GPU_INDEX)
+        for name, value in vars(gpu).items():
+            if isinstance(value, int) and not isinstance(value, bool):
+                _check_number(value, f"gpus[{k}].{name}")
+        try:
+            parse_cpu_list(gpu.cpu_affinity)
+        except ValueError as exc:
+            raise ValueError(f"gpus[{k}].cpu_affinity: {exc}") from None
+    for k, link in enumerate(topo.links):
+        _check_number(link.nvlink_count, f"links[{k}].nvlink_count", MAX_NVLINKS_PER_PAIR)
+        if link.pcie_path not in (None, *PCIE_PATHS):
+            raise ValueError(f"links[{k}].pcie_path: unknown PCIe path word {link.pcie_path[:40]!r}")
+        for name in ("p2p_read", "p2p_write", "p2p_atomics", "p2p_nvlink"):
+            word = getattr(link, name)
+            if word is not None and word not in _P2P_WORDS:
+                raise ValueError(
+                    f"links[{k}].{name}: unknown P2P word {word[:40]!r} (expected {', '.join(P2P_STATUS_WORDS.values())})"
+                )
+    known = set(topo.gpu_indices)
+    for k, nic_link in enumerate(topo.nic_links):
+        if nic_link.gpu not in known:
+            raise ValueError(f"nic_links[{k}].gpu: GPU {nic_link.gpu} is not in gpus")
+    for k, finding in enumerate(topo.diagnostics):
+        for j, gpu_index in enumerate(finding.gpus):
+            _check_number(gpu_index, f"diagnostics[{k}].gpus[{j}]", MAX_GPU_INDEX)
+    if topo.tf is not None:
+        _check_tf_claims(topo)
+
+
+def _check_tf_claims(topo: Topology) -> None:
+    tf = topo.tf
+    assert tf is not None
+    for k, device in enumerate(tf.devices):
+        _check_number(device.ordinal, f"tf.devices[{k}].ordinal", MAX_GPU_INDEX)
+        _check_number(device.nvml_index, f"tf.devices[{k}].nvml_index", MAX_GPU_INDEX)
+        _check_number(device.memory_mb, f"tf.devices[{k}].memory_mb")
+    for k, ordinal in enumerate(tf.visible_ordinals or []):
+        _check_number(ordinal, f"tf.visible_ordinals[{k}]", MAX_GPU_INDEX)
+    if len(tf.peer) > MAX_GPU_INDEX + 1:
+        raise ValueError(f"tf.peer: {len(tf.peer)} rows, more than {MAX_GPU_INDEX + 1} TF ordinals")
+    for k, row in enumerate(tf.peer):
+        if len(row) != len(tf.peer):
+            raise ValueError(f"tf.peer[{k}]: {len(row)} entries in a matrix of {len(tf.peer)} rows")
+
+
+def finite_or_null(value: Any) -> Any:
+    """``value`` with every NaN or infinity replaced by None, recursively (strict JSON)."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, dict):
+        return {k: finite_or_null(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [finite_or_null(v) for v in value]
+    return value
 
 
 def snapshot_json(topology: Topology) -> str:
-    return json.dumps(topology.to_dict(), indent=2) + "\n"
+    """The snapshot as strict JSON: a non-finite figure (a failed measurement) is written as null,
+    so the file reads back (NaN and Infinity are refused on reading)."""
+    return json.dumps(finite_or_null(topology.to_dict()), indent=2, allow_nan=False) + "\n"
 
 
 def save_snapshot(topology: Topology, path: str | os.PathLike[str]) -> None:

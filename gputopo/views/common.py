@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import errno
 import json
-import math
 import os
 import re
 import sys
@@ -24,6 +23,7 @@ from rich.table import Table
 from rich.text import Text
 
 from gputopo.errors import OutputError
+from gputopo.sources.snapshot import finite_or_null
 
 # C0 controls except newline and tab, DEL, and C1 controls (0x9b is an 8-bit CSI on some terminals).
 _CONTROL_CHARS_RE = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
@@ -120,24 +120,13 @@ def err() -> Console:
     return _stderr
 
 
-def _finite(value: Any) -> Any:
-    """``value`` with every NaN or infinity replaced by None, recursively."""
-    if isinstance(value, float) and not math.isfinite(value):
-        return None
-    if isinstance(value, dict):
-        return {k: _finite(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_finite(v) for v in value]
-    return value
-
-
 def print_json(data: Any) -> None:
     """``--json`` output: always valid JSON (json.dumps would write NaN / Infinity, which strict
     parsers such as jq and JSON.parse reject), so a non-finite figure becomes null. Control
     characters in strings are JSON escapes (``\\u001b``), never raw. A failed write is one
     ``OutputError``."""
     stream = _GuardedStream(sys.stdout, "standard output")
-    stream.write(json.dumps(_finite(data), indent=2, allow_nan=False) + "\n")
+    stream.write(json.dumps(finite_or_null(data), indent=2, allow_nan=False) + "\n")
     stream.flush()
 
 
