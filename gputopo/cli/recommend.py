@@ -50,6 +50,8 @@ def recommend_command(
     the CUDA_VISIBLE_DEVICES / MirroredStrategy lines to use them."""
     from gputopo.views.recommend import FORMATS
 
+    if json_output and output_format.lower() not in ("text", "json"):
+        raise InputError(f"--json and --format {output_format} ask for two different outputs; give one of them")
     fmt = "json" if json_output else output_format.lower()
     if fmt not in FORMATS:
         raise InputError(f"--format must be one of {', '.join(FORMATS)}, not {output_format!r}")
