@@ -24,6 +24,7 @@ from gputopo.model import (
 )
 from gputopo.notation import gpu_set, number_list, pair_list
 from gputopo.numbering import index_by_bus_id
+from gputopo.analysis.tf_log_findings import ignored_gpu_findings, peer_info_is_peer_limit_only, peer_limit_finding
 from gputopo.sources.tflog import ERA_NO_GPU, ERA_TF25, ERA_TF_ABSL, peer_state
 
 ORDER_FIX = (
@@ -52,7 +53,8 @@ class PeerGroups:
 
 
 def tf_ordinals(view: TfView) -> list[int]:
-    return sorted({d.ordinal for d in view.devices} | set(range(len(view.peer))))
+    """The GPUs the log names (a view built by hand may have a peer matrix only)."""
+    return sorted({d.ordinal for d in view.devices}) or list(range(len(view.peer)))
 
 
 def peer_groups(view: TfView) -> PeerGroups:
@@ -78,8 +80,8 @@ def peer_groups(view: TfView) -> PeerGroups:
     for o in ordinals:
         components.setdefault(root(o), []).append(o)
     groups = sorted(components.values())
-    partial = [
-        g for g in groups if any(peer_state(view, a, b) is not True for i, a in enumerate(g) for b in g[i + 1 :])
+    partial = [  # a pair the log says cannot peer inside a group; unknown pairs are listed apart
+        g for g in groups if any(peer_state(view, a, b) is False for i, a in enumerate(g) for b in g[i + 1 :])
     ]
     group_of = {o: i for i, g in enumerate(groups) for o in g}
     cross_denied = [
@@ -100,12 +102,13 @@ def peer_group_summary(view: TfView) -> str | None:
     ordinals = tf_ordinals(view)
     multi = [g for g in result.groups if len(g) > 1]
     singles = [g[0] for g in result.groups if len(g) == 1]
-    if len(result.groups) == 1 and not result.partial:
-        text = f"all {len(ordinals)} GPUs ({number_list(ordinals)}) can peer with each other"
+    inferred = " (inferred: TF logs only the pairs that cannot peer)" if view.peer_inferred else ""
+    if len(result.groups) == 1 and not result.partial and not result.unknown:
+        text = f"all {len(ordinals)} GPUs ({number_list(ordinals)}) can peer with each other{inferred}"
     else:
         parts = []
         if multi:
-            parts.append(f"GPUs {' and '.join(number_list(g) for g in multi)} can peer")
+            parts.append(f"GPUs {' and '.join(number_list(g) for g in multi)} can peer{inferred}")
         if result.cross_denied:
             parts.append("the cross pairs cannot" if multi else "no pair can peer")
         if singles and multi:
@@ -149,9 +152,15 @@ def tf_findings(topology: Topology) -> list[Finding]:
     log_alone = topology.source == "tf-log"
     mapping = {o: o for o in tf_ordinals(view)} if log_alone else _join_devices(topology, view, findings)
     findings.extend(_order_findings(topology, view, log_alone))
+    findings.extend(ignored_gpu_findings(view))
+    limit = peer_limit_finding(view)
+    if limit is not None:
+        findings.append(limit)
+        if peer_info_is_peer_limit_only(view):
+            return findings  # the peer-limit finding is what this log says
 
     summary = peer_group_summary(view)
-    if summary is None and view.devices:
+    if summary is None and len(tf_ordinals(view)) > 1:  # one GPU has no pair to speak of
         newer = view.era in (ERA_TF25, ERA_TF_ABSL)
         findings.append(
             Finding(

@@ -127,7 +127,27 @@ def parse_tf_log(text: str, source: str, run: int | None = None) -> TfView:
         raise InputError(f"--tf-run {run}: {source} holds {held}")
     view = _view_of(startups[index], source)
     view.startups, view.startup = len(startups), index + 1
+    if len(startups) > 1:
+        view.notes.insert(0, _startups_note(startups, index, run))
     return view
+
+
+def _startups_note(startups: list[StartUp], index: int, run: int | None) -> Finding:
+    """Which of several start-ups the view reads, and how to pick another."""
+    if run is not None:
+        using = f"using #{run} (--tf-run {run})"
+    elif startups[index].complete:
+        later = len(startups) - 1 - index
+        skipped = f"; {'the one after it is' if later == 1 else f'the {later} after it are'} incomplete" if later else ""
+        using = f"using the last complete one (#{index + 1}{skipped})"
+    else:
+        using = f"none is complete; using the last (#{index + 1})"
+    first = startups[index].first_line
+    return Finding(
+        "info",
+        "tf-log-startups",
+        f"the log holds {len(startups)} TensorFlow start-ups; {using}, from line {first}; pick another with --tf-run N",
+    )
 
 
 def _names_any_gpu(startup: StartUp) -> bool:

@@ -26,7 +26,8 @@ def render_tf_view(topology: Topology, console: Console) -> None:
     title = "TensorFlow's view"
     if view.source:
         title += f" (from {os.path.basename(view.source) or view.source}"
-        title += f", {view.era})" if view.era else ")"
+        title += f", {view.era}" if view.era else ""
+        title += f", start-up {view.startup} of {view.startups})" if view.startups > 1 else ")"
     if not view.devices:
         console.print(Text(f"{title}: TensorFlow sees no GPU", style="bold yellow"))
         return
@@ -60,8 +61,8 @@ def render_tf_view(topology: Topology, console: Console) -> None:
             value = view.peer[a][b] if a < len(view.peer) and b < len(view.peer[a]) else None
             if a == b:
                 cells.append(Text("X", style="dim"))
-            elif value is True:
-                cells.append(Text("Y", style="bold green"))
+            elif value is True:  # an inferred Y is lower-case: the log did not print it
+                cells.append(Text("y", style="green") if view.peer_inferred else Text("Y", style="bold green"))
             elif value is False:
                 cells.append(Text("N", style="bold red"))
             else:
@@ -69,7 +70,10 @@ def render_tf_view(topology: Topology, console: Console) -> None:
         rows.append((f"GPU:{a}", cells))
     # Split into column blocks on narrow terminals: 16 GPUs at 80 columns showed only 'G…' headers.
     headers = [f"GPU:{o}" for o in ordinals]
-    for table in matrix_tables("TensorFlow peer access (row -> column)", headers, rows, console.width):
+    matrix_title = "TensorFlow peer access (row -> column)"
+    if view.peer_inferred:
+        matrix_title += "; y = inferred: TF logs only the pairs that cannot peer"
+    for table in matrix_tables(matrix_title, headers, rows, console.width):
         console.print(table)
     summary = peer_group_summary(view)
     if summary:

@@ -1,0 +1,77 @@
+"""What a TensorFlow log says on its own, beyond who can peer: CUDA's peer limit, GPUs TF ignores.
+
+Pure functions over a ``TfView``; ``tf_crosscheck.tf_findings`` reports them with the rest.
+"""
+
+from __future__ import annotations
+
+from gputopo.model import Finding, TfView
+from gputopo.notation import number_list
+
+CUDA_MAX_PEERS = 8  # a GPU can map at most 8 peers (CUDA_ERROR_TOO_MANY_PEERS past that)
+
+PEER_LIMIT_FIX = (
+    f"give each process at most {CUDA_MAX_PEERS + 1} GPUs, so that no GPU needs more than {CUDA_MAX_PEERS} "
+    f"peers: one process per group of at most {CUDA_MAX_PEERS} GPUs that can peer (MultiWorkerMirroredStrategy "
+    f"with one worker per group, `gputopo recommend --gpus {CUDA_MAX_PEERS} --jobs 2` picks the groups), or "
+    f"CUDA_VISIBLE_DEVICES listing at most {CUDA_MAX_PEERS + 1} GPUs"
+)
+
+
+def peer_limit_finding(view: TfView) -> Finding | None:
+    """CUDA_ERROR_TOO_MANY_PEERS lines: which GPUs ran out of peer mappings, and what to do."""
+    if view.too_many_peers is None:
+        return None
+    failed = [(i, j) for i, j in view.enable_failed if i in view.too_many_peers]
+    largest = max([o for pair in view.enable_failed for o in pair] + list(view.too_many_peers), default=None)
+    gpus = number_list(view.too_many_peers)
+    if failed:
+        pairs = ", ".join(f"{i}->{j}" for i, j in failed)
+        what = (
+            f"TensorFlow could not enable peer access {pairs} (CUDA_ERROR_TOO_MANY_PEERS: peer mapping resources "
+            f"exhausted): GPU {gpus} hit CUDA's limit of {CUDA_MAX_PEERS} peers per GPU"
+        )
+        after = "; those pairs could peer, but in this process their copies go through host memory"
+    else:
+        named = f"set up GPU {gpus}" if view.too_many_peers else "set up a GPU"
+        what = (
+            f"TensorFlow could not {named}: CUDA_ERROR_TOO_MANY_PEERS (peer mapping resources exhausted); "
+            f"a GPU can map at most {CUDA_MAX_PEERS} peers"
+        )
+        after = ""
+    if largest is not None and largest >= CUDA_MAX_PEERS + 1:
+        what += f", and this process sees at least {largest + 1} GPUs (ordinal {largest})"
+    return Finding(
+        "warning",
+        "tf-too-many-peers",
+        what + after,
+        gpus=sorted(set(view.too_many_peers) | {o for pair in failed for o in pair}),
+        fix=PEER_LIMIT_FIX,
+    )
+
+
+def ignored_gpu_findings(view: TfView) -> list[Finding]:
+    """GPUs TensorFlow found but will not use (too old a compute capability)."""
+    findings = []
+    for device in view.devices:
+        if device.ignored:
+            name = f" ({device.name})" if device.name else ""
+            findings.append(
+                Finding(
+                    "warning",
+                    "tf-gpu-ignored",
+                    f"TensorFlow ignores GPU {device.ordinal}{name}: {device.ignored}; it will not run on it",
+                    gpus=[device.ordinal],
+                    fix="train on the other GPUs (CUDA_VISIBLE_DEVICES), or use a TensorFlow build for that GPU",
+                )
+            )
+    return findings
+
+
+def peer_info_is_peer_limit_only(view: TfView) -> bool:
+    """Whether the only pairs the log says can peer are those CUDA's peer limit stopped (no matrix,
+    no 'cannot peer' line): then the peer-limit finding says it all."""
+    if view.too_many_peers is None:
+        return False
+    stated = {(i, j) for i, row in enumerate(view.peer) for j, value in enumerate(row) if i != j and value is not None}
+    return stated <= {(i, j) for i, j in view.enable_failed}
