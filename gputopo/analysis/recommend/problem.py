@@ -80,6 +80,8 @@ class Problem:
                     raise InputError(f"the topology has no link between GPU {a} and GPU {b}; cannot rank groups")
                 est = estimate_link(link, gpus.get(link.a), gpus.get(link.b))
                 weight[i][j] = weight[j][i] = int(round(est.gbps * CENTI))
+                if link.type == "UNKNOWN" and link.can_peer is False:  # a TF log alone: where the estimates
+                    weight[i][j] = weight[j][i] = weight[i][j] - 1  # tie, a pair it says cannot peer ranks below an unnamed one
                 estimate_basis[(a, b)] = estimate_basis[(b, a)] = est.basis
         hosts: dict[Any, int] = {}
         domains: dict[Any, int] = {}
