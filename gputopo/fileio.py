@@ -162,12 +162,13 @@ def _decode(data: bytes, label: str, what: str) -> str:
         return data.decode("latin-1")
 
 
-def read_text_input(path: str | os.PathLike[str], what: str = "file", max_bytes: int = MAX_INPUT_BYTES) -> str:
-    """Read a user-supplied text file ('-' is standard input) of at most ``max_bytes``; refuse
-    binary, unreadable or oversized input with one ``InputError``.
+def read_text_input(path: str | os.PathLike[str], what: str = "file", max_bytes: int | None = None) -> str:
+    """Read a user-supplied text file ('-' is standard input) of at most ``max_bytes`` (default
+    ``MAX_INPUT_BYTES``); refuse binary, unreadable or oversized input with one ``InputError``.
 
     Pipes and other non-regular files (``<(nvidia-smi topo -m)``) are read like files: the bound,
     not the kind, stops an endless one."""
+    max_bytes = MAX_INPUT_BYTES if max_bytes is None else max_bytes
     if str(path) == "-":
         return _decode(_read_bounded(sys.stdin.buffer, "standard input", what, max_bytes), "standard input", what)
     p = Path(path)

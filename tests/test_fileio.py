@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import errno
 import os
+import stat
 
 import pytest
 
@@ -59,3 +60,129 @@ def test_read_text_input_refuses_folders_and_binary(tmp_path):
     binary.write_bytes(b"a\x00b")
     with pytest.raises(InputError, match="binary"):
         read_text_input(binary)
+
+
+# --- write rules: only regular files, symlinks written through, modes kept, failures leave no trace ---
+
+
+def test_a_fifo_target_is_refused_and_left_a_fifo(tmp_path):
+    fifo = tmp_path / "pipe"
+    os.mkfifo(fifo)
+    with pytest.raises(InputError, match=r"cannot write .*pipe: it is a named pipe \(FIFO\), not a regular file"):
+        atomic_write_text(fifo, "x")
+    assert stat.S_ISFIFO(os.lstat(fifo).st_mode)
+    assert [p.name for p in tmp_path.iterdir()] == ["pipe"]  # no temp file either
+
+
+def test_dev_null_is_refused_and_stays_a_character_device():
+    with pytest.raises(InputError, match="it is a character device, not a regular file"):
+        atomic_write_text("/dev/null", "x")
+    assert stat.S_ISCHR(os.stat("/dev/null").st_mode)
+
+
+def test_a_symlink_is_written_through_to_its_target_and_stays_a_link(tmp_path):
+    (tmp_path / "real").mkdir()
+    target = tmp_path / "real" / "box.json"
+    target.write_text("old")
+    link = tmp_path / "box.json"
+    link.symlink_to(target)
+    assert atomic_write_text(link, "new") == link
+    assert link.is_symlink() and os.readlink(link) == str(target)
+    assert target.read_text() == "new"
+    assert sorted(p.name for p in (tmp_path / "real").iterdir()) == ["box.json"]
+
+
+def test_a_dangling_symlink_creates_its_target_and_a_loop_is_refused(tmp_path):
+    link = tmp_path / "out.json"
+    link.symlink_to(tmp_path / "made.json")
+    atomic_write_text(link, "new")
+    assert link.is_symlink() and (tmp_path / "made.json").read_text() == "new"
+    loop = tmp_path / "loop"
+    loop.symlink_to(loop)
+    with pytest.raises(InputError, match="loop"):
+        atomic_write_text(loop, "x")
+    assert loop.is_symlink()
+
+
+def test_an_existing_file_keeps_its_mode(tmp_path):
+    for mode in (0o644, 0o640, 0o600):
+        target = tmp_path / f"out{mode:o}.json"
+        target.write_text("old")
+        target.chmod(mode)
+        atomic_write_text(target, "new")
+        assert stat.S_IMODE(target.stat().st_mode) == mode and target.read_text() == "new"
+
+
+def test_a_new_file_gets_the_umask_default_like_open(tmp_path):
+    old_umask = os.umask(0o022)
+    try:
+        atomic_write_text(tmp_path / "new.json", "x")
+        os.umask(0o027)
+        atomic_write_text(tmp_path / "other.json", "x")
+    finally:
+        os.umask(old_umask)
+    assert stat.S_IMODE((tmp_path / "new.json").stat().st_mode) == 0o644
+    assert stat.S_IMODE((tmp_path / "other.json").stat().st_mode) == 0o640
+
+
+def test_a_full_disk_is_an_output_error_and_keeps_the_old_file(tmp_path, monkeypatch):
+    from gputopo.errors import EXIT_ENVIRONMENT, OutputError
+
+    target = tmp_path / "out.json"
+    target.write_text("old")
+
+    def disk_full(fd):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(os, "fsync", disk_full)
+    with pytest.raises(OutputError, match=r"cannot write .*out.json: No space left on device") as caught:
+        atomic_write_text(target, "new")
+    assert caught.value.exit_code == EXIT_ENVIRONMENT
+    assert target.read_text() == "old"
+    assert [p.name for p in tmp_path.iterdir()] == ["out.json"]
+
+
+# --- reading: bounded, byte-order marks, pipes ---------------------------------------------------
+
+
+def test_utf16_with_a_bom_is_read_as_text(tmp_path):
+    for encoding in ("utf-16", "utf-16-be"):
+        path = tmp_path / f"topo-{encoding}.txt"
+        data = "GPU0\tX\tNV2 — ok\n".encode(encoding)
+        if encoding == "utf-16-be":
+            data = b"\xfe\xff" + data
+        path.write_bytes(data)
+        assert read_text_input(path) == "GPU0\tX\tNV2 — ok\n"
+
+
+def test_a_utf8_bom_is_dropped(tmp_path):
+    path = tmp_path / "box.json"
+    path.write_bytes(b"\xef\xbb\xbf{\"schema\": 1}")
+    assert read_text_input(path) == '{"schema": 1}'
+
+
+def test_input_past_the_limit_is_one_error_and_the_limit_itself_is_fine(tmp_path, monkeypatch):
+    import gputopo.fileio
+
+    monkeypatch.setattr(gputopo.fileio, "MAX_INPUT_BYTES", 1024 * 1024)
+    path = tmp_path / "big.txt"
+    path.write_bytes(b"a" * (1024 * 1024))
+    assert len(read_text_input(path)) == 1024 * 1024
+    path.write_bytes(b"a" * (1024 * 1024 + 1))
+    with pytest.raises(InputError, match="larger than the 1 MiB limit"):
+        read_text_input(path)
+
+
+def test_dev_zero_stops_at_the_first_chunk():
+    with pytest.raises(InputError, match="binary"):
+        read_text_input("/dev/zero", max_bytes=1 << 40)  # no bound in sight: the NUL bytes stop it
+
+
+def test_a_pipe_is_read_like_a_file(tmp_path):
+    read_end, write_end = os.pipe()
+    os.write(write_end, b"GPU0\tX\n")
+    os.close(write_end)
+    try:
+        assert read_text_input(f"/dev/fd/{read_end}") == "GPU0\tX\n"
+    finally:
+        os.close(read_end)

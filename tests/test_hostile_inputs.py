@@ -1,0 +1,180 @@
+"""Hostile and unlucky inputs: each is one `gputopo: error:` line with the right exit code, never a
+traceback, a hang or a damaged file.
+
+Every row runs a command on an input (a file written from bytes, or a device such as /dev/zero); the
+scan rows also ask for `--save` onto an existing file, which must be left exactly as it was.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import stat
+from typing import Any, Callable
+
+import pytest
+from conftest import assert_one_error_line
+
+from gputopo.sources.reference import load_reference
+
+OLD_SNAPSHOT_TEXT = "old contents\n"
+
+
+def _snapshot(change: Callable[[dict[str, Any]], Any] | None = None) -> bytes:
+    """A valid snapshot of a small reference machine, changed by ``change``, as JSON bytes."""
+    data = load_reference("two-socket-4gpu").to_dict()
+    data["links"][0]["measured"] = {"a_to_b_gbps": 10.0}
+    if change is not None:
+        change(data)
+    return json.dumps(data).encode()
+
+
+def _replace(where: str, value: Any) -> Callable[[dict[str, Any]], None]:
+    """A change that sets ``data[k1][k2]...`` (``where`` as ``gpus.1.index``) to ``value``."""
+
+    def change(data: dict[str, Any]) -> None:
+        *path, last = [int(k) if k.isdigit() else k for k in where.split(".")]
+        target = data
+        for key in path:
+            target = target[key]
+        target[last] = value
+
+    return change
+
+
+def _raw(text_of_value: str, where: str) -> bytes:
+    """A snapshot whose field ``where`` holds JSON text json.dumps would not write (NaN, 1e400)."""
+    marker = "__RAW__"
+    return _snapshot(_replace(where, marker)).replace(json.dumps(marker).encode(), text_of_value.encode())
+
+
+def _with_tf(ordinal: int) -> Callable[[dict[str, Any]], None]:
+    def change(data: dict[str, Any]) -> None:
+        data["tf"] = {"devices": [{"ordinal": ordinal}], "peer": [[True]]}
+
+    return change
+
+
+def _deep_nesting(depth: int) -> bytes:
+    return b'{"schema": "gputopo.topology/1", "gpus": ' + b"[" * depth + b"]" * depth + b"}"
+
+
+# (id, command args with {input}, input bytes or a device path, exit code, fragment of the error line)
+HOSTILE = [
+    ("dev-zero-as-topology", ["scan", "--from", "{input}"], "/dev/zero", 2, "is binary, not text"),
+    ("dev-zero-as-tf-log", ["scan", "--machine", "dgx1", "--tf-log", "{input}"], "/dev/zero", 2, "binary"),
+    ("nested-200000-deep", ["scan", "--from", "{input}"], _deep_nesting(200_000), 2, "nested too deeply"),
+    ("integer-10-to-the-400", ["scan", "--from", "{input}"], _raw(str(10**400), "gpus.0.memory_total_bytes"), 2,
+     "gpus[0].memory_total_bytes: 1000000000000000000000000000000000000... is out of range"),
+    ("integer-of-5000-digits", ["scan", "--from", "{input}"], _raw("9" * 5000, "gpus.0.memory_total_bytes"), 2,
+     "not a usable snapshot: Exceeds the limit"),
+    ("float-1e400", ["scan", "--from", "{input}"], _raw("1e400", "links.0.measured.a_to_b_gbps"), 2,
+     "links[0].measured.a_to_b_gbps: must be a finite number or null, got Infinity"),
+    ("nan-figure", ["scan", "--from", "{input}"], _raw("NaN", "links.0.measured.a_to_b_gbps"), 2,
+     "links[0].measured.a_to_b_gbps: must be a finite number or null, got NaN"),
+    ("infinity-figure", ["scan", "--from", "{input}"], _raw("-Infinity", "links.0.measured.latency_us"), 2,
+     "links[0].measured.latency_us: must be a finite number or null, got -Infinity"),
+    ("negative-gpu-index", ["scan", "--from", "{input}"], _snapshot(_replace("gpus.0.index", -5)), 2,
+     "gpus[0].index: GPU indices are not negative, got -5"),
+    ("duplicate-gpu-index", ["scan", "--from", "{input}"], _snapshot(_replace("gpus.3.index", 2)), 2,
+     "gpus[3].index: duplicate GPU index 2"),
+    ("gpu-index-too-large", ["scan", "--from", "{input}"],
+     _snapshot(lambda d: d.update(gpus=[{"index": 99999}], links=[], nic_links=[], diagnostics=[])), 2,
+     "gpus[0].index: 99999 is above the largest allowed, 4095"),
+    ("link-to-a-missing-gpu", ["scan", "--from", "{input}"], _snapshot(_replace("links.0.b", 9)), 2,
+     "links[0].b: GPU 9 is not in gpus"),
+    ("unknown-p2p-word", ["scan", "--from", "{input}"], _snapshot(_replace("links.0.p2p_read", "MAYBE")), 2,
+     "links[0].p2p_read: unknown P2P word 'MAYBE'"),
+    ("huge-nvlink-count", ["scan", "--from", "{input}"], _snapshot(_replace("links.0.type", "NV99999999999999999999")),
+     2, "links[0].type: unknown link type 'NV99999999999999999999'"),
+    ("negative-tf-ordinal", ["scan", "--from", "{input}"], _snapshot(_with_tf(-1)), 2,
+     "tf.devices[0].ordinal: must not be negative, got -1"),
+    ("endless-cpu-list", ["scan", "--from", "{input}"], _snapshot(_replace("gpus.0.cpu_affinity", "0-99999999999")), 2,
+     "gpus[0].cpu_affinity: 99999999999 is above the largest allowed number"),
+    ("missing-gpu-index", ["scan", "--from", "{input}"], _snapshot(lambda d: d["gpus"][0].pop("index")), 2,
+     "gpus[0].index: missing"),
+    ("gpus-not-a-list", ["scan", "--from", "{input}"], _snapshot(_replace("gpus", {"0": {}})), 2,
+     "gpus: must be a list of Gpu, got"),
+    ("recommend-require-endless-range", ["recommend", "--from", "{input}", "--gpus", "2", "--require", "0-99999999999"],
+     _snapshot(), 2, "bad --require '0-99999999999': 99999999999 is above the largest allowed number, 4095"),
+    ("recommend-exclude-endless-range", ["recommend", "--from", "{input}", "--gpus", "2", "--exclude", "0-4096"],
+     _snapshot(), 2, "bad --exclude '0-4096'"),
+    ("recommend-huge-gpu-count", ["recommend", "--from", "{input}", "--gpus", "100000"], _snapshot(), 2,
+     "asked for 100000 GPUs"),
+    ("recommend-env-and-json", ["recommend", "--from", "{input}", "--gpus", "2", "--format", "env", "--json"],
+     _snapshot(), 2, "--json and --format env"),
+]
+
+
+@pytest.mark.parametrize(("args", "given", "exit_code", "fragment"), [row[1:] for row in HOSTILE],
+                         ids=[row[0] for row in HOSTILE])
+def test_hostile_input_is_one_error_line_and_writes_nothing(cli, tmp_path, args, given, exit_code, fragment):
+    if isinstance(given, bytes):
+        source = tmp_path / "input.json"
+        source.write_bytes(given)
+    else:
+        source = given
+    command = [str(source) if a == "{input}" else a for a in args]
+    saved = tmp_path / "saved.json"
+    saved.write_text(OLD_SNAPSHOT_TEXT)
+    if command[0] == "scan":
+        command += ["--save", str(saved)]
+    line = assert_one_error_line(cli(*command), exit_code)
+    assert fragment in line, line
+    assert saved.read_text() == OLD_SNAPSHOT_TEXT
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted({"saved.json", *(["input.json"] if isinstance(given, bytes) else [])})
+
+
+def test_a_long_input_is_refused_at_the_bound_not_read_to_the_end(cli, tmp_path, monkeypatch):
+    import gputopo.fileio
+
+    monkeypatch.setattr(gputopo.fileio, "MAX_INPUT_BYTES", 64 * 1024)
+    big = tmp_path / "topo.txt"
+    big.write_bytes(b"GPU0\tX\n" * 20_000)
+    line = assert_one_error_line(cli("scan", "--from", str(big)))
+    assert f"topology file {big} is larger than the 0 MiB limit" in line or "larger than" in line
+    line = assert_one_error_line(cli("scan", "--from", "-", input="GPU0\tX\n" * 20_000))
+    assert "standard input is larger than" in line
+
+
+@pytest.mark.parametrize("encoding", ["utf-8-sig", "utf-16"])
+def test_snapshots_with_a_byte_order_mark_are_read(cli, tmp_path, encoding):
+    """PowerShell's `>` writes UTF-16 with a BOM; Notepad may add a UTF-8 BOM."""
+    source = tmp_path / "box.json"
+    source.write_bytes(_snapshot().decode().encode(encoding))
+    result = cli("scan", "--from", str(source), "--json")
+    assert result.exit_code == 0, result.output
+    assert len(json.loads(result.stdout)["gpus"]) == 4
+
+
+@pytest.mark.parametrize(
+    ("make_target", "kind"),
+    [(lambda p: os.mkfifo(p), "a named pipe (FIFO)"), (lambda p: p.mkdir(), "folder")],
+    ids=["fifo", "folder"],
+)
+def test_save_onto_something_that_is_not_a_regular_file_is_refused_and_left_alone(cli, tmp_path, make_target, kind):
+    target = tmp_path / "target"
+    make_target(target)
+    mode_before = os.lstat(target).st_mode
+    line = assert_one_error_line(cli("scan", "--machine", "dgx1", "--save", str(target)))
+    assert kind in line
+    assert os.lstat(target).st_mode == mode_before and stat.S_IFMT(mode_before) != stat.S_IFREG
+    assert [p.name for p in tmp_path.iterdir()] == ["target"]
+
+
+def test_a_snapshot_with_terminal_escapes_is_shown_without_them(cli, tmp_path):
+    """A GPU name, hostname or finding carrying escape codes must not drive the user's terminal."""
+
+    def hostile_strings(data: dict[str, Any]) -> None:
+        data["gpus"][0]["name"] = "Tesla\x1b]0;owned\x07 V100\x1b[2J"
+        data["host"] = "box\x1b[31m\r\x9b1m"
+        data["diagnostics"] = [{"severity": "warning", "code": "x", "message": "look\x1b[5m here", "gpus": [0]}]
+
+    source = tmp_path / "box.json"
+    source.write_bytes(_snapshot(hostile_strings))
+    result = cli("scan", "--from", str(source))
+    assert result.exit_code == 0, result.output
+    assert "Tesla]0;owned V100[2J" in result.stdout
+    assert not any(c in result.stdout for c in "\x1b\x07\r\x9b")
+    as_json = cli("scan", "--from", str(source), "--json")
+    assert "\\u001b" in as_json.stdout and "\x1b" not in as_json.stdout
