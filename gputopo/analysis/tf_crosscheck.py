@@ -110,7 +110,10 @@ def peer_group_summary(view: TfView) -> str | None:
         if multi:
             parts.append(f"GPUs {' and '.join(number_list(g) for g in multi)} can peer{inferred}")
         if result.cross_denied:
-            parts.append("the cross pairs cannot" if multi else "no pair can peer")
+            if multi:
+                parts.append("the cross pairs cannot")
+            else:  # with pairs the log is silent on, "no pair can peer" would claim too much
+                parts.append(f"pairs {pair_list(result.cross_denied, limit=None)} cannot peer" if result.unknown else "no pair can peer")
         if singles and multi:
             isolated = [o for o in singles if all(peer_state(view, o, p) is False for p in ordinals if p != o)]
             unsure = [o for o in singles if o not in isolated]

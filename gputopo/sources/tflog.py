@@ -81,7 +81,7 @@ ERA_CUDA_PEER_LIMIT = "cuda-peer-limit"  # only CUDA_ERROR_TOO_MANY_PEERS lines:
 ERA_NO_GPU = "tf-no-gpu"  # TensorFlow ran and listed no GPU (``gputopo scan --tf``)
 # Larger "ordinals" come from damaged lines, not from machines (the largest single hosts have a few
 # dozen GPUs); the peer matrix is sized by the largest ordinal, so this also bounds its size.
-MAX_TF_ORDINAL = 255
+MAX_TF_ORDINAL = 127
 _ERA_ORDER = [ERA_CUDA_PEER_LIMIT, ERA_TF0, ERA_TF12, ERA_TF15, ERA_TF25, ERA_TF_ABSL]
 _LINE_ERAS = {ERA_LINE_TF0: ERA_TF0, ERA_LINE_TF12: ERA_TF12, ERA_LINE_TF15: ERA_TF15, ERA_LINE_TF25: ERA_TF25}
 

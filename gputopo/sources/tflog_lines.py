@@ -101,7 +101,7 @@ def scan_lines(text: str) -> list[LogEvent]:
             found_lines_left -= 1
             events.append(LogEvent(PROPS, line_no, text=message))
             continue
-        event = _classify(capped, message, line_no, bool(end), events)
+        event = _classify(capped, message, line_no, bool(end), events, whole=len(line) <= LINE_CAP_CHARS)
         if event is None:
             continue
         event.absl = "I0000" in capped[:8] or bool(_ABSL_RE.match(capped[:200]))
@@ -111,8 +111,9 @@ def scan_lines(text: str) -> list[LogEvent]:
     return events
 
 
-def _classify(line: str, message: str, line_no: int, prefixed: bool, events: list[LogEvent]) -> LogEvent | None:
-    """The event one line makes, or None; may complete the previous event (a wrapped line)."""
+def _classify(line: str, message: str, line_no: int, prefixed: bool, events: list[LogEvent], whole: bool) -> LogEvent | None:
+    """The event one line makes, or None; may complete the previous event (a wrapped line).
+    ``whole``: the line was not capped (a matrix header or row must be read to its end)."""
     lower = line.lower()
     if "peer" in lower:
         event = _peer_event(line, lower, line_no, prefixed, events)
@@ -126,13 +127,13 @@ def _classify(line: str, message: str, line_no: int, prefixed: bool, events: lis
     if "edge matrix" in message and "interconnect" in message:
         return LogEvent(MATRIX, line_no, era=ERA_LINE_TF15, diagonal_is_self=False, header_missing=True)
     last = events[-1] if events else None
-    if last is not None and last.kind == MATRIX and last.header_missing and not last.ordinals:
+    if whole and last is not None and last.kind == MATRIX and last.header_missing and not last.ordinals:
         match = _ORDINALS_ONLY_RE.match(message)
         if match:  # the edge matrix's column header line, "     0 1 2 3"
             last.ordinals = [int(t) for t in match.group(1).split()]
             last.header_missing = False
             return None
-    if ":" in message[:12]:
+    if whole and ":" in message[:12]:
         match = _ROW_RE.match(message)
         if match:
             return LogEvent(ROW, line_no, ordinals=[int(match.group(1))], values=[v == "Y" for v in match.group(2).split()])
