@@ -33,6 +33,14 @@ def scan(
             "(needs the tensorflow extra).",
         ),
     ] = False,
+    fail_on: Annotated[
+        Optional[str],
+        typer.Option(
+            "--fail-on",
+            help="Exit with code 1 when a finding is at least this severe: warning or error (for CI and Slurm prologs).",
+            metavar="LEVEL",
+        ),
+    ] = None,
 ) -> None:
     """Show how the GPUs are wired: links, P2P support, NUMA/CPU affinity, PCIe and NVLink, findings."""
     from gputopo.analysis import with_findings
@@ -40,6 +48,10 @@ def scan(
     from gputopo.views import topology as view
     from gputopo.views.common import print_json
 
+    if fail_on is not None and fail_on not in FAIL_ON_LEVELS:
+        from gputopo.errors import InputError
+
+        raise InputError(f"--fail-on must be {' or '.join(FAIL_ON_LEVELS)}, not {fail_on!r}")
     if tf_init:
         from gputopo.errors import InputError
 
@@ -62,6 +74,22 @@ def scan(
         print_json(topo.to_dict())
     else:
         view.render_topology(topo)
+    if fail_on is not None:
+        _fail_on_findings(topo, fail_on)
+
+
+FAIL_ON_LEVELS = ("warning", "error")
+
+
+def _fail_on_findings(topology: Topology, level: str) -> None:
+    """``--fail-on LEVEL``: a ``CheckFailed`` (exit code 1) when any finding is at least ``level``."""
+    from gputopo.errors import CheckFailed
+    from gputopo.model import SEVERITIES
+    from gputopo.notation import count_word
+
+    hits = [f for f in topology.diagnostics if SEVERITIES.index(f.severity) >= SEVERITIES.index(level)]
+    if hits:
+        raise CheckFailed(f"{count_word(len(hits), 'finding')} at or above {level} (--fail-on {level})")
 
 
 def _topology_with_tf_init(from_file: str | None, machine: str | None) -> Topology:
