@@ -126,6 +126,10 @@ TfLogOption = Annotated[
     Optional[str],
     typer.Option("--tf-log", help="Read TensorFlow's device log and cross-check it ('-' = stdin).", metavar="FILE"),
 ]
+TfRunOption = Annotated[
+    Optional[int],
+    typer.Option("--tf-run", help="Which TensorFlow start-up of --tf-log to read (from 1; default the last complete one).", metavar="N"),
+]
 JsonOption = Annotated[bool, typer.Option("--json", help="Print machine-readable JSON instead of tables.")]
 
 

@@ -54,11 +54,13 @@ def load_topology(
     from_file: str | None = None,
     machine: str | None = None,
     tf_log: str | None = None,
+    tf_run: int | None = None,
 ) -> Topology:
     """Resolve the shared source options into one Topology, as read (findings come from
     ``gputopo.analysis.with_findings``).
 
-    Precedence: ``--machine``, then ``--from``, then this host's NVML. A TF log is joined to that
+    Precedence: ``--machine``, then ``--from``, then this host's NVML. A TF log (its start-up
+    ``tf_run``, from 1, where it holds several) is joined to that
     topology (by PCI bus id); where NVML is not available (no driver: a log copied from another
     machine), the TF log alone becomes the topology.
     """
@@ -66,11 +68,13 @@ def load_topology(
         raise InputError("give either --machine or --from, not both")
     if from_file == "-" and tf_log == "-":
         raise InputError("--from - and --tf-log - cannot both read standard input; give one of them as a file")
+    if tf_run is not None and tf_log is None:
+        raise InputError("--tf-run picks a start-up of --tf-log; give --tf-log too")
     tf_view = None
     if tf_log is not None:
         from gputopo.sources.tflog import read_tf_log
 
-        tf_view = read_tf_log(tf_log)
+        tf_view = read_tf_log(tf_log, run=tf_run)
     if machine:
         from gputopo.sources.reference import load_reference
 
