@@ -31,6 +31,8 @@ import typing
 from dataclasses import dataclass, field
 from typing import Any, Iterator
 
+from gputopo.notation import expand_number_list
+
 SCHEMA = "gputopo.topology/1"
 
 # PCIe path words, best (shortest path) first. "SOC" is the pre-2017 nvidia-smi word for SYS.
@@ -105,8 +107,12 @@ class Gpu:
     uuid: str | None = None
     pci_bus_id: str | None = None  # normalised dddd:bb:dd.f
     memory_total_bytes: int | None = None
-    numa_node: int | None = None
+    numa_node: int | None = None  # the one NUMA node the GPU hangs off, where there is one
     cpu_affinity: str | None = None  # cpulist, e.g. "0-11,24-35"
+    # The whole NUMA affinity set as nvidia-smi prints it ("0,3-9,11-17" on Grace), as a node list.
+    numa_affinity: str | None = None
+    gpu_numa_id: int | None = None  # the GPU's own memory as a NUMA node (Grace: 2, 10, 18, 26)
+    socket: int | None = None  # CPU socket (physical package) where the source knows it
     pcie_gen_current: int | None = None
     pcie_gen_max: int | None = None
     pcie_width_current: int | None = None
@@ -116,6 +122,16 @@ class Gpu:
     mig_mode: bool | None = None
     compute_capability: str | None = None  # "8.0"
     host: str | None = None  # set for multi-host topologies
+
+    @property
+    def numa_nodes(self) -> set[int] | None:
+        """The NUMA nodes the GPU is affine to (its affinity set, else its one node); None if unknown."""
+        if self.numa_affinity:
+            try:
+                return set(expand_number_list(self.numa_affinity))
+            except ValueError:
+                return None
+        return None if self.numa_node is None else {self.numa_node}
 
     def pcie_below_max(self, field: str) -> tuple[int, int] | None:
         """``(current, max)`` where the PCIe ``field`` ("width" or "gen") runs below its maximum, else None."""
@@ -158,7 +174,9 @@ class Link:
     b: int
     type: str  # nvidia-smi word: NV<n>, PIX, PXB, PHB, NODE, SYS
     nvlink_count: int = 0
-    nvswitch: bool = False  # the NVLinks go through NVSwitch (all-to-all fabric)
+    # The NVLinks go through NVSwitch (all-to-all fabric); None where the source cannot tell
+    # (nvidia-smi text of a few GPUs with NV18 to each other).
+    nvswitch: bool | None = False
     pcie_path: str | None = None  # the PCIe path word even where NVLink exists (NVML knows both)
     p2p_read: str | None = None  # "ok" or a P2P status word (CNS, GNS, TNS, DR, NS, U); None: unknown
     p2p_write: str | None = None
@@ -209,6 +227,8 @@ class TfDevice:
     memory_mb: int | None = None
     compute_capability: str | None = None
     nvml_index: int | None = None  # the NVML GPU it was joined to by PCI bus id, when known
+    tf_id: int | None = None  # TensorFlow's own number (/device:GPU:k) where the log prints it
+    ignored: str | None = None  # why TensorFlow does not use this GPU (e.g. its compute capability)
 
 
 @dataclass
@@ -223,6 +243,14 @@ class TfView:
     visible_ordinals: list[int] | None = None  # "Adding visible gpu devices: ..."
     # What the log reader could not read (cut lines, missing matrix rows), reported as findings.
     notes: list[Finding] = field(default_factory=list)
+    # True: the true entries of ``peer`` off the diagonal are inferred, not printed (TF 0.x-1.4 log
+    # only the pairs that cannot peer, and this log names every GPU on both sides of those lines).
+    peer_inferred: bool = False
+    enable_failed: list[list[int]] = field(default_factory=list)  # [i, j]: TF could not enable peer access i->j
+    # Ordinals named in CUDA_ERROR_TOO_MANY_PEERS lines (a GPU maps at most 8 peers); None: no such line.
+    too_many_peers: list[int] | None = None
+    startups: int = 1  # how many TensorFlow start-ups the log holds
+    startup: int = 1  # which of them (from 1) this view reads
 
 
 @dataclass
@@ -243,6 +271,8 @@ class Topology:
     cuda_driver_version: str | None = None
     nvml_version: str | None = None
     socket_interconnect: str | None = None  # e.g. "UPI", "QPI", "Infinity Fabric", "X-Bus"
+    # NUMA distances as the kernel reports them: {"0": {"0": 10, "1": 32}, ...}; None when unknown.
+    numa_distances: dict[str, dict[str, int]] | None = None
     tf: TfView | None = None
     schema: str = SCHEMA
 
@@ -275,6 +305,11 @@ class Topology:
             result[(link.a, link.b)] = link
             result[(link.b, link.a)] = link
         return result
+
+    def numa_distance(self, a: int, b: int) -> int | None:
+        """The kernel's distance from NUMA node ``a`` to ``b`` (10 = local), None where not known."""
+        row = (self.numa_distances or {}).get(str(a)) or {}
+        return row.get(str(b))
 
     def pairs(self) -> Iterator[tuple[int, int]]:
         idx = self.gpu_indices

@@ -12,6 +12,7 @@ from fake_nvml import FakeNvml
 
 from gputopo.analysis import diagnose as diagnose_module
 from gputopo.analysis.diagnose import diagnose
+from gputopo.analysis.locality import SYS_MEANING
 from gputopo.model import Topology
 from gputopo.sources.nvml import probe
 from gputopo.sources.reference import MACHINES, load_reference
@@ -93,16 +94,20 @@ def test_multi_host_rack_describes_one_host() -> None:
 
 
 def test_nvlinked_pairs_from_nvidia_smi_text_group_by_numa_node_or_cpus() -> None:
-    """nvidia-smi shows only NV<n> for NVLinked pairs (no PCIe path): the sockets come from the
-    NUMA Affinity column, or from CPU Affinity where the capture has no NUMA column (DGX-1)."""
+    """nvidia-smi shows only NV<n> for NVLinked pairs (no PCIe path): the NUMA sides come from the
+    NUMA Affinity column, or from CPU Affinity where the capture has no NUMA column (DGX-1). Text
+    never says sockets: SYS is "between NUMA nodes", which may be within one socket."""
     from gputopo.sources.smi_text import parse_topo_matrix
 
     power9 = SHARED_FIXTURES / "topo" / "power9_4gpu_nv3_pairs_tabs.txt"
     cross = _by_code(parse_topo_matrix(power9.read_text(), power9.name))["cross-socket"]
-    assert cross.message.startswith("GPUs 0,1 and 2,3 are on different CPU sockets (NUMA nodes 0 and 8): ")
+    assert cross.message.startswith(f"GPUs 0,1 and 2,3 are on different NUMA nodes (0 and 8; {SYS_MEANING}; ")
+    assert "different CPU sockets" not in cross.message and "QPI" not in cross.message
     dgx1 = SHARED_FIXTURES / "topo" / "dgx1_v100_8gpu_mlx5.txt"
     cross = _by_code(parse_topo_matrix(dgx1.read_text(), dgx1.name))["cross-socket"]
-    assert cross.message.startswith("GPUs 0,1,2,3 and 4,5,6,7 are on different CPU sockets: ")
+    assert cross.message.startswith(f"GPUs 0,1,2,3 and 4,5,6,7 are on different NUMA nodes ({SYS_MEANING}; ")
+    # The text does not say whether they can peer: host memory only where they cannot.
+    assert "(through host memory where they cannot peer)" in cross.message
     # 0-4, 1-5, 2-6, 3-7 cross the sockets over NVLink: only the other pairs go through the CPUs.
     assert "copies between the pairs without NVLink (0-5, 0-6" in cross.message
 
@@ -118,9 +123,9 @@ def test_nvlink_summary_counts_one_pcie_pair_in_the_singular_and_leaves_unknown_
     assert _by_code(topo)["nvlink-summary"].message == "NVLink: 2 pairs NV2; the other pair uses PCIe (PHB)"
 
 
-def test_all_nvlinked_capture_still_tells_the_sockets_apart() -> None:
+def test_all_nvlinked_capture_still_tells_the_numa_nodes_apart() -> None:
     """nvidia-smi text of an NVLink-everywhere box shows no SYS: the NUMA column alone says which
-    GPUs share a socket, which matters for the input pipeline."""
+    GPUs share a NUMA node, which matters for the input pipeline (sockets: not known)."""
     from conftest import OWN_FIXTURES
 
     from gputopo.sources.smi_text import parse_topo_matrix
@@ -128,7 +133,7 @@ def test_all_nvlinked_capture_still_tells_the_sockets_apart() -> None:
     path = OWN_FIXTURES / "topo" / "spaces_nicn_legend_gpu_numa_id.txt"
     cross = _by_code(parse_topo_matrix(path.read_text(), path.name))["cross-socket"]
     assert cross.severity == "info"
-    assert cross.message.startswith("GPUs 0,1 and 2,3 are on different CPU sockets (NUMA nodes 0 and 1); ")
+    assert cross.message.startswith(f"GPUs 0,1 and 2,3 are on different NUMA nodes (0 and 1; {SYS_MEANING}; ")
     assert "use NVLink" in cross.message and "numactl" in cross.fix
 
 

@@ -4,7 +4,8 @@ Each finding has a stable ``code`` (scripts and tests key on it), a message a pe
 the GPUs it is about, and a ``fix`` where one exists. Codes:
 
 =======================  ===================================================================
-``cross-socket``         GPUs split over CPU sockets / NUMA nodes with SYS pairs between them
+``virtual-machine``      nvidia-smi shows a hypervisor's flat virtual PCI topology (nothing is concluded from it)
+``cross-socket``         GPUs split over NUMA nodes with SYS pairs between them; "CPU sockets" only where known
 ``pcie-width-degraded``  a GPU's PCIe link runs with fewer lanes than it can (x8 of x16)
 ``pcie-gen-below-max``   a GPU's PCIe link runs below its top generation (often just idle)
 ``p2p-<word>``           pairs without P2P, one finding per NVML reason word (``p2p-tns``, ``p2p-dr``)
@@ -25,6 +26,15 @@ from __future__ import annotations
 import importlib.util
 from collections import Counter, defaultdict
 
+from gputopo.analysis.locality import (
+    SYS_MEANING,
+    link_crosses_numa,
+    pcie_path,
+    same_numa_side,
+    socket_groups,
+    sockets_known,
+    vm_evidence,
+)
 from gputopo.model import P2P_OK, P2P_STATUS_MEANING, Finding, Gpu, Link, Topology
 from gputopo.notation import gpu_list, gpus_word, pair_list
 
@@ -47,6 +57,7 @@ P2P_FIX = {
 def diagnose(topology: Topology) -> list[Finding]:
     """Every finding about ``topology``, most important kinds first; does not modify it."""
     findings: list[Finding] = []
+    findings += _virtual_machine(topology)
     findings += _cross_socket(topology)
     findings += _p2p_unsupported(topology)
     findings += _mig(topology)
@@ -61,81 +72,87 @@ def diagnose(topology: Topology) -> list[Finding]:
     return findings
 
 
-# --- wording helpers -----------------------------------------------------------------------------
-
-
-def _pcie_path(link: Link) -> str | None:
-    """The PCIe path word of a link (``Link.type`` is NV<n> where NVLink exists)."""
-    if link.pcie_path:
-        return link.pcie_path
-    return None if link.is_nvlink or link.type == "UNKNOWN" else link.type
-
-
-# --- findings ------------------------------------------------------------------------------------
-
-
-def socket_groups(topology: Topology) -> list[list[int]]:
-    """GPUs grouped by what they share below the socket interconnect.
-
-    Connected components of "PCIe path known and not SYS" (per host): GPUs 0-3 of a DGX-1, the GPU
-    pairs of an NPS4 DGX A100. Works without NUMA facts, and agrees with them where present. Where
-    a pair's PCIe path is unknown (``nvidia-smi topo -m`` shows only NV<n> for NVLinked pairs), the
-    two GPUs are joined when they share a NUMA node, or, with no NUMA facts, the same CPU affinity.
-    """
-    parent = {g: g for g in topology.gpu_indices}
-
-    def find(g: int) -> int:
-        while parent[g] != g:
-            parent[g] = parent[parent[g]]
-            g = parent[g]
-        return g
-
-    for link in topology.links:
-        path = _pcie_path(link)
-        if path is None:
-            joined = _same_cpu_side(topology.gpu(link.a), topology.gpu(link.b))
-        else:
-            joined = path != "SYS"
-        if joined:
-            ra, rb = find(link.a), find(link.b)
-            if ra != rb:
-                parent[max(ra, rb)] = min(ra, rb)
-    groups: dict[int, list[int]] = defaultdict(list)
-    for g in topology.gpu_indices:
-        groups[find(g)].append(g)
-    return sorted((sorted(members) for members in groups.values()), key=lambda m: m[0])
-
-
-def _same_cpu_side(a: Gpu, b: Gpu) -> bool:
-    """Whether two GPUs are known to hang off the same NUMA node (or, without NUMA facts, CPUs)."""
-    if a.host != b.host:
-        return False
-    if a.numa_node is not None and b.numa_node is not None:
-        return a.numa_node == b.numa_node
-    return a.numa_node is None and b.numa_node is None and a.cpu_affinity is not None and a.cpu_affinity == b.cpu_affinity
-
-
-def _other_cpu_side(topology: Topology, link: Link) -> bool:
-    """Whether the link's GPUs are known to hang off different NUMA nodes (or CPUs) of one host."""
-    a, b = topology.gpu(link.a), topology.gpu(link.b)
-    if a.host != b.host:
-        return False
-    if a.numa_node is not None and b.numa_node is not None:
-        return a.numa_node != b.numa_node
-    both_cpus = a.numa_node is None and b.numa_node is None and a.cpu_affinity and b.cpu_affinity
-    return bool(both_cpus) and a.cpu_affinity != b.cpu_affinity
+# --- where the GPUs sit ---------------------------------------------------------------------------
 
 
 def link_crosses_sockets(topology: Topology, link: Link) -> bool:
-    """Whether a link's GPUs sit under different CPU sockets / NUMA nodes: a SYS path, or (nvidia-smi
-    text shows only NV<n> for NVLinked pairs) NVLinked GPUs known to hang off different NUMA nodes
-    or CPUs of one host. Unknown links (a TF log alone) are not claimed either way."""
-    path = _pcie_path(link)
-    return path == "SYS" or (path is None and link.is_nvlink and _other_cpu_side(topology, link))
+    """Whether a link's GPUs sit on different NUMA nodes (SYS, or NVLinked GPUs with different
+    affinities) -- across CPU sockets only where ``same_socket`` says so. Kept under this name for
+    callers; see ``gputopo.analysis.locality``."""
+    return link_crosses_numa(topology, link)
+
+
+def _virtual_machine(topology: Topology) -> list[Finding]:
+    evidence = vm_evidence(topology)
+    if evidence is None:
+        return []
+    return [
+        Finding(
+            severity="info",
+            code="virtual-machine",
+            message=(
+                "this looks like a virtual machine: nvidia-smi shows the hypervisor's virtual PCI topology, "
+                f"not the host's ({evidence}); which GPUs share a PCIe switch, NUMA node or CPU socket "
+                "on the host is not known"
+            ),
+            gpus=topology.gpu_indices,
+            fix="measure how fast the GPUs really copy to each other (`gputopo bench-p2p`); ask the provider for the host's topology",
+        )
+    ]
+
+
+def _group_nodes(topology: Topology, groups: list[list[int]]) -> list[str] | None:
+    """Each group's NUMA node(s) as text, where every GPU of each group says the same; else None."""
+    texts = []
+    for grp in groups:
+        values = {topology.gpu(g).numa_affinity or (None if topology.gpu(g).numa_node is None else str(topology.gpu(g).numa_node)) for g in grp}
+        if len(values) != 1 or None in values:
+            return None
+        texts.append(next(iter(values)))  # type: ignore[arg-type]
+    return texts
+
+
+def _and(items: list[str]) -> str:
+    return items[0] if len(items) == 1 else f"{', '.join(items[:-1])} and {items[-1]}"
+
+
+def _where(topology: Topology, groups: list[list[int]]) -> tuple[str, str, str, str]:
+    """``(where the groups are, the other side, the link between them, one unit)`` in words; sockets
+    only where the source knows them, else NUMA nodes with what SYS means."""
+    nodes = _group_nodes(topology, groups)
+    known = sockets_known(topology, [g for grp in groups for g in grp])
+    group_sockets = [{topology.gpu(g).socket for g in grp} for grp in groups] if known else []
+    one_socket_each = known and all(len(s) == 1 for s in group_sockets)
+    sockets = [next(iter(s)) for s in group_sockets] if one_socket_each else []
+    interconnect = topology.socket_interconnect
+    if len(groups) == 2 and sockets and sockets[0] != sockets[1]:
+        where = "different CPU sockets" + (f" (NUMA nodes {nodes[0]} and {nodes[1]})" if nodes else "")
+        return where, "the other socket", interconnect or DEFAULT_INTERCONNECT, "socket"
+    numa = f"different NUMA nodes ({_and(nodes)})" if nodes else "different NUMA nodes"
+    if sockets and len(set(sockets)) == 1:
+        where = f"{numa} of one CPU socket ({sockets[0]})"
+        return where, "another NUMA node", interconnect or "the link between NUMA nodes", "NUMA node"
+    if sockets:
+        where = f"{numa} on CPU sockets {_and([str(s) for s in sockets])}"
+        return where, "another NUMA node", interconnect or DEFAULT_INTERCONNECT, "NUMA node"
+    # Sockets not known (nvidia-smi text): say what SYS means and that this source does not tell.
+    notes = ([_and(nodes)] if nodes else []) + [f"{SYS_MEANING}; which it is here, the source does not say"]
+    return f"different NUMA nodes ({'; '.join(notes)})", "another NUMA node", interconnect or "the link between NUMA nodes", "NUMA node"
+
+
+def _ungroupable(topology: Topology, groups: list[list[int]]) -> bool:
+    """Whether GPUs of different groups are NVLinked with no PCIe path and no affinity that tells
+    their NUMA sides (a DGX-1 capture whose CPU Affinity is a job's one-CPU cpuset)."""
+    group_of = {g: n for n, grp in enumerate(groups) for g in grp}
+    return any(
+        link.is_nvlink and pcie_path(link) is None and group_of.get(link.a) != group_of.get(link.b)
+        and same_numa_side(topology, topology.gpu(link.a), topology.gpu(link.b)) is None
+        for link in topology.links
+    )
 
 
 def _cross_socket(topology: Topology) -> list[Finding]:
-    sys_links = [link for link in topology.links if link_crosses_sockets(topology, link)]
+    sys_links = [link for link in topology.links if link_crosses_numa(topology, link)]
     if not sys_links:
         return []
     crossing = {g for link in sys_links for g in (link.a, link.b)}
@@ -146,30 +163,19 @@ def _cross_socket(topology: Topology) -> list[Finding]:
         # A multi-host domain (GB200 NVL72): describe one host, the others are alike.
         first_host = min(hosts, key=lambda h: min(g.index for g in topology.gpus if g.host == h))
         groups = [grp for grp in groups if topology.gpu(grp[0]).host == first_host]
-        prefix, suffix = f"on host {first_host}, ", f" (likewise on the other {len(hosts) - 1} hosts)"
+        prefix, suffix = f"on host {first_host}, ", f"likewise on the other {len(hosts) - 1} hosts"
     if len(groups) < 2:
         return []
-    notes = []
-    numa = [{topology.gpu(g).numa_node for g in grp} for grp in groups]
-    nodes_known = all(len(nodes) == 1 and None not in nodes for nodes in numa)
-    nodes_text = [str(next(iter(nodes))) for nodes in numa] if nodes_known else []
-    if len(groups) == 2:
-        grouped = f"GPUs {gpu_list(groups[0])} and {gpu_list(groups[1])}"
-        where, other_side = "different CPU sockets", "the other socket"
-        if nodes_known:
-            notes.append(f"NUMA nodes {nodes_text[0]} and {nodes_text[1]}")
-    else:
-        grouped = "GPU groups " + " | ".join(gpu_list(grp) for grp in groups)
-        where, other_side = "different NUMA nodes", "another NUMA node"
-        if nodes_known:
-            notes.append(f"{', '.join(nodes_text[:-1])} and {nodes_text[-1]}")
+    where, other_side, interconnect, unit = _where(topology, groups)
     if suffix:
-        notes.append(suffix.strip(" ()"))
-    if notes:
-        where += f" ({'; '.join(notes)})"
+        where = where[:-1] + f"; {suffix})" if where.endswith(")") else where + f" ({suffix})"
+    grouped = f"GPUs {gpu_list(groups[0])} and {gpu_list(groups[1])}" if len(groups) == 2 else (
+        "GPU groups " + " | ".join(gpu_list(grp) for grp in groups))
+    by_pair = _ungroupable(topology, groups)  # NVLinked pairs whose NUMA sides the source does not tell
+    if by_pair:
+        grouped = "the GPU pairs " + pair_list((link.a, link.b) for link in sys_links)
     grouped = prefix + grouped
     grouped = grouped[0].upper() + grouped[1:]
-    interconnect = topology.socket_interconnect or DEFAULT_INTERCONNECT
     without_nvlink = [link for link in sys_links if not link.is_nvlink]
     group_of = {g: n for n, grp in enumerate(groups) for g in grp}
     nvlink_across = any(
@@ -190,9 +196,10 @@ def _cross_socket(topology: Topology) -> list[Finding]:
                 fix="bind each training process's CPU work to its GPUs' NUMA node (numactl --cpunodebind=N --membind=N)",
             )
         ]
-    staged = any(link.can_peer is not True for link in without_nvlink)
-    how = f"cross {interconnect}" + (" through host memory" if staged else "")
-    if len(without_nvlink) == len(sys_links) and not nvlink_across:
+    peers = {link.can_peer for link in without_nvlink}
+    staged = " through host memory" if False in peers else (" (through host memory where they cannot peer)" if None in peers else "")
+    how = f"cross {interconnect}{staged}"
+    if by_pair or len(without_nvlink) == len(sys_links) and not nvlink_across:
         message = f"{grouped} are on {where}: copies between them {how}"
     else:
         pairs = pair_list((link.a, link.b) for link in without_nvlink)
@@ -201,7 +208,7 @@ def _cross_socket(topology: Topology) -> list[Finding]:
         Finding(
             severity="warning",
             code="cross-socket",
-            message=message + ", which is slower than PCIe within one socket",
+            message=message + f", which is slower than PCIe within one {unit}",
             gpus=gpus,
             fix="train on GPUs within one group (`gputopo recommend` picks them), or expect slower gradient exchange",
         )
@@ -359,7 +366,10 @@ def _nvlink_fabric(topology: Topology) -> list[Finding]:
     if len(topology.gpus) < 2 or not topology.links:
         return []
     switch_links = [link for link in topology.links if link.nvswitch]
+    # NVLinks not known to go through NVSwitch: direct, or unknown (nvswitch None: text can't tell).
     direct_links = [link for link in topology.links if link.is_nvlink and not link.nvswitch]
+    # nvidia-smi text never names the switches: there NVSwitch is inferred from the NV<n> pattern.
+    inferred = topology.source == "nvidia-smi"
     findings = []
     if switch_links:
         gpus = sorted({g for link in switch_links for g in (link.a, link.b)})
@@ -377,7 +387,9 @@ def _nvlink_fabric(topology: Topology) -> list[Finding]:
                 severity="info",
                 code="nvswitch-fabric",
                 message=(
-                    f"NVSwitch fabric: {scope} is {common}{exceptions} ({version}), so "
+                    ("NVSwitch fabric (inferred: every pair shows {0}, the NVSwitch pattern; the text does not "
+                     "name the switches): ".format(common) if inferred else "NVSwitch fabric: ")
+                    + f"{scope} is {common}{exceptions} ({version}), so "
                     + ("any GPUs of it can be grouped together at the same bandwidth; placement only matters for "
                        "CPU/NUMA locality" if not others else "pairs with fewer links are slower; otherwise placement "
                        "only matters for CPU/NUMA locality")
@@ -401,6 +413,8 @@ def _nvlink_fabric(topology: Topology) -> list[Finding]:
                 f"; the other pair uses PCIe ({words})" if len(pcie_only) == 1
                 else f"; the other {len(pcie_only)} pairs use PCIe ({words})"
             )
+        if any(link.nvswitch is None for link in direct_links):
+            rest += "; whether through NVSwitch or direct, the source does not say"
         findings.append(
             Finding(
                 severity="info",

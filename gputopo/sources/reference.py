@@ -62,7 +62,10 @@ def _gpus(
     nvlink_links: int | None,
     compute_capability: str,
     host_of: Callable[[int], str | None] = lambda i: None,
+    socket_of: Callable[[int], int] | None = None,
 ) -> list[Gpu]:
+    """GPUs of a reference machine; ``socket_of`` defaults to ``numa_of`` (one NUMA node per socket)."""
+    socket_of = socket_of or numa_of
     return [
         Gpu(
             index=i,
@@ -72,6 +75,7 @@ def _gpus(
             memory_total_bytes=memory_gib * GIB,
             numa_node=numa_of(i),
             cpu_affinity=cpus_of(i),
+            socket=socket_of(i),
             pcie_gen_current=pcie_gen,
             pcie_gen_max=pcie_gen,
             pcie_width_current=16,
@@ -182,6 +186,7 @@ def _dgx_a100() -> Topology:
         ["0000:07:00.0", "0000:0f:00.0", "0000:47:00.0", "0000:4e:00.0",
          "0000:87:00.0", "0000:90:00.0", "0000:b7:00.0", "0000:bd:00.0"],
         4, "3.0", 12, "8.0",
+        socket_of=lambda i: numa(i) // 4,  # two EPYC 7742 in NPS4: NUMA nodes 0-3 socket 0, 4-7 socket 1
     )
     # NPS4: each GPU pair has its own NUMA node, so pairs on different nodes are SYS in nvidia-smi's words.
     links = _nvswitch_links(8, 12, lambda a, b: "PXB" if a // 2 == b // 2 else "SYS")

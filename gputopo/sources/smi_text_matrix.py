@@ -1,0 +1,302 @@
+"""Finding the matrices of ``nvidia-smi topo -m`` / ``topo -p2p`` text in the lines people paste.
+
+A matrix is a header (``GPU0 GPU1 ... mlx5_0 CPU Affinity NUMA Affinity GPU NUMA ID``) and one row
+per device below it. Pastes are often damaged; what can be read is read and each repair is noted
+(``_Matrix.repairs``, reported as findings by ``gputopo.sources.smi_text``):
+
+- a header whose cells ran together (``GPU0GPU1GPU2...mlx5_0``) while the rows are intact: the
+  columns are the row labels, in order;
+- rows pasted without their header: the GPU columns come from the rows, NIC columns that nothing
+  names are left out, and the cells after the links are read in nvidia-smi's attribute order;
+- the last device cell run into the CPU Affinity (``PH0-115``): the link word is taken from the
+  device's own row (or the one word the letters can start), the CPUs from the rest;
+- an underline escape that lost its ESC byte (``[4mGPU0 ... GPU NUMA ID[0m``).
+
+Cells never contain spaces (``X``, ``NV2``, ``0-11,24-35``, ``N/A``), so rows are split on any
+whitespace; only the header needs care, because its attribute titles contain spaces.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+from gputopo.model import PCIE_PATHS
+
+# Header titles after the device columns, longest first so "GPU NUMA ID" is not read as a GPU.
+ATTRIBUTE_TITLES = ("GPU NUMA ID", "CPU Affinity", "NUMA Affinity")
+# The order nvidia-smi prints them in, for rows pasted without their header.
+ATTRIBUTE_ORDER = ("CPU Affinity", "NUMA Affinity", "GPU NUMA ID")
+_TITLE_PATTERN = "|".join(r"\s+".join(map(re.escape, t.split())) for t in ATTRIBUTE_TITLES)
+_ATTRIBUTE_RE = re.compile(_TITLE_PATTERN, re.IGNORECASE)
+_HEADER_CELL_RE = re.compile(_TITLE_PATTERN + r"|\S+", re.IGNORECASE)
+
+# nvidia-smi underlines the header with ANSI escapes (ESC[4m ... ESC[0m), also when its output is
+# redirected to a file; captures saved that way keep them, copies from web pages lose the ESC byte.
+_ANSI_ESCAPE_RE = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
+_BARE_ESCAPE_RE = re.compile(r"\[[0-9;]{0,5}m")
+GPU_RE = re.compile(r"^GPU(\d+)$")
+NV_RE = re.compile(r"^NV(\d+)$")
+_NIC_LEGEND_RE = re.compile(r"^\s*(NIC\d+)\s*:\s*(\S+)\s*$")
+# `nvidia-smi topo -p2p r` (also --p2p, -p2p=r); the letter says which capability the matrix shows.
+_P2P_COMMAND_RE = re.compile(r"(?:-p2p|--p2p(?:status)?)[=\s]+([rwnap])\b", re.IGNORECASE)
+# A link word's first letters run into a CPU list: "PH0-115" (PHB, then CPUs 0-115).
+_MERGED_CELL_RE = re.compile(r"^([A-Za-z]{1,4})(\d[\d,\-]*)$")
+
+LINK_WORDS = set(PCIE_PATHS) | {"SOC"}
+P2P_WORDS = {"OK", "CNS", "GNS", "TNS", "DR", "NS", "U"}
+SELF_WORD = "X"
+UNNAMED_PREFIX = "?"  # columns of rows pasted without a header that nothing names
+
+
+@dataclass
+class _Matrix:
+    """One matrix block as found in the text, before it becomes model objects."""
+
+    header_line_no: int  # 1-based, for error messages (the first row's line where no header was pasted)
+    columns: list[str]  # device columns in header order (GPU0, ..., mlx5_0 / NIC0)
+    attributes: list[str]  # attribute titles after them
+    rows: dict[str, list[str]] = field(default_factory=dict)  # row label -> device cells
+    row_attributes: dict[str, list[str]] = field(default_factory=dict)  # row label -> attribute cells
+    row_line_no: dict[str, int] = field(default_factory=dict)
+    kind: str = "topo"  # "topo" (link words) or "p2p" (status words)
+    p2p_capability: str | None = None  # r/w/a/n/p, from the command line before it
+    repairs: list[str] = field(default_factory=list)  # what was repaired, in words
+    merged: dict[str, str] = field(default_factory=dict)  # row label -> the cell that ran into its CPUs
+
+    @property
+    def gpu_columns(self) -> list[str]:
+        return [c for c in self.columns if GPU_RE.match(c)]
+
+
+def is_cell_word(word: str) -> bool:
+    upper = word.upper()
+    return upper == SELF_WORD or upper in LINK_WORDS or upper in P2P_WORDS or bool(NV_RE.match(upper))
+
+
+def strip_escapes(text: str) -> tuple[str, bool]:
+    """The text without terminal escapes; whether some had lost their ESC byte (``[4m``)."""
+    text = _ANSI_ESCAPE_RE.sub("", text)
+    bare = _BARE_ESCAPE_RE.search(text) is not None
+    return _BARE_ESCAPE_RE.sub("", text) if bare else text, bare
+
+
+def describe(lines: list[str]) -> str:
+    """A short description of what the text starts with, for error messages."""
+    first = next((line.strip() for line in lines if line.strip()), "")
+    if not first:
+        return "only blank lines"
+    if len(first) > 60:
+        first = first[:57] + "..."
+    return f"{sum(1 for line in lines if line.strip())} non-blank lines starting with {first!r}"
+
+
+def _header_parts(line: str) -> tuple[str, list[str]] | None:
+    """``(device part, attribute titles)`` of a line starting with GPU0, else None."""
+    stripped = line.strip()
+    if not stripped.startswith("GPU0"):
+        return None
+    match = _ATTRIBUTE_RE.search(stripped)
+    attributes: list[str] = []
+    if match:
+        for title_match in _HEADER_CELL_RE.finditer(stripped[match.start() :]):
+            attributes.append(" ".join(title_match.group(0).split()))
+    return (stripped[: match.start()] if match else stripped), attributes
+
+
+def _consecutive_gpus(columns: list[str]) -> bool:
+    numbers = [int(m.group(1)) for m in (GPU_RE.match(c) for c in columns) if m]
+    return bool(numbers) and numbers == list(range(len(numbers)))
+
+
+def split_header(line: str) -> tuple[list[str], list[str]] | None:
+    """``(device columns, attribute titles)`` if ``line`` is a matrix header, else ``None``.
+
+    A header is GPU0 (and maybe more GPUn) first, then other device columns (NICs), then the
+    attribute titles, which contain spaces and are matched as phrases.
+    """
+    parts = _header_parts(line)
+    if parts is None:
+        return None
+    columns = parts[0].split()
+    if any(c.upper() in LINK_WORDS or c.upper() in P2P_WORDS or c == SELF_WORD or NV_RE.match(c) for c in columns):
+        return None  # a matrix row (GPU0  X  NV1 ...) whose header was not pasted
+    if not _consecutive_gpus(columns):
+        return None
+    return columns, parts[1]
+
+
+def _row_labels(lines: list[str], start: int) -> list[str]:
+    """The labels of the matrix rows from ``start`` on: lines with a self cell (X) after a label."""
+    labels: list[str] = []
+    for line in lines[start:]:
+        tokens = line.split()
+        if len(tokens) < 2 or tokens[0] in labels or SELF_WORD not in tokens[1:] or is_cell_word(tokens[0]):
+            break
+        labels.append(tokens[0])
+    return labels
+
+
+def _run_together_header(lines: list[str], index: int) -> _Matrix | None:
+    """A header whose device cells ran together (``GPU0GPU1...mlx5_0``), read from the row labels."""
+    parts = _header_parts(lines[index])
+    if parts is None:
+        return None
+    device_part, attributes = parts
+    labels = _row_labels(lines, index + 1)
+    if len(device_part.split()) >= len(labels) or "".join(device_part.split()) != "".join(labels):
+        return None
+    if not _consecutive_gpus(labels) or not GPU_RE.match(labels[0]):
+        return None
+    shown = device_part.split()[0]
+    shown = shown if len(shown) <= 24 else shown[:21] + "..."
+    matrix = _Matrix(header_line_no=index + 1, columns=labels, attributes=attributes)
+    matrix.repairs.append(
+        f"the header's cells ran together (line {index + 1}: {shown!r}); the columns were read from the rows"
+    )
+    return matrix
+
+
+def _headerless_rows(lines: list[str], index: int) -> _Matrix | None:
+    """Rows pasted without their header (``GPU0  X  NV18 ...`` first): columns from the rows."""
+    tokens = lines[index].split()
+    if len(tokens) < 2 or tokens[0] != "GPU0" or tokens[1].upper() != SELF_WORD:
+        return None
+    labels = _row_labels(lines, index)
+    gpus = [label for label in labels if GPU_RE.match(label)]
+    if not _consecutive_gpus(gpus) or labels[: len(gpus)] != gpus:
+        return None
+    nics = labels[len(gpus) :]
+    counts = []  # (link cells, attribute cells) per GPU row
+    for line in lines[index : index + len(gpus)]:
+        cells = line.split()[1:]
+        links = next((k for k, cell in enumerate(cells) if not is_cell_word(cell)), len(cells))
+        counts.append((links, len(cells) - links))
+    link_cells = min(c for c, _ in counts)
+    unnamed = link_cells - len(gpus) - len(nics)
+    attribute_count = max(a for _, a in counts)
+    if unnamed < 0 or attribute_count > len(ATTRIBUTE_ORDER):
+        return None
+    columns = gpus + nics + [f"{UNNAMED_PREFIX}{k}" for k in range(unnamed)]
+    matrix = _Matrix(header_line_no=index + 1, columns=columns, attributes=list(ATTRIBUTE_ORDER[:attribute_count]))
+    said = f"no header line above the rows (line {index + 1}): the columns {gpus[0]}..{gpus[-1]} were read from the rows"
+    if unnamed:
+        said += f"; {unnamed} NIC column{'s' if unnamed != 1 else ''} left out (no header names them)"
+    if attribute_count:
+        said += f"; the cells after the links read as {', '.join(matrix.attributes)} (nvidia-smi's order)"
+    matrix.repairs.append(said)
+    return matrix
+
+
+def find_matrices(lines: list[str]) -> list[_Matrix]:
+    matrices: list[_Matrix] = []
+    i = 0
+    while i < len(lines):
+        header = split_header(lines[i])
+        if header is not None:
+            matrix = _Matrix(header_line_no=i + 1, columns=header[0], attributes=header[1])
+            first_row = i + 1
+        elif (matrix := _run_together_header(lines, i)) is not None:  # type: ignore[assignment]
+            first_row = i + 1
+        else:
+            i += 1
+            continue
+        matrix.p2p_capability = _p2p_capability_before(lines, i)
+        i = read_rows(lines, first_row, matrix)
+        matrices.append(matrix)
+    if not matrices:  # only rows, no header anywhere: read them (never beside a real header)
+        for i in range(len(lines)):
+            headerless = _headerless_rows(lines, i)
+            if headerless is not None:
+                headerless.p2p_capability = _p2p_capability_before(lines, i)
+                read_rows(lines, i, headerless)
+                return [headerless]
+    return matrices
+
+
+def _p2p_capability_before(lines: list[str], header_index: int) -> str | None:
+    """The capability letter of a ``topo -p2p X`` command on one of the few lines above a header."""
+    for back in range(header_index - 1, max(-1, header_index - 4), -1):
+        match = _P2P_COMMAND_RE.search(lines[back])
+        if match:
+            return match.group(1).lower()
+        if split_header(lines[back]) is not None:
+            break
+    return None
+
+
+def read_rows(lines: list[str], start: int, matrix: _Matrix) -> int:
+    """Read the rows below a header into ``matrix``; return the index of the first line after them."""
+    labels = set(matrix.columns)
+    n = len(matrix.columns)
+    i = start
+    while i < len(lines):
+        line = lines[i]
+        tokens = line.split()
+        if not tokens or tokens[0] not in labels:
+            break
+        label = tokens[0]
+        if label in matrix.rows:
+            break  # a second matrix with the same devices starts without its own header
+        if matrix.attributes and len(tokens) > n and not is_cell_word(tokens[n]):
+            line, tokens = _split_merged_cell(line, tokens, n, matrix)
+        cells = tokens[1 : 1 + n]
+        attribute_cells = _tab_attribute_cells(line, n, matrix.attributes)
+        matrix.rows[label] = cells
+        matrix.row_attributes[label] = tokens[1 + n :] if attribute_cells is None else attribute_cells
+        matrix.row_line_no[label] = i + 1
+        i += 1
+    words = {cell.upper() for cells in matrix.rows.values() for cell in cells if cell.upper() != SELF_WORD}
+    if words and words <= P2P_WORDS:
+        matrix.kind = "p2p"
+    return i
+
+
+def _split_merged_cell(line: str, tokens: list[str], n: int, matrix: _Matrix) -> tuple[str, list[str]]:
+    """Split a last device cell that ran into the CPU Affinity (``PH0-115``); else leave the row."""
+    match = _MERGED_CELL_RE.match(tokens[n])
+    if not match or not any(word.startswith(match.group(1).upper()) for word in LINK_WORDS | {"NV"}):
+        return line, tokens
+    marker = UNNAMED_PREFIX + match.group(1).upper()
+    matrix.merged[tokens[0]] = tokens[n]
+    line = line.replace(tokens[n], f"{marker}\t{match.group(2)}", 1)
+    return line, tokens[:n] + [marker, match.group(2)] + tokens[n + 1 :]
+
+
+def _tab_attribute_cells(line: str, device_count: int, titles: list[str]) -> list[str] | None:
+    """The attribute cells of a raw, tab-separated row, empty ones kept (``None`` if not such a row).
+
+    nvidia-smi leaves a cell empty where it knows no value (CPU Affinity on some hosts: ``\\t\\t0``);
+    splitting on any whitespace would shift the NUMA node into the CPU Affinity column. It also
+    writes an extra empty cell before GPU NUMA ID (``0\\t\\tN/A``), which is dropped here.
+    """
+    if "\t" not in line:
+        return None
+    parts = [part.strip() for part in line.strip().split("\t")]
+    devices = parts[1 : 1 + device_count]
+    if len(devices) != device_count or any(not cell or len(cell.split()) != 1 for cell in devices):
+        return None  # not cleanly tab-separated (a hand-edited or re-spaced copy)
+    cells = parts[1 + device_count :]
+    if any(len(cell.split()) > 1 for cell in cells):
+        return None
+    gpu_numa_last = bool(titles) and titles[-1].lower() == "gpu numa id"
+    if gpu_numa_last and len(cells) == len(titles) + 1 and cells[-2] == "":
+        del cells[-2]
+    return cells
+
+
+def nic_legend(lines: list[str]) -> dict[str, str]:
+    """``{"NIC0": "mlx5_0", ...}`` from a ``NIC Legend:`` block (newer nvidia-smi)."""
+    legend: dict[str, str] = {}
+    in_legend = False
+    for line in lines:
+        if line.strip().lower().startswith("nic legend"):
+            in_legend = True
+            continue
+        if in_legend:
+            match = _NIC_LEGEND_RE.match(line)
+            if match:
+                legend[match.group(1)] = match.group(2)
+            elif line.strip():
+                in_legend = False
+    return legend

@@ -1,0 +1,52 @@
+"""Whether the NVLinks in ``nvidia-smi topo -m`` text go through NVSwitch: inferred, or unknown.
+
+The text says ``NV12`` or ``NV18`` for a pair, not whether the links end at the peer or at a switch.
+What the pattern proves:
+
+- NVSwitch (``True``): five or more GPUs, every pair NVLinked, and each GPU would need more NVLinks
+  for a direct mesh than any NVIDIA GPU has (18): eight GPUs with NV12 to each of seven peers
+  (84 links) sit on NVSwitches, as HGX/DGX A100, H100, B200 boards do. diagnose says it is inferred.
+- point-to-point (``False``): some pairs NVLinked and others only over PCIe (a bridge pair, the
+  DGX-1 cube mesh: a switch would join them all), or every pair with the same few links that add up
+  to what one GPU has and that no switch system shows (NV4 to each of three peers, an NV2 bridge).
+- unknown (``None``): anything else, e.g. two GPUs with NV12 (a bridged PCIe pair or two GPUs of an
+  HGX board) or four with NV18 (a GB200 tray, or four GPUs of a larger NVSwitch box).
+"""
+
+from __future__ import annotations
+
+from gputopo.model import Topology
+
+MOST_NVLINKS_PER_GPU = 18  # H100, B200: the most NVLinks any NVIDIA GPU has
+# What nvidia-smi shows between two GPUs of an NVSwitch system: every link of the GPU goes to the
+# switches (DGX-2 V100: NV6, A100: NV12, H100/B200/GB200: NV18).
+SWITCH_LINK_COUNTS = (6, 12, 18)
+MIN_GPUS_FOR_SWITCH_PATTERN = 5
+
+
+def nvswitch_pattern(topology: Topology) -> bool | None:
+    """What the NVLink pattern of ``topology`` proves about NVSwitch (see the module's words)."""
+    gpu_count = len(topology.gpus)
+    counts = [link.nvlink_count for link in topology.links]
+    if not counts or not any(counts):
+        return False  # no NVLink at all
+    if not all(counts):
+        return False  # NVLinks to some peers, PCIe to others: point-to-point links
+    if gpu_count >= MIN_GPUS_FOR_SWITCH_PATTERN:
+        per_gpu = {
+            g: sum(link.nvlink_count for link in topology.links if g in (link.a, link.b)) for g in topology.gpu_indices
+        }
+        if min(per_gpu.values()) > MOST_NVLINKS_PER_GPU:
+            return True
+    same = len(set(counts)) == 1
+    if same and counts[0] * (gpu_count - 1) <= MOST_NVLINKS_PER_GPU and counts[0] not in SWITCH_LINK_COUNTS:
+        return False
+    return None
+
+
+def infer_nvswitch(topology: Topology) -> None:
+    """Set ``nvswitch`` on the NVLinked pairs of a text topology to what the pattern proves."""
+    verdict = nvswitch_pattern(topology)
+    for link in topology.links:
+        if link.is_nvlink:
+            link.nvswitch = verdict

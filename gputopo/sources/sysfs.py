@@ -1,0 +1,140 @@
+"""What Linux's sysfs says about where devices sit: CPU sockets, NUMA distances, PCI devices' nodes.
+
+NVML gives a GPU's CPU affinity and NUMA node, but not its CPU socket: a NUMA node is not a socket
+(AMD EPYC NPS2/NPS4, Intel sub-NUMA clustering and Grace put several nodes in one socket). The
+kernel knows both:
+
+- ``/sys/devices/system/cpu/cpuN/topology/physical_package_id``: the socket of CPU N;
+- ``/sys/devices/system/node/nodeN/distance``: node N's distance to every online node (10 = local),
+  in the order of ``/sys/devices/system/node/online``;
+- ``/sys/bus/pci/devices/<bdf>/numa_node``: a PCI device's node (``-1``: the firmware does not say);
+- ``/sys/class/infiniband/<name>/device``: an RDMA NIC's PCI device.
+
+Pure functions of a root directory (default ``/``), so tests build a fake tree in a temporary
+directory. Anything missing or unreadable gives ``None`` (not known), never an error.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from gputopo.model import Nic, normalize_pci_bus_id
+from gputopo.notation import expand_number_list, format_cpu_list
+
+CPU_DIR = "sys/devices/system/cpu"
+NODE_DIR = "sys/devices/system/node"
+PCI_DIR = "sys/bus/pci/devices"
+INFINIBAND_DIR = "sys/class/infiniband"
+
+
+def _read(path: Path) -> str | None:
+    try:
+        return path.read_text().strip()
+    except (OSError, UnicodeDecodeError):
+        return None
+
+
+def _int(text: str | None) -> int | None:
+    try:
+        return int(text) if text is not None else None
+    except ValueError:
+        return None
+
+
+def cpu_socket(cpu: int, root: str | os.PathLike[str] = "/") -> int | None:
+    """The socket (physical package) of CPU ``cpu``; None where sysfs does not say."""
+    return _int(_read(Path(root) / CPU_DIR / f"cpu{cpu}" / "topology" / "physical_package_id"))
+
+
+def sockets_of_cpus(cpu_list: str | None, root: str | os.PathLike[str] = "/") -> set[int] | None:
+    """The sockets of the CPUs in ``cpu_list`` ("0-11,24-35"); None if any is unknown."""
+    if not cpu_list:
+        return None
+    try:
+        cpus = expand_number_list(cpu_list)
+    except ValueError:
+        return None
+    sockets = set()
+    for cpu in cpus:
+        socket = cpu_socket(cpu, root)
+        if socket is None or socket < 0:
+            return None
+        sockets.add(socket)
+    return sockets or None
+
+
+def gpu_socket(cpu_affinity: str | None, root: str | os.PathLike[str] = "/") -> int | None:
+    """The one socket all CPUs near a GPU belong to; None when unknown or spread over several."""
+    sockets = sockets_of_cpus(cpu_affinity, root)
+    return next(iter(sockets)) if sockets is not None and len(sockets) == 1 else None
+
+
+def online_nodes(root: str | os.PathLike[str] = "/") -> list[int] | None:
+    """The online NUMA nodes (``/sys/devices/system/node/online``, else the ``nodeN`` folders)."""
+    text = _read(Path(root) / NODE_DIR / "online")
+    if text:
+        try:
+            return expand_number_list(text)
+        except ValueError:
+            return None
+    try:
+        names = os.listdir(Path(root) / NODE_DIR)
+    except OSError:
+        return None
+    nodes = sorted(int(name[4:]) for name in names if name.startswith("node") and name[4:].isdigit())
+    return nodes or None
+
+
+def numa_distances(root: str | os.PathLike[str] = "/") -> dict[str, dict[str, int]] | None:
+    """``{"0": {"0": 10, "1": 32}, ...}``: each node's distance to every node; None if not known."""
+    nodes = online_nodes(root)
+    if not nodes:
+        return None
+    result: dict[str, dict[str, int]] = {}
+    for node in nodes:
+        text = _read(Path(root) / NODE_DIR / f"node{node}" / "distance")
+        values = [_int(v) for v in text.split()] if text else []
+        if len(values) != len(nodes) or any(v is None for v in values):
+            return None
+        result[str(node)] = {str(other): int(v) for other, v in zip(nodes, values)}  # type: ignore[arg-type]
+    return result
+
+
+def pci_numa_node(bus_id: str | None, root: str | os.PathLike[str] = "/") -> int | None:
+    """A PCI device's NUMA node; None where unknown (``-1``: the firmware does not say)."""
+    bdf = normalize_pci_bus_id(bus_id)
+    if bdf is None:
+        return None
+    node = _int(_read(Path(root) / PCI_DIR / bdf / "numa_node"))
+    return node if node is not None and node >= 0 else None
+
+
+def pci_local_cpus(bus_id: str | None, root: str | os.PathLike[str] = "/") -> str | None:
+    """The CPUs near a PCI device (``local_cpulist``), as a CPU list; None where unknown."""
+    bdf = normalize_pci_bus_id(bus_id)
+    text = _read(Path(root) / PCI_DIR / bdf / "local_cpulist") if bdf else None
+    if not text:
+        return None
+    try:
+        return format_cpu_list(expand_number_list(text))
+    except ValueError:
+        return None
+
+
+def infiniband_nics(root: str | os.PathLike[str] = "/") -> list[Nic]:
+    """The RDMA NICs (``mlx5_0`` ...) with their PCI bus id, NUMA node and near CPUs."""
+    base = Path(root) / INFINIBAND_DIR
+    try:
+        names = sorted(os.listdir(base))
+    except OSError:
+        return []
+    nics = []
+    for name in names:
+        try:
+            bus_id = normalize_pci_bus_id(os.path.basename(os.path.realpath(base / name / "device")))
+        except OSError:
+            bus_id = None
+        nics.append(Nic(name=name, pci_bus_id=bus_id, numa_node=pci_numa_node(bus_id, root),
+                        cpu_affinity=pci_local_cpus(bus_id, root)))
+    return nics
