@@ -11,7 +11,7 @@ from typing import Optional
 import typer
 from typing_extensions import Annotated
 
-from gputopo.cli import FromOption, JsonOption, MachineOption, TfLogOption, command
+from gputopo.cli import FromOption, JsonOption, MachineOption, TfLogOption, TfRunOption, command
 from gputopo.errors import InputError
 
 
@@ -45,6 +45,7 @@ def recommend_command(
     from_file: FromOption = None,
     machine: MachineOption = None,
     tf_log: TfLogOption = None,
+    tf_run: TfRunOption = None,
 ) -> None:
     """Recommend the best GPUs to train on together: ranked groups with their ring bottleneck, and
     the CUDA_VISIBLE_DEVICES / MirroredStrategy lines to use them."""
@@ -64,7 +65,7 @@ def recommend_command(
     from gputopo.sources import load_topology
     from gputopo.views.common import err
 
-    topology = load_topology(from_file=from_file, machine=machine, tf_log=tf_log)
+    topology = load_topology(from_file=from_file, machine=machine, tf_log=tf_log, tf_run=tf_run)
     # Usually milliseconds; large --jobs splits can take a second or two. The spinner goes to
     # standard error and only shows on a terminal, so --json / env output stays clean.
     with err().status(f"Ranking groups of {gpus} GPUs...", spinner="dots"):

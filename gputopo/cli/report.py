@@ -12,7 +12,7 @@ from typing import Optional
 import typer
 from typing_extensions import Annotated
 
-from gputopo.cli import FromOption, JsonOption, MachineOption, TfLogOption, command
+from gputopo.cli import FromOption, JsonOption, MachineOption, TfLogOption, TfRunOption, command
 from gputopo.errors import InputError
 from gputopo.model import Topology
 
@@ -49,6 +49,7 @@ def report_command(
     from_file: FromOption = None,
     machine: MachineOption = None,
     tf_log: TfLogOption = None,
+    tf_run: TfRunOption = None,
     bench: Annotated[
         Optional[str],
         typer.Option("--bench", help="A snapshot saved by `bench-p2p --save`: label links with measured GB/s.", metavar="SNAPSHOT"),
@@ -70,7 +71,7 @@ def report_command(
     if bench is not None and not (from_file or machine or tf_log):
         topology = load_topology(from_file=bench)  # the bench snapshot is a whole topology
     else:
-        topology = load_topology(from_file=from_file, machine=machine, tf_log=tf_log)
+        topology = load_topology(from_file=from_file, machine=machine, tf_log=tf_log, tf_run=tf_run)
         if bench is not None:
             merge_measurements(topology, load_topology_file(bench), bench)
     topology = with_findings(topology)

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Optional
 import typer
 from typing_extensions import Annotated
 
-from gputopo.cli import FromOption, JsonOption, MachineOption, TfLogOption, command
+from gputopo.cli import FromOption, JsonOption, MachineOption, TfLogOption, TfRunOption, command
 
 if TYPE_CHECKING:
     from gputopo.model import Topology
@@ -18,6 +18,7 @@ def scan(
     from_file: FromOption = None,
     machine: MachineOption = None,
     tf_log: TfLogOption = None,
+    tf_run: TfRunOption = None,
     json_output: JsonOption = False,
     save: Annotated[
         Optional[str], typer.Option("--save", help="Also write the topology snapshot to FILE (JSON).", metavar="FILE")
@@ -59,7 +60,7 @@ def scan(
             raise InputError("give either --tf (run TensorFlow now) or --tf-log FILE (a saved log), not both")
         topo = _topology_with_tf_init(from_file=from_file, machine=machine)
     else:
-        topo = load_topology(from_file=from_file, machine=machine, tf_log=tf_log)
+        topo = load_topology(from_file=from_file, machine=machine, tf_log=tf_log, tf_run=tf_run)
     topo = with_findings(topo)
     if save:
         from gputopo.sources.snapshot import save_snapshot
