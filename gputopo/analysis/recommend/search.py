@@ -10,7 +10,7 @@ with a budget of ``NODE_BUDGET`` search nodes and says whether it finished.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Callable
 
 from gputopo.analysis.recommend.problem import Problem, negated_key
 from gputopo.analysis.recommend.result import GroupKey
@@ -128,35 +128,41 @@ class _Pools:
             self.best[ci] = max([self.best[ci + 1]] + [top1[i] for i in members])
             self.required[ci] = self.required[ci + 1] + sum(1 for i in members if i in required)
 
-    def optimistic(self, problem: Problem, k: int, chosen: list[int], remaining: int, ci: int, total: int) -> GroupKey:
-        """A key no group grown from ``chosen`` with ``remaining`` GPUs from pool ``ci`` can beat."""
-        w = problem.weight
-        if k == 1:
-            bottleneck = INF
-        elif not chosen:
-            bottleneck = self.best[ci]
-        else:
-            bottleneck = INF
-            tops = self.top2[ci]
-            for v in chosen:
-                a, b = tops[v]
-                row = w[v]
-                for u in chosen:
-                    if u != v:
-                        x = row[u]
-                        if x > a:
-                            a, b = x, a
-                        elif x > b:
-                            b = x
-                bound = b if k >= 3 else a
-                if bound < bottleneck:
-                    bottleneck = bound
-        used_hosts = {problem.host_id[i] for i in chosen}
-        used_domains = {problem.domain_id[i] for i in chosen}
-        hosts = len(used_hosts) + _places_needed(remaining, self.hosts[ci], used_hosts)
-        domains = len(used_domains) + _places_needed(remaining, self.domains[ci], used_domains)
-        total_bound = total + (remaining * len(chosen) + remaining * (remaining - 1) // 2) * self.best[ci]
-        return (bottleneck, -hosts, -domains, total_bound)
+    def bound(self, problem: Problem, k: int) -> Callable[[list[int], int, int, int], GroupKey]:
+        """``optimistic(chosen, remaining, ci, total)``: a key no group grown from ``chosen`` with
+        ``remaining`` GPUs from pool ``ci`` can beat. (A closure over locals: it runs at every node.)"""
+        w, host_id, domain_id = problem.weight, problem.host_id, problem.domain_id
+        top2, best, pool_hosts, pool_domains = self.top2, self.best, self.hosts, self.domains
+
+        def optimistic(chosen: list[int], remaining: int, ci: int, total: int) -> GroupKey:
+            if k == 1:
+                bottleneck = INF
+            elif not chosen:
+                bottleneck = best[ci]
+            else:
+                bottleneck = INF
+                tops = top2[ci]
+                for v in chosen:
+                    a, b = tops[v]
+                    row = w[v]
+                    for u in chosen:
+                        if u != v:
+                            x = row[u]
+                            if x > a:
+                                a, b = x, a
+                            elif x > b:
+                                b = x
+                    bound = b if k >= 3 else a
+                    if bound < bottleneck:
+                        bottleneck = bound
+            used_hosts = {host_id[i] for i in chosen}
+            used_domains = {domain_id[i] for i in chosen}
+            hosts = len(used_hosts) + _places_needed(remaining, pool_hosts[ci], used_hosts)
+            domains = len(used_domains) + _places_needed(remaining, pool_domains[ci], used_domains)
+            total_bound = total + (remaining * len(chosen) + remaining * (remaining - 1) // 2) * best[ci]
+            return (bottleneck, -hosts, -domains, total_bound)
+
+        return optimistic
 
 
 def search_groups(problem: Problem, k: int, required: set[int], keep: int, node_budget: int | None) -> SearchResult:
@@ -181,6 +187,7 @@ def search_groups(problem: Problem, k: int, required: set[int], keep: int, node_
     c_count = len(classes)
     class_of = {i: ci for ci, members in enumerate(classes) for i in members}
     pools = _Pools(problem, classes, required)
+    optimistic = pools.bound(problem, k)
 
     best = _Best(problem, keep)
     ranked = best.ranked
@@ -202,7 +209,7 @@ def search_groups(problem: Problem, k: int, required: set[int], keep: int, node_
             return
         if ci >= c_count or pools.size[ci] < remaining or pools.required[ci] > remaining:
             return
-        if len(ranked) >= keep and pools.optimistic(problem, k, chosen, remaining, ci, total) <= ranked[-1][0]:
+        if len(ranked) >= keep and optimistic(chosen, remaining, ci, total) <= ranked[-1][0]:
             return
         members = classes[ci]
         must = sum(1 for i in members if i in required)
