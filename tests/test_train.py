@@ -20,7 +20,7 @@ from typing import Callable
 import pytest
 from test_train_data import make_image_folder
 
-from gputopo.launch import latest_checkpoint_step
+from gputopo.train.checkpoints import latest_checkpoint_step
 
 pytestmark = pytest.mark.tf
 if importlib.util.find_spec("tensorflow") is None:  # TF runs only in the children: no need to import it here
@@ -185,7 +185,7 @@ def _worker_pid(checkpoint_dir: Path, task_index: int) -> int | None:
             args = cmdline.read_bytes().split(b"\0")
         except OSError:
             continue
-        if b"gputopo.tf.train" in args and str(checkpoint_dir).encode() in args:
+        if b"gputopo.train.child" in args and str(checkpoint_dir).encode() in args:
             index = args[args.index(b"--task-index") + 1] if b"--task-index" in args else b"0"
             if index == str(task_index).encode():
                 return int(cmdline.parent.name)
@@ -228,8 +228,8 @@ def test_a_checkpoint_that_cannot_be_written_mid_run_is_one_clear_error(tmp_path
     from types import SimpleNamespace
 
     from gputopo.errors import TrainingFailed
-    from gputopo.launch import TrainConfig
-    from gputopo.tf.train import TrainingState
+    from gputopo.train.common import TrainingState
+    from gputopo.train.config import TrainConfig
 
     class OpError(Exception):
         message = "/data/ck: No space left on device"

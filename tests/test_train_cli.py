@@ -25,7 +25,7 @@ def test_dry_run_prints_the_exact_child_command(cli, tmp_path: Path):
     assert result.exit_code == 0, result.output
     data = json.loads(result.output)
     (process,) = data["processes"]
-    assert process["command"][:3] == [sys.executable, "-m", "gputopo.tf.train"]
+    assert process["command"][:3] == [sys.executable, "-m", "gputopo.train.child"]
     assert process["env"] == {"CUDA_VISIBLE_DEVICES": ""}
     flags = process["command"][3:]
     assert flags[flags.index("--cpu-devices") + 1] == "2" and flags[flags.index("--batch-size") + 1] == "32"
@@ -52,7 +52,7 @@ def test_scaling_dry_run_lists_one_process_per_size(cli):
     result = cli("train", "--cpu-devices", "4", "--batch-size", "64", "--scaling", "1,2,4", "--dry-run", "--json")
     assert result.exit_code == 0, result.output
     processes = json.loads(result.output)["processes"]
-    from gputopo.launch import TrainConfig
+    from gputopo.train.config import TrainConfig
 
     configs = [TrainConfig.from_argv(p["command"][3:]) for p in processes]
     assert [c.batch_size for c in configs] == [16, 32, 64]  # the per-replica batch stays 16

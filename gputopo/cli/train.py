@@ -1,7 +1,7 @@
 """`gputopo train`: pick GPUs from the topology, print the plan, train in a child process on them.
 
-This module only parses options and wires the pieces; TensorFlow runs in the child
-(``python -m gputopo.tf.train``), never in this process.
+This module only parses options, calls ``gputopo.train`` and renders; TensorFlow runs in the child
+(``python -m gputopo.train.child``), never in this process.
 """
 
 from __future__ import annotations
@@ -14,7 +14,8 @@ from typing_extensions import Annotated
 from gputopo.cli import FromOption, JsonOption, MachineOption, TfLogOption, command
 
 if TYPE_CHECKING:
-    from gputopo.launch import LaunchPlan, ProcessSpec, TrainConfig
+    from gputopo.train.config import TrainConfig
+    from gputopo.train.plan import LaunchPlan, ProcessSpec
 
 DEFAULT_CHECKPOINT_DIR = "gputopo-checkpoints"
 
@@ -79,18 +80,13 @@ def train(
 ) -> None:
     """Train a model data-parallel on the best GPUs for it (or logical CPU devices) and report speed."""
     import shutil
-    from pathlib import Path
 
-    from gputopo.errors import InputError
-    from gputopo.launch import (
-        TrainConfig,
-        build_plan,
-        check_checkpoint_dir_writable,
-        latest_checkpoint_step,
-        training_processes,
-    )
     from gputopo.notation import parse_count_list
-    from gputopo.tf.data import check_data_source
+    from gputopo.train.checkpoints import check_checkpoint_choice, check_checkpoint_dir_writable
+    from gputopo.train.config import TrainConfig
+    from gputopo.train.data import check_data_source
+    from gputopo.train.plan import build_plan, training_processes
+    from gputopo.train.supervise import run_training
 
     config = TrainConfig(
         data=data,
@@ -112,19 +108,7 @@ def train(
         progress=not json_output,
     )
     config.validate()
-    if resume and config.checkpoint_dir is None:
-        raise InputError("--resume needs a --checkpoint-dir (not --no-checkpoint)")
-    if config.checkpoint_dir is not None and Path(config.checkpoint_dir).exists() and not Path(config.checkpoint_dir).is_dir():
-        raise InputError(f"--checkpoint-dir {config.checkpoint_dir} is a file, not a folder")
-    if config.checkpoint_dir is not None:  # decided here, before any process starts, so nothing is overwritten
-        saved_step = latest_checkpoint_step(config.checkpoint_dir)
-        if resume and saved_step is None:
-            raise InputError(f"--resume: no checkpoint in {config.checkpoint_dir} to resume from")
-        if not resume and saved_step is not None and scaling is None and not dry_run:
-            raise InputError(
-                f"{config.checkpoint_dir} already holds a checkpoint (step {saved_step}); add --resume to continue "
-                "from it, or give another --checkpoint-dir to start afresh"
-            )
+    check_checkpoint_choice(config, scaling=scaling is not None, dry_run=dry_run)
     check_data_source(config.data)
     plan = build_plan(
         config, gpus=gpus, devices=devices, from_file=from_file, machine=machine, tf_log=tf_log,
@@ -141,7 +125,7 @@ def train(
         check_checkpoint_dir_writable(config.checkpoint_dir)
     if not json_output:
         _show_plan(plan, processes, config, json_output)
-    summary = _run(processes, config)
+    summary = run_training(processes, config)
     summary["plan"] = plan.to_dict()
     from gputopo.views.common import print_json
     from gputopo.views.train import render_summary
@@ -165,100 +149,34 @@ def _show_plan(plan: "LaunchPlan", processes: "list[ProcessSpec]", config: "Trai
         render_plan(plan, described, config.strategy)
 
 
-def _run(processes: "list[ProcessSpec]", config: "TrainConfig") -> dict:
-    """Start the training process(es), wait for them, and return the chief's summary.
-
-    With several workers the summary also lists every worker's weight fingerprint, so a user (and
-    the tests) can see that synchronous training kept them identical.
-    """
-    import tempfile
-    from pathlib import Path
-
-    from gputopo.tf.distributed import run_processes, start_child
-
-    with tempfile.TemporaryDirectory(prefix="gputopo-train-") as tmp:
-        children = []
-        try:
-            for i, spec in enumerate(processes):
-                result_file = Path(tmp) / f"result-{i}.json"
-                children.append(start_child(spec.label, spec.command(str(result_file)), spec.env, result_file))
-            multi_worker = config.strategy == "multi-worker"
-            results = run_processes(
-                children,
-                config.checkpoint_dir,
-                startup_timeout_s=config.startup_timeout_s if multi_worker else None,
-                peers=processes[0].config.workers if multi_worker else (),
-            )
-        finally:
-            for child in children:  # never leave a training process behind
-                if child.process.poll() is None:
-                    child.process.kill()
-                    child.process.wait()
-    summary = dict(results[0])
-    if len(results) > 1:
-        summary["devices"] = [device for result in results for device in result.get("devices", [])]
-        summary["worker_weights_sha256"] = [r.get("weights_sha256") for r in results]
-        summary["worker_steps"] = [r.get("steps") for r in results]
-    return summary
-
-
 def _run_scaling(
     plan: "LaunchPlan", config: "TrainConfig", sizes: "list[int]", steps: int, json_output: bool, dry_run: bool
 ) -> None:
-    """Brief runs on 1, 2, 4... devices of the plan (each in its own process), same per-replica batch.
-
-    Each size needs its own process: two MirroredStrategies with different device counts collide
-    in one TensorFlow process.
-    """
-    import dataclasses
-
-    from gputopo.errors import InputError
-    from gputopo.launch import ProcessSpec, check_batch_split
-    from gputopo.numbering import cuda_env
+    """Brief runs on 1, 2, 4... devices of the plan (``train.plan.scaling_processes``), one after the
+    other (``train.supervise.run_scaling``), shown as one table."""
+    from gputopo.cli import fail
+    from gputopo.train.plan import scaling_processes
+    from gputopo.train.supervise import run_scaling
     from gputopo.views.common import err, print_json
     from gputopo.views.train import render_scaling, scaling_rows
 
-    if config.strategy != "mirrored":
-        raise InputError("--scaling measures --strategy mirrored on this host")
-    if steps < 2:
-        raise InputError(f"--scaling-steps must be at least 2 (the first step compiles), got {steps}")
-    if sizes[-1] > plan.replicas:
-        raise InputError(f"--scaling {sizes[-1]} needs {sizes[-1]} devices; the plan has {plan.replicas}")
-    check_batch_split(config.batch_size, plan.replicas)
-    per_replica = config.batch_size // plan.replicas
-    specs = []
-    for count in sizes:
-        run_config = dataclasses.replace(
-            config, batch_size=per_replica * count, epochs=1, steps_per_epoch=steps, evaluate=False,
-            checkpoint_dir=None, resume=False,
-        )
-        if plan.device_kind == "CPU":
-            run_config.cpu_devices, env = count, dict(plan.env)
-        else:  # the first GPUs in the recommended (ring) order
-            env = cuda_env([int(g) for g in plan.env["CUDA_VISIBLE_DEVICES"].split(",")[:count]])
-        specs.append(ProcessSpec(f"{count}-device run", run_config, env, list(plan.numactl)))
+    specs = scaling_processes(plan, config, sizes, steps)
     if dry_run:
         _show_plan(plan, specs, config, json_output)
         return
-    results = []
-    interrupted = False
-    for count, spec in zip(sizes, specs):
+
+    def announce(count: int, spec: "ProcessSpec") -> None:
         if not json_output:
             err().print(f"scaling: {count} device(s), global batch {spec.config.batch_size}")
-        summary = _run([spec], spec.config)
-        if summary.get("status") == "interrupted":  # Ctrl-C stops the whole table, not one run of it
-            interrupted = True
-            break
-        results.append((count, summary))
+
+    results, interrupted = run_scaling(sizes, specs, announce)
     rows = scaling_rows(results) if results else []
     if json_output:
         print_json({"scaling": rows, "status": "interrupted" if interrupted else "completed",
-                    "device_kind": plan.device_kind, "per_replica_batch_size": per_replica,
-                    "steps": steps, "plan": plan.to_dict()})
+                    "device_kind": plan.device_kind, "per_replica_batch_size": config.batch_size // plan.replicas,
+                    "steps": steps, "plan": plan.to_dict()})  # fmt: skip
     elif rows:
         render_scaling(rows, plan.device_kind)
     if interrupted:
-        from gputopo.cli import fail
-
         done = ", ".join(str(count) for count, _ in results) or "none"
         raise fail(f"interrupted: scaling stopped; device counts measured: {done}", 130)

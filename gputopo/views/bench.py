@@ -174,14 +174,59 @@ def _head_stat(result: BenchResult, a: int, b: int, name: str) -> float | None:
     return stat.median if stat else None
 
 
-def render_bench(result: BenchResult, topology: Topology | None) -> None:
-    """Print the matrices, call-outs, all-reduce table and failures for people."""
-    from rich.columns import Columns
+def _size_sweep_table(result: BenchResult) -> Any:
+    """Slowest, median and fastest pair at each size of a sweep."""
     from rich.table import Table
+
+    sweep = Table(title="Size sweep: unidirectional GB/s over all pairs", title_justify="left")
+    for name in ("size", "slowest pair", "median pair", "fastest pair"):
+        sweep.add_column(name, justify="right")
+    for size in result.sizes_bytes:
+        figures = sorted(
+            point.uni_gbps.median
+            for pair in result.pairs.values()
+            for point in pair.points
+            if point.size_bytes == size and point.uni_gbps
+        )
+        if not figures:
+            sweep.add_row(format_size(size), "-", "-", "-")
+            continue
+        sweep.add_row(
+            format_size(size), f"{figures[0]:.2f}", f"{figures[len(figures) // 2]:.2f}", f"{figures[-1]:.2f}"
+        )
+    return sweep
+
+
+def _allreduce_table(result: BenchResult) -> Any:
+    """Each cross-device op's time, algbw and busbw at each size."""
+    from rich.table import Table
+
+    table = Table(
+        title=f"All-reduce (MirroredStrategy) on {result.device_kind}s {','.join(map(str, result.indices))}",
+        title_justify="left",
+    )
+    # The op's name is what the user pastes into cross_device_ops=: never cut it.
+    table.add_column("cross-device ops", no_wrap=True)
+    for name in ("size", "time us", "algbw GB/s", "busbw GB/s (min-max)"):
+        table.add_column(name, justify="right")
+    for r in result.allreduce_results:
+        if r.error or r.busbw_gbps is None or r.algbw_gbps is None or r.time_us is None:
+            table.add_row(r.cross_device_ops, format_size(r.size_bytes), "[red]failed[/red]", "", "")
+            continue
+        table.add_row(
+            r.cross_device_ops,
+            format_size(r.size_bytes),
+            f"{r.time_us.median:.0f}",
+            f"{r.algbw_gbps.median:.2f}",
+            f"{r.busbw_gbps.median:.2f} ({r.busbw_gbps.min:.2f}-{r.busbw_gbps.max:.2f})",
+        )
+    return table
+
+
+def _print_header(console: Any, result: BenchResult, coloured: bool) -> None:
+    """What was measured, at which size and how; what the colours mean (when there are estimates)."""
     from rich.text import Text
 
-    console = out()
-    expected = pair_expectations(result, topology)
     if result.measures_host_memory:
         console.print(Text(f"Measured {result.what_was_measured()}.", style="bold yellow"))
     else:
@@ -192,11 +237,21 @@ def render_bench(result: BenchResult, topology: Topology | None) -> None:
         f"Message size {size_text}, median of {result.repeat} samples after {result.warmup} warm-up runs; "
         "GB/s = 10^9 bytes/s."
     )
-    if expected:
+    if coloured:
         console.print(
             f"Colours: [green]as expected[/green] (>= {OK_RATIO:.0%} of the link type's estimate), "
             f"[yellow]low[/yellow], [bold red]far below[/bold red] (< {FAR_BELOW_RATIO:.0%})."
         )
+
+
+def render_bench(result: BenchResult, topology: Topology | None) -> None:
+    """Print the matrices, call-outs, all-reduce table and failures for people."""
+    from rich.columns import Columns
+    from rich.text import Text
+
+    console = out()
+    expected = pair_expectations(result, topology)
+    _print_header(console, result, bool(expected))
 
     def uni_style(a: int, b: int, v: float) -> str | None:
         exp = expected.get((a, b))
@@ -236,45 +291,9 @@ def render_bench(result: BenchResult, topology: Topology | None) -> None:
     console.print(_matrix(result, f"Latency us ({result.latency_size_bytes}-byte copy)", latency, 1, width=width))
 
     if len(result.sizes_bytes) > 1:
-        sweep = Table(title="Size sweep: unidirectional GB/s over all pairs", title_justify="left")
-        for name in ("size", "slowest pair", "median pair", "fastest pair"):
-            sweep.add_column(name, justify="right")
-        for size in result.sizes_bytes:
-            figures = sorted(
-                point.uni_gbps.median
-                for pair in result.pairs.values()
-                for point in pair.points
-                if point.size_bytes == size and point.uni_gbps
-            )
-            if not figures:
-                sweep.add_row(format_size(size), "-", "-", "-")
-                continue
-            sweep.add_row(
-                format_size(size), f"{figures[0]:.2f}", f"{figures[len(figures) // 2]:.2f}", f"{figures[-1]:.2f}"
-            )
-        console.print(sweep)
-
+        console.print(_size_sweep_table(result))
     if result.allreduce_results:
-        table = Table(
-            title=f"All-reduce (MirroredStrategy) on {result.device_kind}s {','.join(map(str, result.indices))}",
-            title_justify="left",
-        )
-        # The op's name is what the user pastes into cross_device_ops=: never cut it.
-        table.add_column("cross-device ops", no_wrap=True)
-        for name in ("size", "time us", "algbw GB/s", "busbw GB/s (min-max)"):
-            table.add_column(name, justify="right")
-        for r in result.allreduce_results:
-            if r.error or r.busbw_gbps is None or r.algbw_gbps is None or r.time_us is None:
-                table.add_row(r.cross_device_ops, format_size(r.size_bytes), "[red]failed[/red]", "", "")
-                continue
-            table.add_row(
-                r.cross_device_ops,
-                format_size(r.size_bytes),
-                f"{r.time_us.median:.0f}",
-                f"{r.algbw_gbps.median:.2f}",
-                f"{r.busbw_gbps.median:.2f} ({r.busbw_gbps.min:.2f}-{r.busbw_gbps.max:.2f})",
-            )
-        console.print(table)
+        console.print(_allreduce_table(result))
         console.print("busbw = algbw * 2(n-1)/n (as nccl-tests): comparable with a link's bandwidth for any n.")
 
     # Text, not markup: TensorFlow's error messages ("[Op:DeepCopy]", "[[{{node ...}}]]") and notes

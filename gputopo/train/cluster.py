@@ -1,0 +1,88 @@
+"""Where the workers of a multi-worker job are: addresses, free ports, ``TF_CONFIG``.
+
+Pure Python, no TensorFlow: the parent checks addresses before starting anything, the child
+builds its ``TF_CONFIG`` from them.
+"""
+
+from __future__ import annotations
+
+import json
+import socket
+from typing import Sequence
+
+from gputopo.errors import InputError
+
+LOOPBACK = "127.0.0.1"
+
+
+def check_own_address(address: str) -> None:
+    """A worker must be able to listen on its own address: a clear error if the port is taken."""
+    host, port = parse_address(address)
+    if host in ("127.0.0.1", "localhost", "0.0.0.0") or host == socket.gethostname():
+        check_port_free("127.0.0.1" if host == "localhost" else host, port)
+
+
+def parse_address(text: str) -> tuple[str, int]:
+    """``"host:port"`` -> ``(host, port)`` with a clear error on anything else."""
+    host, sep, port_text = text.strip().rpartition(":")
+    if not sep or not host or not port_text.isdigit() or not 0 < int(port_text) < 65536:
+        raise InputError(f"worker address {text!r} is not host:port (e.g. 127.0.0.1:12345)")
+    return host, int(port_text)
+
+
+def parse_workers(text: str) -> list[str]:
+    """``"h1:p1,h2:p2"`` -> validated addresses (``--workers``)."""
+    addresses = [part.strip() for part in text.split(",") if part.strip()]
+    if not addresses:
+        raise InputError("--workers is empty; give host:port for every worker, e.g. 10.0.0.1:2222,10.0.0.2:2222")
+    for address in addresses:
+        parse_address(address)
+    if len(set(addresses)) != len(addresses):
+        raise InputError("--workers lists the same address twice")
+    return addresses
+
+
+def tf_config(workers: Sequence[str], task_index: int, ps: Sequence[str] = (), task_type: str = "worker") -> str:
+    """The ``TF_CONFIG`` JSON that MultiWorkerMirroredStrategy reads to find its cluster and itself."""
+    cluster: dict[str, list[str]] = {"worker": list(workers)}
+    if ps:
+        cluster["ps"] = list(ps)
+    return json.dumps({"cluster": cluster, "task": {"type": task_type, "index": task_index}})
+
+
+def check_port_free(host: str, port: int) -> None:
+    """Raise ``InputError`` if ``port`` on ``host`` cannot be bound (another process holds it)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        # As gRPC does: connections of an earlier run lingering in TIME_WAIT do not block the port,
+        # only a process listening on it does.
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            sock.bind((host, port))
+        except OSError as exc:
+            raise InputError(
+                f"port {port} on {host} is in use ({exc.strerror or exc}); pick another port for this worker"
+            ) from None
+
+
+def free_local_ports(count: int, host: str = LOOPBACK) -> list[int]:
+    """``count`` distinct ports that were free on ``host`` a moment ago (for local workers)."""
+    sockets: list[socket.socket] = []
+    try:
+        for _ in range(count):
+            sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+            sock.bind((host, 0))
+            sockets.append(sock)
+        return [s.getsockname()[1] for s in sockets]
+    finally:
+        for sock in sockets:
+            sock.close()
+
+
+def address_answers(address: str, timeout_s: float = 1.0) -> bool:
+    """Whether something accepts TCP connections at ``host:port``."""
+    host, port = parse_address(address)
+    try:
+        with socket.create_connection((host, port), timeout=timeout_s):
+            return True
+    except OSError:
+        return False

@@ -1,0 +1,277 @@
+"""The parent's side of ``gputopo train``: start the training children, watch them, stop them.
+
+``run_processes`` starts nothing itself: it forwards Ctrl-C to the children, and when one dies kills
+the rest (a synchronous cluster missing a member only hangs) and says which one died, how, and where
+the last checkpoint is. ``run_training`` starts one plan's processes and returns the chief's
+summary; ``stop_with_parent`` is what a child calls so that it never outlives its parent.
+No TensorFlow is imported on this path.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable, Sequence
+
+from gputopo.errors import InputError, TrainingFailed
+from gputopo.train.checkpoints import resume_hint
+from gputopo.train.cluster import address_answers
+from gputopo.train.config import INTERRUPTED_EXIT_CODE, TrainConfig, started_marker
+from gputopo.train.plan import ProcessSpec
+
+KILL_GRACE_S = 5.0
+POLL_S = 0.1
+
+
+@dataclass
+class ChildProcess:
+    """One training process the parent started, and how to name it in messages."""
+
+    label: str  # "training process", "worker 1 (127.0.0.1:23456)"
+    process: subprocess.Popen
+    result_file: Path
+
+    @property
+    def started(self) -> bool:
+        return started_marker(self.result_file).exists()
+
+
+def start_child(label: str, command: Sequence[str], env: dict[str, str], result_file: Path) -> ChildProcess:
+    """Start one training child with ``env`` added to this process's environment.
+
+    The child gets a session of its own, so a Ctrl-C in the terminal reaches only the parent, which
+    forwards it once: in the terminal's process group the child would get it twice (the terminal's
+    and the forwarded one), and a second SIGINT means "stop at once", mid-step.
+    """
+    child_env = dict(os.environ)
+    child_env.update(env)
+    try:
+        process = subprocess.Popen(list(command), env=child_env, stdin=subprocess.DEVNULL, start_new_session=True)
+    except OSError as exc:
+        raise TrainingFailed(f"cannot start the {label} ({command[0]}): {exc.strerror or exc}") from None
+    return ChildProcess(label, process, result_file)
+
+
+def read_result(child: ChildProcess) -> dict[str, Any] | None:
+    try:
+        return json.loads(child.result_file.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+
+
+def _stop(children: Sequence[ChildProcess], sig: int) -> None:
+    for child in children:
+        if child.process.poll() is None:
+            try:
+                child.process.send_signal(sig)
+            except ProcessLookupError:
+                pass
+
+
+def _kill_after_grace(children: Sequence[ChildProcess]) -> None:
+    deadline_s = time.monotonic() + KILL_GRACE_S
+    while time.monotonic() < deadline_s and any(c.process.poll() is None for c in children):
+        time.sleep(POLL_S)
+    _stop(children, signal.SIGKILL)
+    for child in children:
+        child.process.wait()
+
+
+class _StopSignalsAsInterrupt:
+    """While active, SIGTERM and SIGHUP (``kill``, a closed terminal) reach the parent as Ctrl-C does.
+
+    Their default action ends the parent at once, leaving its training children running with no
+    one to read their results; as a KeyboardInterrupt they are forwarded like Ctrl-C instead.
+    """
+
+    SIGNALS = (signal.SIGTERM, signal.SIGHUP)
+
+    def __enter__(self) -> _StopSignalsAsInterrupt:
+        self._previous: dict[int, Any] = {}
+        if threading.current_thread() is threading.main_thread():
+            for sig in self.SIGNALS:
+                self._previous[sig] = signal.signal(sig, self._raise)
+        return self
+
+    def __exit__(self, *exc_info: Any) -> None:
+        for sig, handler in self._previous.items():
+            signal.signal(sig, handler)
+
+    @staticmethod
+    def _raise(signum: int, frame: Any) -> None:
+        raise KeyboardInterrupt
+
+
+def stop_with_parent() -> None:
+    """In a training child: get SIGTERM (save, exit 130) when the parent ``gputopo train`` dies.
+
+    Even a parent killed with SIGKILL then leaves no orphan training on (Linux ``PR_SET_PDEATHSIG``;
+    elsewhere nothing is done).
+    """
+    if not sys.platform.startswith("linux"):
+        return
+    import ctypes
+
+    parent = os.getppid()
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(_PR_SET_PDEATHSIG, int(signal.SIGTERM), 0, 0, 0)
+    except (OSError, AttributeError):
+        return
+    if os.getppid() != parent or parent == 1:  # the parent was gone before the request took effect
+        os.kill(os.getpid(), signal.SIGTERM)
+
+
+_PR_SET_PDEATHSIG = 1
+
+
+def run_processes(
+    children: Sequence[ChildProcess],
+    checkpoint_dir: str | None,
+    startup_timeout_s: float | None = None,
+    peers: Sequence[str] = (),
+) -> list[dict[str, Any]]:
+    """Wait for every child; return their results, or raise one clear error for the first failure.
+
+    Ctrl-C is forwarded (each child saves a checkpoint and exits 130); a second Ctrl-C kills them.
+    SIGTERM and SIGHUP to the parent are forwarded the same way (see ``_StopSignalsAsInterrupt``).
+    When one child fails, the others are stopped: a synchronous cluster cannot go on without it.
+    With ``startup_timeout_s``, children that have not finished their first step by then are
+    stopped, and the error names those of ``peers`` (host:port) that do not answer.
+    """
+    with _StopSignalsAsInterrupt():
+        return _wait_for(children, checkpoint_dir, startup_timeout_s, peers)
+
+
+def _wait_for(
+    children: Sequence[ChildProcess],
+    checkpoint_dir: str | None,
+    startup_timeout_s: float | None,
+    peers: Sequence[str],
+) -> list[dict[str, Any]]:
+    interrupts = 0
+    failed: ChildProcess | None = None
+    deadline_s = time.monotonic() + startup_timeout_s if startup_timeout_s else None
+    while True:
+        try:
+            if deadline_s is not None and time.monotonic() > deadline_s:
+                if all(c.started or c.process.poll() is not None for c in children):
+                    deadline_s = None
+                else:
+                    failure = _startup_failure(startup_timeout_s or 0.0, peers)  # probe before stopping ours
+                    _stop(children, signal.SIGKILL)
+                    for child in children:
+                        child.process.wait()
+                    raise failure
+            codes = [c.process.poll() for c in children]
+            failures = [c for c, code in zip(children, codes) if code not in (None, 0, INTERRUPTED_EXIT_CODE)]
+            # A child killed by a signal is the cause; others failing at the same time are its victims.
+            failed = min(failures, key=lambda c: c.process.returncode >= 0) if failures else None
+            if failed is not None or all(code is not None for code in codes):
+                break
+            if INTERRUPTED_EXIT_CODE in codes and not interrupts:  # one stopped on a signal: stop the rest the same way
+                interrupts = 1
+                _stop(children, signal.SIGINT)
+            time.sleep(POLL_S)
+        except KeyboardInterrupt:
+            interrupts += 1
+            _stop(children, signal.SIGINT if interrupts == 1 else signal.SIGKILL)
+    if failed is not None:
+        others = [c for c in children if c is not failed]
+        _stop(others, signal.SIGTERM)
+        _kill_after_grace(others)
+        raise _failure(failed, checkpoint_dir)
+    results = [read_result(c) or {} for c in children]
+    for child, result in zip(children, results):
+        if "error" in result:  # e.g. stopped by Ctrl-C before training began
+            raise _failure(child, checkpoint_dir)
+    return results
+
+
+def _startup_failure(timeout_s: float, peers: Sequence[str]) -> TrainingFailed:
+    silent = [address for address in peers if not address_answers(address)]
+    if silent:
+        who = f"worker {silent[0]} does not answer" if len(silent) == 1 else f"workers {', '.join(silent)} do not answer"
+    else:
+        who = "the workers did not all join"
+    return TrainingFailed(
+        f"{who} after {timeout_s:g} s (is it started, with the same --workers list and a reachable address?)"
+    )
+
+
+def _failure(child: ChildProcess, checkpoint_dir: str | None) -> Exception:
+    result = read_result(child) or {}
+    if "error" in result:
+        if result.get("error_type") == "InputError":
+            return InputError(result["error"])
+        return TrainingFailed(result["error"])
+    return TrainingFailed(f"the {child.label} {describe_exit(child.process.returncode)}; {resume_hint(checkpoint_dir)}")
+
+
+def describe_exit(returncode: int) -> str:
+    """``-9`` -> ``"was killed by SIGKILL"``; ``3`` -> ``"exited with status 3"``."""
+    if returncode < 0:
+        try:
+            name = signal.Signals(-returncode).name
+        except ValueError:
+            name = f"signal {-returncode}"
+        return f"was killed by {name}"
+    return f"exited with status {returncode}"
+
+
+def run_training(processes: Sequence[ProcessSpec], config: TrainConfig) -> dict[str, Any]:
+    """Start the training process(es), wait for them, and return the chief's summary.
+
+    With several workers the summary also lists every worker's weight fingerprint, so a user (and
+    the tests) can see that synchronous training kept them identical.
+    """
+    with tempfile.TemporaryDirectory(prefix="gputopo-train-") as tmp:
+        children: list[ChildProcess] = []
+        try:
+            for i, spec in enumerate(processes):
+                result_file = Path(tmp) / f"result-{i}.json"
+                children.append(start_child(spec.label, spec.command(str(result_file)), spec.env, result_file))
+            multi_worker = config.strategy == "multi-worker"
+            results = run_processes(
+                children,
+                config.checkpoint_dir,
+                startup_timeout_s=config.startup_timeout_s if multi_worker else None,
+                peers=processes[0].config.workers if multi_worker else (),
+            )
+        finally:
+            for child in children:  # never leave a training process behind
+                if child.process.poll() is None:
+                    child.process.kill()
+                    child.process.wait()
+    summary = dict(results[0])
+    if len(results) > 1:
+        summary["devices"] = [device for result in results for device in result.get("devices", [])]
+        summary["worker_weights_sha256"] = [r.get("weights_sha256") for r in results]
+        summary["worker_steps"] = [r.get("steps") for r in results]
+    return summary
+
+
+def run_scaling(
+    sizes: Sequence[int], specs: Sequence[ProcessSpec], announce: Callable[[int, ProcessSpec], None] | None = None
+) -> tuple[list[tuple[int, dict[str, Any]]], bool]:
+    """One ``--scaling`` run per device count, one after the other: ``([(count, summary)], interrupted)``.
+
+    Ctrl-C stops the whole table, not one run of it.
+    """
+    results: list[tuple[int, dict[str, Any]]] = []
+    for count, spec in zip(sizes, specs):
+        if announce is not None:
+            announce(count, spec)
+        summary = run_training([spec], spec.config)
+        if summary.get("status") == "interrupted":
+            return results, True
+        results.append((count, summary))
+    return results, False
