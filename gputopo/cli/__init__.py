@@ -31,6 +31,7 @@ class _OneLineErrorsGroup(TyperGroup):
         except ImportError:
             from click.exceptions import ClickException  # type: ignore[no-redef]
 
+        prog_name = prog_name or "gputopo"  # not "python -m gputopo" or "__main__.py" in messages
         if not standalone_mode:
             return super().main(args, prog_name, complete_var, standalone_mode=False, **extra)
         try:
@@ -39,7 +40,7 @@ class _OneLineErrorsGroup(TyperGroup):
             if type(exc).__name__ == "NoArgsIsHelpError":  # `gputopo` alone: the help was shown
                 sys.exit(exc.exit_code)
             ctx = getattr(exc, "ctx", None)
-            hint = f" (see '{ctx.command_path} --help')" if ctx is not None else ""
+            hint = f" (see '{ctx.command_path if ctx is not None else prog_name} --help')"
             typer.echo(f"gputopo: error: {exc.format_message()}{hint}", err=True)
             sys.exit(EXIT_USAGE if exc.exit_code == 2 else exc.exit_code)
         except typer.Abort:
