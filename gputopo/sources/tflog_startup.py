@@ -1,0 +1,306 @@
+"""One TensorFlow start-up's events -> ``TfView``: devices, the peer matrix, what is inferred or cut.
+
+``tflog`` splits a log into start-ups and calls ``view_of_startup`` on the one it reads. Steps:
+collect what the lines say (``_collect``), drop ordinals no machine has (``_drop_implausible``), then
+build the peer matrix by ordinal: matrices, pairs TF tried to enable (they can peer), pairs it
+says cannot peer, and the inference TF 0.x-1.4's "cannot peer" lines allow.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+from gputopo.errors import InputError
+from gputopo.model import Finding, TfDevice, TfView, normalize_pci_bus_id
+from gputopo.sources.tflog_lines import (
+    CREATED,
+    DENIED,
+    ENABLE_FAILED,
+    ERA_LINE_TF0,
+    ERA_LINE_TF12,
+    ERA_LINE_TF15,
+    ERA_LINE_TF25,
+    FOUND,
+    IGNORED,
+    MATRIX,
+    PEER_LIMIT,
+    PROPS,
+    ROW,
+    VISIBLE,
+    LogEvent,
+)
+from gputopo.sources.tflog_matrix import PeerMatrix, apply_matrix
+from gputopo.sources.tflog_runs import StartUp
+
+ERA_TF0 = "tf0-gpu-init"
+ERA_TF12 = "tf1.2-peer-access"
+ERA_TF15 = "tf1.5-edge-matrix"
+ERA_TF25 = "tf2-created-device"
+ERA_TF_ABSL = "tf2.16-absl"
+ERA_CUDA_PEER_LIMIT = "cuda-peer-limit"  # only CUDA_ERROR_TOO_MANY_PEERS lines: the TF version does not show
+ERA_NO_GPU = "tf-no-gpu"  # TensorFlow ran and listed no GPU (``gputopo scan --tf``)
+# Larger "ordinals" come from damaged lines, not from machines (the largest single hosts have a few
+# dozen GPUs); the peer matrix is sized by the largest ordinal, so this also bounds its size.
+MAX_TF_ORDINAL = 127
+_ERA_ORDER = [ERA_CUDA_PEER_LIMIT, ERA_TF0, ERA_TF12, ERA_TF15, ERA_TF25, ERA_TF_ABSL]
+_LINE_ERAS = {ERA_LINE_TF0: ERA_TF0, ERA_LINE_TF12: ERA_TF12, ERA_LINE_TF15: ERA_TF15, ERA_LINE_TF25: ERA_TF25}
+
+_NAME_RE = re.compile(r"\bname:[ \t]*([^,)]{1,200}?)[ \t]*(?=[,)])")
+_BUS_RE = re.compile(r"\bpci bus id:[ \t]*([0-9a-fA-F:.]{1,32})")
+_CC_RE = re.compile(r"\bcompute capability:[ \t]*(\d{1,3}\.\d{1,3})\b")
+# TF 0.x-2.4 "Found device 0 with properties:" followed by name/pciBusID lines (or one line in 2.x).
+_PROP_NAME_RE = re.compile(r"\bname:[ \t]*(.{1,200}?)[ \t]*(?=[ \t](?:major:|computeCapability:|pciBusID)|$)")
+_PROP_BUS_RE = re.compile(r"\bpciBusID:?[ \t]*([0-9a-fA-F]{4,8}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7])")
+_PROP_CC_RE = re.compile(r"(?:computeCapability:[ \t]*(\d{1,3}\.\d{1,3}))|(?:major:[ \t]*(\d{1,3})[ \t]+minor:[ \t]*(\d{1,3}))")
+
+
+@dataclass
+class _Facts:
+    """What one start-up's lines say, before the peer matrix is built."""
+
+    notes: list[Finding] = field(default_factory=list)
+    eras: set[str] = field(default_factory=set)
+    devices: dict[int, TfDevice] = field(default_factory=dict)
+    denied: dict[tuple[int, int], int] = field(default_factory=dict)  # (i, j) -> line of the "cannot peer" line
+    enable_failed: list[list[int]] = field(default_factory=list)
+    too_many_peers: list[int] | None = None
+    matrices: list[PeerMatrix] = field(default_factory=list)
+    visible: list[int] | None = None
+
+    def named(self) -> set[int]:
+        named = set(self.devices) | {o for pair in self.denied for o in pair}
+        named |= {o for pair in self.enable_failed for o in pair} | set(self.too_many_peers or []) | set(self.visible or [])
+        for matrix in self.matrices:
+            named |= matrix.named()
+        return named
+
+
+def view_of_startup(startup: StartUp, source: str) -> TfView:
+    """One start-up's events -> TfView (``InputError`` when no plausible ordinal is left)."""
+    facts = _collect(startup)
+    named = _drop_implausible(facts)
+    if not named:
+        raise InputError(f"TensorFlow log {source} names no plausible GPU ordinal")
+    size = max(named) + 1
+    peer: list[list[bool | None]] = [[None] * size for _ in range(size)]
+    for o in named:
+        peer[o][o] = True
+    for matrix in facts.matrices:
+        apply_matrix(matrix, peer, facts.notes)
+    for i, j in facts.enable_failed:  # TF tries to enable only pairs CUDA says can peer
+        if i != j and peer[i][j] is None:
+            peer[i][j] = True
+    _apply_denied(facts.denied, peer, source, facts.notes)
+    for o in named:
+        facts.devices.setdefault(o, TfDevice(ordinal=o))
+    _note_devices_not_created(startup, facts)
+    inferred = _infer_unnamed_pairs(facts.denied, facts.matrices, facts.notes, sorted(named), peer)
+    return TfView(
+        devices=[facts.devices[o] for o in sorted(facts.devices)],
+        peer=peer,
+        era=max(facts.eras, key=_ERA_ORDER.index) if facts.eras else None,
+        source=source,
+        visible_ordinals=facts.visible,
+        notes=_merge_cut_notes(facts.notes, source),
+        peer_inferred=inferred,
+        enable_failed=facts.enable_failed,
+        too_many_peers=facts.too_many_peers,
+    )
+
+
+def _collect(startup: StartUp) -> _Facts:
+    """Walk the start-up's events in line order."""
+    facts = _Facts()
+    found: TfDevice | None = None  # the "Found device N" whose detail lines follow
+    for event in startup.events:
+        if event.era:
+            facts.eras.add(_LINE_ERAS[event.era])
+        if event.absl:
+            facts.eras.add(ERA_TF_ABSL)
+        kind, ordinals = event.kind, event.ordinals
+        if kind == DENIED:
+            facts.denied.setdefault((ordinals[0], ordinals[1]), event.line_no)
+        elif kind in (ENABLE_FAILED, PEER_LIMIT):
+            if kind == ENABLE_FAILED and ordinals not in facts.enable_failed:
+                facts.enable_failed.append(list(ordinals))
+            if event.too_many_peers or kind == PEER_LIMIT:
+                facts.too_many_peers = sorted(set(facts.too_many_peers or []) | set(ordinals[:1]))
+        elif kind == MATRIX:
+            facts.matrices.append(PeerMatrix(list(ordinals), event.line_no, diagonal_is_self=event.diagonal_is_self))
+        elif kind == ROW and facts.matrices:
+            facts.matrices[-1].add_row(ordinals[0], event.values)
+        elif kind == VISIBLE:
+            facts.visible = list(ordinals)
+        elif kind == CREATED:
+            _read_created(event, facts.devices, facts.notes)
+        elif kind == FOUND:
+            found = facts.devices.setdefault(ordinals[0], TfDevice(ordinal=ordinals[0]))
+            _read_properties(found, event.text)
+        elif kind == PROPS and found is not None:
+            _read_properties(found, event.text)
+        elif kind == IGNORED:
+            facts.devices.setdefault(ordinals[0], TfDevice(ordinal=ordinals[0])).ignored = event.text
+    if not facts.eras and facts.too_many_peers is not None:
+        facts.eras.add(ERA_CUDA_PEER_LIMIT)
+    return facts
+
+
+def _drop_implausible(facts: _Facts) -> set[int]:
+    """Ordinals above ``MAX_TF_ORDINAL`` come from damaged lines: dropped with a note (a square
+    matrix that big would only waste memory and time). Returns the ordinals left."""
+    named = facts.named()
+    too_large = sorted(o for o in named if o > MAX_TF_ORDINAL)
+    if not too_large:
+        return named
+
+    def keep(ordinals: list[int]) -> bool:
+        return max(ordinals, default=0) <= MAX_TF_ORDINAL
+
+    facts.notes.append(_cut_note(f"GPU ordinal {too_large[0]} is not plausible and was ignored"))
+    facts.devices = {o: d for o, d in facts.devices.items() if o <= MAX_TF_ORDINAL}
+    facts.denied = {pair: n for pair, n in facts.denied.items() if keep(list(pair))}
+    facts.enable_failed = [pair for pair in facts.enable_failed if keep(pair)]
+    if facts.too_many_peers is not None:
+        facts.too_many_peers = [o for o in facts.too_many_peers if o <= MAX_TF_ORDINAL]
+    if facts.visible is not None:
+        facts.visible = [o for o in facts.visible if o <= MAX_TF_ORDINAL]
+    for matrix in facts.matrices:
+        matrix.ordinals = [o for o in matrix.ordinals if o <= MAX_TF_ORDINAL]
+        matrix.rows = {o: v for o, v in matrix.rows.items() if o <= MAX_TF_ORDINAL}
+    return named - set(too_large)
+
+
+def _apply_denied(denied: dict[tuple[int, int], int], peer: list[list[bool | None]], source: str, notes: list[Finding]) -> None:
+    for (i, j), line_no in sorted(denied.items()):
+        if i == j:
+            continue
+        if peer[i][j] is True:
+            notes.append(
+                Finding(
+                    "warning",
+                    "tf-log-contradiction",
+                    f"{source} line {line_no}: TensorFlow could not enable peer access {i}->{j} although "
+                    "its matrix says Y; taken as no peer access",
+                    gpus=sorted({i, j}),
+                )
+            )
+        peer[i][j] = False
+
+
+def _infer_unnamed_pairs(
+    denied: dict[tuple[int, int], int],
+    matrices: list[PeerMatrix],
+    notes: list[Finding],
+    ordinals: list[int],
+    peer: list[list[bool | None]],
+) -> bool:
+    """TF 0.x-1.4 log a line for each ordered pair that cannot peer: with no matrix, when those lines
+    name every GPU as a source and as a target and nothing looks cut, the unnamed pairs could peer.
+    Sets them True and returns whether any was; otherwise notes what stays unknown."""
+    if not denied or matrices:
+        return False
+    unnamed = [(a, b) for pos, a in enumerate(ordinals) for b in ordinals[pos + 1 :] if peer[a][b] is None and peer[b][a] is None]
+    if not unnamed:
+        return False
+    sources, targets = {i for i, _ in denied}, {j for _, j in denied}
+    cut = any(n.code == "tf-log-cut" for n in notes)
+    if set(ordinals) <= sources and set(ordinals) <= targets and not cut:
+        for a, b in unnamed:
+            peer[a][b] = peer[b][a] = True
+        return True
+    missing = sorted((set(ordinals) - sources) | (set(ordinals) - targets))
+    why = (
+        "the log looks cut short"
+        if cut or not missing
+        else f"GPU {', '.join(map(str, missing))} {'is' if len(missing) == 1 else 'are'} not named on both sides of those lines (cut short?)"
+    )
+    notes.append(
+        Finding(
+            "info",
+            "tf-peer-unknown",
+            "TensorFlow logs only the pairs that cannot peer, but " + why + ", so whether "
+            + ", ".join(f"{a}-{b}" for a, b in unnamed[:12]) + ("..." if len(unnamed) > 12 else "")
+            + " can peer is unknown",
+            gpus=sorted({o for pair in unnamed for o in pair}),
+        )
+    )
+    return False
+
+
+def _note_devices_not_created(startup: StartUp, facts: _Facts) -> None:
+    """The log ends (or the excerpt stops) before TF created every GPU it listed."""
+    created = startup.created
+    listed = set(facts.visible or []) | {o for m in facts.matrices for o in m.columns()} | set(startup.found)
+    listed -= {o for o, d in facts.devices.items() if d.ignored}
+    if not created or not listed:
+        return
+    missing = sorted(listed - created)
+    if missing:
+        facts.notes.append(
+            _cut_note(
+                f"TensorFlow listed GPU {', '.join(map(str, missing))} but the log ends before it created "
+                f"{'it' if len(missing) == 1 else 'them'} (PCI bus ids and memory unknown)"
+            )
+        )
+
+
+def _merge_cut_notes(notes: list[Finding], source: str) -> list[Finding]:
+    """One finding for all the cut places: findings are told apart by code and GPUs, and a list of
+    places reads better than a dozen near-identical lines."""
+    cut = [n for n in notes if n.code == "tf-log-cut"]
+    if not cut:
+        return notes
+    rest = [n for n in notes if n.code != "tf-log-cut"]
+    places = f"{len(cut)} place{'s' if len(cut) > 1 else ''}"
+    merged = Finding("info", "tf-log-cut", f"{source} is cut short in {places}; what is there was read: " + "; ".join(n.message for n in cut))
+    return [merged, *rest]
+
+
+def _read_created(event: LogEvent, devices: dict[int, TfDevice], notes: list[Finding]) -> None:
+    """One ``Creat(ed|ing) ... device`` line: fill the device it names, note what is cut off."""
+    where = f"line {event.line_no}"
+    if event.cut:
+        notes.append(_cut_note(f"{where}: {event.cut}"))
+    ordinal = event.ordinals[0] if event.ordinals else event.tf_id  # cut before "device: N": TF's own number
+    if ordinal is None:
+        return
+    device = devices.setdefault(ordinal, TfDevice(ordinal=ordinal))
+    if event.memory_mb is not None:
+        device.memory_mb = event.memory_mb
+    if not event.ordinals:
+        return
+    device.tf_id = event.tf_id
+    detail = event.text
+    name = _NAME_RE.search(detail)
+    if name:
+        device.name = name.group(1).strip()
+    bus = _BUS_RE.search(detail)
+    if bus:
+        normalized = normalize_pci_bus_id(bus.group(1))
+        if normalized:
+            device.pci_bus_id = normalized
+        else:
+            notes.append(_cut_note(f"{where}: the PCI bus id of GPU {ordinal} is cut short ({bus.group(1)!r})"))
+    else:  # every era prints the bus id after the name: the line is cut
+        notes.append(_cut_note(f"{where}: the `Created device` line for GPU {ordinal} is cut before its PCI bus id"))
+    cc = _CC_RE.search(detail)
+    if cc:
+        device.compute_capability = cc.group(1)
+
+
+def _read_properties(device: TfDevice, text: str) -> None:
+    """Name, PCI bus id and compute capability from ``Found device N with properties:`` lines."""
+    name = _PROP_NAME_RE.search(text)
+    if name and device.name is None:
+        device.name = name.group(1).strip()
+    bus = _PROP_BUS_RE.search(text)
+    if bus and device.pci_bus_id is None:
+        device.pci_bus_id = normalize_pci_bus_id(bus.group(1))
+    cc = _PROP_CC_RE.search(text)
+    if cc and device.compute_capability is None:
+        device.compute_capability = cc.group(1) or f"{cc.group(2)}.{cc.group(3)}"
+
+
+def _cut_note(what: str) -> Finding:
+    return Finding("info", "tf-log-cut", what)
