@@ -271,3 +271,69 @@ def test_scan_json_carries_the_findings(cli) -> None:
     codes = {d["code"] for d in data["diagnostics"]}
     assert {"cross-socket", "p2p-tns", "no-nvlink"} <= codes
     assert all({"severity", "code", "message"} <= set(d) for d in data["diagnostics"])
+
+
+# --- NUMA nodes are not sockets; VMs; NVSwitch from text (issue 10) ------------------------------
+
+CORPUS_TOPO = SHARED_FIXTURES.parent / "corpus" / "topo"
+
+
+def _corpus_codes(name: str) -> dict:
+    from gputopo.sources.smi_text import parse_topo_matrix
+
+    return _by_code(parse_topo_matrix((CORPUS_TOPO / name).read_text(), name))
+
+
+def test_epyc_nps4_text_says_numa_nodes_not_qpi() -> None:
+    """DGX A100 in NPS4: GPU NUMA nodes 3,3,1,1,7,7,5,5. Nodes 1 and 3 are one socket; the text
+    cannot tell, so no 'QPI/UPI' and no 'different CPU sockets'."""
+    cross = _corpus_codes("dgx_a100_8gpu_nv12_epyc_nps4_12nic_mlx5.txt")["cross-socket"]
+    assert cross.message.startswith(
+        f"GPU groups 0,1 | 2,3 | 4,5 | 6,7 are on different NUMA nodes (3, 1, 7 and 5; {SYS_MEANING}; "
+        "which it is here, the source does not say)")
+    rest = cross.message.replace(SYS_MEANING, "")
+    assert "QPI" not in rest and "UPI" not in rest and "socket" not in rest
+
+
+def test_nps4_reference_knows_its_sockets() -> None:
+    cross = _by_code(load_reference("dgx-a100"))["cross-socket"]
+    assert "different NUMA nodes (3, 1, 7 and 5) on CPU sockets 0, 0, 1 and 1" in cross.message
+
+
+def test_numa_nodes_of_one_known_socket_are_not_called_sockets() -> None:
+    """Intel SNC / EPYC NPS2: two NUMA nodes in one socket, which the source (sysfs) knows."""
+    topo = load_reference("two-socket-4gpu")
+    for gpu in topo.gpus:
+        gpu.socket = 0
+    cross = _by_code(topo)["cross-socket"]
+    assert cross.message.startswith("GPUs 0,1 and 2,3 are on different NUMA nodes (0 and 1) of one CPU socket (0): ")
+    assert "QPI" in cross.message  # the machine's interconnect, as the source names it
+    topo.socket_interconnect = None
+    assert "cross the link between NUMA nodes through host memory" in _by_code(topo)["cross-socket"].message
+
+
+@pytest.mark.parametrize("name", ["vm_4xa10_all_sys_one_cpuset_spaces.txt", "azure_vm_4xm60_all_soc_one_cpuset.txt"])
+def test_virtual_machine_is_called_what_it_is(name: str) -> None:
+    f = _corpus_codes(name)
+    vm = f["virtual-machine"]
+    assert vm.message.startswith(
+        "this looks like a virtual machine: nvidia-smi shows the hypervisor's virtual PCI topology, not the host's (all 4 GPUs share CPUs ")
+    assert "SYS (SOC) between every pair" in vm.message and "bench-p2p" in vm.fix
+    assert "cross-socket" not in f  # no "different NUMA nodes" for the flat virtual view
+
+
+def test_restricted_cpuset_on_real_hardware_is_not_a_vm() -> None:
+    """K80 job: every GPU shows the job's CPUs 0-3, yet PIX pairs and SOC between them."""
+    f = _corpus_codes("k80_4gpu_soc_header_and_legend_unindented.txt")
+    assert "virtual-machine" not in f and f["cross-socket"].message.startswith("GPUs 0,1 and 2,3 are on different NUMA nodes")
+
+
+def test_nvswitch_from_text_is_inferred_and_said() -> None:
+    f = _corpus_codes("h100_8gpu_nv18_compact_spacing.txt")
+    assert f["nvswitch-fabric"].message.startswith(
+        "NVSwitch fabric (inferred: every pair shows NV18, the NVSwitch pattern; the text does not name the switches): "
+        "every pair is NV18")
+    gb200 = _corpus_codes("gb200_4gpu_nv18_grace_numa_sets_8nic.txt")
+    assert "nvswitch-fabric" not in gb200
+    assert gb200["nvlink-summary"].message == (
+        "NVLink: 6 pairs NV18; whether through NVSwitch or direct, the source does not say")

@@ -303,3 +303,111 @@ def test_non_breaking_spaces_from_web_pages():
     )
     topology = parse_topo_matrix(text, "web")
     assert topology.link(0, 1).type == "NV2" and [g.cpu_affinity for g in topology.gpus] == ["0-7", "0-7"]
+
+
+# --- NUMA sets, GPU NUMA IDs, NVSwitch, mangled pastes (the corpus: tests/fixtures/corpus/topo) -------
+
+CORPUS_TOPO = OWN_FIXTURES / "corpus" / "topo"
+
+
+def _corpus(name: str):
+    return parse_topo_matrix((CORPUS_TOPO / name).read_text(), name)
+
+
+def test_grace_numa_affinity_set_and_gpu_numa_id_are_kept():
+    """GB200: NUMA Affinity is a set (``0,3-9,11-17``) and each GPU's memory is a NUMA node."""
+    topology = _corpus("gb200_4gpu_nv18_grace_numa_sets_8nic.txt")
+    assert [g.numa_affinity for g in topology.gpus] == ["0,3-9,11-17"] * 2 + ["1,19-25,27-33"] * 2
+    assert [g.gpu_numa_id for g in topology.gpus] == [2, 10, 18, 26]
+    assert [g.numa_node for g in topology.gpus] == [None] * 4  # no single node to report
+    assert topology.gpus[0].numa_nodes == {0, 3, 4, 5, 6, 7, 8, 9, 11, 12, 13, 14, 15, 16, 17}
+    assert all(g.socket is None for g in topology.gpus)  # text never says sockets
+    data = topology.to_dict()["gpus"][2]
+    assert (data["numa_affinity"], data["gpu_numa_id"], data["socket"]) == ("1,19-25,27-33", 18, None)
+
+
+@pytest.mark.parametrize("name", ["raw_tabs_double_tab_gpu_numa_id.txt", "spaces_nicn_legend_gpu_numa_id.txt"])
+def test_gpu_numa_id_na_and_single_node_affinity(name):
+    topology = parse_topo_matrix((OWN_TOPO / name).read_text(), name)
+    assert all(g.gpu_numa_id is None for g in topology.gpus)  # N/A
+    assert [g.numa_affinity for g in topology.gpus] == [str(g.numa_node) for g in topology.gpus]
+
+
+def test_power9_numa_affinity_list_is_kept_as_a_set():
+    topology = _corpus("power9_traverse_1gpu_numa_affinity_list.txt")
+    assert topology.gpus[0].numa_affinity == "0,8,252-255" and topology.gpus[0].numa_node is None
+
+
+@pytest.mark.parametrize(
+    "name, nvswitch",
+    [
+        ("dgx_a100_8gpu_nv12_compact_spacing.txt", True),  # 8 GPUs NV12 to every peer: 84 links each
+        ("h100_8gpu_nv18_ht_affinity.txt", True),
+        ("gb200_4gpu_nv18_grace_numa_sets_8nic.txt", None),  # 4 GPUs NV18: a tray or a slice, unknown
+        ("della_i16g1_4gpu_nv4_all_pairs_two_numa.txt", False),  # NV4 x 3 peers = 12 links: a direct mesh
+        ("rtx3090_2gpu_nv4_bridge_ryzen5900x.txt", False),  # a bridge
+        ("rtx_a6000_3gpu_nv4_bridge_pair_plus_node.txt", False),  # NV4 to one peer, PCIe to the other
+        ("dgx1_p100_8gpu_nv1_mangled_header_soc.txt", False),  # the cube mesh: some pairs PCIe only
+    ],
+)
+def test_nvswitch_inferred_only_from_the_pattern(name, nvswitch):
+    topology = _corpus(name)
+    assert {link.nvswitch for link in topology.links if link.is_nvlink} == {nvswitch}
+    assert all(link.nvswitch is False for link in topology.links if not link.is_nvlink)
+
+
+def test_two_gpus_with_nv12_are_not_evidence_of_nvswitch():
+    text = "\tGPU0\tGPU1\tCPU Affinity\nGPU0\t X \tNV12\t0-15\nGPU1\tNV12\t X \t0-15\n"
+    assert parse_topo_matrix(text, "two").link(0, 1).nvswitch is None
+    assert json.loads(json.dumps(parse_topo_matrix(text, "two").to_dict()))["links"][0]["nvswitch"] is None
+
+
+def _repair(topology) -> str:
+    (finding,) = [f for f in topology.diagnostics if f.code == "repaired-paste"]
+    assert finding.severity == "info"
+    return finding.message
+
+
+def test_header_whose_cells_ran_together_is_read_from_the_rows():
+    topology = _corpus("dgx1_p100_8gpu_nv1_mangled_header_soc.txt")
+    assert len(topology.gpus) == 8 and [n.name for n in topology.nics] == ["mlx5_0", "mlx5_2", "mlx5_1", "mlx5_3"]
+    assert topology.link(0, 4).type == "NV1" and topology.link(0, 5).type == "SYS"
+    assert {(l.gpu, l.nic): l.type for l in topology.nic_links}[(2, "mlx5_1")] == "PIX"
+    assert "the header's cells ran together (line 1: 'GPU0GPU1GPU2" in _repair(topology)
+    assert "the columns were read from the rows" in _repair(topology)
+
+
+def test_run_together_header_made_by_hand_and_one_that_does_not_match():
+    rows = "GPU0\t X \tNV2\tPHB\t0-7\nGPU1\tNV2\t X \tPHB\t0-7\nmlx5_0\tPHB\tPHB\t X \n"
+    topology = parse_topo_matrix("\tGPU0GPU1mlx5_0\tCPU Affinity\n" + rows, "glued")
+    assert topology.link(0, 1).type == "NV2" and [g.cpu_affinity for g in topology.gpus] == ["0-7", "0-7"]
+    assert "the header's cells ran together" in _repair(topology)
+    # Not the rows' labels: the rows are read on their own, and the message says the header was not used.
+    other = parse_topo_matrix("\tGPU0GPU1mlx5_9\tCPU Affinity\n" + rows, "glued")
+    assert [n.name for n in other.nics] == ["mlx5_0"] and [g.cpu_affinity for g in other.gpus] == ["0-7", "0-7"]
+    assert "the header (line 1) does not match the rows" in _repair(other)
+
+
+def test_rows_without_a_header_are_read_and_unnamed_nics_left_out():
+    topology = _corpus("h100_8gpu_nv18_rows_only_no_header.txt")
+    assert len(topology.gpus) == 8 and topology.nics == [] and topology.nic_links == []
+    assert [(g.cpu_affinity, g.numa_node) for g in topology.gpus][3:5] == [("0-31,64-95", 0), ("32-63,96-127", 1)]
+    message = _repair(topology)
+    assert "no header line above the rows" in message and "12 NIC columns left out" in message
+    two = parse_topo_matrix("GPU0\t X \tNV1\nGPU1\tNV1\t X \n", "rows")
+    assert two.link(0, 1).type == "NV1" and "no header line" in _repair(two)
+
+
+def test_last_nic_cell_run_into_the_cpu_affinity_is_split():
+    topology = _corpus("cloud_vm_8xa100_nv12_all_phb_cpu_affinity_merged_mangled.txt")
+    assert {(l.gpu, l.nic): l.type for l in topology.nic_links}[(0, "NIC7")] == "PHB"
+    assert [g.cpu_affinity for g in topology.gpus] == ["0-115"] * 8
+    assert [g.numa_affinity for g in topology.gpus] == ["0-3"] * 8
+    assert "the NIC7 cell and the CPU Affinity ran together in 8 rows ('PH0-115')" in _repair(topology)
+
+
+def test_underline_escape_without_its_esc_byte():
+    topology = _corpus("h100_8gpu_nv18_9nic_bond_ansi_escape_stripped.txt")
+    assert len(topology.gpus) == 8 and [g.gpu_numa_id for g in topology.gpus] == [None] * 8
+    assert topology.nics[-1].device == "mlx5_bond_0"
+    assert "lost their ESC byte" in _repair(topology)

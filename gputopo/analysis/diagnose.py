@@ -92,8 +92,8 @@ def _virtual_machine(topology: Topology) -> list[Finding]:
             code="virtual-machine",
             message=(
                 "this looks like a virtual machine: nvidia-smi shows the hypervisor's virtual PCI topology, "
-                f"not the host's ({evidence}); which GPUs share a PCIe switch, NUMA node or CPU socket "
-                "on the host is not known"
+                f"not the host's ({evidence}); which GPUs share a PCIe switch or a NUMA node on the host "
+                "is not known"
             ),
             gpus=topology.gpu_indices,
             fix="measure how fast the GPUs really copy to each other (`gputopo bench-p2p`); ask the provider for the host's topology",

@@ -179,7 +179,12 @@ def _headerless_rows(lines: list[str], index: int) -> _Matrix | None:
         return None
     columns = gpus + nics + [f"{UNNAMED_PREFIX}{k}" for k in range(unnamed)]
     matrix = _Matrix(header_line_no=index + 1, columns=columns, attributes=list(ATTRIBUTE_ORDER[:attribute_count]))
-    said = f"no header line above the rows (line {index + 1}): the columns {gpus[0]}..{gpus[-1]} were read from the rows"
+    above = next((k for k in range(index - 1, -1, -1) if lines[k].strip()), None)
+    if above is not None and lines[above].strip().startswith("GPU0"):
+        said = f"the header (line {above + 1}) does not match the rows"
+    else:
+        said = f"no header line above the rows (line {index + 1})"
+    said += f": the columns {gpus[0]}..{gpus[-1]} were read from the rows"
     if unnamed:
         said += f"; {unnamed} NIC column{'s' if unnamed != 1 else ''} left out (no header names them)"
     if attribute_count:

@@ -1,0 +1,139 @@
+"""Every real `nvidia-smi topo -m` capture of the corpus against an expert's conclusions.
+
+tests/fixtures/corpus/topo/EXPECTED.json holds, per capture, what an expert reads from the text
+alone: GPUs, NVLinked pairs, NVSwitch (true/false/null), same-socket claims (true/false/null), VM,
+mangled paste, and the best groups per k. gputopo must agree, never claim more than the file
+shows (a same-socket answer never stronger than the expert's, no socket/NVSwitch/P2P claim the
+text cannot support) and say what it infers.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+
+import pytest
+from conftest import OWN_FIXTURES
+
+from gputopo.analysis.diagnose import diagnose
+from gputopo.analysis.locality import SYS_MEANING, same_socket
+from gputopo.errors import InputError
+from gputopo.model import Finding, Topology
+from gputopo.sources.smi_text import parse_topo_matrix
+
+CORPUS = OWN_FIXTURES / "corpus" / "topo"
+EXPECTED: dict[str, dict] = json.loads((CORPUS / "EXPECTED.json").read_text())
+P2P_ONLY_ERROR = "found only a `nvidia-smi topo -p2p` matrix"
+# Hedges that carry the word "NVSwitch" without claiming it.
+NVSWITCH_UNKNOWN = "whether through NVSwitch or direct, the source does not say"
+
+
+def _read(name: str) -> Topology | None:
+    """The capture as gputopo reads it; None for a `-p2p`-only capture (refused: no link matrix)."""
+    text = (CORPUS / name).read_text()
+    try:
+        return parse_topo_matrix(text, name)
+    except InputError as exc:
+        assert P2P_ONLY_ERROR in str(exc), str(exc)
+        return None
+
+
+def _findings(topology: Topology) -> list[Finding]:
+    return list(topology.diagnostics) + diagnose(topology)
+
+
+def _nvswitch(topology: Topology) -> bool | None:
+    if not topology.links:
+        return None
+    nvlinks = [link for link in topology.links if link.is_nvlink]
+    if not nvlinks:
+        return False if all(link.nvswitch is False for link in topology.links) else None
+    values = {link.nvswitch for link in nvlinks}
+    assert len(values) == 1, values  # one verdict for the whole text
+    return values.pop()
+
+
+def test_corpus_is_complete() -> None:
+    files = {p.name for p in CORPUS.glob("*.txt")}
+    assert files == set(EXPECTED) and len(files) >= 40
+
+
+@pytest.mark.parametrize("name", sorted(EXPECTED))
+def test_capture_reads_to_the_experts_facts(name: str) -> None:
+    expected = EXPECTED[name]
+    topology = _read(name)
+    if topology is None:  # a P2P capability matrix alone says nothing about links: one clear refusal
+        assert expected["nvlink_pairs"] == [] and "p2p" in name
+        return
+    assert len(topology.gpus) == expected["gpus"]
+    assert sorted([link.a, link.b] for link in topology.links if link.is_nvlink) == expected["nvlink_pairs"]
+    assert _nvswitch(topology) is expected["nvswitch"]
+    topology.validate()
+
+
+@pytest.mark.parametrize("name", sorted(EXPECTED))
+def test_same_socket_never_stronger_than_the_file(name: str) -> None:
+    topology = _read(name)
+    if topology is None:
+        return
+    for pair, truth in EXPECTED[name]["same_socket"].items():
+        a, b = (int(x) for x in pair.split("-"))
+        said = same_socket(topology, a, b)
+        assert said is None or said is truth, (pair, said, truth)
+    assert all(g.socket is None for g in topology.gpus)  # text never says sockets
+
+
+@pytest.mark.parametrize("name", sorted(EXPECTED))
+def test_virtual_machine_called_what_it_is(name: str) -> None:
+    topology = _read(name)
+    if topology is None:
+        return
+    codes = {f.code: f for f in _findings(topology)}
+    assert ("virtual-machine" in codes) is EXPECTED[name]["vm"]
+    if EXPECTED[name]["vm"]:
+        assert "hypervisor's virtual PCI topology" in codes["virtual-machine"].message
+        assert "cross-socket" not in codes  # no "different NUMA nodes" for a flat virtual view
+
+
+@pytest.mark.parametrize("name", sorted(EXPECTED))
+def test_mangled_pastes_are_read_and_repairs_said(name: str) -> None:
+    topology = _read(name)
+    if topology is None:
+        return
+    repaired = [f for f in topology.diagnostics if f.code == "repaired-paste"]
+    if repaired:
+        assert EXPECTED[name]["mangled"], repaired[0].message
+        assert repaired[0].severity == "info" and "the paste was damaged" in repaired[0].message
+
+
+@pytest.mark.parametrize("name", sorted(EXPECTED))
+def test_no_finding_claims_what_the_text_cannot_show(name: str) -> None:
+    topology = _read(name)
+    if topology is None:
+        return
+    expected = EXPECTED[name]
+    p2p_known = any(link.can_peer is not None for link in topology.links)
+    for finding in _findings(topology):
+        text = finding.message.replace(SYS_MEANING, "") + " " + (finding.fix or "")
+        # Sockets and the interconnect between them: text never says them.
+        assert not re.search(r"socket|QPI|UPI|Infinity Fabric", finding.message.replace(SYS_MEANING, "")), finding.message
+        # NVSwitch only where inferred and said, or explicitly left open.
+        if "NVSwitch" in text:
+            assert ("inferred" in text and expected["nvswitch"] is True) or NVSWITCH_UNKNOWN in text, text
+        # NUMA nodes: never "different NUMA nodes" for a VM's flat view.
+        if "different NUMA nodes" in text:
+            assert not expected["vm"]
+        # Peer access: the -m matrix says nothing about it, so only hedged words.
+        if not p2p_known:
+            assert not re.search(r"cannot peer\b(?! \))|No P2P|no P2P", finding.message.replace(
+                "where they cannot peer", "")), finding.message
+
+
+@pytest.mark.parametrize("name", [n for n in sorted(EXPECTED) if EXPECTED[n]["cross_numa_pairs_example"]])
+def test_cross_numa_pair_is_named(name: str) -> None:
+    topology = _read(name)
+    if topology is None or EXPECTED[name]["vm"]:
+        return
+    a, b = EXPECTED[name]["cross_numa_pairs_example"]
+    cross = [f for f in diagnose(topology) if f.code == "cross-socket"]
+    assert cross and {a, b} <= set(cross[0].gpus)
