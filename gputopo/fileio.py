@@ -49,9 +49,10 @@ def _kind_of(mode: int) -> str:
     return "not a regular file"
 
 
-def _write_target(path: Path) -> Path:
+def write_target(path: Path) -> Path:
     """The regular file a write to ``path`` replaces: symbolic links followed; anything that is not
-    a regular file (or not there yet) refused with one ``InputError``."""
+    a regular file (or not there yet) refused with one ``InputError``. Commands that work for long
+    before they save (``bench-p2p --save``) call it first, to refuse a bad target at once."""
     shown = str(path)
     target = Path(os.path.realpath(path)) if path.is_symlink() else path
     if target.is_symlink():  # realpath stops at a loop
@@ -88,7 +89,7 @@ def atomic_write_text(path: str | os.PathLike[str], text: str) -> Path:
     ``path`` as given. Raises ``InputError`` for a target that is not a regular file (nothing is
     touched) and ``OutputError`` when the write itself fails (the old file stays as it was)."""
     given = Path(path)
-    target = _write_target(given)
+    target = write_target(given)
     folder = target.parent if str(target.parent) else Path(".")
     try:
         old = os.stat(target)
