@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Optional
 import typer
 from typing_extensions import Annotated
 
-from gputopo.cli import FromOption, JsonOption, MachineOption, TfLogOption, command
+from gputopo.cli import FromOption, JsonOption, MachineOption, TfLogOption, TfRunOption, command
 
 if TYPE_CHECKING:
     from gputopo.train.config import TrainConfig
@@ -76,6 +76,7 @@ def train(
     from_file: FromOption = None,
     machine: MachineOption = None,
     tf_log: TfLogOption = None,
+    tf_run: TfRunOption = None,
     json_output: JsonOption = False,
 ) -> None:
     """Train a model data-parallel on the best GPUs for it (or logical CPU devices) and report speed."""
@@ -111,7 +112,7 @@ def train(
     check_checkpoint_choice(config, scaling=scaling is not None, dry_run=dry_run)
     check_data_source(config.data)
     plan = build_plan(
-        config, gpus=gpus, devices=devices, from_file=from_file, machine=machine, tf_log=tf_log,
+        config, gpus=gpus, devices=devices, from_file=from_file, machine=machine, tf_log=tf_log, tf_run=tf_run,
         numactl_path=shutil.which("numactl"),
     )
     if scaling is not None:

@@ -157,6 +157,7 @@ def build_plan(
     machine: str | None = None,
     tf_log: str | None = None,
     numactl_path: str | None = None,
+    tf_run: int | None = None,
 ) -> LaunchPlan:
     """The plan for ``gputopo train``: logical CPU devices, ``--devices``, or ``recommend``'s best group.
 
@@ -175,7 +176,7 @@ def build_plan(
         from gputopo.sources import load_topology
 
         try:
-            topology = with_findings(load_topology(from_file=from_file, machine=machine, tf_log=tf_log))
+            topology = with_findings(load_topology(from_file=from_file, machine=machine, tf_log=tf_log, tf_run=tf_run))
         except NvmlUnavailable as exc:
             raise NvmlUnavailable(f"{exc}; or train on logical CPU devices with --cpu-devices N") from None
         if not topology.gpus:
