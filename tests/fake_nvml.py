@@ -29,12 +29,18 @@ for a dual-GPU board), ``gpu_numa_ids`` (``nvmlDeviceGetNumaNodeId`` answers, as
 from __future__ import annotations
 
 import ctypes
+import os
+import shutil
+import tempfile
+import weakref
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Iterable
 
 import pynvml
 
 from gputopo.model import Gpu, Topology, nvlink_count_of
+from gputopo.notation import expand_number_list
 
 # The model's words -> the real library's enums (from the installed pynvml, not from the probe).
 _P2P_WORD_TO_STATUS = {
@@ -96,6 +102,23 @@ class _FakeGpu:
     lost: bool = False
 
 
+def write_fake_sysfs(gpus: list[Gpu], distances: dict[str, dict[str, int]] | None, root: str) -> None:
+    """The sysfs files ``gputopo.sources.sysfs`` reads: each CPU near a GPU in the GPU's socket, and
+    ``node*/distance`` where the topology has NUMA distances."""
+    base = Path(root) / "sys" / "devices" / "system"
+    socket_of_cpu = {cpu: gpu.socket for gpu in gpus if gpu.socket is not None and gpu.cpu_affinity
+                     for cpu in expand_number_list(gpu.cpu_affinity)}
+    for cpu, socket in socket_of_cpu.items():
+        topology_dir = base / "cpu" / f"cpu{cpu}" / "topology"
+        topology_dir.mkdir(parents=True)
+        (topology_dir / "physical_package_id").write_text(f"{socket}\n")
+    for node, row in (distances or {}).items():
+        (base / "node" / f"node{node}").mkdir(parents=True, exist_ok=True)
+        (base / "node" / f"node{node}" / "distance").write_text(" ".join(str(row[n]) for n in sorted(row, key=int)) + "\n")
+    if distances:
+        (base / "node" / "online").write_text(",".join(sorted(distances, key=int)) + "\n")
+
+
 def nvml_bus_id(bus_id: str) -> str:
     """``0000:07:00.0`` -> ``00000000:07:00.0`` (NVML's 8-digit domain, upper-case hex)."""
     domain, rest = bus_id.split(":", 1)
@@ -152,6 +175,11 @@ class FakeNvml:
                 self._links[(b, a)] = link
         self._gpus = [_FakeGpu(g, self._nvlinks_of(local, g, (inactive_links or {}).get(local, 0)))
                       for local, g in enumerate(chosen)]
+        # The fake host's /sys (CPU sockets, NUMA distances), read by the probe through sysfs_root.
+        in_memory = "/dev/shm" if os.path.isdir("/dev/shm") else None  # hundreds of tiny files: fast there
+        self.sysfs_root = tempfile.mkdtemp(prefix="fake-sysfs-", dir=in_memory)
+        weakref.finalize(self, shutil.rmtree, self.sysfs_root, True)
+        write_fake_sysfs(chosen, topology.numa_distances, self.sysfs_root)
 
     # --- building ------------------------------------------------------------------------------
 

@@ -81,3 +81,32 @@ def test_pci_device_node_and_rdma_nics(tmp_path: Path) -> None:
     nics = sysfs.infiniband_nics(root)
     assert [(n.name, n.pci_bus_id, n.numa_node, n.cpu_affinity) for n in nics] == [
         ("mlx5_0", "0000:0c:00.0", 3, "48-63"), ("mlx5_1", "0000:8d:00.0", None, None)]
+
+
+# --- the live probe reads them -------------------------------------------------------------------
+
+
+def test_probe_reads_sockets_and_numa_distances_from_sysfs() -> None:
+    from fake_nvml import FakeNvml
+
+    from gputopo.sources.nvml import probe
+    from gputopo.sources.reference import load_reference
+
+    machine = load_reference("dgx-a100")  # EPYC NPS4: NUMA nodes 3,3,1,1,7,7,5,5 on sockets 0,0,0,0,1,1,1,1
+    machine.numa_distances = {str(n): {str(m): d for m, d in enumerate(row)} for n, row in NPS4_DISTANCES.items()}
+    probed = probe(FakeNvml(machine))
+    assert [g.socket for g in probed.gpus] == [0, 0, 0, 0, 1, 1, 1, 1]
+    assert probed.numa_distance(1, 3) == 12 and probed.numa_distance(3, 7) == 32
+    assert probed.numa_distance(3, 9) is None
+
+
+def test_probe_without_sysfs_facts_leaves_sockets_unknown(tmp_path: Path) -> None:
+    from fake_nvml import FakeNvml
+
+    from gputopo.sources.nvml import probe
+    from gputopo.sources.reference import load_reference
+
+    root = make_sysfs(tmp_path, sockets={}, pci={"0000:0c:00.0": (0, "0-19")}, rdma={"mlx5_0": "0000:0c:00.0"})
+    probed = probe(FakeNvml(load_reference("dgx1")), sysfs_root=root)
+    assert [g.socket for g in probed.gpus] == [None] * 8 and probed.numa_distances is None
+    assert [(n.name, n.numa_node) for n in probed.nics] == [("mlx5_0", 0)]

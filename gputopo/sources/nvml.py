@@ -48,6 +48,7 @@ from gputopo.sources.nvml_binding import (
     text,
 )
 from gputopo.sources.nvml_findings import failure_findings
+from gputopo.sources.sysfs import add_host_locality
 
 P2P_CAPS_FIELDS = (
     ("p2p_read", P2P_CAPS_INDEX_READ),
@@ -106,20 +107,25 @@ class _Probe:
         self.failures.get(kind, {}).pop(gpu, None)
 
 
-def probe(nvml: Any = None) -> Topology:
+def probe(nvml: Any = None, sysfs_root: str | os.PathLike[str] | None = None) -> Topology:
     """Read this host's GPU topology through NVML.
 
     ``nvml`` is a pynvml-like module (tests pass ``tests.fake_nvml.FakeNvml``); by default the real
     ``pynvml`` from nvidia-ml-py is imported by ``nvml_binding``, lazily, so commands that never
     probe never load it. Raises ``NvmlUnavailable`` when NVML cannot start; every other failure
     degrades a field to ``None`` and is reported in ``Topology.diagnostics``.
+
+    Sockets, NUMA distances and RDMA NICs come from sysfs under ``sysfs_root`` (default ``/``; a
+    fake NVML may carry its fake host's tree as ``sysfs_root``): see ``gputopo.sources.sysfs``.
     """
     binding = NvmlBinding(nvml)
     binding.init()
     try:
-        return _probe_initialised(_Probe(binding))
+        topology = _probe_initialised(_Probe(binding))
     finally:
         binding.shutdown()
+    add_host_locality(topology, sysfs_root or getattr(nvml, "sysfs_root", None) or "/")
+    return topology
 
 
 def _probe_initialised(state: _Probe) -> Topology:

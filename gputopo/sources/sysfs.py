@@ -19,7 +19,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from gputopo.model import Nic, normalize_pci_bus_id
+from gputopo.model import Nic, Topology, normalize_pci_bus_id
 from gputopo.notation import expand_number_list, format_cpu_list
 
 CPU_DIR = "sys/devices/system/cpu"
@@ -47,26 +47,34 @@ def cpu_socket(cpu: int, root: str | os.PathLike[str] = "/") -> int | None:
     return _int(_read(Path(root) / CPU_DIR / f"cpu{cpu}" / "topology" / "physical_package_id"))
 
 
-def sockets_of_cpus(cpu_list: str | None, root: str | os.PathLike[str] = "/") -> set[int] | None:
-    """The sockets of the CPUs in ``cpu_list`` ("0-11,24-35"); None if any is unknown."""
+def sockets_of_cpus(
+    cpu_list: str | None, root: str | os.PathLike[str] = "/", known: dict[int, int | None] | None = None
+) -> set[int] | None:
+    """The sockets of the CPUs in ``cpu_list`` ("0-11,24-35"); None if any is unknown. ``known``
+    caches CPU -> socket across calls (GPUs share their CPUs)."""
     if not cpu_list:
         return None
     try:
         cpus = expand_number_list(cpu_list)
     except ValueError:
         return None
+    known = {} if known is None else known
     sockets = set()
     for cpu in cpus:
-        socket = cpu_socket(cpu, root)
+        if cpu not in known:
+            known[cpu] = cpu_socket(cpu, root)
+        socket = known[cpu]
         if socket is None or socket < 0:
             return None
         sockets.add(socket)
     return sockets or None
 
 
-def gpu_socket(cpu_affinity: str | None, root: str | os.PathLike[str] = "/") -> int | None:
+def gpu_socket(
+    cpu_affinity: str | None, root: str | os.PathLike[str] = "/", known: dict[int, int | None] | None = None
+) -> int | None:
     """The one socket all CPUs near a GPU belong to; None when unknown or spread over several."""
-    sockets = sockets_of_cpus(cpu_affinity, root)
+    sockets = sockets_of_cpus(cpu_affinity, root, known)
     return next(iter(sockets)) if sockets is not None and len(sockets) == 1 else None
 
 
@@ -138,3 +146,16 @@ def infiniband_nics(root: str | os.PathLike[str] = "/") -> list[Nic]:
         nics.append(Nic(name=name, pci_bus_id=bus_id, numa_node=pci_numa_node(bus_id, root),
                         cpu_affinity=pci_local_cpus(bus_id, root)))
     return nics
+
+
+def add_host_locality(topology: Topology, root: str | os.PathLike[str] = "/") -> None:
+    """What the live probe adds from sysfs: each GPU's socket (from the CPUs near it), the NUMA
+    distances, and the RDMA NICs with their NUMA nodes (where the topology has no NICs yet)."""
+    known: dict[int, int | None] = {}
+    for gpu in topology.gpus:
+        if gpu.socket is None:
+            gpu.socket = gpu_socket(gpu.cpu_affinity, root, known)
+    if topology.numa_distances is None:
+        topology.numa_distances = numa_distances(root)
+    if not topology.nics:
+        topology.nics = infiniband_nics(root)
