@@ -48,7 +48,7 @@ def brute_force_keys(
         key = (
             bottleneck,
             -len({problem.host_id[i] for i in members}),
-            -len({problem.domain_id[i] for i in members}),
+            -problem.locality(members).encode(problem.locality_scaled),  # NUMA nodes; sockets first where known
             total,
         )
         keys.append(key)

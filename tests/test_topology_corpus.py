@@ -137,3 +137,62 @@ def test_cross_numa_pair_is_named(name: str) -> None:
     a, b = EXPECTED[name]["cross_numa_pairs_example"]
     cross = [f for f in diagnose(topology) if f.code == "cross-socket"]
     assert cross and {a, b} <= set(cross[0].gpus)
+
+
+# --- recommend on the corpus ---------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("name", "k"), [(n, int(k)) for n in sorted(EXPECTED) for k in sorted(EXPECTED[n]["best"], key=int)]
+)
+def test_best_group_is_one_the_expert_names(name: str, k: int) -> None:
+    from gputopo.analysis.recommend import recommend
+
+    topology = _read(name)
+    if topology is None:
+        return
+    expected = EXPECTED[name]["best"][str(k)]
+    rec = recommend(topology, gpus=k)
+    if expected != "any":
+        assert rec.best.gpus in expected, (rec.best.gpus, rec.best.reason)
+    for group in rec.groups:
+        assert "in every respect" not in group.reason  # ties are "in everything the source shows"
+        assert group.same_socket is not False  # text never says sockets: one at most by one NUMA node
+
+
+def test_epyc_nps4_text_tie_does_not_claim_more_than_it_knows() -> None:
+    """{0,1,2,3} (NUMA 3,1) and {0,1,4,5} (NUMA 3,7) tie in the text; whether 3 and 1 share a socket,
+    it does not say (they do: NPS4 numbers nodes socket by socket, but that is not in the text)."""
+    from gputopo.analysis.recommend import recommend
+
+    rec = recommend(_read("dgx_a100_8gpu_nv12_epyc_nps4_12nic_mlx5.txt"), gpus=4)
+    assert rec.best.gpus == [0, 1, 2, 3] and rec.best.same_socket is None
+    assert rec.best.reason.startswith("as good as {0,1,4,5} in everything the source shows")
+    assert "whether their NUMA nodes share a CPU socket, the source does not say" in rec.best.reason
+    assert any("inferred" in note for note in rec.notes)  # NVSwitch from the NV12 pattern
+
+
+def test_known_sockets_rank_one_socket_first_and_say_so() -> None:
+    """The same box where the sockets are known (reference: two EPYC 7742 in NPS4)."""
+    from gputopo.analysis.recommend import recommend
+    from gputopo.sources.reference import load_reference
+
+    rec = recommend(load_reference("dgx-a100"), gpus=4)
+    assert rec.best.gpus == [0, 1, 2, 3] and rec.best.same_socket is True
+    assert "but on one CPU socket instead of 2 (as the source knows them)" in rec.best.reason
+    assert [g.same_socket for g in rec.groups[2:]] == [False] * len(rec.groups[2:])
+
+
+def test_numa_distances_prefer_nearer_nodes_where_sockets_are_unknown() -> None:
+    """NVML without sockets but with the kernel's distances: nodes of one socket are nearer (12 vs 32)."""
+    from gputopo.analysis.recommend import recommend
+    from gputopo.sources.reference import load_reference
+
+    topology = load_reference("dgx-a100")
+    for gpu in topology.gpus:
+        gpu.socket = None
+    topology.numa_distances = {str(n): {str(m): 10 if n == m else (12 if n // 4 == m // 4 else 32) for m in range(8)}
+                               for n in range(8)}
+    rec = recommend(topology, gpus=4)
+    assert rec.best.gpus == [0, 1, 2, 3]
+    assert "nearer NUMA nodes (kernel distance 12 instead of 32)" in rec.best.reason

@@ -67,6 +67,8 @@ def placement(group: GroupAdvice) -> str:
     if not group.same_host:
         hosts = group.hosts or sorted((group.cuda_visible_devices_by_host or {}).keys())
         return f"spread over {len(hosts)} hosts ({', '.join(hosts)})"
+    if group.same_socket is None and group.numa_domains > 1:
+        return f"{group.numa_domains} NUMA nodes; whether on one CPU socket, the source does not say"
     if group.same_socket is None:
         return "CPU socket not known (the source says only which GPUs can peer)"
     if group.same_socket:

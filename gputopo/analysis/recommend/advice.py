@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import itertools
 
-from gputopo.analysis.diagnose import link_crosses_sockets
+from gputopo.analysis.locality import same_socket
 from gputopo.analysis.recommend.problem import CENTI, Problem
 from gputopo.analysis.recommend.result import GroupAdvice, GroupKey, RingHop
 from gputopo.errors import InputError
@@ -89,14 +89,8 @@ def _describe_locality(problem: Problem, group: GroupAdvice) -> None:
     gpu_objs = [problem.gpus[g] for g in group.gpus]
     group.hosts = sorted({g.host for g in gpu_objs if g.host is not None})
     group.same_host = len({g.host for g in gpu_objs}) == 1
-    group.numa_domains = -group.key[2]
-    pair_links = [problem.links[(a, b)] for a, b in itertools.combinations(group.gpus, 2)]
-    if not group.same_host or any(_crosses_sockets(problem.topology, link) for link in pair_links):
-        group.same_socket = False
-    elif any(link.type == "UNKNOWN" for link in pair_links):
-        group.same_socket = None  # they can peer, but the source does not say where they sit
-    else:
-        group.same_socket = True
+    group.numa_domains = problem.rank_of_key(group.key).numa_nodes
+    group.same_socket = _same_socket(problem, group)
     numa_nodes = {g.numa_node for g in gpu_objs}
     affinities = {g.cpu_affinity for g in gpu_objs}
     if group.same_host and len(numa_nodes) == 1 and None not in numa_nodes and next(iter(numa_nodes)) >= 0:
@@ -136,11 +130,21 @@ def hop_label(link: Link) -> str:
     return "TF:P2P" if link.can_peer else "TF:no-P2P"
 
 
-def _crosses_sockets(topology: Topology, link: Link) -> bool:
-    """diagnose's socket judgement, plus: GPUs a TF log says cannot peer are treated as crossing."""
-    if link_crosses_sockets(topology, link):
-        return True
-    return link.type == "UNKNOWN" and link.can_peer is False
+def _same_socket(problem: Problem, group: GroupAdvice) -> bool | None:
+    """One CPU socket? True/False where known (the source's sockets) or implied (one NUMA node, a PCIe
+    path below SYS); None where the source cannot tell (NUMA nodes apart, sockets unknown; a TF log).
+    GPUs a TF log says cannot peer are treated as crossing."""
+    if not group.same_host:
+        return False
+    verdicts = []
+    for a, b in itertools.combinations(group.gpus, 2):
+        link = problem.links[(a, b)]
+        if link.type == "UNKNOWN" and link.can_peer is False:
+            return False
+        verdicts.append(same_socket(problem.topology, a, b) if problem.topology is not None else None)
+    if False in verdicts:
+        return False
+    return None if None in verdicts else True
 
 
 def _peers(link: Link) -> bool | None:

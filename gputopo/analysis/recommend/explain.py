@@ -28,13 +28,23 @@ def explain_ranking(problem: Problem, groups: list[GroupAdvice], k: int) -> None
             continue
         nxt = groups[x + 1]
         if group.key != nxt.key:
-            group.reason = why_better(group, nxt)
+            group.reason = why_better(group, nxt, problem=problem)
             continue
-        group.reason = f"as good as {gpu_set(nxt.gpus)} in every respect; listed first for its lower GPU numbers"
+        group.reason = (
+            f"as good as {gpu_set(nxt.gpus)} in everything the source shows; listed first for its lower GPU numbers"
+            + _unknown_sockets(problem, group, nxt)
+        )
         # Say too what it beats: the first listed group that is worse, if any.
         worse = next((g for g in groups[x + 2 :] if g.key != group.key), None)
         if worse is not None:
-            group.reason += f"; better than {gpu_set(worse.gpus)}: " + why_better(group, worse, name_worse=False)
+            group.reason += f"; better than {gpu_set(worse.gpus)}: " + why_better(group, worse, name_worse=False, problem=problem)
+
+
+def _unknown_sockets(problem: Problem, *groups: GroupAdvice) -> str:
+    """What the tie may hide: groups over several NUMA nodes whose CPU sockets the source does not say."""
+    if problem.topology is None or any(g.same_socket is not None or g.numa_domains < 2 for g in groups):
+        return ""
+    return " (whether their NUMA nodes share a CPU socket, the source does not say)"
 
 
 def _slowest_hop_word(group: GroupAdvice) -> str:
@@ -42,7 +52,11 @@ def _slowest_hop_word(group: GroupAdvice) -> str:
     return group.slowest_hop.label if group.slowest_hop is not None else "one GPU: no all-reduce"
 
 
-def why_better(group: GroupAdvice, worse: GroupAdvice, name_worse: bool = True) -> str:
+def _one_or_count(n: int, word: str) -> str:
+    return f"one {word}" if n == 1 else count_word(n, word)
+
+
+def why_better(group: GroupAdvice, worse: GroupAdvice, name_worse: bool = True, problem: Problem | None = None) -> str:
     """Why ``group`` ranks above ``worse`` (their keys differ): the first key element that differs."""
     a, b = group.key, worse.key
     if a[0] != b[0]:
@@ -55,8 +69,21 @@ def why_better(group: GroupAdvice, worse: GroupAdvice, name_worse: bool = True) 
     if a[1] != b[1]:
         return f"{same}, but on {count_word(-a[1], 'host')} instead of {-b[1]}"
     if a[2] != b[2]:
+        mine, theirs = (problem.rank_of_key(a), problem.rank_of_key(b)) if problem else (None, None)
+        if mine is not None and theirs is not None and mine.sockets != theirs.sockets:
+            sockets = f"{'one CPU socket' if mine.sockets == 1 else count_word(mine.sockets, 'CPU socket')} instead of {theirs.sockets}"
+            numa = f"{_one_or_count(mine.numa_nodes, 'NUMA node')} instead of {theirs.numa_nodes}"
+            where = f"{numa} ({sockets}, as the source knows them)" if mine.numa_nodes != theirs.numa_nodes else (
+                f"{sockets} (as the source knows them)")
+            return f"{same}, but on {where}, keeping the input pipeline next to the GPUs"
+        if mine is not None and theirs is not None and mine.numa_nodes == theirs.numa_nodes:
+            return (
+                f"{same}, but nearer NUMA nodes (kernel distance {mine.distance} instead of {theirs.distance}), "
+                "keeping the input pipeline next to the GPUs"
+            )
+        numa_a, numa_b = (mine.numa_nodes, theirs.numa_nodes) if mine and theirs else (-a[2], -b[2])
         return (
-            f"{same}, but on {count_word(-a[2], 'NUMA node')} instead of {-b[2]}, "
+            f"{same}, but on {_one_or_count(numa_a, 'NUMA node')} instead of {numa_b}, "
             f"keeping the input pipeline next to the GPUs"
         )
     return (
@@ -76,8 +103,9 @@ def recommendation_notes(topology: Topology, problem: Problem, k: int) -> list[s
         )
     elif problem.uniform and k > 1 and problem.n > k:
         nvswitch = all(link.nvswitch for link in topology.links)
+        inferred = " (inferred from the NV<n> pattern of the text)" if topology.source == "nvidia-smi" else ""
         notes.append(
-            ("Every pair is linked through NVSwitch" if nvswitch else "Every pair has the same bandwidth")
+            (f"Every pair is linked through NVSwitch{inferred}" if nvswitch else "Every pair has the same bandwidth")
             + f" (~{format_gbps(problem.max_weight / CENTI)} GB/s): any {k} GPUs are as good for all-reduce; "
             "the pick only keeps them close to one CPU."
         )

@@ -3,8 +3,14 @@ in hundredths of a GB/s, and which host and NUMA node each sits on.
 
 ``Problem.from_topology`` builds it from a ``Topology`` (bandwidths from ``analysis.bandwidth``, with
 TensorFlow's peer view filled in where the topology has no P2P facts); ``Problem.restricted`` is the
-same problem on fewer positions. A group's key, ``(bottleneck, -hosts, -NUMA nodes, total)``, is
+same problem on fewer positions. A group's key, ``(bottleneck, -hosts, -locality, total)``, is
 computed here; the best ring itself comes from ``ring``.
+
+Locality is the NUMA node count, unless the source knows more that can order groups the count ties:
+a CPU socket holding several NUMA nodes (sockets from NVML's sysfs reading or a reference machine)
+or NUMA nodes at several distances. Then it is ``LocalityRank.encode``: sockets first, then NUMA
+nodes, then the farthest NUMA distance inside the group, in one integer never below the NUMA node
+count (so the search's optimistic bound on it stays optimistic, if looser).
 """
 
 from __future__ import annotations
@@ -21,6 +27,27 @@ from gputopo.numbering import tf_ordinal_to_index
 
 # Bandwidths are compared as integers in hundredths of a GB/s, so sums and ties are exact.
 CENTI = 100
+LOCALITY_SCALE = 1000  # one "digit" of the encoded locality: sockets, NUMA nodes, NUMA distance
+
+
+@dataclasses.dataclass(frozen=True)
+class LocalityRank:
+    """Where a group sits, worst last: CPU sockets (0: not known), NUMA nodes, farthest distance."""
+
+    sockets: int
+    numa_nodes: int
+    distance: int = 0  # the largest kernel NUMA distance between the group's nodes; 0: not known
+
+    def encode(self, scaled: bool) -> int:
+        if not scaled:
+            return self.numa_nodes
+        return (self.sockets * LOCALITY_SCALE + self.numa_nodes) * LOCALITY_SCALE + min(self.distance, LOCALITY_SCALE - 1)
+
+    @classmethod
+    def decode(cls, value: int, scaled: bool) -> LocalityRank:
+        if not scaled:
+            return cls(0, value)
+        return cls(value // LOCALITY_SCALE**2, value // LOCALITY_SCALE % LOCALITY_SCALE, value % LOCALITY_SCALE)
 
 
 class Problem:
@@ -44,6 +71,8 @@ class Problem:
         gpus: dict[int, Gpu] | None = None,
         estimate_basis: dict[tuple[int, int], str] | None = None,
         tf_peer_pairs: int = 0,
+        socket_id: list[int | None] | None = None,
+        numa_node: list[int | None] | None = None,
     ):
         self.index = list(index)  # position -> GPU index
         self.pos = {g: p for p, g in enumerate(self.index)}
@@ -56,6 +85,12 @@ class Problem:
         self.gpus = gpus if gpus is not None else {}
         self.estimate_basis = estimate_basis if estimate_basis is not None else {}
         self.tf_peer_pairs = tf_peer_pairs
+        # Sockets ((host, socket) ids) and NUMA node numbers per position, where the source knows them.
+        self.socket_id = socket_id if socket_id is not None else [None] * len(self.index)
+        self.numa_node = numa_node if numa_node is not None else [None] * len(self.index)
+        distances = topology.numa_distances if topology is not None else None
+        self.distance = distances or {}
+        self.locality_scaled = self._locality_beyond_numa_count()
         self.ring_cache: dict[tuple[int, ...], tuple[int, list[int], bool]] = {}
         self.ring_budget_hit = False
         weights = [weight[i][j] for i in range(n) for j in range(i + 1, n)]
@@ -85,15 +120,19 @@ class Problem:
                 estimate_basis[(a, b)] = estimate_basis[(b, a)] = est.basis
         hosts: dict[Any, int] = {}
         domains: dict[Any, int] = {}
+        sockets: dict[Any, int] = {}
         host_id = []
         domain_id = []
         for g in index:
             gpu = gpus[g]
             host_id.append(hosts.setdefault(gpu.host, len(hosts)))
             domain_id.append(domains.setdefault((gpu.host, numa_domain_of(gpu)), len(domains)))
+        socket_id = [None if gpus[g].socket is None else sockets.setdefault((gpus[g].host, gpus[g].socket), len(sockets))
+                     for g in index]
         return cls(
             index, weight, host_id, domain_id, topology=topology, links=links, gpus=gpus,
             estimate_basis=estimate_basis, tf_peer_pairs=tf_peer_pairs,
+            socket_id=socket_id, numa_node=[gpus[g].numa_node for g in index],
         )
 
     def restricted(self, positions: Sequence[int]) -> Problem:
@@ -107,6 +146,7 @@ class Problem:
             [self.domain_id[p] for p in positions],
             topology=self.topology, links=self.links, gpus=self.gpus,
             estimate_basis=self.estimate_basis, tf_peer_pairs=self.tf_peer_pairs,
+            socket_id=[self.socket_id[p] for p in positions], numa_node=[self.numa_node[p] for p in positions],
         )
 
     # -- worth of a group
@@ -127,7 +167,7 @@ class Problem:
         return (bottleneck,) + self.locality_and_total(members)
 
     def locality_and_total(self, members: tuple[int, ...]) -> tuple[int, int, int]:
-        """The key without the ring: (-hosts, -NUMA nodes, total pair bandwidth)."""
+        """The key without the ring: (-hosts, -locality, total pair bandwidth)."""
         w = self.weight
         total = 0
         for x, i in enumerate(members):
@@ -135,8 +175,38 @@ class Problem:
             for j in members[x + 1 :]:
                 total += row[j]
         hosts = len({self.host_id[i] for i in members})
+        return (-hosts, -self.locality(members).encode(self.locality_scaled), total)
+
+    def _locality_beyond_numa_count(self) -> bool:
+        """Whether sockets or distances can order groups the NUMA node count ties: a known socket
+        holding several NUMA nodes (EPYC NPS2/4, Intel SNC), or NUMA nodes at two or more different
+        distances. Elsewhere the count alone is the locality (and the search's bound stays tight)."""
+        per_socket: dict[int, set[int]] = {}
+        for socket, domain in zip(self.socket_id, self.domain_id):
+            if socket is not None:
+                per_socket.setdefault(socket, set()).add(domain)
+        if any(len(domains) > 1 for domains in per_socket.values()):
+            return True
+        nodes = {str(n) for n in self.numa_node if n is not None}
+        apart = {d for a in nodes for b, d in self.distance.get(a, {}).items() if b in nodes and b != a}
+        return len(apart) > 1
+
+    def locality(self, members: Sequence[int]) -> LocalityRank:
+        """Sockets (where every member's is known), NUMA nodes, and the farthest NUMA distance
+        between members (where the kernel's distances are known)."""
         domains = len({self.domain_id[i] for i in members})
-        return (-hosts, -domains, total)
+        socket_ids = {self.socket_id[i] for i in members}
+        sockets = 0 if None in socket_ids else len(socket_ids)
+        distance = 0
+        if self.distance:
+            nodes = sorted({self.numa_node[i] for i in members if self.numa_node[i] is not None})
+            row = self.distance
+            distance = max((row.get(str(a), {}).get(str(b), 0) for a in nodes for b in nodes), default=0)
+        return LocalityRank(sockets, domains, distance)
+
+    def rank_of_key(self, key: GroupKey) -> LocalityRank:
+        """The locality a group's key says (see ``LocalityRank``)."""
+        return LocalityRank.decode(-key[2], self.locality_scaled)
 
     def ring_ceilings(self, k: int) -> list[int]:
         """Per GPU, the fastest a ring of ``k`` through it can be: its second-fastest link (a ring
