@@ -1,0 +1,135 @@
+"""The parts of a topology: GPUs, NICs, links (with P2P capabilities and measurements), findings."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from gputopo.model.words import P2P_OK, nvlink_count_of
+from gputopo.notation import expand_number_list
+
+
+@dataclass
+class Gpu:
+    """One GPU as the driver numbers it (NVML / nvidia-smi index, which is PCI bus order)."""
+
+    index: int
+    name: str | None = None
+    uuid: str | None = None
+    pci_bus_id: str | None = None  # normalised dddd:bb:dd.f
+    memory_total_bytes: int | None = None
+    numa_node: int | None = None  # the one NUMA node the GPU hangs off, where there is one
+    cpu_affinity: str | None = None  # cpulist, e.g. "0-11,24-35"
+    # The whole NUMA affinity set as nvidia-smi prints it ("0,3-9,11-17" on Grace), as a node list.
+    numa_affinity: str | None = None
+    gpu_numa_id: int | None = None  # the GPU's own memory as a NUMA node (Grace: 2, 10, 18, 26)
+    socket: int | None = None  # CPU socket (physical package) where the source knows it
+    pcie_gen_current: int | None = None
+    pcie_gen_max: int | None = None
+    pcie_width_current: int | None = None
+    pcie_width_max: int | None = None
+    nvlink_version: str | None = None  # "2.0", "3.0", "4.0" (the NVLink generation as a version)
+    nvlink_active_links: int | None = None
+    mig_mode: bool | None = None
+    compute_capability: str | None = None  # "8.0"
+    host: str | None = None  # set for multi-host topologies
+
+    @property
+    def numa_nodes(self) -> set[int] | None:
+        """The NUMA nodes the GPU is affine to (its affinity set, else its one node); None if unknown."""
+        if self.numa_affinity:
+            try:
+                return set(expand_number_list(self.numa_affinity))
+            except ValueError:
+                return None
+        return None if self.numa_node is None else {self.numa_node}
+
+    def pcie_below_max(self, field: str) -> tuple[int, int] | None:
+        """``(current, max)`` where the PCIe ``field`` ("width" or "gen") runs below its maximum, else None."""
+        current, maximum = getattr(self, f"pcie_{field}_current"), getattr(self, f"pcie_{field}_max")
+        if current is not None and maximum is not None and current < maximum:
+            return current, maximum
+        return None
+
+
+@dataclass
+class Nic:
+    """A network adapter shown in the topology (``mlx5_0``, ``NIC0``)."""
+
+    name: str
+    device: str | None = None  # the real device name where a legend maps NICn -> mlx5_n
+    pci_bus_id: str | None = None
+    numa_node: int | None = None
+    cpu_affinity: str | None = None
+
+
+@dataclass
+class Measurement:
+    """Copy bandwidth measured by ``bench-p2p`` for one pair of GPUs."""
+
+    a_to_b_gbps: float | None = None
+    b_to_a_gbps: float | None = None
+    bidirectional_gbps: float | None = None
+    latency_us: float | None = None
+    via_host_gbps: float | None = None
+    device_kind: str = "GPU"  # "GPU" or "CPU" (logical CPU devices measure host memory)
+    size_bytes: int | None = None
+    repeats: int | None = None
+
+
+@dataclass
+class Link:
+    """How two GPUs ``a < b`` are connected, and what peer-to-peer (P2P) access they allow."""
+
+    a: int
+    b: int
+    type: str  # nvidia-smi word: NV<n>, PIX, PXB, PHB, NODE, SYS
+    nvlink_count: int = 0
+    # The NVLinks go through NVSwitch (all-to-all fabric); None where the source cannot tell
+    # (nvidia-smi text of a few GPUs with NV18 to each other).
+    nvswitch: bool | None = False
+    pcie_path: str | None = None  # the PCIe path word even where NVLink exists (NVML knows both)
+    p2p_read: str | None = None  # "ok" or a P2P status word (CNS, GNS, TNS, DR, NS, U); None: unknown
+    p2p_write: str | None = None
+    p2p_atomics: str | None = None
+    p2p_nvlink: str | None = None
+    measured: Measurement | None = None
+
+    @property
+    def is_nvlink(self) -> bool:
+        return self.nvlink_count > 0
+
+    @property
+    def can_peer(self) -> bool | None:
+        """Whether P2P reads and writes are supported; ``None`` where the source did not say."""
+        known = [word for word in (self.p2p_read, self.p2p_write) if word is not None]
+        if not known:
+            return None
+        return all(word == P2P_OK for word in known)
+
+
+@dataclass
+class NicLink:
+    """How a GPU reaches a NIC (PCIe path word)."""
+
+    gpu: int
+    nic: str
+    type: str
+
+
+@dataclass
+class Finding:
+    """A plain-language diagnostic about the topology."""
+
+    severity: str  # "info", "warning", "error"
+    code: str  # stable slug, e.g. "cross-socket"
+    message: str
+    gpus: list[int] = field(default_factory=list)
+    fix: str | None = None
+
+
+def make_link(a: int, b: int, link_type: str, **kwargs: Any) -> Link:
+    """A ``Link`` with ``a < b`` and ``nvlink_count`` derived from an ``NV<n>`` type word."""
+    lo, hi = (a, b) if a < b else (b, a)
+    kwargs.setdefault("nvlink_count", nvlink_count_of(link_type))
+    return Link(a=lo, b=hi, type=link_type, **kwargs)

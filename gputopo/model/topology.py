@@ -1,0 +1,136 @@
+"""``Topology``: the GPUs, NICs and links of one host (or a multi-host NVLink domain), with lookups,
+findings and the JSON round trip under ``gputopo.topology/1``."""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from typing import Any, Iterator
+
+from gputopo.model.from_json import build, shown
+from gputopo.model.parts import Finding, Gpu, Link, Nic, NicLink
+from gputopo.model.tf_view import TfView
+from gputopo.model.words import SCHEMA, SEVERITIES, is_known_link_type
+
+
+@dataclass
+class Topology:
+    """GPUs, NICs and the links between them on one host (or several, with ``Gpu.host``)."""
+
+    gpus: list[Gpu] = field(default_factory=list)
+    links: list[Link] = field(default_factory=list)
+    nics: list[Nic] = field(default_factory=list)
+    nic_links: list[NicLink] = field(default_factory=list)
+    diagnostics: list[Finding] = field(default_factory=list)
+    source: str = "unknown"  # "nvml", "nvidia-smi", "tf-log", "snapshot", "reference"
+    source_detail: str | None = None  # file path, machine name, ...
+    label: str | None = None  # human title, e.g. "DGX-1 (8x V100 SXM2) — reference machine"
+    is_reference: bool = False  # built from public facts, not measured on this host
+    host: str | None = None
+    driver_version: str | None = None
+    cuda_driver_version: str | None = None
+    nvml_version: str | None = None
+    socket_interconnect: str | None = None  # e.g. "UPI", "QPI", "Infinity Fabric", "X-Bus"
+    # NUMA distances as the kernel reports them: {"0": {"0": 10, "1": 32}, ...}; None when unknown.
+    numa_distances: dict[str, dict[str, int]] | None = None
+    tf: TfView | None = None
+    schema: str = SCHEMA
+
+    # --- lookups -------------------------------------------------------------------------------
+
+    @property
+    def gpu_indices(self) -> list[int]:
+        return [g.index for g in self.gpus]
+
+    def gpu(self, index: int) -> Gpu:
+        for g in self.gpus:
+            if g.index == index:
+                return g
+        raise KeyError(f"no GPU {index}")
+
+    def link(self, a: int, b: int) -> Link:
+        """The link between GPUs ``a`` and ``b`` in either order."""
+        if a == b:
+            raise KeyError(f"GPU {a} has no link to itself")
+        lo, hi = (a, b) if a < b else (b, a)
+        for link in self.links:
+            if link.a == lo and link.b == hi:
+                return link
+        raise KeyError(f"no link between GPU {a} and GPU {b}")
+
+    def link_map(self) -> dict[tuple[int, int], Link]:
+        """``{(a, b): link}`` with both orders as keys, for fast repeated lookups."""
+        result: dict[tuple[int, int], Link] = {}
+        for link in self.links:
+            result[(link.a, link.b)] = link
+            result[(link.b, link.a)] = link
+        return result
+
+    def numa_distance(self, a: int, b: int) -> int | None:
+        """The kernel's distance from NUMA node ``a`` to ``b`` (10 = local), None where not known."""
+        row = (self.numa_distances or {}).get(str(a)) or {}
+        return row.get(str(b))
+
+    def pairs(self) -> Iterator[tuple[int, int]]:
+        idx = self.gpu_indices
+        for i, a in enumerate(idx):
+            for b in idx[i + 1 :]:
+                yield a, b
+
+    def add_finding(self, finding: Finding) -> None:
+        """Add a finding unless one with the same code and GPUs is already there."""
+        for existing in self.diagnostics:
+            if existing.code == finding.code and existing.gpus == finding.gpus:
+                return
+        self.diagnostics.append(finding)
+
+    # --- JSON ----------------------------------------------------------------------------------
+
+    def to_dict(self) -> dict[str, Any]:
+        data = dataclasses.asdict(self)
+        # Put the schema and provenance first for people reading the JSON.
+        ordered = {"schema": data.pop("schema"), "source": data.pop("source")}
+        ordered.update(data)
+        return ordered
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Topology:
+        """Build a Topology from ``to_dict`` output; raises ``ValueError`` on a wrong shape."""
+        if not isinstance(data, dict):
+            raise ValueError("a topology snapshot must be a JSON object")
+        schema = data.get("schema")
+        if schema != SCHEMA:
+            raise ValueError(f"schema: unsupported snapshot schema {shown(schema)} (expected {SCHEMA!r})")
+        try:
+            topo = build(cls, data)
+        except (TypeError, KeyError, AttributeError) as exc:
+            raise ValueError(f"malformed topology snapshot: {exc}") from None
+        topo.validate()
+        return topo
+
+    def validate(self) -> None:
+        """Check internal consistency; raises ``ValueError`` naming the first field that is wrong
+        (``gpus[3].index: duplicate GPU index 2``)."""
+        known: set[int] = set()
+        for k, gpu in enumerate(self.gpus):
+            if gpu.index < 0:
+                raise ValueError(f"gpus[{k}].index: GPU indices are not negative, got {gpu.index}")
+            if gpu.index in known:
+                raise ValueError(f"gpus[{k}].index: duplicate GPU index {gpu.index}")
+            known.add(gpu.index)
+        seen: set[tuple[int, int]] = set()
+        for k, link in enumerate(self.links):
+            for end in ("a", "b"):
+                if getattr(link, end) not in known:
+                    raise ValueError(f"links[{k}].{end}: GPU {getattr(link, end)} is not in gpus")
+            if link.a >= link.b:
+                raise ValueError(f"links[{k}]: link {link.a}-{link.b} must have a < b")
+            if (link.a, link.b) in seen:
+                raise ValueError(f"links[{k}]: link {link.a}-{link.b} is listed twice")
+            seen.add((link.a, link.b))
+            if not is_known_link_type(link.type) and link.type != "UNKNOWN":
+                raise ValueError(f"links[{k}].type: unknown link type {link.type[:40]!r}")
+        for k, finding in enumerate(self.diagnostics):
+            if finding.severity not in SEVERITIES:
+                raise ValueError(f"diagnostics[{k}].severity: unknown severity {finding.severity[:40]!r} "
+                                 f"(finding {finding.code[:40]!r})")
