@@ -21,6 +21,7 @@ demo: $(VENV)/.installed-base
 	$(VENV)/bin/gputopo recommend --machine dgx1 --gpus 4
 
 test: $(VENV)/.installed-test
+	$(VENV)/bin/lint-imports --no-logo --no-cache
 	$(PY) -m pytest -q
 
 bench: $(VENV)/.installed-test
