@@ -96,3 +96,42 @@ def test_cpu_lists_and_bus_ids():
     assert normalize_pci_bus_id("00000000:9B:00.0") == "0000:9b:00.0"
     assert normalize_pci_bus_id("0000:9b:00.0") == "0000:9b:00.0"
     assert normalize_pci_bus_id("garbage") is None
+
+
+# --- where the GPUs sit: NUMA sets, GPU NUMA IDs, sockets, NUMA distances; nvswitch may be null ------
+
+
+def test_snapshot_without_the_locality_keys_still_loads():
+    data = load_reference("dgx-a100").to_dict()
+    for gpu in data["gpus"]:
+        for key in ("numa_affinity", "gpu_numa_id", "socket"):
+            del gpu[key]
+    del data["numa_distances"]
+    topo = Topology.from_dict(data)
+    assert all(g.socket is None and g.numa_affinity is None and g.gpu_numa_id is None for g in topo.gpus)
+    assert topo.numa_distances is None and topo.numa_distance(0, 1) is None
+    assert topo.gpus[0].numa_nodes == {3}  # from numa_node alone
+
+
+def test_locality_keys_round_trip_and_nvswitch_may_be_null():
+    topo = load_reference("gb200-nvl72")
+    topo.gpus[0].numa_affinity, topo.gpus[0].gpu_numa_id = "0,3-9,11-17", 2
+    topo.numa_distances = {"0": {"0": 10, "1": 40}, "1": {"0": 40, "1": 10}}
+    topo.links[0].nvswitch = None
+    data = json.loads(json.dumps(topo.to_dict()))
+    assert data["gpus"][0]["socket"] == 0 and data["gpus"][0]["gpu_numa_id"] == 2
+    assert data["links"][0]["nvswitch"] is None
+    again = Topology.from_dict(data)
+    assert again == topo and again.numa_distance(0, 1) == 40
+    assert again.gpus[0].numa_nodes == {0, 3, 4, 5, 6, 7, 8, 9, 11, 12, 13, 14, 15, 16, 17}
+
+
+@pytest.mark.parametrize(
+    "field, value",
+    [("numa_distances", {"0": {"0": "near"}}), ("numa_distances", [[10]])],
+)
+def test_malformed_numa_distances_are_refused(field, value):
+    data = load_reference("dgx1").to_dict()
+    data[field] = value
+    with pytest.raises(ValueError, match="numa_distances"):
+        Topology.from_dict(data)

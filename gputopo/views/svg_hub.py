@@ -27,7 +27,8 @@ def hub_text(topology: Topology, layout: Layout) -> tuple[str, str]:
     links = [lk for lk in topology.links if lk.a in members and lk.b in members]
     word = Counter(lk.type for lk in links).most_common(1)[0][0]
     expected = Counter(round(link_figures(topology, lk)[0], 1) for lk in links).most_common(1)[0][0]
-    inferred = not all(lk.nvswitch for lk in links)
+    # nvidia-smi text never names the switches: its nvswitch=True is inferred from the NV<n> pattern.
+    inferred = topology.source == "nvidia-smi" or not all(lk.nvswitch for lk in links)
     hosts = {topology.gpu(g).host for g in members}
     what = f"NVLink domain (NVSwitch) of {len(members)} GPUs on {len(hosts)} hosts" if len(hosts) > 1 else "NVSwitch"
     label = f"{what} · {word} between every pair · expected ~{format_gbps(expected)} GB/s per direction"

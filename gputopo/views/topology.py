@@ -123,11 +123,13 @@ def _short_name(name: str | None) -> str:
 def gpu_table(topo: Topology, host_column: bool = True) -> Table:
     table = Table(title="GPUs", title_justify="left", box=box.SIMPLE_HEAD, padding=(0, 1), pad_edge=False, collapse_padding=True)
     show_mig = any(g.mig_mode for g in topo.gpus)
-    columns = ["GPU", "name", "bus id", "mem", "NUMA", "CPUs", "PCIe", "NVLink"] + (["MIG"] if show_mig else [])
+    show_gpu_numa = any(g.gpu_numa_id is not None for g in topo.gpus)  # Grace: the GPU's memory as a node
+    columns = (["GPU", "name", "bus id", "mem", "NUMA"]
+               + (["GPU NUMA"] if show_gpu_numa else []) + ["CPUs", "PCIe", "NVLink"] + (["MIG"] if show_mig else []))
     for col in columns:
         if col == "name":
             table.add_column(col, min_width=12, overflow="fold")
-        elif col in ("CPUs", "PCIe"):
+        elif col in ("CPUs", "PCIe", "NUMA"):
             # May fold onto a second line, so that the columns after them are never pushed off an
             # 80-column terminal.
             table.add_column(col, overflow="fold", min_width=7)
@@ -145,10 +147,12 @@ def gpu_table(topo: Topology, host_column: bool = True) -> Table:
         else:
             nvlink = "-"
         mig = "?" if g.mig_mode is None else ("on" if g.mig_mode else "off")
-        row = [
-            str(g.index), _short_name(g.name), _short_bus_id(g.pci_bus_id), _fmt_bytes(g.memory_total_bytes),
-            _fmt(g.numa_node), _fmt(g.cpu_affinity), pcie, nvlink,
-        ] + ([mig] if show_mig else [])
+        numa = _fmt(g.numa_node) if g.numa_node is not None or not g.numa_affinity else g.numa_affinity
+        row = (
+            [str(g.index), _short_name(g.name), _short_bus_id(g.pci_bus_id), _fmt_bytes(g.memory_total_bytes)]
+            + [numa] + ([_fmt(g.gpu_numa_id)] if show_gpu_numa else [])
+            + [_fmt(g.cpu_affinity), pcie, nvlink] + ([mig] if show_mig else [])
+        )
         if show_host:
             row.append(_fmt(g.host))
         # Text, not str: names, bus ids and hosts come from the user's files and may hold "[...]".
@@ -157,7 +161,7 @@ def gpu_table(topo: Topology, host_column: bool = True) -> Table:
 
 
 def socket_picture(topo: Topology) -> Tree:
-    """CPU sockets / NUMA nodes with their GPUs and NICs, as a tree."""
+    """CPU sockets (where the source knows them) / NUMA nodes with their GPUs and NICs, as a tree."""
     # Every label is a Text: host, NIC and CPU-list strings come from the user's files, never markup.
     hosts = {g.host for g in topo.gpus if g.host}
     tree = Tree(Text(topo.host or (f"{len(hosts)} hosts" if len(hosts) > 1 else "host"), style="bold"))
@@ -173,6 +177,12 @@ def socket_picture(topo: Topology) -> Tree:
     placed: set[int] = set()
     for (host, numa, cpus), gpus in sorted(by_place.items(), key=lambda kv: (kv[0][0], kv[0][1], kv[1][0])):
         title = Text("NUMA node ?" if numa < 0 else f"NUMA node {numa}")
+        affinity = {topo.gpu(i).numa_affinity for i in gpus}
+        if numa < 0 and len(affinity) == 1 and None not in affinity:  # Grace: a set of nodes
+            title = Text(f"NUMA nodes {next(iter(affinity))}")
+        sockets = {topo.gpu(i).socket for i in gpus}
+        if len(sockets) == 1 and None not in sockets:  # only where the source knows the socket
+            title = Text(f"socket {next(iter(sockets))} / ") + title
         if host:
             title = Text(f"{host} / ") + title
         if cpus:
