@@ -90,8 +90,14 @@ def test_legend_gives_speeds_with_units_and_the_colour_key():
 
 def test_legend_wraps_under_itself_and_keeps_figures_with_their_units():
     lines = render(load_reference("dgx1"), 80).splitlines()
-    k = next(k for k, line in enumerate(lines) if line.startswith("  SYS    = across the interconnect"))
-    assert lines[k + 1].startswith("           ~6\u00a0GB/s per direction")
+    k = next(k for k, line in enumerate(lines) if line.startswith("  SYS    = across the SMP interconnect"))
+    continuation = []
+    for line in lines[k + 1 :]:
+        if not line.startswith(" " * 11):
+            break
+        continuation.append(line)
+    assert continuation, "the SYS meaning wraps under itself"
+    assert "~6\u00a0GB/s per direction" in continuation[-1]  # the figure stays with its unit
 
 
 def test_legend_sorts_nvlink_words_by_count():

@@ -14,7 +14,7 @@ PCIE_PATH_MEANING = {
     "PXB": "several PCIe bridges between them, without the CPU's host bridge",
     "PHB": "through a PCIe host bridge (the CPU)",
     "NODE": "across PCIe host bridges within one NUMA node",
-    "SYS": "across the interconnect between CPU sockets / NUMA nodes (QPI/UPI)",
+    "SYS": "across the SMP interconnect between NUMA nodes (between CPU sockets on most two-socket servers; within one socket on EPYC NPS2/NPS4, Intel SNC or Grace)",
 }
 NVLINK_MEANING = "a bonded set of {n} NVLinks"
 

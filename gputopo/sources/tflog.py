@@ -142,7 +142,7 @@ def topology_from_tf_view(view: TfView) -> Topology:
     for pos, a in enumerate(ordinals):
         for b in ordinals[pos + 1 :]:
             word = peer_word(view, a, b)
-            links.append(make_link(a, b, "UNKNOWN", p2p_read=word, p2p_write=word))
+            links.append(make_link(a, b, "UNKNOWN", p2p_read=word, p2p_write=word, nvswitch=None))
     return Topology(
         gpus=gpus,
         links=links,

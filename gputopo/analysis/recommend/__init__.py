@@ -14,11 +14,13 @@ How a group is valued (docs/recommend.md says it for users):
    bottleneck Hamiltonian cycle), not the sum of its link scores. NCCL also runs several rings at
    once over NVLink meshes; we do not model that capacity, but the last tie-break (total pair
    bandwidth inside the group) prefers the groups that have more links for those extra rings.
-3. Ties are broken by locality: fewer hosts, then fewer NUMA nodes (CPU sockets), because the input
-   pipeline and host-staged copies run on the CPU next to the GPUs; then by total pair bandwidth;
-   then by the lowest GPU numbers, so the answer is deterministic.
+3. Ties are broken by locality: fewer hosts, then fewer CPU sockets where the source knows them,
+   then fewer NUMA nodes and nearer ones where the kernel's NUMA distances are known
+   (``problem.LocalityRank``: a NUMA node is not a socket on EPYC NPS2/NPS4, Intel SNC or Grace),
+   because the input pipeline and host-staged copies run on the CPU next to the GPUs; then by total
+   pair bandwidth; then by the lowest GPU numbers, so the answer is deterministic.
 
-The key of a group is therefore ``(bottleneck_gbps, -hosts, -numa_domains, total_gbps)``, compared
+The key of a group is therefore ``(bottleneck_gbps, -hosts, -locality, total_gbps)``, compared
 lexicographically, bigger is better.
 
 Where each part lives:
