@@ -19,7 +19,6 @@ from __future__ import annotations
 import os
 import stat
 import sys
-import tempfile
 from pathlib import Path
 from typing import BinaryIO
 
@@ -95,6 +94,8 @@ def atomic_write_text(path: str | os.PathLike[str], text: str) -> Path:
         old = os.stat(target)
     except FileNotFoundError:
         old = None
+    import tempfile  # here, not at the top: reading commands (scan, recommend) never need it
+
     try:
         fd, tmp_name = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=folder)
     except OSError as exc:

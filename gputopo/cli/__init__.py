@@ -9,20 +9,25 @@ codes are in docs/exit-codes.md.
 from __future__ import annotations
 
 import functools
+import importlib
 import sys
-from typing import Any, Callable, Optional, Sequence
+from typing import Annotated, Any, Callable, Iterable, Optional, Sequence
 
 import typer
 from typer.core import TyperGroup
-from typing_extensions import Annotated
 
+from gputopo.cli.option_values import PlainValuesCommand, use_plain_values
 from gputopo.errors import EXIT_CHECK_FAILED, EXIT_ENVIRONMENT, EXIT_USAGE, GputopoError
 
 
 class _OneLineErrorsGroup(TyperGroup):
     """The command group whose usage errors are one ``gputopo: error:`` line and exit code 2, like
     every other error (typer would draw a 5-6 line box). ``main`` is what both the console script
-    and the test runner (``CliRunner``) call, so both behave the same."""
+    and the test runner (``CliRunner``) call, so both behave the same. Option values are converted
+    without pydantic where the result is certain (``option_values``): a cold start stays light."""
+
+    def get_params(self, ctx: Any) -> Any:
+        return use_plain_values(super().get_params(ctx))
 
     def main(self, args: Sequence[str] | None = None, prog_name: str | None = None,  # type: ignore[override]
              complete_var: str | None = None, standalone_mode: bool = True, **extra: Any) -> Any:
@@ -50,7 +55,8 @@ class _OneLineErrorsGroup(TyperGroup):
         sys.exit(result if isinstance(result, int) and not isinstance(result, bool) else 0)
 
 
-app = typer.Typer(
+# The application; ``app`` (below) is this one with every command registered.
+_app = typer.Typer(
     cls=_OneLineErrorsGroup,
     name="gputopo",
     help="How your NVIDIA GPUs are wired, how fast they talk, and which ones to train on together.",
@@ -68,7 +74,7 @@ def _show_version(value: bool) -> None:
         raise typer.Exit()
 
 
-@app.callback()
+@_app.callback()
 def _root(
     version: Annotated[
         bool, typer.Option("--version", callback=_show_version, is_eager=True, help="Print the version and exit.")
@@ -105,7 +111,8 @@ def command(*args: Any, **kwargs: Any) -> Callable[[Callable[..., Any]], Callabl
                 silence_stdout()
                 raise fail(f"cannot write the output: {exc.strerror or exc}", EXIT_ENVIRONMENT) from None
 
-        return app.command(*args, **kwargs)(wrapper)
+        kwargs.setdefault("cls", PlainValuesCommand)
+        return _app.command(*args, **kwargs)(wrapper)
 
     return decorate
 
@@ -134,19 +141,50 @@ TfRunOption = Annotated[
 JsonOption = Annotated[bool, typer.Option("--json", help="Print machine-readable JSON instead of tables.")]
 
 
+# Command name -> the module under gputopo.cli that registers it, in the order `gputopo --help` lists them.
+COMMAND_MODULES = {
+    "scan": "scan",
+    "machines": "machines",
+    "recommend": "recommend",
+    "bench-p2p": "bench",
+    "train": "train",
+    "report": "report",
+}
+
+
+def register_commands(names: Iterable[str] = COMMAND_MODULES) -> typer.Typer:
+    """Import the modules that register ``names`` (all commands by default) and return the app.
+
+    A command's module is imported, and its options built, only when it is used: typer builds
+    every registered command's options on each start, which costs more than a whole `scan`."""
+    for name in names:
+        importlib.import_module(f"gputopo.cli.{COMMAND_MODULES[name]}")
+    order = list(COMMAND_MODULES)
+    _app.registered_commands.sort(key=lambda info: order.index(info.name) if info.name in order else len(order))
+    return _app
+
+
+def __getattr__(name: str) -> Any:
+    """``gputopo.cli.app``: the application with every command registered (tests, help, docs)."""
+    if name == "app":
+        return register_commands()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def _command_named(args: Sequence[str]) -> str | None:
+    """The command that ``args`` runs, if it names a known one; None for `gputopo`, `--help`,
+    `--version` or a misspelt name (those need every command, for the list or a suggestion)."""
+    first = next((arg for arg in args if not arg.startswith("-")), None)
+    if first is None or any(arg in ("--help", "--version") for arg in args[: args.index(first)]):
+        return None
+    return first if first in COMMAND_MODULES else None
+
+
 def main() -> None:
-    """Console-script entry point."""
+    """Console-script entry point: registers only the command that is run (see register_commands)."""
+    named = _command_named(sys.argv[1:])
     try:
-        app()
+        register_commands([named] if named else COMMAND_MODULES)()
     except KeyboardInterrupt:
         typer.echo("gputopo: error: interrupted", err=True)
         sys.exit(130)
-
-
-# Register the commands (each module only imports light modules at import time).
-from gputopo.cli import scan as _scan  # noqa: E402,F401
-from gputopo.cli import machines as _machines  # noqa: E402,F401
-from gputopo.cli import recommend as _recommend  # noqa: E402,F401
-from gputopo.cli import bench as _bench  # noqa: E402,F401
-from gputopo.cli import train as _train  # noqa: E402,F401
-from gputopo.cli import report as _report  # noqa: E402,F401

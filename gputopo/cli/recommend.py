@@ -6,10 +6,9 @@ imports TensorFlow) and the layout is ``gputopo.views.recommend``.
 
 from __future__ import annotations
 
-from typing import Optional
+from typing import Annotated, Optional
 
 import typer
-from typing_extensions import Annotated
 
 from gputopo.cli import FromOption, JsonOption, MachineOption, TfLogOption, TfRunOption, command
 from gputopo.errors import InputError
@@ -49,13 +48,14 @@ def recommend_command(
 ) -> None:
     """Recommend the best GPUs to train on together: ranked groups with their ring bottleneck, and
     the CUDA_VISIBLE_DEVICES / MirroredStrategy lines to use them."""
-    from gputopo.views.recommend import FORMATS
-
     if json_output and output_format.lower() not in ("text", "json"):
         raise InputError(f"--json and --format {output_format} ask for two different outputs; give one of them")
     fmt = "json" if json_output else output_format.lower()
-    if fmt not in FORMATS:
-        raise InputError(f"--format must be one of {', '.join(FORMATS)}, not {output_format!r}")
+    if fmt != "json":  # JSON needs neither the tables nor rich (a cold start stays light)
+        from gputopo.views.recommend import FORMATS
+
+        if fmt not in FORMATS:
+            raise InputError(f"--format must be one of {', '.join(FORMATS)}, not {output_format!r}")
     if alternatives < 0:
         raise InputError(f"--alternatives must be 0 or more (got {alternatives})")
     required = parse_gpu_list(require, "--require")
@@ -63,21 +63,22 @@ def recommend_command(
 
     from gputopo.analysis.recommend import recommend
     from gputopo.sources import load_topology
-    from gputopo.views.common import err
+    from gputopo.views.common import status
 
     topology = load_topology(from_file=from_file, machine=machine, tf_log=tf_log, tf_run=tf_run)
     # Usually milliseconds; large --jobs splits can take a second or two. The spinner goes to
     # standard error and only shows on a terminal, so --json / env output stays clean.
-    with err().status(f"Ranking groups of {gpus} GPUs...", spinner="dots"):
+    with status(f"Ranking groups of {gpus} GPUs...", spinner="dots"):
         rec = recommend(topology, gpus, jobs=jobs, require=required, exclude=excluded, alternatives=alternatives)
-
-    from gputopo.views import recommend as view
 
     if fmt == "json":
         from gputopo.views.common import print_json
 
         print_json(rec.to_dict())
-    elif fmt == "env":
+        return
+    from gputopo.views import recommend as view
+
+    if fmt == "env":
         typer.echo(view.format_env(rec), nl=False)
     elif fmt == "python":
         typer.echo(view.format_python(rec), nl=False)

@@ -7,12 +7,11 @@ Option parsing and composition only: the page is ``gputopo.views.report``, the p
 
 from __future__ import annotations
 
-from typing import Optional
+from typing import Annotated, Optional
 
 import typer
-from typing_extensions import Annotated
 
-from gputopo.cli import FromOption, JsonOption, MachineOption, TfLogOption, TfRunOption, command
+from gputopo.cli import FromOption, MachineOption, TfLogOption, TfRunOption, command
 from gputopo.errors import InputError
 from gputopo.model import Topology
 

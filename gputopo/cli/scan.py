@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Optional
+from typing import TYPE_CHECKING, Annotated, Optional
 
 import typer
-from typing_extensions import Annotated
 
 from gputopo.cli import FromOption, JsonOption, MachineOption, TfLogOption, TfRunOption, command
 
@@ -46,8 +45,6 @@ def scan(
     """Show how the GPUs are wired: links, P2P support, NUMA/CPU affinity, PCIe and NVLink, findings."""
     from gputopo.analysis import with_findings
     from gputopo.sources import load_topology
-    from gputopo.views import topology as view
-    from gputopo.views.common import print_json
 
     if fail_on is not None and fail_on not in FAIL_ON_LEVELS:
         from gputopo.errors import InputError
@@ -72,9 +69,13 @@ def scan(
 
         atomic_write_text(svg, render_svg(topo))
     if json_output:
+        from gputopo.views.common import print_json
+
         print_json(topo.to_dict())
     else:
-        view.render_topology(topo)
+        from gputopo.views.topology import render_topology
+
+        render_topology(topo)
     if fail_on is not None:
         _fail_on_findings(topo, fail_on)
 

@@ -1,5 +1,7 @@
 """Shared output plumbing: the rich consoles, JSON printing, and what is safe to show on a terminal.
 
+rich is imported only where a console or a table is made: ``--json`` output needs none of it.
+
 Everything for standard output goes through one guarded stream: a failed write (disk full, closed
 pipe) becomes one ``OutputError`` line instead of a traceback, characters the stream's encoding
 cannot show (``PYTHONIOENCODING=ascii``) become ``?``, and control characters inside the text that
@@ -10,20 +12,20 @@ escape codes) are dropped by ``terminal_safe`` before they reach the terminal.
 from __future__ import annotations
 
 import errno
+import functools
 import json
 import os
 import re
 import sys
-from typing import Any, Iterable, TextIO
-
-from rich import box
-from rich.console import Console, ConsoleOptions, Group, RenderableType
-from rich.segment import Segment
-from rich.table import Table
-from rich.text import Text
+from contextlib import AbstractContextManager, nullcontext
+from typing import TYPE_CHECKING, Any, Iterable, TextIO
 
 from gputopo.errors import OutputError
 from gputopo.sources.snapshot import finite_or_null
+
+if TYPE_CHECKING:  # rich is imported where a console or table is made, never for --json
+    from rich.console import Console, Group
+    from rich.text import Text
 
 # C0 controls except newline and tab, DEL, and C1 controls (0x9b is an 8-bit CSI on some terminals).
 _CONTROL_CHARS_RE = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
@@ -84,16 +86,23 @@ class _GuardedStream:
         return getattr(self.stream, name)
 
 
-class _SafeConsole(Console):
-    """A rich console that drops control characters from the text it is given (``terminal_safe``)
-    while keeping its own styling codes, which rich adds after rendering."""
+@functools.lru_cache(maxsize=None)
+def _safe_console_class() -> type[Console]:
+    """The rich console class that drops control characters from the text it is given
+    (``terminal_safe``) while keeping its own styling codes, which rich adds after rendering.
+    Made on first use, so that importing this module does not import rich."""
+    from rich.console import Console, ConsoleOptions, RenderableType
+    from rich.segment import Segment
 
-    def render(self, renderable: RenderableType, options: ConsoleOptions | None = None) -> Iterable[Segment]:
-        for segment in super().render(renderable, options):
-            if segment.control is None and _CONTROL_CHARS_RE.search(segment.text):
-                yield Segment(terminal_safe(segment.text), segment.style, segment.control)
-            else:
-                yield segment
+    class _SafeConsole(Console):
+        def render(self, renderable: RenderableType, options: ConsoleOptions | None = None) -> Iterable[Segment]:
+            for segment in super().render(renderable, options):
+                if segment.control is None and _CONTROL_CHARS_RE.search(segment.text):
+                    yield Segment(terminal_safe(segment.text), segment.style, segment.control)
+                else:
+                    yield segment
+
+    return _SafeConsole
 
 
 _stdout: Console | None = None
@@ -108,7 +117,7 @@ def out() -> Console:
     """The console for human output (created on first use so tests can capture stdout)."""
     global _stdout
     if _stdout is None or _stream_of(_stdout) is not sys.stdout:
-        _stdout = _SafeConsole(file=_GuardedStream(sys.stdout, "standard output"), highlight=False)  # type: ignore[arg-type]
+        _stdout = _safe_console_class()(file=_GuardedStream(sys.stdout, "standard output"), highlight=False)  # type: ignore[arg-type]
     return _stdout
 
 
@@ -116,8 +125,25 @@ def err() -> Console:
     """The console for progress and notes (standard error), keeping stdout clean for --json."""
     global _stderr
     if _stderr is None or _stream_of(_stderr) is not sys.stderr:
-        _stderr = _SafeConsole(file=_GuardedStream(sys.stderr, "standard error"), highlight=False)  # type: ignore[arg-type]
+        _stderr = _safe_console_class()(file=_GuardedStream(sys.stderr, "standard error"), highlight=False)  # type: ignore[arg-type]
     return _stderr
+
+
+# With one of these set, rich may take standard error for a terminal even when it is not a TTY.
+_TERMINAL_ENV_VARS = ("FORCE_COLOR", "TTY_COMPATIBLE", "TTY_INTERACTIVE", "JUPYTER_COLUMNS", "JUPYTER_LINES")
+
+
+def status(message: str, spinner: str = "dots") -> AbstractContextManager[Any]:
+    """A spinner with ``message`` on standard error while a step runs. rich shows it only on a
+    terminal; where standard error is no terminal (a pipe, a file, a script), and no variable tells
+    rich to treat it as one, nothing would be shown, so rich is not even loaded."""
+    try:
+        maybe_terminal = sys.stderr.isatty()
+    except (AttributeError, ValueError):
+        maybe_terminal = False
+    if not maybe_terminal and not any(name in os.environ for name in _TERMINAL_ENV_VARS):
+        return nullcontext()
+    return err().status(message, spinner=spinner)
 
 
 def print_json(data: Any) -> None:
@@ -135,6 +161,11 @@ def matrix_tables(
 ) -> list[Group]:
     """A matrix as one table, or as one table per block of columns when it is wider than ``width``:
     every row label and every column stays readable (rich would otherwise cut both to '…')."""
+    from rich import box
+    from rich.console import Group
+    from rich.table import Table
+    from rich.text import Text
+
     cell_widths = [
         max(min_cell, len(header), *(len(cells[k].plain) for _, cells in rows)) for k, header in enumerate(headers)
     ]
