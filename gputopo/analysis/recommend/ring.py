@@ -3,6 +3,12 @@
 NCCL's all-reduce is a ring where every GPU sends to the next at once, so a ring is as fast as its
 slowest hop; the best ring through a set is the bottleneck Hamiltonian cycle. Pure integers: this
 module knows nothing of topologies.
+
+A ring at least ``t`` fast is a Hamiltonian cycle in the *threshold graph* of the pairs at least
+``t`` fast. That graph only loses edges as ``t`` grows, so the best ring is found by climbing: every
+cycle found at a threshold is as fast as its slowest hop, which may be well above the threshold, so
+the next try starts just above that; the first threshold without a cycle ends the climb. Only that
+last try has to search exhaustively.
 """
 
 from __future__ import annotations
@@ -16,10 +22,10 @@ INF = 10**15  # the "bottleneck" of one GPU: nothing to send, so never the slowe
 def best_ring(members: Sequence[int], weight: Sequence[Sequence[int]]) -> tuple[int, list[int], bool]:
     """The ring (Hamiltonian cycle) through ``members`` whose slowest hop is fastest.
 
-    Tries thresholds from the fastest pair bandwidth down: at each, keeps only the pairs at least that
-    fast and looks for a cycle through all members (depth-first, remembering dead ends). The first
-    threshold with a cycle is the answer. Returns ``(slowest hop, order, complete)``; ``complete`` is
-    False when the step budget ran out on some threshold (the ring is then the best found).
+    Climbs the thresholds (see the module note) to the fastest one with a cycle; the order returned
+    is the cycle the depth-first search finds at exactly that threshold, so it does not depend on how
+    the climb went. Returns ``(slowest hop, order, complete)``; ``complete`` is False when the step
+    budget ran out on some threshold (the ring is then the best found).
     """
     k = len(members)
     if k == 1:
@@ -30,45 +36,84 @@ def best_ring(members: Sequence[int], weight: Sequence[Sequence[int]]) -> tuple[
         a, b, c = members
         return min(weight[a][b], weight[b][c], weight[a][c]), list(members), True
     rows = [[weight[a][b] for b in members] for a in members]
-    lowest = min(min(r[y] for y in range(k) if y != x) for x, r in enumerate(rows))
-    # No ring beats any GPU's second-fastest link inside the group; start there.
-    ceiling = min(sorted((r[y] for y in range(k) if y != x), reverse=True)[1] for x, r in enumerate(rows))
-    if lowest == ceiling:  # every GPU can reach that speed over any ring: the identity order works
-        order = _ring_at_least(rows, k, lowest)
-        if order is not None:
-            return lowest, [members[x] for x in order], True
-    thresholds = sorted({x for r in rows for x in r if lowest <= x <= ceiling}, reverse=True)
+    lowest, ceiling = _lowest_and_ceiling(rows, k)
+    if lowest == ceiling:  # every pair is at least that fast (no ring beats a GPU's 2nd-fastest link)
+        return lowest, [members[x] for x in range(k)], True
+    thresholds = sorted({x for r in rows for x in r if lowest < x <= ceiling})
+    # Any order is a ring at least ``lowest`` fast (every pair is); the identity order may be faster.
+    bottleneck = min(rows[x][(x + 1) % k] for x in range(k))
+    found_at, found_order = None, None  # the threshold of the last cycle found, and the cycle
     complete = True
     for threshold in thresholds:
-        adjacency = [0] * k
-        for x in range(k):
-            row = rows[x]
-            bits = 0
-            for y in range(k):
-                if x != y and row[y] >= threshold:
-                    bits |= 1 << y
-            adjacency[x] = bits
-        if any(bin(bits).count("1") < 2 for bits in adjacency):
+        if threshold <= bottleneck:
             continue
-        order, finished = _hamiltonian_cycle(adjacency, k, RING_STEP_BUDGET)
-        if not finished:
+        order, finished = _cycle_at(rows, k, threshold)
+        if order is None:
+            complete = finished
+            break
+        bottleneck = min(rows[x][y] for x, y in zip(order, order[1:] + order[:1]))
+        found_at, found_order = threshold, order
+    if found_at != bottleneck:  # the cycle the search finds at the answer's own threshold
+        order, finished = _cycle_at(rows, k, bottleneck)
+        if order is None:  # only a budget stop: keep the cycle that showed the answer
             complete = False
-        if order is not None:
-            return threshold, [members[x] for x in order], complete
-    # The complete graph at the lowest threshold always has a cycle; only a budget stop gets here.
-    return thresholds[-1], list(members), False
+            order = found_order if found_order is not None else list(range(k))
+        found_order = order
+    return bottleneck, [members[x] for x in found_order], complete
 
 
-def _ring_at_least(rows: list[list[int]], k: int, threshold: int) -> list[int] | None:
-    """The identity order if every hop of it is at least ``threshold`` (true when all pairs are)."""
-    if all(rows[x][(x + 1) % k] >= threshold for x in range(k)):
-        return list(range(k))
-    return None
+def ring_reaches(members: Sequence[int], weight: Sequence[Sequence[int]], threshold: int) -> tuple[bool, bool]:
+    """Whether some ring through ``members`` has no hop slower than ``threshold``: ``(reaches,
+    complete)``; ``complete`` is False when the step budget stopped the search (then unknown)."""
+    k = len(members)
+    if k <= 3:
+        return best_ring(members, weight)[0] >= threshold, True
+    rows = [[weight[a][b] for b in members] for a in members]
+    lowest, ceiling = _lowest_and_ceiling(rows, k)
+    if threshold <= lowest:
+        return True, True
+    if threshold > ceiling:
+        return False, True
+    order, finished = _cycle_at(rows, k, threshold)
+    return order is not None, finished
+
+
+def _lowest_and_ceiling(rows: list[list[int]], k: int) -> tuple[int, int]:
+    """The slowest pair, and the fastest any ring can be: every GPU's 2nd-fastest link, the least."""
+    lowest = INF
+    ceiling = INF
+    for x, r in enumerate(rows):
+        links = sorted(r[:x] + r[x + 1 :])
+        if links[0] < lowest:
+            lowest = links[0]
+        if links[-2] < ceiling:
+            ceiling = links[-2]
+    return lowest, ceiling
+
+
+def _cycle_at(rows: list[list[int]], k: int, threshold: int) -> tuple[list[int] | None, bool]:
+    """A Hamiltonian cycle (positions ``0..k-1``) using only pairs at least ``threshold`` fast, or
+    None; and whether the search finished within the budget."""
+    adjacency = []
+    for x in range(k):
+        row = rows[x]
+        bits = 0
+        for y in range(k):
+            if x != y and row[y] >= threshold:
+                bits |= 1 << y
+        if bits.bit_count() < 2:  # a GPU with fewer than two such links cannot be on the ring
+            return None, True
+        adjacency.append(bits)
+    return _hamiltonian_cycle(adjacency, k, RING_STEP_BUDGET)
 
 
 def _hamiltonian_cycle(adjacency: list[int], k: int, budget: int) -> tuple[list[int] | None, bool]:
     """A Hamiltonian cycle in the graph given as neighbour bitmasks, from vertex 0.
 
+    Depth-first, the neighbour with fewest onward choices first (Warnsdorff), remembering dead ends.
+    A partial path is abandoned as soon as some GPU not on it has fewer than two neighbours it could
+    still use (the GPUs off the path and the path's two ends): that only cuts branches without a
+    cycle, so the cycle found is the one the plain search finds first.
     Returns ``(order or None, finished)``; ``finished`` is False if the budget stopped the search."""
     full = (1 << k) - 1
     dead: set[tuple[int, int]] = set()
@@ -84,14 +129,25 @@ def _hamiltonian_cycle(adjacency: list[int], k: int, budget: int) -> tuple[list[
             return bool(adjacency[last] & 1)
         if (mask, last) in dead:
             return False
-        options = adjacency[last] & ~mask
-        # Fewest onward choices first (Warnsdorff): dead ends show up early.
+        unvisited = full & ~mask
+        if not adjacency[0] & unvisited:
+            dead.add((mask, last))
+            return False
+        usable = unvisited | (1 << last) | 1
+        rest = unvisited
+        while rest:
+            bit = rest & -rest
+            rest ^= bit
+            if (adjacency[bit.bit_length() - 1] & usable).bit_count() < 2:
+                dead.add((mask, last))
+                return False
+        options = adjacency[last] & unvisited
         choices = []
         while options:
             bit = options & -options
             options ^= bit
             nxt = bit.bit_length() - 1
-            choices.append((bin(adjacency[nxt] & ~mask).count("1"), nxt))
+            choices.append(((adjacency[nxt] & unvisited).bit_count(), nxt))
         choices.sort()
         for _, nxt in choices:
             path.append(nxt)

@@ -14,7 +14,7 @@ from typing import Any, Callable
 
 from gputopo.analysis.recommend.problem import Problem, negated_key
 from gputopo.analysis.recommend.result import GroupKey
-from gputopo.analysis.recommend.ring import INF
+from gputopo.analysis.recommend.ring import INF, ring_reaches
 
 EXACT_LIMIT = 16  # candidate GPUs up to which the search has no node budget (always exact)
 NODE_BUDGET = 10_000  # search nodes allowed beyond EXACT_LIMIT before settling for "best found"
@@ -79,13 +79,25 @@ class _Best:
         if members in self.offered:
             return
         self.offered.add(members)
-        key = self.problem.key(members)
+        problem = self.problem
         ranked = self.ranked
+        if len(ranked) >= self.keep and not self._may_beat(members, ranked[-1][0]):
+            return
+        key = problem.key(members)
         if len(ranked) >= self.keep and key <= ranked[-1][0]:
             return
         ranked.append((key, members))
         ranked.sort(key=lambda item: (negated_key(item[0]), item[1]))
         del ranked[self.keep :]
+
+    def _may_beat(self, members: tuple[int, ...], bar: GroupKey) -> bool:
+        """False when ``members`` surely does not beat ``bar``: its best ring cannot reach the
+        bar's bottleneck (or pass it, where the rest of its key is no better). Asks only whether a
+        ring reaches that speed, which is cheaper than finding the best ring."""
+        rest = self.problem.locality_and_total(members)
+        need = bar[0] if rest > tuple(bar[1:]) else bar[0] + 1
+        reaches, complete = ring_reaches(members, self.problem.weight, need)
+        return reaches or not complete
 
 
 class _Pools:
