@@ -38,7 +38,10 @@ def train(
     steps_per_epoch: Annotated[
         Optional[int], typer.Option("--steps-per-epoch", help="Steps per epoch (default: one pass over the training data).")
     ] = None,
-    learning_rate: Annotated[float, typer.Option("--learning-rate", help="Adam learning rate.")] = 0.001,
+    learning_rate: Annotated[
+        Optional[float],
+        typer.Option("--learning-rate", help="Adam learning rate (default 0.001; with --resume: the checkpoint's)."),
+    ] = None,
     image_size: Annotated[Optional[int], typer.Option("--image-size", help="Resize images to SIZE x SIZE.")] = None,
     seed: Annotated[int, typer.Option("--seed", help="Random seed (data order and initial weights).")] = 0,
     evaluate: Annotated[bool, typer.Option("--eval/--no-eval", help="Evaluate on test/ after each epoch.")] = True,
@@ -57,6 +60,28 @@ def train(
         Optional[int], typer.Option("--local-workers", help="multi-worker: start N worker processes on this host.")
     ] = None,
     ps: Annotated[Optional[int], typer.Option("--ps", help="parameter-server: number of parameter servers.")] = None,
+    launcher: Annotated[
+        Optional[str],
+        typer.Option(
+            "--launcher",
+            help="slurm (a task of srun) or tf-config (TF_CONFIG from an operator): train one worker of a "
+            "multi-host --plan (docs/cluster.md).",
+        ),
+    ] = None,
+    plan_file: Annotated[
+        Optional[str],
+        typer.Option("--plan", help="--launcher: the multi-host plan (gputopo recommend --from a.json --from b.json --save)."),
+    ] = None,
+    port: Annotated[
+        Optional[int], typer.Option("--port", help="--launcher slurm: the first worker port on a node (default: the plan's).")
+    ] = None,
+    allow_exposed_ports: Annotated[
+        bool,
+        typer.Option(
+            "--allow-exposed-ports",
+            help="Run a local cluster even where it cannot be kept off the network (see docs/security.md).",
+        ),
+    ] = False,
     startup_timeout_s: Annotated[
         float, typer.Option("--startup-timeout", help="multi-worker: seconds to wait for the other workers.")
     ] = 120.0,
@@ -83,11 +108,11 @@ def train(
     import shutil
 
     from gputopo.notation import parse_count_list
-    from gputopo.train.checkpoints import check_checkpoint_choice, check_checkpoint_dir_writable
+    from gputopo.train.checkpoints import check_checkpoint_choice
+    from gputopo.train.cluster import check_tf_config_env
     from gputopo.train.config import TrainConfig
     from gputopo.train.data import check_data_source
     from gputopo.train.plan import build_plan, training_processes
-    from gputopo.train.supervise import run_training
 
     config = TrainConfig(
         data=data,
@@ -109,8 +134,16 @@ def train(
         progress=not json_output,
     )
     config.validate()
+    check_tf_config_env()
     check_checkpoint_choice(config, scaling=scaling is not None, dry_run=dry_run)
     check_data_source(config.data)
+    if launcher is not None:
+        others = {"--gpus": gpus, "--devices": devices, "--from": from_file, "--machine": machine, "--tf-log": tf_log,
+                  "--tf-run": tf_run, "--workers": workers, "--local-workers": local_workers, "--ps": ps,
+                  "--scaling": scaling, "--task-index": task_index or None}  # fmt: skip
+        _launch(launcher, plan_file, port, config, dry_run, json_output, allow_exposed_ports,
+                [flag for flag, value in others.items() if value not in (None, [], ())])  # fmt: skip
+        return
     plan = build_plan(
         config, gpus=gpus, devices=devices, from_file=from_file, machine=machine, tf_log=tf_log, tf_run=tf_run,
         numactl_path=shutil.which("numactl"),
@@ -122,15 +155,75 @@ def train(
     if dry_run:
         _show_plan(plan, processes, config, json_output)
         return
-    if config.checkpoint_dir is not None:
-        check_checkpoint_dir_writable(config.checkpoint_dir)
-    if not json_output:
-        _show_plan(plan, processes, config, json_output)
-    summary = run_training(processes, config)
+    summary = _run(plan, processes, config, json_output, allow_exposed_ports)
     summary["plan"] = plan.to_dict()
     from gputopo.views.common import print_json
     from gputopo.views.train import render_summary
 
+    if json_output:
+        print_json(summary)
+    else:
+        render_summary(summary)
+    if summary.get("status") == "interrupted":
+        raise typer.Exit(130)
+
+
+def _run(
+    plan: "LaunchPlan", processes: "list[ProcessSpec]", config: "TrainConfig", json_output: bool, allow_exposed: bool,
+    lock_checkpoints: bool = True,
+) -> dict:
+    """Lock the checkpoint folder, keep a local cluster off the network (or warn), show the plan,
+    train; the lock and the private network last as long as the run."""
+    import contextlib
+
+    from gputopo.train.checkpoint_lock import CheckpointLock
+    from gputopo.train.checkpoints import check_checkpoint_dir_writable
+    from gputopo.train.exposure import guard_network
+    from gputopo.train.supervise import run_training
+    from gputopo.views.common import err
+
+    with contextlib.ExitStack() as stack:
+        lock = None
+        if config.checkpoint_dir is not None:
+            check_checkpoint_dir_writable(config.checkpoint_dir)
+            lock = stack.enter_context(CheckpointLock.acquire(config.checkpoint_dir)) if lock_checkpoints else None
+        guard = guard_network(processes, allow_exposed_ports=allow_exposed)
+        stack.callback(guard.close)
+        if guard.isolated:
+            plan.notes.append("the workers run in a private network namespace: their servers are reachable only from each other")
+        if not json_output:
+            _show_plan(plan, guard.processes, config, json_output)
+        if guard.warning:
+            err().print(guard.warning, markup=False, soft_wrap=True)
+        return run_training(
+            guard.processes, config, wrap=guard.wrap if guard.isolated else None, pass_fds=[lock.fd] if lock else []
+        )
+
+
+def _launch(
+    launcher: str, plan_file: Optional[str], port: Optional[int], config: "TrainConfig", dry_run: bool,
+    json_output: bool, allow_exposed: bool, conflicting: "list[str]",
+) -> None:  # fmt: skip
+    """``--launcher slurm|tf-config --plan plan.json``: this task's worker of a multi-host plan
+    (``gputopo.train.launchers``); with ``--dry-run`` every task of the plan and the sbatch script."""
+    from gputopo.errors import InputError
+    from gputopo.train.launchers import launch
+    from gputopo.views.common import print_json
+    from gputopo.views.launch import render_launch
+    from gputopo.views.train import render_summary
+
+    if conflicting:
+        raise InputError(f"--launcher {launcher} takes the GPUs and the cluster from --plan; leave out {conflicting[0]}")
+    launched = launch(launcher, plan_file, config, port=port, dry_run=dry_run)
+    if dry_run:
+        print_json(launched.to_dict()) if json_output else render_launch(launched)
+        return
+    task = launched.tasks[0]
+    chief = task.process.config.task_index == 0  # locks the shared checkpoint folder; the others write beside it
+    summary = _run(task.plan, [task.process], task.process.config, json_output, allow_exposed, lock_checkpoints=chief)
+    summary["plan"] = task.plan.to_dict()
+    summary["launch"] = {"launcher": launcher, "plan_file": launched.plan_file, "task": task.process.label,
+                         "entry": task.entry.to_dict()}  # fmt: skip
     if json_output:
         print_json(summary)
     else:

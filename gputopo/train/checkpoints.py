@@ -1,55 +1,146 @@
-"""Checkpoints: which step the last one is at, whether the folder can be written, what to tell the
-user, and the ``tf.train.CheckpointManager`` a training child saves with.
+"""Checkpoints: what a folder holds, whether a run may write there, what to tell the user, and the
+``tf.train.CheckpointManager`` a training child saves and restores with.
 
-Checkpoints are numbered by step (``ckpt-<step>``) and written by ``tf.train.CheckpointManager``:
-TF writes the data files first and rewrites its ``checkpoint`` state file (atomically) only after,
-so a crash mid-write leaves the previous checkpoint as the latest. The parent reads that state file
-without TensorFlow; the child's helpers take the ``tf`` module as an argument.
+Checkpoints are numbered by step (``ckpt-<step>.index`` + ``ckpt-<step>.data-*``) and written by
+``tf.train.CheckpointManager``: TF writes the data files first and rewrites its ``checkpoint``
+state file (atomically) only after. The parent reads the folder without TensorFlow
+(``saved_checkpoints``); the child's helpers take the ``tf`` module as an argument.
+
+What a folder holds is decided from the files themselves, not only from TF's state file: any
+``ckpt-*`` file means "already holds a checkpoint" (a run without ``--resume`` never overwrites
+it), a damaged state file is said so (and set aside by ``--resume``), and ``--resume`` falls back
+from a damaged newest checkpoint to the previous whole one. Only local (or mounted) folders are
+taken: a URL such as ``gs://bucket/x`` is refused, since the folder is locked and inspected here.
 """
 
 from __future__ import annotations
 
 import os
+import re
 import tempfile
+import time
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from gputopo.errors import InputError
 from gputopo.train.config import TrainConfig, is_chief
 
 MAX_TO_KEEP = 3
+CHECKPOINT_NAME = "ckpt"
+STATE_FILE = "checkpoint"
+_FILE_RE = re.compile(r"^ckpt-(\d+)\.(index|data-\d+-of-\d+)$")
+_URL_RE = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*)://")
+_STATE_LINE_RE = re.compile(r'^\s*[a-z_]+\s*:\s*("(?:[^"\\]|\\.)*"|[-+0-9.eE]+)\s*$')
 
 
-def latest_checkpoint_step(checkpoint_dir: str | os.PathLike[str] | None) -> int | None:
-    """The step of the newest complete checkpoint, read from TF's ``checkpoint`` state file.
+def check_local_folder(checkpoint_dir: str) -> None:
+    """Refuse a URL (``gs://``, ``s3://``, ``hdfs://``) in one line: ``Path()`` would turn it into
+    a local folder ``gs:/bucket/x``, and the folder could be neither locked nor inspected."""
+    match = _URL_RE.match(checkpoint_dir)
+    if match:
+        raise InputError(
+            f"--checkpoint-dir {checkpoint_dir}: {match.group(1)}:// URLs are not supported; give a local folder "
+            "(a bucket mounted as a folder, e.g. with gcsfuse or s3fs, works)"
+        )
 
-    The training child numbers checkpoints by step (``ckpt-<step>``); TF rewrites the state file
-    atomically only after a checkpoint is complete, so what it names is always whole. No TF needed.
-    """
-    if checkpoint_dir is None:
-        return None
-    state = Path(checkpoint_dir) / "checkpoint"
+
+@dataclass
+class SavedCheckpoints:
+    """What a checkpoint folder holds, read from its files (no TensorFlow)."""
+
+    folder: Path
+    steps: list[int] = field(default_factory=list)  # ckpt-<step> with an index file, oldest first
+    other_files: list[str] = field(default_factory=list)  # ckpt-* files that are no whole checkpoint's
+    state_step: int | None = None  # the step TF's state file names as the latest
+    state_problem: str | None = None  # why the state file cannot be read, if it cannot
+
+    @property
+    def holds_any(self) -> bool:
+        """Any ``ckpt-*`` file, or a state file that names a checkpoint."""
+        return bool(self.steps or self.other_files or self.state_step is not None)
+
+    @property
+    def latest_step(self) -> int | None:
+        if self.state_step is not None:
+            return self.state_step
+        return self.steps[-1] if self.steps else None
+
+    def restore_order(self) -> list[int]:
+        """Steps to try with ``--resume``, newest first: the state file's choice, then the rest."""
+        order = sorted(self.steps, reverse=True)
+        if self.state_step in order:
+            order.remove(self.state_step)  # type: ignore[arg-type]
+            order.insert(0, self.state_step)  # type: ignore[arg-type]
+        return order
+
+    def describe(self) -> str:
+        """``step 40`` or ``ckpt-* files``: what the folder holds, for messages."""
+        step = self.latest_step
+        return f"step {step}" if step is not None else f"{len(self.other_files)} ckpt-* file(s)"
+
+
+def _read_state(path: Path) -> tuple[int | None, str | None]:
+    """``(step, problem)`` from TF's ``checkpoint`` state file (a text protobuf)."""
     try:
-        text = state.read_text(encoding="utf-8")
-    except OSError:
-        return None
-    for line in text.splitlines():
-        if line.startswith("model_checkpoint_path:"):
+        data = path.read_bytes()
+    except FileNotFoundError:
+        return None, None
+    except OSError as exc:
+        return None, f"cannot be read ({exc.strerror or exc})"
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError:
+        return None, "is damaged (not UTF-8 text)"
+    lines = [line for line in text.splitlines() if line.strip()]
+    if not lines or any(not _STATE_LINE_RE.match(line) for line in lines):
+        return None, "is damaged (not the text TensorFlow writes)"
+    for line in lines:
+        if line.strip().startswith("model_checkpoint_path"):
             name = line.split(":", 1)[1].strip().strip('"')
             _, _, number = Path(name).name.rpartition("-")
             if number.isdigit():
-                return int(number)
-    return None
+                return int(number), None
+    return None, "names no checkpoint"
+
+
+def saved_checkpoints(checkpoint_dir: str | os.PathLike[str]) -> SavedCheckpoints:
+    """Every ``ckpt-*`` file of the folder and what its state file says."""
+    folder = Path(checkpoint_dir)
+    saved = SavedCheckpoints(folder)
+    try:
+        names = sorted(entry.name for entry in os.scandir(folder))
+    except OSError:
+        return saved
+    with_index = set()
+    for name in names:
+        match = _FILE_RE.match(name)
+        if match and match.group(2) == "index":
+            with_index.add(int(match.group(1)))
+    saved.steps = sorted(with_index)
+    for name in names:
+        match = _FILE_RE.match(name)
+        if name.startswith(CHECKPOINT_NAME + "-") and not (match and int(match.group(1)) in with_index):
+            saved.other_files.append(name)
+    saved.state_step, saved.state_problem = _read_state(folder / STATE_FILE)
+    return saved
+
+
+def latest_checkpoint_step(checkpoint_dir: str | os.PathLike[str] | None) -> int | None:
+    """The step of the newest checkpoint: the one TF's state file names, else the newest
+    ``ckpt-<step>.index`` in the folder. No TF needed."""
+    if checkpoint_dir is None:
+        return None
+    return saved_checkpoints(checkpoint_dir).latest_step
 
 
 def check_checkpoint_dir_writable(checkpoint_dir: str) -> None:
     """Create ``--checkpoint-dir`` and write a test file there, before any training starts.
 
     Otherwise a folder that cannot be written only shows at the first checkpoint, after the first
-    ``--checkpoint-every`` steps of training. URLs (``gs://...``) are left to TensorFlow.
+    ``--checkpoint-every`` steps of training.
     """
-    if "://" in checkpoint_dir:
-        return
+    check_local_folder(checkpoint_dir)
     try:
         Path(checkpoint_dir).mkdir(parents=True, exist_ok=True)
         with tempfile.NamedTemporaryFile(dir=checkpoint_dir, prefix=".gputopo-write-test-"):
@@ -66,23 +157,46 @@ def resume_hint(checkpoint_dir: str | os.PathLike[str] | None) -> str:
     return f"the last checkpoint is at step {step} in {checkpoint_dir}; rerun with --resume to continue"
 
 
+def _already_holds(checkpoint_dir: str, saved: SavedCheckpoints) -> InputError:
+    if not saved.steps and not saved.other_files:  # only TF's state file, naming files that are gone
+        return InputError(
+            f"{checkpoint_dir} holds TensorFlow's {STATE_FILE} state file naming step {saved.state_step}, but its "
+            f"ckpt-{saved.state_step} files are missing (so --resume has nothing to restore); remove the state file "
+            "or give another --checkpoint-dir to start afresh"
+        )
+    return InputError(
+        f"{checkpoint_dir} already holds a checkpoint ({saved.describe()}); add --resume to continue "
+        "from it, or give another --checkpoint-dir to start afresh"
+    )
+
+
+def _nothing_to_resume(checkpoint_dir: str, saved: SavedCheckpoints) -> InputError:
+    if saved.other_files:
+        detail = f" (only parts of checkpoints: {', '.join(saved.other_files[:3])})"
+    elif saved.state_problem:
+        detail = f" (its {STATE_FILE} state file {saved.state_problem}, and no ckpt-* files are there)"
+    elif saved.state_step is not None:
+        detail = f" (its {STATE_FILE} state file names step {saved.state_step}, but no ckpt-{saved.state_step} files are there)"
+    else:
+        detail = ""
+    return InputError(f"--resume: no checkpoint in {checkpoint_dir} to resume from{detail}")
+
+
 def check_checkpoint_choice(config: TrainConfig, *, scaling: bool, dry_run: bool) -> None:
     """Decided in the parent, before any process starts, so that nothing is overwritten: ``--resume``
-    needs a checkpoint, and a checkpoint already there needs ``--resume`` (or another folder)."""
+    needs a whole checkpoint, and any ``ckpt-*`` already there needs ``--resume`` (or another folder)."""
     if config.resume and config.checkpoint_dir is None:
         raise InputError("--resume needs a --checkpoint-dir (not --no-checkpoint)")
     if config.checkpoint_dir is None:
         return
+    check_local_folder(config.checkpoint_dir)
     if Path(config.checkpoint_dir).exists() and not Path(config.checkpoint_dir).is_dir():
         raise InputError(f"--checkpoint-dir {config.checkpoint_dir} is a file, not a folder")
-    saved_step = latest_checkpoint_step(config.checkpoint_dir)
-    if config.resume and saved_step is None:
-        raise InputError(f"--resume: no checkpoint in {config.checkpoint_dir} to resume from")
-    if not config.resume and saved_step is not None and not scaling and not dry_run:
-        raise InputError(
-            f"{config.checkpoint_dir} already holds a checkpoint (step {saved_step}); add --resume to continue "
-            "from it, or give another --checkpoint-dir to start afresh"
-        )
+    saved = saved_checkpoints(config.checkpoint_dir)
+    if config.resume and not saved.steps:
+        raise _nothing_to_resume(config.checkpoint_dir, saved)
+    if not config.resume and saved.holds_any and not scaling and not dry_run:
+        raise _already_holds(config.checkpoint_dir, saved)
 
 
 def checkpoint_dir_for(config: TrainConfig) -> Path | None:
@@ -95,34 +209,64 @@ def checkpoint_dir_for(config: TrainConfig) -> Path | None:
     return base / f".worker-{config.task_index}-tmp"
 
 
+def set_aside_damaged_state(config: TrainConfig, note: Callable[[str], None]) -> None:
+    """The chief moves a damaged state file aside: TF cannot even open the folder with it. With
+    ``--resume`` the checkpoints are then found from their files; a run without it gets here only
+    when the folder holds no ``ckpt-*`` file (``check_checkpoint_choice``)."""
+    if not (config.checkpoint_dir and is_chief(config)):
+        return
+    saved = saved_checkpoints(config.checkpoint_dir)
+    if saved.state_problem and (Path(config.checkpoint_dir) / STATE_FILE).exists():
+        state = Path(config.checkpoint_dir) / STATE_FILE
+        aside = state.with_name(f"{STATE_FILE}.damaged-{time.strftime('%Y%m%d-%H%M%S')}")
+        os.replace(state, aside)
+        note(f"the {STATE_FILE} state file in {config.checkpoint_dir} {saved.state_problem}; moved it to {aside.name}")
+
+
 def checkpoint_manager(tf: Any, config: TrainConfig, checkpoint: Any) -> Any:
     """The child's ``tf.train.CheckpointManager`` (None without ``--checkpoint-dir``)."""
     directory = checkpoint_dir_for(config)
     if directory is None:
         return None
-    return tf.train.CheckpointManager(checkpoint, str(directory), max_to_keep=MAX_TO_KEEP, checkpoint_name="ckpt")
+    return tf.train.CheckpointManager(
+        checkpoint, str(directory), max_to_keep=MAX_TO_KEEP, checkpoint_name=CHECKPOINT_NAME
+    )
 
 
-def restore_checkpoint(tf: Any, config: TrainConfig, checkpoint: Any, step_variable: Any) -> int:
-    """Restore the latest checkpoint with ``--resume``; refuse to overwrite one without it."""
+def _first_line(exc: BaseException) -> str:
+    text = (getattr(exc, "message", None) or str(exc)).strip()
+    return text.splitlines()[0] if text else type(exc).__name__
+
+
+def restore_checkpoint(
+    tf: Any, config: TrainConfig, checkpoint: Any, step_variable: Any, note: Callable[[str], None] = lambda _: None
+) -> int:
+    """Restore the newest whole checkpoint with ``--resume`` (a damaged newest one is skipped,
+    saying so); refuse to overwrite one without it. Returns the restored step (0: none)."""
     if config.checkpoint_dir is None:
         if config.resume:
             raise InputError("--resume needs --checkpoint-dir (where the checkpoints are)")
         return 0
-    latest = tf.train.latest_checkpoint(config.checkpoint_dir)
-    if latest is None:
-        if config.resume:
-            raise InputError(f"--resume: no checkpoint in {config.checkpoint_dir} to resume from")
-        return 0
+    saved = saved_checkpoints(config.checkpoint_dir)
     if not config.resume:
-        raise InputError(
-            f"{config.checkpoint_dir} already holds a checkpoint ({Path(latest).name}); add --resume to continue "
-            "from it, or give another --checkpoint-dir to start afresh"
-        )
-    try:
-        checkpoint.restore(latest).expect_partial()
-    except (tf.errors.OpError, ValueError, AssertionError) as exc:
-        raise InputError(
-            f"cannot restore {latest}: it was written for another model or data shape ({str(exc).splitlines()[0]})"
-        ) from None
-    return int(step_variable.numpy())
+        if saved.holds_any:
+            raise _already_holds(config.checkpoint_dir, saved)
+        return 0
+    damaged: list[str] = []
+    for step in saved.restore_order():
+        path = str(Path(config.checkpoint_dir) / f"{CHECKPOINT_NAME}-{step}")
+        try:
+            checkpoint.restore(path).expect_partial()
+        except (ValueError, AssertionError) as exc:  # shapes or structure: another model
+            raise InputError(
+                f"cannot restore {path}: it was written for another model or data shape ({_first_line(exc)})"
+            ) from None
+        except Exception as exc:  # truncated or missing files: TF's OpErrors, IndexError, OSError...
+            damaged.append(f"{Path(path).name} ({type(exc).__name__}: {_first_line(exc)[:120]})")
+            continue
+        if damaged:
+            note(f"{'; '.join(damaged)} in {config.checkpoint_dir} is damaged; resumed from {Path(path).name} instead")
+        return int(step_variable.numpy())
+    if damaged:
+        raise InputError(f"--resume: no whole checkpoint in {config.checkpoint_dir}: {'; '.join(damaged)} damaged")
+    raise _nothing_to_resume(config.checkpoint_dir, saved)

@@ -28,14 +28,17 @@ from typing import Any, Sequence
 from gputopo import tfruntime
 from gputopo.errors import GputopoError
 from gputopo.train.common import (
+    NonFiniteLoss,
     RunningMeans,
     StopRequest,
     TrainingState,
     explain_tf_error,
     make_replica_step,
+    non_finite_failure,
     startup_finished,
     write_result,
 )
+from gputopo.train.cluster import check_tf_config_env
 from gputopo.train.config import INTERRUPTED_EXIT_CODE, RESULT_SCHEMA, TrainConfig, check_batch_split, is_chief
 from gputopo.train.data import evaluation_pipeline, load_datasets, training_pipeline
 from gputopo.train.report import PROGRESS_REFRESH_S, epoch_record, examples_rate, note, progress_bar, run_summary
@@ -44,6 +47,7 @@ from gputopo.train.strategy import make_strategy, setup_devices
 
 def train(config: TrainConfig, stop: StopRequest | None = None) -> dict[str, Any]:
     """Run the whole training job described by ``config``; returns the summary (``--json``)."""
+    check_tf_config_env()
     tf = tfruntime.import_tensorflow()
     tf.keras.utils.set_random_seed(config.seed)
     try:
@@ -125,11 +129,21 @@ class SynchronousLoop:
             return None
         return totals[0] / totals[2], totals[1] / totals[2]
 
+    def _collect(self, means: RunningMeans) -> None:
+        """Pull ``means``' pending values (the last steps'); the first non-finite loss stops the run."""
+        first_step = self.step - len(means.pending) + 1
+        try:
+            means.collect(self.global_batch)
+        except NonFiniteLoss as exc:
+            raise non_finite_failure(exc.loss, first_step + exc.offset, self.config, self.last_saved_step) from None
+
     def save(self, step: int) -> None:
         manager = self.state.manager
         if manager is None:
             return
-        self.state.save(self.tf, step, self.config)
+        self._collect(self.window)  # every loss up to here finite, or nothing is saved
+        self._collect(self.epoch_means)
+        self.state.save(self.tf, step, self.config, self.last_saved_step)
         if not is_chief(self.config):
             self.tf.io.gfile.rmtree(manager.directory)  # only the chief's copy is kept
         self.last_saved_step = step
@@ -176,7 +190,7 @@ class SynchronousLoop:
         now_s = time.perf_counter()
         if now_s - self.last_refresh_s < PROGRESS_REFRESH_S and self.step != self.total_steps:
             return
-        self.window.collect(self.global_batch)
+        self._collect(self.window)
         if self.initial_loss is None:
             self.initial_loss = self.window.loss
         rate = self._rate()
@@ -193,7 +207,7 @@ class SynchronousLoop:
     def _end_of_epoch_and_checkpoint(self) -> None:
         step, config = self.step, self.config
         if step % self.steps_per_epoch == 0:
-            self.epoch_means.collect(self.global_batch)
+            self._collect(self.epoch_means)
             try:
                 self.test_result = self.evaluate()
             except self.tf.errors.OpError as exc:  # e.g. an image of test/ that does not decode
@@ -207,7 +221,8 @@ class SynchronousLoop:
         config, step, manager = self.config, self.step, self.state.manager
         if manager is not None and self.last_saved_step != step:
             self.save(step)
-        self.epoch_means.collect(self.global_batch)
+        self._collect(self.window)
+        self._collect(self.epoch_means)
         if self.epoch_means.steps:  # a partial epoch (interrupted, or resumed mid-epoch)
             self.history.append(epoch_record(step / self.steps_per_epoch, step, self.epoch_means, None))
         return run_summary(

@@ -7,8 +7,9 @@ builds its ``TF_CONFIG`` from them.
 from __future__ import annotations
 
 import json
+import os
 import socket
-from typing import Sequence
+from typing import Mapping, Sequence
 
 from gputopo.errors import InputError
 
@@ -48,6 +49,20 @@ def tf_config(workers: Sequence[str], task_index: int, ps: Sequence[str] = (), t
     if ps:
         cluster["ps"] = list(ps)
     return json.dumps({"cluster": cluster, "task": {"type": task_type, "index": task_index}})
+
+
+def check_tf_config_env(environ: Mapping[str, str] | None = None) -> None:
+    """A ``TF_CONFIG`` in the environment must be a JSON object: TensorFlow parses it (and fails
+    with a traceback) even for a run that builds its own, or none."""
+    text = (os.environ if environ is None else environ).get("TF_CONFIG")
+    if text is None or not text.strip():
+        return
+    try:
+        value = json.loads(text)
+    except ValueError as exc:
+        raise InputError(f"TF_CONFIG in the environment is not JSON ({exc}); fix it or unset it") from None
+    if not isinstance(value, dict):
+        raise InputError("TF_CONFIG in the environment is not a JSON object; fix it or unset it")
 
 
 def check_port_free(host: str, port: int) -> None:

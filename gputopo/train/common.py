@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import re
 import signal
 import sys
@@ -18,8 +19,15 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from gputopo.errors import GputopoError, InputError, TrainingFailed
-from gputopo.train.checkpoints import checkpoint_manager, restore_checkpoint, resume_hint
-from gputopo.train.config import TrainConfig, started_marker
+from gputopo.train.checkpoints import checkpoint_manager, restore_checkpoint, resume_hint, set_aside_damaged_state
+from gputopo.train.config import DEFAULT_LEARNING_RATE, TrainConfig, is_chief, started_marker
+
+
+def note(config: TrainConfig, message: str) -> None:
+    """A line on standard error from the chief (``gputopo train: ...``), unless progress is off."""
+    if config.progress and is_chief(config):
+        sys.stderr.write(f"gputopo train: {message}\n")
+        sys.stderr.flush()
 
 
 class StopRequest:
@@ -48,9 +56,29 @@ class StopRequest:
         signal.signal(signum, signal.default_int_handler if signum == signal.SIGINT else signal.SIG_DFL)
 
 
+class NonFiniteLoss(Exception):
+    """A step's loss was NaN or infinite; ``offset`` is its place among the values collected."""
+
+    def __init__(self, offset: int, loss: float) -> None:
+        super().__init__(f"loss {loss}")
+        self.offset, self.loss = offset, loss
+
+
+def non_finite_failure(loss: float, step: int, config: TrainConfig, last_saved_step: int | None) -> TrainingFailed:
+    """One line for a run stopped at its first non-finite loss (nothing of it was saved)."""
+    kept = resume_hint(config.checkpoint_dir if last_saved_step is not None else None)
+    if last_saved_step is not None:
+        kept += " (with a lower --learning-rate)"
+    return TrainingFailed(
+        f"the loss became {loss} at step {step}; training stopped there and saved nothing of it; {kept}"
+    )
+
+
 @dataclass
 class RunningMeans:
-    """Sums of (loss, correct, examples) pulled from the device only when someone reads them."""
+    """Sums of (loss, correct, examples) pulled from the device only when someone reads them.
+
+    ``collect`` raises ``NonFiniteLoss`` at the first NaN or infinite loss (left uncounted)."""
 
     pending: list[Any] = field(default_factory=list)  # reduced [loss, correct] tensors, one per step
     loss_sum: float = 0.0
@@ -62,8 +90,11 @@ class RunningMeans:
         self.pending.append(reduced)
 
     def collect(self, global_batch: int) -> None:
-        for value in self.pending:  # tensors (synchronous loop) or numpy arrays (fetched remote values)
+        for offset, value in enumerate(self.pending):  # tensors (synchronous loop) or fetched numpy arrays
             loss, correct = (float(v) for v in (value.numpy() if hasattr(value, "numpy") else value))
+            if not math.isfinite(loss):
+                del self.pending[: offset + 1]
+                raise NonFiniteLoss(offset, loss)
             self.loss_sum += loss
             self.correct += correct
             self.steps += 1
@@ -77,6 +108,11 @@ class RunningMeans:
     @property
     def accuracy(self) -> float | None:
         return self.correct / self.examples if self.examples else None
+
+
+def weights_finite(tf: Any, model: Any) -> bool:
+    """Whether every weight is a finite number (checked before each save: never keep a NaN model)."""
+    return all(bool(tf.reduce_all(tf.math.is_finite(w)).numpy()) for w in model.weights if tf.as_dtype(w.dtype).is_floating)
 
 
 def weights_fingerprint(model: Any) -> str:
@@ -107,12 +143,15 @@ class TrainingState:
 
         with strategy.scope():
             model = build_model(tf, config.model, datasets.image_shape, datasets.num_classes)
-            optimizer = tf.keras.optimizers.Adam(learning_rate=config.learning_rate)
+            optimizer = tf.keras.optimizers.Adam(learning_rate=config.learning_rate or DEFAULT_LEARNING_RATE)
             optimizer.build(model.trainable_variables)
             step_variable = tf.Variable(0, dtype=tf.int64, trainable=False, name="global_step")
         checkpoint = tf.train.Checkpoint(model=model, optimizer=optimizer, step=step_variable)
+        set_aside_damaged_state(config, lambda message: note(config, message))
         manager = checkpoint_manager(tf, config, checkpoint)
-        start_step = restore_checkpoint(tf, config, checkpoint, step_variable)
+        start_step = restore_checkpoint(tf, config, checkpoint, step_variable, lambda message: note(config, message))
+        if start_step:
+            _apply_learning_rate(optimizer, config)
         if start_step > total_steps:
             raise InputError(
                 f"the checkpoint is at step {start_step}, past the {total_steps} steps asked for; "
@@ -120,8 +159,14 @@ class TrainingState:
             )
         return cls(model, optimizer, step_variable, checkpoint, manager, start_step)
 
-    def save(self, tf: Any, step: int, config: TrainConfig) -> None:
-        """Save checkpoint ``ckpt-<step>``; a folder that cannot be written is one clear error."""
+    def save(self, tf: Any, step: int, config: TrainConfig, last_saved_step: int | None = None) -> None:
+        """Save checkpoint ``ckpt-<step>``; a folder that cannot be written is one clear error, and
+        weights that are not finite are never saved (the older checkpoints stay)."""
+        if not weights_finite(tf, self.model):
+            raise TrainingFailed(
+                f"the weights are no longer finite numbers at step {step}; training stopped there and saved nothing "
+                f"of it; {resume_hint(config.checkpoint_dir if last_saved_step is not None else None)}"
+            )
         self.step_variable.assign(step)
         try:
             self.manager.save(checkpoint_number=step)
@@ -131,6 +176,17 @@ class TrainingState:
                 f"cannot write the checkpoint of step {step} to {self.manager.directory} "
                 f"({text.splitlines()[0] if text else type(exc).__name__}); {resume_hint(config.checkpoint_dir)}"
             ) from None
+
+
+def _apply_learning_rate(optimizer: Any, config: TrainConfig) -> None:
+    """On ``--resume`` the checkpoint's learning rate is restored; a ``--learning-rate`` given now
+    replaces it, and the run says so."""
+    restored = float(optimizer.learning_rate.numpy())
+    if config.learning_rate is None:
+        note(config, f"learning rate {restored:g} (from the checkpoint)")
+    elif not math.isclose(config.learning_rate, restored, rel_tol=1e-6):
+        optimizer.learning_rate.assign(config.learning_rate)
+        note(config, f"learning rate set to {config.learning_rate:g} (the checkpoint had {restored:g})")
 
 
 def make_replica_step(tf: Any, model: Any, optimizer: Any, global_batch: int) -> Any:

@@ -26,6 +26,8 @@ CROSS_DEVICE_OPS = ("NcclAllReduce", "HierarchicalCopyAllReduce", "ReductionToOn
 CHILD_MODULE = "gputopo.train.child"
 INTERRUPTED_EXIT_CODE = 130  # a child stopped by Ctrl-C/SIGTERM after saving its checkpoint
 RESULT_SCHEMA = "gputopo.train/1"
+DEFAULT_LEARNING_RATE = 0.001
+MAX_BATCH_SIZE = 1 << 20  # a global batch past a million images is a typo (and overflows TF's int32 shapes)
 
 
 @dataclass
@@ -37,7 +39,7 @@ class TrainConfig:
     batch_size: int = 64  # global batch: split evenly over all replicas (of all workers)
     epochs: int = 1
     steps_per_epoch: int | None = None  # None: one pass over the training images (synthetic: 50)
-    learning_rate: float = 0.001
+    learning_rate: float | None = None  # None: DEFAULT_LEARNING_RATE, or the checkpoint's with --resume
     image_size: int | None = None  # resize images to this square size (None: the data's own size)
     seed: int = 0
     evaluate: bool = True  # evaluate on test/ after each epoch
@@ -52,6 +54,8 @@ class TrainConfig:
     task_index: int = 0  # multi-worker: which of ``workers`` this process is
     ps: int = 0  # parameter-server: number of in-process parameter servers
     ps_workers: int = 0  # parameter-server: number of in-process workers
+    server_addresses: list[str] = field(default_factory=list)  # parameter-server: host:port of the in-process
+    # servers, workers first (default: free loopback ports picked by the child)
     startup_timeout_s: float = 120.0  # multi-worker: give up if the peers do not answer by then
     progress: bool = True  # draw the progress bar on standard error
 
@@ -64,11 +68,13 @@ class TrainConfig:
         for name in ("batch_size", "epochs"):
             if getattr(self, name) < 1:
                 raise InputError(f"--{name.replace('_', '-')} must be at least 1, got {getattr(self, name)}")
+        if self.batch_size > MAX_BATCH_SIZE:
+            raise InputError(f"--batch-size must be at most {MAX_BATCH_SIZE}, got {self.batch_size}")
         if self.steps_per_epoch is not None and self.steps_per_epoch < 1:
             raise InputError(f"--steps-per-epoch must be at least 1, got {self.steps_per_epoch}")
         if self.checkpoint_every < 0:
             raise InputError(f"--checkpoint-every must be 0 or more, got {self.checkpoint_every}")
-        if not 0 < self.learning_rate < float("inf"):
+        if self.learning_rate is not None and not 0 < self.learning_rate < float("inf"):
             raise InputError(f"--learning-rate must be a positive number, got {self.learning_rate}")
         if not self.startup_timeout_s > 0:  # a timeout already over would stop every multi-worker run
             raise InputError(f"--startup-timeout must be a positive number of seconds, got {self.startup_timeout_s}")

@@ -15,11 +15,13 @@ from typing import Any
 from gputopo.errors import InputError
 from gputopo.train.cluster import LOOPBACK, free_local_ports
 from gputopo.train.common import (
+    NonFiniteLoss,
     RunningMeans,
     StopRequest,
     TrainingState,
     explain_tf_error,
     make_replica_step,
+    non_finite_failure,
     startup_finished,
 )
 from gputopo.train.config import TrainConfig
@@ -29,16 +31,20 @@ from gputopo.train.report import epoch_record, progress_bar, run_summary
 MAX_CHUNK_STEPS = 50
 
 
-def start_cluster(tf: Any, ps_count: int, worker_count: int) -> tuple[dict[str, list[str]], list[Any], Any, Any]:
-    """In-process servers on free local ports: ``(cluster, servers, strategy, coordinator)``.
+def start_cluster(
+    tf: Any, ps_count: int, worker_count: int, addresses: list[str] | None = None
+) -> tuple[dict[str, list[str]], list[Any], Any, Any]:
+    """In-process servers on ``addresses`` (workers first; default: free loopback ports):
+    ``(cluster, servers, strategy, coordinator)``.
 
     The servers live as long as the process; the caller keeps them referenced until it is done.
     """
-    ports = free_local_ports(ps_count + worker_count)
-    cluster = {
-        "worker": [f"{LOOPBACK}:{p}" for p in ports[:worker_count]],
-        "ps": [f"{LOOPBACK}:{p}" for p in ports[worker_count:]],
-    }
+    if addresses and len(addresses) != ps_count + worker_count:
+        raise InputError(
+            f"--server-addresses lists {len(addresses)} addresses for {worker_count} workers and {ps_count} parameter servers"
+        )
+    addresses = addresses or [f"{LOOPBACK}:{p}" for p in free_local_ports(ps_count + worker_count)]
+    cluster = {"worker": addresses[:worker_count], "ps": addresses[worker_count:]}
     cluster_spec = tf.train.ClusterSpec(cluster)
     # In-process servers share this process's threads; with few cores each worker needs enough
     # inter-op threads of its own or the closures wait on one another forever.
@@ -61,7 +67,7 @@ def train_parameter_server(tf: Any, config: TrainConfig, stop: StopRequest) -> d
     the parameter servers, computes gradients on its own batch and applies them there at once.
     """
     ps_count, worker_count = config.ps or 1, config.ps_workers or 2
-    cluster, servers, strategy, coordinator = start_cluster(tf, ps_count, worker_count)
+    cluster, servers, strategy, coordinator = start_cluster(tf, ps_count, worker_count, config.server_addresses)
     if check_data_source(config.data) == "keras":
         raise InputError("--strategy parameter-server reads synthetic data or an image folder, not mnist/cifar10 arrays")
     run = _ParameterServerRun(tf, config, stop, strategy, coordinator)
@@ -84,6 +90,7 @@ class _ParameterServerRun:
         self.state = TrainingState.create(tf, config, strategy, self.datasets, self.total_steps)
         self.start_step = self.state.start_step
         self.step = self.start_step
+        self.last_saved_step: int | None = self.start_step or None
         self.history: list[dict[str, Any]] = []
         self.initial_loss: float | None = None
         self.test_result: tuple[float, float] | None = None
@@ -148,7 +155,10 @@ class _ParameterServerRun:
                     startup_finished(config)
                 chunk_means = RunningMeans(pending=[value.fetch() for value in remote])
                 epoch_means.pending.extend(chunk_means.pending)
-                chunk_means.collect(batch)
+                try:
+                    chunk_means.collect(batch)
+                except NonFiniteLoss as exc:
+                    raise non_finite_failure(exc.loss, self.step + exc.offset + 1, config, self.last_saved_step) from None
                 self.initial_loss = chunk_means.loss if self.initial_loss is None else self.initial_loss
                 self.step += count
                 rate = (self.step - self.start_step) * batch / (time.perf_counter() - start_s)
@@ -159,10 +169,11 @@ class _ParameterServerRun:
                 if self.state.manager is not None and (
                     self.step == total_steps or (config.checkpoint_every and self.step % config.checkpoint_every == 0)
                 ):
-                    self.state.save(self.tf, self.step, config)
+                    self.state.save(self.tf, self.step, config, self.last_saved_step)
+                    self.last_saved_step = self.step
         self.elapsed_s = time.perf_counter() - start_s
         if self.state.manager is not None and self.stop.requested:
-            self.state.save(self.tf, self.step, config)
+            self.state.save(self.tf, self.step, config, self.last_saved_step)
         epoch_means.collect(batch)
         if epoch_means.steps:
             self.history.append(epoch_record(self.step / spe, self.step, epoch_means, None))

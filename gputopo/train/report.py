@@ -8,6 +8,7 @@ import sys
 import time
 from typing import Any
 
+from gputopo.train.common import note  # noqa: F401  (re-exported: the loops' notes live in common)
 from gputopo.train.common import RunningMeans, StopRequest, weights_fingerprint
 from gputopo.train.config import RESULT_SCHEMA, TrainConfig, is_chief
 
@@ -35,12 +36,6 @@ def progress_bar(config: TrainConfig, total: int, start: int) -> Any:
     )
     task = progress.add_task("train", total=total, completed=start, loss="-", accuracy="-", rate="-")
     return progress, task
-
-
-def note(config: TrainConfig, message: str) -> None:
-    if config.progress and is_chief(config):
-        sys.stderr.write(f"gputopo train: {message}\n")
-        sys.stderr.flush()
 
 
 def examples_rate(

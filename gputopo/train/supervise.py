@@ -44,8 +44,11 @@ class ChildProcess:
         return started_marker(self.result_file).exists()
 
 
-def start_child(label: str, command: Sequence[str], env: dict[str, str], result_file: Path) -> ChildProcess:
-    """Start one training child with ``env`` added to this process's environment.
+def start_child(
+    label: str, command: Sequence[str], env: dict[str, str], result_file: Path, pass_fds: Sequence[int] = ()
+) -> ChildProcess:
+    """Start one training child with ``env`` added to this process's environment (and ``pass_fds``
+    open in it: the checkpoint folder's lock).
 
     The child gets a session of its own, so a Ctrl-C in the terminal reaches only the parent, which
     forwards it once: in the terminal's process group the child would get it twice (the terminal's
@@ -54,7 +57,9 @@ def start_child(label: str, command: Sequence[str], env: dict[str, str], result_
     child_env = dict(os.environ)
     child_env.update(env)
     try:
-        process = subprocess.Popen(list(command), env=child_env, stdin=subprocess.DEVNULL, start_new_session=True)
+        process = subprocess.Popen(
+            list(command), env=child_env, stdin=subprocess.DEVNULL, start_new_session=True, pass_fds=tuple(pass_fds)
+        )
     except OSError as exc:
         raise TrainingFailed(f"cannot start the {label} ({command[0]}): {exc.strerror or exc}") from None
     return ChildProcess(label, process, result_file)
@@ -227,9 +232,16 @@ def describe_exit(returncode: int) -> str:
     return f"exited with status {returncode}"
 
 
-def run_training(processes: Sequence[ProcessSpec], config: TrainConfig) -> dict[str, Any]:
+def run_training(
+    processes: Sequence[ProcessSpec],
+    config: TrainConfig,
+    wrap: Callable[[Sequence[str]], list[str]] | None = None,
+    pass_fds: Sequence[int] = (),
+) -> dict[str, Any]:
     """Start the training process(es), wait for them, and return the chief's summary.
 
+    ``wrap`` prefixes each child's command (``exposure.NetworkGuard.wrap``: a private network
+    namespace, whose workers the parent cannot probe); ``pass_fds`` stay open in every child.
     With several workers the summary also lists every worker's weight fingerprint, so a user (and
     the tests) can see that synchronous training kept them identical.
     """
@@ -238,13 +250,16 @@ def run_training(processes: Sequence[ProcessSpec], config: TrainConfig) -> dict[
         try:
             for i, spec in enumerate(processes):
                 result_file = Path(tmp) / f"result-{i}.json"
-                children.append(start_child(spec.label, spec.command(str(result_file)), spec.env, result_file))
+                command = spec.command(str(result_file))
+                children.append(
+                    start_child(spec.label, wrap(command) if wrap else command, spec.env, result_file, pass_fds)
+                )
             multi_worker = config.strategy == "multi-worker"
             results = run_processes(
                 children,
                 config.checkpoint_dir,
                 startup_timeout_s=config.startup_timeout_s if multi_worker else None,
-                peers=processes[0].config.workers if multi_worker else (),
+                peers=processes[0].config.workers if multi_worker and wrap is None else (),
             )
         finally:
             for child in children:  # never leave a training process behind

@@ -92,7 +92,11 @@ def render_summary(summary: dict[str, Any]) -> None:
     _row(table, "checkpoint", summary.get("checkpoint_path") or "none (no --checkpoint-dir)")
     console.print(table)
     if status == "interrupted":
-        console.print(Text("Stopped early; rerun the same command with --resume to continue.", style="yellow"))
+        if summary.get("checkpoint_path"):
+            console.print(Text("Stopped early; rerun the same command with --resume to continue.", style="yellow"))
+        else:
+            console.print(Text("Stopped early; no checkpoint was saved (--no-checkpoint), so a rerun starts afresh.",
+                               style="yellow"))
 
 
 def scaling_rows(results: Sequence[tuple[int, dict[str, Any]]]) -> list[dict[str, Any]]:
