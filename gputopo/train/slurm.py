@@ -1,0 +1,218 @@
+"""``gputopo train --launcher slurm``: one Slurm task finds its plan entry and its place in the cluster.
+
+Slurm starts the processes (``srun``, one task per worker) and cleans them up; each task here:
+
+- ``slurm_task``: reads its Slurm variables (a missing one is one line);
+- ``slurm_entry``: picks its entry of the plan: the entries whose ``host`` is ``SLURMD_NODENAME``,
+  in the plan's order, the k-th of them for ``SLURM_LOCALID`` k;
+- ``resolve_cluster``: every worker's address from TensorFlow's ``SlurmClusterResolver`` (its own
+  GPU assignment off: the plan sets ``CUDA_VISIBLE_DEVICES``), and this task's index in it;
+- ``slurm_launch``: the training child (MultiWorkerMirroredStrategy, worker 0 is the chief).
+
+``--dry-run`` needs no Slurm and no TensorFlow: ``expected_cluster`` predicts the resolver's
+addresses from the plan and ``sbatch_script`` prints the job to submit.
+TensorFlow is imported (through ``gputopo.tfruntime``) only for the resolver, in the Slurm task.
+"""
+
+from __future__ import annotations
+
+import shlex
+from dataclasses import dataclass
+from typing import Mapping
+
+from gputopo.errors import InputError
+from gputopo.notation import count_word
+from gputopo.train.config import TrainConfig
+from gputopo.train.plan_file import (
+    DEFAULT_PORT,
+    ClusterPlan,
+    HostEntry,
+    Launch,
+    TaskLaunch,
+    host_launch_plan,
+    task_process,
+)
+
+SLURM_VARIABLES = (
+    "SLURM_PROCID",  # this task's rank in the step
+    "SLURM_LOCALID",  # its rank on its node
+    "SLURMD_NODENAME",  # the node (the plan's host)
+    "SLURM_STEP_NUM_TASKS",  # what SlurmClusterResolver reads
+    "SLURM_STEP_NODELIST",
+    "SLURM_STEP_TASKS_PER_NODE",
+)
+
+
+@dataclass(frozen=True)
+class SlurmTask:
+    """This process as a task of a Slurm job step."""
+
+    procid: int
+    localid: int
+    node: str
+    step_tasks: int
+
+
+def slurm_task(environ: Mapping[str, str]) -> SlurmTask:
+    """The task's Slurm variables; the first one missing (or not a number) is one ``InputError``."""
+    for name in SLURM_VARIABLES:
+        if not environ.get(name, "").strip():
+            raise InputError(
+                f"{name} is not set: --launcher slurm runs as a task of a Slurm job step "
+                "(srun ... gputopo train --launcher slurm ..., or the sbatch script that --dry-run prints)"
+            )
+    numbers = {}
+    for name in ("SLURM_PROCID", "SLURM_LOCALID", "SLURM_STEP_NUM_TASKS"):
+        text = environ[name].strip()
+        if not text.isdigit():
+            raise InputError(f"{name} is {text!r}, not a number")
+        numbers[name] = int(text)
+    return SlurmTask(
+        procid=numbers["SLURM_PROCID"],
+        localid=numbers["SLURM_LOCALID"],
+        node=environ["SLURMD_NODENAME"].strip(),
+        step_tasks=numbers["SLURM_STEP_NUM_TASKS"],
+    )
+
+
+def slurm_entry(plan: ClusterPlan, task: SlurmTask) -> HostEntry:
+    """The plan entry of ``task``: the ``SLURM_LOCALID``-th of the entries for its node."""
+    mine = [entry for entry in plan.hosts if entry.host == task.node]
+    if not mine:
+        raise InputError(
+            f"task {task.procid} runs on {task.node}, which is not in {plan.path} (hosts: {', '.join(plan.host_names)})"
+        )
+    if task.localid >= len(mine):
+        raise InputError(
+            f"task {task.procid} is task {task.localid + 1} on {task.node}, but {plan.path} has "
+            f"{count_word(len(mine), 'entry', 'entries')} for {task.node}; start {len(mine)} task(s) per node there"
+        )
+    return mine[task.localid]
+
+
+def resolve_cluster(task: SlurmTask, port_base: int, gpus_per_task: int) -> tuple[list[str], int]:
+    """Every worker's ``host:port`` from TensorFlow's ``SlurmClusterResolver`` and this task's index.
+
+    The resolver lists nodes by name and gives the tasks of a node the ports ``port_base``,
+    ``port_base + 1``, ...; this task is the address of its node with ``port_base + SLURM_LOCALID``
+    (the resolver's own index follows ``SLURM_PROCID``, which matches that list only when Slurm's
+    node order is the alphabetical one). ``auto_set_gpu=False``: the plan chooses the GPUs.
+    """
+    from gputopo.tfruntime import import_tensorflow
+
+    tf = import_tensorflow()
+    try:
+        resolver = tf.distribute.cluster_resolver.SlurmClusterResolver(
+            port_base=port_base,
+            gpus_per_node=task.step_tasks * gpus_per_task,  # enough for any split: the check is ours
+            gpus_per_task=gpus_per_task,
+            auto_set_gpu=False,
+        )
+        workers = list(resolver.cluster_spec().as_dict().get("worker", []))
+    except (RuntimeError, ValueError) as exc:
+        raise InputError(f"TensorFlow's SlurmClusterResolver cannot read this Slurm step: {exc}") from None
+    own = f"{task.node}:{port_base + task.localid}"
+    if own not in workers:
+        raise InputError(f"SlurmClusterResolver's cluster ({', '.join(workers)}) has no {own} for task {task.procid}")
+    return workers, workers.index(own)
+
+
+def expected_cluster(plan: ClusterPlan, port_base: int) -> tuple[list[str], list[tuple[HostEntry, int, int]]]:
+    """What the resolver will give when the plan's tasks run (``--dry-run``): the worker addresses,
+    and per plan entry its ``SLURM_LOCALID`` and worker index."""
+    per_host: dict[str, list[HostEntry]] = {}
+    for entry in plan.hosts:
+        per_host.setdefault(entry.host, []).append(entry)
+    workers = [f"{host}:{port_base + k}" for host in sorted(per_host) for k in range(len(per_host[host]))]
+    placed = []
+    for host, entries in per_host.items():
+        for k, entry in enumerate(entries):
+            placed.append((entry, k, workers.index(f"{host}:{port_base + k}")))
+    return workers, placed
+
+
+def train_flags(config: TrainConfig) -> list[str]:
+    """The ``gputopo train`` options that reproduce ``config`` for every task."""
+    defaults = TrainConfig()
+    flags: list[str] = []
+    for name, flag in (
+        ("data", "--data"), ("model", "--model"), ("batch_size", "--batch-size"), ("epochs", "--epochs"),
+        ("steps_per_epoch", "--steps-per-epoch"), ("learning_rate", "--learning-rate"),
+        ("image_size", "--image-size"), ("seed", "--seed"), ("cpu_devices", "--cpu-devices"),
+        ("checkpoint_every", "--checkpoint-every"), ("startup_timeout_s", "--startup-timeout"),
+    ):  # fmt: skip
+        value = getattr(config, name)
+        if value is not None and value != getattr(defaults, name):
+            flags += [flag, str(value)]
+    if not config.evaluate:
+        flags.append("--no-eval")
+    flags += ["--checkpoint-dir", config.checkpoint_dir] if config.checkpoint_dir else ["--no-checkpoint"]
+    if config.resume:
+        flags.append("--resume")
+    return flags
+
+
+def srun_line(plan: ClusterPlan, config: TrainConfig, port_base: int) -> str:
+    """The ``srun`` line that starts one task per plan entry."""
+    command = ["gputopo", "train", "--launcher", "slurm", "--plan", plan.path, "--port", str(port_base)]
+    return shlex.join(["srun", "--kill-on-bad-exit=1", *command, *train_flags(config)])
+
+
+def sbatch_script(plan: ClusterPlan, config: TrainConfig, port_base: int) -> str:
+    """A batch script for ``sbatch``: the plan's nodes, one task per entry, the srun line."""
+    hosts = plan.host_names
+    counts = {host: sum(1 for e in plan.hosts if e.host == host) for host in hosts}
+    tasks_per_node = set(counts.values())
+    ports = f"{port_base}" if max(counts.values()) == 1 else f"{port_base}-{port_base + max(counts.values()) - 1}"
+    lines = [
+        "#!/bin/bash",
+        "#SBATCH --job-name=gputopo-train",
+        f"#SBATCH --nodes={len(hosts)}",
+        f"#SBATCH --nodelist={','.join(hosts)}",
+        (f"#SBATCH --ntasks-per-node={tasks_per_node.pop()}" if len(tasks_per_node) == 1
+         else f"#SBATCH --ntasks={len(plan.hosts)}"),
+    ]
+    if config.cpu_devices is None:
+        lines += [
+            "#SBATCH --exclusive",
+            "# The plan's CUDA_VISIBLE_DEVICES count each node's GPUs (nvidia-smi order): allocate them all.",
+        ]
+    lines += [
+        "# Run from a folder every node sees: the plan and --checkpoint-dir must be on the shared file system.",
+        f"# TensorFlow's gRPC port(s) {ports} must be open between these nodes and closed to everyone else.",
+        srun_line(plan, config, port_base),
+    ]
+    return "\n".join(lines) + "\n"
+
+
+def slurm_launch(
+    plan: ClusterPlan,
+    config: TrainConfig,
+    port: int | None,
+    dry_run: bool,
+    numactl_path: str | None,
+    environ: Mapping[str, str],
+) -> Launch:
+    """This Slurm task's training process, or with ``dry_run`` every task of the plan and the script."""
+    port_base = port or plan.port() or DEFAULT_PORT
+    if dry_run:
+        workers, placed = expected_cluster(plan, port_base)
+        tasks = []
+        for entry, localid, index in sorted(placed, key=lambda p: p[2]):
+            task_plan = host_launch_plan(entry, plan.path, config.cpu_devices, numactl_path)
+            label = f"worker {index} on {entry.host}, SLURM_LOCALID {localid} ({workers[index]})"
+            process = task_process(task_plan, config, workers, index, label, check_address=False)
+            tasks.append(TaskLaunch(entry, task_plan, process))
+        return Launch("slurm", plan.path, tasks, sbatch_script(plan, config, port_base))
+    task = slurm_task(environ)
+    entry = slurm_entry(plan, task)
+    task_plan = host_launch_plan(entry, plan.path, config.cpu_devices, numactl_path)
+    workers, index = resolve_cluster(task, port_base, task_plan.replicas if task_plan.device_kind == "GPU" else 1)
+    if task.step_tasks != len(plan.hosts):
+        task_plan.notes.append(
+            f"this step runs {count_word(task.step_tasks, 'task')}; "
+            f"{plan.path} plans {count_word(len(plan.hosts), 'task')}"
+        )
+    label = f"task {task.procid} on {task.node} (worker {index}, {workers[index]})"
+    process = task_process(task_plan, config, workers, index, label)
+    return Launch("slurm", plan.path, [TaskLaunch(entry, task_plan, process)])

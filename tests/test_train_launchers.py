@@ -1,0 +1,271 @@
+"""``gputopo train --launcher slurm|tf-config --plan plan.json``: reading the plan, finding this
+task's entry, applying it; bad input is one line and exit 2. The real Slurm run is tests/test_slurm.py."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+
+import pytest
+
+from cluster_plans import cluster_plan, write_plan
+from gputopo.errors import InputError
+from gputopo.train.config import TrainConfig
+from gputopo.train.launchers import launch, tf_config_entry, tf_config_task
+from gputopo.train.plan_file import host_launch_plan, load_cluster_plan
+from gputopo.train.slurm import SLURM_VARIABLES, expected_cluster, sbatch_script, slurm_entry, slurm_task
+
+
+@pytest.fixture
+def plan_path(tmp_path):
+    return write_plan(tmp_path / "plan.json", cluster_plan(["node1", "node2"]))
+
+
+def slurm_env(node: str, procid: int, localid: int, nodelist: str = "node[1-2]", tasks_per_node: str = "1(x2)",
+              tasks: int = 2) -> dict[str, str]:  # fmt: skip
+    return {"SLURM_PROCID": str(procid), "SLURM_LOCALID": str(localid), "SLURMD_NODENAME": node,
+            "SLURM_STEP_NUM_TASKS": str(tasks), "SLURM_STEP_NODELIST": nodelist,
+            "SLURM_STEP_TASKS_PER_NODE": tasks_per_node}  # fmt: skip
+
+
+def one_line_error(result) -> str:
+    assert result.exit_code == 2, result.output
+    lines = result.stderr.splitlines()
+    assert len(lines) == 1 and lines[0].startswith("gputopo: error: "), result.stderr
+    return lines[0]
+
+
+# -- the plan file -------------------------------------------------------------------------------
+
+
+def test_a_plan_file_is_read_entry_by_entry(plan_path):
+    plan = load_cluster_plan(plan_path)
+    assert (plan.gpus, plan.gpus_per_host, plan.host_names, plan.port()) == (8, 4, ["node1", "node2"], 12345)
+    first, second = plan.hosts
+    assert (first.task_index, first.gpus, first.env["NCCL_IB_HCA"]) == (0, [0, 1, 2, 3], "=mlx5_0,mlx5_1")
+    assert (second.numactl, second.env["NCCL_SOCKET_IFNAME"]) == (["numactl", "--cpunodebind=1", "--membind=1"], "ens1f0")
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        (lambda p: p.update(schema="gputopo.topology/1"), r"schema is \"gputopo.topology/1\", not 'gputopo.cluster-plan/1'"),
+        (lambda p: p.pop("hosts"), r"plan.json: hosts is missing$"),
+        (lambda p: p.update(hosts=[]), r"hosts is empty$"),
+        (lambda p: p["hosts"][1]["env"].pop("NCCL_IB_HCA") and p["hosts"][1].pop("env"), r"hosts\[1\]\.env is missing$"),
+        (lambda p: p["hosts"][0]["gpus"].__setitem__(1, "one"), r"hosts\[0\]\.gpus\[1\] must be a GPU index"),
+        (lambda p: p["hosts"][0]["env"].update(NCCL_IB_HCA=1), r"hosts\[0\]\.env\.NCCL_IB_HCA must be a string, got 1$"),
+        (lambda p: p["hosts"][1].update(task_index=0), r"hosts\[1\]\.task_index 0 repeats hosts\[0\]'s$"),
+        (lambda p: p["hosts"][0].update(task_index=True), r"hosts\[0\]\.task_index must be a whole number, got true$"),
+        (lambda p: p["hosts"][0]["tf_config"]["cluster"].update(worker=["node1"]), r"worker\[0\] 'node1' is not host:port"),
+    ],
+)
+def test_a_plan_with_a_wrong_field_is_one_line_naming_it(tmp_path, change, message):
+    plan = cluster_plan(["node1", "node2"])
+    change(plan)
+    with pytest.raises(InputError, match=message):
+        load_cluster_plan(write_plan(tmp_path / "plan.json", plan))
+
+
+def test_a_plan_file_that_is_not_json_says_so(tmp_path):
+    (tmp_path / "plan.json").write_text("{not json", encoding="utf-8")
+    with pytest.raises(InputError, match=r"^plan file .*plan.json is not JSON \("):
+        load_cluster_plan(str(tmp_path / "plan.json"))
+
+
+# -- Slurm: which entry is this task's -------------------------------------------------------------
+
+
+@pytest.mark.parametrize("missing", SLURM_VARIABLES)
+def test_a_missing_slurm_variable_is_named(missing):
+    env = slurm_env("node1", 0, 0)
+    del env[missing]
+    with pytest.raises(InputError, match=rf"^{missing} is not set: --launcher slurm runs as a task of a Slurm job step"):
+        slurm_task(env)
+
+
+def test_a_slurm_number_that_is_not_one_is_named():
+    with pytest.raises(InputError, match=r"^SLURM_LOCALID is 'x', not a number$"):
+        slurm_task({**slurm_env("node1", 0, 0), "SLURM_LOCALID": "x"})
+
+
+def test_each_node_takes_its_entries_by_slurm_localid(tmp_path):
+    plan = load_cluster_plan(write_plan(tmp_path / "plan.json", cluster_plan(["n1", "n1", "n2"])))
+    picked = [slurm_entry(plan, slurm_task(slurm_env(node, procid, localid, "n[1-2]", "2,1", 3))).task_index
+              for procid, (node, localid) in enumerate([("n1", 0), ("n1", 1), ("n2", 0)])]  # fmt: skip
+    assert picked == [0, 1, 2]
+    with pytest.raises(InputError, match=r"^task 3 is task 2 on n2, but .*plan.json has one entry for n2; start 1 task"):
+        slurm_entry(plan, slurm_task(slurm_env("n2", 3, 1, "n[1-2]", "2(x2)", 4)))
+
+
+def test_a_task_on_a_host_not_in_the_plan_is_one_line(plan_path):
+    plan = load_cluster_plan(plan_path)
+    with pytest.raises(InputError) as caught:
+        slurm_entry(plan, slurm_task(slurm_env("node3", 1, 0)))
+    assert str(caught.value) == f"task 1 runs on node3, which is not in {plan_path} (hosts: node1, node2)"
+
+
+# -- applying an entry ---------------------------------------------------------------------------
+
+
+def test_an_entry_gives_its_child_the_cuda_and_nccl_environment_and_numactl(plan_path):
+    entry = load_cluster_plan(plan_path).hosts[1]
+    plan = host_launch_plan(entry, plan_path, cpu_devices=None, numactl_path="/usr/bin/numactl")
+    assert (plan.device_kind, plan.replicas, plan.gpus, plan.numa_node) == ("GPU", 4, [4, 5, 6, 7], 1)
+    assert plan.numactl == ["/usr/bin/numactl", "--cpunodebind=1", "--membind=1"]
+    assert plan.env == {"CUDA_DEVICE_ORDER": "PCI_BUS_ID", "CUDA_VISIBLE_DEVICES": "4,5,6,7",
+                        "NCCL_SOCKET_IFNAME": "ens1f0", "NCCL_IB_HCA": "=mlx5_3"}  # fmt: skip
+    assert host_launch_plan(entry, plan_path, None, numactl_path=None).numactl == []  # not installed: no binding
+
+
+def test_on_logical_cpu_devices_the_gpus_are_hidden_and_the_nccl_environment_kept(plan_path):
+    entry = load_cluster_plan(plan_path).hosts[0]
+    plan = host_launch_plan(entry, plan_path, cpu_devices=1, numactl_path="/usr/bin/numactl")
+    assert (plan.device_kind, plan.replicas, plan.numactl) == ("CPU", 1, [])
+    assert plan.env["CUDA_VISIBLE_DEVICES"] == "" and plan.env["NCCL_IB_HCA"] == "=mlx5_0,mlx5_1"
+    assert "on node1 the plan runs on GPUs 0,1,2,3 (CUDA_VISIBLE_DEVICES=0,1,2,3) under numactl --cpunodebind=0" in plan.notes[0]
+
+
+# -- TF_CONFIG from an operator ------------------------------------------------------------------
+
+
+def test_tf_config_gives_the_workers_and_this_tasks_index(plan_path):
+    workers = ["w0:2222", "w1:2222"]
+    assert tf_config_task(json.dumps({"cluster": {"worker": workers}, "task": {"type": "worker", "index": 1}})) == (workers, 1)
+    with_chief = {"cluster": {"chief": ["c:2222"], "worker": workers}, "task": {"type": "worker", "index": 0}}
+    assert tf_config_task(json.dumps(with_chief)) == (["c:2222", *workers], 1)
+    assert tf_config_entry(load_cluster_plan(plan_path), 1).host == "node2"
+    with pytest.raises(InputError, match=r"^TF_CONFIG task 5 is not in .*plan.json \(its task indices: 0, 1\)$"):
+        tf_config_entry(load_cluster_plan(plan_path), 5)
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("{cluster: 1}", r"^TF_CONFIG is not JSON \("),
+        ("", r"^--launcher tf-config: TF_CONFIG is not set"),
+        ('{"cluster": {"worker": ["a:1"], "ps": ["b:2"]}, "task": {"type": "worker", "index": 0}}', r"has a 'ps' task"),
+        ('{"cluster": {"worker": ["a:1"]}, "task": {"type": "worker", "index": 3}}', r"task worker 3 is not in its cluster"),
+        ('{"cluster": {"worker": ["a:1"]}}', r"^TF_CONFIG task is missing$"),
+    ],
+)
+def test_bad_tf_config_is_one_line(text, message):
+    with pytest.raises(InputError, match=message):
+        tf_config_task(text)
+
+
+# -- dry run: every task and the sbatch script ---------------------------------------------------
+
+
+def test_the_dry_run_predicts_the_resolvers_addresses_and_prints_the_sbatch_script(tmp_path):
+    path = write_plan(tmp_path / "plan.json", cluster_plan(["node2", "node1", "node1"], port=2222))
+    plan = load_cluster_plan(path)
+    workers, placed = expected_cluster(plan, 2222)
+    assert workers == ["node1:2222", "node1:2223", "node2:2222"]  # by node name, as SlurmClusterResolver lists them
+    assert [(e.host, localid, index) for e, localid, index in placed] == [("node2", 0, 2), ("node1", 0, 0), ("node1", 1, 1)]
+    script = sbatch_script(plan, TrainConfig(cpu_devices=1, steps_per_epoch=4, checkpoint_dir="/shared/ckpt"), 2222)
+    assert "#SBATCH --nodes=2\n#SBATCH --nodelist=node2,node1\n#SBATCH --ntasks=3\n" in script
+    assert "gRPC port(s) 2222-2223 must be open between these nodes and closed to everyone else" in script
+    assert script.endswith(
+        f"srun --kill-on-bad-exit=1 gputopo train --launcher slurm --plan {path} --port 2222 --steps-per-epoch 4 "
+        "--cpu-devices 1 --checkpoint-dir /shared/ckpt\n"
+    )
+
+
+def test_dry_run_needs_no_slurm_and_shows_every_task(cli, plan_path, monkeypatch):
+    for name in SLURM_VARIABLES:
+        monkeypatch.delenv(name, raising=False)
+    result = cli("train", "--launcher", "slurm", "--plan", plan_path, "--dry-run", "--json", "--port", "2300")
+    assert result.exit_code == 0, result.output
+    shown = json.loads(result.stdout)
+    assert [t["process"]["label"] for t in shown["tasks"]] == [
+        "worker 0 on node1, SLURM_LOCALID 0 (node1:2300)", "worker 1 on node2, SLURM_LOCALID 0 (node2:2300)"]
+    second = shown["tasks"][1]
+    assert second["plan"]["env"]["NCCL_IB_HCA"] == "=mlx5_3" and second["plan"]["gpus"] == [4, 5, 6, 7]
+    command = second["process"]["command"]
+    assert command[command.index("--workers") + 1] == "node1:2300,node2:2300"
+    assert command[command.index("--task-index") + 1] == "1"
+    assert "#SBATCH --ntasks-per-node=1" in shown["sbatch"] and "#SBATCH --exclusive" in shown["sbatch"]
+
+
+# -- the CLI: bad input is one line, exit 2 ------------------------------------------------------
+
+
+def test_a_missing_slurm_variable_is_one_line_exit_2(cli, plan_path, monkeypatch):
+    for name, value in slurm_env("node1", 0, 0).items():
+        monkeypatch.setenv(name, value)
+    monkeypatch.delenv("SLURM_PROCID")
+    line = one_line_error(cli("train", "--launcher", "slurm", "--plan", plan_path, "--cpu-devices", "1"))
+    assert line.startswith("gputopo: error: SLURM_PROCID is not set")
+
+
+def test_a_task_whose_host_is_not_in_the_plan_is_one_line_exit_2(cli, plan_path, monkeypatch):
+    for name, value in slurm_env("node3", 1, 0, "node[1,3]").items():
+        monkeypatch.setenv(name, value)
+    line = one_line_error(cli("train", "--launcher", "slurm", "--plan", plan_path, "--cpu-devices", "1"))
+    assert line == f"gputopo: error: task 1 runs on node3, which is not in {plan_path} (hosts: node1, node2)"
+
+
+def test_a_plan_with_a_wrong_schema_is_one_line_exit_2(cli, tmp_path):
+    path = write_plan(tmp_path / "plan.json", {**cluster_plan(["a", "b"]), "schema": "gputopo.cluster-plan/9"})
+    line = one_line_error(cli("train", "--launcher", "tf-config", "--plan", path))
+    assert "schema is \"gputopo.cluster-plan/9\", not 'gputopo.cluster-plan/1'" in line
+
+
+def test_tf_config_that_is_not_json_is_one_line_exit_2(cli, plan_path, monkeypatch):
+    monkeypatch.setenv("TF_CONFIG", "{'cluster': ")
+    line = one_line_error(cli("train", "--launcher", "tf-config", "--plan", plan_path, "--cpu-devices", "1"))
+    assert "TF_CONFIG" in line and "not JSON" in line
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--launcher", "slurm"], "--launcher slurm needs --plan plan.json"),
+        (["--launcher", "pbs", "--plan", "PLAN"], "unknown launcher 'pbs'; choose one of: slurm, tf-config"),
+        (["--launcher", "slurm", "--plan", "PLAN", "--gpus", "2"], "takes the GPUs and the cluster from --plan; leave out --gpus"),
+        (["--launcher", "slurm", "--plan", "PLAN", "--strategy", "parameter-server"], "trains --strategy multi-worker"),
+    ],
+)
+def test_launcher_options_that_cannot_work_are_one_line_exit_2(cli, plan_path, args, message):
+    line = one_line_error(cli("train", *[plan_path if a == "PLAN" else a for a in args], "--dry-run"))
+    assert message in line
+
+
+# -- a real two-worker run under TF_CONFIG (as a Kubernetes operator starts it) ------------------
+
+
+def _free_ports(count: int) -> list[int]:
+    sockets = [socket.socket() for _ in range(count)]
+    try:
+        for sock in sockets:
+            sock.bind(("127.0.0.1", 0))
+        return [sock.getsockname()[1] for sock in sockets]
+    finally:
+        for sock in sockets:
+            sock.close()
+
+
+@pytest.mark.tf
+def test_two_tasks_under_an_operators_tf_config_train_together_each_with_its_entry(tmp_path):
+    workers = [f"127.0.0.1:{port}" for port in _free_ports(2)]
+    plan = cluster_plan(["hostA", "hostB"])
+    path = write_plan(tmp_path / "plan.json", plan)
+    tasks = []
+    for index in range(2):
+        env = {**os.environ, "TF_CONFIG": json.dumps({"cluster": {"worker": workers}, "task": {"type": "worker", "index": index}})}
+        command = [sys.executable, "-m", "gputopo", "train", "--launcher", "tf-config", "--plan", path, "--cpu-devices", "1",
+                   "--steps-per-epoch", "3", "--batch-size", "8", "--no-eval", "--no-checkpoint", "--json",
+                   "--startup-timeout", "90"]  # fmt: skip
+        tasks.append(subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))
+    outputs = [task.communicate(timeout=240) for task in tasks]
+    for task, (stdout, stderr) in zip(tasks, outputs):
+        assert task.returncode == 0, stderr
+    summaries = [json.loads(stdout) for stdout, _ in outputs]
+    assert [s["launch"]["entry"]["host"] for s in summaries] == ["hostA", "hostB"]
+    assert [s["plan"]["env"]["NCCL_IB_HCA"] for s in summaries] == ["=mlx5_0,mlx5_1", "=mlx5_3"]
+    assert summaries[0]["weights_sha256"] == summaries[1]["weights_sha256"]
+    assert [s["steps"] for s in summaries] == [3, 3]
