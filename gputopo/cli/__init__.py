@@ -126,6 +126,25 @@ FromOption = Annotated[
         metavar="FILE",
     ),
 ]
+# `scan` and `recommend`: once for one topology, once per host (each a snapshot naming its host).
+FromFilesOption = Annotated[
+    Optional[list[str]],
+    typer.Option(
+        "--from",
+        help="Read the topology from a saved snapshot (JSON) or `nvidia-smi topo -m` text ('-' = stdin); "
+        "give it once per host, each a snapshot saved with --host, to compare hosts or plan a multi-host run.",
+        metavar="FILE",
+    ),
+]
+HostOption = Annotated[
+    Optional[str],
+    typer.Option(
+        "--host",
+        help="Name the host this topology is of (text, TF logs and reference machines do not say; "
+        "a --save snapshot keeps it).",
+        metavar="NAME",
+    ),
+]
 MachineOption = Annotated[
     Optional[str],
     typer.Option("--machine", "-m", help="Use a built-in reference machine (see `gputopo machines`).", metavar="NAME"),

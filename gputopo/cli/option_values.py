@@ -30,6 +30,9 @@ def plain_value(annotation: type, value: Any) -> Any:
     ``NOT_PLAIN``."""
     if annotation is str:
         return value if isinstance(value, str) else NOT_PLAIN
+    if annotation == list[str]:  # an option given several times (`--from a --from b`)
+        plain = isinstance(value, (list, tuple)) and all(isinstance(v, str) for v in value)
+        return list(value) if plain else NOT_PLAIN
     if isinstance(value, bool):
         return value if annotation is bool else NOT_PLAIN
     if annotation is int:
@@ -48,12 +51,13 @@ def plain_value(annotation: type, value: Any) -> Any:
 def _is_plain_option(param: Any) -> bool:
     descriptor = getattr(param, "type_descriptor", None)
     info = getattr(descriptor, "parameter_info", None)
+    if descriptor is None:
+        return False
+    repeated_text = descriptor.annotation == list[str] and param.multiple
     return (
-        descriptor is not None
-        and descriptor.annotation in (str, int, float, bool)
+        (descriptor.annotation in (str, int, float, bool) and not param.multiple or repeated_text)
         and descriptor.file_annotation is None
         and param.nargs == 1
-        and not param.multiple
         and getattr(info, "parser", None) is None
         and getattr(info, "min", None) is None
         and getattr(info, "max", None) is None

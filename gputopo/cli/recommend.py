@@ -1,7 +1,8 @@
 """`gputopo recommend`: which GPUs to train on together, and how to tell TensorFlow.
 
 Only option parsing here; the decision is ``gputopo.analysis.recommend.recommend`` (pure, never
-imports TensorFlow) and the layout is ``gputopo.views.recommend``.
+imports TensorFlow) and the layout is ``gputopo.views.recommend``. With ``--from`` given once per
+host, the multi-host plan: ``gputopo.analysis.recommend.hosts`` and ``gputopo.views.cluster_plan``.
 """
 
 from __future__ import annotations
@@ -10,7 +11,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from gputopo.cli import FromOption, JsonOption, MachineOption, TfLogOption, TfRunOption, command
+from gputopo.cli import FromFilesOption, HostOption, JsonOption, MachineOption, TfLogOption, TfRunOption, command
 from gputopo.errors import InputError
 
 
@@ -38,19 +39,47 @@ def recommend_command(
     ] = None,
     alternatives: Annotated[int, typer.Option("--alternatives", help="How many runner-up groups to list.")] = 3,
     output_format: Annotated[
-        str, typer.Option("--format", "-f", help="text (default), json, env (shell `eval`) or python (snippet).")
+        str,
+        typer.Option("--format", "-f", help="text (default), json, env (shell `eval`) or python (snippet); "
+                     "with several --from: text, json, env (a block per host) or slurm (an sbatch script)."),
     ] = "text",
     json_output: JsonOption = False,
-    from_file: FromOption = None,
+    from_files: FromFilesOption = None,
+    host: HostOption = None,
     machine: MachineOption = None,
     tf_log: TfLogOption = None,
     tf_run: TfRunOption = None,
+    gpus_per_host: Annotated[
+        Optional[int], typer.Option("--gpus-per-host", help="Several --from: GPUs on each host (default --gpus / hosts).")
+    ] = None,
+    port: Annotated[
+        Optional[int], typer.Option("--port", help="Several --from: the workers' port in TF_CONFIG (default 12345).")
+    ] = None,
+    save: Annotated[
+        Optional[str], typer.Option("--save", help="Several --from: also write the plan to FILE (JSON), for "
+                                    "`gputopo train --plan`.", metavar="FILE")
+    ] = None,
 ) -> None:
     """Recommend the best GPUs to train on together: ranked groups with their ring bottleneck, and
-    the CUDA_VISIBLE_DEVICES / MirroredStrategy lines to use them."""
+    the CUDA_VISIBLE_DEVICES / MirroredStrategy lines to use them. With --from once per host: the
+    same group on every host, each host's CUDA/numactl/NCCL environment and TF_CONFIG."""
     if json_output and output_format.lower() not in ("text", "json"):
         raise InputError(f"--json and --format {output_format} ask for two different outputs; give one of them")
     fmt = "json" if json_output else output_format.lower()
+    if from_files and len(from_files) > 1:
+        single_host = {"--jobs": jobs != 1, "--require": require, "--exclude": exclude, "--host": host,
+                       "--machine": machine, "--tf-log": tf_log, "--tf-run": tf_run}
+        given = [option for option, value in single_host.items() if value]
+        if given:
+            raise InputError(f"{given[0]} is for one host; with several --from each file is one host's snapshot")
+        _recommend_hosts(from_files, gpus, gpus_per_host, port, fmt, output_format, save)
+        return
+    plan_only = {"--gpus-per-host": gpus_per_host, "--port": port, "--save": save}
+    given = [option for option, value in plan_only.items() if value is not None]
+    if given or fmt == "slurm":
+        what = given[0] if given else "--format slurm"
+        raise InputError(f"{what} is for a multi-host plan: give --from once per host (two or more snapshots)")
+    from_file = from_files[0] if from_files else None
     if fmt != "json":  # JSON needs neither the tables nor rich (a cold start stays light)
         from gputopo.views.recommend import FORMATS
 
@@ -65,7 +94,7 @@ def recommend_command(
     from gputopo.sources import load_topology
     from gputopo.views.common import status
 
-    topology = load_topology(from_file=from_file, machine=machine, tf_log=tf_log, tf_run=tf_run)
+    topology = load_topology(from_file=from_file, machine=machine, tf_log=tf_log, tf_run=tf_run, host=host)
     # Usually milliseconds; large --jobs splits can take a second or two. The spinner goes to
     # standard error and only shows on a terminal, so --json / env output stays clean.
     with status(f"Ranking groups of {gpus} GPUs...", spinner="dots"):
@@ -84,3 +113,36 @@ def recommend_command(
         typer.echo(view.format_python(rec), nl=False)
     else:
         view.render_recommendation(rec)
+
+
+def _recommend_hosts(from_files: list[str], gpus: int, gpus_per_host: int | None, port: int | None, fmt: str,
+                     output_format: str, save: str | None) -> None:
+    """``recommend --from a.json --from b.json ...``: the multi-host plan, shown, printed or saved."""
+    if fmt != "json":  # JSON needs neither the tables nor rich
+        from gputopo.views.cluster_plan import PLAN_FORMATS
+
+        if fmt not in PLAN_FORMATS:
+            raise InputError(f"--format with several --from must be one of {', '.join(PLAN_FORMATS)}, not {output_format!r}")
+    from gputopo.analysis.recommend.hosts import DEFAULT_PORT, plan_hosts
+    from gputopo.sources import load_topologies
+
+    plan = plan_hosts(load_topologies(from_files), gpus, gpus_per_host, DEFAULT_PORT if port is None else port)
+    if save:
+        import json
+
+        from gputopo.fileio import atomic_write_text
+
+        atomic_write_text(save, json.dumps(plan.to_dict(), indent=2) + "\n")
+    if fmt == "json":
+        from gputopo.views.common import print_json
+
+        print_json(plan.to_dict())
+        return
+    from gputopo.views import cluster_plan as view
+
+    if fmt == "env":
+        typer.echo(view.format_plan_env(plan), nl=False)
+    elif fmt == "slurm":
+        typer.echo(view.format_plan_slurm(plan, save), nl=False)
+    else:
+        view.render_plan(plan)

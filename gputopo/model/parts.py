@@ -61,6 +61,17 @@ class Nic:
     pci_bus_id: str | None = None
     numa_node: int | None = None
     cpu_affinity: str | None = None
+    netdev: str | None = None  # its network interface (``ib0``, ``enp12s0np0``) where sysfs says
+    rdma_device: str | None = None  # its RDMA device (``mlx5_0``) as NCCL_IB_HCA names it, where known
+
+    @property
+    def rdma_name(self) -> str | None:
+        """The RDMA device name: as read from sysfs, else the legend's (NIC0 -> mlx5_0), else the
+        column name where it is not a bare ``NICn`` placeholder."""
+        if self.rdma_device or self.device:
+            return self.rdma_device or self.device
+        placeholder = self.name[:3].upper() == "NIC" and self.name[3:].isdigit()
+        return None if placeholder else self.name
 
 
 @dataclass

@@ -8,7 +8,11 @@ kernel knows both:
 - ``/sys/devices/system/node/nodeN/distance``: node N's distance to every online node (10 = local),
   in the order of ``/sys/devices/system/node/online``;
 - ``/sys/bus/pci/devices/<bdf>/numa_node``: a PCI device's node (``-1``: the firmware does not say);
-- ``/sys/class/infiniband/<name>/device``: an RDMA NIC's PCI device.
+- ``/sys/class/infiniband/<name>/device``: an RDMA NIC's PCI device, and its ``net/<netdev>``
+  folder the network interface on it (``ib0``, ``enp12s0np0``);
+- ``/sys/bus/pci/devices/<bdf>`` links into ``/sys/devices/pci<domain>:<bus>/<root port>/.../<bdf>``:
+  the bridges between a device and its host bridge, from which a GPU's path to a NIC (PIX, PXB,
+  PHB, NODE, SYS, as nvidia-smi words them) is read.
 
 Pure functions of a root directory (default ``/``), so tests build a fake tree in a temporary
 directory. Anything missing or unreadable gives ``None`` (not known), never an error.
@@ -19,7 +23,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from gputopo.model import Nic, Topology, normalize_pci_bus_id
+from gputopo.model import Nic, NicLink, Topology, normalize_pci_bus_id
 from gputopo.notation import expand_number_list, format_cpu_list
 
 CPU_DIR = "sys/devices/system/cpu"
@@ -144,13 +148,74 @@ def infiniband_nics(root: str | os.PathLike[str] = "/") -> list[Nic]:
         except OSError:
             bus_id = None
         nics.append(Nic(name=name, pci_bus_id=bus_id, numa_node=pci_numa_node(bus_id, root),
-                        cpu_affinity=pci_local_cpus(bus_id, root)))
+                        cpu_affinity=pci_local_cpus(bus_id, root), netdev=_netdev(base / name / "device"),
+                        rdma_device=name))
     return nics
+
+
+def _netdev(device: Path) -> str | None:
+    """The network interface on a NIC's PCI device (the first by name; a NIC port has one)."""
+    try:
+        names = sorted(os.listdir(device / "net"))
+    except OSError:
+        return None
+    return names[0] if names else None
+
+
+def pci_path(bus_id: str | None, root: str | os.PathLike[str] = "/") -> list[str] | None:
+    """``["pci0000:00", "0000:00:01.0", "0000:01:00.0", ..., bdf]``: the host bridge and the bridges
+    down to the device, from where sysfs places it; None where unknown."""
+    bdf = normalize_pci_bus_id(bus_id)
+    if bdf is None:
+        return None
+    try:
+        real = os.path.realpath(Path(root) / PCI_DIR / bdf)
+    except OSError:
+        return None
+    parts = Path(real).parts
+    starts = [k for k, part in enumerate(parts) if part.startswith("pci") and ":" in part]
+    if not starts or parts[-1] != bdf:
+        return None
+    return list(parts[starts[0]:])
+
+
+def pcie_path_word(gpu_path: list[str], nic_path: list[str], same_numa_node: bool | None) -> str:
+    """nvidia-smi's word for the way between two PCI devices: PIX (one switch between them), PXB
+    (several bridges), PHB (through their host bridge), NODE (host bridges of one NUMA node), SYS."""
+    if gpu_path[0] != nic_path[0]:
+        return "NODE" if same_numa_node else "SYS"
+    shared = 0
+    for mine, theirs in zip(gpu_path[1:-1], nic_path[1:-1]):
+        if mine != theirs:
+            break
+        shared += 1
+    if shared == 0:
+        return "PHB"  # different root ports of one host bridge
+    below_gpu, below_nic = len(gpu_path) - 1 - shared, len(nic_path) - 1 - shared
+    # Root port -> switch upstream port -> downstream ports -> the two devices: one switch.
+    return "PIX" if below_gpu <= 2 and below_nic <= 2 and shared >= 2 else "PXB"
+
+
+def nic_links(topology: Topology, root: str | os.PathLike[str] = "/") -> list[NicLink]:
+    """How each GPU reaches each NIC, from their places in the PCI tree (where both are known)."""
+    links = []
+    nic_paths = {nic.name: (nic, pci_path(nic.pci_bus_id, root)) for nic in topology.nics}
+    for gpu in topology.gpus:
+        gpu_path = pci_path(gpu.pci_bus_id, root)
+        if gpu_path is None:
+            continue
+        for name, (nic, nic_path) in nic_paths.items():
+            if nic_path is None:
+                continue
+            same_node = None if gpu.numa_node is None or nic.numa_node is None else gpu.numa_node == nic.numa_node
+            links.append(NicLink(gpu=gpu.index, nic=name, type=pcie_path_word(gpu_path, nic_path, same_node)))
+    return links
 
 
 def add_host_locality(topology: Topology, root: str | os.PathLike[str] = "/") -> None:
     """What the live probe adds from sysfs: each GPU's socket (from the CPUs near it), the NUMA
-    distances, and the RDMA NICs with their NUMA nodes (where the topology has no NICs yet)."""
+    distances, and the RDMA NICs with their NUMA nodes, network interfaces and paths to the GPUs
+    (where the topology has no NICs yet)."""
     known: dict[int, int | None] = {}
     for gpu in topology.gpus:
         if gpu.socket is None:
@@ -159,3 +224,4 @@ def add_host_locality(topology: Topology, root: str | os.PathLike[str] = "/") ->
         topology.numa_distances = numa_distances(root)
     if not topology.nics:
         topology.nics = infiniband_nics(root)
+        topology.nic_links = nic_links(topology, root)
