@@ -8,7 +8,7 @@ interpreter start are printed, against the targets of issue 14 (scan --json <= 4
 Then `-X importtime` runs of `scan --json` and the human `scan` list the slowest imports and
 check that TensorFlow, pynvml and (for --json) rich stayed out.
 
-Usage: python benchmarks/scan_cold_start.py [--repeats N] [--top N]
+Usage: python benchmarks/scan_cold_start.py [--repeats N] [--top N] [--baseline DIR]
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
-FIXTURE = "tests/fixtures/shared/topo/dgx1_v100_8gpu_mlx5.txt"
+FIXTURE = str(REPO / "tests/fixtures/shared/topo/dgx1_v100_8gpu_mlx5.txt")
 PY = sys.executable
 GPUTOPO = [PY, "-m", "gputopo"]
 
@@ -42,12 +42,12 @@ MUST_NOT_IMPORT = {
 ENV = {**os.environ, "COLUMNS": "120"}
 
 
-def run_once_s(cmd: list[str]) -> tuple[float, float]:
+def run_once_s(cmd: list[str], cwd: Path = REPO) -> tuple[float, float]:
     """Wall time and CPU time (user + system) of one fresh process; its output goes to /dev/null
     (as a script piping it would). On a shared machine the CPU time varies less than the wall time."""
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     start = time.perf_counter()
-    result = subprocess.run(cmd, cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=ENV)
+    result = subprocess.run(cmd, cwd=cwd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=ENV)
     elapsed_s = time.perf_counter() - start
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     if result.returncode != 0:
@@ -84,15 +84,22 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeats", type=int, default=9, help="runs of each command (default 9)")
     parser.add_argument("--top", type=int, default=15, help="how many slowest imports to list (default 15)")
+    parser.add_argument("--baseline", type=Path, metavar="DIR",
+                        help="also time the gputopo commands of another checkout (a folder holding gputopo/, e.g. "
+                        "`git worktree add DIR HEAD~1`), interleaved in the same run")
     args = parser.parse_args()
 
-    for _label, cmd, _target in COMMANDS:  # warm the OS file cache and __pycache__
-        run_once_s(cmd)
-    wall_s: dict[str, list[float]] = {label: [] for label, _, _ in COMMANDS}
-    cpu_s: dict[str, list[float]] = {label: [] for label, _, _ in COMMANDS}
+    rows = [(label, cmd, target, REPO) for label, cmd, target in COMMANDS]
+    if args.baseline:
+        rows += [(f"[baseline] {label}", cmd, None, args.baseline.resolve())
+                 for label, cmd, _target in COMMANDS if cmd[:3] == GPUTOPO]
+    for _label, cmd, _target, cwd in rows:  # warm the OS file cache and __pycache__
+        run_once_s(cmd, cwd)
+    wall_s: dict[str, list[float]] = {label: [] for label, *_ in rows}
+    cpu_s: dict[str, list[float]] = {label: [] for label, *_ in rows}
     for _ in range(args.repeats):
-        for label, cmd, _target in COMMANDS:
-            elapsed_s, used_cpu_s = run_once_s(cmd)
+        for label, cmd, _target, cwd in rows:
+            elapsed_s, used_cpu_s = run_once_s(cmd, cwd)
             wall_s[label].append(elapsed_s)
             cpu_s[label].append(used_cpu_s)
     bare = COMMANDS[0][0]
@@ -100,9 +107,9 @@ def main() -> None:
 
     print(f"interpreter: {PY} (Python {sys.version.split()[0]}), {os.cpu_count()} CPUs, load {os.getloadavg()[0]:.1f}")
     print(f"repeats: {args.repeats} each, interleaved; medians of cold processes, output to /dev/null")
-    print(f"{'command':<44} {'wall':>8} {'min':>7} {'max':>7} {'ratio':>6} | {'CPU':>7} {'ratio':>6}  target (wall)")
+    print(f"{'command':<55} {'wall':>8} {'min':>7} {'max':>7} {'ratio':>6} | {'CPU':>7} {'ratio':>6}  target (wall)")
     failed = []
-    for label, _cmd, target in COMMANDS:
+    for label, _cmd, target, _cwd in rows:
         wall_median_s, cpu_median_s = statistics.median(wall_s[label]), statistics.median(cpu_s[label])
         ratio = wall_median_s / bare_wall_s
         verdict = ""
@@ -110,7 +117,7 @@ def main() -> None:
             verdict = f"<= {target:.0f}x {'met' if ratio <= target else 'NOT MET'}"
             if ratio > target:
                 failed.append(label)
-        print(f"{label:<44} {wall_median_s * 1000:6.1f}ms {min(wall_s[label]) * 1000:5.1f}ms "
+        print(f"{label:<55} {wall_median_s * 1000:6.1f}ms {min(wall_s[label]) * 1000:5.1f}ms "
               f"{max(wall_s[label]) * 1000:5.1f}ms {ratio:5.2f}x | {cpu_median_s * 1000:5.1f}ms "
               f"{cpu_median_s / bare_cpu_s:5.2f}x  {verdict}")
 

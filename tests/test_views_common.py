@@ -49,3 +49,35 @@ def test_the_console_replaces_what_the_stream_cannot_encode(monkeypatch):
     out().print("DGX-1 — reference ✓")
     sys.stdout.flush()
     assert raw.getvalue().decode("ascii") == "DGX-1 ? reference ?\n"
+
+
+def test_the_spinner_is_rich_only_where_rich_could_show_it(monkeypatch):
+    import contextlib
+    import io
+    import sys
+
+    from gputopo.views import common
+
+    class Terminal(io.StringIO):
+        def isatty(self):
+            return True
+
+    for name in common._TERMINAL_ENV_VARS:
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setattr(sys, "stderr", io.StringIO())  # a pipe or a file: rich would show nothing
+    assert isinstance(common.status("Ranking..."), contextlib.nullcontext)
+    monkeypatch.setenv("FORCE_COLOR", "1")  # rich takes any stream for a terminal
+    assert type(common.status("Ranking...")).__name__ == "Status"
+    monkeypatch.delenv("FORCE_COLOR")
+    monkeypatch.setattr(sys, "stderr", Terminal())
+    assert type(common.status("Ranking...")).__name__ == "Status"
+
+
+def test_json_output_does_not_need_rich():
+    import subprocess
+    import sys
+
+    code = "import sys; from gputopo.views.common import print_json; print_json({'a': 1}); print('rich' in sys.modules)"
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.splitlines()[-1] == "False"
