@@ -11,7 +11,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from gputopo.cli import FromOption, MachineOption, TfLogOption, TfRunOption, command
+from gputopo.cli import FromOption, HostOption, MachineOption, TfLogOption, TfRunOption, command
 from gputopo.errors import InputError
 from gputopo.model import Topology
 
@@ -46,6 +46,7 @@ def merge_measurements(topology: Topology, bench: Topology, bench_path: str) -> 
 def report_command(
     output: Annotated[str, typer.Option("--output", "-o", help="The HTML file to write.", metavar="FILE")],
     from_file: FromOption = None,
+    host: HostOption = None,
     machine: MachineOption = None,
     tf_log: TfLogOption = None,
     tf_run: TfRunOption = None,
@@ -68,9 +69,9 @@ def report_command(
     if gpus is not None and gpus < 1:
         raise InputError(f"--gpus must be 1 or more (got {gpus})")
     if bench is not None and not (from_file or machine or tf_log):
-        topology = load_topology(from_file=bench)  # the bench snapshot is a whole topology
+        topology = load_topology(from_file=bench, host=host)  # the bench snapshot is a whole topology
     else:
-        topology = load_topology(from_file=from_file, machine=machine, tf_log=tf_log, tf_run=tf_run)
+        topology = load_topology(from_file=from_file, machine=machine, tf_log=tf_log, tf_run=tf_run, host=host)
         if bench is not None:
             merge_measurements(topology, load_topology_file(bench), bench)
     topology = with_findings(topology)
