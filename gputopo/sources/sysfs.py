@@ -179,11 +179,12 @@ def pci_path(bus_id: str | None, root: str | os.PathLike[str] = "/") -> list[str
     return list(parts[starts[0]:])
 
 
-def pcie_path_word(gpu_path: list[str], nic_path: list[str], same_numa_node: bool | None) -> str:
+def pcie_path_word(gpu_path: list[str], nic_path: list[str], same_numa_node: bool | None) -> str | None:
     """nvidia-smi's word for the way between two PCI devices: PIX (one switch between them), PXB
-    (several bridges), PHB (through their host bridge), NODE (host bridges of one NUMA node), SYS."""
+    (several bridges), PHB (through their host bridge), NODE (host bridges of one NUMA node), SYS;
+    None for different host bridges whose NUMA nodes are not known."""
     if gpu_path[0] != nic_path[0]:
-        return "NODE" if same_numa_node else "SYS"
+        return None if same_numa_node is None else "NODE" if same_numa_node else "SYS"
     shared = 0
     for mine, theirs in zip(gpu_path[1:-1], nic_path[1:-1]):
         if mine != theirs:
@@ -208,7 +209,9 @@ def nic_links(topology: Topology, root: str | os.PathLike[str] = "/") -> list[Ni
             if nic_path is None:
                 continue
             same_node = None if gpu.numa_node is None or nic.numa_node is None else gpu.numa_node == nic.numa_node
-            links.append(NicLink(gpu=gpu.index, nic=name, type=pcie_path_word(gpu_path, nic_path, same_node)))
+            word = pcie_path_word(gpu_path, nic_path, same_node)
+            if word is not None:
+                links.append(NicLink(gpu=gpu.index, nic=name, type=word))
     return links
 
 
