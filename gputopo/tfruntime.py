@@ -73,11 +73,22 @@ def import_tensorflow() -> Any:
     try:
         with startup_log_filtered(_QUIET_LEVEL) if quiet else contextlib.nullcontext():
             import tensorflow as tf
-    except ImportError as exc:
+    except ModuleNotFoundError as exc:
+        if exc.name != "tensorflow":  # a module TensorFlow itself needs is missing: it is broken
+            raise _broken(exc) from None
         raise TensorFlowUnavailable(
             f"this command needs TensorFlow ({exc}); install it with `pip install 'gputopo[tf]'`"
         ) from None
+    except Exception as exc:  # a missing CUDA library, a NumPy it was not built for, ...
+        raise _broken(exc) from None
     return tf
+
+
+def _broken(exc: BaseException) -> TensorFlowUnavailable:
+    """TensorFlow is there but its import failed: say so, not "install it"."""
+    text = str(exc).strip()
+    first = text.splitlines()[0] if text else ""
+    return TensorFlowUnavailable(f"TensorFlow is installed but failed to import: {type(exc).__name__}: {first[:300]}")
 
 
 @dataclass(frozen=True)

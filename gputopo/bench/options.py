@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from gputopo.errors import InputError
+from gputopo.fileio import write_target
 from gputopo.notation import MIB, parse_gpu_list, parse_size, parse_size_sweep
 
 DEFAULT_SIZE_BYTES = 64 * MIB  # large enough that TF's per-call dispatch is small beside the copy
@@ -19,6 +20,8 @@ DEFAULT_WARMUP = 2
 DEFAULT_MIN_SAMPLE_S = 0.02  # each timed sample repeats the copy until it lasts this long
 DEFAULT_STEP_TIMEOUT_S = 120.0
 LATENCY_SIZE_BYTES = 4  # one float, like CUDA's p2pBandwidthLatencyTest
+MAX_CPU_DEVICES = 64  # logical CPU devices: more only multiplies pairs of the same host memory
+MAX_ORDERED_PAIRS = 4096  # 64 devices; a 72-GPU NVL72 rack (5112 pairs) is measured in parts with --gpus
 
 
 @dataclass
@@ -64,10 +67,14 @@ def config_from_options(
         raise InputError("give either --size or --sizes, not both")
     if cpu_devices is not None and cpu_devices < 1:
         raise InputError(f"--cpu-devices must be at least 1, got {cpu_devices}")
+    if cpu_devices is not None and cpu_devices > MAX_CPU_DEVICES:
+        raise InputError(f"--cpu-devices must be at most {MAX_CPU_DEVICES}, got {cpu_devices}")
     if not 0 < min_sample_ms < float("inf"):
         raise InputError(f"--min-sample-ms must be a positive number of milliseconds, got {min_sample_ms}")
     sizes_bytes = parse_size_sweep(sizes) if sizes is not None else [parse_size(size) if size else DEFAULT_SIZE_BYTES]
     wanted = parse_gpu_list(gpus) if gpus is not None else None
+    if wanted is not None:
+        check_pair_count(len(wanted))
     config = BenchConfig(
         sizes_bytes=sizes_bytes,
         repeat=repeat,
@@ -81,10 +88,17 @@ def config_from_options(
     return config, wanted
 
 
+def check_pair_count(device_count: int) -> None:
+    """Every ordered pair is measured: refuse asks past ``MAX_ORDERED_PAIRS`` (hours of copies)."""
+    pairs = device_count * (device_count - 1)
+    if pairs > MAX_ORDERED_PAIRS:
+        raise InputError(
+            f"{device_count} devices make {pairs} ordered pairs to measure, more than {MAX_ORDERED_PAIRS}; "
+            f"measure a part at a time with --gpus (e.g. --gpus 0-63)"
+        )
+
+
 def check_save_target(save: str) -> None:
-    """``--save FILE`` refused now, not after a measurement that may take many minutes."""
-    folder = Path(save).parent
-    if not folder.is_dir():
-        raise InputError(f"cannot write {save}: folder {folder} does not exist")
-    if Path(save).is_dir():
-        raise InputError(f"cannot write {save}: it is a folder; give a file name")
+    """``--save FILE`` refused now (a folder, a device such as /dev/null, a FIFO, a missing folder),
+    not after a measurement that may take many minutes."""
+    write_target(Path(save))

@@ -167,6 +167,7 @@ class BenchResult:
     pairs: dict[tuple[int, int], PairResult] = field(default_factory=dict)
     allreduce_results: list[AllReduceResult] = field(default_factory=list)
     interrupted: bool = False
+    stopped_by: str | None = None  # the signal that interrupted the run: "SIGINT" (Ctrl-C) or "SIGTERM"
     wall_s: float = 0.0
     notes: list[str] = field(default_factory=list)
 
@@ -187,6 +188,17 @@ class BenchResult:
     def ordered_pairs(self) -> list[tuple[int, int]]:
         idx = self.indices
         return [(a, b) for a in idx for b in idx if a != b]
+
+    def failures(self) -> list[str]:
+        """Every failed step's message, once each (a both-ways step fails both its pairs with one)."""
+        seen: dict[str, None] = {}
+        for key in sorted(self.pairs):
+            for error in self.pairs[key].errors:
+                seen.setdefault(error, None)
+        for result in self.allreduce_results:
+            if result.error:
+                seen.setdefault(result.error, None)
+        return list(seen)
 
     def what_was_measured(self) -> str:
         if self.measures_host_memory:

@@ -8,15 +8,17 @@ message and the run goes on. Ctrl-C stops the run and returns the partial result
 
 from __future__ import annotations
 
+import contextlib
 import copy
+import signal
 import threading
 import time
 from dataclasses import dataclass
-from typing import Any, Callable, Protocol
+from typing import Any, Callable, Iterator, Protocol
 
 from gputopo import tfruntime
 from gputopo.bench.engine import BenchStepError, CopyBench, prepare_environment
-from gputopo.bench.options import BenchConfig
+from gputopo.bench.options import BenchConfig, check_pair_count
 from gputopo.bench.results import (
     AllReduceResult,
     BenchDevice,
@@ -86,6 +88,7 @@ def choose_devices(devices: list[BenchDevice], wanted: list[int] | None) -> list
         devices = [by_index[i] for i in wanted]
     if len(devices) < 2:
         raise InputError(f"bench-p2p needs at least two devices, got {len(devices)}")
+    check_pair_count(len(devices))
     return devices
 
 
@@ -196,6 +199,31 @@ def count_steps(device_count: int, config: BenchConfig, allreduce_ops: int) -> i
 # --- the run ------------------------------------------------------------------------------------
 
 
+class _Stop:
+    """Which signal stopped the run (``SIGINT`` is Ctrl-C's)."""
+
+    signal_name = "SIGINT"
+
+
+@contextlib.contextmanager
+def _sigterm_as_interrupt(stop: _Stop) -> Iterator[None]:
+    """While measuring, SIGTERM (``kill``, a batch scheduler's time limit) stops the run as Ctrl-C
+    does, so the figures measured so far are still printed and saved; its default would lose them."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def interrupt(signum: int, frame: Any) -> None:
+        stop.signal_name = signal.Signals(signum).name
+        raise KeyboardInterrupt
+
+    previous = signal.signal(signal.SIGTERM, interrupt)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
 def run_benchmark(
     tf: Any,
     devices: list[BenchDevice],
@@ -207,7 +235,7 @@ def run_benchmark(
     """Measure every ordered pair of ``devices`` (and the all-reduce, if asked).
 
     Never raises for a failed pair: a timeout, out-of-memory or TF error is recorded on that pair.
-    Ctrl-C returns the partial result with ``interrupted=True``.
+    Ctrl-C or SIGTERM returns the partial result with ``interrupted=True`` and ``stopped_by``.
     """
     config.validate()
     if len(devices) < 2:
@@ -218,15 +246,19 @@ def run_benchmark(
     if progress is not None:
         progress.start(count_steps(len(devices), config, len(ops_names)))
     started = time.perf_counter()
+    stop = _Stop()
     try:
-        for size in config.sizes_bytes:
-            run.measure_size(size)
-        run.measure_latency()
-        if config.allreduce:
-            run.measure_allreduce(ops_names)
+        with _sigterm_as_interrupt(stop):
+            for size in config.sizes_bytes:
+                run.measure_size(size)
+            run.measure_latency()
+            if config.allreduce:
+                run.measure_allreduce(ops_names)
     except KeyboardInterrupt:
         run.result.interrupted = True
-        run.result.notes.append("interrupted (Ctrl-C): the figures are those measured before it")
+        run.result.stopped_by = stop.signal_name
+        how = "Ctrl-C" if stop.signal_name == "SIGINT" else stop.signal_name
+        run.result.notes.append(f"interrupted ({how}): the figures are those measured before it")
     run.result.wall_s = time.perf_counter() - started
     return run.result
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import signal
 from typing import Optional
 
 import typer
@@ -81,7 +82,8 @@ def bench_p2p(
     ] = None,
 ) -> None:
     """Parse and check every option before TensorFlow's slow import, pick the devices, run the
-    engine with a progress bar, then save and print even a partial (Ctrl-C) result."""
+    engine with a progress bar, then save and print even a partial (Ctrl-C, SIGTERM) result; exit 1
+    when any measurement failed."""
     from gputopo.bench.options import check_save_target, config_from_options
 
     config, wanted = config_from_options(
@@ -114,5 +116,15 @@ def bench_p2p(
     if save is not None:
         updated = save_measured_snapshot(result, setup.topology, save)
         err().print(f"saved {updated} measured links to {save}", markup=False)
-    if result.interrupted:
-        raise fail("interrupted: the results above are partial" + (f" (saved to {save})" if save else ""), 130)
+    saved = f" (saved to {save})" if save else ""
+    if result.interrupted:  # 130 for Ctrl-C, 143 (128 + 15) for SIGTERM, as a shell reports them
+        code = 128 + int(signal.Signals[result.stopped_by]) if result.stopped_by else 130
+        raise fail(f"interrupted by {result.stopped_by or 'SIGINT'}: the results above are partial{saved}", code)
+    failures = result.failures()
+    if failures:
+        from gputopo.errors import CheckFailed
+
+        raise CheckFailed(
+            f"{len(failures)} measurement{'s' if len(failures) != 1 else ''} failed (first: {failures[0]}); "
+            f"the figures above are those that worked{saved}"
+        )

@@ -23,9 +23,10 @@ from gputopo.train.checkpoints import checkpoint_manager, restore_checkpoint, re
 from gputopo.train.config import DEFAULT_LEARNING_RATE, TrainConfig, is_chief, started_marker
 
 
-def note(config: TrainConfig, message: str) -> None:
-    """A line on standard error from the chief (``gputopo train: ...``), unless progress is off."""
-    if config.progress and is_chief(config):
+def note(config: TrainConfig, message: str, always: bool = False) -> None:
+    """A line on standard error from the chief (``gputopo train: ...``), unless progress is off
+    (``--json``); ``always``: also then (what was done to the user's checkpoints or settings)."""
+    if (config.progress or always) and is_chief(config):
         sys.stderr.write(f"gputopo train: {message}\n")
         sys.stderr.flush()
 
@@ -147,9 +148,11 @@ class TrainingState:
             optimizer.build(model.trainable_variables)
             step_variable = tf.Variable(0, dtype=tf.int64, trainable=False, name="global_step")
         checkpoint = tf.train.Checkpoint(model=model, optimizer=optimizer, step=step_variable)
-        set_aside_damaged_state(config, lambda message: note(config, message))
+        set_aside_damaged_state(config, lambda message: note(config, message, always=True))
         manager = checkpoint_manager(tf, config, checkpoint)
-        start_step = restore_checkpoint(tf, config, checkpoint, step_variable, lambda message: note(config, message))
+        start_step = restore_checkpoint(
+            tf, config, checkpoint, step_variable, lambda message: note(config, message, always=True)
+        )
         if start_step:
             _apply_learning_rate(optimizer, config)
         if start_step > total_steps:
@@ -186,7 +189,7 @@ def _apply_learning_rate(optimizer: Any, config: TrainConfig) -> None:
         note(config, f"learning rate {restored:g} (from the checkpoint)")
     elif not math.isclose(config.learning_rate, restored, rel_tol=1e-6):
         optimizer.learning_rate.assign(config.learning_rate)
-        note(config, f"learning rate set to {config.learning_rate:g} (the checkpoint had {restored:g})")
+        note(config, f"learning rate set to {config.learning_rate:g} (the checkpoint had {restored:g})", always=True)
 
 
 def make_replica_step(tf: Any, model: Any, optimizer: Any, global_batch: int) -> Any:
@@ -219,6 +222,11 @@ def explain_tf_error(tf: Any, exc: Any, config: TrainConfig, last_saved_step: in
         word in str(exc) for word in ("image", "PNG", "JPEG", "decode", "Decode")
     ):
         # The first line is often just "Graph execution error:"; the decoder says what is wrong further down.
+        from gputopo.train.data import find_undecodable_image
+
+        culprit = find_undecodable_image(tf, config.data)
+        if culprit is not None:
+            return InputError(f"image {culprit[0]} could not be decoded ({culprit[1]})")
         said = re.search(r"(?:Invalid|Unknown image|Failed to (?:decode|initialize))[^\n\[]*", str(exc))
         return InputError(f"an image in {config.data} could not be decoded ({said.group(0).strip() if said else first_line})")
     saved = resume_hint(config.checkpoint_dir if last_saved_step is not None else None)

@@ -41,13 +41,21 @@ class ImageFolder:
     test_labels: list[int]
 
 
+def _list_folder(folder: Path) -> list[Path]:
+    """The entries of ``folder``, sorted; a folder that cannot be read (chmod 000) is one line."""
+    try:
+        return sorted(folder.iterdir())
+    except OSError as exc:
+        raise InputError(f"cannot read folder {folder}: {exc.strerror or exc}") from None
+
+
 def _class_files(split_dir: Path) -> dict[str, list[Path]]:
     classes: dict[str, list[Path]] = {}
-    for entry in sorted(split_dir.iterdir()):
+    for entry in _list_folder(split_dir):
         if entry.is_dir() and not entry.name.startswith("."):
-            classes[entry.name] = sorted(
-                p for p in entry.iterdir() if p.is_file() and p.suffix.lower() in IMAGE_SUFFIXES
-            )
+            classes[entry.name] = [
+                p for p in _list_folder(entry) if p.is_file() and p.suffix.lower() in IMAGE_SUFFIXES
+            ]
     return classes
 
 
@@ -107,6 +115,28 @@ def scan_image_folder(root: str | os.PathLike[str]) -> ImageFolder:
                 files.append(str(file_path))
                 labels.append(label_of[name])
     return result
+
+
+def find_undecodable_image(tf: Any, data: str, budget_s: float = 60.0) -> tuple[str, str] | None:
+    """``(file, TensorFlow's reason)`` for the first image of folder ``data`` that does not decode,
+    found by decoding each eagerly (only after a decode error: TF's message names no file). None
+    if none fails within ``budget_s`` seconds, or ``data`` is no image folder."""
+    import time
+
+    try:
+        folder = scan_image_folder(data)
+    except InputError:
+        return None
+    deadline_s = time.monotonic() + budget_s
+    for path in folder.train_files + folder.test_files:
+        if time.monotonic() > deadline_s:
+            return None
+        try:
+            tf.io.decode_image(tf.io.read_file(path), expand_animations=False)
+        except tf.errors.OpError as exc:
+            text = (exc.message or str(exc)).strip()
+            return path, (text.splitlines()[0] if text else type(exc).__name__)
+    return None
 
 
 def keras_dataset_cache(name: str) -> Path:

@@ -120,6 +120,6 @@ def launch(
     workers, task_index = tf_config_task(environ.get("TF_CONFIG"))
     entry = tf_config_entry(plan, task_index)
     task_plan = host_launch_plan(entry, plan.path, config.cpu_devices, numactl_path)
-    label = f"task {task_index} on {entry.host} ({workers[task_index]})"
+    label = f"worker {task_index} on {entry.host} ({workers[task_index]}, from TF_CONFIG)"
     process = task_process(task_plan, config, workers, task_index, label)
     return Launch(launcher, plan.path, [TaskLaunch(entry, task_plan, process)])

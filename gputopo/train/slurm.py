@@ -213,6 +213,6 @@ def slurm_launch(
             f"this step runs {count_word(task.step_tasks, 'task')}; "
             f"{plan.path} plans {count_word(len(plan.hosts), 'task')}"
         )
-    label = f"task {task.procid} on {task.node} (worker {index}, {workers[index]})"
+    label = f"Slurm task {task.procid} on {task.node} (worker {index}, {workers[index]})"
     process = task_process(task_plan, config, workers, index, label)
     return Launch("slurm", plan.path, [TaskLaunch(entry, task_plan, process)])

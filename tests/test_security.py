@@ -1,0 +1,226 @@
+"""Nothing exposed: a local training cluster's unauthenticated TensorFlow servers are reachable only
+inside a private network namespace; where that is impossible the run is refused unless
+--allow-exposed-ports; cross-host workers are warned once. The listening sockets are read from
+/proc/net/tcp{,6} of the host's namespace and of the children's."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from conftest import REPO, assert_one_error_line
+
+from gputopo.train import netns
+from gputopo.train.netns import PrivateNetwork, PrivateNetworkUnavailable
+
+_LISTEN = "0A"
+
+
+def _namespace_problem() -> str | None:
+    try:
+        PrivateNetwork.open().close()
+    except PrivateNetworkUnavailable as exc:
+        return str(exc)
+    return None
+
+
+NAMESPACE_PROBLEM = _namespace_problem()
+needs_namespace = pytest.mark.skipif(
+    NAMESPACE_PROBLEM is not None, reason=f"no private network namespace here: {NAMESPACE_PROBLEM}"
+)
+
+
+def _listeners(proc_net: Path) -> dict[int, tuple[str, int]]:
+    """Socket inode -> (hex local address, port) of every LISTEN socket in one /proc/.../net dir."""
+    found: dict[int, tuple[str, int]] = {}
+    for name in ("tcp", "tcp6"):
+        try:
+            lines = (proc_net / name).read_text().splitlines()[1:]
+        except OSError:
+            continue
+        for line in lines:
+            fields = line.split()
+            if fields[3] == _LISTEN:
+                address, port = fields[1].split(":")
+                found[int(fields[9])] = (address, int(port, 16))
+    return found
+
+
+def _socket_inodes(pid: int) -> set[int]:
+    inodes = set()
+    for fd in Path(f"/proc/{pid}/fd").iterdir():
+        try:
+            target = os.readlink(fd)
+        except OSError:
+            continue
+        if target.startswith("socket:["):
+            inodes.add(int(target[8:-1]))
+    return inodes
+
+
+def _training_children(parent: int) -> list[int]:
+    """Pids of the training children (``gputopo.train.child``) under ``parent``."""
+    pids = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+            cmdline = (entry / "cmdline").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        ppid = int(stat.rsplit(")", 1)[1].split()[1])
+        if ppid == parent and b"gputopo.train.child" in cmdline:
+            pids.append(int(entry.name))
+    return pids
+
+
+def _interfaces(pid: int) -> list[str]:
+    lines = Path(f"/proc/{pid}/net/dev").read_text().splitlines()[2:]
+    return [line.split(":")[0].strip() for line in lines]
+
+
+@needs_namespace
+def test_a_wrapped_command_sees_only_loopback_and_its_listeners_stay_inside():
+    network = PrivateNetwork.open()
+    try:
+        script = (
+            "import socket, sys; s = socket.socket(); s.bind(('0.0.0.0', 0)); s.listen(); "
+            "print(s.getsockname()[1], flush=True); sys.stdin.read()"
+        )
+        child = subprocess.Popen(network.wrap([sys.executable, "-c", script]), stdin=subprocess.PIPE,
+                                 stdout=subprocess.PIPE, text=True)  # fmt: skip
+        try:
+            port = int(child.stdout.readline())
+            assert _interfaces(child.pid) == ["lo"]
+            assert os.stat(f"/proc/{child.pid}/ns/net").st_ino == network.netns_inode != os.stat("/proc/self/ns/net").st_ino
+            ours = _socket_inodes(child.pid)
+            inside = {inode: where for inode, where in _listeners(Path(f"/proc/{child.pid}/net")).items() if inode in ours}
+            assert [where[1] for where in inside.values()] == [port]  # listening on 0.0.0.0, of a loopback-only world
+            assert not ours & set(_listeners(Path("/proc/net")))  # and not in the host's namespace
+        finally:
+            child.stdin.close()
+            child.wait(timeout=10)
+    finally:
+        network.close()
+    assert network.holder.returncode == 0
+
+
+@pytest.mark.tf
+@needs_namespace
+def test_a_local_two_worker_run_listens_only_inside_its_private_namespace(tmp_path: Path):
+    pytest.importorskip("tensorflow")
+    env = dict(os.environ, PYTHONPATH=str(REPO), TF_CPP_MIN_LOG_LEVEL="2")
+    parent = subprocess.Popen(
+        [sys.executable, "-m", "gputopo", "train", "--strategy", "multi-worker", "--local-workers", "2",
+         "--cpu-devices", "2", "--steps-per-epoch", "100000", "--no-eval", "--no-checkpoint", "--json"],
+        cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    try:
+        deadline = time.monotonic() + 180
+        seen: dict[int, set[int]] = {}
+        while time.monotonic() < deadline and parent.poll() is None:
+            children = _training_children(parent.pid)
+            if len(children) == 2:
+                seen = {pid: set(_listeners(Path(f"/proc/{pid}/net"))) & _socket_inodes(pid) for pid in children}
+                if all(seen.values()):
+                    break
+            time.sleep(0.5)
+        assert len(seen) == 2 and all(seen.values()), "the workers never listened"
+        host_listeners = set(_listeners(Path("/proc/net")))
+        for pid, inodes in seen.items():
+            assert not inodes & host_listeners, f"worker {pid} listens in the host's network namespace"
+            assert _interfaces(pid) == ["lo"]
+            assert os.stat(f"/proc/{pid}/ns/net").st_ino != os.stat("/proc/self/ns/net").st_ino
+    finally:
+        parent.send_signal(signal.SIGINT)
+        try:
+            parent.communicate(timeout=60)
+        except subprocess.TimeoutExpired:
+            parent.kill()
+            parent.communicate()
+
+
+def _no_namespace(monkeypatch):
+    def refused(cls=None, python=None):
+        raise PrivateNetworkUnavailable("the kernel refused a private network namespace (Operation not permitted)")
+
+    monkeypatch.setattr(netns.PrivateNetwork, "open", classmethod(refused))
+
+
+def _no_training(monkeypatch, calls: list):
+    import gputopo.train.supervise as supervise
+
+    def fake_run_training(processes, config, wrap=None, pass_fds=()):
+        calls.append([spec.config for spec in processes])
+        return {"schema": "gputopo.train/1", "status": "completed"}
+
+    monkeypatch.setattr(supervise, "run_training", fake_run_training)
+    monkeypatch.setattr("gputopo.views.train.render_summary", lambda summary: None)
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["--strategy", "multi-worker", "--local-workers", "2", "--batch-size", "32"],
+        ["--strategy", "parameter-server", "--workers", "2", "--ps", "1"],
+    ],
+)
+def test_without_a_namespace_a_local_cluster_is_refused(cli, monkeypatch, args, tmp_path: Path):
+    _no_namespace(monkeypatch)
+    calls: list = []
+    _no_training(monkeypatch, calls)
+    result = cli("train", "--cpu-devices", "2", "--no-checkpoint", *args)
+    line = assert_one_error_line(result, exit_code=3)
+    assert "--allow-exposed-ports" in line and "Operation not permitted" in line, line
+    assert calls == []  # nothing started
+
+
+def test_allow_exposed_ports_runs_and_names_the_open_ports_once(cli, monkeypatch):
+    _no_namespace(monkeypatch)
+    calls: list = []
+    _no_training(monkeypatch, calls)
+    result = cli("train", "--cpu-devices", "2", "--no-checkpoint", "--strategy", "multi-worker",
+                 "--local-workers", "2", "--batch-size", "32", "--allow-exposed-ports", "--json")  # fmt: skip
+    assert result.exit_code == 0, result.output
+    (configs,) = calls
+    ports = [address.rsplit(":", 1)[1] for address in configs[0].workers]
+    warnings = [line for line in result.stderr.splitlines() if line.startswith("warning:")]
+    assert len(warnings) == 1, result.stderr
+    assert f"ports {', '.join(ports)}" in warnings[0] and "can run code in the trainer" in warnings[0]
+
+    calls.clear()
+    result = cli("train", "--cpu-devices", "2", "--no-checkpoint", "--strategy", "parameter-server",
+                 "--allow-exposed-ports", "--json")  # fmt: skip
+    assert result.exit_code == 0, result.output
+    (configs,) = calls
+    addresses = configs[0].server_addresses
+    assert len(addresses) == 3  # 2 workers and 1 parameter server, picked by the parent to be named
+    assert f"ports {', '.join(a.rsplit(':', 1)[1] for a in addresses)}" in result.stderr
+
+
+def test_a_cross_host_worker_is_warned_once_with_its_port(cli, monkeypatch):
+    calls: list = []
+    _no_training(monkeypatch, calls)
+    result = cli("train", "--cpu-devices", "1", "--no-checkpoint", "--strategy", "multi-worker", "--batch-size", "32",
+                 "--workers", "127.0.0.1:23456,10.0.0.2:2222", "--task-index", "0", "--json")  # fmt: skip
+    assert result.exit_code == 0, result.output
+    warnings = [line for line in result.stderr.splitlines() if line.startswith("warning:")]
+    assert len(warnings) == 1, result.stderr
+    assert "port 23456 on every interface" in warnings[0] and "10.0.0.2:2222" in warnings[0]
+    assert "can run code in the trainer" in warnings[0]
+
+
+def test_mirrored_runs_open_no_server_and_need_no_namespace(monkeypatch):
+    from gputopo.train.config import TrainConfig
+    from gputopo.train.exposure import guard_network
+    from gputopo.train.plan import ProcessSpec
+
+    _no_namespace(monkeypatch)
+    guard = guard_network([ProcessSpec("training process", TrainConfig(), {})])
+    assert guard.network is None and guard.warning is None
