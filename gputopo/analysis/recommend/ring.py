@@ -78,6 +78,42 @@ def ring_reaches(members: Sequence[int], weight: Sequence[Sequence[int]], thresh
     return order is not None, finished
 
 
+def ring_bottleneck(members: Sequence[int], weight: Sequence[Sequence[int]]) -> tuple[int, bool]:
+    """The slowest hop of the best ring through ``members``, without the order: ``(bottleneck,
+    complete)`` as ``best_ring`` gives them, found with fewer searches (the ceiling is tried first:
+    most sets reach it)."""
+    k = len(members)
+    if k <= 3:
+        return best_ring(members, weight)[0], True
+    rows = [[weight[a][b] for b in members] for a in members]
+    lowest, ceiling = _lowest_and_ceiling(rows, k)
+    if lowest == ceiling:
+        return lowest, True
+    order, finished = _cycle_at(rows, k, ceiling)
+    if order is not None:
+        return ceiling, True
+    if not finished:
+        return best_ring(members, weight)[0], False
+    bottleneck = min(rows[x][(x + 1) % k] for x in range(k))
+    for threshold in sorted({x for r in rows for x in r if bottleneck < x < ceiling}):
+        if threshold <= bottleneck:
+            continue
+        order, finished = _cycle_at(rows, k, threshold)
+        if order is None:
+            return bottleneck, finished
+        bottleneck = min(rows[x][y] for x, y in zip(order, order[1:] + order[:1]))
+    return bottleneck, True
+
+
+def ring_ceiling(members: Sequence[int], weight: Sequence[Sequence[int]]) -> int:
+    """A bound no ring through ``members`` beats, cheaply: the least, over members, of each one's
+    second-fastest link inside the set (a ring uses two links per GPU); exact up to three GPUs."""
+    k = len(members)
+    if k <= 3:
+        return best_ring(members, weight)[0]
+    return _lowest_and_ceiling([[weight[a][b] for b in members] for a in members], k)[1]
+
+
 def _lowest_and_ceiling(rows: list[list[int]], k: int) -> tuple[int, int]:
     """The slowest pair, and the fastest any ring can be: every GPU's 2nd-fastest link, the least."""
     lowest = INF
@@ -166,3 +202,150 @@ def _hamiltonian_cycle(adjacency: list[int], k: int, budget: int) -> tuple[list[
 
 class _BudgetSpent(Exception):
     pass
+
+
+class RingOracle:
+    """``ring_bottleneck``, ``ring_reaches`` and ``ring_ceiling`` for many sets of one matrix, faster:
+    the threshold graphs are kept as neighbour bitmasks over the whole matrix, so a set's graph is
+    its members' masks cut to the set, and the cycle search runs on the matrix's own positions."""
+
+    def __init__(self, weight: Sequence[Sequence[int]]):
+        self.weight = weight
+        self.n = n = len(weight)
+        # Each position's neighbours, fastest first: a set's ceiling reads the first two inside it.
+        self.by_speed = [sorted((j for j in range(n) if j != i), key=lambda j: -weight[i][j]) for i in range(n)]
+        self._masks: dict[int, list[int]] = {}
+
+    def masks_at(self, threshold: int) -> list[int]:
+        """Per position, the bitmask of positions it has a link at least ``threshold`` fast to."""
+        masks = self._masks.get(threshold)
+        if masks is None:
+            w = self.weight
+            masks = []
+            for i in range(self.n):
+                bits = 0
+                row = w[i]
+                for j in range(self.n):
+                    if j != i and row[j] >= threshold:
+                        bits |= 1 << j
+                masks.append(bits)
+            self._masks[threshold] = masks
+        return masks
+
+    def ceiling(self, members: Sequence[int]) -> int:
+        """As ``ring_ceiling``."""
+        if len(members) <= 3:
+            return ring_ceiling(members, self.weight)
+        inside = set(members)
+        w = self.weight
+        ceiling = INF
+        for v in members:
+            seen = 0
+            for j in self.by_speed[v]:
+                if j in inside:
+                    seen += 1
+                    if seen == 2:
+                        if w[v][j] < ceiling:
+                            ceiling = w[v][j]
+                        break
+        return ceiling
+
+    def reaches(self, members: Sequence[int], threshold: int) -> tuple[bool, bool]:
+        """As ``ring_reaches``."""
+        if len(members) <= 3:
+            return ring_reaches(members, self.weight, threshold)
+        if threshold > self.ceiling(members):
+            return False, True
+        return self._cycle(members, threshold)
+
+    def bottleneck(self, members: Sequence[int]) -> tuple[int, bool]:
+        """As ``ring_bottleneck``: the ceiling if a ring reaches it, else the climb below it."""
+        k = len(members)
+        if k <= 3:
+            return best_ring(members, self.weight)[0], True
+        ceiling = self.ceiling(members)
+        reached, finished = self._cycle(members, ceiling)
+        if reached:
+            return ceiling, True
+        if not finished:
+            return best_ring(members, self.weight)[0], False
+        w = self.weight
+        order = list(members)
+        bottleneck = min(w[a][b] for a, b in zip(order, order[1:] + order[:1]))
+        for threshold in sorted({w[a][b] for a in members for b in members if bottleneck < w[a][b] < ceiling}):
+            if threshold <= bottleneck:
+                continue
+            cycle, finished = self._cycle_order(members, threshold)
+            if cycle is None:
+                return bottleneck, finished
+            bottleneck = min(w[a][b] for a, b in zip(cycle, cycle[1:] + cycle[:1]))
+        return bottleneck, True
+
+    def _cycle(self, members: Sequence[int], threshold: int) -> tuple[bool, bool]:
+        cycle, finished = self._cycle_order(members, threshold)
+        return cycle is not None, finished
+
+    def _cycle_order(self, members: Sequence[int], threshold: int) -> tuple[list[int] | None, bool]:
+        masks = self.masks_at(threshold)
+        full = 0
+        for v in members:
+            full |= 1 << v
+        adjacency = [0] * self.n
+        for v in members:
+            bits = masks[v] & full
+            if bits.bit_count() < 2:
+                return None, True
+            adjacency[v] = bits
+        return _cycle_search(adjacency, min(members), full, RING_STEP_BUDGET)
+
+
+def _cycle_search(adjacency: list[int], start: int, full: int, budget: int) -> tuple[list[int] | None, bool]:
+    """A Hamiltonian cycle through the positions in ``full`` (neighbour bitmasks by position), as
+    ``_hamiltonian_cycle`` searches it."""
+    dead: set[tuple[int, int]] = set()
+    path = [start]
+    steps = 0
+    start_bit = 1 << start
+
+    def extend(mask: int, last: int) -> bool:
+        nonlocal steps
+        steps += 1
+        if steps > budget:
+            raise _BudgetSpent
+        if mask == full:
+            return bool(adjacency[last] & start_bit)
+        if (mask, last) in dead:
+            return False
+        unvisited = full & ~mask
+        if not adjacency[start] & unvisited:
+            dead.add((mask, last))
+            return False
+        usable = unvisited | (1 << last) | start_bit
+        rest = unvisited
+        while rest:
+            bit = rest & -rest
+            rest ^= bit
+            if (adjacency[bit.bit_length() - 1] & usable).bit_count() < 2:
+                dead.add((mask, last))
+                return False
+        options = adjacency[last] & unvisited
+        choices = []
+        while options:
+            bit = options & -options
+            options ^= bit
+            nxt = bit.bit_length() - 1
+            choices.append(((adjacency[nxt] & unvisited).bit_count(), nxt))
+        choices.sort()
+        for _, nxt in choices:
+            path.append(nxt)
+            if extend(mask | (1 << nxt), nxt):
+                return True
+            path.pop()
+        dead.add((mask, last))
+        return False
+
+    try:
+        found = extend(start_bit, start)
+    except _BudgetSpent:
+        return None, False
+    return (list(path) if found else None), True
