@@ -28,7 +28,7 @@ def host_entry(
         "gpus": list(gpus),
         "cuda_visible_devices": visible,
         "numactl": [] if numa_node is None else ["numactl", f"--cpunodebind={numa_node}", f"--membind={numa_node}"],
-        "nics": [{"name": nic, "path": "PIX", "gpus": list(gpus)} for nic in nics],
+        "nics": [{"name": nic, "netdev": None, "path": "PIX", "gpus": list(gpus)} for nic in nics],
         "env": env,
         "tf_config": {"cluster": {"worker": list(workers)}, "task": {"type": "worker", "index": task_index}},
         "warnings": list(warnings or []),

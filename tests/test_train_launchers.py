@@ -14,7 +14,7 @@ import pytest
 from cluster_plans import cluster_plan, write_plan
 from gputopo.errors import InputError
 from gputopo.train.config import TrainConfig
-from gputopo.train.launchers import launch, tf_config_entry, tf_config_task
+from gputopo.train.launchers import tf_config_entry, tf_config_task
 from gputopo.train.plan_file import host_launch_plan, load_cluster_plan
 from gputopo.train.slurm import SLURM_VARIABLES, expected_cluster, sbatch_script, slurm_entry, slurm_task
 
@@ -106,6 +106,21 @@ def test_a_task_on_a_host_not_in_the_plan_is_one_line(plan_path):
     with pytest.raises(InputError) as caught:
         slurm_entry(plan, slurm_task(slurm_env("node3", 1, 0)))
     assert str(caught.value) == f"task 1 runs on node3, which is not in {plan_path} (hosts: node1, node2)"
+
+
+@pytest.mark.tf
+def test_the_cluster_comes_from_tensorflows_slurm_resolver_without_its_gpu_assignment(monkeypatch):
+    from gputopo.train.slurm import resolve_cluster
+
+    # Slurm ranks node10 after node2 (its node list order); the resolver lists nodes by name.
+    env = slurm_env("node2", 1, 1, "node[2,10]", "2(x2)", 4)
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "5,6")
+    workers, index = resolve_cluster(slurm_task(env), 2222, gpus_per_task=2)
+    assert workers == ["node10:2222", "node10:2223", "node2:2222", "node2:2223"]
+    assert index == 3  # node2 with port 2222 + SLURM_LOCALID 1
+    assert os.environ["CUDA_VISIBLE_DEVICES"] == "5,6"  # auto_set_gpu=False: the plan's choice stays
 
 
 # -- applying an entry ---------------------------------------------------------------------------
@@ -269,3 +284,23 @@ def test_two_tasks_under_an_operators_tf_config_train_together_each_with_its_ent
     assert [s["plan"]["env"]["NCCL_IB_HCA"] for s in summaries] == ["=mlx5_0,mlx5_1", "=mlx5_3"]
     assert summaries[0]["weights_sha256"] == summaries[1]["weights_sha256"]
     assert [s["steps"] for s in summaries] == [3, 3]
+
+
+def test_the_plan_that_recommend_saves_is_what_the_launcher_reads(cli, tmp_path):
+    for host, machine in (("node1", "dgx1"), ("node2", "pcie-8gpu")):
+        result = cli("scan", "--machine", machine, "--host", host, "--save", str(tmp_path / f"{host}.json"))
+        assert result.exit_code == 0, result.output
+    plan_path = str(tmp_path / "plan.json")
+    result = cli("recommend", "--from", str(tmp_path / "node1.json"), "--from", str(tmp_path / "node2.json"),
+                 "--gpus", "4", "--save", plan_path)  # fmt: skip
+    assert result.exit_code == 0, result.output
+    plan = load_cluster_plan(plan_path)
+    assert plan.host_names == ["node1", "node2"] and [len(e.gpus) for e in plan.hosts] == [2, 2]
+    result = cli("train", "--launcher", "slurm", "--plan", plan_path, "--dry-run", "--json", "--batch-size", "8")
+    assert result.exit_code == 0, result.output
+    tasks = json.loads(result.stdout)["tasks"]
+    for task, entry in zip(tasks, plan.hosts):
+        assert task["entry"]["host"] == entry.host
+        assert task["process"]["env"]["CUDA_VISIBLE_DEVICES"] == entry.cuda_visible_devices
+        assert {k: v for k, v in task["process"]["env"].items() if k.startswith("NCCL_")} == {
+            k: v for k, v in entry.env.items() if k.startswith("NCCL_")}
