@@ -9,14 +9,22 @@ Beside each figure it checks the answer against brute force (every subset, every
 that is feasible, and says whether the search proved its answer optimal. Targets from issue 4:
 under 50 ms for 8 GPUs, under 1 s for 72.
 
+Then the targets of issue 14, each as its worst case, CPU time (``time.process_time``, what the
+machine being shared does not inflate) beside wall time:
+- every reference machine and every real capture in the test corpus (the ``tests/fixtures`` topo
+  texts that parse), every k from 1 to n: proven optimal, under 1 s each;
+- random 16-GPU topologies, every k: proven, under 0.5 s each;
+- ``--jobs 2`` exact on 16 GPUs in groups of 8: under 0.5 s.
+
 Then, side by side with go-gpuallocator's best-effort policy (``analysis/gpuallocator.py``) on the
 reference machines and the shared fixtures: both picks, each ring's slowest hop, both run times.
 
-Run: ``.venv/bin/python benchmarks/recommend_speed.py`` (under a minute on 2 cores).
+Run: ``.venv/bin/python benchmarks/recommend_speed.py`` (about a minute on 2 cores).
 """
 
 from __future__ import annotations
 
+import glob
 import math
 import random
 import statistics
@@ -50,14 +58,17 @@ def random_topology(n: int, seed: int) -> Topology:
     return Topology(gpus=gpus, links=links, source="benchmark")
 
 
-def time_call(topo: Topology, k: int, repeats: int) -> tuple[float, object]:
+def time_call(topo: Topology, k: int, repeats: int) -> tuple[float, float, object]:
+    """Median wall seconds, median CPU seconds, and the answer."""
     rec = recommend(topo, k)  # warm-up (imports, caches of the interpreter)
     samples = []
+    cpu_samples = []
     for _ in range(repeats):
-        start = time.perf_counter()
+        start, cpu = time.perf_counter(), time.process_time()
         rec = recommend(topo, k)
         samples.append(time.perf_counter() - start)
-    return statistics.median(samples), rec
+        cpu_samples.append(time.process_time() - cpu)
+    return statistics.median(samples), statistics.median(cpu_samples), rec
 
 
 def brute_force_work(n: int, k: int) -> int:
@@ -66,22 +77,23 @@ def brute_force_work(n: int, k: int) -> int:
 
 def row(name: str, topo: Topology, k: int, repeats: int = 5) -> None:
     n = len(topo.gpus)
-    seconds, rec = time_call(topo, k, repeats)
+    seconds, cpu_seconds, rec = time_call(topo, k, repeats)
     if brute_force_work(n, k) <= BRUTE_FORCE_MAX_WORK:
         exact = "matches" if brute_force_best_key(topo, k) == rec.best.key else "DIFFERS"
     else:
         exact = "n/a (too big)"
     target = TARGET_S.get(n)
-    verdict = "" if target is None else ("  ok" if seconds < target else "  SLOWER THAN TARGET")
+    verdict = "" if target is None else ("  ok" if cpu_seconds < target else "  SLOWER THAN TARGET")
     print(
-        f"{name:<22} {n:>3} GPUs  k={k:<3} {seconds * 1000:9.2f} ms  proven={str(rec.proven_optimal):<5}  "
+        f"{name:<22} {n:>3} GPUs  k={k:<3} {seconds * 1000:9.2f} ms {cpu_seconds * 1000:9.2f} ms CPU  "
+        f"proven={str(rec.proven_optimal):<5}  "
         f"brute force: {exact:<14}{verdict}"
     )
 
 
 def main() -> None:
-    print("recommend() in process, median of 5 runs")
-    print(f"{'topology':<22} {'size':>8}  {'ask':<5} {'time':>12}")
+    print("recommend() in process, median of 5 runs (wall, then CPU time)")
+    print(f"{'topology':<22} {'size':>8}  {'ask':<5} {'wall':>12} {'CPU':>12}")
     for machine in ("dgx1", "pcie-8gpu", "dgx-a100", "dgx-h100"):
         topo = load_reference(machine)
         for k in (2, 4, 6):
@@ -103,6 +115,84 @@ def main() -> None:
     topo = random_topology(72, 999)
     for k in (2, 4, 8):
         row("random-72 (no symmetry)", topo, k, repeats=1)
+
+
+def timed(call):
+    """``call()``'s result, its CPU seconds and its wall seconds."""
+    cpu, wall = time.process_time(), time.perf_counter()
+    result = call()
+    return result, time.process_time() - cpu, time.perf_counter() - wall
+
+
+def verdict(seconds: float, target_s: float, proven: bool = True) -> str:
+    return ("ok" if seconds < target_s else "SLOWER THAN TARGET") + ("" if proven else ", NOT PROVEN")
+
+
+def corpus_topologies() -> list[tuple[str, Topology]]:
+    """Every reference machine, and every topology text of the test corpus that parses."""
+    from gputopo.errors import InputError
+    from gputopo.sources import load_topology
+    from gputopo.sources.reference import MACHINES
+
+    root = Path(__file__).resolve().parents[1] / "tests" / "fixtures"
+    cases = [(m, load_reference(m)) for m in MACHINES]
+    for pattern in ("corpus/topo/*.txt", "shared/topo/*.txt", "topo/*.txt"):
+        for path in sorted(glob.glob(str(root / pattern))):
+            try:
+                cases.append((Path(path).name, load_topology(from_file=path)))
+            except InputError:
+                pass  # deliberately broken captures (garbage, truncated) are not machines
+    return cases
+
+
+def issue_14_targets() -> None:
+    """The issue 14 targets, each as its worst case over the asks it covers."""
+    print()
+    print("issue 14 targets: worst case per set of asks (one run each; CPU time beside wall time)")
+    worst = (0.0, 0.0, "")
+    unproven = []
+    cases = corpus_topologies()
+    for name, topo in cases:
+        for k in range(1, len(topo.gpus) + 1):
+            rec, cpu, wall = timed(lambda: recommend(topo, k))
+            if not rec.proven_optimal:
+                unproven.append(f"{name} k={k}")
+            if cpu > worst[0]:
+                worst = (cpu, wall, f"{name} k={k}")
+    print(
+        f"  {len(cases)} reference machines and corpus captures, every k: worst {worst[0] * 1000:7.1f} ms CPU "
+        f"({worst[1] * 1000:7.1f} ms wall) at {worst[2]}; unproven: {len(unproven)}  "
+        f"[target < 1 s, proven: {verdict(worst[0], 1.0, not unproven)}]"
+    )
+    worst = (0.0, 0.0, "")
+    unproven = []
+    seeds = range(100, 106)
+    for seed in seeds:
+        topo = random_topology(16, seed)
+        for k in range(1, 17):
+            rec, cpu, wall = timed(lambda: recommend(topo, k))
+            if not rec.proven_optimal:
+                unproven.append(f"#{seed} k={k}")
+            if cpu > worst[0]:
+                worst = (cpu, wall, f"#{seed - 100} k={k}")
+    print(
+        f"  random 16-GPU topologies ({len(seeds)} seeds), every k: worst {worst[0] * 1000:7.1f} ms CPU "
+        f"({worst[1] * 1000:7.1f} ms wall) at {worst[2]}; unproven: {len(unproven)}  "
+        f"[target < 0.5 s, proven: {verdict(worst[0], 0.5, not unproven)}]"
+    )
+    for name, topo in [("dgx2", load_reference("dgx2"))] + [(f"random-16 #{s - 100}", random_topology(16, s)) for s in range(100, 108)]:
+        rec, cpu, wall = timed(lambda: recommend(topo, 8, jobs=2))
+        print(
+            f"  --jobs 2 --gpus 8 on {name:<14} {cpu * 1000:7.1f} ms CPU ({wall * 1000:7.1f} ms wall)  "
+            f"exact={str(rec.jobs_proven_optimal):<5} [target < 0.5 s: {verdict(cpu, 0.5, rec.jobs_proven_optimal)}]"
+        )
+    topo = random_topology(72, 999)
+    for k in (4, 8):
+        rec, cpu, wall = timed(lambda: recommend(topo, k))
+        print(
+            f"  random-72 (no symmetry) k={k}: {cpu * 1000:7.1f} ms CPU ({wall * 1000:7.1f} ms wall)  "
+            f"proven={rec.proven_optimal} (wanted: proven within ~1 s)"
+        )
 
 
 def compare_with_gpuallocator() -> None:
@@ -143,4 +233,5 @@ def compare_with_gpuallocator() -> None:
 
 if __name__ == "__main__":
     main()
+    issue_14_targets()
     compare_with_gpuallocator()

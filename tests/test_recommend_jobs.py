@@ -41,3 +41,41 @@ def test_jobs_worst_group_matches_brute_force(seed, shape, require_one):
         best = worst if best is None or worst > best else best
     assert got == best
     assert rec.jobs_proven_optimal
+
+
+def _brute_force_split(problem, k, jobs, require):
+    """Every split's worst key, the best one; and every group's key (the slow way)."""
+    keys = {g: problem.key(g) for g in itertools.combinations(range(problem.n), k)}
+    best = None
+    for groups in itertools.combinations(keys, jobs):
+        members = [g for group in groups for g in group]
+        if len(set(members)) < len(members) or not set(require) <= set(members):
+            continue
+        worst = min(keys[g] for g in groups)
+        best = worst if best is None or worst > best else best
+    return best, keys
+
+
+@settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    seed=st.integers(0, 10_000),
+    shape=st.sampled_from([(4, 2, 8), (2, 4, 8), (3, 3, 9), (3, 2, 8), (2, 3, 8)]),
+    few_words=st.booleans(),
+    require_one=st.booleans(),
+)
+def test_jobs_fairest_split_is_the_first_packing_of_the_groups_at_least_its_worst(seed, shape, few_words, require_one):
+    """The split starts from a good split's floor and lists only groups that may reach it and leave
+    room for the other jobs; the answer is still the fairest, and exactly the first packing (lowest
+    GPU first, best groups first) of every group at least as good as its worst."""
+    from gputopo.analysis.recommend.jobs import _pack, split_jobs
+
+    k, jobs, n = shape
+    topo = random_topology(n, seed, ["NV2", "PIX", "SYS"] if few_words else None)
+    problem = Problem.from_topology(topo, topo.gpu_indices)
+    require = {seed % n} if require_one else set()
+    groups, exact, _ = split_jobs(problem, k, jobs, require)
+    assert exact
+    best, keys = _brute_force_split(problem, k, jobs, require)
+    assert min(problem.key(g) for g in groups) == best
+    at_least = sorted((g for g in keys if keys[g] >= best), key=lambda g: (tuple(-x for x in keys[g]), g))
+    assert groups == _pack(at_least, n, k, jobs, require)

@@ -60,3 +60,18 @@ def test_search_matches_brute_force_at_the_exact_limit(seed, k):
     rec = recommend(topo, k)
     assert rec.proven_optimal and "exact" in rec.search
     assert rec.best.key == brute_force_best_key(topo, k)
+
+
+@settings(max_examples=20, deadline=None)
+@given(seed=st.integers(0, 100_000), n=st.integers(4, 9), k=st.integers(1, 6), hosts=st.integers(1, 2))
+def test_a_key_is_the_ring_then_the_rest(seed, n, k, hosts):
+    """The search asks whether a group's ring reaches the bar before finding its best ring; that
+    reads the rest of the key from ``locality_and_total``, so the key must be the ring, then that."""
+    import itertools
+
+    from gputopo.analysis.recommend import Problem
+
+    topo = random_topology(n, seed, None, hosts)
+    problem = Problem.from_topology(topo, topo.gpu_indices)
+    for members in itertools.islice(itertools.combinations(range(n), min(k, n)), 20):
+        assert problem.key(members) == (problem.ring(members)[0],) + tuple(problem.locality_and_total(members))

@@ -1,8 +1,8 @@
 """``--jobs N``: N disjoint groups of k GPUs, the worst group as good as possible.
 
-Exact where every group can be listed (at most ``JOBS_EXACT_GROUP_LIMIT``): groups are evaluated
-lazily in optimistic order and packed by an exact cover search. Beyond, greedy: the best group, then
-the best of the GPUs left, and so on.
+Exact where every group can be listed (at most ``JOBS_EXACT_GROUP_LIMIT``): a good split found fast
+sets a floor, the groups that may reach it are evaluated lazily in optimistic order and packed by an
+exact cover search. Beyond, greedy: the best group, then the best of the GPUs left, and so on.
 """
 
 from __future__ import annotations

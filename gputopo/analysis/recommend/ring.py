@@ -140,68 +140,9 @@ def _cycle_at(rows: list[list[int]], k: int, threshold: int) -> tuple[list[int] 
         if bits.bit_count() < 2:  # a GPU with fewer than two such links cannot be on the ring
             return None, True
         adjacency.append(bits)
-    return _hamiltonian_cycle(adjacency, k, RING_STEP_BUDGET)
+    return _cycle_search(adjacency, 0, (1 << k) - 1, RING_STEP_BUDGET)
 
 
-def _hamiltonian_cycle(adjacency: list[int], k: int, budget: int) -> tuple[list[int] | None, bool]:
-    """A Hamiltonian cycle in the graph given as neighbour bitmasks, from vertex 0.
-
-    Depth-first, the neighbour with fewest onward choices first (Warnsdorff), remembering dead ends.
-    A partial path is abandoned as soon as some GPU not on it has fewer than two neighbours it could
-    still use (the GPUs off the path and the path's two ends): that only cuts branches without a
-    cycle, so the cycle found is the one the plain search finds first.
-    Returns ``(order or None, finished)``; ``finished`` is False if the budget stopped the search."""
-    full = (1 << k) - 1
-    dead: set[tuple[int, int]] = set()
-    path = [0]
-    steps = 0
-
-    def extend(mask: int, last: int) -> bool:
-        nonlocal steps
-        steps += 1
-        if steps > budget:
-            raise _BudgetSpent
-        if mask == full:
-            return bool(adjacency[last] & 1)
-        if (mask, last) in dead:
-            return False
-        unvisited = full & ~mask
-        if not adjacency[0] & unvisited:
-            dead.add((mask, last))
-            return False
-        usable = unvisited | (1 << last) | 1
-        rest = unvisited
-        while rest:
-            bit = rest & -rest
-            rest ^= bit
-            if (adjacency[bit.bit_length() - 1] & usable).bit_count() < 2:
-                dead.add((mask, last))
-                return False
-        options = adjacency[last] & unvisited
-        choices = []
-        while options:
-            bit = options & -options
-            options ^= bit
-            nxt = bit.bit_length() - 1
-            choices.append(((adjacency[nxt] & unvisited).bit_count(), nxt))
-        choices.sort()
-        for _, nxt in choices:
-            path.append(nxt)
-            if extend(mask | (1 << nxt), nxt):
-                return True
-            path.pop()
-        dead.add((mask, last))
-        return False
-
-    try:
-        found = extend(1, 0)
-    except _BudgetSpent:
-        return None, False
-    return (list(path) if found else None), True
-
-
-class _BudgetSpent(Exception):
-    pass
 
 
 class RingOracle:
@@ -300,8 +241,14 @@ class RingOracle:
 
 
 def _cycle_search(adjacency: list[int], start: int, full: int, budget: int) -> tuple[list[int] | None, bool]:
-    """A Hamiltonian cycle through the positions in ``full`` (neighbour bitmasks by position), as
-    ``_hamiltonian_cycle`` searches it."""
+    """A Hamiltonian cycle through the positions in ``full`` (neighbour bitmasks by position), from
+    ``start``.
+
+    Depth-first, the neighbour with fewest onward choices first (Warnsdorff), remembering dead ends.
+    A partial path is abandoned as soon as some GPU not on it has fewer than two neighbours it could
+    still use (the GPUs off the path and the path's two ends): that only cuts branches without a
+    cycle, so the cycle found is the one the plain search finds first.
+    Returns ``(order or None, finished)``; ``finished`` is False if the budget stopped the search."""
     dead: set[tuple[int, int]] = set()
     path = [start]
     steps = 0
@@ -349,3 +296,7 @@ def _cycle_search(adjacency: list[int], start: int, full: int, budget: int) -> t
     except _BudgetSpent:
         return None, False
     return (list(path) if found else None), True
+
+
+class _BudgetSpent(Exception):
+    pass

@@ -189,6 +189,9 @@ def search_groups(problem: Problem, k: int, required: set[int], keep: int, node_
     - hosts / NUMA nodes >= those used, plus the fewest more that can hold the GPUs still to add;
     - total <= what is chosen, plus the fastest link any remaining GPU has, for every pair to come.
 
+    A complete group is only ranked once its ring is known to reach the bar's bottleneck (or pass
+    it, where the rest of its key is no better); asking that is cheaper than the best ring.
+
     Every bound is optimistic, so nothing pruned could have beaten the groups kept: with no node
     budget the result is exact.
     """
