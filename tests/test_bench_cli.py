@@ -140,6 +140,9 @@ def test_ctrl_c_prints_and_saves_partial_results(cli, tf_cpu_devices, tmp_path, 
         (["--cpu-devices", "2", "--save", "/nonexistent-folder/x.json"], "gputopo: error: cannot write"),
         (["--cpu-devices", "2", "--save", "/"], "gputopo: error: cannot write /: it is a folder"),
         (["--cpu-devices", "2", "--machine", "no-such-machine"], "gputopo: error:"),
+        (["--cpu-devices", "1000"], "gputopo: error: --cpu-devices must be at most 64"),
+        (["--cpu-devices", "2", "--gpus", "0-99"], "9900 ordered pairs to measure, more than 4096; measure a part"),
+        (["--cpu-devices", "2", "--save", "/dev/null"], "cannot write /dev/null: it is a character device"),
     ],
 )
 def test_garbage_options_exit_2_before_tensorflow(cli, monkeypatch, args, message):
@@ -177,3 +180,81 @@ def test_cli_import_does_not_import_tensorflow():
     )  # fmt: skip
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.strip() == "False"
+
+
+def test_a_fifo_save_target_is_refused_before_measuring(cli, monkeypatch, tmp_path):
+    import gputopo.tfruntime
+
+    def no_tensorflow():
+        raise AssertionError("a bad --save target must be refused before TensorFlow is imported")
+
+    monkeypatch.setattr(gputopo.tfruntime, "import_tensorflow", no_tensorflow)
+    fifo = tmp_path / "pipe"
+    os.mkfifo(fifo)
+    result = cli("bench-p2p", "--cpu-devices", "2", "--save", str(fifo))
+    assert result.exit_code == 2, result.output
+    assert f"cannot write {fifo}: it is a named pipe (FIFO)" in result.output
+
+
+def test_failed_measurements_exit_1_after_showing_and_saving_the_rest(cli, tf_cpu_devices, tmp_path, monkeypatch):
+    from gputopo.bench import engine
+
+    def refused(*args, **kwargs):
+        raise engine.BenchStepError("copy refused")
+
+    monkeypatch.setattr(engine.CopyBench, "measure_bidir", refused)
+    target = tmp_path / "m.json"
+    result = cli("bench-p2p", "--cpu-devices", "2", "--size", "4KiB", "--repeat", "1", "--warmup", "0",
+                 "--min-sample-ms", "1", "--json", "--save", str(target))  # fmt: skip
+    assert result.exit_code == 1, result.output
+    figures = json.loads(result.stdout)  # printed first
+    assert all(pair["gbps"] > 0 for pair in figures["pairs"])
+    assert target.exists()
+    error_lines = [line for line in result.output.splitlines() if line.startswith("gputopo: error:")]
+    assert len(error_lines) == 1 and "1 measurement failed (first: CPU 0 <-> 1 4 KiB: copy refused)" in error_lines[0]
+
+    monkeypatch.setattr(engine.CopyBench, "measure_uni", refused)  # now every figure fails
+    result = cli("bench-p2p", "--cpu-devices", "2", "--size", "4KiB", "--repeat", "1", "--warmup", "0",
+                 "--min-sample-ms", "1")  # fmt: skip
+    assert result.exit_code == 1, result.output
+    assert "5 measurements failed" in result.output
+
+
+_SIGTERM_SCRIPT = """
+import pathlib, sys
+from gputopo.bench import run
+marker = pathlib.Path(sys.argv[1])
+real_step = run._PairRun.step
+def step(self, description, *args, **kwargs):
+    if self.result.pairs:  # at least one pair measured: tell the test, then go on slowly
+        marker.touch()
+    return real_step(self, description, *args, **kwargs)
+run._PairRun.step = step
+from gputopo.cli import main
+sys.argv = ["gputopo", "bench-p2p", *sys.argv[2:]]
+main()
+"""
+
+
+def test_sigterm_prints_and_saves_the_partial_figures_and_exits_143(tmp_path):
+    import signal
+    import time
+
+    marker, target = tmp_path / "measuring", tmp_path / "partial.json"
+    proc = subprocess.Popen(
+        [sys.executable, "-c", _SIGTERM_SCRIPT, str(marker), "--cpu-devices", "4", "--sizes", "4KiB,8KiB,16KiB,32KiB",
+         "--repeat", "50", "--min-sample-ms", "20", "--json", "--save", str(target)],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=REPO, env=_child_env(),
+    )  # fmt: skip
+    deadline = time.monotonic() + 240
+    while not marker.exists() and proc.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert marker.exists(), proc.communicate(timeout=60)
+    proc.send_signal(signal.SIGTERM)
+    stdout, stderr = proc.communicate(timeout=120)
+    assert proc.returncode == 143, stderr[-3000:]
+    data = json.loads(stdout)
+    assert data["interrupted"] is True and "interrupted (SIGTERM)" in " ".join(data["notes"])
+    assert any(pair["gbps"] for pair in data["pairs"])
+    assert "interrupted by SIGTERM: the results above are partial (saved to" in stderr and "Traceback" not in stderr
+    assert Topology.from_dict(json.loads(target.read_text())).source == "bench-p2p"

@@ -5,7 +5,6 @@ The run's robustness (hung steps, out-of-memory, Ctrl-C) and the device choice: 
 from __future__ import annotations
 
 import threading
-import time
 
 import numpy as np
 import pytest
@@ -83,26 +82,25 @@ def test_source_tensor_lives_on_its_device_with_exact_size(tf, four):
 
 
 def test_bytes_really_move(tf, four):
-    """DeepCopy runs at memory speed (like a NumPy copy of the same bytes); the zero-copy
-    tf.identity between logical CPU devices would report a multiple of it."""
-    size = 64 * MIB
-    config = BenchConfig(sizes_bytes=[size], repeat=3, warmup=1, min_sample_s=0.02)
-    cancel = threading.Event()
+    """The benchmark's copy on logical CPU devices (DeepCopy) writes the bytes into a buffer of its
+    own; ``tf.identity`` between logical CPU devices would hand over the source's very buffer (zero
+    copy: the fantasy GB/s the engine avoids). ``np.asarray`` of a CPU eager tensor is a view of its
+    buffer (in TF 2.21 ``.numpy()`` returns a copy), so the buffers' addresses tell, without timing."""
+    config = BenchConfig(sizes_bytes=[MIB], repeat=1, warmup=0, min_sample_s=0.001)
     deep = CopyBench(tf, four, "CPU", config)
-    deep_s = float(np.median(deep.measure_uni(four[0].tf_name, four[1].tf_name, size, cancel)))
+    assert deep.copy_op == "DeepCopy"
+    source = deep.source_tensor(four[0].tf_name, MIB)
+    copied = deep.uni_function(four[1].tf_name)(source)
+    assert np.asarray(source).ctypes.data == np.asarray(source).ctypes.data  # a view, not a copy
+    assert np.asarray(copied).ctypes.data != np.asarray(source).ctypes.data  # a buffer of its own...
+    assert np.array_equal(copied.numpy(), source.numpy())  # ...holding the same bytes
+
     ident = CopyBench(tf, four, "CPU", config, copy_op="Identity")
-    ident_s = float(np.median(ident.measure_uni(four[0].tf_name, four[1].tf_name, size, cancel)))
-    src = np.random.randint(0, 255, size, dtype=np.uint8)
-    dst = np.empty_like(src)
-    np.copyto(dst, src)
-    numpy_s = []
-    for _ in range(3):
-        t0 = time.perf_counter()
-        np.copyto(dst, src)
-        numpy_s.append(time.perf_counter() - t0)
-    ratio = float(np.median(numpy_s)) / deep_s  # bench GB/s over NumPy GB/s
-    assert 0.2 < ratio < 5, ratio
-    assert deep_s > 3 * ident_s, (deep_s, ident_s)
+    shared = ident.uni_function(four[1].tf_name)(source)
+    assert np.asarray(shared).ctypes.data == np.asarray(source).ctypes.data  # zero-copy: the source's buffer
+
+    cancel = threading.Event()  # and the timed path runs the same copy
+    assert all(s > 0 for s in deep.measure_uni(four[0].tf_name, four[1].tf_name, MIB, cancel))
 
 
 def test_same_device_names():

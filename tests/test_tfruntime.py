@@ -30,3 +30,65 @@ def test_what_cpp_writes_to_stderr_meanwhile_comes_out_filtered(capfd):
         os.write(2, STARTUP.encode())
         assert capfd.readouterr().err == ""  # held back until the import is over
     assert capfd.readouterr().err == ERROR + FATAL + OTHER
+
+
+def _fake_tensorflow(root, body: str):
+    package = root / "tensorflow"
+    package.mkdir(parents=True)
+    (package / "__init__.py").write_text(body)
+    return root
+
+
+def test_missing_tensorflow_says_install_it(monkeypatch):
+    import sys
+
+    import pytest
+
+    from gputopo.errors import EXIT_ENVIRONMENT, TensorFlowUnavailable
+    from gputopo.tfruntime import import_tensorflow
+
+    monkeypatch.setitem(sys.modules, "tensorflow", None)  # as if not installed
+    with pytest.raises(TensorFlowUnavailable, match=r"install it with `pip install 'gputopo\[tf\]'`") as caught:
+        import_tensorflow()
+    assert caught.value.exit_code == EXIT_ENVIRONMENT
+
+
+def test_installed_but_broken_tensorflow_is_not_told_to_install(tmp_path):
+    """A TensorFlow whose import fails (a missing CUDA library, a dependency missing) is one line,
+    exit 3, saying it is installed: run where no real TensorFlow is imported (a fake on the path)."""
+    import subprocess
+    import sys
+
+    from conftest import REPO
+
+    cases = {
+        "cuda": "raise ImportError('libcudart.so.12: cannot open shared object file: No such file or directory')",
+        "dependency": "import tensorflow_no_such_dependency_module",
+        "other": "raise AttributeError(\"module 'numpy' has no attribute 'complex_'\")",
+    }
+    for name, body in cases.items():
+        root = _fake_tensorflow(tmp_path / name, body)
+        proc = subprocess.run(
+            [sys.executable, "-m", "gputopo", "bench-p2p", "--cpu-devices", "2"],
+            capture_output=True, text=True, cwd=REPO, timeout=60,
+            env={**os.environ, "PYTHONPATH": f"{root}{os.pathsep}{REPO}"},
+        )  # fmt: skip
+        lines = proc.stderr.strip().splitlines()
+        assert proc.returncode == 3, proc.stderr
+        assert len(lines) == 1 and lines[0].startswith("gputopo: error: TensorFlow is installed but failed to import: ")
+        assert "pip install" not in lines[0]
+    assert "libcudart.so.12" in _last_error(tmp_path / "cuda")
+
+
+def _last_error(root) -> str:
+    import subprocess
+    import sys
+
+    from conftest import REPO
+
+    proc = subprocess.run(
+        [sys.executable, "-c", "from gputopo.tfruntime import import_tensorflow\n"
+         "try:\n    import_tensorflow()\nexcept Exception as exc:\n    print(exc)"],
+        capture_output=True, text=True, cwd=REPO, timeout=60, env={**os.environ, "PYTHONPATH": f"{root}{os.pathsep}{REPO}"},
+    )  # fmt: skip
+    return proc.stdout

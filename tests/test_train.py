@@ -131,6 +131,7 @@ def test_unreadable_image_is_one_clear_line(cli, tmp_path: Path):
     lines = [line for line in result.output.splitlines() if line.strip()]
     error_lines = [line for line in lines if line.startswith("gputopo: error:")]
     assert len(error_lines) == 1 and "could not be decoded" in error_lines[0], result.output
+    assert f"image {broken} could not be decoded" in error_lines[0], result.output  # the file is named
     assert "Traceback" not in result.output
 
 
@@ -146,6 +147,7 @@ def test_an_unreadable_test_image_is_one_clear_line_at_evaluation(tmp_path: Path
     assert result.returncode == 2, result.stderr[-2000:]
     error_lines = [line for line in result.stderr.splitlines() if line.startswith("gputopo: error:")]
     assert len(error_lines) == 1 and "could not be decoded" in error_lines[0], result.stderr[-2000:]
+    assert f"image {broken} could not be decoded" in error_lines[0], result.stderr[-2000:]
     assert "Traceback" not in result.stderr
 
 

@@ -4,6 +4,7 @@ prints the exact plan. None of these start TensorFlow."""
 from __future__ import annotations
 
 import json
+import os
 import socket
 import sys
 from pathlib import Path
@@ -11,6 +12,8 @@ from pathlib import Path
 import pytest
 from conftest import assert_one_error_line
 from test_train_data import make_image_folder
+
+from gputopo.errors import InputError
 
 
 def _assert_one_line_error(result, *fragments: str) -> None:
@@ -74,6 +77,7 @@ def test_scaling_dry_run_lists_one_process_per_size(cli):
         (["--resume", "--no-checkpoint"], ["--resume needs"]),
         (["--machine", "dgx1", "--devices", "0,x"], ["bad --devices '0,x'"]),
         (["--machine", "dgx1", "--devices", "0,9"], ["names GPU 9"]),
+        (["--batch-size", "1000000000000"], ["--batch-size must be at most"]),
     ],
 )
 def test_bad_options_are_one_line(cli, tmp_path: Path, args, fragments):
@@ -131,3 +135,40 @@ def test_a_checkpoint_folder_that_cannot_be_written_is_refused_before_training(c
     fresh = tmp_path / "new" / "ck"
     assert cli("train", "--cpu-devices", "1", "--checkpoint-dir", str(fresh), "--dry-run").exit_code == 0
     assert not fresh.exists()  # a dry run creates nothing
+
+
+def test_tf_config_that_is_not_json_is_one_line(cli, tmp_path: Path, monkeypatch):
+    from gputopo.train.cluster import check_tf_config_env
+
+    monkeypatch.setenv("TF_CONFIG", "{nope")
+    _assert_one_line_error(cli("train", "--cpu-devices", "1", "--no-checkpoint"), "TF_CONFIG in the environment is not JSON")
+    with pytest.raises(InputError, match="not a JSON object"):
+        check_tf_config_env({"TF_CONFIG": "[1, 2]"})
+    check_tf_config_env({"TF_CONFIG": '{"cluster": {}}'})
+    check_tf_config_env({})
+
+
+def test_an_unreadable_class_folder_is_one_line(cli, tmp_path: Path, monkeypatch):
+    folder = make_image_folder(tmp_path / "d", classes=("cat", "dog"), train_per_class=2, test_per_class=1)
+    locked = folder / "train" / "dog"
+    real_iterdir = Path.iterdir
+
+    def iterdir(self):  # what chmod 000 does to anyone but root (the tests may run as root)
+        if self == locked:
+            raise PermissionError(13, "Permission denied", str(self))
+        return real_iterdir(self)
+
+    monkeypatch.setattr(Path, "iterdir", iterdir)
+    _assert_one_line_error(cli("train", "--cpu-devices", "1", "--data", str(folder)),
+                           f"cannot read folder {locked}: Permission denied")
+
+
+@pytest.mark.skipif(os.geteuid() == 0, reason="root reads a chmod-000 folder anyway")
+def test_a_chmod_000_class_folder_is_one_line(cli, tmp_path: Path):
+    folder = make_image_folder(tmp_path / "d", classes=("cat", "dog"), train_per_class=2, test_per_class=1)
+    locked = folder / "train" / "dog"
+    locked.chmod(0)
+    try:
+        _assert_one_line_error(cli("train", "--cpu-devices", "1", "--data", str(folder)), "cannot read folder")
+    finally:
+        locked.chmod(0o755)

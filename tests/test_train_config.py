@@ -48,6 +48,7 @@ def test_config_round_trips_through_child_flags():
         ({"model": "mobilenetv2", "image_size": 16}, "at least 32x32"),
         ({"cross_device_ops": "Carrier pigeon"}, "unknown cross-device op"),
         ({"checkpoint_every": -5}, "--checkpoint-every"),
+        ({"batch_size": 1_000_000_000_000}, "--batch-size must be at most 1048576"),
     ],
 )
 def test_config_rejects_values_that_cannot_work(changes, message):
