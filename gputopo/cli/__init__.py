@@ -16,18 +16,13 @@ from typing import Annotated, Any, Callable, Iterable, Optional, Sequence
 import typer
 from typer.core import TyperGroup
 
-from gputopo.cli.option_values import PlainValuesCommand, use_plain_values
 from gputopo.errors import EXIT_CHECK_FAILED, EXIT_ENVIRONMENT, EXIT_USAGE, GputopoError
 
 
 class _OneLineErrorsGroup(TyperGroup):
     """The command group whose usage errors are one ``gputopo: error:`` line and exit code 2, like
     every other error (typer would draw a 5-6 line box). ``main`` is what both the console script
-    and the test runner (``CliRunner``) call, so both behave the same. Option values are converted
-    without pydantic where the result is certain (``option_values``): a cold start stays light."""
-
-    def get_params(self, ctx: Any) -> Any:
-        return use_plain_values(super().get_params(ctx))
+    and the test runner (``CliRunner``) call, so both behave the same."""
 
     def main(self, args: Sequence[str] | None = None, prog_name: str | None = None,  # type: ignore[override]
              complete_var: str | None = None, standalone_mode: bool = True, **extra: Any) -> Any:
@@ -111,7 +106,6 @@ def command(*args: Any, **kwargs: Any) -> Callable[[Callable[..., Any]], Callabl
                 silence_stdout()
                 raise fail(f"cannot write the output: {exc.strerror or exc}", EXIT_ENVIRONMENT) from None
 
-        kwargs.setdefault("cls", PlainValuesCommand)
         return _app.command(*args, **kwargs)(wrapper)
 
     return decorate
