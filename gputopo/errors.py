@@ -11,6 +11,9 @@ EXIT_OK = 0
 EXIT_CHECK_FAILED = 1
 EXIT_USAGE = 2
 EXIT_ENVIRONMENT = 3
+# What a shell reports for a process killed by SIGPIPE: the reader of our output went away
+# (`gputopo scan | head`). Not an error of ours, so nothing is printed.
+EXIT_PIPE_CLOSED = 141
 
 
 class GputopoError(Exception):
@@ -30,6 +33,13 @@ class OutputError(InputError):
     fault rather than the command line's, so it exits with the environment's code."""
 
     exit_code = EXIT_ENVIRONMENT
+
+
+class OutputClosed(OutputError):
+    """The reader of standard output closed the pipe early (``| head``): stop quietly, exit 141."""
+
+    exit_code = EXIT_PIPE_CLOSED
+    quiet = True
 
 
 class NvmlUnavailable(GputopoError):

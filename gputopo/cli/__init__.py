@@ -8,6 +8,7 @@ codes are in docs/exit-codes.md.
 
 from __future__ import annotations
 
+import errno
 import functools
 import importlib
 import sys
@@ -16,7 +17,13 @@ from typing import Annotated, Any, Callable, Iterable, Optional, Sequence
 import typer
 from typer.core import TyperGroup
 
-from gputopo.errors import EXIT_CHECK_FAILED, EXIT_ENVIRONMENT, EXIT_USAGE, GputopoError
+from gputopo.errors import (
+    EXIT_CHECK_FAILED,
+    EXIT_ENVIRONMENT,
+    EXIT_PIPE_CLOSED,
+    EXIT_USAGE,
+    GputopoError,
+)
 
 
 class _OneLineErrorsGroup(TyperGroup):
@@ -27,7 +34,9 @@ class _OneLineErrorsGroup(TyperGroup):
     def main(self, args: Sequence[str] | None = None, prog_name: str | None = None,  # type: ignore[override]
              complete_var: str | None = None, standalone_mode: bool = True, **extra: Any) -> Any:
         try:
-            from typer._click.exceptions import ClickException  # typer vendors click since 0.2x
+            from typer._click.exceptions import (
+                ClickException,  # typer vendors click since 0.2x
+            )
         except ImportError:
             from click.exceptions import ClickException  # type: ignore[no-redef]
 
@@ -97,6 +106,8 @@ def command(*args: Any, **kwargs: Any) -> Callable[[Callable[..., Any]], Callabl
             try:
                 return fn(*f_args, **f_kwargs)
             except GputopoError as exc:
+                if getattr(exc, "quiet", False):  # the pipe's reader left (`| head`): nothing to say
+                    raise typer.Exit(exc.exit_code) from None
                 raise fail(str(exc), exc.exit_code) from None
             except KeyboardInterrupt:
                 raise fail("interrupted", 130) from None
@@ -104,6 +115,8 @@ def command(*args: Any, **kwargs: Any) -> Callable[[Callable[..., Any]], Callabl
                 if exc.errno not in OUTPUT_ERRNOS:
                     raise
                 silence_stdout()
+                if exc.errno == errno.EPIPE:
+                    raise typer.Exit(EXIT_PIPE_CLOSED) from None
                 raise fail(f"cannot write the output: {exc.strerror or exc}", EXIT_ENVIRONMENT) from None
 
         return _app.command(*args, **kwargs)(wrapper)

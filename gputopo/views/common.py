@@ -20,7 +20,7 @@ import sys
 from contextlib import AbstractContextManager, nullcontext
 from typing import TYPE_CHECKING, Any, Iterable, TextIO
 
-from gputopo.errors import OutputError
+from gputopo.errors import OutputClosed, OutputError
 from gputopo.sources.snapshot import finite_or_null
 
 if TYPE_CHECKING:  # rich is imported where a console or table is made, never for --json
@@ -64,6 +64,8 @@ class _GuardedStream:
     def _failed(self, exc: OSError) -> OutputError:
         if self.stream is sys.stdout:
             silence_stdout()
+        if exc.errno == errno.EPIPE and self.stream is sys.stdout:
+            return OutputClosed(f"{self.label} was closed by its reader")
         return OutputError(f"cannot write to {self.label}: {exc.strerror or exc}")
 
     def write(self, text: str) -> int:
