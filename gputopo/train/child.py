@@ -143,7 +143,8 @@ class SynchronousLoop:
             return
         self._collect(self.window)  # every loss up to here finite, or nothing is saved
         self._collect(self.epoch_means)
-        self.state.save(self.tf, step, self.config, self.last_saved_step)
+        self.state.check_finite(self.tf, step, self.config, self.last_saved_step)
+        self.state.save(self.tf, step, self.config)
         if not is_chief(self.config):
             self.tf.io.gfile.rmtree(manager.directory)  # only the chief's copy is kept
         self.last_saved_step = step

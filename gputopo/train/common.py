@@ -162,14 +162,17 @@ class TrainingState:
             )
         return cls(model, optimizer, step_variable, checkpoint, manager, start_step)
 
-    def save(self, tf: Any, step: int, config: TrainConfig, last_saved_step: int | None = None) -> None:
-        """Save checkpoint ``ckpt-<step>``; a folder that cannot be written is one clear error, and
-        weights that are not finite are never saved (the older checkpoints stay)."""
+    def check_finite(self, tf: Any, step: int, config: TrainConfig, last_saved_step: int | None) -> None:
+        """Before each save: weights that are not finite are never saved (the older checkpoints stay)."""
         if not weights_finite(tf, self.model):
             raise TrainingFailed(
                 f"the weights are no longer finite numbers at step {step}; training stopped there and saved nothing "
                 f"of it; {resume_hint(config.checkpoint_dir if last_saved_step is not None else None)}"
             )
+
+    def save(self, tf: Any, step: int, config: TrainConfig) -> None:
+        """Save checkpoint ``ckpt-<step>`` (the loops call ``check_finite`` first); a folder that
+        cannot be written is one clear error."""
         self.step_variable.assign(step)
         try:
             self.manager.save(checkpoint_number=step)

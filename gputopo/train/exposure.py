@@ -67,7 +67,7 @@ def _ports(addresses: Sequence[str]) -> str:
 def guard_network(
     processes: Sequence[ProcessSpec],
     allow_exposed_ports: bool = False,
-    open_network: Callable[[], PrivateNetwork] = PrivateNetwork.open,
+    open_network: Callable[[], PrivateNetwork] | None = None,
 ) -> NetworkGuard:
     """Decide before any child starts: isolate a local cluster, or refuse, or warn (see the module)."""
     processes = list(processes)
@@ -83,7 +83,7 @@ def guard_network(
             f"({', '.join(a for a in config.workers if a != own) or 'none'}) through your firewall; see docs/security.md",
         )
     try:
-        return NetworkGuard(processes, network=open_network())
+        return NetworkGuard(processes, network=(open_network or PrivateNetwork.open)())
     except PrivateNetworkUnavailable as exc:
         if not allow_exposed_ports:
             raise PrivateNetworkUnavailable(

@@ -169,14 +169,19 @@ class _ParameterServerRun:
                 if self.state.manager is not None and (
                     self.step == total_steps or (config.checkpoint_every and self.step % config.checkpoint_every == 0)
                 ):
-                    self.state.save(self.tf, self.step, config, self.last_saved_step)
-                    self.last_saved_step = self.step
+                    self._save()
         self.elapsed_s = time.perf_counter() - start_s
         if self.state.manager is not None and self.stop.requested:
-            self.state.save(self.tf, self.step, config, self.last_saved_step)
+            self._save()
         epoch_means.collect(batch)
         if epoch_means.steps:
             self.history.append(epoch_record(self.step / spe, self.step, epoch_means, None))
+
+    def _save(self) -> None:
+        """Checkpoint ``ckpt-<step>``; weights that are not finite stop the run instead."""
+        self.state.check_finite(self.tf, self.step, self.config, self.last_saved_step)
+        self.state.save(self.tf, self.step, self.config)
+        self.last_saved_step = self.step
 
     def _end_epoch(self, epoch_means: RunningMeans) -> RunningMeans:
         """Evaluate and record the epoch just finished; returns the next epoch's (empty) means."""
