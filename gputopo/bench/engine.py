@@ -11,11 +11,14 @@ device and returns a copy made by an op placed (``tf.device``) on the destinatio
 
 Only the device names and the copy op differ, so the CPU tests exercise the code GPUs run.
 
-Timing: the source tensor is made on the source device from random data and passed as an argument
-(nothing to constant-fold), the result is returned (nothing to prune). Each sample is
-``sync_devices(); t0; N calls; sync_devices(); t1`` - the calls only enqueue device work and nothing
-is read back to the host, so the clock covers the copies (and TF's dispatch of them) and nothing
-else. N is chosen from a calibration call so that each sample lasts at least ``min_sample_s``.
+Timing: the source tensor is made on the source device (random data once per size, then copies of
+it) and passed as an argument (nothing to constant-fold), the result is returned (nothing to
+prune). One untimed call instantiates the function on the pair and allocates; then every interval
+is ``t0; N calls; sync(step's devices); t1`` - the calls only enqueue device work and nothing is
+read back to the host, so the clock covers the copies (and TF's dispatch of them) and nothing else.
+The ``warmup`` calls are timed one by one but not reported; the last one sets N so that each of
+the ``repeat`` samples lasts at least ``min_sample_s``. ``copy_seconds_total`` sums every warm-up
+and timed interval, so a run can say how much of its wall time was copying.
 
 Running every pair with step timeouts, Ctrl-C and error handling is ``gputopo.bench.run``'s job.
 """
@@ -100,30 +103,52 @@ class CopyBench:
         self._sources: dict[tuple[str, int], Any] = {}
         self._functions: dict[tuple[str, ...], Any] = {}
         self._strategies: dict[str, tuple[Any, str]] = {}
+        # What every measurement spent in its warm-up and timed intervals (see the module docstring).
+        self._totals_lock = threading.Lock()
+        self.copy_seconds_total = 0.0
+        self.copy_calls_total = 0
 
     # tensors and functions
 
     def source_tensor(self, device: str, size_bytes: int) -> Any:
         """``size_bytes`` of random uint8 made on ``device`` itself (no host round trip, no constant)."""
-        key = (device, size_bytes)
-        if key not in self._sources:
-            tf = self.tf
-            words = math.ceil(size_bytes / 4)
-            with tf.device(device):
+        return self.step_sources([device], size_bytes)[0]
+
+    def step_sources(self, devices: list[str], size_bytes: int) -> list[Any]:
+        """The source tensors of one step, one per device in ``devices``; every other source is
+        dropped, so a run holds only its current step's sources (its memory stays about two buffers
+        per copy in flight). A missing one is a copy of one already there (milliseconds; random
+        numbers take a quarter of a second per 64 MiB on a slow host), random data only at first."""
+        kept = {key: self._sources[key] for key in [(d, size_bytes) for d in devices] if key in self._sources}
+        origin = next(iter(kept.values()), None)
+        if origin is None:
+            origin = next((t for (_, size), t in self._sources.items() if size == size_bytes), None)
+        for device in devices:
+            if (device, size_bytes) not in kept:
+                origin = kept[(device, size_bytes)] = self._new_source(device, size_bytes, origin)
+        self._sources = kept
+        return [kept[(d, size_bytes)] for d in devices]
+
+    def _new_source(self, device: str, size_bytes: int, origin: Any) -> Any:
+        tf = self.tf
+        with tf.device(device):
+            if origin is not None:  # random bytes already made at this size, copied onto ``device``
+                data = self._copy(origin)
+            else:
+                words = math.ceil(size_bytes / 4)
                 data = tf.random.uniform([words], minval=tf.int32.min, maxval=tf.int32.max, dtype=tf.int32)
                 data = tf.reshape(tf.bitcast(data, tf.uint8), [-1])
                 if words * 4 != size_bytes:
                     data = data[:size_bytes]
-            # Soft placement would silently fall back to the CPU where a kernel is missing; a source
-            # tensor anywhere else than asked would time the wrong copy.
-            if not same_device(data.device, device):
-                raise BenchStepError(f"TensorFlow made the source tensor on {data.device}, not on {device}")
-            self._sources[key] = data
-        return self._sources[key]
+        # Soft placement would silently fall back to the CPU where a kernel is missing; a source
+        # tensor anywhere else than asked would time the wrong copy.
+        if not same_device(data.device, device):
+            raise BenchStepError(f"TensorFlow made the source tensor on {data.device}, not on {device}")
+        return data
 
     def drop_sources(self) -> None:
         """Free the source tensors (between sizes, so that a sweep never holds two sizes at once)."""
-        self._sources.clear()
+        self._sources = {}
 
     def uni_function(self, dst: str) -> Any:
         """``f(x)``: a copy of ``x`` (on its source device) made on ``dst``."""
@@ -174,46 +199,74 @@ class CopyBench:
 
     # timing
 
-    def seconds_per_call(self, fn: Any, args: tuple[Any, ...], cancel: threading.Event) -> list[float]:
-        """``repeat`` samples of the mean time of one call, each sample bracketed by device syncs."""
-        sync = self.tf.test.experimental.sync_devices
+    def device_sync(self, devices: list[str] | None) -> Callable[[], None]:
+        """A function that waits until ``devices`` (None: all) have finished their queued work.
+
+        ``tf.test.experimental.sync_devices`` runs TF's SyncDevice op on every device, 8 of them on
+        an 8-GPU box (about 0.3 ms on a slow host); a step only needs its own devices' (0.04 ms).
+        With asynchronous eager execution (not bench-p2p's) TF's own function also drains its queue.
+        """
+        tf = self.tf
+        if devices is None or not tf.config.experimental.get_synchronous_execution():
+            return tf.test.experimental.sync_devices
+        sync_op = tf.raw_ops.SyncDevice
+
+        def sync() -> None:
+            for device in devices:
+                with tf.device(device):
+                    sync_op()
+
+        return sync
+
+    def seconds_per_call(
+        self, fn: Any, args: tuple[Any, ...], cancel: threading.Event, devices: list[str] | None = None
+    ) -> list[float]:
+        """``repeat`` samples of the mean time of one call, each interval ending with a sync of
+        ``devices`` (None: all), the one before it having ended with one too.
+
+        Results are dropped as soon as a call returns, so one step holds its sources and one result
+        per copy: the memory a run needs above TensorFlow's own is two buffers per copy in flight.
+        """
+        sync = self.device_sync(devices)
         perf = time.perf_counter
         # A concrete function skips the per-call signature matching of a tf.function (hundreds of
         # microseconds on a slow host), so less of TF's dispatch lands inside the clock.
         fn = fn.get_concrete_function(*args)
-        out = fn(*args)  # places the graph and allocates; never timed
-        for _ in range(self.config.warmup):
-            out = fn(*args)
+        fn(*args)  # instantiates the function on these devices and allocates; never timed
         sync()
-        t0 = perf()
-        out = fn(*args)
-        sync()
-        first_s = perf() - t0
-        calls = max(1, min(MAX_CALLS_PER_SAMPLE, math.ceil(self.config.min_sample_s / max(first_s, 1e-9))))
-        samples: list[float] = []
+
+        def interval_s(calls: int) -> float:
+            t0 = perf()
+            for _ in range(calls):
+                fn(*args)
+            sync()
+            return perf() - t0
+
+        # Warm-up calls are timed one by one (the last sets the calls per sample); with none, one
+        # call only calibrates. Neither is reported.
+        warmup_s = [interval_s(1) for _ in range(max(1, self.config.warmup))]
+        calls = max(1, min(MAX_CALLS_PER_SAMPLE, math.ceil(self.config.min_sample_s / max(warmup_s[-1], 1e-9))))
+        intervals_s: list[float] = []
         for _ in range(self.config.repeat):
             if cancel.is_set():
                 raise StepCancelled()
-            sync()
-            t0 = perf()
-            for _ in range(calls):
-                out = fn(*args)
-            sync()
-            samples.append((perf() - t0) / calls)
-        del out
-        return samples
+            intervals_s.append(interval_s(calls))
+        with self._totals_lock:
+            self.copy_seconds_total += sum(warmup_s) + sum(intervals_s)
+            self.copy_calls_total += len(warmup_s) + calls * len(intervals_s)
+        return [s / calls for s in intervals_s]
 
     def measure_uni(self, src: str, dst: str, size_bytes: int, cancel: threading.Event) -> list[float]:
-        x = self.source_tensor(src, size_bytes)
-        return self.seconds_per_call(self.uni_function(dst), (x,), cancel)
+        (x,) = self.step_sources([src], size_bytes)
+        return self.seconds_per_call(self.uni_function(dst), (x,), cancel, [src, dst])
 
     def measure_bidir(self, a: str, b: str, size_bytes: int, cancel: threading.Event) -> list[float]:
-        x_a, x_b = self.source_tensor(a, size_bytes), self.source_tensor(b, size_bytes)
-        return self.seconds_per_call(self.bidir_function(a, b), (x_a, x_b), cancel)
+        x_a, x_b = self.step_sources([a, b], size_bytes)
+        return self.seconds_per_call(self.bidir_function(a, b), (x_a, x_b), cancel, [a, b])
 
     def measure_via_host(self, src: str, dst: str, size_bytes: int, cancel: threading.Event) -> list[float]:
-        x = self.source_tensor(src, size_bytes)
-        return self.seconds_per_call(self.via_host_function(dst), (x,), cancel)
+        (x,) = self.step_sources([src], size_bytes)
+        return self.seconds_per_call(self.via_host_function(dst), (x,), cancel, [src, self.host_device, dst])
 
     # all-reduce
 

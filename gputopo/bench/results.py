@@ -170,6 +170,10 @@ class BenchResult:
     stopped_by: str | None = None  # the signal that interrupted the run: "SIGINT" (Ctrl-C) or "SIGTERM"
     wall_s: float = 0.0
     notes: list[str] = field(default_factory=list)
+    # Summed warm-up and timed intervals of every measurement (copies, all-reduces) and their calls:
+    # wall_s minus this is what the run spent around the copies (tracing, allocating, syncing).
+    copy_seconds_total: float = 0.0
+    copy_calls_total: int = 0
 
     @property
     def indices(self) -> list[int]:
@@ -227,6 +231,8 @@ class BenchResult:
             "allreduce": [r.to_dict() for r in self.allreduce_results],
             "interrupted": self.interrupted,
             "wall_s": self.wall_s,
+            "copy_seconds_total": self.copy_seconds_total,
+            "copy_calls_total": self.copy_calls_total,
             "notes": list(self.notes),
         }
 

@@ -246,6 +246,7 @@ def run_benchmark(
     if progress is not None:
         progress.start(count_steps(len(devices), config, len(ops_names)))
     started = time.perf_counter()
+    seconds_before, calls_before = bench.copy_seconds_total, bench.copy_calls_total
     stop = _Stop()
     try:
         with _sigterm_as_interrupt(stop):
@@ -260,6 +261,8 @@ def run_benchmark(
         how = "Ctrl-C" if stop.signal_name == "SIGINT" else stop.signal_name
         run.result.notes.append(f"interrupted ({how}): the figures are those measured before it")
     run.result.wall_s = time.perf_counter() - started
+    run.result.copy_seconds_total = bench.copy_seconds_total - seconds_before
+    run.result.copy_calls_total = bench.copy_calls_total - calls_before
     return run.result
 
 
