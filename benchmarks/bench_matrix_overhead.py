@@ -14,8 +14,11 @@ Targets (issue 14):
   and (finer) the same bench-p2p run at 4 KiB, whose buffers are nothing: what is left is TF's
   runtime, the traced functions and their executors.
 
+With ``--baseline DIR`` (another checkout's root, e.g. from ``git archive``) its bench-p2p runs
+too, alternating with this one's (so drifting load hits both alike): before/after figures.
+
 Run:  .venv/bin/python benchmarks/bench_matrix_overhead.py [--cpu-devices 8] [--size 64MiB]
-      [--repeats 1] [-- other bench-p2p options, e.g. --min-sample-ms 1]
+      [--repeats 1] [--baseline DIR] [-- other bench-p2p options, e.g. --min-sample-ms 1]
 """
 
 from __future__ import annotations
@@ -48,11 +51,13 @@ class Child:
     stdout: str
 
 
-def run_child(cmd: list[str]) -> Child:
-    """Run ``cmd``; its wall time, CPU time and peak RSS (this child's own, from ``os.wait4``)."""
+def run_child(cmd: list[str], root: Path = REPO) -> Child:
+    """Run ``cmd`` on the gputopo in ``root``; its wall time, CPU time and peak RSS (this child's
+    own, from ``os.wait4``)."""
+    env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2", "PYTHONPATH": str(root)}
     with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
         started = time.perf_counter()
-        proc = subprocess.Popen(cmd, cwd=REPO, stdout=out, stderr=err, env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2"})
+        proc = subprocess.Popen(cmd, cwd=root, stdout=out, stderr=err, env=env)
         _, status, usage = os.wait4(proc.pid, 0)
         wall_s = time.perf_counter() - started
         proc.returncode = os.waitstatus_to_exitcode(status)
@@ -73,11 +78,33 @@ def baseline_child(cpu_devices: int) -> Child:
     return run_child([PY, "-c", code])
 
 
-def bench_child(cpu_devices: int, size: str, extra: list[str]) -> tuple[Child, dict]:
+def bench_child(cpu_devices: int, size: str, extra: list[str], root: Path = REPO) -> tuple[Child, dict]:
     child = run_child(
-        [PY, "-m", "gputopo", "bench-p2p", "--cpu-devices", str(cpu_devices), "--size", size, "--json", *extra]
+        [PY, "-m", "gputopo", "bench-p2p", "--cpu-devices", str(cpu_devices), "--size", size, "--json", *extra],
+        root,
     )
     return child, json.loads(child.stdout)
+
+
+def report(label: str, runs: list[tuple[Child, dict]], size_bytes: int, floors: dict[str, int]) -> None:
+    """Medians of the runs: wall against copies (where the JSON has them), peak RSS against floors."""
+    data = runs[0][1]
+    wall_s = statistics.median(j["wall_s"] for _, j in runs)
+    process_s = statistics.median(c.wall_s for c, _ in runs)
+    gbps = statistics.median(p["gbps"] for p in data["pairs"] if p["gbps"])
+    print(f"{label}, median of {len(runs)}:")
+    print(f"  wall {wall_s:.1f} s (process {process_s:.1f} s with TensorFlow's import); uni GB/s median {gbps:.2f}")
+    if "copy_seconds_total" in data:
+        copy_s = statistics.median(j["copy_seconds_total"] for _, j in runs)
+        ratio = statistics.median(j["wall_s"] / j["copy_seconds_total"] for _, j in runs)
+        calls = statistics.median(j["copy_calls_total"] for _, j in runs)
+        print(f"  warm-up + timed copies {copy_s:.1f} s in {calls:.0f} calls; wall / copies = {ratio:.2f} (target <= 2)")
+    peak = max(c.peak_rss_bytes for c, _ in runs)
+    for floor_label, floor in floors.items():
+        print(
+            f"  peak RSS {peak / MB:.0f} MB; above the {floor_label} {(peak - floor) / MB:.0f} MB = "
+            f"{(peak - floor) / (2 * size_bytes):.2f} x (2 x {format_size(size_bytes)})"
+        )
 
 
 def main() -> None:
@@ -85,6 +112,7 @@ def main() -> None:
     parser.add_argument("--cpu-devices", type=int, default=8)
     parser.add_argument("--size", default="64MiB")
     parser.add_argument("--repeats", type=int, default=1, help="full runs (medians are printed)")
+    parser.add_argument("--baseline", type=Path, help="another checkout's root to compare with")
     parser.add_argument("extra", nargs="*", help="other bench-p2p options (after --)")
     args = parser.parse_args()
     size_bytes = parse_size(args.size)
@@ -99,36 +127,26 @@ def main() -> None:
     tiny, tiny_json = bench_child(n, "4KiB", args.extra)
     print(
         f"bench-p2p --cpu-devices {n} --size 4KiB: peak RSS {tiny.peak_rss_bytes / MB:.0f} MB "
-        f"(runtime, traced functions, executors); run {tiny_json['wall_s']:.1f} s, "
-        f"copies {tiny_json['copy_seconds_total']:.1f} s"
+        f"(runtime, traced functions, executors); run {tiny_json['wall_s']:.1f} s"
     )
-
-    runs = [bench_child(n, args.size, args.extra) for _ in range(args.repeats)]
-    wall_s = statistics.median(j["wall_s"] for _, j in runs)
-    copy_s = statistics.median(j["copy_seconds_total"] for _, j in runs)
-    ratio = statistics.median(j["wall_s"] / j["copy_seconds_total"] for _, j in runs)
-    process_s = statistics.median(c.wall_s for c, _ in runs)
-    calls = statistics.median(j["copy_calls_total"] for _, j in runs)
-    peak = max(c.peak_rss_bytes for c, _ in runs)
-    data = runs[0][1]
-    gbps = sorted(p["gbps"] for p in data["pairs"] if p["gbps"])
+    floors = {"TF baseline": base.peak_rss_bytes, "4 KiB run": tiny.peak_rss_bytes}
+    roots = {"this checkout": REPO, **({f"baseline {args.baseline}": args.baseline} if args.baseline else {})}
+    runs: dict[str, list[tuple[Child, dict]]] = {label: [] for label in roots}
+    for _ in range(args.repeats):
+        for label, root in roots.items():
+            runs[label].append(bench_child(n, args.size, args.extra, root))
+    data = runs["this checkout"][0][1]
     print(
-        f"bench-p2p --cpu-devices {n} --size {args.size} ({len(data['pairs'])} pairs one way, "
+        f"bench-p2p --cpu-devices {n} --size {args.size}: {len(data['pairs'])} pairs one way, "
         f"{len(data['pairs']) // 2} both ways, latency; {data['repeats']} repeats, {data['warmup']} warm-up"
-        f"{'; ' + ' '.join(args.extra) if args.extra else ''}), median of {len(runs)}:"
+        f"{'; ' + ' '.join(args.extra) if args.extra else ''}"
     )
+    for label, results in runs.items():
+        report(label, results, size_bytes, floors)
     print(
-        f"  wall {wall_s:.1f} s (process {process_s:.1f} s with TensorFlow's import); "
-        f"warm-up + timed copies {copy_s:.1f} s in {calls:.0f} calls"
+        "  memory target: about 1 x (2 x size) per copy in flight; the both-ways step has 2 in flight, "
+        "so about 2"
     )
-    print(f"  wall / copies = {ratio:.2f} (target <= 2); uni GB/s median {statistics.median(gbps):.2f}")
-    buffers = 2 * size_bytes
-    for label, floor in (("TF baseline", base.peak_rss_bytes), ("4 KiB run", tiny.peak_rss_bytes)):
-        print(
-            f"  peak RSS {peak / MB:.0f} MB; above the {label} {(peak - floor) / MB:.0f} MB = "
-            f"{(peak - floor) / buffers:.2f} x (2 x {format_size(size_bytes)})"
-        )
-    print("  target: about 1 per copy in flight; the both-ways step has 2 in flight, so about 2")
 
 
 if __name__ == "__main__":

@@ -103,6 +103,37 @@ def test_bytes_really_move(tf, four):
     assert all(s > 0 for s in deep.measure_uni(four[0].tf_name, four[1].tf_name, MIB, cancel))
 
 
+def test_a_run_counts_its_warm_up_and_timed_copies(tf, four):
+    """Every step makes ``warmup`` timed warm-up calls (with none, one calibration call) and
+    ``repeat`` samples of N calls; with a tiny ``min_sample_s`` N is 1. The run's summed copy time
+    lies inside its wall time. 4 devices: 12 pairs one way, 6 both ways, 12 latency = 30 steps."""
+    for warmup, per_step in ((2, 2 + 3), (0, 1 + 3)):
+        config = BenchConfig(sizes_bytes=[4096], repeat=3, warmup=warmup, min_sample_s=1e-9)
+        result = run_benchmark(tf, four, "CPU", config)
+        assert result.failures() == []
+        assert result.copy_calls_total == 30 * per_step
+        assert 0 < result.copy_seconds_total < result.wall_s
+        data = result.to_dict()
+        assert (data["copy_calls_total"], data["copy_seconds_total"]) == (30 * per_step, result.copy_seconds_total)
+
+
+def test_a_step_holds_only_its_own_sources(tf, four):
+    """Sources of earlier steps are dropped (memory: two buffers per copy in flight); a new source
+    is a copy of the random bytes already made, in a buffer of its own on its own device."""
+    bench = CopyBench(tf, four, "CPU", BenchConfig())
+    names = [d.tf_name for d in four]
+    (first,) = bench.step_sources([names[0]], MIB)
+    second, third = bench.step_sources([names[1], names[2]], MIB)
+    assert sorted(bench._sources) == [(names[1], MIB), (names[2], MIB)]
+    for source, name in ((second, names[1]), (third, names[2])):
+        assert same_device(source.device, name) and source.shape == (MIB,)
+        assert np.array_equal(source.numpy(), first.numpy())
+        assert np.asarray(source).ctypes.data != np.asarray(first).ctypes.data
+    assert bench.step_sources([names[2]], MIB)[0] is third  # kept while a step still needs it
+    bench.drop_sources()
+    assert bench._sources == {}
+
+
 def test_same_device_names():
     assert same_device("/job:localhost/replica:0/task:0/device:GPU:1", "/device:GPU:1")
     assert same_device("/device:CPU:0", "/cpu:0")

@@ -40,6 +40,8 @@ class _StandIn(CopyBench):
 
     def _copy_seconds(self, kind, a, b, size_bytes, cancel):
         self.misbehave(self, kind, a, b, size_bytes, cancel)
+        self.copy_seconds_total += 0.001 * self.config.repeat
+        self.copy_calls_total += self.config.repeat
         return [0.001] * self.config.repeat
 
     def measure_uni(self, src, dst, size_bytes, cancel):
@@ -67,6 +69,19 @@ def test_figures_follow_from_the_copy_times(tf, four):
     assert point.uni_gbps.median == pytest.approx(MIB / 0.001 / 1e9)
     assert point.bidir_gbps.median == pytest.approx(2 * MIB / 0.001 / 1e9)
     assert result.pairs[(0, 3)].latency_us.median == pytest.approx(1000.0)
+
+
+def test_a_run_reports_only_its_own_copies(tf, four):
+    """``copy_seconds_total`` / ``copy_calls_total`` of a result are that run's, even with a bench
+    (and its running totals) used before: 12 pairs one way, 6 both ways, 12 latency, 2 calls each."""
+    config = BenchConfig(sizes_bytes=[MIB], repeat=2, warmup=0)
+    bench = _StandIn(tf, four, config, lambda *args: None)
+    for _ in range(2):
+        result = run_benchmark(tf, four, "CPU", config, bench=bench)
+        assert result.copy_calls_total == 30 * 2
+        assert result.copy_seconds_total == pytest.approx(30 * 2 * 0.001)
+        data = result.to_dict()
+        assert data["copy_calls_total"] == 60 and data["copy_seconds_total"] == result.copy_seconds_total
 
 
 def test_a_hung_pair_times_out_and_the_run_goes_on(tf, four):

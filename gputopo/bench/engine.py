@@ -37,6 +37,7 @@ from gputopo.bench.results import BenchDevice
 
 MAX_CALLS_PER_SAMPLE = 2000
 HOST_DEVICE = "/device:CPU:0"
+TINY_BYTES = 4  # what the untimed call that instantiates a copy function on a pair copies
 
 
 def prepare_environment() -> None:
@@ -101,6 +102,7 @@ class CopyBench:
         else:
             raise ValueError(f"unknown copy op {self.copy_op!r}")
         self._sources: dict[tuple[str, int], Any] = {}
+        self._tiny: dict[str, Any] = {}
         self._functions: dict[tuple[str, ...], Any] = {}
         self._strategies: dict[str, tuple[Any, str]] = {}
         # What every measurement spent in its warm-up and timed intervals (see the module docstring).
@@ -150,13 +152,23 @@ class CopyBench:
         """Free the source tensors (between sizes, so that a sweep never holds two sizes at once)."""
         self._sources = {}
 
+    def tiny_source(self, device: str) -> Any:
+        """4 bytes on ``device`` (made as the sources are): instantiating a copy function on a pair
+        needs no more."""
+        if device not in self._tiny:
+            self._tiny[device] = self._new_source(device, TINY_BYTES, None)
+        return self._tiny[device]
+
+    # The copy functions take byte vectors of any length: one trace serves every size, and the
+    # function instantiated on a pair with 4 bytes (see ``seconds_per_call``) serves them too.
+
     def uni_function(self, dst: str) -> Any:
         """``f(x)``: a copy of ``x`` (on its source device) made on ``dst``."""
         key = ("uni", dst)
         if key not in self._functions:
-            tf, copy = self.tf, self._copy
+            tf, copy, bytes_spec = self.tf, self._copy, self._bytes_spec()
 
-            @tf.function(autograph=False)
+            @tf.function(autograph=False, input_signature=[bytes_spec])
             def copy_to(x: Any) -> Any:
                 with tf.device(dst):
                     return copy(x)
@@ -168,9 +180,9 @@ class CopyBench:
         """``f(x_a, x_b)``: both copies at once; they have no dependency, so TF runs them together."""
         key = ("bidir", a, b)
         if key not in self._functions:
-            tf, copy = self.tf, self._copy
+            tf, copy, bytes_spec = self.tf, self._copy, self._bytes_spec()
 
-            @tf.function(autograph=False)
+            @tf.function(autograph=False, input_signature=[bytes_spec, bytes_spec])
             def both_ways(x_a: Any, x_b: Any) -> Any:
                 with tf.device(b):
                     to_b = copy(x_a)
@@ -185,9 +197,9 @@ class CopyBench:
         """``f(x)``: copy to the host device, then from there to ``dst`` (what happens without P2P)."""
         key = ("via", dst)
         if key not in self._functions:
-            tf, copy, host = self.tf, self._copy, self.host_device
+            tf, copy, host, bytes_spec = self.tf, self._copy, self.host_device, self._bytes_spec()
 
-            @tf.function(autograph=False)
+            @tf.function(autograph=False, input_signature=[bytes_spec])
             def via_host(x: Any) -> Any:
                 with tf.device(host):
                     staged = copy(x)
@@ -196,6 +208,9 @@ class CopyBench:
 
             self._functions[key] = via_host
         return self._functions[key]
+
+    def _bytes_spec(self) -> Any:
+        return self.tf.TensorSpec([None], self.tf.uint8)
 
     # timing
 
@@ -219,10 +234,17 @@ class CopyBench:
         return sync
 
     def seconds_per_call(
-        self, fn: Any, args: tuple[Any, ...], cancel: threading.Event, devices: list[str] | None = None
+        self,
+        fn: Any,
+        args: tuple[Any, ...],
+        cancel: threading.Event,
+        devices: list[str] | None = None,
+        first_args: tuple[Any, ...] | None = None,
     ) -> list[float]:
         """``repeat`` samples of the mean time of one call, each interval ending with a sync of
-        ``devices`` (None: all), the one before it having ended with one too.
+        ``devices`` (None: all), the one before it having ended with one too. The untimed first
+        call, which instantiates the function on the devices, takes ``first_args`` (default:
+        ``args``): for a copy, 4 bytes on each source device, so no large copy goes uncounted.
 
         Results are dropped as soon as a call returns, so one step holds its sources and one result
         per copy: the memory a run needs above TensorFlow's own is two buffers per copy in flight.
@@ -232,7 +254,7 @@ class CopyBench:
         # A concrete function skips the per-call signature matching of a tf.function (hundreds of
         # microseconds on a slow host), so less of TF's dispatch lands inside the clock.
         fn = fn.get_concrete_function(*args)
-        fn(*args)  # instantiates the function on these devices and allocates; never timed
+        fn(*(first_args or args))  # instantiates the function on these devices; never timed
         sync()
 
         def interval_s(calls: int) -> float:
@@ -258,15 +280,19 @@ class CopyBench:
 
     def measure_uni(self, src: str, dst: str, size_bytes: int, cancel: threading.Event) -> list[float]:
         (x,) = self.step_sources([src], size_bytes)
-        return self.seconds_per_call(self.uni_function(dst), (x,), cancel, [src, dst])
+        first = (self.tiny_source(src),)
+        return self.seconds_per_call(self.uni_function(dst), (x,), cancel, [src, dst], first)
 
     def measure_bidir(self, a: str, b: str, size_bytes: int, cancel: threading.Event) -> list[float]:
         x_a, x_b = self.step_sources([a, b], size_bytes)
-        return self.seconds_per_call(self.bidir_function(a, b), (x_a, x_b), cancel, [a, b])
+        first = (self.tiny_source(a), self.tiny_source(b))
+        return self.seconds_per_call(self.bidir_function(a, b), (x_a, x_b), cancel, [a, b], first)
 
     def measure_via_host(self, src: str, dst: str, size_bytes: int, cancel: threading.Event) -> list[float]:
         (x,) = self.step_sources([src], size_bytes)
-        return self.seconds_per_call(self.via_host_function(dst), (x,), cancel, [src, self.host_device, dst])
+        first = (self.tiny_source(src),)
+        devices = [src, self.host_device, dst]
+        return self.seconds_per_call(self.via_host_function(dst), (x,), cancel, devices, first)
 
     # all-reduce
 
