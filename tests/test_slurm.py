@@ -125,16 +125,40 @@ def _private_network() -> subprocess.Popen | None:
     return holder
 
 
-def _wait_for(what: str, check, cluster: SlurmCluster, wait_s: float = WAIT_S) -> None:
+def _wait_for(what: str, check, cluster: SlurmCluster, wait_s: float = WAIT_S, srun: tuple | None = None) -> None:
+    """Wait (bounded) until ``check()``; fail at once, with the logs, if a daemon or ``srun`` ends first.
+    ``srun``: ``(process, folder of its tasks' output)``."""
     deadline_s = time.monotonic() + wait_s
+    watched = dict(cluster.daemons)
+    if srun is not None:
+        watched["srun"] = srun[0]
     while time.monotonic() < deadline_s:
         if check():
             return
-        for name, daemon in cluster.daemons.items():
-            if daemon.poll() is not None:
-                pytest.fail(f"{name} exited with status {daemon.returncode} while waiting for {what}\n{cluster.logs()}")
+        for name, process in watched.items():
+            if process.poll() is not None:
+                tasks = _errors(srun[1]) if srun is not None else ""
+                pytest.fail(f"{name} exited with status {process.returncode} while waiting for {what}\n{tasks}\n"
+                            f"{cluster.logs()}")  # fmt: skip
         time.sleep(0.5)
-    pytest.fail(f"{what} not within {wait_s:g} s\n{cluster.logs()}")
+    tasks = f"{_errors(srun[1])}\n{_children_state(srun[1])}" if srun is not None else ""
+    pytest.fail(f"{what} not within {wait_s:g} s\n{tasks}\n{cluster.logs()}")
+
+
+def _children_state(folder: Path) -> str:
+    """What the training children of a run are doing (for a failure message)."""
+    lines = []
+    for task_index, pid in sorted(_training_children(folder).items()):
+        try:
+            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+            threads = [(t / "wchan").read_text() for t in Path(f"/proc/{pid}/task").iterdir()]
+        except OSError:
+            continue
+        cpu_s = (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+        lines.append(f"child of task {task_index}: pid {pid}, state {fields[0]}, {cpu_s:.1f} s CPU, "
+                     f"threads waiting in {sorted(set(threads))}")  # fmt: skip
+    checkpoints = sorted(p.name for p in folder.parent.glob("ckpt/*")) + sorted(p.name for p in folder.parent.glob("ckpt/.*"))
+    return "\n".join(lines + [f"checkpoint folder: {checkpoints}"])
 
 
 def _slurm_conf(root: Path, munge_socket: Path, ctld_port: int, slurmd_port: int) -> str:
@@ -303,7 +327,7 @@ def test_a_killed_task_is_named_and_resume_continues_from_the_shared_checkpoint(
         env=slurm_cluster.env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)  # fmt: skip
     try:
         _wait_for("the first checkpoint", lambda: (checkpoint_dir / "ckpt-2.index").exists(), slurm_cluster,
-                  wait_s=TRAIN_TIMEOUT_S)  # fmt: skip
+                  wait_s=TRAIN_TIMEOUT_S, srun=(run, tmp_path / "killed"))  # fmt: skip
         child = _training_child(tmp_path / "killed", task_index=1)
         os.kill(child, signal.SIGKILL)
         run.communicate(timeout=120)
@@ -312,6 +336,12 @@ def test_a_killed_task_is_named_and_resume_continues_from_the_shared_checkpoint(
             run.kill()
             run.wait()
     assert run.returncode != 0
+    # srun can return before every process of the step has gone: the chief's training child, stopped
+    # by SIGTERM, saves one more checkpoint and still holds the folder's lock until it exits.
+    deadline_s = time.monotonic() + WAIT_S
+    while _training_children(tmp_path / "killed") and time.monotonic() < deadline_s:
+        time.sleep(0.5)
+    assert not _training_children(tmp_path / "killed"), "the killed run's training children did not end"
     errors = (tmp_path / "killed" / "task-1.err").read_text()
     assert f"gputopo: error: the Slurm task 1 on {NODE} (worker 1, {NODE}:" in errors and "was killed by SIGKILL" in errors
     saved = max(int(p.name[len("ckpt-"):-len(".index")]) for p in checkpoint_dir.glob("ckpt-*.index"))
@@ -326,18 +356,25 @@ def test_a_killed_task_is_named_and_resume_continues_from_the_shared_checkpoint(
     assert first["weights_sha256"] == second["weights_sha256"]
 
 
-def _training_child(folder: Path, task_index: int) -> int:
-    """The pid of the training child (``python -m gputopo.train.child``) of one task."""
+def _training_children(folder: Path) -> dict[int, int]:
+    """The training children (``python -m gputopo.train.child``) running in ``folder``: task index -> pid."""
+    children = {}
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit():
             continue
         try:
             argv = (entry / "cmdline").read_bytes().decode(errors="replace").split("\0")
             cwd = os.readlink(entry / "cwd")
+            zombie = "zombie" in (entry / "status").read_text()
         except OSError:
             continue
-        if cwd != str(folder) or "gputopo.train.child" not in argv:
-            continue
-        if (int(argv[argv.index("--task-index") + 1]) if "--task-index" in argv else 0) == task_index:
-            return int(entry.name)
-    raise AssertionError(f"no training child of task {task_index} in {folder}")
+        if cwd == str(folder) and "gputopo.train.child" in argv and not zombie:
+            children[int(argv[argv.index("--task-index") + 1]) if "--task-index" in argv else 0] = int(entry.name)
+    return children
+
+
+def _training_child(folder: Path, task_index: int) -> int:
+    """The pid of one task's training child."""
+    children = _training_children(folder)
+    assert task_index in children, f"no training child of task {task_index} in {folder}"
+    return children[task_index]
