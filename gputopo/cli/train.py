@@ -157,15 +157,7 @@ def train(
         return
     summary = _run(plan, processes, config, json_output, allow_exposed_ports)
     summary["plan"] = plan.to_dict()
-    from gputopo.views.common import print_json
-    from gputopo.views.train import render_summary
-
-    if json_output:
-        print_json(summary)
-    else:
-        render_summary(summary)
-    if summary.get("status") == "interrupted":
-        raise typer.Exit(130)
+    _show_summary(summary, json_output)
 
 
 def _run(
@@ -210,7 +202,6 @@ def _launch(
     from gputopo.train.launchers import launch
     from gputopo.views.common import print_json
     from gputopo.views.launch import render_launch
-    from gputopo.views.train import render_summary
 
     if conflicting:
         raise InputError(f"--launcher {launcher} takes the GPUs and the cluster from --plan; leave out {conflicting[0]}")
@@ -224,12 +215,7 @@ def _launch(
     summary["plan"] = task.plan.to_dict()
     summary["launch"] = {"launcher": launcher, "plan_file": launched.plan_file, "task": task.process.label,
                          "entry": task.entry.to_dict()}  # fmt: skip
-    if json_output:
-        print_json(summary)
-    else:
-        render_summary(summary)
-    if summary.get("status") == "interrupted":
-        raise typer.Exit(130)
+    _show_summary(summary, json_output)
 
 
 def _show_plan(plan: "LaunchPlan", processes: "list[ProcessSpec]", config: "TrainConfig", json_output: bool) -> None:
@@ -274,3 +260,16 @@ def _run_scaling(
     if interrupted:
         done = ", ".join(str(count) for count, _ in results) or "none"
         raise fail(f"interrupted: scaling stopped; device counts measured: {done}", 130)
+
+
+def _show_summary(summary: dict, json_output: bool) -> None:
+    """The run's summary as JSON or a table; an interrupted run exits 130 after it."""
+    from gputopo.views.common import print_json
+    from gputopo.views.train import render_summary
+
+    if json_output:
+        print_json(summary)
+    else:
+        render_summary(summary)
+    if summary.get("status") == "interrupted":
+        raise typer.Exit(130)

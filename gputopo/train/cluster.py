@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 import os
 import socket
-from typing import Mapping, Sequence
+from typing import Any, Mapping, Sequence
 
 from gputopo.errors import InputError
 
@@ -51,18 +51,24 @@ def tf_config(workers: Sequence[str], task_index: int, ps: Sequence[str] = (), t
     return json.dumps({"cluster": cluster, "task": {"type": task_type, "index": task_index}})
 
 
+def parse_tf_config(text: str, what: str = "TF_CONFIG", advice: str = "") -> dict[str, Any]:
+    """``TF_CONFIG`` text -> its JSON object; anything else is one ``InputError`` naming ``what``
+    (``advice`` ends the message: what the user can do about it)."""
+    try:
+        value = json.loads(text)
+    except ValueError as exc:
+        raise InputError(f"{what} is not JSON ({exc}){advice}") from None
+    if not isinstance(value, dict):
+        raise InputError(f"{what} is not a JSON object{advice}")
+    return value
+
+
 def check_tf_config_env(environ: Mapping[str, str] | None = None) -> None:
     """A ``TF_CONFIG`` in the environment must be a JSON object: TensorFlow parses it (and fails
     with a traceback) even for a run that builds its own, or none."""
     text = (os.environ if environ is None else environ).get("TF_CONFIG")
-    if text is None or not text.strip():
-        return
-    try:
-        value = json.loads(text)
-    except ValueError as exc:
-        raise InputError(f"TF_CONFIG in the environment is not JSON ({exc}); fix it or unset it") from None
-    if not isinstance(value, dict):
-        raise InputError("TF_CONFIG in the environment is not a JSON object; fix it or unset it")
+    if text is not None and text.strip():
+        parse_tf_config(text, "TF_CONFIG in the environment", "; fix it or unset it")
 
 
 def check_port_free(host: str, port: int) -> None:

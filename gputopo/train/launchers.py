@@ -13,13 +13,12 @@ No TensorFlow here.
 from __future__ import annotations
 
 import dataclasses
-import json
 import os
 import shutil
 from typing import Mapping
 
 from gputopo.errors import InputError
-from gputopo.train.cluster import parse_address
+from gputopo.train.cluster import parse_address, parse_tf_config
 from gputopo.train.config import TrainConfig
 from gputopo.train.plan_file import (
     ClusterPlan,
@@ -49,12 +48,7 @@ def tf_config_task(text: str | None) -> tuple[list[str], int]:
     """
     if text is None or not text.strip():
         raise InputError("--launcher tf-config: TF_CONFIG is not set (the operator that starts this task sets it)")
-    try:
-        data = json.loads(text)
-    except ValueError as exc:
-        raise InputError(f"TF_CONFIG is not JSON ({exc})") from None
-    if not isinstance(data, dict):
-        raise InputError("TF_CONFIG is not a JSON object with \"cluster\" and \"task\"")
+    data = parse_tf_config(text)
     cluster = field_value(data, "cluster", dict, "TF_CONFIG ")
     task = field_value(data, "task", dict, "TF_CONFIG ")
     task_type = field_value(task, "type", str, "TF_CONFIG task.")
