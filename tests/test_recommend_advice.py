@@ -84,7 +84,8 @@ def test_a_tf_log_alone_does_not_claim_a_cpu_socket():
     assert set(rec.best.gpus) in ({0, 1}, {2, 3})
     assert rec.best.same_socket is None  # they can peer; where they sit is not in the log
     cross = [g for g in rec.groups if set(g.gpus) == {0, 2}]
-    assert cross and cross[0].same_socket is False  # TF could not peer them: treated as crossing
+    # TF could not peer them: most often different sockets, but GNS/DR say the same, so not claimed
+    assert cross and cross[0].same_socket is None
 
 
 def test_nvlinked_gpus_on_two_numa_nodes_are_not_called_one_socket():

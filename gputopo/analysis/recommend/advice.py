@@ -132,15 +132,13 @@ def hop_label(link: Link) -> str:
 
 def _same_socket(problem: Problem, group: GroupAdvice) -> bool | None:
     """One CPU socket? True/False where known (the source's sockets) or implied (one NUMA node, a PCIe
-    path below SYS); None where the source cannot tell (NUMA nodes apart, sockets unknown; a TF log).
-    GPUs a TF log says cannot peer are treated as crossing."""
+    path below SYS); None where the source cannot tell (NUMA nodes apart, sockets unknown; a TF log:
+    GPUs it says cannot peer most often sit under different sockets, but a GPU model without P2P or
+    a driver setting say the same, so that is not taken as a socket)."""
     if not group.same_host:
         return False
     verdicts = []
     for a, b in itertools.combinations(group.gpus, 2):
-        link = problem.links[(a, b)]
-        if link.type == "UNKNOWN" and link.can_peer is False:
-            return False
         verdicts.append(same_socket(problem.topology, a, b) if problem.topology is not None else None)
     if False in verdicts:
         return False
