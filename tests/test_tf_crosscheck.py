@@ -5,7 +5,7 @@ from __future__ import annotations
 import io
 import re
 
-from conftest import OWN_FIXTURES, TF_LOG_FIXTURES
+from conftest import OWN_FIXTURES, SHARED_FIXTURES, TF_LOG_FIXTURES
 from rich.console import Console
 
 from gputopo.analysis.tf_crosscheck import peer_group_summary, peer_groups, tf_findings
@@ -171,3 +171,47 @@ def test_render_tf_view_colours_the_peer_matrix():
     empty = Console(file=io.StringIO(), record=True, width=100)
     render_tf_view(topology_from_tf_view(TfView(era=ERA_NO_GPU, visible_ordinals=[])), empty)
     assert "sees no GPU" in empty.export_text()
+
+
+CORPUS = OWN_FIXTURES / "corpus"
+
+
+def _text_with_log(topo_path, log_text: str):
+    topology = parse_topo_matrix(topo_path.read_text(), topo_path.name)
+    topology.tf = parse_tf_log(log_text, "train.log")
+    return _by_code(tf_findings(topology))
+
+
+def _without_bus_ids(log_text: str) -> str:
+    return "".join(line for line in log_text.splitlines(keepends=True) if not re.search("pciBusID|pci bus id", line))
+
+
+def test_a_log_with_bus_ids_joins_by_ordinal_where_the_topology_has_none():
+    """The log's bus ids cannot decide against nvidia-smi text without them: join by ordinal, never
+    silently not at all (the same log without its bus-id lines did join)."""
+    shared = SHARED_FIXTURES / "topo"
+    log = (CORPUS / "tf_logs" / "tf15_edge_matrix_two_islands_8gpu_1080ti.log").read_text()
+    findings = _text_with_log(shared / "pcie_8gpu_dual_socket_pix_node_sys.txt", log)
+    assert "the topology has no PCI bus ids" in findings["tf-join-assumed"].message
+    assert "tf-cannot-peer-cross-socket" in findings and "tf-gpu-not-in-topology" not in findings
+    log = (CORPUS / "tf_logs" / "tf12_readme_two_startups_4gpu.log").read_text()
+    findings = _text_with_log(shared / "dgx1_v100_8gpu_mlx5.txt", log)
+    impossible = findings["tf-join-impossible"]
+    assert "TensorFlow's 4 GPUs cannot be matched to the 8 GPUs" in impossible.message
+    assert "the topology has no PCI bus ids" in impossible.message and "another machine" in impossible.message
+
+
+def test_cannot_peer_over_sys_claims_sockets_only_where_the_source_knows_them():
+    log = _without_bus_ids((CORPUS / "tf_logs" / "tf12_peer_not_supported_2gpu_1080ti.log").read_text())
+    numa = _text_with_log(CORPUS / "topo" / "della_a100_pcie_2gpu_sys_two_numa_mlx5.txt", log)
+    cross = numa["tf-cannot-peer-cross-socket"]
+    assert "different NUMA nodes (SYS: the link between NUMA nodes" in cross.message
+    assert "which it is here, the source does not say" in cross.message
+    assert "QPI/UPI" not in cross.message and "CPU sockets (SYS)" not in cross.message
+    assert "one socket" not in cross.fix
+    # A VM's virtual topology (every GPU on NUMA node 0, SYS everywhere) cannot tell why at all.
+    log = _without_bus_ids(_shared_log("tf0_"))
+    vm = _text_with_log(CORPUS / "topo" / "vm_4xa10_all_sys_one_cpuset_spaces.txt", log)
+    cross, across = vm["tf-cannot-peer-cross-socket"], vm["tf-peers-across-sockets"]
+    assert "virtual topology cannot tell" in cross.message and "virtual topology cannot tell" in across.message
+    assert not any("QPI/UPI" in f.message or "CPU sockets" in f.message for f in (cross, across))

@@ -24,6 +24,7 @@ from gputopo.model import (
 )
 from gputopo.notation import gpu_set, number_list, pair_list
 from gputopo.numbering import index_by_bus_id
+from gputopo.analysis.locality import SYS_MEANING, same_socket, vm_evidence
 from gputopo.analysis.tf_log_findings import ignored_gpu_findings, peer_info_is_peer_limit_only, peer_limit_finding
 from gputopo.sources.tflog import ERA_NO_GPU, ERA_TF25, ERA_TF_ABSL, peer_state
 
@@ -84,12 +85,8 @@ def peer_groups(view: TfView) -> PeerGroups:
         g for g in groups if any(peer_state(view, a, b) is False for i, a in enumerate(g) for b in g[i + 1 :])
     ]
     group_of = {o: i for i, g in enumerate(groups) for o in g}
-    cross_denied = [
-        (a, b)
-        for pos, a in enumerate(ordinals)
-        for b in ordinals[pos + 1 :]
-        if group_of[a] != group_of[b] and peer_state(view, a, b) is False
-    ]
+    pairs = [(a, b) for pos, a in enumerate(ordinals) for b in ordinals[pos + 1 :]]
+    cross_denied = [(a, b) for a, b in pairs if group_of[a] != group_of[b] and peer_state(view, a, b) is False]
     return PeerGroups(groups=groups, partial=partial, cross_denied=cross_denied, unknown=unknown)
 
 
@@ -125,9 +122,7 @@ def peer_group_summary(view: TfView) -> str | None:
                     parts.append(f"{word} {number_list(group)} {verb}")
         text = "; ".join(parts)
         if len(multi) > 1 or (multi and result.cross_denied):
-            text += "; keep work that needs fast exchange within " + " or ".join(
-                gpu_set(g) for g in multi
-            )
+            text += "; keep work that needs fast exchange within " + " or ".join(gpu_set(g) for g in multi)
     if result.partial:
         text += "; not every pair within " + " or ".join(gpu_set(g) for g in result.partial) + " can peer"
     if result.unknown:
@@ -204,7 +199,8 @@ def _join_devices(topology: Topology, view: TfView, findings: list[Finding]) -> 
     """``{TF ordinal: topology GPU index}``, by PCI bus id; sets ``TfDevice.nvml_index``."""
     by_bus = index_by_bus_id(topology)
     mapping: dict[int, int] = {}
-    with_bus = [d for d in view.devices if d.pci_bus_id]
+    # Without bus ids in the topology the log's bus ids cannot decide: join by ordinal below.
+    with_bus = [d for d in view.devices if d.pci_bus_id] if by_bus else []
     for device in with_bus:
         index = by_bus.get(normalize_pci_bus_id(device.pci_bus_id))
         device.nvml_index = index
@@ -243,7 +239,9 @@ def _join_devices(topology: Topology, view: TfView, findings: list[Finding]) -> 
             "warning",
             "tf-join-impossible",
             f"TensorFlow's {len(ordinals)} GPUs cannot be matched to the {len(topology.gpus)} GPUs of "
-            f"{topology.source_detail or topology.source} (no PCI bus ids to join on)",
+            f"{topology.source_detail or topology.source} ("
+            + ("no PCI bus ids to join on)" if by_bus else "the topology has no PCI bus ids to join on; is the log "
+               "from another machine, or did CUDA_VISIBLE_DEVICES hide some GPUs?)"),
         )
     )
     return {}
@@ -340,6 +338,29 @@ _REASONS: dict[str, tuple[str, str]] = {
         "run `nvidia-smi topo -p2p r` on the machine to see the driver's reason",
     ),
 }
+# "cross-socket" where the source does not know the sockets: what SYS says there, hedged.
+_SYS_WHERE = f"different NUMA nodes ({SYS_MEANING}; which it is here, the source does not say)"
+_CROSS_NUMA_REASONS: dict[str, tuple[str, str]] = {
+    "numa": (
+        f"they sit on {_SYS_WHERE}: copies between them go through host memory",
+        ("keep work that needs fast exchange among GPUs of one NUMA node; pin each worker's input pipeline "
+         "to its GPUs' CPUs"),
+    ),
+    "vm": (
+        ("this virtual machine's topology shows SYS between them, and a VM's virtual topology cannot tell why "
+         "(the hypervisor hides the host's PCIe layout): copies between them go through host memory"),
+        "keep work that needs fast exchange among GPUs that can peer; measure with `gputopo bench-p2p`",
+    ),
+}
+
+
+def _sys_side(topology: Topology, pairs: list[tuple[int, int]]) -> str:
+    """What SYS between these GPU pairs (topology indices) is known to be: ``sockets`` (every pair on
+    known, different CPU sockets), ``vm`` (a virtual machine's topology) or ``numa`` (NUMA nodes only)."""
+    known = (None not in (topology.gpu(a).socket, topology.gpu(b).socket) for a, b in pairs)
+    if all(known) and all(same_socket(topology, a, b) is False for a, b in pairs):
+        return "sockets"
+    return "vm" if vm_evidence(topology) is not None else "numa"
 
 
 def _no_peer_reason(link: Link) -> str:
@@ -380,6 +401,9 @@ def _pair_findings(topology: Topology, view: TfView, mapping: dict[int, int]) ->
     findings = []
     for reason, pairs in denied.items():
         why, fix = _REASONS[reason]
+        if reason == "cross-socket":
+            side = _sys_side(topology, [(mapping[a], mapping[b]) for a, b in pairs])
+            why, fix = _CROSS_NUMA_REASONS.get(side, (why, fix))
         words = sorted({w for a, b in pairs for w in _p2p_words(links[(mapping[a], mapping[b])])})
         detail = "; the driver says " + ", ".join(f"{w}: {P2P_STATUS_MEANING[w]}" for w in words) if words else ""
         findings.append(
@@ -392,12 +416,17 @@ def _pair_findings(topology: Topology, view: TfView, mapping: dict[int, int]) ->
             )
         )
     if peers_across:
+        side = _sys_side(topology, [(mapping[a], mapping[b]) for a, b in peers_across])
+        across = {
+            "sockets": "the topology says SYS (across CPU sockets): peer copies over QPI/UPI are often slower",
+            "numa": f"the topology puts them on {_SYS_WHERE}: peer copies over that link are often slower",
+        }.get(side, "this virtual machine's topology shows SYS between them; a VM's virtual topology cannot tell")
+        across += " than staging through host memory" if side != "vm" else " how the GPUs are really wired"
         findings.append(
             Finding(
                 "info",
                 "tf-peers-across-sockets",
-                f"TensorFlow treats {_pair_text(peers_across, mapping)} as peers although the topology says SYS "
-                "(across CPU sockets): peer copies over QPI/UPI are often slower than staging through host memory",
+                f"TensorFlow treats {_pair_text(peers_across, mapping)} as peers although {across}",
                 gpus=sorted({mapping[o] for pair in peers_across for o in pair}),
                 fix="measure with `gputopo bench-p2p` before relying on these pairs",
             )
