@@ -48,10 +48,15 @@ def _kind_of(mode: int) -> str:
     return "not a regular file"
 
 
-def write_target(path: Path) -> Path:
-    """The regular file a write to ``path`` replaces: symbolic links followed; anything that is not
-    a regular file (or not there yet) refused with one ``InputError``. Commands that work for long
-    before they save (``bench-p2p --save``) call it first, to refuse a bad target at once."""
+def write_target(path: str | os.PathLike[str]) -> Path:
+    """The regular file a write to ``path`` replaces: symbolic links followed; an empty name, or
+    anything that is not a regular file (or not there yet), refused with one ``InputError``; an
+    existing file this user may not write, with one ``OutputError`` (as the shell's ``>`` would).
+    Commands that work for long before they save (``bench-p2p --save``) call it first, to refuse a
+    bad target at once."""
+    if not os.fspath(path):
+        raise InputError("the output file name is empty")
+    path = Path(path)
     shown = str(path)
     target = Path(os.path.realpath(path)) if path.is_symlink() else path
     if target.is_symlink():  # realpath stops at a loop
@@ -71,6 +76,8 @@ def write_target(path: Path) -> Path:
         raise InputError(f"cannot write {shown}: it is a folder; give a file name")
     if not stat.S_ISREG(mode):
         raise InputError(f"cannot write {shown}: it is {_kind_of(mode)}, not a regular file")
+    if not os.access(target, os.W_OK):  # the rename would replace a file its owner protected
+        raise OutputError(f"cannot write {shown}: Permission denied")
     return target
 
 
@@ -87,8 +94,8 @@ def atomic_write_text(path: str | os.PathLike[str], text: str) -> Path:
     Readers see either the old file or the complete new one, never a partial write. Returns
     ``path`` as given. Raises ``InputError`` for a target that is not a regular file (nothing is
     touched) and ``OutputError`` when the write itself fails (the old file stays as it was)."""
+    target = write_target(path)
     given = Path(path)
-    target = write_target(given)
     folder = target.parent if str(target.parent) else Path(".")
     try:
         old = os.stat(target)

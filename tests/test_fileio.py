@@ -186,3 +186,26 @@ def test_a_pipe_is_read_like_a_file(tmp_path):
         assert read_text_input(f"/dev/fd/{read_end}") == "GPU0\tX\n"
     finally:
         os.close(read_end)
+
+
+def test_an_empty_output_name_is_refused_not_taken_as_the_current_folder(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(InputError, match="the output file name is empty"):
+        atomic_write_text("", "x")
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_file_this_user_may_not_write_is_not_replaced(tmp_path, monkeypatch):
+    """The rename would replace a file its owner made read-only for us; the shell's `>` refuses it,
+    and so do we (root may write it, as with `>`, so the kernel's answer is stood in for here)."""
+    import gputopo.fileio as fileio
+    from gputopo.errors import OutputError
+
+    target = tmp_path / "ro.json"
+    target.write_text("old\n")
+    real_access = os.access
+    monkeypatch.setattr(fileio.os, "access", lambda p, mode: False if mode == os.W_OK else real_access(p, mode))
+    with pytest.raises(OutputError, match="cannot write .*ro.json: Permission denied"):
+        atomic_write_text(target, "new")
+    assert target.read_text() == "old\n"
+    assert [p.name for p in tmp_path.iterdir()] == ["ro.json"]

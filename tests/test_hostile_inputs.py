@@ -178,3 +178,29 @@ def test_a_snapshot_with_terminal_escapes_is_shown_without_them(cli, tmp_path):
     assert not any(c in result.stdout for c in "\x1b\x07\r\x9b")
     as_json = cli("scan", "--from", str(source), "--json")
     assert "\\u001b" in as_json.stdout and "\x1b" not in as_json.stdout
+
+
+@pytest.mark.parametrize("option", ["--save", "--svg"])
+def test_an_empty_output_name_is_one_error_not_a_silent_skip(cli, tmp_path, monkeypatch, option):
+    monkeypatch.chdir(tmp_path)
+    assert "the output file name is empty" in assert_one_error_line(cli("scan", "--machine", "dgx1", option, ""))
+    assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize(
+    ("command", "extra"),
+    [("report", ["-o", "page.html"]), ("train", ["--data", "synthetic", "--dry-run"]), ("bench-p2p", [])],
+)
+def test_commands_that_read_one_topology_refuse_a_second_from(cli, tmp_path, monkeypatch, command, extra):
+    """A second --from must not silently replace the first (it did: the report drew the last host)."""
+    monkeypatch.chdir(tmp_path)
+    for host in ("node1", "node2"):
+        assert cli("scan", "--machine", "dgx1", "--host", host, "--save", f"{host}.json").exit_code == 0
+    line = assert_one_error_line(cli(command, "--from", "node1.json", "--from", "node2.json", *extra))
+    assert f"`gputopo {command}` reads one topology: give --from once" in line
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["node1.json", "node2.json"]
+
+
+def test_tf_is_refused_with_a_reference_machine(cli):
+    """--tf checks this host's TensorFlow; a reference machine is not this host."""
+    assert "--machine is a reference machine" in assert_one_error_line(cli("scan", "--machine", "dgx-h100", "--tf"))

@@ -101,4 +101,4 @@ def check_pair_count(device_count: int) -> None:
 def check_save_target(save: str) -> None:
     """``--save FILE`` refused now (a folder, a device such as /dev/null, a FIFO, a missing folder),
     not after a measurement that may take many minutes."""
-    write_target(Path(save))
+    write_target(save)

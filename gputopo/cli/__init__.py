@@ -124,9 +124,11 @@ def command(*args: Any, **kwargs: Any) -> Callable[[Callable[..., Any]], Callabl
     return decorate
 
 
-# Options shared by every command that reads a topology.
+# Options shared by every command that reads a topology. `--from` is declared repeatable even where
+# a command reads one topology, so that a second `--from` is refused (``one_from_file``) instead of
+# silently replacing the first, as a plain option would.
 FromOption = Annotated[
-    Optional[str],
+    Optional[list[str]],
     typer.Option(
         "--from",
         help="Read the topology from a saved snapshot (JSON) or `nvidia-smi topo -m` text ('-' = stdin).",
@@ -143,6 +145,18 @@ FromFilesOption = Annotated[
         metavar="FILE",
     ),
 ]
+
+
+def one_from_file(from_files: Optional[list[str]], command: str) -> Optional[str]:
+    """The ``--from`` of a command that reads one topology; several are one clear error."""
+    if from_files and len(from_files) > 1:
+        from gputopo.errors import InputError
+
+        raise InputError(f"`gputopo {command}` reads one topology: give --from once (several --from, one snapshot "
+                         "per host, are for `gputopo scan` and `gputopo recommend`)")
+    return from_files[0] if from_files else None
+
+
 HostOption = Annotated[
     Optional[str],
     typer.Option(

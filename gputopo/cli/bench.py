@@ -15,7 +15,14 @@ from gputopo.bench.options import (
     DEFAULT_STEP_TIMEOUT_S,
     DEFAULT_WARMUP,
 )
-from gputopo.cli import FromOption, JsonOption, MachineOption, command, fail
+from gputopo.cli import (
+    FromOption,
+    JsonOption,
+    MachineOption,
+    command,
+    fail,
+    one_from_file,
+)
 from gputopo.notation import format_size
 
 _HELP = (
@@ -69,7 +76,7 @@ def bench_p2p(
     min_sample_ms: Annotated[
         float, typer.Option("--min-sample-ms", help="Each timed sample repeats the copy until it lasts this long.")
     ] = DEFAULT_MIN_SAMPLE_S * 1000,
-    from_file: FromOption = None,
+    from_files: FromOption = None,
     machine: MachineOption = None,
     json_output: JsonOption = False,
     save: Annotated[
@@ -86,6 +93,7 @@ def bench_p2p(
     when any measurement failed."""
     from gputopo.bench.options import check_save_target, config_from_options
 
+    from_file = one_from_file(from_files, "bench-p2p")
     config, wanted = config_from_options(
         gpus=gpus, cpu_devices=cpu_devices, size=size, sizes=sizes, repeat=repeat, warmup=warmup,
         via_host=via_host, allreduce=allreduce, step_timeout_s=timeout, min_sample_ms=min_sample_ms,

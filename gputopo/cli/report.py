@@ -11,7 +11,15 @@ from typing import Annotated, Optional
 
 import typer
 
-from gputopo.cli import FromOption, HostOption, MachineOption, TfLogOption, TfRunOption, command
+from gputopo.cli import (
+    FromOption,
+    HostOption,
+    MachineOption,
+    TfLogOption,
+    TfRunOption,
+    command,
+    one_from_file,
+)
 from gputopo.errors import InputError
 from gputopo.model import Topology
 
@@ -45,7 +53,7 @@ def merge_measurements(topology: Topology, bench: Topology, bench_path: str) -> 
 @command("report")
 def report_command(
     output: Annotated[str, typer.Option("--output", "-o", help="The HTML file to write.", metavar="FILE")],
-    from_file: FromOption = None,
+    from_files: FromOption = None,
     host: HostOption = None,
     machine: MachineOption = None,
     tf_log: TfLogOption = None,
@@ -66,6 +74,7 @@ def report_command(
     from gputopo.sources import load_topology, load_topology_file
     from gputopo.views.report import render_report, report_summary
 
+    from_file = one_from_file(from_files, "report")
     if gpus is not None and gpus < 1:
         raise InputError(f"--gpus must be 1 or more (got {gpus})")
     if bench is not None and not (from_file or machine or tf_log):

@@ -65,16 +65,19 @@ def scan(
 
         if tf_log is not None:
             raise InputError("give either --tf (run TensorFlow now) or --tf-log FILE (a saved log), not both")
+        if machine is not None:
+            raise InputError("--tf runs TensorFlow on this host, and --machine is a reference machine, not this "
+                             "host: give --from with this host's snapshot or topology text, or neither")
         topo = _topology_with_tf_init(from_file=from_file, machine=machine)
         topo.host = host or topo.host
     else:
         topo = load_topology(from_file=from_file, machine=machine, tf_log=tf_log, tf_run=tf_run, host=host)
     topo = with_findings(topo)
-    if save:
+    if save is not None:
         from gputopo.sources.snapshot import save_snapshot
 
         save_snapshot(topo, save)
-    if svg:
+    if svg is not None:
         from gputopo.fileio import atomic_write_text
         from gputopo.views.svg import render_svg
 

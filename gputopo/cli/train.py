@@ -11,7 +11,15 @@ from typing import TYPE_CHECKING, Optional
 import typer
 from typing_extensions import Annotated
 
-from gputopo.cli import FromOption, JsonOption, MachineOption, TfLogOption, TfRunOption, command
+from gputopo.cli import (
+    FromOption,
+    JsonOption,
+    MachineOption,
+    TfLogOption,
+    TfRunOption,
+    command,
+    one_from_file,
+)
 
 if TYPE_CHECKING:
     from gputopo.train.config import TrainConfig
@@ -98,7 +106,7 @@ def train(
     ] = None,
     scaling_steps: Annotated[int, typer.Option("--scaling-steps", help="Steps per --scaling run.")] = 30,
     dry_run: Annotated[bool, typer.Option("--dry-run", help="Print the plan and the exact command; do not train.")] = False,
-    from_file: FromOption = None,
+    from_files: FromOption = None,
     machine: MachineOption = None,
     tf_log: TfLogOption = None,
     tf_run: TfRunOption = None,
@@ -106,6 +114,8 @@ def train(
 ) -> None:
     """Train a model data-parallel on the best GPUs for it (or logical CPU devices) and report speed."""
     import shutil
+
+    from_file = one_from_file(from_files, "train")
 
     from gputopo.notation import parse_count_list
     from gputopo.train.checkpoints import check_checkpoint_choice
