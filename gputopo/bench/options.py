@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from pathlib import Path
 
 from gputopo.errors import InputError
 from gputopo.fileio import write_target
