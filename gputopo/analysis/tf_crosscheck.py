@@ -2,9 +2,10 @@
 
 TensorFlow numbers GPUs by ``CUDA_VISIBLE_DEVICES`` and ``CUDA_DEVICE_ORDER`` (default
 FASTEST_FIRST), nvidia-smi and NVML by PCI bus order, so TF's GPU:1 need not be nvidia-smi's GPU 1.
-The two are joined on PCI bus ids; then each pair TF could not peer is explained by its link
-(different sockets, P2P disabled, chipset, a PCIe switch with ACS...), and pairs TF peers across
-sockets are pointed out. For a log alone the findings say which GPUs form peer groups, which is
+The two are joined on PCI bus ids (by ordinal, said so, where the topology has none); then each
+pair TF could not peer is explained by its link (SYS: different NUMA nodes, or different sockets
+where the source knows them; P2P disabled, chipset, a PCIe switch with ACS...), and pairs TF peers
+over SYS are pointed out. For a log alone the findings say which GPUs form peer groups, which is
 what a user needs to place work. Pure functions: no I/O (``tf_findings`` records the join in
 ``TfDevice.nvml_index``).
 """
