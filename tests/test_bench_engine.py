@@ -39,9 +39,12 @@ def measured(tf, four):
 
 
 def _plausible(stat):
+    """Figures in GB/s, not bytes/s or GiB/ms: a unit error moves every sample, so the fastest sample
+    must clear the floor and the median stay under the ceiling. (Not the median against the floor:
+    on CI's 2 shared cores, contention once made 2 of 3 samples of a 256 KiB copy ten times slower.)"""
     assert stat is not None
     assert stat.min <= stat.median <= stat.max
-    assert PLAUSIBLE_GBPS[0] < stat.median < PLAUSIBLE_GBPS[1], stat
+    assert PLAUSIBLE_GBPS[0] < stat.max and stat.median < PLAUSIBLE_GBPS[1], stat
 
 
 def test_every_ordered_pair_is_measured_plausibly(measured):
