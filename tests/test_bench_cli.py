@@ -54,7 +54,9 @@ def test_child_process_json_with_allreduce():
     assert len(data["pairs"]) == 12
     for pair in data["pairs"]:
         assert pair["errors"] == []
-        assert 0.05 < pair["gbps"] < 200 and 0.05 < pair["bidir_gbps"] < 400
+        # Units, not speed: GB/s (a bytes/s or GiB/ms mix-up is a factor of 1000 or more); the floor
+        # leaves room for CI's 2 shared cores, where contention has slowed small copies tenfold.
+        assert 0.005 < pair["gbps"] < 200 and 0.005 < pair["bidir_gbps"] < 400
         assert pair["latency_us"] > 0
         assert pair["expected_gbps"] is None  # nothing to expect of host memory
     ops = {r["cross_device_ops"].split(" ")[0] for r in data["allreduce"]}
@@ -81,7 +83,7 @@ def test_save_writes_measurements_into_a_snapshot(cli, tf_cpu_devices, tmp_path)
     for a, b in [(0, 1), (0, 2), (1, 2)]:
         m = topo.link(a, b).measured
         assert m is not None and m.device_kind == "CPU"
-        assert 0.05 < m.a_to_b_gbps < 200 and 0.05 < m.b_to_a_gbps < 200
+        assert 0.005 < m.a_to_b_gbps < 200 and 0.005 < m.b_to_a_gbps < 200  # units (see above)
         assert m.latency_us > 0 and m.size_bytes == 256 * 1024 and m.repeats == 2
     assert topo.link(0, 3).measured is None  # GPU 3 was not chosen
     assert any(f.code == "measured-host-memory" for f in topo.diagnostics)
