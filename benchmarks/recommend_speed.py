@@ -145,13 +145,11 @@ def corpus_topologies() -> list[tuple[str, Topology]]:
     return cases
 
 
-def issue_14_targets() -> None:
-    """The issue 14 targets, each as its worst case over the asks it covers."""
-    print()
-    print("issue 14 targets: worst case per set of asks (one run each; CPU time beside wall time)")
+def worst_of_every_k(cases):
+    """Every k of every (name, topology): the slowest ask as (CPU s, wall s, "name k=K"), and the
+    asks that did not end proven optimal."""
     worst = (0.0, 0.0, "")
     unproven = []
-    cases = corpus_topologies()
     for name, topo in cases:
         for k in range(1, len(topo.gpus) + 1):
             rec, cpu, wall = timed(lambda: recommend(topo, k))
@@ -159,22 +157,22 @@ def issue_14_targets() -> None:
                 unproven.append(f"{name} k={k}")
             if cpu > worst[0]:
                 worst = (cpu, wall, f"{name} k={k}")
+    return worst, unproven
+
+
+def issue_14_targets() -> None:
+    """The issue 14 targets, each as its worst case over the asks it covers."""
+    print()
+    print("issue 14 targets: worst case per set of asks (one run each; CPU time beside wall time)")
+    cases = corpus_topologies()
+    worst, unproven = worst_of_every_k(cases)
     print(
         f"  {len(cases)} reference machines and corpus captures, every k: worst {worst[0] * 1000:7.1f} ms CPU "
         f"({worst[1] * 1000:7.1f} ms wall) at {worst[2]}; unproven: {len(unproven)}  "
         f"[target < 1 s, proven: {verdict(worst[0], 1.0, not unproven)}]"
     )
-    worst = (0.0, 0.0, "")
-    unproven = []
     seeds = range(100, 106)
-    for seed in seeds:
-        topo = random_topology(16, seed)
-        for k in range(1, 17):
-            rec, cpu, wall = timed(lambda: recommend(topo, k))
-            if not rec.proven_optimal:
-                unproven.append(f"#{seed} k={k}")
-            if cpu > worst[0]:
-                worst = (cpu, wall, f"#{seed - 100} k={k}")
+    worst, unproven = worst_of_every_k([(f"#{seed - 100}", random_topology(16, seed)) for seed in seeds])
     print(
         f"  random 16-GPU topologies ({len(seeds)} seeds), every k: worst {worst[0] * 1000:7.1f} ms CPU "
         f"({worst[1] * 1000:7.1f} ms wall) at {worst[2]}; unproven: {len(unproven)}  "

@@ -50,3 +50,20 @@ def tf_cpu_devices():
     from gputopo.tfruntime import configure_logical_cpu_devices
 
     return configure_logical_cpu_devices(8)
+
+
+@pytest.fixture(scope="session")
+def tf(tf_cpu_devices):
+    """TensorFlow itself, imported through gputopo's one door, on the eight logical CPU devices."""
+    from gputopo.tfruntime import import_tensorflow
+
+    return import_tensorflow()
+
+
+@pytest.fixture(scope="session")
+def four(tf_cpu_devices):
+    """The first four logical CPU devices as bench-p2p devices (standing for GPUs 0-3)."""
+    from gputopo.bench.run import cpu_bench_devices
+
+    return cpu_bench_devices(tf_cpu_devices[:4], None)
+

@@ -21,18 +21,6 @@ PLAUSIBLE_GBPS = (0.05, 200.0)
 
 
 @pytest.fixture(scope="module")
-def tf(tf_cpu_devices):
-    from gputopo.tfruntime import import_tensorflow
-
-    return import_tensorflow()
-
-
-@pytest.fixture(scope="module")
-def four(tf_cpu_devices):
-    return cpu_bench_devices(tf_cpu_devices[:4], None)
-
-
-@pytest.fixture(scope="module")
 def measured(tf, four):
     config = BenchConfig(sizes_bytes=[256 * 1024, MIB], repeat=3, warmup=1, via_host=True, min_sample_s=0.002)
     return run_benchmark(tf, four, "CPU", config)

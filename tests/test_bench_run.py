@@ -18,18 +18,6 @@ from gputopo.sources.reference import load_reference
 pytestmark = pytest.mark.tf
 
 
-@pytest.fixture(scope="module")
-def tf(tf_cpu_devices):
-    from gputopo.tfruntime import import_tensorflow
-
-    return import_tensorflow()
-
-
-@pytest.fixture(scope="module")
-def four(tf_cpu_devices):
-    return cpu_bench_devices(tf_cpu_devices[:4], None)
-
-
 class _StandIn(CopyBench):
     """Real orchestration, stand-in copies: each takes 1 ms unless a test makes it misbehave."""
 
