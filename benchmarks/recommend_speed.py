@@ -131,7 +131,7 @@ def verdict(seconds: float, target_s: float, proven: bool = True) -> str:
 def corpus_topologies() -> list[tuple[str, Topology]]:
     """Every reference machine, and every topology text of the test corpus that parses."""
     from gputopo.errors import InputError
-    from gputopo.sources import load_topology
+    from gputopo.sources import TopologyRequest, resolve
     from gputopo.sources.reference import MACHINES
 
     root = Path(__file__).resolve().parents[1] / "tests" / "fixtures"
@@ -139,7 +139,7 @@ def corpus_topologies() -> list[tuple[str, Topology]]:
     for pattern in ("corpus/topo/*.txt", "shared/topo/*.txt", "topo/*.txt"):
         for path in sorted(glob.glob(str(root / pattern))):
             try:
-                cases.append((Path(path).name, load_topology(from_file=path)))
+                cases.append((Path(path).name, resolve(TopologyRequest(from_files=(path,)))))
             except InputError:
                 pass  # deliberately broken captures (garbage, truncated) are not machines
     return cases
@@ -198,12 +198,12 @@ def compare_with_gpuallocator() -> None:
     hop, and both run times, on the reference machines and the shared fixtures."""
     from gputopo.analysis import gpuallocator
     from gputopo.analysis.recommend import Problem
-    from gputopo.sources import load_topology
+    from gputopo.sources import TopologyRequest, resolve
     from gputopo.sources.reference import MACHINES
 
     fixtures = Path(__file__).resolve().parents[1] / "tests" / "fixtures" / "shared" / "topo"  # copies of shared/
     cases = [(m, load_reference(m)) for m in MACHINES if len(MACHINES[m].build().gpus) <= gpuallocator.MAX_GPUS]
-    cases += [(f.name, load_topology(from_file=str(f))) for f in sorted(fixtures.glob("*.txt"))]
+    cases += [(f.name, resolve(TopologyRequest(from_files=(str(f),)))) for f in sorted(fixtures.glob("*.txt"))]
     print()
     print("go-gpuallocator best-effort (score sum) vs recommend (ring bottleneck); GB/s = slowest ring hop")
     print(f"{'topology':<42} {'k':>2}  {'go-gpuallocator':<22} {'GB/s':>6} {'ms':>7}   {'recommend':<22} {'GB/s':>6} {'ms':>6}")

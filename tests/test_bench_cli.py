@@ -76,9 +76,9 @@ def test_save_writes_measurements_into_a_snapshot(cli, tf_cpu_devices, tmp_path)
                  "--save", str(target))  # fmt: skip
     assert result.exit_code == 0, result.output
     assert "host memory" in result.output
-    from gputopo.sources import load_topology
+    from gputopo.sources import TopologyRequest, resolve
 
-    topo = load_topology(from_file=str(target))  # what `recommend --from` reads
+    topo = resolve(TopologyRequest(from_files=(str(target),)))  # what `recommend --from` reads
     assert topo.gpu_indices == [0, 1, 2, 3]  # the base topology, with figures added
     for a, b in [(0, 1), (0, 2), (1, 2)]:
         m = topo.link(a, b).measured

@@ -14,7 +14,7 @@ from gputopo.analysis.nics import nearest_nics
 from gputopo.errors import InputError
 from gputopo.model import Topology
 from gputopo.model.cluster import CLUSTER_SCHEMA, Cluster
-from gputopo.sources import checked_host_name, load_topologies, load_topology
+from gputopo.sources import TopologyRequest, checked_host_name, resolve, resolve_hosts
 
 CORPUS = OWN_FIXTURES / "corpus" / "topo"
 H100_9NIC = str(CORPUS / "h100_8gpu_nv18_9nic_bond_ansi_escape_stripped.txt")
@@ -42,12 +42,12 @@ def test_host_names_text_and_reference_sources_and_the_snapshot_keeps_it(cli, tm
     path = save_host(cli, tmp_path, "node1", *source)
     saved = json.loads(Path(path).read_text())
     assert saved["host"] == "node1"
-    assert load_topology(from_file=path).host == "node1"
+    assert resolve(TopologyRequest(from_files=(path,))).host == "node1"
 
 
 def test_host_from_a_tf_log_source():
     log = next((SHARED_FIXTURES / "tf_logs").glob("*.log"))
-    topo = load_topology(from_file=DGX1_TEXT, tf_log=str(log), host="gpu-07.cluster")
+    topo = resolve(TopologyRequest(from_files=(DGX1_TEXT,), tf_log=str(log), host="gpu-07.cluster"))
     assert topo.host == "gpu-07.cluster"
 
 
@@ -78,18 +78,32 @@ def test_recommend_and_report_take_host(cli, tmp_path):
 # --- loading one snapshot per host ----------------------------------------------------------------
 
 
-def test_the_same_host_twice_is_one_line(cli, tmp_path):
+def test_the_same_host_twice_is_one_host_merged(cli, tmp_path):
     a = save_host(cli, tmp_path, "node1", "--machine", "dgx1")
     b = str(tmp_path / "copy.json")
     Path(b).write_text(Path(a).read_text())
-    line = assert_one_error_line(cli("scan", "--from", a, "--from", b))
-    assert line == f"gputopo: error: {a} and {b} are the same host (node1)"
+    result = cli("scan", "--from", a, "--from", b, "--json")
+    assert result.exit_code == 0, result.output
+    data = json.loads(result.stdout)
+    assert data["schema"] == "gputopo.topology/1" and data["host"] == "node1" and len(data["gpus"]) == 8
+    assert data["disagreements"] == [] and "sources-disagree" not in {f["code"] for f in data["diagnostics"]}
+    assert data["source_detail"] == f"{a} + {b}"
 
 
-def test_a_file_without_a_host_is_refused_with_the_way_out(cli, tmp_path):
+def test_a_file_without_a_host_among_several_hosts_is_refused_with_the_way_out(cli, tmp_path):
     a = save_host(cli, tmp_path, "node1", "--machine", "dgx1")
-    line = assert_one_error_line(cli("scan", "--from", a, "--from", DGX1_TEXT))
+    b = save_host(cli, tmp_path, "node2", "--machine", "dgx1")
+    line = assert_one_error_line(cli("scan", "--from", a, "--from", b, "--from", DGX1_TEXT))
     assert "does not name its host" in line and "--host NAME --save" in line
+
+
+def test_a_file_without_a_host_joins_the_one_named_host(cli, tmp_path):
+    """A host's snapshot and a text of the same box: one host; where they differ it is said."""
+    a = save_host(cli, tmp_path, "node1", "--machine", "dgx1")
+    data = json.loads(cli("scan", "--from", a, "--from", DGX1_TEXT, "--json").stdout)
+    assert data["host"] == "node1" and len(data["gpus"]) == 8
+    # the reference DGX-1 and the real capture disagree on nothing about GPU-GPU links
+    assert not [d for d in data["disagreements"] if d["subject"].endswith(" type")]
 
 
 def test_a_snapshot_host_with_control_characters_is_refused(cli, tmp_path):
@@ -111,35 +125,37 @@ def test_one_topology_options_are_refused_with_several_from(cli, tmp_path, extra
     assert extra[0] in line
 
 
-def test_standard_input_is_not_one_of_several_hosts():
-    with pytest.raises(InputError, match="standard input"):
-        load_topologies(["-", "b.json"])
+def test_standard_input_is_not_one_of_several_hosts(cli, tmp_path):
+    a = save_host(cli, tmp_path, "node1", "--machine", "dgx1")
+    b = save_host(cli, tmp_path, "node2", "--machine", "dgx1")
+    line = assert_one_error_line(cli("scan", "--from", "-", "--from", b, input=Path(a).read_text()))
+    assert "standard input" in line
 
 
 # --- what each host is in a few words -------------------------------------------------------------
 
 
 def test_host_summaries():
-    h100 = load_topology(from_file=H100_9NIC, host="node1")
+    h100 = resolve(TopologyRequest(from_files=(H100_9NIC,), host="node1"))
     summary = host_summary(h100, "node1")
     assert summary.links == "NV18 all-to-all, 2 NUMA nodes"
     assert summary.gpus == "8 GPUs (model not shown)" and summary.versions == "not shown"
     assert summary.nics == "one NIC per GPU at PXB (NIC0 (mlx5_10) ... NIC7 (mlx5_17))"
-    dgx1 = load_topology(machine="dgx1")
+    dgx1 = resolve(TopologyRequest(machine="dgx1"))
     assert link_shape(dgx1) == "NVLink NV1/NV2 on 16 of 28 pairs, else SYS, 2 NUMA nodes"
     assert host_summary(dgx1, "n").gpus.startswith("8x ")
     assert host_summary(dgx1, "n").nics == "mlx5_0 PIX: GPUs 0,1; mlx5_1 PIX: GPUs 2,3; mlx5_2 PIX: GPUs 4,5; mlx5_3 PIX: GPUs 6,7"
-    text = load_topology(from_file=DGX1_TEXT)
+    text = resolve(TopologyRequest(from_files=(DGX1_TEXT,)))
     assert host_summary(text, "n").nics == "mlx5_0 NODE: GPUs 0,1; mlx5_0 PIX: GPUs 2,3; mlx5_0 SYS: GPUs 4,5,6,7"
-    assert link_shape(load_topology(machine="pcie-8gpu")).startswith("PCIe (PIX/")
+    assert link_shape(resolve(TopologyRequest(machine="pcie-8gpu"))).startswith("PCIe (PIX/")
 
 
 def test_nearest_nics_read_from_the_captures():
     """Each GPU's NIC, read off the captures by hand: the one PXB cell in its row."""
-    nine = load_topology(from_file=H100_9NIC)
+    nine = resolve(TopologyRequest(from_files=(H100_9NIC,)))
     assert [(e.gpu, e.path, [n.rdma_name for n in e.nics]) for e in nearest_nics(nine)] == [
         (g, "PXB", [f"mlx5_1{g}"]) for g in range(8)]
-    twelve = load_topology(from_file=H100_12NIC)
+    twelve = resolve(TopologyRequest(from_files=(H100_12NIC,)))
     assert [(e.path, [n.name for n in e.nics]) for e in nearest_nics(twelve)] == [
         ("PXB", [name]) for name in ("NIC0", "NIC3", "NIC4", "NIC5", "NIC6", "NIC9", "NIC10", "NIC11")]
     assert all(n.rdma_name is None for n in twelve.nics)  # no NIC Legend: the RDMA names are not shown
@@ -149,13 +165,13 @@ def test_nearest_nics_read_from_the_captures():
 
 
 def test_identical_hosts_have_no_cluster_findings():
-    hosts = [load_topology(machine="dgx-h100", host=f"node{k}") for k in (1, 2)]
+    hosts = [resolve(TopologyRequest(machine="dgx-h100", host=f"node{k}")) for k in (1, 2)]
     assert cluster_findings(Cluster(hosts)) == []
 
 
 def test_different_gpu_models_counts_and_wiring_are_found():
-    cluster = Cluster([load_topology(machine="dgx1", host="v100"), load_topology(machine="dgx-h100", host="h100"),
-                       load_topology(machine="two-socket-4gpu", host="small")])
+    cluster = Cluster([resolve(TopologyRequest(machine="dgx1", host="v100")), resolve(TopologyRequest(machine="dgx-h100", host="h100")),
+                       resolve(TopologyRequest(machine="two-socket-4gpu", host="small"))])
     findings = cluster_findings(cluster)
     assert codes(findings)[:3] == ["cluster-gpu-count", "cluster-gpu-model", "cluster-link-shape"]
     count = findings[0]
@@ -165,7 +181,7 @@ def test_different_gpu_models_counts_and_wiring_are_found():
 
 
 def test_driver_and_cuda_versions_are_compared_where_known():
-    a, b = (load_topology(machine="dgx-h100", host=h) for h in ("a", "b"))
+    a, b = (resolve(TopologyRequest(machine="dgx-h100", host=h)) for h in ("a", "b"))
     a.driver_version, a.cuda_driver_version = "535.104.05", "12.2"
     b.driver_version, b.cuda_driver_version = "550.54.15", "12.4"
     found = codes(cluster_findings(Cluster([a, b])))
@@ -175,10 +191,10 @@ def test_driver_and_cuda_versions_are_compared_where_known():
 
 
 def test_hosts_whose_gpus_have_only_far_nics():
-    far = load_topology(from_file=DGX1_TEXT, host="far")
+    far = resolve(TopologyRequest(from_files=(DGX1_TEXT,), host="far"))
     for nic_link in far.nic_links:
         nic_link.type = "SYS"
-    near = load_topology(from_file=DGX1_TEXT, host="near")
+    near = resolve(TopologyRequest(from_files=(DGX1_TEXT,), host="near"))
     findings = cluster_findings(Cluster([near, far]))
     assert codes(findings) == ["cluster-nic-far"] and findings[0].message.startswith("every GPU on far ")
     far.nic_links = []
@@ -189,7 +205,7 @@ def test_hosts_whose_gpus_have_only_far_nics():
 
 
 def test_cluster_json_round_trip():
-    cluster = cluster_with_findings([load_topology(machine="dgx1", host="a"), load_topology(machine="two-socket-4gpu", host="b")])
+    cluster = cluster_with_findings([resolve(TopologyRequest(machine="dgx1", host="a")), resolve(TopologyRequest(machine="two-socket-4gpu", host="b"))])
     data = json.loads(json.dumps(cluster.to_dict()))
     assert data["schema"] == CLUSTER_SCHEMA == "gputopo.cluster/1"
     assert [h["host"] for h in data["hosts"]] == ["a", "b"] and data["diagnostics"]

@@ -191,13 +191,14 @@ def test_an_empty_output_name_is_one_error_not_a_silent_skip(cli, tmp_path, monk
     ("command", "extra"),
     [("report", ["-o", "page.html"]), ("train", ["--data", "synthetic", "--dry-run"]), ("bench-p2p", [])],
 )
-def test_commands_that_read_one_topology_refuse_a_second_from(cli, tmp_path, monkeypatch, command, extra):
-    """A second --from must not silently replace the first (it did: the report drew the last host)."""
+def test_commands_that_read_one_topology_refuse_a_second_host(cli, tmp_path, monkeypatch, command, extra):
+    """A second host's --from must not silently replace the first (it did: the report drew the last
+    host); files of one host are merged instead (tests/unit/sources/test_resolve.py)."""
     monkeypatch.chdir(tmp_path)
     for host in ("node1", "node2"):
         assert cli("scan", "--machine", "dgx1", "--host", host, "--save", f"{host}.json").exit_code == 0
     line = assert_one_error_line(cli(command, "--from", "node1.json", "--from", "node2.json", *extra))
-    assert f"`gputopo {command}` reads one topology: give --from once" in line
+    assert "the --from files are snapshots of 2 hosts (node1, node2); this command reads one host" in line
     assert sorted(p.name for p in tmp_path.iterdir()) == ["node1.json", "node2.json"]
 
 

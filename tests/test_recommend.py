@@ -11,7 +11,7 @@ from conftest import REPO, SHARED_FIXTURES
 from recommend_oracles import brute_force_best_key
 
 from gputopo.analysis.recommend import recommend
-from gputopo.sources import load_topology
+from gputopo.sources import TopologyRequest, resolve
 from gputopo.sources.reference import load_reference
 
 DGX1_TEXT = SHARED_FIXTURES / "topo" / "dgx1_v100_8gpu_mlx5.txt"
@@ -25,7 +25,7 @@ FULLY_NVLINKED_QUADS = ({0, 1, 2, 3}, {4, 5, 6, 7})
 
 @pytest.mark.parametrize("source", ["reference", "fixture"])
 def test_dgx1_four_gpus_is_a_fully_nvlinked_quad(source):
-    topo = load_reference("dgx1") if source == "reference" else load_topology(from_file=str(DGX1_TEXT))
+    topo = load_reference("dgx1") if source == "reference" else resolve(TopologyRequest(from_files=(str(DGX1_TEXT),)))
     rec = recommend(topo, 4)
     best = rec.best
     assert set(best.gpus) in FULLY_NVLINKED_QUADS
@@ -40,7 +40,7 @@ def test_dgx1_four_gpus_is_a_fully_nvlinked_quad(source):
 
 
 def test_dual_socket_pcie_fixture_keeps_the_group_on_one_socket():
-    topo = load_topology(from_file=str(PCIE_TEXT))
+    topo = resolve(TopologyRequest(from_files=(str(PCIE_TEXT),)))
     for k in (2, 3, 4):
         best = recommend(topo, k).best
         assert best.same_socket
@@ -52,7 +52,7 @@ def test_dual_socket_pcie_fixture_keeps_the_group_on_one_socket():
 
 
 def test_two_socket_tf_log_two_gpus_picks_a_peering_pair():
-    topo = load_topology(tf_log=str(TF0_LOG))
+    topo = resolve(TopologyRequest(tf_log=str(TF0_LOG)))
     rec = recommend(topo, 2)
     assert set(rec.best.gpus) in ({0, 1}, {2, 3})
     assert set(rec.groups[1].gpus) in ({0, 1}, {2, 3})
@@ -71,14 +71,14 @@ def test_nvswitch_machines_say_any_group_is_as_good(machine, k):
 
 
 def test_a_tf_log_without_peer_lines_says_it_cannot_tell_groups_apart():
-    topo = load_topology(tf_log=str(SHARED_FIXTURES / "tf_logs" / "tf2_created_device_4gpu_3090.log"))
+    topo = resolve(TopologyRequest(tf_log=str(SHARED_FIXTURES / "tf_logs" / "tf2_created_device_4gpu_3090.log")))
     rec = recommend(topo, 2)
     assert any("does not tell the links apart" in note for note in rec.notes)
     assert not any("NVSwitch" in note for note in rec.notes)
 
 
 def test_power9_pairs_pick_an_nvlink_pair_on_one_numa_node():
-    topo = load_topology(from_file=str(POWER9_TEXT))
+    topo = resolve(TopologyRequest(from_files=(str(POWER9_TEXT),)))
     best = recommend(topo, 2).best
     assert set(best.gpus) in ({0, 1}, {2, 3}) and best.bottleneck.startswith("NV3")
     assert best.numa_node in (0, 8)

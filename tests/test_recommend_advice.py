@@ -6,7 +6,7 @@ from conftest import REPO, SHARED_FIXTURES
 
 from gputopo.analysis.recommend import recommend
 from gputopo.errors import InputError
-from gputopo.sources import load_topology
+from gputopo.sources import TopologyRequest, resolve
 from gputopo.sources.reference import load_reference
 
 TF0_LOG = SHARED_FIXTURES / "tf_logs" / "tf0_gpu_init_cannot_enable_peer_4gpu.log"
@@ -40,7 +40,7 @@ def test_impossible_asks_raise_input_error(kwargs, message):
 def test_tf_log_in_fastest_first_order_launches_the_pair_by_pci_bus_order():
     """TF's GPU:0 is 0000:82 and GPU:1 is 0000:02 in this log: the peering pair TF calls 0,2 is
     nvidia-smi's 1,2, which CUDA_DEVICE_ORDER=PCI_BUS_ID CUDA_VISIBLE_DEVICES must name."""
-    topo = load_topology(tf_log=str(REPO / "tests" / "fixtures" / "tf_logs" / "tf15_edge_matrix_visible_order_differs.log"))
+    topo = resolve(TopologyRequest(tf_log=str(REPO / "tests" / "fixtures" / "tf_logs" / "tf15_edge_matrix_visible_order_differs.log")))
     best = recommend(topo, 2).best
     assert best.gpus == [0, 2]  # TensorFlow's ordinals, as its log and findings say
     assert best.env == {"CUDA_DEVICE_ORDER": "PCI_BUS_ID", "CUDA_VISIBLE_DEVICES": "1,2"}
@@ -54,7 +54,7 @@ def test_tf_log_in_fastest_first_order_launches_the_pair_by_pci_bus_order():
     assert "export CUDA_VISIBLE_DEVICES=1,2" in env_text
     assert "in PCI bus order" in env_text and "they are 1,2" in env_text
     # A log in PCI bus order keeps its numbers.
-    pci_ordered = recommend(load_topology(tf_log=str(TF0_LOG)), 2).best
+    pci_ordered = recommend(resolve(TopologyRequest(tf_log=str(TF0_LOG))), 2).best
     assert pci_ordered.cuda_visible_devices == ",".join(map(str, pci_ordered.gpus))
 
 
@@ -91,7 +91,7 @@ def test_a_tf_log_alone_does_not_claim_a_cpu_socket():
 def test_nvlinked_gpus_on_two_numa_nodes_are_not_called_one_socket():
     """nvidia-smi text shows only NV18 between H100s, no PCIe path: the NUMA column decides, as in
     diagnose. Two NUMA nodes may be one socket (EPYC NPS2/4, Intel SNC, Grace): text cannot tell."""
-    topo = load_topology(from_file=str(REPO / "tests" / "fixtures" / "topo" / "h100_nv18_empty_cpu_affinity_cells.txt"))
+    topo = resolve(TopologyRequest(from_files=(str(REPO / "tests" / "fixtures" / "topo" / "h100_nv18_empty_cpu_affinity_cells.txt"),)))
     assert recommend(topo, 8).best.same_socket is None
     assert recommend(topo, 4).best.same_socket is True  # one NUMA node: one socket
 
@@ -121,7 +121,7 @@ def test_cross_device_ops_choices_and_device_lists():
 
 
 def test_pairs_a_tf_log_says_nothing_about_are_not_called_non_peering():
-    topo = load_topology(tf_log=str(SHARED_FIXTURES / "tf_logs" / "tf2_created_device_4gpu_3090.log"))
+    topo = resolve(TopologyRequest(tf_log=str(SHARED_FIXTURES / "tf_logs" / "tf2_created_device_4gpu_3090.log")))
     best = recommend(topo, 2).best
     assert best.cross_device_ops == "NcclAllReduce"
     assert "cannot peer" not in best.cross_device_ops_reason.split(";")[0]

@@ -7,7 +7,7 @@ from gputopo.analysis import gpuallocator
 from gputopo.analysis.recommend import Problem, recommend
 from gputopo.errors import InputError
 from gputopo.model import make_link
-from gputopo.sources import load_topology
+from gputopo.sources import TopologyRequest, resolve
 from gputopo.sources.reference import load_reference
 
 
@@ -63,7 +63,7 @@ def test_bottleneck_view_beats_the_score_sum_on_dgx1_five_gpus(source):
     if source == "reference":
         topo = load_reference("dgx1")
     else:
-        topo = load_topology(from_file=str(SHARED_FIXTURES / "topo" / "dgx1_v100_8gpu_mlx5.txt"))
+        topo = resolve(TopologyRequest(from_files=(str(SHARED_FIXTURES / "topo" / "dgx1_v100_8gpu_mlx5.txt"),)))
     theirs = gpuallocator.allocate(topo, 5)
     ours = recommend(topo, 5).best
     problem = Problem.from_topology(topo, topo.gpu_indices)

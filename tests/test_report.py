@@ -12,7 +12,7 @@ import pytest
 
 from conftest import OWN_FIXTURES, assert_one_error_line
 from gputopo.model import Measurement, Topology, make_link
-from gputopo.sources import load_topology_file
+from gputopo.sources.registry import read_file
 from gputopo.sources.reference import load_reference, machine_names
 from gputopo.sources.snapshot import save_snapshot
 from gputopo.views.report import render_report
@@ -32,7 +32,7 @@ def _topologies():
     for name in machine_names():
         yield pytest.param(lambda name=name: load_reference(name), id=name)
     for path in CAPTURES:
-        yield pytest.param(lambda path=path: load_topology_file(str(path)), id=path.name)
+        yield pytest.param(lambda path=path: read_file(str(path)), id=path.name)
 
 
 def _attrs(root: ET.Element, name: str) -> list[str]:
@@ -66,7 +66,7 @@ def test_page_is_xml_and_embeds_the_snapshot(load, tmp_path):
             assert not element.attrib.get(attr, "").startswith(("http:", "https:", "//")), element.attrib
     path = tmp_path / "box.html"
     path.write_text(page, encoding="utf-8")
-    assert load_topology_file(str(path)).to_dict() == topo.to_dict()
+    assert read_file(str(path)).to_dict() == topo.to_dict()
 
 
 @pytest.mark.parametrize("name", ["dgx2", "dgx-a100", "dgx-h100", "hgx-b200", "gb200-nvl72"])
@@ -80,7 +80,7 @@ def test_nvswitch_machines_get_one_hub_with_a_spoke_per_gpu(name):
 
 
 def test_nvidia_smi_text_with_nv18_everywhere_is_drawn_as_a_hub():
-    topo = load_topology_file(str(OWN_FIXTURES / "topo" / "h100_nv18_empty_cpu_affinity_cells.txt"))
+    topo = read_file(str(OWN_FIXTURES / "topo" / "h100_nv18_empty_cpu_affinity_cells.txt"))
     root = ET.fromstring(render_svg(topo))
     assert _attrs(root, "data-nvswitch") == ["inferred"]
 
@@ -128,7 +128,7 @@ def test_untrusted_names_are_escaped_and_read_back_exactly(tmp_path):
     assert len(root.findall(".//script")) == 2  # the snapshot and the hover script, nothing else
     path = tmp_path / "evil.html"
     path.write_text(page, encoding="utf-8")
-    assert load_topology_file(str(path)).to_dict() == topo.to_dict()
+    assert read_file(str(path)).to_dict() == topo.to_dict()
 
 
 def test_unknown_and_missing_links_are_said_not_guessed():
@@ -186,7 +186,7 @@ def test_report_cli_with_bench_labels_measured_links(cli, tmp_path):
 
 
 def test_report_cli_refuses_a_bench_of_other_gpus(cli, tmp_path):
-    bench = load_topology_file(str(_measured_snapshot(tmp_path)))
+    bench = read_file(str(_measured_snapshot(tmp_path)))
     bench.gpus[0] = dataclasses.replace(bench.gpus[0], pci_bus_id="0000:ff:00.0")
     path = tmp_path / "other.json"
     save_snapshot(bench, path)

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from conftest import OWN_FIXTURES
-from gputopo.sources import load_topology_file
+from gputopo.sources.registry import read_file
 from gputopo.sources.reference import load_reference, machine_names
 from gputopo.views.report import render_report
 
@@ -54,7 +54,7 @@ def _cases():
     for name in machine_names():
         yield pytest.param(lambda name=name: load_reference(name), id=name)
     for capture in CAPTURES:
-        yield pytest.param(lambda c=capture: load_topology_file(str(OWN_FIXTURES / "topo" / c)), id=capture)
+        yield pytest.param(lambda c=capture: read_file(str(OWN_FIXTURES / "topo" / c)), id=capture)
 
 
 @pytest.mark.parametrize("load", list(_cases()))

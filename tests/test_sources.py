@@ -6,7 +6,7 @@ from conftest import SHARED_FIXTURES
 import gputopo.sources.nvml as nvml_source
 from gputopo.errors import InputError, NvmlUnavailable
 from gputopo.analysis import with_findings
-from gputopo.sources import load_topology
+from gputopo.sources import TopologyRequest, resolve
 from gputopo.sources.reference import load_reference
 
 TF0_LOG = str(SHARED_FIXTURES / "tf_logs" / "tf0_gpu_init_cannot_enable_peer_4gpu.log")
@@ -17,7 +17,7 @@ def test_tf_log_alone_without_nvml_becomes_the_topology(monkeypatch):
         raise NvmlUnavailable("no driver")
 
     monkeypatch.setattr(nvml_source, "probe", no_driver)
-    topo = with_findings(load_topology(tf_log=TF0_LOG))
+    topo = with_findings(resolve(TopologyRequest(tf_log=TF0_LOG)))
     assert topo.source == "tf-log"
     assert topo.tf is not None and len(topo.tf.devices) == 4
     assert "tf-log-alone" in {f.code for f in topo.diagnostics}
@@ -27,7 +27,7 @@ def test_tf_log_with_nvml_is_joined_to_this_host(monkeypatch):
     host = load_reference("two-socket-4gpu")
     host.source, host.is_reference = "nvml", False
     monkeypatch.setattr(nvml_source, "probe", lambda: host)
-    topo = with_findings(load_topology(tf_log=TF0_LOG))
+    topo = with_findings(resolve(TopologyRequest(tf_log=TF0_LOG)))
     assert topo.source == "nvml" and topo.link(0, 2).type == "SYS"
     assert topo.tf is not None
     codes = {f.code for f in topo.diagnostics}
@@ -37,7 +37,7 @@ def test_tf_log_with_nvml_is_joined_to_this_host(monkeypatch):
 
 def test_machine_and_from_together_is_a_user_error():
     with pytest.raises(InputError, match="either --machine or --from"):
-        load_topology(from_file="x", machine="dgx1")
+        resolve(TopologyRequest(from_files=("x",), machine="dgx1"))
 
 
 def test_from_and_tf_log_cannot_both_be_standard_input(cli):
@@ -45,7 +45,7 @@ def test_from_and_tf_log_cannot_both_be_standard_input(cli):
     from conftest import assert_one_error_line
 
     with pytest.raises(InputError, match="cannot both read standard input"):
-        load_topology(from_file="-", tf_log="-")
+        resolve(TopologyRequest(from_files=("-",), tf_log="-"))
     result = cli("scan", "--from", "-", "--tf-log", "-", input="\tGPU0\tGPU1\nGPU0\t X \tPIX\nGPU1\tPIX\t X \n")
     assert "standard input" in assert_one_error_line(result)
 
@@ -55,12 +55,12 @@ def test_tf_log_given_now_replaces_the_one_saved_in_a_snapshot(tmp_path):
 
     from gputopo.sources.snapshot import save_snapshot
 
-    saved = with_findings(load_topology(machine="two-socket-4gpu", tf_log=TF0_LOG))
+    saved = with_findings(resolve(TopologyRequest(machine="two-socket-4gpu", tf_log=TF0_LOG)))
     assert "tf-join-assumed" in {f.code for f in saved.diagnostics}
     path = tmp_path / "snap.json"
     save_snapshot(saved, path)
     new_log = str(OWN_FIXTURES / "tf_logs" / "tf15_edge_matrix_visible_order_differs.log")
-    topo = with_findings(load_topology(from_file=str(path), tf_log=new_log))
+    topo = with_findings(resolve(TopologyRequest(from_files=(str(path),), tf_log=new_log)))
     assert topo.tf is not None and topo.tf.source == new_log
     codes = [f.code for f in topo.diagnostics]
     assert "tf-join-assumed" not in codes  # said of the old log, which had no bus ids

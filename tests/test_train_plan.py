@@ -12,7 +12,9 @@ from types import SimpleNamespace
 
 import pytest
 
+from gputopo.analysis import with_findings
 from gputopo.errors import InputError
+from gputopo.sources import TopologyRequest, resolve
 from gputopo.sources.reference import load_reference
 from gputopo.train.config import TrainConfig, check_batch_split
 from gputopo.train.plan import (
@@ -70,34 +72,34 @@ def test_build_plan_uses_recommend_on_a_reference_machine():
     recommend_module = pytest.importorskip("gputopo.analysis.recommend")
     topology = load_reference("dgx1")
     expected = recommend_module.recommend(topology, 4).groups[0]
-    plan = build_plan(TrainConfig(), gpus=4, machine="dgx1", numactl_path=None)
+    plan = build_plan(TrainConfig(), with_findings(resolve(TopologyRequest(machine="dgx1"))), gpus=4, numactl_path=None)
     assert sorted(plan.gpus) == sorted(expected.gpus)
     assert plan.env["CUDA_DEVICE_ORDER"] == "PCI_BUS_ID"
     assert plan.cross_device_ops == expected.cross_device_ops
 
 
 def test_build_plan_on_cpu_devices_hides_gpus_and_notes_the_gpu_choice():
-    plan = build_plan(TrainConfig(cpu_devices=2), numactl_path="/usr/bin/numactl")
+    plan = build_plan(TrainConfig(cpu_devices=2), None, numactl_path="/usr/bin/numactl")
     assert plan.device_kind == "CPU" and plan.replicas == 2 and plan.env == {"CUDA_VISIBLE_DEVICES": ""}
-    noted = build_plan(TrainConfig(cpu_devices=2), devices="0,1", machine="two-socket-4gpu", numactl_path=None)
+    noted = build_plan(TrainConfig(cpu_devices=2), with_findings(resolve(TopologyRequest(machine="two-socket-4gpu"))), devices="0,1", numactl_path=None)
     assert noted.device_kind == "CPU" and "GPUs 0,1" in noted.notes[0]
     with pytest.raises(InputError, match="either --gpus"):
-        build_plan(TrainConfig(), gpus=2, devices="0,1", machine="dgx1")
+        build_plan(TrainConfig(), with_findings(resolve(TopologyRequest(machine="dgx1"))), gpus=2, devices="0,1")
     with pytest.raises(InputError, match="only 8 GPUs"):
-        build_plan(TrainConfig(), gpus=9, machine="dgx1")
+        build_plan(TrainConfig(), with_findings(resolve(TopologyRequest(machine="dgx1"))), gpus=9)
 
 
 def test_batch_must_split_over_replicas():
     check_batch_split(64, 4)
     with pytest.raises(InputError, match=r"global batch 30 does not split evenly over 4 replicas.*--batch-size 32"):
         check_batch_split(30, 4)
-    plan = build_plan(TrainConfig(cpu_devices=3))
+    plan = build_plan(TrainConfig(cpu_devices=3), None)
     with pytest.raises(InputError, match="does not split evenly over 3"):
         training_processes(plan, TrainConfig(cpu_devices=3, batch_size=64))
 
 
 def test_local_workers_get_distinct_free_loopback_ports():
-    plan = build_plan(TrainConfig(cpu_devices=1))
+    plan = build_plan(TrainConfig(cpu_devices=1), None)
     config = TrainConfig(cpu_devices=1, strategy="multi-worker", batch_size=32)
     specs = training_processes(plan, config, local_workers=2)
     assert [s.config.task_index for s in specs] == [0, 1]
@@ -115,7 +117,7 @@ def test_own_worker_port_in_use_is_refused():
         holder.bind(("127.0.0.1", 0))
         holder.listen()
         port = holder.getsockname()[1]
-        plan = build_plan(TrainConfig(cpu_devices=1))
+        plan = build_plan(TrainConfig(cpu_devices=1), None)
         config = TrainConfig(cpu_devices=1, strategy="multi-worker", batch_size=32, task_index=0)
         with pytest.raises(InputError, match=f"port {port} on 127.0.0.1 is in use"):
             training_processes(plan, config, workers=f"127.0.0.1:{port},127.0.0.1:1")
@@ -139,12 +141,12 @@ def test_bad_cluster_options(kwargs, message):
     task_index = kwargs.pop("task_index", 0)
     config = TrainConfig(cpu_devices=1, strategy=strategy, batch_size=32, task_index=task_index)
     with pytest.raises(InputError, match=message):
-        training_processes(build_plan(config), config, **kwargs)
+        training_processes(build_plan(config, None), config, **kwargs)
 
 
 def test_parameter_server_is_one_coordinator_process():
     config = TrainConfig(cpu_devices=1, strategy="parameter-server")
-    (spec,) = training_processes(build_plan(config), config, workers="3", ps=2)
+    (spec,) = training_processes(build_plan(config, None), config, workers="3", ps=2)
     assert (spec.config.ps_workers, spec.config.ps) == (3, 2)
     assert ["--ps", "2"] == spec.command()[spec.command().index("--ps") :][:2]
 
@@ -152,18 +154,18 @@ def test_parameter_server_is_one_coordinator_process():
 def test_gpus_of_several_hosts_are_refused_and_one_host_gets_its_own_numbers():
     # GB200 NVL72: 72 GPUs numbered across 18 hosts of 4; CUDA on each host counts its own from 0.
     with pytest.raises(InputError, match=r"span several hosts \(tray00, tray01\).*one host"):
-        build_plan(TrainConfig(), gpus=8, machine="gb200-nvl72", numactl_path=None)
+        build_plan(TrainConfig(), with_findings(resolve(TopologyRequest(machine="gb200-nvl72"))), gpus=8, numactl_path=None)
     with pytest.raises(InputError, match=r"--devices names GPUs 3,4 span several hosts"):
-        build_plan(TrainConfig(), devices="3,4", machine="gb200-nvl72", numactl_path=None)
-    second_host = build_plan(TrainConfig(), devices="5,4", machine="gb200-nvl72", numactl_path=None)
+        build_plan(TrainConfig(), with_findings(resolve(TopologyRequest(machine="gb200-nvl72"))), devices="3,4", numactl_path=None)
+    second_host = build_plan(TrainConfig(), with_findings(resolve(TopologyRequest(machine="gb200-nvl72"))), devices="5,4", numactl_path=None)
     assert second_host.gpus == [5, 4] and second_host.env["CUDA_VISIBLE_DEVICES"] == "1,0"
-    one_host = build_plan(TrainConfig(), gpus=4, machine="gb200-nvl72", numactl_path=None)
+    one_host = build_plan(TrainConfig(), with_findings(resolve(TopologyRequest(machine="gb200-nvl72"))), gpus=4, numactl_path=None)
     assert one_host.env["CUDA_VISIBLE_DEVICES"] == ",".join(str(g % 4) for g in one_host.gpus)
 
 
 def test_local_workers_on_gpus_each_get_gpus_of_their_own():
     config = TrainConfig(strategy="multi-worker", batch_size=64)
-    plan = build_plan(config, gpus=4, machine="dgx1", numactl_path=None)
+    plan = build_plan(config, with_findings(resolve(TopologyRequest(machine="dgx1"))), gpus=4, numactl_path=None)
     visible = plan.env["CUDA_VISIBLE_DEVICES"].split(",")
     specs = training_processes(plan, config, local_workers=2)
     shares = [spec.env["CUDA_VISIBLE_DEVICES"].split(",") for spec in specs]
@@ -185,11 +187,8 @@ def test_a_tf_log_in_fastest_first_order_launches_the_gpus_recommend_names():
     from gputopo.train.plan import build_plan
 
     log = str(REPO / "tests" / "fixtures" / "tf_logs" / "tf15_edge_matrix_visible_order_differs.log")
-    plan = build_plan(TrainConfig(batch_size=64), gpus=2, devices=None, from_file=None, machine=None, tf_log=log,
-                      numactl_path=None)
-    from gputopo.sources import load_topology
-
-    best = recommend(load_topology(tf_log=log), 2).best
+    plan = build_plan(TrainConfig(batch_size=64), with_findings(resolve(TopologyRequest(tf_log=log))), gpus=2, devices=None, numactl_path=None)
+    best = recommend(resolve(TopologyRequest(tf_log=log)), 2).best
     assert plan.gpus == [0, 2]
     assert plan.env["CUDA_VISIBLE_DEVICES"] == best.cuda_visible_devices == "1,2"
 

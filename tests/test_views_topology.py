@@ -114,9 +114,9 @@ def test_zero_and_one_gpu(gpus):
 
 def test_wrapped_findings_stay_indented_under_their_severity():
     from gputopo.analysis import with_findings
-    from gputopo.sources import load_topology
+    from gputopo.sources import TopologyRequest, resolve
 
-    text = render(with_findings(load_topology(machine="two-socket-4gpu")), 80)
+    text = render(with_findings(resolve(TopologyRequest(machine="two-socket-4gpu"))), 80)
     lines = text.split("Findings", 1)[1].splitlines()
     start = next(k for k, line in enumerate(lines) if line.startswith("│ WARNING GPUs 0,1 and 2,3"))
     body = lines[start + 1 : start + 4]  # the message's continuation and its fix
@@ -128,10 +128,10 @@ def test_wrapped_findings_stay_indented_under_their_severity():
 def test_header_names_the_file_once():
     from conftest import TOPO_FIXTURES
 
-    from gputopo.sources import load_topology
+    from gputopo.sources import TopologyRequest, resolve
 
     path = str(TOPO_FIXTURES[0])
-    text = render(load_topology(from_file=path), 200)
+    text = render(resolve(TopologyRequest(from_files=(path,))), 200)
     header = text.split("GPUs", 1)[0]
     assert header.count(path) == 1
     assert "source: nvidia-smi" in header
@@ -153,9 +153,9 @@ def test_large_topology_summary_gives_the_range_of_each_word():
 def test_p2p_matrix_the_source_did_not_give_is_one_line_not_a_matrix_of_question_marks():
     from conftest import OWN_FIXTURES
 
-    from gputopo.sources import load_topology
+    from gputopo.sources import TopologyRequest, resolve
 
-    text = render(load_topology(from_file=str(OWN_FIXTURES / "topo" / "with_p2p_matrices.txt")), 80)
+    text = render(resolve(TopologyRequest(from_files=(str(OWN_FIXTURES / "topo" / "with_p2p_matrices.txt"),))), 80)
     assert "P2P read" in text and "P2P atomics" in text
     assert "P2P write: not in the source" in text
     assert "\nP2P write " not in text  # no all-'?' matrix titled 'P2P write'
@@ -182,9 +182,9 @@ def test_socket_tree_tells_sockets_apart_by_cpu_list_without_a_numa_column():
     """The DGX-1 capture has CPU Affinity but no NUMA column: GPUs 4-7 are not on CPUs 0-11,24-35."""
     from conftest import SHARED_FIXTURES
 
-    from gputopo.sources import load_topology
+    from gputopo.sources import TopologyRequest, resolve
 
-    topo = load_topology(from_file=str(SHARED_FIXTURES / "topo" / "dgx1_v100_8gpu_mlx5.txt"))
+    topo = resolve(TopologyRequest(from_files=(str(SHARED_FIXTURES / "topo" / "dgx1_v100_8gpu_mlx5.txt"),)))
     tree = render(topo, 120).split("Links between", 1)[0]
     lines = [line for line in tree.splitlines() if "NUMA node" in line or "GPUs" in line or "NICs" in line]
     assert any("(CPUs 0-11,24-35)" in line for line in lines)

@@ -1,7 +1,8 @@
 """What a Topology means: findings, bandwidth estimates, GPU-group recommendations.
 
-Sources return a topology as read; callers that want findings compose the two with
-``with_findings(load_topology(...))``.
+Sources return a topology as read; every command gets its topology with its findings through
+``topology_for(request)`` (one host) or ``topologies_for(request)`` (one per host), so no command
+forgets them.
 """
 
 from __future__ import annotations
@@ -10,6 +11,8 @@ from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from gputopo.model import Topology
+    from gputopo.sources import TopologyRequest
+    from gputopo.sources.resolve import TfNow
 
 
 def with_findings(topology: Topology) -> Topology:
@@ -19,3 +22,18 @@ def with_findings(topology: Topology) -> Topology:
     for finding in diagnose(topology):
         topology.add_finding(finding)
     return topology
+
+
+def topology_for(request: TopologyRequest, tf_now: TfNow | None = None) -> Topology:
+    """The one host's topology the request names, with its findings."""
+    from gputopo.sources import resolve
+
+    return with_findings(resolve(request, tf_now))
+
+
+def topologies_for(request: TopologyRequest, tf_now: TfNow | None = None) -> list[Topology]:
+    """One topology per host the request names (one, unless ``--from`` names snapshots of several
+    hosts), each with its findings."""
+    from gputopo.sources import resolve_hosts
+
+    return [with_findings(topology) for topology in resolve_hosts(request, tf_now)]

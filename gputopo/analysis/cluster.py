@@ -165,7 +165,7 @@ def cluster_findings(cluster: Cluster) -> list[Finding]:
 
 
 def cluster_with_findings(topologies: list[Topology]) -> Cluster:
-    """The hosts, each with its own findings, and the findings about them together."""
+    """The hosts, each with its own findings (made where missing), and the findings about them together."""
     cluster = Cluster(hosts=[with_findings(t) for t in topologies])
     cluster.diagnostics = cluster_findings(cluster)
     return cluster

@@ -15,6 +15,8 @@ the GPUs it is about, and a ``fix`` where one exists. Codes:
 ``nvlink-links-down``    a GPU has fewer active NVLinks than its peers of the same model
 ``mig-enabled``          MIG is on: no P2P/NCCL across MIG instances
 ``mixed-gpu-models``     GPUs of different models: synchronous training waits for the slowest
+``sources-disagree``     several sources of one host (``--from`` twice, a mixed paste) say different things
+``gpus-joined-by-index`` sources without PCI bus ids were joined by GPU index (same numbering assumed)
 =======================  ===================================================================
 
 With a TensorFlow view attached (``--tf-log``), ``gputopo.analysis.tf_crosscheck.tf_findings`` adds
@@ -26,6 +28,7 @@ from __future__ import annotations
 import importlib.util
 from collections import Counter, defaultdict
 
+from gputopo.analysis.disagreements import disagreement_findings
 from gputopo.analysis.locality import (
     SYS_MEANING,
     link_crosses_numa,
@@ -65,6 +68,7 @@ def diagnose(topology: Topology) -> list[Finding]:
     findings += _nvlinks_down(topology)
     findings += _pcie_degraded(topology)
     findings += _nvlink_fabric(topology)
+    findings += disagreement_findings(topology)
     if topology.tf is not None and importlib.util.find_spec("gputopo.analysis.tf_crosscheck") is not None:
         from gputopo.analysis.tf_crosscheck import tf_findings
 
@@ -73,13 +77,6 @@ def diagnose(topology: Topology) -> list[Finding]:
 
 
 # --- where the GPUs sit ---------------------------------------------------------------------------
-
-
-def link_crosses_sockets(topology: Topology, link: Link) -> bool:
-    """Whether a link's GPUs sit on different NUMA nodes (SYS, or NVLinked GPUs with different
-    affinities) -- across CPU sockets only where ``same_socket`` says so. Kept under this name for
-    callers; see ``gputopo.analysis.locality``."""
-    return link_crosses_numa(topology, link)
 
 
 def _virtual_machine(topology: Topology) -> list[Finding]:

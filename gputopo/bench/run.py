@@ -118,11 +118,11 @@ def open_devices(cpu_devices: int | None, topology: Topology | None, wanted: lis
         if not tf_gpus:
             raise InputError("TensorFlow sees no GPU here; use --cpu-devices N to measure N logical CPU devices")
         if topology is None:
-            from gputopo.analysis import with_findings
-            from gputopo.sources import load_topology
+            from gputopo.analysis import topology_for
+            from gputopo.sources import TopologyRequest
 
             try:
-                topology = with_findings(load_topology())
+                topology = topology_for(TopologyRequest())
             except GputopoError as exc:
                 notes.append(f"no topology to compare with ({exc})")
         devices, join_notes = map_gpus(tf_gpus, topology)

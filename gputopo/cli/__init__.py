@@ -124,37 +124,20 @@ def command(*args: Any, **kwargs: Any) -> Callable[[Callable[..., Any]], Callabl
     return decorate
 
 
-# Options shared by every command that reads a topology. `--from` is declared repeatable even where
-# a command reads one topology, so that a second `--from` is refused (``one_from_file``) instead of
-# silently replacing the first, as a plain option would.
+# Options shared by every command that reads a topology; they become one ``TopologyRequest``.
+# `--from` is repeatable everywhere: several files of one host are merged (a `topo -m` and a
+# bandwidth test of the same box); snapshots naming different hosts are several hosts, which `scan`
+# and `recommend` take and the others refuse in one line.
 FromOption = Annotated[
     Optional[list[str]],
     typer.Option(
         "--from",
-        help="Read the topology from a saved snapshot (JSON) or `nvidia-smi topo -m` text ('-' = stdin).",
+        help="Read the topology from a file ('-' = stdin): a snapshot (JSON), `nvidia-smi topo -m` text or another "
+        "tool's output (docs/inputs.md). Several --from of one host are merged; snapshots of several hosts "
+        "(saved with --host) are compared or planned together by scan and recommend.",
         metavar="FILE",
     ),
 ]
-# `scan` and `recommend`: once for one topology, once per host (each a snapshot naming its host).
-FromFilesOption = Annotated[
-    Optional[list[str]],
-    typer.Option(
-        "--from",
-        help="Read the topology from a saved snapshot (JSON) or `nvidia-smi topo -m` text ('-' = stdin); "
-        "give it once per host, each a snapshot saved with --host, to compare hosts or plan a multi-host run.",
-        metavar="FILE",
-    ),
-]
-
-
-def one_from_file(from_files: Optional[list[str]], command: str) -> Optional[str]:
-    """The ``--from`` of a command that reads one topology; several are one clear error."""
-    if from_files and len(from_files) > 1:
-        from gputopo.errors import InputError
-
-        raise InputError(f"`gputopo {command}` reads one topology: give --from once (several --from, one snapshot "
-                         "per host, are for `gputopo scan` and `gputopo recommend`)")
-    return from_files[0] if from_files else None
 
 
 HostOption = Annotated[

@@ -21,7 +21,6 @@ from gputopo.cli import (
     MachineOption,
     command,
     fail,
-    one_from_file,
 )
 from gputopo.notation import format_size
 
@@ -93,7 +92,8 @@ def bench_p2p(
     when any measurement failed."""
     from gputopo.bench.options import check_save_target, config_from_options
 
-    from_file = one_from_file(from_files, "bench-p2p")
+    from gputopo.sources import TopologyRequest
+
     config, wanted = config_from_options(
         gpus=gpus, cpu_devices=cpu_devices, size=size, sizes=sizes, repeat=repeat, warmup=warmup,
         via_host=via_host, allreduce=allreduce, step_timeout_s=timeout, min_sample_ms=min_sample_ms,
@@ -101,11 +101,11 @@ def bench_p2p(
     if save is not None:
         check_save_target(save)
     topology = None
-    if from_file or machine:
-        from gputopo.analysis import with_findings
-        from gputopo.sources import load_topology
+    request = TopologyRequest(from_files=tuple(from_files or ()), machine=machine)
+    if request.names_a_source:
+        from gputopo.analysis import topology_for
 
-        topology = with_findings(load_topology(from_file=from_file, machine=machine))
+        topology = topology_for(request)
 
     from gputopo.bench.run import open_devices, run_benchmark, save_measured_snapshot
     from gputopo.views import bench as view

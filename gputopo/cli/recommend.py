@@ -7,12 +7,15 @@ host, the multi-host plan: ``gputopo.analysis.recommend.hosts`` and ``gputopo.vi
 
 from __future__ import annotations
 
-from typing import Annotated, Optional
+from typing import TYPE_CHECKING, Annotated, Optional
 
 import typer
 
-from gputopo.cli import FromFilesOption, HostOption, JsonOption, MachineOption, TfLogOption, TfRunOption, command
+from gputopo.cli import FromOption, HostOption, JsonOption, MachineOption, TfLogOption, TfRunOption, command
 from gputopo.errors import InputError
+
+if TYPE_CHECKING:
+    from gputopo.model import Topology
 
 
 def parse_gpu_list(text: str | None, option: str) -> list[int]:
@@ -44,7 +47,7 @@ def recommend_command(
                      "with several --from: text, json, env (a block per host) or slurm (an sbatch script)."),
     ] = "text",
     json_output: JsonOption = False,
-    from_files: FromFilesOption = None,
+    from_files: FromOption = None,
     host: HostOption = None,
     machine: MachineOption = None,
     tf_log: TfLogOption = None,
@@ -66,35 +69,30 @@ def recommend_command(
     if json_output and output_format.lower() not in ("text", "json"):
         raise InputError(f"--json and --format {output_format} ask for two different outputs; give one of them")
     fmt = "json" if json_output else output_format.lower()
-    if from_files and len(from_files) > 1:
-        single_host = {"--jobs": jobs != 1, "--require": require, "--exclude": exclude, "--host": host,
-                       "--machine": machine, "--tf-log": tf_log, "--tf-run": tf_run}
-        given = [option for option, value in single_host.items() if value]
-        if given:
-            raise InputError(f"{given[0]} is for one host; with several --from each file is one host's snapshot")
-        _recommend_hosts(from_files, gpus, gpus_per_host, port, fmt, output_format, save)
-        return
-    plan_only = {"--gpus-per-host": gpus_per_host, "--port": port, "--save": save}
-    given = [option for option, value in plan_only.items() if value is not None]
-    if given or fmt == "slurm":
-        what = given[0] if given else "--format slurm"
-        raise InputError(f"{what} is for a multi-host plan: give --from once per host (two or more snapshots)")
-    from_file = from_files[0] if from_files else None
-    if fmt != "json":  # JSON needs neither the tables nor rich (a cold start stays light)
-        from gputopo.views.recommend import FORMATS
-
-        if fmt not in FORMATS:
-            raise InputError(f"--format must be one of {', '.join(FORMATS)}, not {output_format!r}")
     if alternatives < 0:
         raise InputError(f"--alternatives must be 0 or more (got {alternatives})")
     required = parse_gpu_list(require, "--require")
     excluded = parse_gpu_list(exclude, "--exclude")
+    from gputopo.analysis import topologies_for
+    from gputopo.sources import TopologyRequest
 
+    request = TopologyRequest(from_files=tuple(from_files or ()), machine=machine, tf_log=tf_log, tf_run=tf_run, host=host)
+    if len(request.from_files) <= 1:  # one host for sure: refuse plan options before reading anything
+        _check_one_host_options(fmt, output_format, gpus_per_host, port, save)
+    topologies = topologies_for(request)
+    if len(topologies) > 1:
+        single_host = {"--jobs": jobs != 1, "--require": require, "--exclude": exclude}
+        given = [option for option, value in single_host.items() if value]
+        if given:
+            raise InputError(f"{given[0]} is for one host; with several --from each file is one host's snapshot")
+        _recommend_hosts(topologies, gpus, gpus_per_host, port, fmt, output_format, save)
+        return
+    if len(from_files or ()) > 1:
+        _check_one_host_options(fmt, output_format, gpus_per_host, port, save)
     from gputopo.analysis.recommend import recommend
-    from gputopo.sources import load_topology
     from gputopo.views.common import status
 
-    topology = load_topology(from_file=from_file, machine=machine, tf_log=tf_log, tf_run=tf_run, host=host)
+    (topology,) = topologies
     # Usually milliseconds; large --jobs splits can take a second or two. The spinner goes to
     # standard error and only shows on a terminal, so --json / env output stays clean.
     with status(f"Ranking groups of {gpus} GPUs...", spinner="dots"):
@@ -115,7 +113,22 @@ def recommend_command(
         view.render_recommendation(rec)
 
 
-def _recommend_hosts(from_files: list[str], gpus: int, gpus_per_host: int | None, port: int | None, fmt: str,
+def _check_one_host_options(fmt: str, output_format: str, gpus_per_host: int | None, port: int | None,
+                            save: str | None) -> None:
+    """One host: the multi-host plan's options are refused, and --format must be a one-host one."""
+    plan_only = {"--gpus-per-host": gpus_per_host, "--port": port, "--save": save}
+    given = [option for option, value in plan_only.items() if value is not None]
+    if given or fmt == "slurm":
+        what = given[0] if given else "--format slurm"
+        raise InputError(f"{what} is for a multi-host plan: give --from once per host (snapshots that each name their host)")
+    if fmt != "json":  # JSON needs neither the tables nor rich (a cold start stays light)
+        from gputopo.views.recommend import FORMATS
+
+        if fmt not in FORMATS:
+            raise InputError(f"--format must be one of {', '.join(FORMATS)}, not {output_format!r}")
+
+
+def _recommend_hosts(topologies: list[Topology], gpus: int, gpus_per_host: int | None, port: int | None, fmt: str,
                      output_format: str, save: str | None) -> None:
     """``recommend --from a.json --from b.json ...``: the multi-host plan, shown, printed or saved."""
     if fmt != "json":  # JSON needs neither the tables nor rich
@@ -124,9 +137,8 @@ def _recommend_hosts(from_files: list[str], gpus: int, gpus_per_host: int | None
         if fmt not in PLAN_FORMATS:
             raise InputError(f"--format with several --from must be one of {', '.join(PLAN_FORMATS)}, not {output_format!r}")
     from gputopo.analysis.recommend.hosts import DEFAULT_PORT, plan_hosts
-    from gputopo.sources import load_topologies
 
-    plan = plan_hosts(load_topologies(from_files), gpus, gpus_per_host, DEFAULT_PORT if port is None else port)
+    plan = plan_hosts(topologies, gpus, gpus_per_host, DEFAULT_PORT if port is None else port)
     if save:
         import json
 

@@ -18,7 +18,6 @@ from gputopo.cli import (
     TfLogOption,
     TfRunOption,
     command,
-    one_from_file,
 )
 from gputopo.errors import InputError
 from gputopo.model import Topology
@@ -69,21 +68,23 @@ def report_command(
 ) -> None:
     """Write one self-contained HTML page: the box drawn with its links, heatmaps, findings, the
     plan for --gpus K, and the snapshot (read it back with `scan --from PAGE`)."""
-    from gputopo.analysis import with_findings
+    from gputopo.analysis import topology_for, with_findings
     from gputopo.fileio import atomic_write_text
-    from gputopo.sources import load_topology, load_topology_file
+    from gputopo.sources import TopologyRequest, resolve
+    from gputopo.sources.registry import read_file
     from gputopo.views.report import render_report, report_summary
 
-    from_file = one_from_file(from_files, "report")
     if gpus is not None and gpus < 1:
         raise InputError(f"--gpus must be 1 or more (got {gpus})")
-    if bench is not None and not (from_file or machine or tf_log):
-        topology = load_topology(from_file=bench, host=host)  # the bench snapshot is a whole topology
+    request = TopologyRequest(from_files=tuple(from_files or ()), machine=machine, tf_log=tf_log, tf_run=tf_run, host=host)
+    if bench is not None and not (request.from_files or machine or tf_log):
+        # the bench snapshot is a whole topology
+        topology = topology_for(TopologyRequest(from_files=(bench,), host=host))
     else:
-        topology = load_topology(from_file=from_file, machine=machine, tf_log=tf_log, tf_run=tf_run, host=host)
+        topology = resolve(request)
         if bench is not None:
-            merge_measurements(topology, load_topology_file(bench), bench)
-    topology = with_findings(topology)
+            merge_measurements(topology, read_file(bench), bench)
+        topology = with_findings(topology)
     recommendation = None
     if gpus is not None:
         from gputopo.analysis.recommend import recommend

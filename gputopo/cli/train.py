@@ -18,10 +18,11 @@ from gputopo.cli import (
     TfLogOption,
     TfRunOption,
     command,
-    one_from_file,
 )
 
 if TYPE_CHECKING:
+    from gputopo.model import Topology
+    from gputopo.sources import TopologyRequest
     from gputopo.train.config import TrainConfig
     from gputopo.train.plan import LaunchPlan, ProcessSpec
 
@@ -115,7 +116,9 @@ def train(
     """Train a model data-parallel on the best GPUs for it (or logical CPU devices) and report speed."""
     import shutil
 
-    from_file = one_from_file(from_files, "train")
+    from gputopo.sources import TopologyRequest
+
+    request = TopologyRequest(from_files=tuple(from_files or ()), machine=machine, tf_log=tf_log, tf_run=tf_run)
 
     from gputopo.notation import parse_count_list
     from gputopo.train.checkpoints import check_checkpoint_choice
@@ -148,16 +151,14 @@ def train(
     check_checkpoint_choice(config, scaling=scaling is not None, dry_run=dry_run)
     check_data_source(config.data)
     if launcher is not None:
-        others = {"--gpus": gpus, "--devices": devices, "--from": from_file, "--machine": machine, "--tf-log": tf_log,
-                  "--tf-run": tf_run, "--workers": workers, "--local-workers": local_workers, "--ps": ps,
+        others = {"--gpus": gpus, "--devices": devices, "--from": request.from_files, "--machine": machine,
+                  "--tf-log": tf_log, "--tf-run": tf_run, "--workers": workers, "--local-workers": local_workers, "--ps": ps,
                   "--scaling": scaling, "--task-index": task_index or None}  # fmt: skip
         _launch(launcher, plan_file, port, config, dry_run, json_output, allow_exposed_ports,
                 [flag for flag, value in others.items() if value not in (None, [], ())])  # fmt: skip
         return
-    plan = build_plan(
-        config, gpus=gpus, devices=devices, from_file=from_file, machine=machine, tf_log=tf_log, tf_run=tf_run,
-        numactl_path=shutil.which("numactl"),
-    )
+    plan = build_plan(config, _training_topology(request, config), gpus=gpus, devices=devices,
+                      numactl_path=shutil.which("numactl"))
     if scaling is not None:
         _run_scaling(plan, config, parse_count_list(scaling), scaling_steps, json_output, dry_run)
         return
@@ -168,6 +169,19 @@ def train(
     summary = _run(plan, processes, config, json_output, allow_exposed_ports)
     summary["plan"] = plan.to_dict()
     _show_summary(summary, json_output)
+
+
+def _training_topology(request: "TopologyRequest", config: "TrainConfig") -> "Topology | None":
+    """The machine to plan on: the named source, else this host's (none with --cpu-devices and no source)."""
+    if config.cpu_devices is not None and not request.names_a_source:
+        return None
+    from gputopo.analysis import topology_for
+    from gputopo.errors import NvmlUnavailable
+
+    try:
+        return topology_for(request)
+    except NvmlUnavailable as exc:
+        raise NvmlUnavailable(f"{exc}; or train on logical CPU devices with --cpu-devices N") from None
 
 
 def _run(

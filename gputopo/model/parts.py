@@ -139,6 +139,19 @@ class Finding:
     fix: str | None = None
 
 
+@dataclass
+class Disagreement:
+    """Two sources of one host that say different things about the same fact (``--from`` given
+    several times, or a paste holding several outputs): what was kept and what was not."""
+
+    subject: str  # "GPU 2 name", "link 0-1 type", "GPU 3 (by PCI bus id 0000:1b:00.0)"
+    kept: str | None  # the value kept, as text
+    kept_from: str  # the source it came from
+    other: str | None  # the value not kept
+    other_from: str
+    gpus: list[int] = field(default_factory=list)
+
+
 def make_link(a: int, b: int, link_type: str, **kwargs: Any) -> Link:
     """A ``Link`` with ``a < b`` and ``nvlink_count`` derived from an ``NV<n>`` type word."""
     lo, hi = (a, b) if a < b else (b, a)

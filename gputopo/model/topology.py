@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from typing import Any, Iterator
 
 from gputopo.model.from_json import build, shown
-from gputopo.model.parts import Finding, Gpu, Link, Nic, NicLink
+from gputopo.model.parts import Disagreement, Finding, Gpu, Link, Nic, NicLink
 from gputopo.model.tf_view import TfView
 from gputopo.model.words import SCHEMA, SEVERITIES, is_known_link_type
 
@@ -34,6 +34,9 @@ class Topology:
     # NUMA distances as the kernel reports them: {"0": {"0": 10, "1": 32}, ...}; None when unknown.
     numa_distances: dict[str, dict[str, int]] | None = None
     tf: TfView | None = None
+    # Where several sources of this host were merged: the facts they disagree on, and which GPU
+    # join was assumed (``gputopo.sources.merge``); findings about them come from analysis.
+    disagreements: list[Disagreement] = field(default_factory=list)
     schema: str = SCHEMA
 
     # --- lookups -------------------------------------------------------------------------------

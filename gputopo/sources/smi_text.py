@@ -391,3 +391,18 @@ def _merge_p2p(topology: Topology, matrix: _Matrix, source: str, findings: list[
                     )
                 )
             setattr(links[(ia, ib)], attribute, P2P_OK if worse == "OK" else worse)
+
+
+# --- recognising the kind ---------------------------------------------------------------------
+
+_GPU_TOKEN_RE = re.compile(r"^GPU\d{1,4}$")
+
+
+def sniff(text: str) -> bool:
+    """Whether ``text`` holds a ``nvidia-smi topo -m`` (or ``topo -p2p``) matrix anywhere: a row
+    that names a GPU and holds the self cell ``X``, whatever decoration precedes it. Linear."""
+    for line in text.splitlines():
+        tokens = line.split()
+        if "X" in tokens and any(_GPU_TOKEN_RE.match(token) for token in tokens):
+            return True
+    return False

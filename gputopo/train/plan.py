@@ -151,34 +151,25 @@ def plan_for_cpu_devices(count: int) -> LaunchPlan:
 
 def build_plan(
     config: TrainConfig,
+    topology: Topology | None,
     gpus: int | None = None,
     devices: str | None = None,
-    from_file: str | None = None,
-    machine: str | None = None,
-    tf_log: str | None = None,
     numactl_path: str | None = None,
-    tf_run: int | None = None,
 ) -> LaunchPlan:
-    """The plan for ``gputopo train``: logical CPU devices, ``--devices``, or ``recommend``'s best group.
+    """The plan for ``gputopo train``: logical CPU devices, ``--devices``, or ``recommend``'s best group
+    on ``topology`` (the machine's, resolved by the caller; None with ``--cpu-devices`` and no source).
 
-    With ``--cpu-devices`` and a topology source, the GPU choice is still made and shown as a note
-    (what would run on that machine), while the run itself uses the CPU devices.
+    With ``--cpu-devices`` and a topology, the GPU choice is still made and shown as a note (what
+    would run on that machine), while the run itself uses the CPU devices.
     """
     if gpus is not None and devices is not None:
         raise InputError("give either --gpus N or --devices LIST, not both")
     if gpus is not None and gpus < 1:
         raise InputError(f"--gpus must be at least 1, got {gpus}")
-    has_source = any(v is not None for v in (from_file, machine, tf_log))
+    if topology is None and config.cpu_devices is None:
+        raise ValueError("build_plan needs a topology unless it trains on logical CPU devices")
     gpu_plan: LaunchPlan | None = None
-    if config.cpu_devices is None or has_source:
-        from gputopo.analysis import with_findings
-        from gputopo.errors import NvmlUnavailable
-        from gputopo.sources import load_topology
-
-        try:
-            topology = with_findings(load_topology(from_file=from_file, machine=machine, tf_log=tf_log, tf_run=tf_run))
-        except NvmlUnavailable as exc:
-            raise NvmlUnavailable(f"{exc}; or train on logical CPU devices with --cpu-devices N") from None
+    if topology is not None:
         if not topology.gpus:
             raise InputError("the topology has no GPUs; use --cpu-devices N to train on logical CPU devices")
         if devices is not None:

@@ -225,11 +225,6 @@ def link_matrices(topo: Topology, width: int | None = None) -> list[Group]:
     return matrix_tables(LINK_MATRIX_TITLE, headers, rows, width)
 
 
-def link_matrix(topo: Topology) -> Group:
-    """The whole link matrix as one table, however wide."""
-    return link_matrices(topo)[0]
-
-
 def _nvlink_count(word: str) -> int | None:
     return int(word[2:]) if word.startswith("NV") and word[2:].isdigit() else None
 

@@ -1,0 +1,174 @@
+"""Several views of ONE host merged into one Topology: ``--from topo.txt --from p2pbw.txt``, or a
+paste that holds several outputs in a row.
+
+Each source says part of the truth: ``nvidia-smi topo -m`` the links, ``p2pBandwidthLatencyTest``
+the measured GB/s, a snapshot the NVML facts. Merging fills what one source leaves unknown with
+what another says. Where two sources say *different* things about the same fact, the first source
+(the order given) is kept and the disagreement is recorded on the topology
+(``Topology.disagreements``); ``gputopo.analysis`` turns them into findings. Nothing is dropped
+silently.
+
+GPUs are joined by PCI bus id where every GPU of both sources has one; otherwise by index, which
+assumes both number the GPUs the same way (nvidia-smi and NVML use PCI order, CUDA programs
+``CUDA_DEVICE_ORDER=FASTEST_FIRST`` by default): that assumption is recorded too.
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+from typing import Any, Sequence
+
+from gputopo.errors import InputError
+from gputopo.model import Disagreement, Gpu, Link, Measurement, Topology
+
+# Facts that are no facts: a field holding one of these says nothing and is filled from another source.
+_UNKNOWN_LINK_TYPE = "UNKNOWN"
+# Fields that are bookkeeping of one source, never compared.
+_GPU_FIELDS_NOT_COMPARED = frozenset({"index"})
+_LINK_FIELDS_NOT_COMPARED = frozenset({"a", "b", "measured", "nvlink_count"})
+# Sources that number GPUs in PCI bus order, as NVML does: joined by index without a doubt.
+_PCI_ORDER_SOURCES = frozenset({"nvml", "nvidia-smi", "snapshot"})
+_P2P_FIELDS = frozenset({"p2p_read", "p2p_write", "p2p_atomics", "p2p_nvlink"})
+
+
+def merge_views(parts: Sequence[Topology], names: Sequence[str] | None = None) -> Topology:
+    """One Topology from several sources of the same host (``names``: what to call each, e.g. its
+    file; by default its source), the first one's answers winning a disagreement (which is recorded)."""
+    if not parts:
+        raise ValueError("nothing to merge")
+    merged = copy.deepcopy(parts[0])
+    names = list(names) if names is not None else [_source_name(part) for part in parts]
+    for name, part in zip(names[1:], parts[1:]):
+        _merge_into(merged, names[0], part, name)
+    merged.source_detail = " + ".join(names)
+    return merged
+
+
+def _source_name(topology: Topology) -> str:
+    return topology.source_detail or topology.source
+
+
+def _merge_into(merged: Topology, kept_from: str, part: Topology, other_from: str) -> None:
+    hosts = {merged.host, part.host} - {None}
+    if len(hosts) > 1:
+        raise InputError(f"{kept_from} is of host {merged.host}, {other_from} of host {part.host}: "
+                         "several --from of different hosts are one snapshot per host (each naming its host)")
+    merged.host = merged.host or part.host
+    index_of = _join_gpus(merged, kept_from, part, other_from)
+    for gpu in part.gpus:
+        _merge_gpu(merged, index_of[gpu.index], gpu, kept_from, other_from)
+    links = merged.link_map()
+    for link in part.links:
+        a, b = sorted((index_of[link.a], index_of[link.b]))
+        mine = links.get((a, b))
+        if mine is None:
+            moved = dataclasses.replace(copy.deepcopy(link), a=a, b=b)
+            merged.links.append(moved)
+            links[(a, b)] = links[(b, a)] = moved
+        else:
+            _merge_link(merged, mine, link, kept_from, other_from, flipped=index_of[link.a] > index_of[link.b])
+    _merge_nics(merged, part, index_of)
+    for name in ("driver_version", "cuda_driver_version", "nvml_version", "socket_interconnect", "numa_distances", "label"):
+        if getattr(merged, name) is None:
+            setattr(merged, name, copy.deepcopy(getattr(part, name)))
+    if merged.tf is None:
+        merged.tf = copy.deepcopy(part.tf)
+    for finding in part.diagnostics:
+        merged.add_finding(copy.deepcopy(finding))
+    merged.disagreements.extend(copy.deepcopy(part.disagreements))
+
+
+def _join_gpus(merged: Topology, kept_from: str, part: Topology, other_from: str) -> dict[int, int]:
+    """``{part's GPU index: merged's}``: by PCI bus id where all GPUs of both have one, else by index."""
+    mine = {g.pci_bus_id: g.index for g in merged.gpus if g.pci_bus_id}
+    theirs = [g.pci_bus_id for g in part.gpus]
+    if merged.gpus and part.gpus and len(mine) == len(merged.gpus) and all(theirs):
+        unknown = [bus for bus in theirs if bus not in mine]
+        if unknown:
+            raise InputError(f"{other_from} has a GPU at PCI bus id {unknown[0]}, which {kept_from} does not have: "
+                             "are they of the same host?")
+        return {g.index: mine[g.pci_bus_id] for g in part.gpus if g.pci_bus_id}
+    known = {g.index for g in merged.gpus}
+    if known and part.gpus:
+        extra = sorted(g.index for g in part.gpus if g.index not in known)
+        if extra:
+            raise InputError(f"{other_from} names GPU {extra[0]}, which {kept_from} does not have "
+                             f"({len(merged.gpus)} GPUs): are they of the same host?")
+        if {merged.source, part.source} <= _PCI_ORDER_SOURCES:
+            return {g.index: g.index for g in part.gpus}
+        merged.disagreements.append(Disagreement(
+            subject="GPU numbering", kept="joined by index (both are assumed to number GPUs alike)", kept_from=kept_from,
+            other=None, other_from=other_from, gpus=sorted(g.index for g in part.gpus),
+        ))
+    return {g.index: g.index for g in part.gpus}
+
+
+def _merge_gpu(merged: Topology, index: int, gpu: Gpu, kept_from: str, other_from: str) -> None:
+    try:
+        mine = merged.gpu(index)
+    except KeyError:
+        merged.gpus.append(dataclasses.replace(copy.deepcopy(gpu), index=index))
+        merged.gpus.sort(key=lambda g: g.index)
+        return
+    for f in dataclasses.fields(Gpu):
+        if f.name not in _GPU_FIELDS_NOT_COMPARED:
+            _merge_field(merged, mine, gpu, f.name, f"GPU {index} {f.name}", [index], kept_from, other_from)
+
+
+def _merge_link(merged: Topology, mine: Link, other: Link, kept_from: str, other_from: str, flipped: bool) -> None:
+    if mine.type == _UNKNOWN_LINK_TYPE and other.type != _UNKNOWN_LINK_TYPE:
+        mine.type, mine.nvlink_count = other.type, other.nvlink_count
+    # A source that does not know the link (a measurement, a P2P matrix) says nothing of its kind.
+    other_knows_kind = _UNKNOWN_LINK_TYPE not in (mine.type, other.type)
+    for f in dataclasses.fields(Link):
+        if f.name in _LINK_FIELDS_NOT_COMPARED or (f.name not in _P2P_FIELDS and not other_knows_kind):
+            continue
+        _merge_field(merged, mine, other, f.name, f"link {mine.a}-{mine.b} {f.name}", [mine.a, mine.b], kept_from, other_from)
+    if other.measured is not None:
+        measured = _oriented(other.measured, flipped)
+        mine.measured = measured if mine.measured is None else _fill(mine.measured, measured)
+
+
+def _merge_field(merged: Topology, mine: Any, other: Any, name: str, subject: str, gpus: list[int],
+                 kept_from: str, other_from: str) -> None:
+    """Fill ``mine.name`` from ``other`` where unknown; record a disagreement where both know it."""
+    ours, theirs = getattr(mine, name), getattr(other, name)
+    if theirs is None or theirs == ours:
+        return
+    if ours is None:
+        setattr(mine, name, copy.deepcopy(theirs))
+        return
+    merged.disagreements.append(Disagreement(subject=subject, kept=str(ours), kept_from=kept_from,
+                                             other=str(theirs), other_from=other_from, gpus=gpus))
+
+
+def _oriented(measured: Measurement, flipped: bool) -> Measurement:
+    """The measurement with its directions swapped where the join reversed the pair."""
+    result = copy.deepcopy(measured)
+    if flipped:
+        result.a_to_b_gbps, result.b_to_a_gbps = result.b_to_a_gbps, result.a_to_b_gbps
+    return result
+
+
+def _fill(mine: Measurement, other: Measurement) -> Measurement:
+    """``mine`` with its unknown figures taken from ``other`` (two tools measure differently: the
+    figures are kept side by side where the model has room, never averaged)."""
+    for f in dataclasses.fields(Measurement):
+        if getattr(mine, f.name) is None:
+            setattr(mine, f.name, getattr(other, f.name))
+    return mine
+
+
+def _merge_nics(merged: Topology, part: Topology, index_of: dict[int, int]) -> None:
+    names = {nic.name for nic in merged.nics}
+    for nic in part.nics:
+        if nic.name not in names:
+            merged.nics.append(copy.deepcopy(nic))
+            names.add(nic.name)
+    have = {(link.gpu, link.nic) for link in merged.nic_links}
+    for link in part.nic_links:
+        key = (index_of.get(link.gpu, link.gpu), link.nic)
+        if key not in have:
+            merged.nic_links.append(dataclasses.replace(link, gpu=key[0]))
+            have.add(key)

@@ -1,0 +1,119 @@
+"""The one door for input files: every kind of text gputopo reads, how it is recognised, and how a
+file becomes a ``Topology``.
+
+A ``Reader`` says how to recognise its kind by *content* (never by file name) and reads only what
+that kind says. A paste often holds several outputs in a row (``nvidia-smi topo -m`` followed by a
+``p2pBandwidthLatencyTest`` run): every reader whose ``sniff`` matches reads its own part, ignoring
+the other lines, and the parts are merged as views of one host (``gputopo.sources.merge``).
+
+Structured files (a gputopo snapshot, a ``gputopo report`` page) are whole documents: they are
+read on their own, never mixed with text readers.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Callable
+
+from gputopo.errors import InputError
+from gputopo.fileio import read_text_input
+from gputopo.model import Topology
+
+MAX_DESCRIBED_CHARS = 60
+_SNAPSHOT_HEAD_RE = re.compile(r'\s*\{\s*"schema"\s*:\s*"gputopo\.')
+
+
+@dataclass(frozen=True)
+class Reader:
+    """One kind of input: its name for people, how to recognise it, how to read it."""
+
+    kind: str  # what users call it: "nvidia-smi topo -m", "p2pBandwidthLatencyTest", ...
+    sniff: Callable[[str], bool]  # cheap and linear: does the text hold this kind's output anywhere?
+    read: Callable[[str, str], Topology]  # (text, source label) -> what this kind says, as a Topology
+
+
+def _sniff_topo_matrix(text: str) -> bool:
+    from gputopo.sources.smi_text import sniff
+
+    return sniff(text)
+
+
+def _read_topo_matrix(text: str, source: str) -> Topology:
+    from gputopo.sources.smi_text import parse_topo_matrix
+
+    return parse_topo_matrix(text, source=source)
+
+
+# Text readers, in priority order: where several match one paste, the first one's answers win a
+# disagreement (and the disagreement becomes a finding).
+READERS: tuple[Reader, ...] = (
+    Reader("nvidia-smi topo -m", _sniff_topo_matrix, _read_topo_matrix),
+)
+
+# Whole documents, recognised before any text reader.
+DOCUMENT_KINDS = ("gputopo snapshot (JSON from `gputopo scan --save`)", "gputopo report page (HTML)")
+
+
+def kinds_read() -> list[str]:
+    """Every kind of input ``--from`` reads, for help and error messages."""
+    return [*DOCUMENT_KINDS, *(reader.kind for reader in READERS)]
+
+
+def read_file(path: str) -> Topology:
+    """Read ``path`` ('-' = standard input), bounded, and turn it into a Topology (as read: no
+    findings but those about reading itself)."""
+    text = read_text_input(path, what="topology file")
+    label = "standard input" if path == "-" else path
+    return read_text(text, label)
+
+
+def read_text(text: str, label: str) -> Topology:
+    """What ``text`` says, by content: a snapshot, a report page, or any mix of the text kinds."""
+    from gputopo.sources.snapshot import looks_like_report, looks_like_snapshot, parse_snapshot, report_snapshot_text
+
+    if not text.strip():
+        raise InputError(f"{label} is empty: expected one of {', '.join(kinds_read())}")
+    if looks_like_report(text):
+        text = report_snapshot_text(text, source=label)
+    # A snapshot names its schema first (``to_dict``); other JSON (``nvbandwidth -j``) is a text
+    # kind's, and JSON that no reader takes is read as a snapshot for its precise error.
+    matched = [] if _SNAPSHOT_HEAD_RE.match(text[:200]) else [reader for reader in READERS if reader.sniff(text)]
+    if not matched and looks_like_snapshot(text):
+        topology = parse_snapshot(text, source=label)
+        topology.source_detail = topology.source_detail or label
+        return topology
+    if not matched:
+        raise InputError(f"{label} is not a kind gputopo reads ({describe_text(text)}); it reads: {', '.join(kinds_read())}")
+    parts = [_read_part(reader, text, label, alone=len(matched) == 1) for reader in matched]
+    if len(parts) == 1:
+        return parts[0]
+    from gputopo.sources.merge import merge_views
+
+    return merge_views(parts, [f"{label} ({reader.kind})" for reader in matched])
+
+
+def _read_part(reader: Reader, text: str, label: str, alone: bool) -> Topology:
+    """One reader's part of a paste; its one-line error names the kind when others matched too
+    (no part of a paste is dropped silently)."""
+    try:
+        return reader.read(text, label)
+    except InputError as exc:
+        if alone:
+            raise
+        raise InputError(f"{label} holds several outputs; its {reader.kind} part cannot be read: {exc}") from None
+
+
+def describe_text(text: str) -> str:
+    """What the text looks like, in a few words, for the one-line refusal."""
+    sample = text[:4096]
+    control = sum(1 for ch in sample if ord(ch) < 32 and ch not in "\t\n\r\f\v")
+    if "\x00" in sample or control > len(sample) // 20:
+        return "it looks binary"
+    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    first = lines[0]
+    if first.startswith("{") or first.startswith("["):
+        return "JSON that is not a gputopo snapshot" if first.startswith("[") else "JSON"
+    shown = first if len(first) <= MAX_DESCRIBED_CHARS else first[: MAX_DESCRIBED_CHARS - 3] + "..."
+    shown = "".join(ch if ch.isprintable() else "?" for ch in shown)
+    return f"{len(lines)} non-blank line{'s' if len(lines) != 1 else ''} starting with {shown!r}"

@@ -1,0 +1,101 @@
+"""Merging several views of one host: unknowns filled, disagreements recorded (first source
+kept), GPUs joined by PCI bus id, or by index with the assumption said."""
+
+from __future__ import annotations
+
+import pytest
+
+from gputopo.errors import InputError
+from gputopo.model import Gpu, Measurement, Nic, NicLink, Topology, make_link
+from gputopo.sources.merge import merge_views
+
+
+def smi(bus_ids: list[str] | None = None) -> Topology:
+    gpus = [Gpu(index=k, name="Tesla V100-SXM2-16GB", pci_bus_id=bus_ids[k] if bus_ids else None) for k in range(3)]
+    links = [make_link(0, 1, "NV2", nvswitch=False), make_link(0, 2, "SYS", nvswitch=False), make_link(1, 2, "PIX")]
+    return Topology(gpus=gpus, links=links, source="nvidia-smi", source_detail="topo.txt",
+                    nics=[Nic(name="mlx5_0")], nic_links=[NicLink(gpu=0, nic="mlx5_0", type="PIX")])
+
+
+def measured(a: int, b: int, gbps: float, bus_ids: list[str] | None = None, source: str = "p2pBandwidthLatencyTest") -> Topology:
+    gpus = [Gpu(index=k, pci_bus_id=bus_ids[k] if bus_ids else None) for k in range(3)]
+    link = make_link(a, b, "UNKNOWN", measured=Measurement(a_to_b_gbps=gbps, latency_us=None if a < b else 2.0))
+    if a > b:  # make_link orders the pair: the figure measured a->b is b_to_a of the stored link
+        link.measured = Measurement(b_to_a_gbps=gbps)
+    return Topology(gpus=gpus, links=[link], source=source, source_detail="p2p.txt")
+
+
+def test_measurements_join_the_links_and_unknowns_are_filled():
+    merged = merge_views([smi(), measured(0, 1, 48.3)])
+    link = merged.link(0, 1)
+    assert link.type == "NV2" and link.nvlink_count == 2 and link.measured.a_to_b_gbps == 48.3
+    assert merged.source == "nvidia-smi" and merged.source_detail == "topo.txt + p2p.txt"
+    assert [d.subject for d in merged.disagreements] == ["GPU numbering"]  # joined by index, said
+
+
+def test_the_inputs_are_not_modified():
+    first, second = smi(), measured(0, 1, 48.3)
+    merge_views([first, second])
+    assert first.link(0, 1).measured is None and first.disagreements == []
+
+
+def test_a_disagreement_keeps_the_first_source_and_is_recorded():
+    other = smi()
+    other.source_detail = "old-topo.txt"
+    other.links[0].type = "NV1"
+    other.gpus[2].numa_node = 1
+    base = smi()
+    base.gpus[2].numa_node = 0
+    merged = merge_views([base, other])
+    assert merged.link(0, 1).type == "NV2" and merged.gpu(2).numa_node == 0
+    subjects = {d.subject: d for d in merged.disagreements}
+    assert set(subjects) == {"link 0-1 type", "GPU 2 numa_node"}
+    d = subjects["link 0-1 type"]
+    assert (d.kept, d.kept_from, d.other, d.other_from, d.gpus) == ("NV2", "topo.txt", "NV1", "old-topo.txt", [0, 1])
+
+
+def test_join_by_pci_bus_id_maps_another_numbering():
+    """A CUDA program in FASTEST_FIRST order numbered the GPUs 2,0,1: the bus ids put them right."""
+    bus = ["0000:1a:00.0", "0000:1b:00.0", "0000:3d:00.0"]
+    base = smi(bus)
+    other = measured(0, 1, 9.5, bus_ids=[bus[2], bus[0], bus[1]])  # its GPU 0 is our 2, its 1 our 0
+    merged = merge_views([base, other])
+    link = merged.link(0, 2)
+    assert link.type == "SYS" and link.measured.b_to_a_gbps == 9.5 and link.measured.a_to_b_gbps is None
+    assert merged.disagreements == []
+
+
+def test_a_bus_id_the_first_source_lacks_is_refused():
+    bus = ["0000:1a:00.0", "0000:1b:00.0", "0000:3d:00.0"]
+    base = smi(bus)
+    with pytest.raises(InputError, match="PCI bus id 0000:99:00.0, which topo.txt does not have"):
+        merge_views([base, measured(0, 1, 1.0, bus_ids=[bus[0], bus[1], "0000:99:00.0"])])
+
+
+def test_a_gpu_index_the_first_source_lacks_is_refused():
+    extra = measured(0, 1, 1.0)
+    extra.gpus.append(Gpu(index=7))
+    with pytest.raises(InputError, match="names GPU 7, which topo.txt does not have"):
+        merge_views([smi(), extra])
+
+
+def test_two_hosts_are_not_merged():
+    a, b = smi(), smi()
+    a.host, b.host = "node1", "node2"
+    with pytest.raises(InputError, match="is of host node1, topo.txt of host node2"):
+        merge_views([a, b])
+
+
+def test_same_numbering_sources_join_by_index_without_a_note():
+    snapshot = smi()
+    snapshot.source, snapshot.source_detail = "snapshot", "box.json"
+    assert merge_views([smi(), snapshot]).disagreements == []
+
+
+def test_nics_and_their_links_are_united():
+    other = smi()
+    other.nics = [Nic(name="mlx5_0"), Nic(name="mlx5_1")]
+    other.nic_links = [NicLink(gpu=1, nic="mlx5_1", type="PXB")]
+    merged = merge_views([smi(), other])
+    assert [n.name for n in merged.nics] == ["mlx5_0", "mlx5_1"]
+    assert {(l.gpu, l.nic) for l in merged.nic_links} == {(0, "mlx5_0"), (1, "mlx5_1")}
