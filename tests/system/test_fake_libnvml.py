@@ -321,12 +321,20 @@ def _scan(lib_dir: Path, snapshot: Path | None) -> subprocess.CompletedProcess[s
 
 def test_cli_init_failures_exit_3_with_one_line(libnvml: Path, tmp_path: Path) -> None:
     no_permission = Case(tmp_path, "perm", load_reference("dgx1"), init_error=pynvml.NVMLError_NoPermission)
-    for snapshot, words in ((no_permission.snapshot, "no permission"), (None, "kernel driver is not loaded"),
-                            (tmp_path / "absent.json", "kernel driver is not loaded")):
+    not_json = tmp_path / "not.json"
+    not_json.write_text('{"schema": "gputopo.topology/1", "gpus": [' + "[" * 5000)
+    for snapshot, words, note in (
+        (no_permission.snapshot, "no permission", None),
+        (None, "kernel driver is not loaded", "GPUTOPO_FAKE_NVML_SNAPSHOT is not set"),
+        (tmp_path / "absent.json", "kernel driver is not loaded", "cannot open"),
+        (not_json, "NVML could not start (Unknown Error)", "not gputopo.topology/1 JSON"),
+    ):
         result = _scan(libnvml, snapshot)
         assert result.returncode == EXIT_ENVIRONMENT, result.stderr
+        notes = [line for line in result.stderr.splitlines() if line.startswith(NOTE_PREFIX)]
         lines = [line for line in result.stderr.splitlines() if not line.startswith(NOTE_PREFIX)]
         assert len(lines) == 1 and lines[0].startswith("gputopo: error: ") and words in lines[0], result.stderr
+        assert (notes == []) if note is None else (len(notes) == 1 and note in notes[0]), result.stderr
         assert result.stdout == "" and "Traceback" not in result.stderr
 
 
