@@ -889,6 +889,7 @@ API nvmlReturn_t nvmlDeviceGetNvLinkErrorCounter(nvmlDevice_t device, unsigned i
     int rc = nvlink("nvmlDeviceGetNvLinkErrorCounter", device, link, &l);
     if (rc) return rc;
     if (!value || counter > 4) return NVML_ERROR_INVALID_ARGUMENT; /* NVML_NVLINK_ERROR_DL_* 0..4 */
+    if (!l->active) return NVML_ERROR_NOT_SUPPORTED;
     snprintf(key, sizeof key, "%u", counter);
     if (!jint(jgeti(jget(device->extra, "nvlink_errors"), link), key, &count)) return NVML_ERROR_NOT_SUPPORTED;
     *value = (unsigned long long)count;
@@ -948,11 +949,11 @@ typedef struct {
 #define FABRIC_INFO_V2 0x02000024u /* pynvml nvmlGpuFabricInfo_v2: version 2, 36 bytes */
 #define FABRIC_INFO_V3 0x03000028u /* pynvml nvmlGpuFabricInfo_v3: version 3, 40 bytes */
 
-static int fabric(nvmlDevice_t device, unsigned char uuid[16], int *status, unsigned *clique, unsigned *state,
+static int fabric(const char *fn, nvmlDevice_t device, unsigned char uuid[16], int *status, unsigned *clique, unsigned *state,
                   unsigned *health_mask, unsigned *summary) {
     static const char *states[] = {"NOT_SUPPORTED", "NOT_STARTED", "IN_PROGRESS", "COMPLETED"};
     long long value;
-    ENTER("nvmlDeviceGetGpuFabricInfo", 1, device, NULL);
+    ENTER(fn, 1, device, NULL);
     const jval *info = jget(device->extra, "fabric");
     if (!info) return NVML_ERROR_NOT_SUPPORTED;
     const jval *st = jget(info, "state");
@@ -978,14 +979,16 @@ static int fabric(nvmlDevice_t device, unsigned char uuid[16], int *status, unsi
 API nvmlReturn_t nvmlDeviceGetGpuFabricInfo(nvmlDevice_t device, nvmlGpuFabricInfo_t *out) {
     unsigned mask, summary;
     if (!out) return NVML_ERROR_INVALID_ARGUMENT;
-    return fabric(device, out->clusterUuid, &out->status, &out->cliqueId, &out->state, &mask, &summary);
+    return fabric("nvmlDeviceGetGpuFabricInfo", device, out->clusterUuid, &out->status, &out->cliqueId, &out->state,
+                  &mask, &summary);
 }
 
 API nvmlReturn_t nvmlDeviceGetGpuFabricInfoV(nvmlDevice_t device, nvmlGpuFabricInfo_v3_t *out) {
     unsigned summary;
     if (!out) return NVML_ERROR_INVALID_ARGUMENT;
     if (out->version != FABRIC_INFO_V2 && out->version != FABRIC_INFO_V3) return NVML_ERROR_ARGUMENT_VERSION_MISMATCH;
-    int rc = fabric(device, out->clusterUuid, &out->status, &out->cliqueId, &out->state, &out->healthMask, &summary);
+    int rc = fabric("nvmlDeviceGetGpuFabricInfoV", device, out->clusterUuid, &out->status, &out->cliqueId,
+                    &out->state, &out->healthMask, &summary);
     if (!rc && out->version == FABRIC_INFO_V3) out->healthSummary = (unsigned char)summary;
     return rc;
 }

@@ -72,7 +72,7 @@ def libnvml(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 def _env(lib_dir: Path, snapshot: Path | None = None) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if k != "GPUTOPO_FAKE_NVML_SNAPSHOT"}
-    env["LD_LIBRARY_PATH"] = str(lib_dir)
+    env["LD_LIBRARY_PATH"] = os.pathsep.join(filter(None, [str(lib_dir), os.environ.get("LD_LIBRARY_PATH")]))
     env["PYTHONPATH"] = str(REPO)
     if snapshot is not None:
         env["GPUTOPO_FAKE_NVML_SNAPSHOT"] = str(snapshot)
@@ -370,7 +370,7 @@ def fabric_v1(h):
     pynvml.nvmlDeviceGetGpuFabricInfo(h, pynvml.byref(info))
     return [info.state, info.cliqueId]
 ask("fabric_v3", lambda: fabric_v3(h0)); ask("fabric_v2", lambda: fabric_v2(h0)); ask("fabric_v1", lambda: fabric_v1(h0))
-ask("fabric_none", lambda: fabric_v3(h1))
+ask("fabric_none", lambda: fabric_v3(h1)); ask("fabric_v1_denied", lambda: fabric_v1(h1))
 ask("util", lambda: [pynvml.nvmlDeviceGetUtilizationRates(h0).gpu, pynvml.nvmlDeviceGetUtilizationRates(h0).memory])
 ask("util_none", lambda: pynvml.nvmlDeviceGetUtilizationRates(h1).gpu)
 ask("procs", lambda: [[p.pid, p.usedGpuMemory] for p in pynvml.nvmlDeviceGetComputeRunningProcesses(h0)])
@@ -379,6 +379,8 @@ ask("name", lambda: pynvml.nvmlSystemGetProcessName(4242))
 ask("name_none", lambda: pynvml.nvmlSystemGetProcessName(1))
 ask("errors", lambda: [pynvml.nvmlDeviceGetNvLinkErrorCounter(h0, 1, c) for c in range(5)])
 ask("errors_none", lambda: pynvml.nvmlDeviceGetNvLinkErrorCounter(h0, 0, 0))
+ask("errors_link_down", lambda: pynvml.nvmlDeviceGetNvLinkErrorCounter(h0, 17, 0))
+ask("errors_bad_counter", lambda: pynvml.nvmlDeviceGetNvLinkErrorCounter(h0, 1, 5))
 ask("memory", lambda: [pynvml.nvmlDeviceGetMemoryInfo(h0).used, pynvml.nvmlDeviceGetMemoryInfo(h0).free])
 pynvml.nvmlShutdown()
 print(json.dumps(out))
@@ -387,12 +389,13 @@ print(json.dumps(out))
 
 def test_doctor_answers_come_from_the_injection_section_else_not_supported(libnvml: Path, tmp_path: Path) -> None:
     data = load_reference("dgx-h100").to_dict()
-    data["fake_nvml"] = {"gpus": {"0": {
+    data["fake_nvml"] = {"inactive_links": {"0": 1}, "errors": {"nvmlDeviceGetGpuFabricInfo@1": "NO_PERMISSION"},
+                         "gpus": {"0": {
         "fabric": {"state": "IN_PROGRESS", "status": "NOT_READY", "clique_id": 7, "health_mask": 0x21,
                    "health_summary": 2, "cluster_uuid": "01234567-89ab-cdef-0123-456789abcdef"},
         "utilization": {"gpu": 97, "memory": 40},
         "processes": [{"pid": 4242, "used_memory_bytes": 1 << 30, "name": "python train.py"}, {"pid": 77}],
-        "nvlink_errors": {"1": {"0": 0, "1": 3, "2": 0, "3": 12, "4": 0}},
+        "nvlink_errors": {"1": {"0": 0, "1": 3, "2": 0, "3": 12, "4": 0}, "17": {"0": 9}},  # link 17 is down
         "memory_used_bytes": 1 << 30,
     }}}
     snapshot = tmp_path / "doctor.json"
@@ -409,4 +412,6 @@ def test_doctor_answers_come_from_the_injection_section_else_not_supported(libnv
     assert got["procs"] == [[4242, 1 << 30], [77, None]]  # no figure: NVML_VALUE_NOT_AVAILABLE -> None
     assert got["name"] == "python train.py" and got["name_none"] == "NVMLError_NotFound"
     assert got["errors"] == [0, 3, 0, 12, 0]
+    assert got["errors_link_down"] == "NVMLError_NotSupported" and got["errors_bad_counter"] == "NVMLError_InvalidArgument"
+    assert got["fabric_v1_denied"] == "NVMLError_NoPermission"  # the V call on GPU 1 answered NotSupported
     assert got["memory"] == [1 << 30, total - (1 << 30)]
