@@ -5,7 +5,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 PIP := $(PY) -m pip --disable-pip-version-check -q
 
-.PHONY: demo test bench clean
+.PHONY: demo test bench clean fake-nvml
 
 $(VENV)/.installed-base: pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -29,3 +29,12 @@ bench: $(VENV)/.installed-test
 
 clean:
 	rm -rf $(VENV) build *.egg-info .pytest_cache
+
+# A fake libnvidia-ml.so.1 answering from a snapshot (docs/nvml.md): no GPU needed to see what
+# `gputopo scan` prints on a DGX through NVIDIA's real Python binding.
+FAKE_NVML_CFLAGS := -shared -fPIC -O1 -std=c11 -Wall -Wextra -fvisibility=hidden -Wl,-soname,libnvidia-ml.so.1
+fake-nvml: build/fake-nvml/libnvidia-ml.so.1
+
+build/fake-nvml/libnvidia-ml.so.1: tests/fake_libnvml/fake_nvml.c
+	mkdir -p $(@D)
+	$(CC) $(FAKE_NVML_CFLAGS) -o $@ $<

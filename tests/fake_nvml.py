@@ -119,6 +119,15 @@ def write_fake_sysfs(gpus: list[Gpu], distances: dict[str, dict[str, int]] | Non
         (base / "node" / "online").write_text(",".join(sorted(distances, key=int)) + "\n")
 
 
+def _cuda_version_number(text: str | None) -> int | None:
+    """``"12.4"`` (a snapshot's CUDA version) -> ``12040`` (what nvmlSystemGetCudaDriverVersion gives)."""
+    try:
+        major, minor = (int(part) for part in (text or "").split("."))
+    except ValueError:
+        return None
+    return major * 1000 + minor * 10
+
+
 def nvml_bus_id(bus_id: str) -> str:
     """``0000:07:00.0`` -> ``00000000:07:00.0`` (NVML's 8-digit domain, upper-case hex)."""
     domain, rest = bus_id.split(":", 1)
@@ -153,8 +162,10 @@ class FakeNvml:
         self.init_error = init_error
         self.ancestor_overrides = dict(ancestor_overrides or {})
         self.gpu_numa_ids = dict(gpu_numa_ids or {})
+        # A saved scan carries the versions NVML gave ("12.4" is 12040); a reference machine does not.
         self.driver_version = topology.driver_version or driver_version
-        self.cuda_driver_version = cuda_driver_version
+        self.cuda_driver_version = _cuda_version_number(topology.cuda_driver_version) or cuda_driver_version
+        self.nvml_version = topology.nvml_version
         self.initialized = 0
         self.init_calls = 0
         self.shutdown_calls = 0
@@ -284,7 +295,7 @@ class FakeNvml:
 
     def nvmlSystemGetNVMLVersion(self) -> str | bytes:
         self._enter("nvmlSystemGetNVMLVersion")
-        return self._str(f"{self.cuda_driver_version // 1000}.{self.driver_version}")
+        return self._str(self.nvml_version or f"{self.cuda_driver_version // 1000}.{self.driver_version}")
 
     def nvmlSystemGetCudaDriverVersion(self) -> int:
         self._enter("nvmlSystemGetCudaDriverVersion")
