@@ -28,7 +28,7 @@ from fake_nvml import FakeNvml
 
 from gputopo.errors import EXIT_ENVIRONMENT, NvmlUnavailable
 from gputopo.model import Gpu, Topology
-from gputopo.sources import load_topology_file
+from gputopo.sources.registry import read_file
 from gputopo.sources.nvml import probe
 from gputopo.sources.reference import MACHINES, load_reference
 
@@ -203,7 +203,7 @@ def test_library_exports_every_function_the_code_calls_and_docs_list_them(libnvm
 
 def test_both_fakes_agree_on_every_reference_machine_and_the_corpus(libnvml: Path, tmp_path: Path) -> None:
     cases = [Case(tmp_path, machine, load_reference(machine)) for machine in MACHINES]
-    cases += [Case(tmp_path, path.stem, load_topology_file(str(path))) for path in CORPUS if "p2p" not in path.stem]
+    cases += [Case(tmp_path, path.stem, read_file(str(path))) for path in CORPUS if "p2p" not in path.stem]
     assert len(cases) > 40
     got = assert_fakes_agree(libnvml, cases)
     for case, answer in zip(cases[: len(MACHINES)], got):
