@@ -30,8 +30,8 @@ HAND_WRITTEN_LOOP = textwrap.dedent(
     import os, sys, time
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     import tensorflow as tf
-    from gputopo.train.data import SYNTHETIC_IMAGE_SIZE, load_datasets
-    from gputopo.train.models import build_model
+    from gputopo.train.child.data import SYNTHETIC_IMAGE_SIZE, load_datasets
+    from gputopo.train.child.models import build_model
 
     devices, batch, steps = int(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3])
     cpu = tf.config.list_physical_devices("CPU")[0]

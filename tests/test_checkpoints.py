@@ -14,7 +14,7 @@ import pytest
 from conftest import REPO, assert_one_error_line
 
 from gputopo.errors import InputError
-from gputopo.train.checkpoint_lock import LOCK_FILE, CheckpointLock
+from gputopo.train.launch.checkpoint_lock import LOCK_FILE, CheckpointLock
 from gputopo.train.checkpoints import check_checkpoint_choice, latest_checkpoint_step, saved_checkpoints
 from gputopo.train.config import TrainConfig
 
@@ -84,7 +84,7 @@ def test_one_run_per_folder_and_the_holder_is_named(tmp_path: Path, cli):
         record = json.loads((tmp_path / LOCK_FILE).read_text())
         assert record["pid"] == os.getpid() and record["host"] and record["started"]
         holder = subprocess.run(
-            [sys.executable, "-c", "from gputopo.train.checkpoint_lock import CheckpointLock; import sys; "
+            [sys.executable, "-c", "from gputopo.train.launch.checkpoint_lock import CheckpointLock; import sys; "
              "CheckpointLock.acquire(sys.argv[1])", str(tmp_path)],
             capture_output=True, text=True, cwd=REPO, timeout=60,
         )  # fmt: skip
@@ -101,7 +101,7 @@ def test_the_lock_outlives_a_killed_parent_while_a_child_holds_it(tmp_path: Path
     must not let a second run in beside its still-saving child."""
     script = (
         "import subprocess, sys, time\n"
-        "from gputopo.train.checkpoint_lock import CheckpointLock\n"
+        "from gputopo.train.launch.checkpoint_lock import CheckpointLock\n"
         "lock = CheckpointLock.acquire(sys.argv[1])\n"
         "child = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(60)'], pass_fds=[lock.fd])\n"
         "print(child.pid, flush=True)\n"

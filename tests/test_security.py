@@ -15,8 +15,8 @@ from pathlib import Path
 import pytest
 from conftest import REPO, assert_one_error_line
 
-from gputopo.train import netns
-from gputopo.train.netns import PrivateNetwork, PrivateNetworkUnavailable
+from gputopo.train.launch import netns
+from gputopo.train.launch.netns import PrivateNetwork, PrivateNetworkUnavailable
 
 _LISTEN = "0A"
 
@@ -154,7 +154,7 @@ def _no_namespace(monkeypatch):
 
 
 def _no_training(monkeypatch, calls: list):
-    import gputopo.train.supervise as supervise
+    import gputopo.train.launch.supervise as supervise
 
     def fake_run_training(processes, config, wrap=None, pass_fds=()):
         calls.append([spec.config for spec in processes])
@@ -218,8 +218,8 @@ def test_a_cross_host_worker_is_warned_once_with_its_port(cli, monkeypatch):
 
 def test_mirrored_runs_open_no_server_and_need_no_namespace(monkeypatch):
     from gputopo.train.config import TrainConfig
-    from gputopo.train.exposure import guard_network
-    from gputopo.train.plan import ProcessSpec
+    from gputopo.train.launch.exposure import guard_network
+    from gputopo.train.launch.plan import ProcessSpec
 
     _no_namespace(monkeypatch)
     guard = guard_network([ProcessSpec("training process", TrainConfig(), {})])

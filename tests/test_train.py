@@ -230,7 +230,7 @@ def test_a_checkpoint_that_cannot_be_written_mid_run_is_one_clear_error(tmp_path
     from types import SimpleNamespace
 
     from gputopo.errors import TrainingFailed
-    from gputopo.train.common import TrainingState
+    from gputopo.train.child.common import TrainingState
     from gputopo.train.config import TrainConfig
 
     class OpError(Exception):

@@ -138,7 +138,7 @@ def test_a_checkpoint_folder_that_cannot_be_written_is_refused_before_training(c
 
 
 def test_tf_config_that_is_not_json_is_one_line(cli, tmp_path: Path, monkeypatch):
-    from gputopo.train.cluster import check_tf_config_env
+    from gputopo.train.workers import check_tf_config_env
 
     monkeypatch.setenv("TF_CONFIG", "{nope")
     _assert_one_line_error(cli("train", "--cpu-devices", "1", "--no-checkpoint"), "TF_CONFIG in the environment is not JSON")

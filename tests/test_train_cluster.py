@@ -1,4 +1,4 @@
-"""gputopo.train.cluster: TF_CONFIG and worker addresses (and the count and CUDA parsers the launcher uses)."""
+"""gputopo.train.workers: TF_CONFIG and worker addresses (and the count and CUDA parsers the launcher uses)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import pytest
 from gputopo.errors import InputError
 from gputopo.notation import parse_count_list
 from gputopo.numbering import cuda_env
-from gputopo.train.cluster import parse_workers, tf_config
+from gputopo.train.workers import parse_workers, tf_config
 
 
 def test_tf_config_and_parsers():

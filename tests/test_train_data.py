@@ -1,4 +1,4 @@
-"""The image-folder checks of gputopo.train.data (plain Python, no TensorFlow) and a tiny PNG writer
+"""The image-folder checks of gputopo.train.child.data (plain Python, no TensorFlow) and a tiny PNG writer
 that the training tests use to build their data sets."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from gputopo.errors import InputError
-from gputopo.train.data import check_data_source, keras_dataset_cache, scan_image_folder
+from gputopo.train.child.data import check_data_source, keras_dataset_cache, scan_image_folder
 
 
 def png_bytes(width: int, height: int, pixel) -> bytes:

@@ -11,7 +11,7 @@ def test_a_tensorflow_error_outside_the_step_is_one_line_not_a_traceback(tf_cpu_
     import tensorflow as tf
 
     from gputopo.errors import InputError, TrainingFailed
-    from gputopo.train import child
+    from gputopo.train.child import main as child
     from gputopo.train.config import TrainConfig
 
     def out_of_memory(tf_module, config):  # as building the model on a full GPU fails

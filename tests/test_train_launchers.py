@@ -14,9 +14,9 @@ import pytest
 from cluster_plans import cluster_plan, write_plan
 from gputopo.errors import InputError
 from gputopo.train.config import TrainConfig
-from gputopo.train.launchers import tf_config_entry, tf_config_task
-from gputopo.train.plan_file import host_launch_plan, load_cluster_plan
-from gputopo.train.slurm import SLURM_VARIABLES, expected_cluster, sbatch_script, slurm_entry, slurm_task
+from gputopo.train.launch.launchers import tf_config_entry, tf_config_task
+from gputopo.train.launch.plan_file import host_launch_plan, load_cluster_plan
+from gputopo.train.launch.slurm import SLURM_VARIABLES, expected_cluster, sbatch_script, slurm_entry, slurm_task
 
 
 @pytest.fixture
@@ -110,7 +110,7 @@ def test_a_task_on_a_host_not_in_the_plan_is_one_line(plan_path):
 
 @pytest.mark.tf
 def test_the_cluster_comes_from_tensorflows_slurm_resolver_without_its_gpu_assignment(monkeypatch):
-    from gputopo.train.slurm import resolve_cluster
+    from gputopo.train.launch.slurm import resolve_cluster
 
     # Slurm ranks node10 after node2 (its node list order); the resolver lists nodes by name.
     env = slurm_env("node2", 1, 1, "node[2,10]", "2(x2)", 4)

@@ -12,7 +12,7 @@ pytestmark = pytest.mark.tf
 @pytest.mark.parametrize("name, shape", [("cnn", (12, 12, 3)), ("cnn", (28, 28, 1)), ("mobilenetv2", (32, 32, 1))])
 def test_models_return_one_logit_per_class(tf_cpu_devices, name, shape):
     from gputopo.tfruntime import import_tensorflow
-    from gputopo.train.models import build_model
+    from gputopo.train.child.models import build_model
 
     tf = import_tensorflow()
     model = build_model(tf, name, shape, 7)
@@ -24,7 +24,7 @@ def test_models_return_one_logit_per_class(tf_cpu_devices, name, shape):
 
 def test_mobilenetv2_needs_32_pixels(tf_cpu_devices):
     from gputopo.tfruntime import import_tensorflow
-    from gputopo.train.models import build_model
+    from gputopo.train.child.models import build_model
 
     with pytest.raises(InputError, match="at least 32x32"):
         build_model(import_tensorflow(), "mobilenetv2", (28, 28, 1), 10)

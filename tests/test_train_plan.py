@@ -1,4 +1,4 @@
-"""gputopo.train.plan: the plan from a recommendation, the child's exact command, the processes
+"""gputopo.train.launch.plan: the plan from a recommendation, the child's exact command, the processes
 of each strategy.
 
 Pure Python: nothing here starts TensorFlow.
@@ -17,7 +17,7 @@ from gputopo.errors import InputError
 from gputopo.sources import TopologyRequest, resolve
 from gputopo.sources.reference import load_reference
 from gputopo.train.config import TrainConfig, check_batch_split
-from gputopo.train.plan import (
+from gputopo.train.launch.plan import (
     build_plan,
     numactl_prefix,
     plan_from_devices,
@@ -184,7 +184,7 @@ def test_a_tf_log_in_fastest_first_order_launches_the_gpus_recommend_names():
 
     from gputopo.analysis.recommend import recommend
     from gputopo.train.config import TrainConfig
-    from gputopo.train.plan import build_plan
+    from gputopo.train.launch.plan import build_plan
 
     log = str(REPO / "tests" / "fixtures" / "tf_logs" / "tf15_edge_matrix_visible_order_differs.log")
     plan = build_plan(TrainConfig(batch_size=64), with_findings(resolve(TopologyRequest(tf_log=log))), gpus=2, devices=None, numactl_path=None)

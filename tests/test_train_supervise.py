@@ -1,4 +1,4 @@
-"""gputopo.train.supervise: start, watch and stop training children (stand-in children, no TensorFlow)."""
+"""gputopo.train.launch.supervise: start, watch and stop training children (stand-in children, no TensorFlow)."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import pytest
 
 from gputopo.errors import InputError, TrainingFailed
 from gputopo.train.checkpoints import latest_checkpoint_step
-from gputopo.train.supervise import describe_exit
+from gputopo.train.launch.supervise import describe_exit
 
 
 def test_exit_descriptions_and_checkpoint_state(tmp_path: Path):
@@ -29,7 +29,7 @@ def _sleeper() -> list[str]:
 
 
 def test_a_killed_worker_is_named_and_the_others_are_stopped(tmp_path: Path):
-    from gputopo.train.supervise import run_processes, start_child
+    from gputopo.train.launch.supervise import run_processes, start_child
 
     (tmp_path / "checkpoint").write_text('model_checkpoint_path: "ckpt-30"\n')
     children = [
@@ -45,7 +45,7 @@ def test_a_killed_worker_is_named_and_the_others_are_stopped(tmp_path: Path):
 
 
 def test_a_child_error_result_becomes_the_same_error(tmp_path: Path):
-    from gputopo.train.supervise import run_processes, start_child
+    from gputopo.train.launch.supervise import run_processes, start_child
 
     result = tmp_path / "r.json"
     script = (
@@ -60,8 +60,8 @@ def test_a_child_error_result_becomes_the_same_error(tmp_path: Path):
 
 
 def test_workers_that_never_start_are_named_after_the_startup_timeout(tmp_path: Path):
-    from gputopo.train.cluster import free_local_ports
-    from gputopo.train.supervise import run_processes, start_child
+    from gputopo.train.workers import free_local_ports
+    from gputopo.train.launch.supervise import run_processes, start_child
 
     (silent_port,) = free_local_ports(1)
     with socket.socket() as listening:
@@ -78,7 +78,7 @@ def test_startup_timeout_does_not_apply_once_started(tmp_path: Path):
     import time
 
     from gputopo.train.config import started_marker
-    from gputopo.train.supervise import run_processes, start_child
+    from gputopo.train.launch.supervise import run_processes, start_child
 
     result = tmp_path / "r.json"
     script = f"import time, pathlib; pathlib.Path({str(started_marker(result))!r}).touch(); time.sleep(1.0)"
@@ -94,7 +94,7 @@ def test_startup_timeout_does_not_apply_once_started(tmp_path: Path):
 
 _CHILD_UNTIL_SIGNALLED = """
 import pathlib, signal, sys, time
-from gputopo.train.supervise import stop_with_parent
+from gputopo.train.launch.supervise import stop_with_parent
 received = []
 def stop(signum, frame):
     received.append(signal.Signals(signum).name)
@@ -111,7 +111,7 @@ time.sleep(60)
 _PARENT = """
 import sys
 from pathlib import Path
-from gputopo.train.supervise import run_processes, start_child
+from gputopo.train.launch.supervise import run_processes, start_child
 tmp = Path(sys.argv[1])
 child = start_child("training process", [sys.executable, "-c", sys.argv[2], str(tmp / "stopped-by")], {}, tmp / "r.json")
 print(child.process.pid, flush=True)

@@ -3,7 +3,7 @@ the loss figures are."""
 
 from __future__ import annotations
 
-from gputopo.train.plan import LaunchPlan
+from gputopo.train.launch.plan import LaunchPlan
 from gputopo.views.train import render_plan, render_summary
 
 SUMMARY = {

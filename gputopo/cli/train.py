@@ -24,7 +24,7 @@ if TYPE_CHECKING:
     from gputopo.model import Topology
     from gputopo.sources import TopologyRequest
     from gputopo.train.config import TrainConfig
-    from gputopo.train.plan import LaunchPlan, ProcessSpec
+    from gputopo.train.launch.plan import LaunchPlan, ProcessSpec
 
 DEFAULT_CHECKPOINT_DIR = "gputopo-checkpoints"
 
@@ -122,10 +122,10 @@ def train(
 
     from gputopo.notation import parse_count_list
     from gputopo.train.checkpoints import check_checkpoint_choice
-    from gputopo.train.cluster import check_tf_config_env
+    from gputopo.train.workers import check_tf_config_env
     from gputopo.train.config import TrainConfig
-    from gputopo.train.data import check_data_source
-    from gputopo.train.plan import build_plan, training_processes
+    from gputopo.train.child.data import check_data_source
+    from gputopo.train.launch.plan import build_plan, training_processes
 
     config = TrainConfig(
         data=data,
@@ -188,32 +188,17 @@ def _run(
     plan: "LaunchPlan", processes: "list[ProcessSpec]", config: "TrainConfig", json_output: bool, allow_exposed: bool,
     lock_checkpoints: bool = True,
 ) -> dict:
-    """Lock the checkpoint folder, keep a local cluster off the network (or warn), show the plan,
-    train; the lock and the private network last as long as the run."""
-    import contextlib
-
-    from gputopo.train.checkpoint_lock import CheckpointLock
-    from gputopo.train.checkpoints import check_checkpoint_dir_writable
-    from gputopo.train.exposure import guard_network
-    from gputopo.train.supervise import run_training
+    """Train locally (``train.launch.run.run_locally``), showing the plan and any exposure warning first."""
+    from gputopo.train.launch.run import run_locally
     from gputopo.views.common import err
 
-    with contextlib.ExitStack() as stack:
-        lock = None
-        if config.checkpoint_dir is not None:
-            check_checkpoint_dir_writable(config.checkpoint_dir)
-            lock = stack.enter_context(CheckpointLock.acquire(config.checkpoint_dir)) if lock_checkpoints else None
-        guard = guard_network(processes, allow_exposed_ports=allow_exposed)
-        stack.callback(guard.close)
-        if guard.isolated:
-            plan.notes.append("the workers run in a private network namespace: their servers are reachable only from each other")
+    def show_start(running: "list[ProcessSpec]", warning: "str | None") -> None:
         if not json_output:
-            _show_plan(plan, guard.processes, config, json_output)
-        if guard.warning:
-            err().print(guard.warning, markup=False, soft_wrap=True)
-        return run_training(
-            guard.processes, config, wrap=guard.wrap if guard.isolated else None, pass_fds=[lock.fd] if lock else []
-        )
+            _show_plan(plan, running, config, json_output)
+        if warning:
+            err().print(warning, markup=False, soft_wrap=True)
+
+    return run_locally(plan, processes, config, show_start, allow_exposed, lock_checkpoints)
 
 
 def _launch(
@@ -221,9 +206,9 @@ def _launch(
     json_output: bool, allow_exposed: bool, conflicting: "list[str]",
 ) -> None:  # fmt: skip
     """``--launcher slurm|tf-config --plan plan.json``: this task's worker of a multi-host plan
-    (``gputopo.train.launchers``); with ``--dry-run`` every task of the plan and the sbatch script."""
+    (``gputopo.train.launch.launchers``); with ``--dry-run`` every task of the plan and the sbatch script."""
     from gputopo.errors import InputError
-    from gputopo.train.launchers import launch
+    from gputopo.train.launch.launchers import launch
     from gputopo.views.common import print_json
     from gputopo.views.launch import render_launch
 
@@ -259,8 +244,8 @@ def _run_scaling(
     """Brief runs on 1, 2, 4... devices of the plan (``train.plan.scaling_processes``), one after the
     other (``train.supervise.run_scaling``), shown as one table."""
     from gputopo.cli import fail
-    from gputopo.train.plan import scaling_processes
-    from gputopo.train.supervise import run_scaling
+    from gputopo.train.launch.plan import scaling_processes
+    from gputopo.train.launch.supervise import run_scaling
     from gputopo.views.common import err, print_json
     from gputopo.views.train import render_scaling, scaling_rows
 

@@ -1,12 +1,10 @@
 """``gputopo train``: the parent plans and supervises, TensorFlow trains only in child processes.
 
-Parent (no TensorFlow, except ``--launcher slurm``, which asks TF's ``SlurmClusterResolver`` for the
-cluster): ``config`` (the parent<->child contract), ``plan`` (GPUs, environment, NUMA binding, the
-exact child commands), ``plan_file`` (a multi-host plan), ``cluster`` (worker addresses, ports,
-``TF_CONFIG``), ``launchers`` and ``slurm`` (``--launcher tf-config|slurm``), ``checkpoints`` and
-``checkpoint_lock``, ``supervise`` (start, watch and stop the children), ``netns`` and ``exposure``
-(a local cluster's private network namespace, the gRPC ports a run opens).
-Child (``python -m gputopo.train.child``): ``child`` (the synchronous loop), ``ps_child`` (the
-parameter-server loop), ``common`` and ``report`` (what both loops share), ``strategy``, ``data``,
-``models``.
+- ``train.launch`` — the parent (no TensorFlow): plans, multi-host plan files, launchers, the
+  local run and its supervision, network isolation, the checkpoint lock.
+- ``train.child`` — the training child (``python -m gputopo.train.child``): the loops, strategy,
+  data, models.
+- Shared by both: ``config`` (the parent<->child contract: every field a child flag),
+  ``workers`` (worker addresses, ports, ``TF_CONFIG``), ``checkpoints`` (checkpoint folder rules;
+  the child's ``tf.train.CheckpointManager`` is made with the ``tf`` it passes in).
 """

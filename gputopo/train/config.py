@@ -23,7 +23,7 @@ from gputopo.errors import InputError
 STRATEGIES = ("mirrored", "multi-worker", "parameter-server")
 MODELS = ("cnn", "mobilenetv2")
 CROSS_DEVICE_OPS = ("NcclAllReduce", "HierarchicalCopyAllReduce", "ReductionToOneDevice")
-CHILD_MODULE = "gputopo.train.child"
+CHILD_MODULE = "gputopo.train.child"  # a package: train/child/__main__.py
 INTERRUPTED_EXIT_CODE = 130  # a child stopped by Ctrl-C/SIGTERM after saving its checkpoint
 RESULT_SCHEMA = "gputopo.train/1"
 DEFAULT_LEARNING_RATE = 0.001

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from rich.text import Text
 
-from gputopo.train.plan_file import Launch
+from gputopo.train.launch.plan_file import Launch
 from gputopo.views.common import out
 from gputopo.views.train import render_plan
 

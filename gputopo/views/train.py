@@ -7,7 +7,7 @@ from typing import Any, Sequence
 from rich.table import Table
 from rich.text import Text
 
-from gputopo.train.plan import LaunchPlan
+from gputopo.train.launch.plan import LaunchPlan
 from gputopo.views.common import out
 
 

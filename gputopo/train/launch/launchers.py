@@ -6,7 +6,7 @@
 - ``tf_config_task`` / ``tf_config_entry``: ``--launcher tf-config``: the ``TF_CONFIG`` an operator
   set -> the workers, this task's index and its plan entry (the plan's ``task_index``).
 
-The plan file is read in ``gputopo.train.plan_file``; Slurm's side is ``gputopo.train.slurm``.
+The plan file is read in ``gputopo.train.launch.plan_file``; Slurm's side is ``gputopo.train.launch.slurm``.
 No TensorFlow here.
 """
 
@@ -18,9 +18,9 @@ import shutil
 from typing import Mapping
 
 from gputopo.errors import InputError
-from gputopo.train.cluster import parse_address, parse_tf_config
+from gputopo.train.workers import parse_address, parse_tf_config
 from gputopo.train.config import TrainConfig
-from gputopo.train.plan_file import (
+from gputopo.train.launch.plan_file import (
     ClusterPlan,
     HostEntry,
     Launch,
@@ -32,7 +32,7 @@ from gputopo.train.plan_file import (
     string_list,
     task_process,
 )
-from gputopo.train.slurm import slurm_launch
+from gputopo.train.launch.slurm import slurm_launch
 
 LAUNCHERS = ("slurm", "tf-config")
 TF_CONFIG_TASK_TYPES = ("chief", "worker")  # MultiWorkerMirroredStrategy's; ps/evaluator are not trained here

@@ -23,7 +23,7 @@ from typing import Mapping
 from gputopo.errors import InputError
 from gputopo.notation import count_word
 from gputopo.train.config import TrainConfig
-from gputopo.train.plan_file import (
+from gputopo.train.launch.plan_file import (
     DEFAULT_PORT,
     ClusterPlan,
     HostEntry,

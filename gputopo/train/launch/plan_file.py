@@ -7,7 +7,7 @@ NCCL environment and ``TF_CONFIG``. Here:
 - ``load_cluster_plan``: the plan file, checked field by field (one line naming the field);
 - ``host_launch_plan``: one host entry -> the ``LaunchPlan`` its training child runs under;
 - ``task_process``: that plan and the cluster's workers -> the MultiWorkerMirroredStrategy child;
-- ``Launch`` / ``TaskLaunch``: what a launcher (``gputopo.train.launchers``) starts.
+- ``Launch`` / ``TaskLaunch``: what a launcher (``gputopo.train.launch.launchers``) starts.
 
 No TensorFlow here.
 """
@@ -22,9 +22,9 @@ from typing import Any, Mapping
 from gputopo.errors import InputError
 from gputopo.fileio import read_text_input
 from gputopo.notation import gpu_list
-from gputopo.train.cluster import check_own_address, parse_address
+from gputopo.train.workers import check_own_address, parse_address
 from gputopo.train.config import TrainConfig, check_batch_split
-from gputopo.train.plan import LaunchPlan, ProcessSpec
+from gputopo.train.launch.plan import LaunchPlan, ProcessSpec
 
 PLAN_SCHEMA = "gputopo.cluster-plan/1"
 DEFAULT_PORT = 12345  # TensorFlow's gRPC port of the first task on a node when neither plan nor --port say

@@ -23,9 +23,9 @@ from typing import Any, Callable, Sequence
 
 from gputopo.errors import InputError, TrainingFailed
 from gputopo.train.checkpoints import resume_hint
-from gputopo.train.cluster import address_answers
+from gputopo.train.workers import address_answers
 from gputopo.train.config import INTERRUPTED_EXIT_CODE, TrainConfig, started_marker
-from gputopo.train.plan import ProcessSpec
+from gputopo.train.launch.plan import ProcessSpec
 
 KILL_GRACE_S = 5.0
 POLL_S = 0.1

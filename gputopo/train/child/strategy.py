@@ -5,7 +5,7 @@
   with a ``TF_CONFIG`` built from ``--workers`` / ``--task-index`` (synchronous all-reduce across
   processes). The parent enforces the start-up timeout and names the workers that do not answer.
 
-The parameter-server strategy is built by its own loop (``gputopo.train.ps_child``).
+The parameter-server strategy is built by its own loop (``gputopo.train.child.ps_loop``).
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from typing import Any
 
 from gputopo.errors import InputError
 from gputopo.tfruntime import DeviceSet, select_devices
-from gputopo.train.cluster import check_own_address, tf_config
+from gputopo.train.workers import check_own_address, tf_config
 from gputopo.train.config import TrainConfig
 
 

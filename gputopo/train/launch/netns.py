@@ -8,11 +8,11 @@ operations in the trainer. A *local* cluster (``--local-workers N``, the in-proc
 servers) only needs loopback, so its processes are started inside one new network namespace that
 has nothing but its own ``lo``:
 
-- ``PrivateNetwork.open()`` starts a holder (``python -m gputopo.train.netns hold``) that unshares
+- ``PrivateNetwork.open()`` starts a holder (``python -m gputopo.train.launch.netns hold``) that unshares
   a user namespace (unless already root) and a network namespace, brings ``lo`` up and waits until
   the parent closes its standard input;
 - ``PrivateNetwork.wrap(argv)`` prefixes a child's command with
-  ``python -m gputopo.train.netns enter <holder pid> --``, which joins the holder's namespaces
+  ``python -m gputopo.train.launch.netns enter <holder pid> --``, which joins the holder's namespaces
   (``setns``) and then ``exec``s the child: same pid, same parent, only loopback.
 
 Where the kernel does not allow it (user namespaces disabled, seccomp), ``open`` raises
@@ -40,7 +40,7 @@ _SIOCGIFFLAGS = 0x8913
 _SIOCSIFFLAGS = 0x8914
 _IFF_UP = 0x1
 _PR_SET_PDEATHSIG = 1
-MODULE = "gputopo.train.netns"
+MODULE = "gputopo.train.launch.netns"
 READY = "ready"
 
 

@@ -2,7 +2,7 @@
 argv. The parent's planning, no TensorFlow.
 
 ``gputopo train`` builds a ``LaunchPlan`` here, prints it (``--dry-run`` stops there) and only then
-starts TensorFlow in *child* processes (``gputopo.train.supervise``). A child is a separate process
+starts TensorFlow in *child* processes (``gputopo.train.launch.supervise``). A child is a separate process
 because ``CUDA_DEVICE_ORDER`` and ``CUDA_VISIBLE_DEVICES`` only take effect if they are set before
 CUDA initialises, and because a TF process cannot change its device configuration once running.
 CUDA numbers come from ``gputopo.numbering`` (the ones ``recommend`` prints).
@@ -18,7 +18,7 @@ from typing import Any, Iterable, Sequence
 
 from gputopo.errors import InputError
 from gputopo.numbering import cuda_env, host_cuda_numbers
-from gputopo.train.cluster import LOOPBACK, check_own_address, free_local_ports, parse_workers
+from gputopo.train.workers import LOOPBACK, check_own_address, free_local_ports, parse_workers
 from gputopo.train.config import TrainConfig, check_batch_split, child_argv
 
 

@@ -8,8 +8,8 @@ import sys
 import time
 from typing import Any
 
-from gputopo.train.common import note  # noqa: F401  (re-exported: the loops' notes live in common)
-from gputopo.train.common import RunningMeans, StopRequest, weights_fingerprint
+from gputopo.train.child.common import note  # noqa: F401  (re-exported: the loops' notes live in common)
+from gputopo.train.child.common import RunningMeans, StopRequest, weights_fingerprint
 from gputopo.train.config import RESULT_SCHEMA, TrainConfig, is_chief
 
 PROGRESS_REFRESH_S = 0.25

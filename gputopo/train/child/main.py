@@ -13,7 +13,7 @@ Keras ``fit`` is avoided on purpose: under MultiWorkerMirroredStrategy it breaks
 
 Checkpoints (``gputopo.train.checkpoints``) are numbered by step. Ctrl-C (SIGINT) or SIGTERM asks
 the loop to stop after the current step; it then saves and exits with status 130. The
-parameter-server strategy has its own, asynchronous loop (``gputopo.train.ps_child``).
+parameter-server strategy has its own, asynchronous loop (``gputopo.train.child.ps_loop``).
 
 The child reports through ``--result-file`` (JSON: the summary, or ``{"error": ...}``), which the
 parent reads; run by hand without it, the summary goes to stdout and errors to stderr.
@@ -27,7 +27,7 @@ from typing import Any, Sequence
 
 from gputopo import tfruntime
 from gputopo.errors import GputopoError
-from gputopo.train.common import (
+from gputopo.train.child.common import (
     NonFiniteLoss,
     RunningMeans,
     StopRequest,
@@ -38,11 +38,11 @@ from gputopo.train.common import (
     startup_finished,
     write_result,
 )
-from gputopo.train.cluster import check_tf_config_env
+from gputopo.train.workers import check_tf_config_env
 from gputopo.train.config import INTERRUPTED_EXIT_CODE, RESULT_SCHEMA, TrainConfig, check_batch_split, is_chief
-from gputopo.train.data import evaluation_pipeline, load_datasets, training_pipeline
-from gputopo.train.report import PROGRESS_REFRESH_S, epoch_record, examples_rate, note, progress_bar, run_summary
-from gputopo.train.strategy import make_strategy, setup_devices
+from gputopo.train.child.data import evaluation_pipeline, load_datasets, training_pipeline
+from gputopo.train.child.progress import PROGRESS_REFRESH_S, epoch_record, examples_rate, note, progress_bar, run_summary
+from gputopo.train.child.strategy import make_strategy, setup_devices
 
 
 def train(config: TrainConfig, stop: StopRequest | None = None) -> dict[str, Any]:
@@ -53,7 +53,7 @@ def train(config: TrainConfig, stop: StopRequest | None = None) -> dict[str, Any
     try:
         device_set = setup_devices(tf, config)
         if config.strategy == "parameter-server":
-            from gputopo.train.ps_child import train_parameter_server
+            from gputopo.train.child.ps_loop import train_parameter_server
 
             return train_parameter_server(tf, config, stop or StopRequest())
         strategy = make_strategy(tf, config, device_set)
@@ -250,7 +250,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     stop = StopRequest()
     stop.install()
     if config.result_file:  # started by `gputopo train`: stop (and save) if it dies
-        from gputopo.train.supervise import stop_with_parent
+        from gputopo.train.launch.supervise import stop_with_parent
 
         stop_with_parent()
     try:
@@ -267,7 +267,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     return INTERRUPTED_EXIT_CODE if summary["status"] == "interrupted" else 0
 
 
-if __name__ == "__main__":
+def run_as_program() -> None:
+    """``python -m gputopo.train.child``: run, and turn a bad flag into one line and its exit code."""
     try:
         sys.exit(main())
     except GputopoError as exc:  # bad flags caught in TrainConfig.validate

@@ -2,7 +2,7 @@
 
 - ``--strategy mirrored``: no server.
 - A local cluster (``--local-workers N``; ``--strategy parameter-server``, whose servers run in one
-  process): its processes run in one private network namespace (``gputopo.train.netns``) with
+  process): its processes run in one private network namespace (``gputopo.train.launch.netns``) with
   only loopback. Where the kernel does not allow that, the run is refused unless the user passes
   ``--allow-exposed-ports``; then a warning names the ports.
 - A cross-host worker (``--workers h1:p1,... --task-index I``): it must listen on the network; a
@@ -15,9 +15,9 @@ import dataclasses
 from dataclasses import dataclass
 from typing import Callable, Sequence
 
-from gputopo.train.cluster import LOOPBACK, free_local_ports, parse_address
-from gputopo.train.netns import PrivateNetwork, PrivateNetworkUnavailable
-from gputopo.train.plan import ProcessSpec
+from gputopo.train.workers import LOOPBACK, free_local_ports, parse_address
+from gputopo.train.launch.netns import PrivateNetwork, PrivateNetworkUnavailable
+from gputopo.train.launch.plan import ProcessSpec
 
 ALLOW_OPTION = "--allow-exposed-ports"
 _WHO_CAN = "anyone who can reach them can run code in the trainer (TensorFlow's gRPC servers have no authentication)"

@@ -140,7 +140,7 @@ class TrainingState:
         """Build under ``strategy.scope()`` (variables mirrored or on the parameter servers), then
         restore with ``--resume``. The optimizer's slots are built here, not lazily inside the
         compiled step, where Keras 3 cannot create variables under a strategy."""
-        from gputopo.train.models import build_model
+        from gputopo.train.child.models import build_model
 
         with strategy.scope():
             model = build_model(tf, config.model, datasets.image_shape, datasets.num_classes)
@@ -225,7 +225,7 @@ def explain_tf_error(tf: Any, exc: Any, config: TrainConfig, last_saved_step: in
         word in str(exc) for word in ("image", "PNG", "JPEG", "decode", "Decode")
     ):
         # The first line is often just "Graph execution error:"; the decoder says what is wrong further down.
-        from gputopo.train.data import find_undecodable_image
+        from gputopo.train.child.data import find_undecodable_image
 
         culprit = find_undecodable_image(tf, config.data)
         if culprit is not None:

@@ -13,8 +13,8 @@ import time
 from typing import Any
 
 from gputopo.errors import InputError
-from gputopo.train.cluster import LOOPBACK, free_local_ports
-from gputopo.train.common import (
+from gputopo.train.workers import LOOPBACK, free_local_ports
+from gputopo.train.child.common import (
     NonFiniteLoss,
     RunningMeans,
     StopRequest,
@@ -25,8 +25,8 @@ from gputopo.train.common import (
     startup_finished,
 )
 from gputopo.train.config import TrainConfig
-from gputopo.train.data import check_data_source, fits_in_cache, load_datasets
-from gputopo.train.report import epoch_record, progress_bar, run_summary
+from gputopo.train.child.data import check_data_source, fits_in_cache, load_datasets
+from gputopo.train.child.progress import epoch_record, progress_bar, run_summary
 
 MAX_CHUNK_STEPS = 50
 
