@@ -27,6 +27,7 @@ EXPECTED: dict[str, dict] = json.loads((CORPUS / "EXPECTED.json").read_text())
 # by test_known_gap_is_still_open, left out of the per-check tests below.
 KNOWN_GAPS = {name: why for name, why in corpus_known_gaps().items() if name.endswith(".txt")}
 READ = [name for name in sorted(EXPECTED) if name not in KNOWN_GAPS]
+CPU_LIST = re.compile(r"\d+(?:-\d+)?(?:,\d+(?:-\d+)?)*")
 P2P_ONLY_ERROR = "found only a `nvidia-smi topo -p2p` matrix"
 # Hedges that carry the word "NVSwitch" without claiming it.
 NVSWITCH_UNKNOWN = "whether through NVSwitch or direct, the source does not say"
@@ -73,6 +74,8 @@ def test_capture_reads_to_the_experts_facts(name: str) -> None:
     assert len(topology.gpus) == expected["gpus"]
     assert sorted([link.a, link.b] for link in topology.links if link.is_nvlink) == expected["nvlink_pairs"]
     assert _nvswitch(topology) is expected["nvswitch"]
+    for gpu in topology.gpus:  # a damaged cell ('-31,64-95' cropped from 0-31,64-95) is unknown, not data
+        assert gpu.cpu_affinity is None or CPU_LIST.fullmatch(gpu.cpu_affinity), (gpu.index, gpu.cpu_affinity)
     topology.validate()
 
 
