@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from conftest import OWN_FIXTURES
+from conftest import OWN_FIXTURES, corpus_known_gaps
 
 from gputopo.analysis.recommend import recommend
 from gputopo.analysis.tf_crosscheck import tf_findings
@@ -28,6 +28,10 @@ from gputopo.sources.tflog import (
 
 CORPUS = OWN_FIXTURES / "corpus" / "tf_logs"
 EXPECTED = json.loads((CORPUS / "EXPECTED.json").read_text())
+# Logs gputopo does not read right yet (tests/fixtures/corpus/KNOWN_GAPS.md): checked as a whole by
+# test_known_gap_is_still_open, left out of the per-check tests below.
+KNOWN_GAPS = {name: why for name, why in corpus_known_gaps().items() if name.endswith(".log")}
+READ = [name for name in sorted(EXPECTED) if name not in KNOWN_GAPS]
 ERAS = {"tf0": ERA_TF0, "tf1.2": ERA_TF12, "tf1.5": ERA_TF15, "tf2.5": ERA_TF25, "absl": ERA_TF_ABSL, "cuda-peer-limit": ERA_CUDA_PEER_LIMIT}
 
 
@@ -39,10 +43,11 @@ def _read(name: str):
 
 def test_every_corpus_log_has_an_expert_reading():
     assert sorted(p.name for p in CORPUS.glob("*.log")) == sorted(EXPECTED)
-    assert len(EXPECTED) >= 20
+    assert len(EXPECTED) >= 30
+    assert set(KNOWN_GAPS) <= set(EXPECTED)  # no stale line
 
 
-@pytest.mark.parametrize("name", sorted(EXPECTED))
+@pytest.mark.parametrize("name", READ)
 def test_reading_matches_the_expert(name):
     expected = EXPECTED[name]
     view, _, _ = _read(name)
@@ -59,7 +64,7 @@ def test_reading_matches_the_expert(name):
     assert sorted(view.enable_failed) == sorted(expected.get("enable_failed", []))
 
 
-@pytest.mark.parametrize("name", sorted(EXPECTED))
+@pytest.mark.parametrize("name", READ)
 def test_each_stated_pair_exactly_and_no_other_pair_guessed(name):
     stated = EXPECTED[name].get("peer", {})
     view, _, _ = _read(name)
@@ -71,7 +76,7 @@ def test_each_stated_pair_exactly_and_no_other_pair_guessed(name):
     assert named <= set(ordinals)
 
 
-@pytest.mark.parametrize("name", sorted(EXPECTED))
+@pytest.mark.parametrize("name", READ)
 def test_no_finding_claims_what_the_file_does_not_show(name):
     expected = EXPECTED[name]
     view, _, findings = _read(name)
@@ -88,11 +93,23 @@ def test_no_finding_claims_what_the_file_does_not_show(name):
         assert "cannot peer" not in messages
 
 
-@pytest.mark.parametrize("name", sorted(n for n, e in EXPECTED.items() if e["best_pair"]))
+@pytest.mark.parametrize("name", [n for n in READ if EXPECTED[n]["best_pair"]])
 def test_best_pair_is_one_the_expert_names(name):
     _, topology, _ = _read(name)
     best = recommend(topology, 2).groups[0].gpus
     assert best in EXPECTED[name]["best_pair"]
+
+
+@pytest.mark.parametrize(
+    "name", [pytest.param(n, marks=pytest.mark.xfail(strict=True, reason=why)) for n, why in sorted(KNOWN_GAPS.items())]
+)
+def test_known_gap_is_still_open(name):
+    """Every check above, on a log listed in KNOWN_GAPS.md; once all pass, remove its line."""
+    test_reading_matches_the_expert(name)
+    test_each_stated_pair_exactly_and_no_other_pair_guessed(name)
+    test_no_finding_claims_what_the_file_does_not_show(name)
+    if EXPECTED[name]["best_pair"]:
+        test_best_pair_is_one_the_expert_names(name)
 
 
 def test_the_source_documents_case_reads_like_an_expert():

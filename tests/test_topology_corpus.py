@@ -13,7 +13,7 @@ import json
 import re
 
 import pytest
-from conftest import OWN_FIXTURES
+from conftest import OWN_FIXTURES, corpus_known_gaps
 
 from gputopo.analysis.diagnose import diagnose
 from gputopo.analysis.locality import SYS_MEANING, same_socket
@@ -23,6 +23,11 @@ from gputopo.sources.smi_text import parse_topo_matrix
 
 CORPUS = OWN_FIXTURES / "corpus" / "topo"
 EXPECTED: dict[str, dict] = json.loads((CORPUS / "EXPECTED.json").read_text())
+# Captures gputopo does not read right yet (tests/fixtures/corpus/KNOWN_GAPS.md): checked as a whole
+# by test_known_gap_is_still_open, left out of the per-check tests below.
+KNOWN_GAPS = {name: why for name, why in corpus_known_gaps().items() if name.endswith(".txt")}
+READ = [name for name in sorted(EXPECTED) if name not in KNOWN_GAPS]
+CPU_LIST = re.compile(r"\d+(?:-\d+)?(?:,\d+(?:-\d+)?)*")
 P2P_ONLY_ERROR = "found only a `nvidia-smi topo -p2p` matrix"
 # Hedges that carry the word "NVSwitch" without claiming it.
 NVSWITCH_UNKNOWN = "whether through NVSwitch or direct, the source does not say"
@@ -55,10 +60,11 @@ def _nvswitch(topology: Topology) -> bool | None:
 
 def test_corpus_is_complete() -> None:
     files = {p.name for p in CORPUS.glob("*.txt")}
-    assert files == set(EXPECTED) and len(files) >= 40
+    assert files == set(EXPECTED) and len(files) >= 61
+    assert set(KNOWN_GAPS) <= files  # no stale line
 
 
-@pytest.mark.parametrize("name", sorted(EXPECTED))
+@pytest.mark.parametrize("name", READ)
 def test_capture_reads_to_the_experts_facts(name: str) -> None:
     expected = EXPECTED[name]
     topology = _read(name)
@@ -68,10 +74,12 @@ def test_capture_reads_to_the_experts_facts(name: str) -> None:
     assert len(topology.gpus) == expected["gpus"]
     assert sorted([link.a, link.b] for link in topology.links if link.is_nvlink) == expected["nvlink_pairs"]
     assert _nvswitch(topology) is expected["nvswitch"]
+    for gpu in topology.gpus:  # a damaged cell ('-31,64-95' cropped from 0-31,64-95) is unknown, not data
+        assert gpu.cpu_affinity is None or CPU_LIST.fullmatch(gpu.cpu_affinity), (gpu.index, gpu.cpu_affinity)
     topology.validate()
 
 
-@pytest.mark.parametrize("name", sorted(EXPECTED))
+@pytest.mark.parametrize("name", READ)
 def test_same_socket_never_stronger_than_the_file(name: str) -> None:
     topology = _read(name)
     if topology is None:
@@ -83,7 +91,7 @@ def test_same_socket_never_stronger_than_the_file(name: str) -> None:
     assert all(g.socket is None for g in topology.gpus)  # text never says sockets
 
 
-@pytest.mark.parametrize("name", sorted(EXPECTED))
+@pytest.mark.parametrize("name", READ)
 def test_virtual_machine_called_what_it_is(name: str) -> None:
     topology = _read(name)
     if topology is None:
@@ -95,7 +103,7 @@ def test_virtual_machine_called_what_it_is(name: str) -> None:
         assert "cross-socket" not in codes  # no "different NUMA nodes" for a flat virtual view
 
 
-@pytest.mark.parametrize("name", sorted(EXPECTED))
+@pytest.mark.parametrize("name", READ)
 def test_mangled_pastes_are_read_and_repairs_said(name: str) -> None:
     topology = _read(name)
     if topology is None:
@@ -106,7 +114,7 @@ def test_mangled_pastes_are_read_and_repairs_said(name: str) -> None:
         assert repaired[0].severity == "info" and "the paste was damaged" in repaired[0].message
 
 
-@pytest.mark.parametrize("name", sorted(EXPECTED))
+@pytest.mark.parametrize("name", READ)
 def test_no_finding_claims_what_the_text_cannot_show(name: str) -> None:
     topology = _read(name)
     if topology is None:
@@ -129,7 +137,7 @@ def test_no_finding_claims_what_the_text_cannot_show(name: str) -> None:
                 "where they cannot peer", "")), finding.message
 
 
-@pytest.mark.parametrize("name", [n for n in sorted(EXPECTED) if EXPECTED[n]["cross_numa_pairs_example"]])
+@pytest.mark.parametrize("name", [n for n in READ if EXPECTED[n]["cross_numa_pairs_example"]])
 def test_cross_numa_pair_is_named(name: str) -> None:
     topology = _read(name)
     if topology is None or EXPECTED[name]["vm"]:
@@ -143,7 +151,7 @@ def test_cross_numa_pair_is_named(name: str) -> None:
 
 
 @pytest.mark.parametrize(
-    ("name", "k"), [(n, int(k)) for n in sorted(EXPECTED) for k in sorted(EXPECTED[n]["best"], key=int)]
+    ("name", "k"), [(n, int(k)) for n in READ for k in sorted(EXPECTED[n]["best"], key=int)]
 )
 def test_best_group_is_one_the_expert_names(name: str, k: int) -> None:
     from gputopo.analysis.recommend import recommend
@@ -158,6 +166,22 @@ def test_best_group_is_one_the_expert_names(name: str, k: int) -> None:
     for group in rec.groups:
         assert "in every respect" not in group.reason  # ties are "in everything the source shows"
         assert group.same_socket is not False  # text never says sockets: one at most by one NUMA node
+
+
+@pytest.mark.parametrize(
+    "name", [pytest.param(n, marks=pytest.mark.xfail(strict=True, reason=why)) for n, why in sorted(KNOWN_GAPS.items())]
+)
+def test_known_gap_is_still_open(name: str) -> None:
+    """Every check above, on a capture listed in KNOWN_GAPS.md; once all pass, remove its line."""
+    test_capture_reads_to_the_experts_facts(name)
+    test_same_socket_never_stronger_than_the_file(name)
+    test_virtual_machine_called_what_it_is(name)
+    test_mangled_pastes_are_read_and_repairs_said(name)
+    test_no_finding_claims_what_the_text_cannot_show(name)
+    if EXPECTED[name]["cross_numa_pairs_example"]:
+        test_cross_numa_pair_is_named(name)
+    for k in sorted(EXPECTED[name]["best"], key=int):
+        test_best_group_is_one_the_expert_names(name, int(k))
 
 
 def test_epyc_nps4_text_tie_does_not_claim_more_than_it_knows() -> None:
