@@ -1,4 +1,6 @@
-"""Expected GPU-to-GPU copy bandwidth per link, from public figures (see shared/README.md).
+"""Expected GPU-to-GPU copy bandwidth per link, from public figures (NCCL's per-link NVLink
+figures are ``SM60_NVLINK_BW`` ... ``SM100_NVLINK_BW`` in NVIDIA/nccl src/graph/topo.h; PCIe and
+reference measurements as docs/bench-p2p.md cites them).
 
 Pure functions: a ``Link`` (plus the two GPUs' PCIe/NVLink facts) in, an ``Estimate`` out.
 A measurement from ``bench-p2p`` stored on the link always wins over the estimate.

@@ -11,11 +11,18 @@ Every call goes through ``NvmlBinding.query``, which classifies what NVML says (
   handling;
 - anything else (a bug, not NVML): raised as is.
 
-Binding-version traps live here and nowhere else (see shared/README.md):
-- nvidia-ml-py 13.x defines ``NVML_P2P_CAPS_INDEX_READ = 0,`` (a tuple): caps indices are plain ints.
-- ``nvmlDeviceGetNvLinkVersion`` returns an enum, not the generation (4 means NVLink 3.0).
-- Strings and ``busId`` come back as ``bytes`` or ``str`` depending on the nvidia-ml-py version.
-- Older bindings lack newer functions (``getattr`` finds nothing): "not in this driver".
+Binding-version traps live here and nowhere else, each with its evidence:
+- nvidia-ml-py 13.x defines ``NVML_P2P_CAPS_INDEX_READ = 0,`` (a tuple, stray comma: pynvml.py of
+  nvidia-ml-py 13.615.71, line 369); passing it to ``nvmlDeviceGetP2PStatus`` fails, so caps
+  indices here are plain ints (nvml.h ``nvmlGpuP2PCapsIndex_t``: READ 0, WRITE 1, NVLINK 2,
+  ATOMICS 3, PROP 4).
+- ``nvmlDeviceGetNvLinkVersion`` returns the enum ``nvmlNvlinkVersion_t``, not the generation
+  (pynvml.py ``NVML_NVLINK_VERSION_3_0 = 4``; 3 is NVLink 2.2): ``NVLINK_VERSION_ENUM`` below.
+- Strings and ``busId`` come back as ``bytes`` from older bindings and ``str`` from newer ones
+  (pynvml.py's ``convertStrBytes`` decodes only where the value is ``bytes``): both are accepted.
+- Older bindings and drivers lack newer functions: pynvml raises ``NVMLError_FunctionNotFound`` (or
+  the module has no such attribute): "not in this driver". tests/system/test_fake_libnvml.py
+  runs these paths through the real binding over a fake libnvidia-ml.so.1.
 """
 
 from __future__ import annotations
