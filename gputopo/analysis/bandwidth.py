@@ -1,6 +1,6 @@
 """Expected GPU-to-GPU copy bandwidth per link, from public figures (NCCL's per-link NVLink
-figures are ``SM60_NVLINK_BW`` ... ``SM100_NVLINK_BW`` in NVIDIA/nccl src/graph/topo.h; PCIe and
-reference measurements as docs/bench-p2p.md cites them).
+figures are ``SM60_NVLINK_BW`` ... ``SM100_NVLINK_BW`` in NVIDIA/nccl src/graph/topo.h, its
+Gen3 x16 ``PCI_BW`` 12.0; NVIDIA/nvbandwidth#50 measured 26.3 GB/s for Gen4 x16 copy-engine copies).
 
 Pure functions: a ``Link`` (plus the two GPUs' PCIe/NVLink facts) in, an ``Estimate`` out.
 A measurement from ``bench-p2p`` stored on the link always wins over the estimate.
