@@ -3,7 +3,8 @@ figures are ``SM60_NVLINK_BW`` ... ``SM100_NVLINK_BW`` in NVIDIA/nccl src/graph/
 Gen3 x16 ``PCI_BW`` 12.0; NVIDIA/nvbandwidth#50 measured 26.3 GB/s for Gen4 x16 copy-engine copies).
 
 Pure functions: a ``Link`` (plus the two GPUs' PCIe/NVLink facts) in, an ``Estimate`` out.
-A measurement from ``bench-p2p`` stored on the link always wins over the estimate.
+Estimates only: a measurement stored on the link is not looked at here (``analysis.measured``
+holds measured against expected, and the figure to rank by, where a measurement wins).
 
 Figures, per direction:
 - NVLink per link: NVLink1 20 GB/s; NVLink2/3/4 25 GB/s; NVLink5 50 GB/s (raw). What NCCL really
@@ -90,23 +91,6 @@ def nvlink_gbps(nvlink_count: int, gpu_a: Gpu | None, gpu_b: Gpu | None) -> tupl
     return nvlink_count * per_link, f"{nvlink_count} x NVLink{gen} at ~{per_link:g} GB/s{assumed}"
 
 
-def _measured_gbps(link: Link) -> float | None:
-    """The slower measured direction of a GPU-to-GPU copy, or ``None`` if nothing usable was measured.
-
-    Only ``device_kind == "GPU"`` counts: bench-p2p on logical CPU devices measures host memory
-    copies, which say nothing about this link. A bidirectional figure alone is halved (it adds
-    both directions)."""
-    m = link.measured
-    if m is None or m.device_kind != "GPU":
-        return None
-    values = [v for v in (m.a_to_b_gbps, m.b_to_a_gbps) if v is not None and v > 0]
-    if values:
-        return min(values)
-    if m.bidirectional_gbps is not None and m.bidirectional_gbps > 0:
-        return m.bidirectional_gbps / 2
-    return None
-
-
 def _host_staged_gbps(gpu_a: Gpu | None, gpu_b: Gpu | None) -> tuple[float, str]:
     """Copy through host memory: each GPU's own PCIe link is used twice (GPU->host->GPU) and the
     slower one decides, so a fraction of the slower PCIe link."""
@@ -117,16 +101,13 @@ def _host_staged_gbps(gpu_a: Gpu | None, gpu_b: Gpu | None) -> tuple[float, str]
 
 
 def estimate_link(link: Link, gpu_a: Gpu | None = None, gpu_b: Gpu | None = None) -> Estimate:
-    """Per-direction bandwidth between the two GPUs of ``link``: measured if present, else estimated.
+    """Per-direction bandwidth the two GPUs of ``link`` should get, from its type (never its measurement).
 
     ``UNKNOWN`` links come from a TensorFlow log alone, which says only whether TF could enable
     peer access: where it could, the two GPUs sit under one PCIe root (TF enables peer access over
     PCIe only then), so we assume a host-bridge (PHB) path; where it could not, the copy is staged
     through host memory across the socket interconnect (as SYS without P2P).
     """
-    measured = _measured_gbps(link)
-    if measured is not None:
-        return Estimate(measured, "measured", f"measured {measured:.1f} GB/s (bench-p2p)")
     if link.nvlink_count > 0:
         gbps, why = nvlink_gbps(link.nvlink_count, gpu_a, gpu_b)
         if link.nvswitch:
@@ -158,13 +139,13 @@ def estimate_link(link: Link, gpu_a: Gpu | None = None, gpu_b: Gpu | None = None
 
 
 def pair_estimate(topology: Topology, a: int, b: int) -> Estimate:
-    """Per-direction bandwidth between GPUs ``a`` and ``b`` of ``topology``."""
+    """Per-direction bandwidth GPUs ``a`` and ``b`` of ``topology`` should get (estimate only)."""
     link = topology.link(a, b)
     return estimate_link(link, _gpu_or_none(topology, a), _gpu_or_none(topology, b))
 
 
 def pair_bandwidth_matrix(topology: Topology) -> dict[tuple[int, int], float]:
-    """``{(a, b): GB/s}`` for every ordered pair of distinct GPUs (symmetric)."""
+    """``{(a, b): GB/s}`` estimated for every ordered pair of distinct GPUs (symmetric)."""
     result: dict[tuple[int, int], float] = {}
     for link in topology.links:
         est = estimate_link(link, _gpu_or_none(topology, link.a), _gpu_or_none(topology, link.b))

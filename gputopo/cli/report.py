@@ -20,33 +20,6 @@ from gputopo.cli import (
     command,
 )
 from gputopo.errors import InputError
-from gputopo.model import Topology
-
-
-def merge_measurements(topology: Topology, bench: Topology, bench_path: str) -> int:
-    """Copy ``bench``'s measured links onto ``topology`` (same GPU pairs); returns how many.
-
-    The two must describe the same GPUs: where both know a GPU's PCI bus id, they must agree."""
-    measured = [lk for lk in bench.links if lk.measured is not None]
-    if not measured:
-        raise InputError(f"{bench_path} has no measurements (save one with `gputopo bench-p2p --save FILE`)")
-    for gpu in bench.gpus:
-        try:
-            mine = topology.gpu(gpu.index)
-        except KeyError:
-            raise InputError(f"{bench_path} measures GPU {gpu.index}, which this topology does not have") from None
-        if gpu.pci_bus_id and mine.pci_bus_id and gpu.pci_bus_id != mine.pci_bus_id:
-            raise InputError(
-                f"{bench_path} was measured on other GPUs: its GPU {gpu.index} is {gpu.pci_bus_id}, here it is {mine.pci_bus_id}"
-            )
-    links = topology.link_map()
-    count = 0
-    for lk in measured:
-        target = links.get((lk.a, lk.b))
-        if target is not None:
-            target.measured = lk.measured
-            count += 1
-    return count
 
 
 @command("report")
@@ -69,6 +42,7 @@ def report_command(
     """Write one self-contained HTML page: the box drawn with its links, heatmaps, findings, the
     plan for --gpus K, and the snapshot (read it back with `scan --from PAGE`)."""
     from gputopo.analysis import topology_for, with_findings
+    from gputopo.analysis.measured import merge_measurements
     from gputopo.fileio import atomic_write_text
     from gputopo.sources import TopologyRequest, resolve
     from gputopo.sources.registry import read_file

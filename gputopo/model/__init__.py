@@ -22,6 +22,7 @@ with ``ok`` for success; ``None`` means "not known" (the source did not say).
 from __future__ import annotations
 
 from gputopo.model.cluster import CLUSTER_SCHEMA, Cluster
+from gputopo.model.observed import CollectiveRow, CollectiveRun, NcclRank, NcclTransport, NcclView, NvLinkState
 from gputopo.model.parts import Disagreement, Finding, Gpu, Link, Measurement, Nic, NicLink, make_link
 from gputopo.model.tf_view import TfDevice, TfView
 from gputopo.model.topology import Topology
@@ -41,7 +42,7 @@ from gputopo.model.words import (
 )
 
 __all__ = [
-    "CLUSTER_SCHEMA", "Cluster", "MAX_NVLINKS_PER_PAIR", "NVLINK_MEANING", "P2P_OK", "P2P_STATUS_MEANING", "P2P_STATUS_WORDS",
+    "CLUSTER_SCHEMA", "Cluster", "CollectiveRow", "CollectiveRun", "NcclRank", "NcclTransport", "NcclView", "NvLinkState", "MAX_NVLINKS_PER_PAIR", "NVLINK_MEANING", "P2P_OK", "P2P_STATUS_MEANING", "P2P_STATUS_WORDS",
     "PCIE_PATH_MEANING", "PCIE_PATHS", "SCHEMA", "SEVERITIES", "Disagreement", "Finding", "Gpu", "Link", "Measurement",
     "Nic", "NicLink", "TfDevice", "TfView", "Topology", "is_known_link_type", "make_link",
     "normalize_pci_bus_id", "nvlink_count_of",

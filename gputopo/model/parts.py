@@ -76,16 +76,29 @@ class Nic:
 
 @dataclass
 class Measurement:
-    """Copy bandwidth measured by ``bench-p2p`` for one pair of GPUs."""
+    """Copy bandwidth measured for one pair of GPUs (``a -> b`` is ``Link.a -> Link.b``), and by what.
+
+    The headline figures (``a_to_b_gbps`` ...) are the ones to judge the link by; ``p2p_enabled``
+    says whether they were taken with peer access on (``None``: the tool does not say). Figures a
+    tool took with peer access off (p2pBandwidthLatencyTest's ``P2P=Disabled`` matrices: copies
+    staged through host memory) are kept beside them in ``p2p_off_*``."""
 
     a_to_b_gbps: float | None = None
     b_to_a_gbps: float | None = None
     bidirectional_gbps: float | None = None
-    latency_us: float | None = None
+    latency_us: float | None = None  # the worse direction
     via_host_gbps: float | None = None
     device_kind: str = "GPU"  # "GPU" or "CPU" (logical CPU devices measure host memory)
     size_bytes: int | None = None
     repeats: int | None = None
+    method: str | None = None  # the tool: "bench-p2p", "p2pBandwidthLatencyTest", "nvbandwidth"
+    test: str | None = None  # which of its tests: "P2P=Enabled", "device_to_device_memcpy_read_ce"
+    origin: str | None = None  # the file (or label) it was read from
+    p2p_enabled: bool | None = None
+    p2p_off_a_to_b_gbps: float | None = None
+    p2p_off_b_to_a_gbps: float | None = None
+    p2p_off_bidirectional_gbps: float | None = None
+    p2p_off_latency_us: float | None = None
 
 
 @dataclass

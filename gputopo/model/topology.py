@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from typing import Any, Iterator
 
 from gputopo.model.from_json import build, shown
+from gputopo.model.observed import CollectiveRun, NcclView, NvLinkState
 from gputopo.model.parts import Disagreement, Finding, Gpu, Link, Nic, NicLink
 from gputopo.model.tf_view import TfView
 from gputopo.model.words import SCHEMA, SEVERITIES, is_known_link_type
@@ -37,6 +38,11 @@ class Topology:
     # Where several sources of this host were merged: the facts they disagree on, and which GPU
     # join was assumed (``gputopo.sources.merge``); findings about them come from analysis.
     disagreements: list[Disagreement] = field(default_factory=list)
+    # What other tools observed (optional; older snapshots load without them): NVLink states per link,
+    # NCCL's log, nccl-tests tables.
+    nvlinks: list[NvLinkState] = field(default_factory=list)
+    nccl: NcclView | None = None
+    collectives: list[CollectiveRun] = field(default_factory=list)
     schema: str = SCHEMA
 
     # --- lookups -------------------------------------------------------------------------------

@@ -8,20 +8,16 @@ figures are host memory, and the output says so before anything else.
 
 from __future__ import annotations
 
-import dataclasses
 from dataclasses import dataclass
 from typing import Any, Callable
 
+from gputopo.analysis.measured import FAR_BELOW_RATIO, OK_RATIO, VIA_HOST_FASTER_RATIO, rate
 from gputopo.bench.results import BenchResult, Stat
 from gputopo.model import Topology
 from gputopo.notation import format_size
 from gputopo.views.common import err, out
 
-# measured / expected: at or above OK_RATIO is as expected; below FAR_BELOW_RATIO is called out.
-OK_RATIO = 0.7
-FAR_BELOW_RATIO = 0.5
-# Via host faster than direct by this factor: P2P does not help on this pair.
-VIA_HOST_FASTER_RATIO = 1.1
+# The thresholds and the rating (rate) live with the rest of measured-vs-expected in analysis.measured.
 
 
 @dataclass(frozen=True)
@@ -46,20 +42,10 @@ def pair_expectations(result: BenchResult, topology: Topology | None) -> dict[tu
         link = links.get((a, b))
         if link is None:
             continue
-        # Compare with what the link type should give, not with a measurement saved earlier.
-        estimate = estimate_link(dataclasses.replace(link, measured=None), gpus.get(link.a), gpus.get(link.b))
+        # What the link type should give (estimate_link never looks at a measurement saved earlier).
+        estimate = estimate_link(link, gpus.get(link.a), gpus.get(link.b))
         expected[(a, b)] = Expectation(link.type, estimate.gbps, estimate.explanation)
     return expected
-
-
-def rate(measured_gbps: float, expected_gbps: float) -> str:
-    """``"ok"``, ``"low"`` or ``"far-below"`` for a measured figure against its expectation."""
-    ratio = measured_gbps / expected_gbps if expected_gbps > 0 else 1.0
-    if ratio >= OK_RATIO:
-        return "ok"
-    if ratio >= FAR_BELOW_RATIO:
-        return "low"
-    return "far-below"
 
 
 _STYLE = {"ok": "green", "low": "yellow", "far-below": "bold red"}

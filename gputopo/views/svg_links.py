@@ -3,11 +3,11 @@ link's figures and tooltip (used by ``svg`` for the arcs and ``svg_hub`` for the
 
 from __future__ import annotations
 
-import dataclasses
 import re
 from html import escape
 
 from gputopo.analysis.bandwidth import estimate_link
+from gputopo.analysis.measured import measured_gbps
 from gputopo.model import Gpu, Link, Topology
 from gputopo.notation import format_gbps
 from gputopo.views.topology import SPEED_STYLES
@@ -35,9 +35,8 @@ def speed_hex(gbps: float | None) -> str:
 def link_figures(topology: Topology, link: Link) -> tuple[float, float | None, str]:
     """(expected GB/s per direction, measured GB/s or None, how the expectation was made)."""
     gpu_a, gpu_b = _gpu(topology, link.a), _gpu(topology, link.b)
-    expected = estimate_link(dataclasses.replace(link, measured=None), gpu_a, gpu_b)
-    actual = estimate_link(link, gpu_a, gpu_b)
-    return expected.gbps, (actual.gbps if actual.basis == "measured" else None), expected.explanation
+    expected = estimate_link(link, gpu_a, gpu_b)
+    return expected.gbps, measured_gbps(link), expected.explanation
 
 
 def _gpu(topology: Topology, index: int) -> Gpu | None:

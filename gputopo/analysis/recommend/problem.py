@@ -18,7 +18,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any, Sequence
 
-from gputopo.analysis.bandwidth import estimate_link
+from gputopo.analysis.measured import best_estimate
 from gputopo.analysis.recommend.result import GroupKey
 from gputopo.analysis.recommend.ring import INF, best_ring
 from gputopo.errors import InputError
@@ -113,7 +113,7 @@ class Problem:
                 link = links.get((a, b))
                 if link is None:
                     raise InputError(f"the topology has no link between GPU {a} and GPU {b}; cannot rank groups")
-                est = estimate_link(link, gpus.get(link.a), gpus.get(link.b))
+                est = best_estimate(link, gpus.get(link.a), gpus.get(link.b))  # measured GB/s win
                 weight[i][j] = weight[j][i] = int(round(est.gbps * CENTI))
                 if link.type == "UNKNOWN" and link.can_peer is False:  # a TF log alone: where the estimates
                     weight[i][j] = weight[j][i] = weight[i][j] - 1  # tie, a pair it says cannot peer ranks below an unnamed one

@@ -1,0 +1,172 @@
+"""Measured against expected, in one place: the measured GB/s of a link (bench-p2p,
+p2pBandwidthLatencyTest, nvbandwidth...), what its link type should give (``analysis.bandwidth``),
+their ratio and its rating, and the best figure to rank by (a measurement wins over an estimate).
+
+``bandwidth.estimate_link`` gives estimates only; whoever wants the measurement asks here.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+
+from gputopo.analysis.bandwidth import Estimate, estimate_link
+from gputopo.errors import InputError
+from gputopo.model import Gpu, Link, Measurement, Topology
+
+# measured / expected: at or above OK_RATIO is as expected; below FAR_BELOW_RATIO is called out.
+OK_RATIO = 0.7
+FAR_BELOW_RATIO = 0.5
+# Via host faster than direct by this factor: P2P does not help on this pair.
+VIA_HOST_FASTER_RATIO = 1.1
+
+
+def measured_gbps(link: Link) -> float | None:
+    """The slower measured direction of a GPU-to-GPU copy, or ``None`` if nothing usable was measured.
+
+    Only ``device_kind == "GPU"`` counts: bench-p2p on logical CPU devices measures host memory
+    copies, which say nothing about this link. A bidirectional figure alone is halved (it adds
+    both directions)."""
+    return _headline_gbps(link.measured)
+
+
+def _headline_gbps(m: Measurement | None) -> float | None:
+    if m is None or m.device_kind != "GPU":
+        return None
+    values = [v for v in (m.a_to_b_gbps, m.b_to_a_gbps) if v is not None and v > 0]
+    if values:
+        return min(values)
+    if m.bidirectional_gbps is not None and m.bidirectional_gbps > 0:
+        return m.bidirectional_gbps / 2
+    return None
+
+
+def method_of(m: Measurement | None) -> str:
+    """What took a measurement, for people: ``"p2pBandwidthLatencyTest P2P=Enabled"``, ``"bench-p2p"``."""
+    if m is None:
+        return "nothing"
+    words = [w for w in (m.method or "bench-p2p", m.test) if w]
+    return " ".join(words)
+
+
+def best_estimate(link: Link, gpu_a: Gpu | None = None, gpu_b: Gpu | None = None) -> Estimate:
+    """The figure to rank ``link`` by: its measurement where there is one, else the estimate."""
+    measured = measured_gbps(link)
+    if measured is not None:
+        return Estimate(measured, "measured", f"measured {measured:.1f} GB/s ({method_of(link.measured)})")
+    return estimate_link(link, gpu_a, gpu_b)
+
+
+def pair_best(topology: Topology, a: int, b: int) -> Estimate:
+    """``best_estimate`` for GPUs ``a`` and ``b`` of ``topology``."""
+    link = topology.link(a, b)
+    return best_estimate(link, _gpu_or_none(topology, link.a), _gpu_or_none(topology, link.b))
+
+
+def best_matrix(topology: Topology) -> dict[tuple[int, int], float]:
+    """``{(a, b): GB/s}`` for every ordered pair: measured where measured, else estimated (symmetric)."""
+    result: dict[tuple[int, int], float] = {}
+    for link in topology.links:
+        est = best_estimate(link, _gpu_or_none(topology, link.a), _gpu_or_none(topology, link.b))
+        result[(link.a, link.b)] = result[(link.b, link.a)] = est.gbps
+    return result
+
+
+def rate(measured: float, expected: float) -> str:
+    """``"ok"``, ``"low"`` or ``"far-below"`` for a measured figure against its expectation."""
+    ratio = measured / expected if expected > 0 else 1.0
+    if ratio >= OK_RATIO:
+        return "ok"
+    if ratio >= FAR_BELOW_RATIO:
+        return "low"
+    return "far-below"
+
+
+@dataclass(frozen=True)
+class Comparison:
+    """One direction of one link: measured against what its link type should give."""
+
+    src: int
+    dst: int
+    link_type: str
+    measured_gbps: float
+    expected_gbps: float
+    expected_explanation: str
+    method: str
+
+    @property
+    def ratio(self) -> float:
+        return self.measured_gbps / self.expected_gbps if self.expected_gbps > 0 else 1.0
+
+    @property
+    def rating(self) -> str:
+        return rate(self.measured_gbps, self.expected_gbps)
+
+    def text(self) -> str:
+        """``GPU 2→5: 9.9 GB/s, 40% of what PIX over PCIe Gen4 x16 gives (~24.6 GB/s)``."""
+        return (
+            f"GPU {self.src}\u2192{self.dst}: {self.measured_gbps:.1f} GB/s, {self.ratio:.0%} of what "
+            f"{self.expected_explanation} gives (~{self.expected_gbps:.1f} GB/s; {self.method})"
+        )
+
+
+def expected_for(topology: Topology, link: Link) -> Estimate | None:
+    """What ``link``'s type should give per direction (never a measurement); ``None`` where the
+    link type is not known (a measurement alone, a TF log), since there is nothing to expect."""
+    if link.type == "UNKNOWN":
+        return None
+    bare = dataclasses.replace(link, measured=None)
+    return estimate_link(bare, _gpu_or_none(topology, link.a), _gpu_or_none(topology, link.b))
+
+
+def compare(topology: Topology, link: Link) -> list[Comparison]:
+    """Each measured direction of ``link`` against its expectation (empty where either is missing)."""
+    m = link.measured
+    if m is None or m.device_kind != "GPU":
+        return []
+    expected = expected_for(topology, link)
+    if expected is None:
+        return []
+    result = []
+    for src, dst, value in ((link.a, link.b, m.a_to_b_gbps), (link.b, link.a, m.b_to_a_gbps)):
+        if value is not None and value > 0:
+            result.append(Comparison(src, dst, link.type, value, expected.gbps, expected.explanation, method_of(m)))
+    return result
+
+
+def comparisons(topology: Topology) -> list[Comparison]:
+    """Every measured direction of every link against its expectation, in link order."""
+    return [c for link in topology.links for c in compare(topology, link)]
+
+
+def merge_measurements(topology: Topology, bench: Topology, bench_path: str) -> int:
+    """Copy ``bench``'s measured links onto ``topology`` (same GPU pairs); returns how many.
+
+    The two must describe the same GPUs: where both know a GPU's PCI bus id, they must agree."""
+    measured = [lk for lk in bench.links if lk.measured is not None]
+    if not measured:
+        raise InputError(f"{bench_path} has no measurements (save one with `gputopo bench-p2p --save FILE`)")
+    for gpu in bench.gpus:
+        try:
+            mine = topology.gpu(gpu.index)
+        except KeyError:
+            raise InputError(f"{bench_path} measures GPU {gpu.index}, which this topology does not have") from None
+        if gpu.pci_bus_id and mine.pci_bus_id and gpu.pci_bus_id != mine.pci_bus_id:
+            raise InputError(
+                f"{bench_path} was measured on other GPUs: its GPU {gpu.index} is {gpu.pci_bus_id}, here it is {mine.pci_bus_id}"
+            )
+    links = topology.link_map()
+    count = 0
+    for lk in measured:
+        target = links.get((lk.a, lk.b))
+        if target is not None:
+            target.measured = lk.measured
+            count += 1
+    return count
+
+
+def _gpu_or_none(topology: Topology, index: int) -> Gpu | None:
+    try:
+        return topology.gpu(index)
+    except KeyError:
+        return None

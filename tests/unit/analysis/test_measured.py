@@ -1,0 +1,80 @@
+"""Measured against expected in one place: the measured figure, the best figure to rank by, the
+rating, the comparison sentence, and laying a bench snapshot onto a topology."""
+
+import pytest
+
+from gputopo.analysis.bandwidth import estimate_link
+from gputopo.analysis.measured import (
+    best_estimate,
+    best_matrix,
+    comparisons,
+    measured_gbps,
+    merge_measurements,
+    rate,
+)
+from gputopo.errors import InputError
+from gputopo.model import Gpu, Measurement, Topology, make_link
+from gputopo.sources.reference import load_reference
+
+
+def _gpu(index, gen=4, width=16, nvlink=None):
+    return Gpu(index=index, pcie_gen_max=gen, pcie_width_current=width, nvlink_version=nvlink)
+
+
+def test_a_gpu_measurement_wins_over_the_estimate_and_the_slower_direction_counts():
+    link = make_link(0, 1, "NV2", measured=Measurement(a_to_b_gbps=45.0, b_to_a_gbps=38.5))
+    est = best_estimate(link, _gpu(0, nvlink="2.0"), _gpu(1, nvlink="2.0"))
+    assert est.basis == "measured" and est.gbps == pytest.approx(38.5)
+    assert estimate_link(link, _gpu(0, nvlink="2.0"), _gpu(1, nvlink="2.0")).basis == "estimated"
+
+
+def test_a_bidirectional_figure_alone_is_halved():
+    link = make_link(0, 1, "PIX", measured=Measurement(bidirectional_gbps=30.0))
+    assert measured_gbps(link) == pytest.approx(15.0)
+
+
+def test_measurements_on_logical_cpu_devices_do_not_describe_the_link():
+    link = make_link(0, 1, "SYS", measured=Measurement(a_to_b_gbps=90.0, b_to_a_gbps=90.0, device_kind="CPU"))
+    est = best_estimate(link, _gpu(0), _gpu(1))
+    assert measured_gbps(link) is None and est.basis == "estimated" and est.gbps < 20
+
+
+def test_rating_thresholds():
+    assert rate(40.0, 40.0) == rate(28.0, 40.0) == "ok"
+    assert rate(24.0, 40.0) == "low"
+    assert rate(11.0, 40.0) == "far-below"
+
+
+def test_a_comparison_names_the_pair_the_figure_the_share_and_the_method():
+    m = Measurement(a_to_b_gbps=9.9, b_to_a_gbps=24.0, method="p2pBandwidthLatencyTest", test="P2P=Enabled")
+    topo = Topology(gpus=[_gpu(2), _gpu(5)], links=[make_link(2, 5, "PIX", measured=m)])
+    slow, fast = comparisons(topo)
+    assert (slow.src, slow.dst, fast.src, fast.dst) == (2, 5, 5, 2)
+    assert slow.rating == "far-below" and fast.rating == "ok"
+    assert slow.text().startswith("GPU 2\u21925: 9.9 GB/s, 40% of what PIX over PCIe Gen4 x16 gives")
+    assert "p2pBandwidthLatencyTest P2P=Enabled" in slow.text()
+
+
+def test_nothing_is_expected_of_a_link_whose_type_is_unknown():
+    topo = Topology(gpus=[_gpu(0), _gpu(1)], links=[make_link(0, 1, "UNKNOWN", measured=Measurement(a_to_b_gbps=3.0))])
+    assert comparisons(topo) == []
+
+
+def test_best_matrix_takes_measured_pairs_and_estimates_the_rest():
+    topo = load_reference("dgx1")
+    topo.link(0, 3).measured = Measurement(a_to_b_gbps=7.0, b_to_a_gbps=8.0)
+    matrix = best_matrix(topo)
+    assert matrix[(0, 3)] == matrix[(3, 0)] == pytest.approx(7.0)
+    assert matrix[(0, 1)] == pytest.approx(20.0)
+
+
+def test_merge_measurements_copies_links_and_refuses_other_gpus():
+    topo = load_reference("dgx1")
+    bench = load_reference("dgx1")
+    bench.link(0, 1).measured = Measurement(a_to_b_gbps=1.0)
+    assert merge_measurements(topo, bench, "b.json") == 1 and topo.link(0, 1).measured.a_to_b_gbps == 1.0
+    bench.gpus[0].pci_bus_id = "0000:ff:00.0"
+    with pytest.raises(InputError, match="other GPUs"):
+        merge_measurements(topo, bench, "b.json")
+    with pytest.raises(InputError, match="no measurements"):
+        merge_measurements(topo, load_reference("dgx1"), "b.json")
