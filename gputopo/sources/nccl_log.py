@@ -1,0 +1,210 @@
+"""``NCCL_DEBUG=INFO`` logs -> Topology with NCCL's view (``Topology.nccl``): ranks, the transport of
+every connection per channel, P2P NCCL refused, settings from the environment, rings and trees.
+
+Lines look like ``host:pid:tid [cudaDev] NCCL INFO <message>`` (any prefix before ``NCCL INFO`` is
+skipped: timestamps, log collectors). Read:
+- ``comm 0x.. rank R nranks N cudaDev D [nvmlDev M] busId B`` (Init START/COMPLETE): a rank's GPU;
+- ``Channel CC[/x] : R[X] -> S[Y] [send|receive] via T`` and the older ``Ring CC : ...``: R sends to
+  S over T (``P2P/IPC``, ``P2P/CUMEM/read``, ``P2P/direct pointer``, ``SHM/direct/direct``, ``direct
+  shared memory``, ``NET/IB/0/GDRDMA``...). X is the rank's busId (hex, NCCL 2.5+) or CUDA device;
+- ``P2P is disabled between connected GPUs a and b`` / ``Could not enable P2P between dev a(=B) and
+  dev b(=C)``: P2P CUDA refused (a and b are NCCL's GPU numbers on that host);
+- ``NCCL_X set by environment to V``, ``NCCL version V``, ``Channel CC/NN : r r r`` (rings),
+  ``Trees ...`` / ``Tree N : ...``, ``NVLS multicast support is (not) available``, ``CollNet``.
+
+GPU numbers: on one host, ranks whose bus ids are all known are numbered in bus-id order (PCI
+order, which is nvidia-smi's where every GPU takes part: inferred, and said so); otherwise, and
+across hosts, the GPU number is the rank.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+from gputopo.errors import InputError
+from gputopo.model import Finding, Gpu, NcclRank, NcclTransport, NcclView, Topology
+from gputopo.sources.pasted import MAX_GPUS, device_index, lines_of, nccl_bus_id, with_all_pairs
+
+KIND = "NCCL_DEBUG=INFO log"
+MAX_NOTES = 20
+
+_MESSAGE_RE = re.compile(r"^(?:.*?(?P<host>[A-Za-z0-9_.<>\-]+):(?P<pid>\d+):\d+ \[\d+\] )?.*?NCCL (?P<level>INFO|WARN) ?(?P<msg>.*)$")
+_INIT_RE = re.compile(r"comm 0x[0-9a-fA-F]+ rank (\d+) nranks (\d+) cudaDev (\d+)(?: nvmlDev \d+)? busId ([0-9a-fA-F]+)")
+_COMM_RE = re.compile(r"comm 0x[0-9a-fA-F]+ rank (\d+) nRanks (\d+) nNodes (\d+)")
+_CONN_RE = re.compile(
+    r"(?:Channel|Ring) (\d+)(?:/\d+)? : (\d+)(?:\[([0-9a-fA-F]+)\])? -> (\d+)(?:\[([0-9a-fA-F]+)\])?"
+    r"(?: \[(?:send|receive)\])? via (.+?)\s*$"
+)
+_RING_RE = re.compile(r"^Channel (\d+)/(\d+) :((?:\s+\d+)+)\s*$")
+_TREE_RE = re.compile(r"^(Trees \[.*|Tree \d+ : .*)$")
+_DISABLED_RE = re.compile(r"P2P is disabled between connected GPUs (\d+) and (\d+)")
+_NOT_ENABLED_RE = re.compile(r"Could not enable P2P between dev (\d+)\(=([0-9a-fA-F]+)\) and dev (\d+)\(=([0-9a-fA-F]+)\)")
+_SETTING_RE = re.compile(r"(NCCL_[A-Z0-9_]+) set by environment to (\S+?)\.?\s*$")
+_VERSION_RE = re.compile(r"NCCL version (\S+)")
+
+
+def sniff(text: str) -> bool:
+    """Whether the text holds NCCL debug lines."""
+    return re.search(r"NCCL (?:INFO|WARN) ", text) is not None
+
+
+@dataclass
+class _State:
+    view: NcclView = field(default_factory=NcclView)
+    bus: dict[int, str] = field(default_factory=dict)  # rank -> bus id
+    cuda: dict[int, int] = field(default_factory=dict)  # rank -> CUDA device
+    hosts: set[str] = field(default_factory=set)
+    rank_host: dict[int, str] = field(default_factory=dict)
+    transports: dict[tuple[int, int, str], NcclTransport] = field(default_factory=dict)
+    disabled: set[tuple[int, int]] = field(default_factory=set)
+    dev_bus: dict[int, str] = field(default_factory=dict)  # NCCL's GPU number -> bus id ("Could not enable P2P")
+
+
+def read(text: str, source: str) -> Topology:
+    """NCCL's view of the job logged in ``text``, and the GPUs it names."""
+    state = _State()
+    for line in lines_of(text):
+        if "NCCL " in line and (m := _MESSAGE_RE.match(line[:2000])):
+            if m.group("host") and not m.group("host").startswith("<"):
+                state.hosts.add(m.group("host"))
+            _message(state, m.group("level"), m.group("msg"), m.group("host"))
+        elif "NCCL version" in line and (v := _VERSION_RE.search(line)):
+            state.view.version = state.view.version or v.group(1)
+    view = state.view
+    if not (state.bus or state.cuda or state.transports or state.disabled or view.settings or view.version):
+        raise InputError(f"{source}: NCCL lines found, but none that names a rank, a connection or a setting")
+    view.transports = list(state.transports.values())
+    view.p2p_disabled_pairs = [list(p) for p in sorted(state.disabled)]
+    return _topology(state, source)
+
+
+def _message(state: _State, level: str, msg: str, host: str | None) -> None:
+    view = state.view
+    if level == "WARN":
+        if len(view.notes) < MAX_NOTES:
+            view.notes.append(msg.strip()[:300])
+    elif m := _CONN_RE.search(msg):
+        _connection(state, m, host)
+    elif m := _INIT_RE.search(msg):
+        rank = int(m.group(1))
+        view.nranks = int(m.group(2))
+        state.cuda[rank] = int(m.group(3))
+        if (bus := nccl_bus_id(m.group(4))) is not None:
+            state.bus[rank] = bus
+        if host:
+            state.rank_host[rank] = host
+    elif m := _COMM_RE.search(msg):
+        view.nranks = int(m.group(2))
+    elif m := _RING_RE.match(msg.strip()):
+        if len(view.rings) < MAX_GPUS:
+            view.rings.append(f"Channel {m.group(1)}/{m.group(2)} : {' '.join(m.group(3).split())}")
+    elif m := _TREE_RE.match(msg.strip()):
+        if len(view.trees) < MAX_GPUS:
+            view.trees.append(m.group(1)[:500])
+    else:
+        _other(state, msg)
+
+
+def _other(state: _State, msg: str) -> None:
+    view = state.view
+    if m := _DISABLED_RE.search(msg):
+        state.disabled.add(tuple(sorted((int(m.group(1)), int(m.group(2))))))  # type: ignore[arg-type]
+    elif m := _NOT_ENABLED_RE.search(msg):
+        state.disabled.add(tuple(sorted((int(m.group(1)), int(m.group(3))))))  # type: ignore[arg-type]
+        for dev, tag in ((m.group(1), m.group(2)), (m.group(3), m.group(4))):
+            if (index := device_index(dev)) is not None and (bus := nccl_bus_id(tag)) is not None:
+                state.dev_bus.setdefault(index, bus)
+    elif m := _SETTING_RE.search(msg):
+        if len(view.settings) < MAX_NOTES:
+            view.settings[m.group(1)] = m.group(2)[:100]
+    elif m := _VERSION_RE.search(msg):
+        view.version = view.version or m.group(1)
+    elif "NVLS multicast support is not available" in msg:
+        view.nvls = False if view.nvls is None else view.nvls
+    elif "CollNet" in msg and "enabled" in msg.lower():
+        view.collnet = True
+
+
+def _transport_word(detail: str) -> str:
+    head = detail.split("/")[0].strip().upper()
+    if "shared memory" in detail.lower():
+        return "SHM"
+    return {"P2P": "P2P", "SHM": "SHM", "NET": "NET", "NVLS": "NVLS", "COLLNET": "COLLNET"}.get(head, head[:20])
+
+
+def _connection(state: _State, m: re.Match[str], host: str | None) -> None:
+    channel, src, dst = int(m.group(1)), int(m.group(2)), int(m.group(4))
+    if src >= MAX_GPUS * 64 or dst >= MAX_GPUS * 64:
+        return
+    if host and not host.startswith("<"):  # the rank that logs the line: the receiver of a [receive]
+        state.rank_host.setdefault(dst if "[receive]" in m.group(0) else src, host)
+    for rank, tag in ((src, m.group(3)), (dst, m.group(5))):
+        if tag is None:
+            continue
+        if len(tag) >= 5 or any(c in "abcdefABCDEF" for c in tag):
+            if (bus := nccl_bus_id(tag)) is not None:
+                state.bus.setdefault(rank, bus)
+        elif (device := device_index(tag)) is not None:
+            state.cuda.setdefault(rank, device)
+    detail = m.group(6)[:80]
+    word = _transport_word(detail)
+    if word == "NET" and "GDRDMA" in detail:
+        state.view.gdr = True
+    if word == "NVLS":
+        state.view.nvls = True
+    if word == "COLLNET":
+        state.view.collnet = True
+    key = (src, dst, detail)
+    entry = state.transports.setdefault(key, NcclTransport(src_rank=src, dst_rank=dst, transport=word, detail=detail))
+    if channel not in entry.channels and len(entry.channels) < 256:
+        entry.channels.append(channel)
+
+
+def _topology(state: _State, source: str) -> Topology:
+    view = state.view
+    ranks = sorted(set(state.bus) | set(state.cuda) | {r for t in view.transports for r in (t.src_rank, t.dst_rank)})
+    if not ranks:  # only P2P complaints: they number the GPUs themselves (NCCL's GPU numbers)
+        return _gpus_of_complaints(state, source)
+    one_host = len(state.hosts) <= 1
+    by_bus = one_host and ranks and all(r in state.bus for r in ranks) and len(set(state.bus.values())) == len(ranks)
+    order = sorted(ranks, key=lambda r: state.bus[r]) if by_bus else ranks
+    index_of = {rank: pos for pos, rank in enumerate(order)} if by_bus else {rank: rank for rank in ranks}
+    if len(ranks) > MAX_GPUS:
+        raise InputError(f"{source}: {len(ranks)} NCCL ranks; gputopo reads logs of at most {MAX_GPUS}")
+    gpus = [Gpu(index=index_of[r], pci_bus_id=state.bus.get(r), host=None if one_host else state.rank_host.get(r))
+            for r in ranks]
+    view.ranks = [NcclRank(rank=r, cuda_device=state.cuda.get(r), pci_bus_id=state.bus.get(r), host=state.rank_host.get(r))
+                  for r in ranks]
+    for t in view.transports:
+        t.a, t.b = index_of.get(t.src_rank), index_of.get(t.dst_rank)
+    topo = with_all_pairs(gpus, "nccl-log", f"{len(gpus)} GPUs in an NCCL_DEBUG=INFO log", source) if one_host else \
+        Topology(gpus=sorted(gpus, key=lambda g: g.index), source="nccl-log", source_detail=source,
+                 label=f"{len(gpus)} ranks on {len(state.hosts)} hosts in an NCCL_DEBUG=INFO log")
+    topo.nccl = view
+    links = topo.link_map()
+    for t in view.transports:
+        if t.transport == "P2P" and t.a is not None and t.b is not None and (t.a, t.b) in links:
+            link = links[(t.a, t.b)]
+            link.p2p_read = link.p2p_write = "ok"  # NCCL moved data peer to peer: peer access works
+    if by_bus and len(ranks) > 1:
+        topo.add_finding(Finding(
+            "info", "nccl-gpus-by-bus-id",
+            f"{source}: GPUs are numbered in PCI bus-id order of the ranks' busIds (nvidia-smi's order "
+            "where every GPU of the host is in the job; inferred)",
+        ))
+    return topo
+
+
+def _gpus_of_complaints(state: _State, source: str) -> Topology:
+    """No rank is named: the GPUs are the ones NCCL's P2P complaints number, and those pairs cannot peer."""
+    numbers = sorted({n for pair in state.disabled for n in pair} | set(state.dev_bus))
+    numbers = [n for n in numbers if n < MAX_GPUS]
+    gpus = [Gpu(index=n, pci_bus_id=state.dev_bus.get(n)) for n in numbers]
+    topo = with_all_pairs(gpus, "nccl-log", f"{len(gpus)} GPUs in an NCCL_DEBUG=INFO log", source)
+    topo.nccl = state.view
+    links = topo.link_map()
+    for a, b in state.disabled:
+        if (a, b) in links:
+            links[(a, b)].p2p_read = links[(a, b)].p2p_write = "NS"  # CUDA refused peer access to NCCL
+    return topo

@@ -1,0 +1,65 @@
+"""NCCL_DEBUG=INFO logs on real (cut) captures: transports per connection, bus ids, settings, P2P
+NCCL was refused, GDR, prefixes of log collectors, several hosts."""
+
+import pytest
+
+from gputopo.errors import InputError
+from gputopo.sources import nccl_log
+from readers_corpus import cases, pair, text_of
+
+
+def _transports(topo):
+    return {f"{t.src_rank}->{t.dst_rank}": t.transport for t in topo.nccl.transports}
+
+
+@pytest.mark.parametrize(("name", "want"), cases("nccl_log"))
+def test_real_logs_read_as_the_expert_reads_them(name, want):
+    text = text_of("nccl_log", name)
+    assert nccl_log.sniff(text)
+    topo = nccl_log.read(text, name)
+    got = _transports(topo)
+    for key, word in want.get("transports", {}).items():
+        assert got[key] == word
+    if want.get("transports") == {}:
+        assert got == {}
+    if "bus_ids" in want:
+        assert sorted(g.pci_bus_id for g in topo.gpus) == want["bus_ids"]
+    for rank, facts in want.get("ranks", {}).items():
+        entry = next(r for r in topo.nccl.ranks if r.rank == int(rank))
+        assert (entry.cuda_device, entry.pci_bus_id) == (facts["cuda_device"], facts["bus_id"])
+    for key in ("nranks", "version", "gdr"):
+        if key in want:
+            assert getattr(topo.nccl, key) == want[key]
+    assert topo.nccl.settings == want.get("settings", {})
+    assert topo.nccl.p2p_disabled_pairs == want.get("p2p_disabled_pairs", [])
+    if "hosts" in want:
+        assert {g.host for g in topo.gpus} - {None} == set(want["hosts"])
+    if "rings" in want:
+        assert len(topo.nccl.rings) == want["rings"]
+
+
+def test_pairs_nccl_moved_data_over_p2p_can_peer_and_refused_pairs_cannot():
+    topo = nccl_log.read(text_of("nccl_log", "nccl1773_8gpu_p2p_direct_pointer_single_process_cut.log"), "x")
+    assert topo.link(0, 6).can_peer is True and topo.link(0, 5).can_peer is None
+    refused = nccl_log.read(text_of("nccl_log", "nccl833_4gpu_could_not_enable_p2p_cut.log"), "y")
+    assert refused.link(0, 2).can_peer is False and refused.link(0, 1).can_peer is None
+
+
+def test_two_processes_are_numbered_by_bus_id_and_say_so():
+    topo = nccl_log.read(text_of("nccl_log", "nccl1190_2x2080ti_direct_shared_memory_cut.log"), "z")
+    assert [g.pci_bus_id for g in topo.gpus] == ["0000:3d:00.0", "0000:89:00.0"]
+    transport = topo.nccl.transports[0]
+    assert (transport.a, transport.b, transport.channels) == (1, 0, [0, 1])
+    assert any(f.code == "nccl-gpus-by-bus-id" for f in topo.diagnostics)
+
+
+def test_lines_of_other_programs_and_damaged_lines_are_skipped():
+    text = ("Traceback (most recent call last):\n  File x\nhost:1:2 [0] NCCL INFO Channel 00/0 : 0[0] -> 1[1] via P2P/IPC\n"
+            "NCCL INFO Channel 99999999999 : x -> y via\n" + "NCCL INFO " + "A" * 5000 + "\n")
+    topo = nccl_log.read(text, "mixed")
+    assert [(t.src_rank, t.dst_rank, t.transport) for t in topo.nccl.transports] == [(0, 1, "P2P")]
+
+
+def test_nccl_lines_naming_nothing_are_one_input_error():
+    with pytest.raises(InputError, match="none that names"):
+        nccl_log.read("x NCCL INFO Bootstrap : Using eth0\n", "b")
