@@ -1,0 +1,138 @@
+"""NCCL's topology XML (``NCCL_TOPO_DUMP_FILE`` / ``NCCL_TOPO_FILE``) -> Topology.
+
+``<system version="1">`` holds ``<cpu numaid affinity ...>`` (a NUMA node), ``<pci busid class
+link_speed link_width>`` trees under it, and in them ``<gpu dev sm rank gdr>`` with ``<nvlink target
+count tclass>`` children and ``<nic><net name speed gdr .../></nic>``. ``dev`` is the NVML index
+(nvidia-smi's). An NVLink whose target is another GPU's bus id is a direct NV<count> between the two;
+a target of class ``0x068000`` is an NVSwitch, so GPUs with NVSwitch links reach each other through
+the fabric (NV<n>, n = the fewer of their switch links). Pairs without NVLink get a PCIe word from the
+tree, as nvidia-smi would word it (inferred): another NUMA node SYS, another top-level PCI tree of the
+same node NODE, the same parent bridge PIX, else PXB.
+
+The XML is parsed only after refusing what a topology file never holds: a DOCTYPE or an ENTITY
+(no entity expansion can be triggered), or more than ``MAX_XML_CHARS``.
+"""
+
+from __future__ import annotations
+
+import re
+import xml.etree.ElementTree as ET
+
+from gputopo.errors import InputError
+from gputopo.model import Gpu, Nic, Topology, make_link, normalize_pci_bus_id
+from gputopo.sources.pasted import MAX_GPUS, device_index
+
+KIND = "NCCL topology XML"
+MAX_XML_CHARS = 4_000_000
+NVSWITCH_CLASS = "0x068000"
+_GEN_OF_SPEED = {"2.5": 1, "5": 2, "5.0": 2, "8": 3, "8.0": 3, "16": 4, "16.0": 4, "32": 5, "32.0": 5, "64": 6, "64.0": 6}
+
+
+def sniff(text: str) -> bool:
+    """Whether the text holds a ``<system version=...>`` topology document."""
+    return re.search(r"<system\s+version\s*=", text) is not None
+
+
+def _document(text: str, source: str) -> ET.Element:
+    start = re.search(r"<system\s+version\s*=", text)
+    if start is None:
+        raise InputError(f"{source}: no NCCL topology XML (<system version=...>)")
+    end = text.find("</system>", start.start())
+    if end < 0:
+        raise InputError(f"{source}: the NCCL topology XML is cut (no </system>)")
+    body = text[start.start() : end + len("</system>")]
+    if len(body) > MAX_XML_CHARS:
+        raise InputError(f"{source}: the NCCL topology XML is over {MAX_XML_CHARS} characters; not a real dump")
+    if re.search(r"<!(?:DOCTYPE|ENTITY)", text[: end + 9], re.IGNORECASE):
+        raise InputError(f"{source}: the XML declares a DOCTYPE or ENTITY, which NCCL topology files never do; refused")
+    try:
+        return ET.fromstring(body)
+    except ET.ParseError as exc:
+        raise InputError(f"{source}: the NCCL topology XML is damaged ({str(exc)[:80]})") from None
+
+
+def read(text: str, source: str) -> Topology:
+    """GPUs, NVLinks, PCIe paths and NICs of the NCCL topology XML in ``text``."""
+    root = _document(text, source)
+    gpus: dict[int, Gpu] = {}
+    paths: dict[int, list[str]] = {}  # GPU -> its PCI bus ids from the top of its cpu down
+    nvlinks: dict[int, list[tuple[str, int, str]]] = {}
+    nics: list[Nic] = []
+    for numa, cpu in enumerate(root.iter("cpu")):
+        node = _int(cpu.get("numaid"))
+        _walk(cpu, [], node if node is not None else numa, gpus, paths, nvlinks, nics)
+    if len(gpus) > MAX_GPUS:
+        raise InputError(f"{source}: {len(gpus)} GPUs in one topology file; more than {MAX_GPUS}")
+    topo = Topology(gpus=sorted(gpus.values(), key=lambda g: g.index), nics=nics, source="nccl-xml",
+                    source_detail=source, label=f"{len(gpus)} GPUs in an NCCL topology XML")
+    _links(topo, paths, nvlinks)
+    return topo
+
+
+def _walk(element: ET.Element, path: list[str], numa: int, gpus: dict[int, Gpu], paths: dict[int, list[str]],
+          nvlinks: dict[int, list[tuple[str, int, str]]], nics: list[Nic]) -> None:
+    for child in element:
+        if child.tag == "pci":
+            _walk(child, path + [child.get("busid", "?")], numa, gpus, paths, nvlinks, nics)
+        elif child.tag == "gpu" and (index := device_index(child.get("dev", ""))) is not None and index not in gpus:
+            gpus[index] = _gpu(index, element, path, numa)
+            paths[index] = path
+            nvlinks[index] = [(link.get("target", "").lower(), _int(link.get("count")) or 0, link.get("tclass", "").lower())
+                              for link in child.iter("nvlink")]
+        elif child.tag == "nic":
+            for net in child.iter("net"):
+                nics.append(Nic(name=net.get("name", "?")[:64], pci_bus_id=_bus(path[-1] if path else None), numa_node=numa))
+
+
+def _gpu(index: int, pci: ET.Element, path: list[str], numa: int) -> Gpu:
+    speed = (pci.get("link_speed") or "").split(" ")[0]
+    width = _int(pci.get("link_width"))
+    return Gpu(index=index, pci_bus_id=_bus(path[-1] if path else None), numa_node=numa,
+               pcie_gen_current=_GEN_OF_SPEED.get(speed), pcie_width_current=width or None)
+
+
+def _links(topo: Topology, paths: dict[int, list[str]], nvlinks: dict[int, list[tuple[str, int, str]]]) -> None:
+    by_bus = {g.pci_bus_id: g.index for g in topo.gpus if g.pci_bus_id}
+    switch_links = {i: sum(c for _, c, tclass in links if tclass == NVSWITCH_CLASS) for i, links in nvlinks.items()}
+    direct: dict[tuple[int, int], int] = {}
+    for a, links in nvlinks.items():
+        for target, count, _ in links:
+            b = by_bus.get(_bus(target))
+            if b is not None and b != a:
+                key = (min(a, b), max(a, b))
+                direct[key] = max(direct.get(key, 0), count)
+    indices = topo.gpu_indices
+    for i, a in enumerate(indices):
+        for b in indices[i + 1 :]:
+            pcie = _pcie_word(topo.gpu(a), topo.gpu(b), paths.get(a, []), paths.get(b, []))
+            switched = min(switch_links.get(a, 0), switch_links.get(b, 0))
+            if direct.get((a, b)):
+                topo.links.append(make_link(a, b, f"NV{direct[(a, b)]}", nvswitch=False, pcie_path=pcie))
+            elif switched:
+                topo.links.append(make_link(a, b, f"NV{switched}", nvswitch=True, pcie_path=pcie))
+            else:
+                topo.links.append(make_link(a, b, pcie, pcie_path=pcie))
+
+
+def _pcie_word(gpu_a: Gpu, gpu_b: Gpu, path_a: list[str], path_b: list[str]) -> str:
+    if gpu_a.numa_node != gpu_b.numa_node:
+        return "SYS"
+    if not path_a or not path_b or path_a[0] != path_b[0]:
+        return "NODE"
+    if path_a[:-1] == path_b[:-1]:
+        return "PIX"
+    return "PXB"
+
+
+def _bus(value: str | None) -> str | None:
+    return normalize_pci_bus_id(value) if value else None
+
+
+def _int(value: str | None) -> int | None:
+    if value is None:
+        return None
+    try:
+        number = int(value, 0)
+    except ValueError:
+        return None
+    return number if 0 <= number < 1 << 31 else None

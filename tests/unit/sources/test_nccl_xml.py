@@ -1,0 +1,46 @@
+"""NCCL topology XML on real dumps: GPUs by NVML index with bus ids and NUMA nodes, NVSwitch fabric
+as NV<n> to every peer, NICs; hostile XML refused before parsing."""
+
+import pytest
+
+from gputopo.errors import InputError
+from gputopo.sources import nccl_xml
+from readers_corpus import cases, text_of
+
+
+@pytest.mark.parametrize(("name", "want"), cases("nccl_xml"))
+def test_real_dumps_read_as_the_expert_reads_them(name, want):
+    text = text_of("nccl_xml", name)
+    assert nccl_xml.sniff(text)
+    topo = nccl_xml.read(text, name)
+    assert len(topo.gpus) == want["gpus"]
+    for index, bus in want["bus_ids"].items():
+        assert topo.gpu(int(index)).pci_bus_id == bus
+    for index, node in want.get("numa", {}).items():
+        assert topo.gpu(int(index)).numa_node == node
+    assert len(topo.nics) == want["nics"]
+    if want["gpus"] > 1:
+        assert {link.type for link in topo.links} == {f"NV{want['nvlinks_per_gpu']}"}
+        assert all(link.nvswitch is want["nvswitch"] for link in topo.links)
+
+
+def test_the_pcie_path_word_follows_numa_nodes_and_the_tree():
+    topo = nccl_xml.read(text_of("nccl_xml", "ibm_gx3d_8xh100_nvswitch_8nic_topo.xml"), "ibm")
+    assert topo.link(0, 4).pcie_path == "SYS" and topo.link(0, 3).pcie_path == "NODE"
+
+
+def test_a_direct_nvlink_between_two_gpus_is_nv_count_without_nvswitch():
+    text = ('<system version="1"><cpu numaid="0"><pci busid="0000:01:00.0"><gpu dev="0"><nvlink target="0000:02:00.0" count="2"/></gpu></pci>'
+            '<pci busid="0000:02:00.0"><gpu dev="1"><nvlink target="0000:01:00.0" count="2"/></gpu></pci></cpu></system>')
+    link = nccl_xml.read("pasted before\n" + text + "\nafter", "x").link(0, 1)
+    assert (link.type, link.nvswitch, link.pcie_path) == ("NV2", False, "NODE")
+
+
+@pytest.mark.parametrize("bad", [
+    '<!DOCTYPE lolz [<!ENTITY lol "lol"><!ENTITY lol2 "&lol;&lol;">]><system version="1"><cpu>&lol2;</cpu></system>',
+    '<system version="1"><cpu numaid="0"><pci busid="0000:01:00.0">',
+    '<system version="1"><cpu <<< </system>',
+])
+def test_hostile_or_cut_xml_is_one_input_error(bad):
+    with pytest.raises(InputError):
+        nccl_xml.read(bad, "bad")
