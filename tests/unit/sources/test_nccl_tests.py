@@ -1,0 +1,49 @@
+"""nccl-tests tables on real captures: devices with bus ids and hosts, busbw per size, #wrong,
+averages, several runs in one paste, the operation only where the paste names it."""
+
+import pytest
+
+from gputopo.errors import InputError
+from gputopo.sources import nccl_tests
+from readers_corpus import cases, text_of
+
+
+@pytest.mark.parametrize(("name", "want"), cases("nccl_tests"))
+def test_real_outputs_read_as_the_expert_reads_them(name, want):
+    text = text_of("nccl_tests", name)
+    assert nccl_tests.sniff(text)
+    topo = nccl_tests.read(text, name)
+    runs = topo.collectives
+    assert len(runs) == want["runs"]
+    assert all(run.operation == (want["operation"] or "unknown") for run in runs)
+    averages = want["avg_busbw_gbps"] if isinstance(want["avg_busbw_gbps"], list) else [want["avg_busbw_gbps"]]
+    assert [run.avg_busbw_gbps for run in runs] == pytest.approx(averages)
+    assert all(row.out_wrong == want["wrong"] == row.in_wrong for run in runs for row in run.rows)
+    assert all(run.out_of_bounds == 0 for run in runs)
+    if "rows" in want:
+        assert len(runs[0].rows) == want["rows"]
+    for size, busbw in want.get("busbw_gbps", {}).items():
+        assert next(r.out_busbw_gbps for r in runs[0].rows if r.size_bytes == int(size)) == pytest.approx(busbw)
+    if "nranks" in want:
+        assert runs[0].nranks == want["nranks"] and len(topo.gpus) == want["nranks"]
+        assert len({g.host for g in topo.gpus}) == (want["hosts"] if want["hosts"] > 1 else 1)
+    for index, bus in {**want.get("bus_ids", {}), **want.get("bus_ids_rank0_7", {})}.items():
+        assert topo.gpu(int(index)).pci_bus_id == bus
+
+
+def test_the_p2p_disabled_sys_run_is_thirty_times_slower_than_nvlink():
+    first, second = nccl_tests.read(text_of("nccl_tests", "dgx_a100_2gpu_nv_vs_p2p_disable_sys_tables_no_devices.txt"), "x").collectives
+    assert first.avg_busbw_gbps / second.avg_busbw_gbps > 30
+
+
+def test_wrong_counts_and_na_are_kept_as_read():
+    text = ("#       size         count      type   redop    root     time   algbw   busbw #wrong     time   algbw   busbw #wrong\n"
+            "#        (B)    (elements)                               (us)  (GB/s)  (GB/s)            (us)  (GB/s)  (GB/s)\n"
+            "           8             2     float     sum      -1    42.56    0.00    0.00      3    41.00    0.00    0.00    N/A\n")
+    row = nccl_tests.read(text, "w").collectives[0].rows[0]
+    assert (row.out_wrong, row.in_wrong, row.root) == (3, None, -1)
+
+
+def test_a_header_without_rows_is_one_input_error():
+    with pytest.raises(InputError, match="without any row"):
+        nccl_tests.read("#       size         count      type   redop    root     time   algbw   busbw #wrong\nnothing\n", "h")
