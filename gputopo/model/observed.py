@@ -17,6 +17,7 @@ class NvLinkState:
     gbps: float | None = None  # the per-link speed nvidia-smi prints (GB/s, per direction)
     remote: str | None = None  # the far end where ``-R`` says it (a PCI bus id, or "NVSwitch")
     pci_bus_id: str | None = None  # the GPU's, where printed
+    capabilities: dict[str, bool] = field(default_factory=dict)  # ``-c``: "P2P is supported": true, ...
 
 
 @dataclass

@@ -1,0 +1,65 @@
+"""``nvidia-smi nvlink -s`` (``--status``), ``-R`` (remote) and ``-c`` (``--capabilities``) -> Topology
+with the state of every NVLink (``Topology.nvlinks``).
+
+``GPU N: name (UUID: GPU-...)`` lines start a GPU; under it ``Link L: 25.781 GB/s`` (active, its
+speed per direction), ``Link L: <inactive>``, ``Link L: Remote ... 0000:xx:yy.z`` (the far end) and
+``Link L, <capability>: true|false``. Lines of other outputs are skipped; a GPU whose lines were cut
+(``[snip]``) is simply not listed: unknown, not absent. The output never says which peer a link
+reaches (except ``-R``), so no GPU pair is linked here.
+"""
+
+from __future__ import annotations
+
+import re
+
+from gputopo.errors import InputError
+from gputopo.model import Gpu, NvLinkState, Topology, normalize_pci_bus_id
+from gputopo.sources.pasted import device_index, lines_of, number
+
+KIND = "nvidia-smi nvlink"
+MAX_LINKS_PER_GPU = 64
+
+_GPU_RE = re.compile(r"^\s*GPU (\d+): (.+?)(?: \(UUID: (GPU-[0-9a-fA-F-]+)\))?\s*$")
+_STATE_RE = re.compile(r"^\s*Link (\d+): (?:(<inactive>)|([0-9.]+) GB/s)\s*$")
+_REMOTE_RE = re.compile(r"^\s*Link (\d+): .*?Remote.*?((?:[0-9a-fA-F]{4,8}:)?[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7])")
+_CAPABILITY_RE = re.compile(r"^\s*Link (\d+), (.{1,60}?): (true|false)\s*$")
+
+
+def sniff(text: str) -> bool:
+    """Whether the text holds ``nvidia-smi nvlink`` link lines."""
+    return re.search(r"(?m)^\s*Link \d+(?:: (?:<inactive>|[0-9.]+ GB/s)|, .{1,60}: (?:true|false))\s*$", text) is not None
+
+
+def read(text: str, source: str) -> Topology:
+    """Every GPU's NVLinks as the ``nvidia-smi nvlink`` output in ``text`` states them."""
+    gpus: dict[int, Gpu] = {}
+    states: dict[tuple[int, int], NvLinkState] = {}
+    current: int | None = None
+    for line in lines_of(text):
+        if (m := _GPU_RE.match(line)) and (index := device_index(m.group(1))) is not None:
+            current = index
+            gpus.setdefault(index, Gpu(index=index, name=m.group(2).strip()[:200], uuid=m.group(3)))
+            continue
+        m = _STATE_RE.match(line) or _REMOTE_RE.match(line) or _CAPABILITY_RE.match(line)
+        if m is None or current is None:
+            continue
+        link = int(m.group(1)) if len(m.group(1)) <= 3 else MAX_LINKS_PER_GPU
+        if link >= MAX_LINKS_PER_GPU:
+            continue
+        state = states.setdefault((current, link), NvLinkState(gpu=current, link=link))
+        if m.re is _STATE_RE:
+            state.active = m.group(2) is None
+            state.gbps = number(m.group(3)) if m.group(3) else None
+        elif m.re is _REMOTE_RE:
+            state.remote = normalize_pci_bus_id(m.group(2))
+        elif len(state.capabilities) < 16:
+            state.capabilities[m.group(2).strip()] = m.group(3) == "true"
+    if not states:
+        raise InputError(f"{source}: `nvidia-smi nvlink` lines without a `GPU N:` line above them")
+    for gpu in gpus.values():
+        said = [s.active for s in states.values() if s.gpu == gpu.index and s.active is not None]
+        gpu.nvlink_active_links = sum(said) if said else None
+    topo = Topology(gpus=sorted(gpus.values(), key=lambda g: g.index), source="nvidia-smi-nvlink",
+                    source_detail=source, label=f"NVLinks of {len(gpus)} GPUs (nvidia-smi nvlink)")
+    topo.nvlinks = sorted(states.values(), key=lambda s: (s.gpu, s.link))
+    return topo

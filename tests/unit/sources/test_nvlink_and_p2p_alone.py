@@ -1,0 +1,55 @@
+"""nvidia-smi nvlink -s/-c and topo -p2p alone, on real captures."""
+
+import pytest
+
+from gputopo.errors import InputError
+from gputopo.sources import nvlink, smi_p2p
+from readers_corpus import cases, text_of
+
+
+@pytest.mark.parametrize(("name", "want"), cases("nvlink"))
+def test_nvlink_outputs_read_as_the_expert_reads_them(name, want):
+    text = text_of("nvlink", name)
+    assert nvlink.sniff(text) and not smi_p2p.sniff(text)
+    topo = nvlink.read(text, name)
+    listed = sorted(g.index for g in topo.gpus)
+    assert listed == want.get("gpus_listed", list(range(want.get("gpus", 0))))
+    for gpu, count in want.get("active", {}).items():
+        assert topo.gpu(int(gpu)).nvlink_active_links == count
+        assert all(s.gbps == want["gbps_per_link"] for s in topo.nvlinks if s.gpu == int(gpu) and s.active)
+    for gpu, links in want.get("inactive", {}).items():
+        assert sorted(s.link for s in topo.nvlinks if s.gpu == int(gpu) and s.active is False) == links
+    if "links_per_gpu" in want:
+        assert all(sum(1 for s in topo.nvlinks if s.gpu == g) == want["links_per_gpu"] for g in listed)
+    for gpu, per_link in want.get("capabilities", {}).items():
+        for link, caps in per_link.items():
+            state = next(s for s in topo.nvlinks if s.gpu == int(gpu) and s.link == int(link))
+            assert all(state.capabilities[k] is v for k, v in caps.items()) and state.active is None
+
+
+def test_link_lines_without_a_gpu_line_are_one_input_error():
+    with pytest.raises(InputError, match="without a `GPU N:`"):
+        nvlink.read("\t Link 0: 25.781 GB/s\n", "x")
+
+
+def test_remote_ends_of_nvlink_r_are_kept():
+    text = "GPU 0: Tesla V100 (UUID: GPU-1)\n\t Link 0: Remote Device Type: GPU, Remote PCI Bus ID: 00000000:1B:00.0\n"
+    assert nvlink.read(text, "r").nvlinks[0].remote == "0000:1b:00.0"
+
+
+@pytest.mark.parametrize(("name", "want"), cases("topo_p2p"))
+def test_topo_p2p_alone_gives_gpus_and_p2p_words(name, want):
+    text = text_of("topo_p2p", name)
+    assert smi_p2p.sniff(text)
+    topo = smi_p2p.read(text, name)
+    assert len(topo.gpus) == want["gpus"]
+    for key, word in want["p2p"].items():
+        a, b = (int(x) for x in key.split("-"))
+        link = topo.link(a, b)
+        assert link.type == "UNKNOWN" and link.p2p_read == word
+    assert any(f.code == "p2p-capability-assumed" for f in topo.diagnostics)
+
+
+def test_topo_p2p_beside_topo_m_is_left_to_the_topo_m_reader():
+    text = text_of("nvlink", "quadro_rtx8000_pair_status_topo_errors_session.txt")
+    assert not smi_p2p.sniff(text)
