@@ -74,6 +74,7 @@ def _merge_into(merged: Topology, kept_from: str, part: Topology, other_from: st
             setattr(merged, name, copy.deepcopy(getattr(part, name)))
     if merged.tf is None:
         merged.tf = copy.deepcopy(part.tf)
+    _merge_observed(merged, part, index_of)
     for finding in part.diagnostics:
         merged.add_finding(copy.deepcopy(finding))
     merged.disagreements.extend(copy.deepcopy(part.disagreements))
@@ -148,6 +149,7 @@ def _oriented(measured: Measurement, flipped: bool) -> Measurement:
     result = copy.deepcopy(measured)
     if flipped:
         result.a_to_b_gbps, result.b_to_a_gbps = result.b_to_a_gbps, result.a_to_b_gbps
+        result.p2p_off_a_to_b_gbps, result.p2p_off_b_to_a_gbps = result.p2p_off_b_to_a_gbps, result.p2p_off_a_to_b_gbps
     return result
 
 
@@ -172,3 +174,21 @@ def _merge_nics(merged: Topology, part: Topology, index_of: dict[int, int]) -> N
         if key not in have:
             merged.nic_links.append(dataclasses.replace(link, gpu=key[0]))
             have.add(key)
+
+
+def _merge_observed(merged: Topology, part: Topology, index_of: dict[int, int]) -> None:
+    """NVLink states, NCCL's view and nccl-tests runs of ``part``, renumbered to the merged GPUs."""
+    have = {(state.gpu, state.link) for state in merged.nvlinks}
+    for state in part.nvlinks:
+        moved = dataclasses.replace(copy.deepcopy(state), gpu=index_of.get(state.gpu, state.gpu))
+        if (moved.gpu, moved.link) not in have:
+            merged.nvlinks.append(moved)
+    if merged.nccl is None and part.nccl is not None:
+        merged.nccl = copy.deepcopy(part.nccl)
+        for transport in merged.nccl.transports:
+            transport.a = None if transport.a is None else index_of.get(transport.a, transport.a)
+            transport.b = None if transport.b is None else index_of.get(transport.b, transport.b)
+    for run in part.collectives:
+        moved_run = copy.deepcopy(run)
+        moved_run.gpus = [index_of.get(g, g) for g in run.gpus]
+        merged.collectives.append(moved_run)

@@ -64,7 +64,7 @@ def read(text: str, source: str) -> Topology:
     """The measured pairs of the p2pBandwidthLatencyTest output in ``text`` (other lines are skipped)."""
     parsed = _parse(lines_of(text))
     indices = set(parsed.gpus) | {i for cells in parsed.matrices.values() for pair in cells for i in pair}
-    if not parsed.matrices:
+    if not any(parsed.matrices.values()):
         raise InputError(f"{source}: p2pBandwidthLatencyTest banner found but no bandwidth or latency matrix")
     gpus = [parsed.gpus.get(i) or Gpu(index=i) for i in sorted(indices)]
     topo = with_all_pairs(gpus, "p2pBandwidthLatencyTest", f"{len(gpus)} GPUs measured by p2pBandwidthLatencyTest", source)

@@ -47,8 +47,19 @@ def _read_topo_matrix(text: str, source: str) -> Topology:
 
 # Text readers, in priority order: where several match one paste, the first one's answers win a
 # disagreement (and the disagreement becomes a finding).
+def _reader_of(module: str) -> Reader:
+    """The Reader of ``gputopo.sources.<module>`` (which holds ``KIND``, ``sniff`` and ``read``)."""
+    import importlib
+
+    loaded = importlib.import_module(f"gputopo.sources.{module}")
+    return Reader(loaded.KIND, loaded.sniff, loaded.read)
+
+
 READERS: tuple[Reader, ...] = (
     Reader("nvidia-smi topo -m", _sniff_topo_matrix, _read_topo_matrix),
+    *(_reader_of(module) for module in (
+        "smi_p2p", "nccl_xml", "p2pbw", "nvbandwidth", "nvbandwidth_json", "nccl_log", "nccl_tests", "nvlink",
+    )),
 )
 
 # Whole documents, recognised before any text reader.

@@ -119,7 +119,10 @@ def recommendation_notes(topology: Topology, problem: Problem, k: int) -> list[s
         )
     measured = sum(1 for basis in problem.estimate_basis.values() if basis == "measured") // 2
     if measured:
-        notes.append(f"{measured} pair(s) use bench-p2p measurements instead of estimates.")
+        from gputopo.analysis.measured import method_of
+
+        methods = sorted({method_of(link.measured) for link in topology.links if link.measured is not None})
+        notes.append(f"Ranked by measured GB/s: {measured} pair(s) use measurements ({'; '.join(methods)}) instead of estimates.")
     return notes
 
 

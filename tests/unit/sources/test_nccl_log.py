@@ -5,7 +5,7 @@ import pytest
 
 from gputopo.errors import InputError
 from gputopo.sources import nccl_log
-from readers_corpus import cases, pair, text_of
+from unit.sources.readers_corpus import cases, pair, text_of
 
 
 def _transports(topo):

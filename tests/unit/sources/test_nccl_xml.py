@@ -5,7 +5,7 @@ import pytest
 
 from gputopo.errors import InputError
 from gputopo.sources import nccl_xml
-from readers_corpus import cases, text_of
+from unit.sources.readers_corpus import cases, text_of
 
 
 @pytest.mark.parametrize(("name", "want"), cases("nccl_xml"))

@@ -7,7 +7,7 @@ import pytest
 
 from gputopo.errors import InputError
 from gputopo.sources import nvbandwidth, nvbandwidth_json
-from readers_corpus import cases, directed_gbps, pair, text_of
+from unit.sources.readers_corpus import cases, directed_gbps, pair, text_of
 
 
 def _read(name):

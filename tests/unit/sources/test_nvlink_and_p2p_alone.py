@@ -4,7 +4,7 @@ import pytest
 
 from gputopo.errors import InputError
 from gputopo.sources import nvlink, smi_p2p
-from readers_corpus import cases, text_of
+from unit.sources.readers_corpus import cases, text_of
 
 
 @pytest.mark.parametrize(("name", "want"), cases("nvlink"))

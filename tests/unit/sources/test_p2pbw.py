@@ -5,7 +5,7 @@ import pytest
 
 from gputopo.errors import InputError
 from gputopo.sources import p2pbw
-from readers_corpus import cases, directed_gbps, pair, text_of
+from unit.sources.readers_corpus import cases, directed_gbps, pair, text_of
 
 
 @pytest.mark.parametrize(("name", "want"), cases("p2pbw"))

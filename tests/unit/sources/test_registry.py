@@ -72,14 +72,14 @@ def test_a_paste_of_several_outputs_is_read_by_every_matching_reader_and_merged(
     from gputopo.sources import registry
 
     def sniff_bandwidth(text: str) -> bool:
-        return "Bandwidth Matrix" in text
+        return "A FAKE BANDWIDTH TABLE" in text  # no real kind's words: only this fake reader matches
 
     def read_bandwidth(text: str, source: str) -> Topology:
         link = make_link(0, 1, "UNKNOWN", measured=Measurement(a_to_b_gbps=48.5, device_kind="GPU"))
         return Topology(gpus=[Gpu(index=0), Gpu(index=1)], links=[link], source="nvidia-smi")
 
     monkeypatch.setattr(registry, "READERS", (*READERS, Reader("a bandwidth test", sniff_bandwidth, read_bandwidth)))
-    topology = read_text(DGX1.read_text() + "\nUnidirectional P2P=Enabled Bandwidth Matrix (GB/s)\n", "both.txt")
+    topology = read_text(DGX1.read_text() + "\nA FAKE BANDWIDTH TABLE\n", "both.txt")
     link = topology.link(0, 1)
     assert link.type == "NV1" and link.measured is not None and link.measured.a_to_b_gbps == 48.5
     assert topology.source_detail == "both.txt (nvidia-smi topo -m) + both.txt (a bandwidth test)"
