@@ -29,6 +29,7 @@ import importlib.util
 from collections import Counter, defaultdict
 
 from gputopo.analysis.disagreements import disagreement_findings
+from gputopo.analysis.observed_findings import observed_findings
 from gputopo.analysis.locality import (
     SYS_MEANING,
     link_crosses_numa,
@@ -69,6 +70,7 @@ def diagnose(topology: Topology) -> list[Finding]:
     findings += _pcie_degraded(topology)
     findings += _nvlink_fabric(topology)
     findings += disagreement_findings(topology)
+    findings += observed_findings(topology)
     if topology.tf is not None and importlib.util.find_spec("gputopo.analysis.tf_crosscheck") is not None:
         from gputopo.analysis.tf_crosscheck import tf_findings
 

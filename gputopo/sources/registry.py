@@ -34,9 +34,10 @@ class Reader:
 
 
 def _sniff_topo_matrix(text: str) -> bool:
+    from gputopo.sources.smi_p2p import sniff as p2p_alone
     from gputopo.sources.smi_text import sniff
 
-    return sniff(text)
+    return sniff(text) and not p2p_alone(text)  # a `topo -p2p` matrix alone is its own kind
 
 
 def _read_topo_matrix(text: str, source: str) -> Topology:

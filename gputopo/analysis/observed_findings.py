@@ -1,0 +1,163 @@
+"""Findings from what tools measured and observed, checked against the topology:
+
+- ``measured-below-expected``: a pair copies far below what its link type gives ("GPU 2->5: 9.9
+  GB/s, 40% of what PIX over PCIe Gen4 x16 gives"); only where the link type is known;
+- ``p2p-slower-than-staged``: with P2P on, a pair copies slower than the same tool measured with P2P
+  off (through host memory): P2P hurts there (ACS, IOMMU, a bad switch);
+- ``nccl-not-p2p``: NCCL connected two GPUs of one host through SHM or the network although the
+  topology says they can peer (NVLink, or P2P ok), naming the setting that explains it where the
+  log shows one (NCCL_P2P_DISABLE, NCCL_P2P_LEVEL);
+- ``nccl-p2p-refused``: NCCL logged that CUDA refused P2P between GPUs it considers connected;
+- ``nvlink-inactive``: links ``nvidia-smi nvlink`` shows ``<inactive>``, a warning where the topology
+  says the GPU should have more active links than it has;
+- ``collective-wrong-results``: nccl-tests counted wrong results (#wrong) or out-of-bounds values.
+"""
+
+from __future__ import annotations
+
+from gputopo.analysis.measured import FAR_BELOW_RATIO, comparisons, measured_gbps
+from gputopo.model import Finding, Topology
+from gputopo.notation import count_word
+
+P2P_SLOWER_RATIO = 0.9  # P2P figure below 90% of the staged one: P2P costs, it does not pay
+
+
+def observed_findings(topology: Topology) -> list[Finding]:
+    """Every finding above that ``topology`` gives reason for."""
+    return [
+        *_below_expected(topology),
+        *_p2p_slower(topology),
+        *_nccl_transports(topology),
+        *_nccl_refused(topology),
+        *_nvlink_inactive(topology),
+        *_collective_errors(topology),
+    ]
+
+
+def _below_expected(topology: Topology) -> list[Finding]:
+    slow = [c for c in comparisons(topology) if c.ratio < FAR_BELOW_RATIO]
+    if not slow:
+        return []
+    shown = "; ".join(c.text() for c in slow[:6]) + (f"; and {len(slow) - 6} more" if len(slow) > 6 else "")
+    gpus = sorted({g for c in slow for g in (c.src, c.dst)})
+    return [Finding(
+        "warning", "measured-below-expected",
+        f"{count_word(len(slow), 'direction')} measured far below what the link gives: {shown}",
+        gpus=gpus,
+        fix="check the PCIe link width/speed under load, ACS and IOMMU on the path (`gputopo doctor`), "
+            "and measure again with `gputopo bench-p2p`",
+    )]
+
+
+def _p2p_slower(topology: Topology) -> list[Finding]:
+    findings = []
+    for link in topology.links:
+        m = link.measured
+        if m is None or m.p2p_enabled is not True:
+            continue
+        on = measured_gbps(link)
+        off = [v for v in (m.p2p_off_a_to_b_gbps, m.p2p_off_b_to_a_gbps) if v is not None and v > 0]
+        if on is None or not off or on >= P2P_SLOWER_RATIO * min(off):
+            continue
+        findings.append(Finding(
+            "warning", "p2p-slower-than-staged",
+            f"GPU {link.a}-{link.b}: {on:.1f} GB/s with P2P on, {min(off):.1f} GB/s with P2P off "
+            f"(copies staged through host memory) by the same test ({m.method or 'bench-p2p'}): P2P slows this pair down",
+            gpus=[link.a, link.b],
+            fix="P2P slower than host copies points at ACS or the IOMMU redirecting peer traffic through the root "
+                "complex: check `sudo lspci -vvv | grep ACSCtl` and the kernel's iommu= setting; meanwhile "
+                "NCCL_P2P_DISABLE=1 is faster on this box",
+        ))
+    return findings
+
+
+def _nccl_transports(topology: Topology) -> list[Finding]:
+    view = topology.nccl
+    if view is None:
+        return []
+    links = topology.link_map()
+    seen: set[tuple[int, int]] = set()
+    findings = []
+    why = _p2p_setting(view.settings)
+    for t in view.transports:
+        if t.transport not in ("SHM", "NET") or t.a is None or t.b is None or (t.a, t.b) not in links:
+            continue
+        link = links[(t.a, t.b)]
+        pair = (link.a, link.b)
+        if pair in seen or not (link.is_nvlink or link.can_peer):
+            continue
+        seen.add(pair)
+        facts = link.type if link.is_nvlink else f"{link.type}, P2P ok"
+        findings.append(Finding(
+            "warning", "nccl-not-p2p",
+            f"NCCL uses {t.transport} ({t.detail}) between GPU {t.a} and GPU {t.b} although they are {facts}"
+            + (f": {why}" if why else ": P2P disabled by NCCL_P2P_DISABLE or NCCL_P2P_LEVEL? (the log does not show)"),
+            gpus=[link.a, link.b],
+            fix="unset NCCL_P2P_DISABLE / NCCL_P2P_LEVEL for this job, or see why NCCL refused P2P (NCCL_DEBUG=INFO, "
+                "NCCL_DEBUG_SUBSYS=INIT,P2P)",
+        ))
+    return findings
+
+
+def _p2p_setting(settings: dict[str, str]) -> str | None:
+    if settings.get("NCCL_P2P_DISABLE") not in (None, "0"):
+        return f"the log shows NCCL_P2P_DISABLE={settings['NCCL_P2P_DISABLE']}"
+    level = settings.get("NCCL_P2P_LEVEL")
+    if level is not None:
+        return f"the log shows NCCL_P2P_LEVEL={level}, which limits P2P to paths up to {level}"
+    return None
+
+
+def _nccl_refused(topology: Topology) -> list[Finding]:
+    view = topology.nccl
+    if view is None or not view.p2p_disabled_pairs:
+        return []
+    pairs = ", ".join(f"{a}-{b}" for a, b in view.p2p_disabled_pairs[:12])
+    return [Finding(
+        "warning", "nccl-p2p-refused",
+        f"NCCL could not use P2P between its GPUs {pairs} although it considers them connected "
+        "(numbers are NCCL's GPUs on that host); it falls back to copies through host memory",
+        fix="usually ACS or the IOMMU (or a VM): check `lspci -vvv | grep ACSCtl`, boot with iommu=pt, or run "
+            "`gputopo doctor`; NCCL_IGNORE_DISABLED_P2P=1 only hides the message",
+    )]
+
+
+def _nvlink_inactive(topology: Topology) -> list[Finding]:
+    findings = []
+    by_gpu: dict[int, list[int]] = {}
+    for state in topology.nvlinks:
+        if state.active is False:
+            by_gpu.setdefault(state.gpu, []).append(state.link)
+    links = topology.link_map()
+    for gpu, down in sorted(by_gpu.items()):
+        active = sum(1 for s in topology.nvlinks if s.gpu == gpu and s.active)
+        wired = max((links[(gpu, other)].nvlink_count for other in topology.gpu_indices
+                     if (gpu, other) in links and not links[(gpu, other)].nvswitch), default=0)
+        expected_more = wired > active
+        findings.append(Finding(
+            "warning" if expected_more else "info", "nvlink-inactive",
+            f"GPU {gpu}: NVLink {count_word(len(down), 'link')} {', '.join(map(str, down))} <inactive>, {active} active"
+            + (f", while the topology shows NV{wired} to a peer" if expected_more else
+               " (a card has more link slots than its bridge uses: this can be normal; a link that should be up and is "
+               "not means a bridge not seated or a fault)"),
+            gpus=[gpu],
+            fix="reseat the NVLink bridge; `nvidia-smi nvlink -e` shows error counters",
+        ))
+    return findings
+
+
+def _collective_errors(topology: Topology) -> list[Finding]:
+    findings = []
+    for run in topology.collectives:
+        wrong = sum((row.out_wrong or 0) + (row.in_wrong or 0) for row in run.rows)
+        if wrong or run.out_of_bounds:
+            findings.append(Finding(
+                "error", "collective-wrong-results",
+                f"nccl-tests {run.operation}: {wrong} wrong results"
+                + (f", {run.out_of_bounds} out-of-bounds values" if run.out_of_bounds else "")
+                + ": data was corrupted between GPUs (not just slow)",
+                gpus=list(run.gpus),
+                fix="corrupted collectives point at P2P through a broken path (ACS/IOMMU) or failing hardware: run "
+                    "again with NCCL_P2P_DISABLE=1; if that is correct, fix P2P (`gputopo doctor`)",
+            ))
+    return findings

@@ -1,0 +1,61 @@
+"""Findings from measurements and tool outputs, checked against the topology, on real captures."""
+
+from gputopo.analysis.diagnose import diagnose
+from gputopo.analysis.observed_findings import observed_findings
+from gputopo.model import CollectiveRow, CollectiveRun, Gpu, Measurement, Topology, make_link
+from gputopo.sources import nccl_log, p2pbw
+from gputopo.sources.merge import merge_views
+from gputopo.sources.registry import read_text
+from unit.sources.readers_corpus import text_of
+
+
+def _codes(topology):
+    return {f.code for f in observed_findings(topology)}
+
+
+def test_p2p_slower_than_staged_on_the_six_4090s_of_nccl_814():
+    topo = p2pbw.read(text_of("p2pbw", "nccl814_6x_rtx4090_p2p_slower_than_staged_cut.txt"), "814")
+    findings = [f for f in observed_findings(topo) if f.code == "p2p-slower-than-staged"]
+    assert len(findings) == 15  # every pair of six
+    assert "9.9 GB/s with P2P on, 20.1 GB/s with P2P off" in findings[0].message
+    assert "p2pBandwidthLatencyTest" in findings[0].message and "ACS" in findings[0].fix
+
+
+def test_healthy_p2p_gives_no_measurement_finding():
+    topo = read_text(text_of("pairs", "asus_esc8000a_4x_rtx6000ada_topo.txt")
+                     + text_of("pairs", "asus_esc8000a_4x_rtx6000ada_p2pbw.txt"), "asus")
+    assert not _codes(topo) & {"p2p-slower-than-staged", "measured-below-expected"}
+
+
+def test_a_pair_far_below_its_link_type_is_named_with_its_share():
+    gpus = [Gpu(index=i, pcie_gen_max=4, pcie_width_current=16) for i in (2, 5)]
+    m = Measurement(a_to_b_gbps=9.9, b_to_a_gbps=9.9, method="p2pBandwidthLatencyTest", test="P2P=Enabled")
+    finding = next(f for f in diagnose(Topology(gpus=gpus, links=[make_link(2, 5, "PIX", measured=m)]))
+                   if f.code == "measured-below-expected")
+    assert "GPU 2\u21925: 9.9 GB/s, 40% of what PIX over PCIe Gen4 x16 gives" in finding.message
+    assert finding.gpus == [2, 5]
+
+
+def test_nccl_shm_between_gpus_the_topology_says_can_peer():
+    log = nccl_log.read(text_of("nccl_log", "nccl1190_2x2080ti_direct_shared_memory_cut.log"), "log")
+    wired = Topology(gpus=[Gpu(index=0, pci_bus_id="0000:3d:00.0"), Gpu(index=1, pci_bus_id="0000:89:00.0")],
+                     links=[make_link(0, 1, "NV2", p2p_read="ok", p2p_write="ok")], source="nvml")
+    merged = merge_views([wired, log], ["nvml", "log"])
+    finding = next(f for f in observed_findings(merged) if f.code == "nccl-not-p2p")
+    assert "NCCL uses SHM (direct shared memory) between GPU 1 and GPU 0 although they are NV2" in finding.message
+    assert "NCCL_P2P_DISABLE or NCCL_P2P_LEVEL?" in finding.message
+    merged.nccl.settings["NCCL_P2P_DISABLE"] = "1"
+    assert "the log shows NCCL_P2P_DISABLE=1" in next(f.message for f in observed_findings(merged) if f.code == "nccl-not-p2p")
+
+
+def test_nccl_refused_p2p_and_inactive_nvlinks_and_wrong_collectives():
+    refused = nccl_log.read(text_of("nccl_log", "pytorch130113_3gpu_p2p_disabled_between_connected_cut.log"), "r")
+    assert "nccl-p2p-refused" in _codes(refused)
+    nvl = read_text(text_of("nvlink", "nccl1608_3x_h100nvl_topo_then_status_six_inactive_cut.txt"), "nvl")
+    inactive = next(f for f in observed_findings(nvl) if f.code == "nvlink-inactive")
+    assert inactive.severity == "info" and "4, 5, 10, 11, 16, 17" in inactive.message  # NV12 bridge, 12 up
+    nvl.link(0, 1).type, nvl.link(0, 1).nvlink_count = "NV18", 18
+    assert next(f for f in observed_findings(nvl) if f.code == "nvlink-inactive").severity == "warning"
+    run = CollectiveRun("all_reduce", gpus=[0, 1], rows=[CollectiveRow(size_bytes=8, out_wrong=0, in_wrong=2)])
+    bad = Topology(gpus=[Gpu(index=0), Gpu(index=1)], collectives=[run])
+    assert next(f for f in observed_findings(bad) if f.code == "collective-wrong-results").severity == "error"
