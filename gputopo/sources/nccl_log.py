@@ -28,8 +28,11 @@ from gputopo.sources.pasted import MAX_GPUS, device_index, lines_of, nccl_bus_id
 
 KIND = "NCCL_DEBUG=INFO log"
 MAX_NOTES = 20
+MAX_LINE_CHARS = 4000  # a longer line is cut: no NCCL message is that long
 
-_MESSAGE_RE = re.compile(r"^(?:.*?(?P<host>[A-Za-z0-9_.<>\-]+):(?P<pid>\d+):\d+ \[\d+\] )?.*?NCCL (?P<level>INFO|WARN) ?(?P<msg>.*)$")
+_LEVEL_RE = re.compile(r"NCCL (INFO|WARN) ?")
+_WHO_RE = re.compile(r"([A-Za-z0-9_.<>\-]+):\d+:\d+")  # host:pid:tid before " [cudaDev] NCCL INFO"
+_DEV_RE = re.compile(r"\[\d+\]")
 _INIT_RE = re.compile(r"comm 0x[0-9a-fA-F]+ rank (\d+) nranks (\d+) cudaDev (\d+)(?: nvmlDev \d+)? busId ([0-9a-fA-F]+)")
 _COMM_RE = re.compile(r"comm 0x[0-9a-fA-F]+ rank (\d+) nRanks (\d+) nNodes (\d+)")
 _CONN_RE = re.compile(
@@ -65,10 +68,12 @@ def read(text: str, source: str) -> Topology:
     """NCCL's view of the job logged in ``text``, and the GPUs it names."""
     state = _State()
     for line in lines_of(text):
-        if "NCCL " in line and (m := _MESSAGE_RE.match(line[:2000])):
-            if m.group("host") and not m.group("host").startswith("<"):
-                state.hosts.add(m.group("host"))
-            _message(state, m.group("level"), m.group("msg"), m.group("host"))
+        line = line[:MAX_LINE_CHARS]
+        if "NCCL " in line and (m := _LEVEL_RE.search(line)):
+            host = _host_of(line[: m.start()])
+            if host and not host.startswith("<"):
+                state.hosts.add(host)
+            _message(state, m.group(1), line[m.end() :], host)
         elif "NCCL version" in line and (v := _VERSION_RE.search(line)):
             state.view.version = state.view.version or v.group(1)
     view = state.view
@@ -77,6 +82,14 @@ def read(text: str, source: str) -> Topology:
     view.transports = list(state.transports.values())
     view.p2p_disabled_pairs = [list(p) for p in sorted(state.disabled)]
     return _topology(state, source)
+
+
+def _host_of(prefix: str) -> str | None:
+    """``host`` of a ``host:pid:tid [dev] `` prefix (its last two words), else None. Linear."""
+    words = prefix.split()
+    if len(words) >= 2 and _DEV_RE.fullmatch(words[-1]) and (m := _WHO_RE.fullmatch(words[-2])):
+        return m.group(1)
+    return None
 
 
 def _message(state: _State, level: str, msg: str, host: str | None) -> None:
