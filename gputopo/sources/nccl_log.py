@@ -101,14 +101,16 @@ def _message(state: _State, level: str, msg: str, host: str | None) -> None:
         _connection(state, m, host)
     elif m := _INIT_RE.search(msg):
         rank = int(m.group(1))
-        view.nranks = int(m.group(2))
+        view.nranks = int(m.group(2)[:9])
+        if rank >= MAX_GPUS:
+            return
         state.cuda[rank] = int(m.group(3))
         if (bus := nccl_bus_id(m.group(4))) is not None:
             state.bus[rank] = bus
         if host:
             state.rank_host[rank] = host
     elif m := _COMM_RE.search(msg):
-        view.nranks = int(m.group(2))
+        view.nranks = int(m.group(2)[:9])
     elif m := _RING_RE.match(msg.strip()):
         if len(view.rings) < MAX_GPUS:
             view.rings.append(f"Channel {m.group(1)}/{m.group(2)} : {' '.join(m.group(3).split())}")
@@ -148,7 +150,7 @@ def _transport_word(detail: str) -> str:
 
 def _connection(state: _State, m: re.Match[str], host: str | None) -> None:
     channel, src, dst = int(m.group(1)), int(m.group(2)), int(m.group(4))
-    if src >= MAX_GPUS * 64 or dst >= MAX_GPUS * 64:
+    if src >= MAX_GPUS or dst >= MAX_GPUS:  # a rank past the bound is a misread (or a job too big to chart)
         return
     if host and not host.startswith("<"):  # the rank that logs the line: the receiver of a [receive]
         state.rank_host.setdefault(dst if "[receive]" in m.group(0) else src, host)

@@ -73,3 +73,23 @@ def test_recommend_on_the_titan_rtx_measurement_avoids_the_slow_neighbour_pairs(
     best = data["groups"][0]["gpus"]
     assert sorted(best) not in ([0, 1], [2, 3], [4, 5], [6, 7])  # those pairs measured ~9.9, others ~11.4
     assert data["groups"][0]["bottleneck_gbps"] > 11
+
+
+@pytest.mark.parametrize("text", [
+    "Device: 99999999999, X, pciBusID: 1, pciDeviceID: 0, pciDomainID:0\nUnidirectional P2P=Enabled Bandwidth Matrix (GB/s)\n"
+    "   D\\D     0 99999999\n     0 1e400 nan\n",
+    "x NCCL INFO Channel 00/0 : 999999999999 -> 1[1] via P2P/IPC\nx NCCL INFO comm 0x1 rank 99999999 nranks 99999999999 cudaDev 0 busId 1b000\n",
+    "memcpy CE GPU(row) -> GPU(column) bandwidth (GB/s)\n 0 99999\n 0 N/A inf\n",
+    "GPU 99999: X\n\t Link 99999: 25 GB/s\n",
+    '<system version="1"><cpu numaid="99999999999999"><pci busid="zz"><gpu dev="9999999"/></pci></cpu></system>',
+])
+def test_absurd_numbers_are_refused_in_one_line_or_ignored_never_a_traceback(text):
+    try:
+        topology = read_text(text, "absurd")
+    except Exception as exc:  # noqa: BLE001 - only InputError is allowed
+        from gputopo.errors import InputError
+
+        assert isinstance(exc, InputError) and "\n" not in str(exc)
+    else:
+        topology.validate()
+        assert all(g.index < 1024 for g in topology.gpus)
