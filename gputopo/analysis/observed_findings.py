@@ -50,25 +50,30 @@ def _below_expected(topology: Topology) -> list[Finding]:
 
 
 def _p2p_slower(topology: Topology) -> list[Finding]:
-    findings = []
+    """One finding for every pair that copies slower with P2P on than staged through host memory."""
+    slow: list[tuple[int, int, float, float, str]] = []
     for link in topology.links:
         m = link.measured
         if m is None or m.p2p_enabled is not True:
             continue
         on = measured_gbps(link)
         off = [v for v in (m.p2p_off_a_to_b_gbps, m.p2p_off_b_to_a_gbps) if v is not None and v > 0]
-        if on is None or not off or on >= P2P_SLOWER_RATIO * min(off):
-            continue
-        findings.append(Finding(
-            "warning", "p2p-slower-than-staged",
-            f"GPU {link.a}-{link.b}: {on:.1f} GB/s with P2P on, {min(off):.1f} GB/s with P2P off "
-            f"(copies staged through host memory) by the same test ({m.method or 'bench-p2p'}): P2P slows this pair down",
-            gpus=[link.a, link.b],
-            fix="P2P slower than host copies points at ACS or the IOMMU redirecting peer traffic through the root "
-                "complex: check `sudo lspci -vvv | grep ACSCtl` and the kernel's iommu= setting; meanwhile "
-                "NCCL_P2P_DISABLE=1 is faster on this box",
-        ))
-    return findings
+        if on is not None and off and on < P2P_SLOWER_RATIO * min(off):
+            slow.append((link.a, link.b, on, min(off), m.method or "bench-p2p"))
+    if not slow:
+        return []
+    shown = "; ".join(f"{a}-{b} {on:.1f} vs {off:.1f}" for a, b, on, off, _ in slow[:6])
+    more = f"; and {len(slow) - 6} more" if len(slow) > 6 else ""
+    methods = ", ".join(sorted({method for *_, method in slow}))
+    return [Finding(
+        "warning", "p2p-slower-than-staged",
+        f"{count_word(len(slow), 'GPU pair')} {'copies' if len(slow) == 1 else 'copy'} slower with P2P on than with P2P off (staged through host "
+        f"memory), GB/s measured by the same test ({methods}): {shown}{more}: P2P slows these pairs down",
+        gpus=sorted({g for a, b, *_ in slow for g in (a, b)}),
+        fix="P2P slower than host copies points at ACS or the IOMMU redirecting peer traffic through the root "
+            "complex: check `sudo lspci -vvv | grep ACSCtl` and the kernel's iommu= setting; meanwhile "
+            "NCCL_P2P_DISABLE=1 is faster on this box",
+    )]
 
 
 def _nccl_transports(topology: Topology) -> list[Finding]:

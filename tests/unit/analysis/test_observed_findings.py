@@ -15,10 +15,10 @@ def _codes(topology):
 
 def test_p2p_slower_than_staged_on_the_six_4090s_of_nccl_814():
     topo = p2pbw.read(text_of("p2pbw", "nccl814_6x_rtx4090_p2p_slower_than_staged_cut.txt"), "814")
-    findings = [f for f in observed_findings(topo) if f.code == "p2p-slower-than-staged"]
-    assert len(findings) == 15  # every pair of six
-    assert "9.9 GB/s with P2P on, 20.1 GB/s with P2P off" in findings[0].message
-    assert "p2pBandwidthLatencyTest" in findings[0].message and "ACS" in findings[0].fix
+    (finding,) = [f for f in observed_findings(topo) if f.code == "p2p-slower-than-staged"]
+    assert finding.message.startswith("15 GPU pairs copy slower with P2P on")  # every pair of six
+    assert "0-1 9.9 vs 20.1" in finding.message and "and 9 more" in finding.message
+    assert "p2pBandwidthLatencyTest" in finding.message and "ACS" in finding.fix and finding.gpus == list(range(6))
 
 
 def test_healthy_p2p_gives_no_measurement_finding():
