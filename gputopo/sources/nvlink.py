@@ -6,6 +6,11 @@ speed per direction), ``Link L: <inactive>``, ``Link L: Remote ... 0000:xx:yy.z`
 ``Link L, <capability>: true|false``. Lines of other outputs are skipped; a GPU whose lines were cut
 (``[snip]``) is simply not listed: unknown, not absent. The output never says which peer a link
 reaches (except ``-R``), so no GPU pair is linked here.
+
+``-R`` numbers only the links that are up (an H100 PCIe with links 0-3, 6-9, 12-15 active lists them
+as 0-11; the far-end link numbers it prints match those active links): where the same paste has the
+GPU's ``-s`` lines and as many active links as ``-R`` lines, the far ends go to the active links in
+order; otherwise to the link number ``-R`` prints.
 """
 
 from __future__ import annotations
@@ -34,6 +39,7 @@ def read(text: str, source: str) -> Topology:
     """Every GPU's NVLinks as the ``nvidia-smi nvlink`` output in ``text`` states them."""
     gpus: dict[int, Gpu] = {}
     states: dict[tuple[int, int], NvLinkState] = {}
+    remotes: dict[int, list[tuple[int, str | None]]] = {}  # GPU -> (link number -R printed, far end)
     current: int | None = None
     for line in lines_of(text):
         if (m := _GPU_RE.match(line)) and (index := device_index(m.group(1))) is not None:
@@ -46,14 +52,16 @@ def read(text: str, source: str) -> Topology:
         link = int(m.group(1)) if len(m.group(1)) <= 3 else MAX_LINKS_PER_GPU
         if link >= MAX_LINKS_PER_GPU:
             continue
+        if m.re is _REMOTE_RE:
+            remotes.setdefault(current, []).append((link, normalize_pci_bus_id(m.group(2))))
+            continue
         state = states.setdefault((current, link), NvLinkState(gpu=current, link=link))
         if m.re is _STATE_RE:
             state.active = m.group(2) is None
             state.gbps = number(m.group(3)) if m.group(3) else None
-        elif m.re is _REMOTE_RE:
-            state.remote = normalize_pci_bus_id(m.group(2))
         elif len(state.capabilities) < 16:
             state.capabilities[m.group(2).strip()] = m.group(3) == "true"
+    _place_remotes(states, remotes)
     if not states:
         raise InputError(f"{source}: `nvidia-smi nvlink` lines without a `GPU N:` line above them")
     for gpu in gpus.values():
@@ -63,3 +71,12 @@ def read(text: str, source: str) -> Topology:
                     source_detail=source, label=f"NVLinks of {len(gpus)} GPUs (nvidia-smi nvlink)")
     topo.nvlinks = sorted(states.values(), key=lambda s: (s.gpu, s.link))
     return topo
+
+
+def _place_remotes(states: dict[tuple[int, int], NvLinkState], remotes: dict[int, list[tuple[int, str | None]]]) -> None:
+    """Put ``-R``'s far ends on the links (see the module docstring for the numbering)."""
+    for gpu, ends in remotes.items():
+        active = sorted(link for (g, link), state in states.items() if g == gpu and state.active)
+        numbers = active if len(active) == len(ends) else [link for link, _ in ends]
+        for link, (_, remote) in zip(numbers, ends):
+            states.setdefault((gpu, link), NvLinkState(gpu=gpu, link=link)).remote = remote

@@ -21,6 +21,10 @@ def test_nvlink_outputs_read_as_the_expert_reads_them(name, want):
         assert sorted(s.link for s in topo.nvlinks if s.gpu == int(gpu) and s.active is False) == links
     if "links_per_gpu" in want:
         assert all(sum(1 for s in topo.nvlinks if s.gpu == g) == want["links_per_gpu"] for g in listed)
+    for gpu, far_end in want.get("remote", {}).items():
+        ends = {s.link: s.remote for s in topo.nvlinks if s.gpu == int(gpu)}
+        assert {link for link, end in ends.items() if end} == {s.link for s in topo.nvlinks if s.gpu == int(gpu) and s.active}
+        assert {end for end in ends.values() if end} == {far_end}
     for gpu, per_link in want.get("capabilities", {}).items():
         for link, caps in per_link.items():
             state = next(s for s in topo.nvlinks if s.gpu == int(gpu) and s.link == int(link))
