@@ -29,7 +29,7 @@ def disagreement_findings(topology: Topology) -> list[Finding]:
     for join in joins:
         findings.append(Finding(
             "info", "gpus-joined-by-index",
-            f"{join.other_from} has no PCI bus ids, so its GPUs were matched to {join.kept_from}'s by index: this "
+            f"the GPUs of {join.other_from} were matched to {join.kept_from}'s by index ({join.kept}): this "
             "assumes both number the GPUs alike (nvidia-smi and NVML use PCI order; CUDA programs use "
             "CUDA_DEVICE_ORDER, FASTEST_FIRST by default)",
             gpus=join.gpus,

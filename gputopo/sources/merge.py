@@ -98,9 +98,11 @@ def _join_gpus(merged: Topology, kept_from: str, part: Topology, other_from: str
                              f"({len(merged.gpus)} GPUs): are they of the same host?")
         if {merged.source, part.source} <= _PCI_ORDER_SOURCES:
             return {g.index: g.index for g in part.gpus}
+        lacking = [name for name, gpus in ((kept_from, merged.gpus), (other_from, part.gpus))
+                   if not all(g.pci_bus_id for g in gpus)]
         merged.disagreements.append(Disagreement(
-            subject="GPU numbering", kept="joined by index (both are assumed to number GPUs alike)", kept_from=kept_from,
-            other=None, other_from=other_from, gpus=sorted(g.index for g in part.gpus),
+            subject="GPU numbering", kept=f"joined by index: {' and '.join(lacking)} without PCI bus ids",
+            kept_from=kept_from, other=None, other_from=other_from, gpus=sorted(g.index for g in part.gpus),
         ))
     return {g.index: g.index for g in part.gpus}
 

@@ -30,7 +30,15 @@ def test_measurements_join_the_links_and_unknowns_are_filled():
     link = merged.link(0, 1)
     assert link.type == "NV2" and link.nvlink_count == 2 and link.measured.a_to_b_gbps == 48.3
     assert merged.source == "nvidia-smi" and merged.source_detail == "topo.txt + p2p.txt"
-    assert [d.subject for d in merged.disagreements] == ["GPU numbering"]  # joined by index, said
+    (join,) = merged.disagreements  # joined by index, said, naming the files without bus ids
+    assert join.subject == "GPU numbering" and join.kept == "joined by index: topo.txt and p2p.txt without PCI bus ids"
+    bus = ["0000:1a:00.0", "0000:1b:00.0", "0000:3d:00.0"]
+    (join,) = merge_views([smi(), measured(0, 1, 48.3, bus_ids=bus)]).disagreements
+    assert join.kept == "joined by index: topo.txt without PCI bus ids"
+    from gputopo.analysis.disagreements import disagreement_findings
+
+    (finding,) = disagreement_findings(merge_views([smi(), measured(0, 1, 48.3, bus_ids=bus)]))
+    assert finding.code == "gpus-joined-by-index" and "(joined by index: topo.txt without PCI bus ids)" in finding.message
 
 
 def test_the_inputs_are_not_modified():
