@@ -403,4 +403,8 @@ def render_topology(topology: Topology, console: Console | None = None) -> None:
         from gputopo.views.tfview import render_tf_view
 
         render_tf_view(topology, console)
+    if topology.nvlinks or topology.nccl is not None or topology.collectives or any(lk.measured for lk in topology.links):
+        from gputopo.views.observed import render_observed
+
+        render_observed(topology, console)
     console.print(findings_panel(topology))
