@@ -150,6 +150,10 @@ class Finding:
     message: str
     gpus: list[int] = field(default_factory=list)
     fix: str | None = None
+    # Optional (doctor): what was read, where ("/sys/bus/pci/devices/0000:02:08.0/config: ACS control
+    # ReqRedir+ CmpltRedir+"), and what it does to which GPU pairs. Absent from older snapshots.
+    evidence: list[str] = field(default_factory=list)
+    effect: str | None = None
 
 
 @dataclass

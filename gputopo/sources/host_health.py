@@ -1,0 +1,175 @@
+"""What the host says about P2P health outside the PCIe tree, read from a root folder (default ``/``).
+
+Pure functions of the root and of an environment passed in as a dict (never ``os.environ`` inside):
+
+- ``sys/kernel/iommu_groups/<n>/type``: ``DMA`` / ``DMA-FQ`` (the IOMMU translates every DMA),
+  ``identity`` (passthrough), ``blocked``; the folder missing means no IOMMU (or it is off).
+  ``<n>/devices/<bdf>`` names the devices in each group.
+- ``proc/cmdline``: the kernel's boot options (``iommu=pt``, ``intel_iommu=off``, ``pci=noacs``...).
+- ``proc/modules``: loaded modules (``nvidia_peermem`` for GPUDirect RDMA);
+  ``sys/kernel/mm/memory_peers/nv_mem``: the older ``nv_peer_mem`` module's mark.
+- ``proc/mounts``: the ``/dev/shm`` tmpfs and its ``size=`` (Docker's default is 64 MB); on the live
+  host (root ``/``) ``statvfs("/dev/shm")`` where the mount line has no size.
+- ``proc/cpuinfo`` (the ``hypervisor`` CPU flag) and ``sys/class/dmi/id/{sys_vendor,product_name}``:
+  a virtual machine, whose PCI topology is the hypervisor's.
+- ``.dockerenv``, ``run/.containerenv``, ``proc/1/cgroup``: a container.
+- ``proc/driver/nvidia/gpus/<bdf>`` (every GPU the driver has) against ``dev/nvidia<N>`` (the device
+  nodes this container or cgroup shows).
+- The environment: ``NCCL_*`` and ``CUDA_VISIBLE_DEVICES`` / ``CUDA_DEVICE_ORDER`` only.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Mapping
+
+IOMMU_GROUPS = "sys/kernel/iommu_groups"
+MAX_READ = 1 << 20
+ENV_PREFIXES = ("NCCL_",)
+ENV_NAMES = ("CUDA_VISIBLE_DEVICES", "CUDA_DEVICE_ORDER")
+VM_VENDORS = ("QEMU", "VMware", "Microsoft Corporation", "Xen", "innotek", "Amazon EC2", "Google", "OpenStack",
+              "KVM", "Parallels", "Bochs", "Alibaba Cloud", "Oracle Corporation")
+CONTAINER_CGROUP_WORDS = ("docker", "kubepods", "containerd", "lxc", "podman", "libpod")
+_DEV_NVIDIA = re.compile(r"^nvidia([0-9]+)$")
+_SIZE = re.compile(r"(?:^|,)size=([0-9]+)([kmgKMG%]?)")
+
+
+@dataclass
+class HostHealth:
+    """Everything ``doctor`` reads about the host outside the PCIe tree; ``None`` = not known."""
+
+    iommu_groups: dict[str, str] | None = None  # group -> type; {} where the folder exists but is empty
+    iommu_group_of: dict[str, str] = field(default_factory=dict)  # bdf -> group
+    cmdline: str | None = None
+    modules: set[str] | None = None
+    nv_mem_peer: bool = False
+    shm_bytes: int | None = None
+    shm_evidence: str | None = None
+    hypervisor_flag: bool | None = None
+    dmi_vendor: str | None = None
+    dmi_product: str | None = None
+    container: str | None = None  # what says so (".dockerenv", "/proc/1/cgroup: kubepods")
+    driver_gpus: list[str] | None = None  # bus ids under /proc/driver/nvidia/gpus
+    device_nodes: list[int] | None = None  # N of each /dev/nvidiaN
+    env: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def is_vm(self) -> bool | None:
+        vendor_says = any(word.lower() in f"{self.dmi_vendor or ''} {self.dmi_product or ''}".lower() for word in VM_VENDORS)
+        if self.hypervisor_flag or vendor_says:
+            return True
+        return None if self.hypervisor_flag is None and self.dmi_vendor is None else False
+
+
+def _read(path: Path, limit: int = MAX_READ) -> str | None:
+    try:
+        with open(path, encoding="utf-8", errors="replace") as f:
+            return f.read(limit)
+    except OSError:
+        return None
+
+
+def iommu_groups(root: str | os.PathLike[str] = "/") -> tuple[dict[str, str] | None, dict[str, str]]:
+    """``({group: type}, {bdf: group})``; ``(None, {})`` where the folder is missing (no IOMMU)."""
+    base = Path(root) / IOMMU_GROUPS
+    try:
+        groups = sorted(os.listdir(base), key=lambda g: (len(g), g))
+    except OSError:
+        return None, {}
+    types: dict[str, str] = {}
+    members: dict[str, str] = {}
+    for group in groups:
+        kind = (_read(base / group / "type", 64) or "").strip()
+        if kind:
+            types[group] = kind
+        try:
+            for bdf in os.listdir(base / group / "devices"):
+                members[bdf] = group
+        except OSError:
+            pass
+    return types, members
+
+
+def loaded_modules(root: str | os.PathLike[str] = "/") -> set[str] | None:
+    """Names of the loaded kernel modules (``/proc/modules``)."""
+    text = _read(Path(root) / "proc" / "modules")
+    return None if text is None else {line.split()[0] for line in text.splitlines() if line.split()}
+
+
+def shm_size(root: str | os.PathLike[str] = "/") -> tuple[int | None, str | None]:
+    """The size of ``/dev/shm`` in bytes and where it was read; None where not known."""
+    mounts = _read(Path(root) / "proc" / "mounts") or ""
+    for line in mounts.splitlines():
+        fields = line.split()
+        if len(fields) >= 4 and fields[1] == "/dev/shm":
+            match = _SIZE.search(fields[3])
+            if match and match.group(2) != "%":
+                unit = {"": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30}[match.group(2).lower()]
+                return int(match.group(1)) * unit, f"/proc/mounts: {fields[0]} on /dev/shm {fields[3]}"
+    if os.fspath(root) == "/":
+        try:
+            stat = os.statvfs("/dev/shm")
+        except OSError:
+            return None, None
+        return stat.f_frsize * stat.f_blocks, "statvfs(/dev/shm)"
+    return None, None
+
+
+def container_evidence(root: str | os.PathLike[str] = "/") -> str | None:
+    """What says this is a container, or None."""
+    base = Path(root)
+    for marker in (".dockerenv", "run/.containerenv"):
+        if (base / marker).exists():
+            return f"/{marker} exists"
+    cgroup = _read(base / "proc" / "1" / "cgroup", 65536) or ""
+    for word in CONTAINER_CGROUP_WORDS:
+        if word in cgroup:
+            return f"/proc/1/cgroup mentions {word}"
+    return None
+
+
+def driver_gpus(root: str | os.PathLike[str] = "/") -> list[str] | None:
+    """Bus ids of every GPU the NVIDIA driver has (``/proc/driver/nvidia/gpus``)."""
+    try:
+        return sorted(os.listdir(Path(root) / "proc" / "driver" / "nvidia" / "gpus"))
+    except OSError:
+        return None
+
+
+def device_nodes(root: str | os.PathLike[str] = "/") -> list[int] | None:
+    """The ``/dev/nvidiaN`` nodes visible here."""
+    try:
+        names = os.listdir(Path(root) / "dev")
+    except OSError:
+        return None
+    return sorted(int(m.group(1)) for m in map(_DEV_NVIDIA.match, names) if m)
+
+
+def relevant_env(env: Mapping[str, str]) -> dict[str, str]:
+    """Only the variables doctor judges (``NCCL_*``, ``CUDA_VISIBLE_DEVICES``, ``CUDA_DEVICE_ORDER``)."""
+    return {k: str(v) for k, v in sorted(env.items()) if k in ENV_NAMES or k.startswith(ENV_PREFIXES)}
+
+
+def read_host_health(root: str | os.PathLike[str] = "/", env: Mapping[str, str] | None = None) -> HostHealth:
+    """Everything above, for one root and one environment."""
+    base = Path(root)
+    groups, members = iommu_groups(root)
+    cmdline = _read(base / "proc" / "cmdline", 65536)
+    cpuinfo = _read(base / "proc" / "cpuinfo")
+    shm_bytes, shm_where = shm_size(root)
+    return HostHealth(
+        iommu_groups=groups, iommu_group_of=members,
+        cmdline=cmdline.strip() if cmdline is not None else None,
+        modules=loaded_modules(root),
+        nv_mem_peer=(base / "sys" / "kernel" / "mm" / "memory_peers" / "nv_mem").exists(),
+        shm_bytes=shm_bytes, shm_evidence=shm_where,
+        hypervisor_flag=None if cpuinfo is None else bool(re.search(r"^flags\s*:.*\bhypervisor\b", cpuinfo, re.M)),
+        dmi_vendor=(_read(base / "sys/class/dmi/id/sys_vendor", 256) or "").strip() or None,
+        dmi_product=(_read(base / "sys/class/dmi/id/product_name", 256) or "").strip() or None,
+        container=container_evidence(root),
+        driver_gpus=driver_gpus(root), device_nodes=device_nodes(root),
+        env=relevant_env(env or {}),
+    )
