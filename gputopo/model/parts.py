@@ -118,6 +118,9 @@ class Link:
     p2p_atomics: str | None = None
     p2p_nvlink: str | None = None
     measured: Measurement | None = None
+    # What `gputopo doctor` found wrong on this pair's path ("acs", "downtrained", "nvlink-down",
+    # "iommu", "p2p-disabled"); empty where nothing was found or doctor did not run.
+    health: list[str] = field(default_factory=list)
 
     @property
     def is_nvlink(self) -> bool:

@@ -1,0 +1,59 @@
+"""``gputopo doctor``: why P2P is slow, wrong or hangs. Pure: ``HealthEvidence`` in, ``DoctorReport``
+out, findings worst first, each with its cause (message), evidence (the file and value read),
+effect (which GPU pairs) and fix. Checks that could not be made say so and why.
+
+The checks live in ``doctor_pcie`` (ACS, link width/speed), ``doctor_host`` (IOMMU, modules,
+/dev/shm, environment, visibility, VM), ``doctor_nvml`` (NVLink, fabric, P2P status) and
+``doctor_pasted`` (lspci, dmesg, cmdline and nvlink text users paste).
+"""
+
+from __future__ import annotations
+
+from gputopo.analysis.doctor_common import SCHEMA, DoctorReport
+from gputopo.analysis.doctor_host import host_checks
+from gputopo.analysis.doctor_nvml import nvml_checks
+from gputopo.analysis.doctor_pasted import pasted_checks
+from gputopo.analysis.doctor_pcie import pcie_checks
+from gputopo.model import Finding, Link, Topology
+from gputopo.sources.health import HealthEvidence
+
+__all__ = ["SCHEMA", "DoctorReport", "doctor", "apply_health"]
+
+
+def doctor(evidence: HealthEvidence) -> DoctorReport:
+    """Every check that applies to ``evidence``."""
+    report = DoctorReport(source=evidence.source)
+    index_of = evidence.bdf_to_index()
+    for bdf in evidence.gpu_bdfs:
+        report.gpus[bdf] = index_of.get(bdf)
+    if evidence.root is not None:
+        pcie_checks(evidence, report)
+        host_checks(evidence, report)
+        nvml_checks(evidence, report)
+    for label, pasted in evidence.pasted:
+        pasted_checks(label, pasted, report)
+    report.findings = report.sorted_findings()
+    return report
+
+
+def apply_health(topology: Topology, report: DoctorReport) -> int:
+    """Put doctor's pair problems on the topology's links (``Link.health``, joined by PCI bus id)
+    and its findings among the topology's, so recommend ranks those pairs below healthy ones and
+    says why. Returns how many links were marked."""
+    by_bus = {g.pci_bus_id: g.index for g in topology.gpus if g.pci_bus_id}
+    marked = 0
+    for (a, b), problems in report.pair_problems.items():
+        ia, ib = by_bus.get(a), by_bus.get(b)
+        if ia is None or ib is None or ia == ib:
+            continue
+        try:
+            link: Link = topology.link(ia, ib)
+        except (KeyError, ValueError):
+            continue
+        link.health = sorted(set(link.health) | set(problems))
+        marked += 1
+    for finding in report.findings:
+        if finding.severity != "info":
+            topology.add_finding(Finding(finding.severity, f"doctor-{finding.code}", finding.message, gpus=finding.gpus,
+                                         fix=finding.fix, evidence=finding.evidence, effect=finding.effect))
+    return marked

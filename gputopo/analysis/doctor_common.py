@@ -1,0 +1,89 @@
+"""What doctor's checks share: the report they fill (findings, checks made or not, which GPUs and
+pairs have which problem) and how GPUs are named in its words."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from gputopo.model import SEVERITIES, Finding
+
+SCHEMA = "gputopo.doctor/1"
+# Problems a pair of GPUs can have, as recommend/report see them (Link.health words).
+PAIR_PROBLEMS = ("acs", "downtrained", "nvlink-down", "iommu", "p2p-disabled")
+
+
+@dataclass
+class Check:
+    """One check: ``status`` is ``ok``, ``problem`` or ``not-made`` (``detail`` says why)."""
+
+    name: str
+    status: str
+    detail: str | None = None
+
+
+@dataclass
+class DoctorReport:
+    source: str
+    findings: list[Finding] = field(default_factory=list)
+    checks: list[Check] = field(default_factory=list)
+    gpus: dict[str, int | None] = field(default_factory=dict)  # bdf -> NVML index where known
+    gpu_problems: dict[str, list[str]] = field(default_factory=dict)  # bdf -> problem words
+    pair_problems: dict[tuple[str, str], list[str]] = field(default_factory=dict)  # (bdf, bdf) sorted
+
+    def add(self, finding: Finding) -> None:
+        self.findings.append(finding)
+
+    def check(self, name: str, status: str, detail: str | None = None) -> None:
+        self.checks.append(Check(name, status, detail))
+
+    def mark_gpu(self, bdf: str, problem: str) -> None:
+        words = self.gpu_problems.setdefault(bdf, [])
+        if problem not in words:
+            words.append(problem)
+
+    def mark_pair(self, a: str, b: str, problem: str) -> None:
+        key = (a, b) if a < b else (b, a)
+        words = self.pair_problems.setdefault(key, [])
+        if problem not in words:
+            words.append(problem)
+
+    def label(self, bdf: str) -> str:
+        """``GPU 2 (0000:41:00.0)``, or ``GPU 0000:41:00.0`` where NVML's index is not known."""
+        index = self.gpus.get(bdf)
+        return f"GPU {index} ({bdf})" if index is not None else f"GPU {bdf}"
+
+    def indices(self, bdfs: list[str]) -> list[int]:
+        return sorted({i for i in (self.gpus.get(b) for b in bdfs) if i is not None})
+
+    def sorted_findings(self) -> list[Finding]:
+        """Worst first; within a severity, in the order the checks found them."""
+        order = {id(f): k for k, f in enumerate(self.findings)}
+        return sorted(self.findings, key=lambda f: (-SEVERITIES.index(f.severity), order[id(f)]))
+
+    def to_dict(self) -> dict[str, Any]:
+        """The ``gputopo.doctor/1`` JSON (docs/json.md)."""
+        from dataclasses import asdict
+
+        return {
+            "schema": SCHEMA,
+            "source": self.source,
+            "findings": [asdict(f) for f in self.sorted_findings()],
+            "checks": [asdict(c) for c in self.checks],
+            "gpus": [{"pci_bus_id": bdf, "index": index, "problems": self.gpu_problems.get(bdf, [])}
+                     for bdf, index in sorted(self.gpus.items())],
+            "pairs": [{"a": a, "b": b, "problems": words} for (a, b), words in sorted(self.pair_problems.items())],
+        }
+
+
+def and_list(items: list[str]) -> str:
+    items = list(items)
+    if len(items) <= 1:
+        return "".join(items)
+    return ", ".join(items[:-1]) + " and " + items[-1]
+
+
+def gts_to_gen(gts: float | None) -> str:
+    """``16.0`` -> ``Gen4``; ``None`` -> ``?``."""
+    gens = {2.5: 1, 5.0: 2, 8.0: 3, 16.0: 4, 32.0: 5, 64.0: 6}
+    return f"Gen{gens[gts]}" if gts in gens else f"{gts} GT/s" if gts is not None else "?"

@@ -1,0 +1,168 @@
+"""Doctor's host checks: the IOMMU, the kernel command line, GPUDirect RDMA's module, /dev/shm, a
+VM or container, GPUs this process cannot see, and the NCCL/CUDA variables that turn P2P off."""
+
+from __future__ import annotations
+
+from itertools import combinations
+
+from gputopo.analysis.doctor_common import DoctorReport, and_list
+from gputopo.model import Finding
+from gputopo.sources.health import HealthEvidence
+from gputopo.sources.host_health import HostHealth
+
+TRANSLATING = ("DMA", "DMA-FQ")
+SHM_ENOUGH_BYTES = 512 << 20  # NCCL needs far more than Docker's 64 MB default (nccl#342)
+IOMMU_FIX = ("boot with `iommu=pt` (keeps the IOMMU for VMs, passes host devices through), or turn it off with "
+             "`intel_iommu=off` / `amd_iommu=off` (or in the BIOS: VT-d / AMD-Vi / IOMMU); e.g. add it to "
+             "GRUB_CMDLINE_LINUX in /etc/default/grub, run update-grub, reboot")
+
+
+def cmdline_iommu(cmdline: str | None) -> dict[str, str]:
+    """The IOMMU and ACS options on a kernel command line: ``{"iommu": "pt", "intel_iommu": "on", ...}``."""
+    options: dict[str, str] = {}
+    for token in (cmdline or "").split():
+        name, _, value = token.partition("=")
+        if name in ("iommu", "intel_iommu", "amd_iommu", "iommu.passthrough"):
+            options[name] = value
+        if name == "pci" and ("noacs" in value or "disable_acs_redir" in value):
+            options["pci"] = value
+    return options
+
+
+def host_checks(evidence: HealthEvidence, report: DoctorReport) -> None:
+    host = evidence.host
+    if host is None:
+        return
+    _iommu(evidence, host, report)
+    _peermem(evidence, host, report)
+    _shm(host, report)
+    _environment(evidence, host, report)
+    _visibility(host, report)
+    _virtual(host, report)
+
+
+def _iommu(evidence: HealthEvidence, host: HostHealth, report: DoctorReport) -> None:
+    options = cmdline_iommu(host.cmdline)
+    if host.iommu_groups is None:
+        report.check("iommu", "ok" if host.cmdline is not None else "not-made",
+                     "no /sys/kernel/iommu_groups: no IOMMU is active" if host.cmdline is not None
+                     else "neither /sys/kernel/iommu_groups nor /proc/cmdline could be read")
+        return
+    gpu_groups = {bdf: host.iommu_group_of.get(bdf) for bdf in evidence.gpu_bdfs}
+    translated = {bdf: group for bdf, group in gpu_groups.items()
+                  if group is not None and host.iommu_groups.get(group) in TRANSLATING}
+    unknown = [bdf for bdf, group in gpu_groups.items() if group is None or group not in host.iommu_groups]
+    if not translated:
+        report.check("iommu", "not-made" if unknown and evidence.gpu_bdfs else "ok",
+                     f"no IOMMU group type for {and_list(unknown)}" if unknown else "passthrough or no IOMMU")
+        return
+    report.check("iommu", "problem", f"{len(translated)} GPU(s) behind a translating IOMMU")
+    for a, b in combinations(sorted(translated), 2):
+        report.mark_pair(a, b, "iommu")
+    booted = " ".join(f"{k}={v}" if v else k for k, v in options.items()) or "no IOMMU option"
+    report.add(Finding(
+        "warning", "iommu-translating",
+        f"The IOMMU translates the DMA of {and_list([report.label(b) for b in sorted(translated)])} "
+        f"(group type {host.iommu_groups[next(iter(translated.values()))]}): peer-to-peer copies between GPUs can hang, "
+        "run slowly or silently deliver zeros (NVIDIA/nccl#257 with tensorflow#32654, pytorch#84803).",
+        gpus=report.indices(sorted(translated)),
+        evidence=[f"/sys/kernel/iommu_groups/{group}/type: {host.iommu_groups[group]}"
+                  for group in sorted(set(translated.values()), key=lambda g: (len(g), g))][:8]
+        + [f"/proc/cmdline: {booted}"],
+        effect="P2P between every pair of these GPUs (and GPUDirect RDMA)",
+        fix=IOMMU_FIX))
+
+
+def _peermem(evidence: HealthEvidence, host: HostHealth, report: DoctorReport) -> None:
+    if not evidence.rdma_nics or not evidence.gpu_bdfs:
+        return
+    if host.modules is None:
+        report.check("gpudirect-rdma", "not-made", "/proc/modules could not be read")
+        return
+    loaded = "nvidia_peermem" in host.modules or "nv_peer_mem" in host.modules or host.nv_mem_peer
+    report.check("gpudirect-rdma", "ok" if loaded else "problem")
+    if not loaded:
+        report.add(Finding(
+            "warning", "nvidia-peermem-missing",
+            f"This host has RDMA NICs ({and_list(evidence.rdma_nics[:4])}) but the nvidia-peermem module is not "
+            "loaded: NCCL cannot use GPUDirect RDMA and stages every inter-node transfer through host memory.",
+            evidence=["/proc/modules: no nvidia_peermem, no nv_peer_mem", "/sys/kernel/mm/memory_peers/nv_mem: absent"],
+            effect="inter-node bandwidth of every GPU",
+            fix="`sudo modprobe nvidia-peermem` (and add it to /etc/modules-load.d/ to load at boot)"))
+
+
+def _shm(host: HostHealth, report: DoctorReport) -> None:
+    if host.shm_bytes is None:
+        return
+    small = host.shm_bytes < SHM_ENOUGH_BYTES
+    report.check("dev-shm", "problem" if small else "ok", f"{host.shm_bytes >> 20} MiB")
+    if small:
+        report.add(Finding(
+            "warning", "shm-too-small",
+            f"/dev/shm is only {host.shm_bytes >> 20} MiB (Docker's default is 64 MB): NCCL's shared-memory transport "
+            "fails or hangs (NVIDIA/nccl#342).",
+            evidence=[host.shm_evidence or "/dev/shm"],
+            effect="NCCL between processes on this host",
+            fix="run the container with `--shm-size=1g --ulimit memlock=-1` (or `--ipc=host`)"))
+
+
+_ENV_RULES = {
+    "NCCL_P2P_DISABLE": (lambda v: v.strip() not in ("", "0"), "warning",
+                         "turns GPU peer-to-peer off: NCCL copies through host memory instead"),
+    "NCCL_P2P_LEVEL": (lambda v: v.strip().upper() in ("LOC", "0"), "warning",
+                       "LOC allows P2P between no GPUs at all (NVIDIA/nccl-tests#228)"),
+    "NCCL_SHM_DISABLE": (lambda v: v.strip() not in ("", "0"), "info",
+                         "turns NCCL's shared-memory transport off: processes fall back to the network"),
+}
+
+
+def _environment(evidence: HealthEvidence, host: HostHealth, report: DoctorReport) -> None:
+    hits = 0
+    for name, (is_bad, severity, meaning) in _ENV_RULES.items():
+        value = host.env.get(name)
+        if value is None or not is_bad(value):
+            continue
+        hits += 1
+        if name == "NCCL_P2P_DISABLE" or name == "NCCL_P2P_LEVEL":
+            for a, b in combinations(sorted(evidence.gpu_bdfs), 2):
+                report.mark_pair(a, b, "p2p-disabled")
+        report.add(Finding(
+            severity, "env-" + name.lower().replace("_", "-"),
+            f"{name}={value!r} is set: it {meaning}.",
+            evidence=[f"environment: {name}={value!r}"],
+            effect="every NCCL job started from this environment",
+            fix=f"`unset {name}` (and remove it from your shell profile, job script or container image)"))
+    report.check("environment", "problem" if hits else "ok")
+
+
+def _visibility(host: HostHealth, report: DoctorReport) -> None:
+    if host.driver_gpus is None or host.device_nodes is None or not host.driver_gpus:
+        return
+    if len(host.device_nodes) >= len(host.driver_gpus):
+        report.check("gpu-visibility", "ok")
+        return
+    report.check("gpu-visibility", "problem", f"{len(host.device_nodes)} of {len(host.driver_gpus)} GPUs")
+    report.add(Finding(
+        "info", "gpus-hidden",
+        f"This process sees {len(host.device_nodes)} of the {len(host.driver_gpus)} GPUs the driver has "
+        "(a container or a Slurm/cgroup device limit): NVLink or P2P peers outside the set are invisible, so NCCL "
+        "cannot use them (NVIDIA/nccl#1066).",
+        evidence=[f"/proc/driver/nvidia/gpus: {len(host.driver_gpus)} entries",
+                  f"/dev/nvidia*: {and_list([f'nvidia{n}' for n in host.device_nodes]) or 'none'}"],
+        effect="which peers a job can reach",
+        fix="give each task all GPUs of the node (Slurm: `--gpus-per-node` with `--gpu-bind=none` instead of "
+            "`--gpus-per-task`) and pick the device per rank with CUDA_VISIBLE_DEVICES or the local rank"))
+
+
+def _virtual(host: HostHealth, report: DoctorReport) -> None:
+    if host.is_vm:
+        what = " ".join(x for x in (host.dmi_vendor, host.dmi_product) if x) or "the CPU's hypervisor flag"
+        report.add(Finding(
+            "info", "virtual-machine",
+            f"This is a virtual machine ({what}): the PCIe tree, NUMA nodes and ACS seen here are the hypervisor's; "
+            "P2P may be blocked or slow for reasons only the host shows.",
+            evidence=[x for x in (f"/sys/class/dmi/id/sys_vendor: {host.dmi_vendor}" if host.dmi_vendor else None,
+                                  "/proc/cpuinfo: hypervisor flag" if host.hypervisor_flag else None) if x],
+            fix="ask the provider whether GPU peer-to-peer is enabled for this instance type"))
+    if host.container:
+        report.check("container", "ok", f"in a container ({host.container}): the host's /sys may be partly hidden")

@@ -1,0 +1,111 @@
+"""Doctor's NVML checks: NVLinks down or erroring, the NVSwitch fabric not registered (Fabric Manager
+not running: CUDA error 802), pairs NVML says cannot peer, and the GPU's own PCIe link."""
+
+from __future__ import annotations
+
+from gputopo.analysis.doctor_common import DoctorReport, and_list
+from gputopo.model import P2P_OK, Finding
+from gputopo.model.words import P2P_STATUS_MEANING
+from gputopo.sources.health import HealthEvidence
+from gputopo.sources.nvml_health import GpuNvmlHealth, NvmlHealth
+
+
+def nvml_checks(evidence: HealthEvidence, report: DoctorReport) -> None:
+    if evidence.nvml is None:
+        if evidence.nvml_unavailable:
+            report.check("nvml", "not-made", evidence.nvml_unavailable)
+            report.add(Finding(
+                "info", "nvml-not-checked",
+                f"NVLink state and errors, the NVSwitch fabric and NVML's P2P status were not checked: "
+                f"{evidence.nvml_unavailable}.",
+                fix="run doctor where the NVIDIA driver is loaded (inside a container: with the NVIDIA container toolkit)"))
+        return
+    nvml = evidence.nvml
+    report.check("nvml", "ok", f"{len(nvml.gpus)} GPU(s)")
+    for gpu in nvml.gpus:
+        _nvlinks(gpu, nvml, report)
+        _fabric(gpu, report)
+    _p2p(nvml, report)
+
+
+def _bdf(gpu: GpuNvmlHealth) -> str:
+    return gpu.pci_bus_id or f"index {gpu.index}"
+
+
+def _nvlinks(gpu: GpuNvmlHealth, nvml: NvmlHealth, report: DoctorReport) -> None:
+    if not gpu.nvlinks:
+        return
+    down = [link.link for link in gpu.nvlinks if link.active is False]
+    active = [link for link in gpu.nvlinks if link.active]
+    if down and active:
+        report.mark_gpu(_bdf(gpu), "nvlink-down")
+        for other in nvml.gpus:
+            if other.index != gpu.index and other.pci_bus_id and gpu.pci_bus_id:
+                report.mark_pair(gpu.pci_bus_id, other.pci_bus_id, "nvlink-down")
+        report.add(Finding(
+            "warning", "nvlink-inactive",
+            f"{report.label(_bdf(gpu))} has {len(down)} of {len(gpu.nvlinks)} NVLinks inactive "
+            f"(link {and_list([str(n) for n in down])}): a bridge not seated, a failed link, or a board that wires "
+            "only some links (NVIDIA/nccl#340, #2329, Azure/azhpc-diagnostics#73).",
+            gpus=[gpu.index],
+            evidence=[f"nvmlDeviceGetNvLinkState(GPU {gpu.index}, link {n}): inactive" for n in down[:6]],
+            effect=f"NVLink bandwidth of every pair with {report.label(_bdf(gpu))}",
+            fix="compare with `nvidia-smi nvlink -s` on a healthy node of the same model; reseat the NVLink bridge "
+                "(PCIe cards) or have the baseboard checked (SXM), then `nvidia-smi -r` or reboot"))
+    erring = {link.link: link.errors for link in active if any(link.errors.get(k) for k in ("replay", "recovery", "crc_flit", "crc_data"))}
+    if erring:
+        shown = [f"link {n}: " + ", ".join(f"{k} {v}" for k, v in errs.items() if v) for n, errs in erring.items()]
+        report.add(Finding(
+            "warning", "nvlink-errors",
+            f"{report.label(_bdf(gpu))} counts NVLink errors on {len(erring)} link(s) since the driver loaded: "
+            "replays and CRC errors cost bandwidth; recoveries retrain the link.",
+            gpus=[gpu.index],
+            evidence=[f"nvmlDeviceGetNvLinkErrorCounter(GPU {gpu.index}) {s}" for s in shown[:6]],
+            effect=f"NVLink traffic of {report.label(_bdf(gpu))}",
+            fix="watch whether they grow (`nvidia-smi nvlink -e`); growing counts need the bridge or board checked"))
+
+
+def _fabric(gpu: GpuNvmlHealth, report: DoctorReport) -> None:
+    if gpu.fabric_state in (None, "not-supported"):
+        return
+    if gpu.fabric_state == "completed" and gpu.fabric_status == 0:
+        if gpu.fabric_degraded_bandwidth:
+            report.add(Finding("warning", "fabric-degraded", f"{report.label(_bdf(gpu))}: the NVSwitch fabric reports "
+                               "degraded bandwidth.", gpus=[gpu.index],
+                               evidence=[f"nvmlDeviceGetGpuFabricInfoV(GPU {gpu.index}): healthMask degraded bandwidth"],
+                               fix="check `nvidia-smi -q` Fabric section and the Fabric Manager log"))
+        return
+    report.mark_gpu(_bdf(gpu), "nvlink-down")
+    report.add(Finding(
+        "error", "fabric-not-ready",
+        f"{report.label(_bdf(gpu))} is not registered with the NVSwitch fabric (state {gpu.fabric_state}, "
+        f"status {gpu.fabric_status}): CUDA fails with error 802 'system not yet initialized' until Fabric Manager "
+        "has registered every GPU.",
+        gpus=[gpu.index],
+        evidence=[f"nvmlDeviceGetGpuFabricInfo(GPU {gpu.index}): state {gpu.fabric_state}, status {gpu.fabric_status}"],
+        effect="every CUDA program on this GPU",
+        fix="`sudo systemctl enable --now nvidia-fabricmanager` with the package at exactly the driver's version "
+            "(`nvidia-smi` shows it); see `journalctl -u nvidia-fabricmanager`"))
+
+
+def _p2p(nvml: NvmlHealth, report: DoctorReport) -> None:
+    by_index = {g.index: g for g in nvml.gpus}
+    bad = {pair: word for pair, word in nvml.p2p_read.items() if word != P2P_OK}
+    report.check("p2p-status", "problem" if bad else "ok", f"{len(nvml.p2p_read)} pair(s)")
+    by_word: dict[str, list[tuple[int, int]]] = {}
+    for pair, word in sorted(bad.items()):
+        by_word.setdefault(word, []).append(pair)
+    for word, pairs in by_word.items():
+        for a, b in pairs:
+            ga, gb = by_index[a].pci_bus_id, by_index[b].pci_bus_id
+            if word == "DR" and ga and gb:
+                report.mark_pair(ga, gb, "p2p-disabled")
+        meaning = P2P_STATUS_MEANING.get(word, word)
+        report.add(Finding(
+            "warning" if word == "DR" else "info", "p2p-status-" + word.lower(),
+            f"NVML says {len(pairs)} GPU pair(s) cannot use P2P reads: {word} ({meaning}).",
+            gpus=sorted({g for pair in pairs for g in pair}),
+            evidence=[f"nvmlDeviceGetP2PStatus(GPU {a}, GPU {b}, READ): {word}" for a, b in pairs[:6]],
+            effect="these pairs copy through host memory",
+            fix="a driver registry key turned P2P off: check NVreg_RegistryDwords in /etc/modprobe.d" if word == "DR"
+            else "a property of the hardware or platform: place jobs on GPUs that can peer (`gputopo recommend`)"))

@@ -1,0 +1,128 @@
+"""Doctor's PCIe checks on the paths read from sysfs: ACS on a bridge above a GPU, and links trained
+below what they can do (on the GPU or any bridge above it).
+
+Idle GPUs lower their link speed to save power: a speed below max, read once on an idle box, is not
+a fault, only "maybe idle" (info, with how to check under load). A width below max is a fault.
+"""
+
+from __future__ import annotations
+
+from itertools import combinations
+
+from gputopo.analysis.doctor_common import DoctorReport, and_list, gts_to_gen
+from gputopo.model import Finding
+from gputopo.sources.health import HealthEvidence
+from gputopo.sources.pcie_health import GpuPciePath, PciNode
+
+UNDER_LOAD = ("check it under load: run `gputopo bench-p2p` (or any copy) and meanwhile "
+              "`nvidia-smi -q -d PCIE` or `sudo lspci -vv -s {bdf} | grep LnkSta`")
+
+
+def pcie_checks(evidence: HealthEvidence, report: DoctorReport) -> None:
+    paths = {bdf: path for bdf, path in evidence.paths.items() if path is not None}
+    unplaced = [bdf for bdf, path in evidence.paths.items() if path is None]
+    if not evidence.gpu_bdfs:
+        report.check("pcie-paths", "not-made", "no NVIDIA GPU listed under /sys/bus/pci/devices")
+        return
+    if unplaced:
+        report.check("pcie-paths", "not-made", f"sysfs does not place {and_list(unplaced)} in the PCI tree")
+    _acs(paths, report)
+    _links(paths, report)
+
+
+def _affected_pairs(bridge: str, paths: dict[str, GpuPciePath]) -> list[tuple[str, str]]:
+    """Pairs whose peer traffic passes ``bridge``: it is on one GPU's path and not above both."""
+    below = {bdf for bdf, path in paths.items() if any(n.bdf == bridge for n in path.nodes)}
+    return [(a, b) for a, b in combinations(sorted(paths), 2) if (a in below) != (b in below)]
+
+
+def _pairs_text(report: DoctorReport, pairs: list[tuple[str, str]]) -> str:
+    shown = [f"{report.label(a)} <-> {report.label(b)}" for a, b in pairs[:6]]
+    more = f" and {len(pairs) - 6} more" if len(pairs) > 6 else ""
+    return ", ".join(shown) + more
+
+
+def _acs(paths: dict[str, GpuPciePath], report: DoctorReport) -> None:
+    bridges: dict[str, PciNode] = {}
+    for path in paths.values():
+        for node in path.bridges:
+            bridges.setdefault(node.bdf, node)
+    unreadable = sorted(bdf for bdf, node in bridges.items() if node.acs.status in ("not-root", "unreadable"))
+    on = sorted(bdf for bdf, node in bridges.items() if node.acs.redirects)
+    if unreadable:
+        why = ("extended PCI config space (offset 0x100 on) is readable only by root"
+               if any(bridges[b].acs.status == "not-root" for b in unreadable) else "their config files cannot be read")
+        report.check("acs", "not-made", f"ACS of {len(unreadable)} bridge(s) not read: {why}")
+        report.add(Finding(
+            "info", "acs-not-checked",
+            f"ACS (PCIe Access Control Services) on {len(unreadable)} bridge(s) above the GPUs could not be read: {why}.",
+            fix="run `sudo gputopo doctor`, or `sudo lspci -vvv | grep ACSCtl` (ReqRedir+ or CmpltRedir+ means ACS is on)",
+            evidence=[f"/sys/bus/pci/devices/{b}/config: {'256 bytes (not root)' if bridges[b].acs.status == 'not-root' else 'unreadable'}"
+                      for b in unreadable[:8]]))
+    elif bridges:
+        report.check("acs", "problem" if on else "ok", f"{len(bridges)} bridge(s) read")
+    for bdf in on:
+        node = bridges[bdf]
+        pairs = _affected_pairs(bdf, paths)
+        for a, b in pairs:
+            report.mark_pair(a, b, "acs")
+        gpus = sorted({g for pair in pairs for g in pair})
+        report.add(Finding(
+            "error", "acs-redirect",
+            f"ACS redirect is on at PCIe bridge {bdf}: peer-to-peer traffic through it is sent up to the root "
+            "complex (and the IOMMU) instead of straight across: slow copies, hangs or wrong data "
+            "(NVIDIA/nccl#2079, #606); `nvidia-smi topo -p2p` can still say OK.",
+            gpus=report.indices(gpus),
+            evidence=[f"{node.sysfs_path}/config: ACS control 0x{node.acs.control:04x} ({node.acs.words()})"],
+            effect=f"P2P between {_pairs_text(report, pairs)}" if pairs else "P2P of the GPU(s) below it",
+            fix=f"disable ACS in the BIOS (often 'PCIe ACS' / 'ACS Enable' under PCIe or IIO settings), or at every boot "
+                f"`sudo setpci -s {bdf} ECAP_ACS+6.w=0000`, or boot with `pci=disable_acs_redir={bdf}` "
+                "(only where no VM needs device isolation)"))
+
+
+def _links(paths: dict[str, GpuPciePath], report: DoctorReport) -> None:
+    seen: set[str] = set()
+    slow_width, maybe_idle, any_link = [], [], False
+    for gpu_bdf, path in sorted(paths.items()):
+        for node in path.nodes:
+            if node.bdf in seen:
+                continue
+            seen.add(node.bdf)
+            any_link = any_link or node.link.max_width is not None
+            if node.link.width_below_max:
+                slow_width.append(node)
+            elif node.link.speed_below_max:
+                maybe_idle.append(node)
+    if not any_link:
+        report.check("pcie-links", "not-made", "no link files (current_link_width, max_link_width) under sysfs")
+        return
+    report.check("pcie-links", "problem" if slow_width else "ok", f"{len(seen)} device(s) read")
+    for node in slow_width:
+        below = sorted(bdf for bdf, path in paths.items() if any(n.bdf == node.bdf for n in path.nodes))
+        for gpu in below:
+            report.mark_gpu(gpu, "downtrained")
+        for a, b in combinations(sorted(paths), 2):
+            if a in below or b in below:
+                report.mark_pair(a, b, "downtrained")
+        link = node.link
+        what = "the GPU" if node.bdf in paths else "a bridge above " + and_list([report.label(b) for b in below])
+        report.add(Finding(
+            "warning", "pcie-link-narrow",
+            f"The PCIe link of {node.bdf} ({what}) runs at x{link.current_width} of x{link.max_width}: "
+            "it trained narrower than it can (a riser, a slot wired with fewer lanes, chipset lanes, a bad seat); "
+            "every copy through it gets that fraction of the bandwidth (tinygrad/open-gpu-kernel-modules#6).",
+            gpus=report.indices(below),
+            evidence=[f"{node.sysfs_path}/current_link_width: {link.current_width}, max_link_width: {link.max_width}",
+                      f"{node.sysfs_path}/current_link_speed: {link.current_speed_gts} GT/s, max_link_speed: {link.max_speed_gts} GT/s"],
+            effect=f"every copy to or from {and_list([report.label(b) for b in below])}",
+            fix="reseat the card, move it to a CPU-attached x16 slot (the board manual says which slots share lanes), "
+                "check the riser and the BIOS slot bifurcation / link width settings"))
+    for node in maybe_idle:
+        link = node.link
+        report.add(Finding(
+            "info", "pcie-link-slow-maybe-idle",
+            f"The PCIe link of {node.bdf} runs at {gts_to_gen(link.current_speed_gts)} of "
+            f"{gts_to_gen(link.max_speed_gts)} (x{link.current_width} of x{link.max_width}): GPUs lower their link "
+            "speed when idle, so this may be normal; it is a fault only if it stays low under load.",
+            evidence=[f"{node.sysfs_path}/current_link_speed: {link.current_speed_gts} GT/s, max_link_speed: {link.max_speed_gts} GT/s"],
+            fix=UNDER_LOAD.format(bdf=node.bdf)))

@@ -1,0 +1,62 @@
+"""Everything ``gputopo doctor`` reads, gathered in one ``HealthEvidence`` (plain data for
+``analysis.doctor``): the PCIe paths of the GPUs sysfs lists, the host's health, NVML's health (or
+why it could not be read), and pasted evidence files.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from typing import Any, Mapping
+
+from gputopo.errors import NvmlUnavailable
+from gputopo.sources.host_health import HostHealth, read_host_health
+from gputopo.sources.nvml_health import NvmlHealth, read_nvml_health
+from gputopo.sources.pasted_health import PastedEvidence
+from gputopo.sources.pcie_health import GpuPciePath, gpu_pcie_paths, nvidia_gpus
+from gputopo.sources.sysfs import INFINIBAND_DIR
+
+
+@dataclass
+class HealthEvidence:
+    """What doctor judges. ``source`` names where it came from ("this host", an archive, a file)."""
+
+    source: str = "this host"
+    root: str | None = None  # the folder read (None: pasted files only)
+    gpu_bdfs: list[str] = field(default_factory=list)
+    paths: dict[str, GpuPciePath | None] = field(default_factory=dict)
+    host: HostHealth | None = None
+    nvml: NvmlHealth | None = None
+    nvml_unavailable: str | None = None  # why NVML was not read (None: read, or not asked)
+    rdma_nics: list[str] = field(default_factory=list)
+    pasted: list[tuple[str, PastedEvidence]] = field(default_factory=list)  # (label, evidence)
+    # smi text outputs found in a gathered tree: name -> text (nvidia-smi nvlink -s, topo -m ...)
+    recorded_outputs: dict[str, str] = field(default_factory=dict)
+
+    def bdf_to_index(self) -> dict[str, int]:
+        """Bus id -> NVML index, where NVML was read."""
+        if self.nvml is None:
+            return {}
+        return {g.pci_bus_id: g.index for g in self.nvml.gpus if g.pci_bus_id}
+
+
+def read_health(root: str | os.PathLike[str] = "/", env: Mapping[str, str] | None = None, *,
+                nvml: Any = None, use_nvml: bool = True, source: str = "this host") -> HealthEvidence:
+    """Read every source under ``root`` (and NVML where ``use_nvml``: a live host, not an archive)."""
+    root_text = os.fspath(root)
+    bdfs = nvidia_gpus(root_text)
+    evidence = HealthEvidence(source=source, root=root_text, gpu_bdfs=bdfs, paths=gpu_pcie_paths(bdfs, root_text),
+                              host=read_host_health(root_text, env))
+    try:
+        evidence.rdma_nics = sorted(os.listdir(os.path.join(root_text, INFINIBAND_DIR)))
+    except OSError:
+        evidence.rdma_nics = []
+    if use_nvml:
+        try:
+            evidence.nvml = read_nvml_health(nvml)
+        except NvmlUnavailable as exc:
+            evidence.nvml_unavailable = str(exc).split(";")[0]
+        if evidence.nvml is not None and not evidence.gpu_bdfs:
+            # No sysfs (a container without /sys/bus/pci): NVML's bus ids still name the GPUs.
+            evidence.gpu_bdfs = [g.pci_bus_id for g in evidence.nvml.gpus if g.pci_bus_id]
+    return evidence
