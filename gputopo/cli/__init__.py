@@ -172,6 +172,8 @@ COMMAND_MODULES = {
     "bench-p2p": "bench",
     "train": "train",
     "report": "report",
+    "doctor": "doctor",
+    "gather": "doctor",
 }
 
 

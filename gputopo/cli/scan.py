@@ -49,10 +49,7 @@ def scan(
     from gputopo.analysis import topologies_for
     from gputopo.sources import TopologyRequest
 
-    if fail_on is not None and fail_on not in FAIL_ON_LEVELS:
-        from gputopo.errors import InputError
-
-        raise InputError(f"--fail-on must be {' or '.join(FAIL_ON_LEVELS)}, not {fail_on!r}")
+    checked_fail_on(fail_on)
     request = TopologyRequest(from_files=tuple(from_files or ()), machine=machine, tf_log=tf_log, tf_run=tf_run,
                               host=host, tf_now=tf_init)
     if tf_init:
@@ -89,6 +86,14 @@ def scan(
 
 
 FAIL_ON_LEVELS = ("warning", "error")
+
+
+def checked_fail_on(fail_on: str | None) -> None:
+    """``--fail-on`` must name a level (scan, doctor)."""
+    if fail_on is not None and fail_on not in FAIL_ON_LEVELS:
+        from gputopo.errors import InputError
+
+        raise InputError(f"--fail-on must be {' or '.join(FAIL_ON_LEVELS)}, not {fail_on!r}")
 
 
 def _scan_hosts(topologies: list[Topology], one_topology_options: list[str], json_output: bool, fail_on: str | None) -> None:

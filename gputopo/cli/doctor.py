@@ -1,0 +1,109 @@
+"""`gputopo doctor` (why P2P is slow, wrong or hangs) and `gputopo gather` (pack what it reads)."""
+
+from __future__ import annotations
+
+from typing import Annotated, Optional
+
+import typer
+
+from gputopo.cli import JsonOption, command
+
+FailOnOption = Annotated[
+    Optional[str],
+    typer.Option("--fail-on", metavar="LEVEL",
+                 help="Exit with code 1 when a finding is at least this severe: warning or error (Slurm prologs, CI)."),
+]
+
+
+@command("doctor")
+def doctor_command(
+    from_files: Annotated[
+        Optional[list[str]],
+        typer.Option("--from", metavar="FILE",
+                     help="Judge saved evidence instead of this host: a `gputopo gather` archive or folder, or pasted "
+                          "`lspci -vvv` / `lspci -tv` / dmesg / /proc/cmdline / `nvidia-smi nvlink -s` text "
+                          "('-' = stdin); give it once per file."),
+    ] = None,
+    json_output: JsonOption = False,
+    fail_on: FailOnOption = None,
+    root: Annotated[Optional[str], typer.Option("--root", hidden=True, help="Read this folder as / (tests).")] = None,
+) -> None:
+    """Why P2P is slow, wrong or hangs: ACS, IOMMU, PCIe links trained down, NVLinks down, Fabric
+    Manager, GPUDirect RDMA, /dev/shm and NCCL variables; each finding with its cause, the evidence
+    read, its effect on GPU pairs and the fix. Checks it cannot make say why."""
+    from gputopo.cli.scan import _fail_on_findings, checked_fail_on
+
+    checked_fail_on(fail_on)
+    report = _report(from_files or [], root)
+    if json_output:
+        from gputopo.views.common import print_json
+
+        print_json(report.to_dict())
+    else:
+        from gputopo.views.doctor import render_doctor
+
+        render_doctor(report)
+    if fail_on is not None:
+        _fail_on_findings(report.findings, fail_on)
+
+
+def _report(from_files: list[str], root: str | None):
+    import os
+
+    from gputopo.analysis.doctor import doctor
+    from gputopo.sources.doctor_input import evidence_from_files, evidence_of_host
+
+    if from_files:
+        if root is not None:
+            from gputopo.errors import InputError
+
+            raise InputError("give either --from (saved evidence) or --root, not both")
+        with evidence_from_files(from_files) as evidence:
+            return doctor(evidence)
+    return doctor(evidence_of_host(root or "/", dict(os.environ)))
+
+
+@command("gather")
+def gather_command(
+    output: Annotated[str, typer.Option("--output", "-o", metavar="FILE",
+                                        help="The archive to write (a .tar.gz), e.g. box.tar.gz ('-' = stdout).")],
+    no_smi: Annotated[bool, typer.Option("--no-smi", help="Do not run nvidia-smi.")] = False,
+    root: Annotated[Optional[str], typer.Option("--root", hidden=True, help="Pack this folder as / (tests).")] = None,
+) -> None:
+    """Pack the files doctor and scan read (sys/, proc/, nvidia-smi outputs; no secrets) into one
+    archive to attach to a ticket; read it anywhere with `gputopo doctor --from FILE`."""
+    import io
+    import os
+    import sys
+
+    from gputopo.fileio import write_target
+    from gputopo.sources.gather import gather
+    from gputopo.views.common import err
+
+    buffer = io.BytesIO()
+    packer = gather(buffer, root=root or "/", env=dict(os.environ), smi=None if no_smi else "nvidia-smi")
+    data = buffer.getvalue()
+    if output == "-":
+        sys.stdout.buffer.write(data)
+        sys.stdout.buffer.flush()
+    else:
+        _write_bytes(write_target(output), data)
+    err().print(f"gather: {packer.files} files, {len(data)} bytes compressed"
+                + (f"; left out {len(packer.skipped)}" if packer.skipped else ""), markup=False, highlight=False)
+
+
+def _write_bytes(path, data: bytes) -> None:
+    """Write ``data`` to ``path`` through a temporary file in the same folder (never half-written)."""
+    import os
+    import tempfile
+
+    from gputopo.errors import OutputError
+
+    folder = os.path.dirname(os.path.abspath(path)) or "."
+    try:
+        fd, tmp = tempfile.mkstemp(dir=folder, prefix=".gputopo-gather-")
+        with os.fdopen(fd, "wb") as out:
+            out.write(data)
+        os.replace(tmp, path)
+    except OSError as exc:
+        raise OutputError(f"cannot write {os.fspath(path)!r}: {exc.strerror or exc}") from None

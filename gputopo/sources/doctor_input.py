@@ -1,0 +1,69 @@
+"""Where doctor's evidence comes from: this host (a root folder, NVML, the environment), or saved
+files (``--from``): a ``gather`` archive, a folder with the same layout, or pasted text."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from typing import Iterator, Mapping
+
+from gputopo.errors import InputError
+from gputopo.fileio import read_text_input
+from gputopo.sources.archive import is_archive, unpacked
+from gputopo.sources.health import HealthEvidence, read_health
+from gputopo.sources.pasted_health import parse_pasted
+
+ENV_FILE = "gputopo/env"
+SMI_FOLDER = "gputopo/nvidia-smi"
+MAX_PASTE_BYTES = 16 << 20
+
+
+def evidence_of_host(root: str = "/", env: Mapping[str, str] | None = None, nvml=None) -> HealthEvidence:
+    """This host: sysfs/procfs under ``root``; NVML only where ``root`` is ``/`` (or a fake is given)."""
+    live = os.path.abspath(root) == "/"
+    return read_health(root, env, nvml=nvml, use_nvml=live or nvml is not None,
+                       source="this host" if live else root)
+
+
+def _saved_env(root: str) -> dict[str, str]:
+    try:
+        with open(os.path.join(root, ENV_FILE), encoding="utf-8", errors="replace") as f:
+            lines = f.read(65536).splitlines()
+    except OSError:
+        return {}
+    return dict(line.split("=", 1) for line in lines if "=" in line)
+
+
+def evidence_of_tree(root: str, label: str) -> HealthEvidence:
+    """A gathered tree (unpacked archive or folder): read like a host, without NVML; the
+    nvidia-smi outputs it holds are read as pasted evidence."""
+    evidence = read_health(root, _saved_env(root), use_nvml=False, source=label)
+    smi = os.path.join(root, SMI_FOLDER)
+    for name in sorted(os.listdir(smi)) if os.path.isdir(smi) else []:
+        text = read_text_input(os.path.join(smi, name), "nvidia-smi output", MAX_PASTE_BYTES)
+        evidence.recorded_outputs[name] = text
+        parsed = parse_pasted(text)
+        if parsed.kinds:
+            evidence.pasted.append((f"{label}:{SMI_FOLDER}/{name}", parsed))
+    return evidence
+
+
+@contextlib.contextmanager
+def evidence_from_files(paths: list[str]) -> Iterator[HealthEvidence]:
+    """Evidence from ``--from`` files: at most one tree (archive or folder) plus any pasted texts."""
+    trees = [p for p in paths if p != "-" and (os.path.isdir(p) or is_archive(p))]
+    if len(trees) > 1:
+        raise InputError("give at most one gathered archive or folder with --from (pasted text files may be added)")
+    with contextlib.ExitStack() as stack:
+        if trees:
+            tree = trees[0]
+            root = tree if os.path.isdir(tree) else stack.enter_context(unpacked(tree))
+            evidence = evidence_of_tree(root, os.path.basename(os.path.normpath(tree)))
+        else:
+            evidence = HealthEvidence(source=", ".join(os.path.basename(p) if p != "-" else "standard input" for p in paths))
+        for path in paths:
+            if path in trees:
+                continue
+            text = read_text_input(path, "evidence file", MAX_PASTE_BYTES)
+            evidence.pasted.append((os.path.basename(path) if path != "-" else "standard input", parse_pasted(text)))
+        yield evidence

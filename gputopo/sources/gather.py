@@ -1,0 +1,200 @@
+"""``gputopo gather``: the files doctor and scan read, packed into one archive to attach to a ticket
+(the idea of hwloc's ``hwloc-gather-topology``). Paths inside are the host's (``sys/...``,
+``proc/...``), so ``gputopo doctor --from box.tar.gz`` reads it as if it were that host's ``/``.
+
+What is packed (and nothing else: no environment beyond the variables named, no serial numbers):
+- every PCI device folder under ``sys/devices/pci*`` (the link, ACS and identity files only) and the
+  ``sys/bus/pci/devices`` links; ``sys/kernel/iommu_groups`` (types and member links);
+- CPU sockets, NUMA nodes and distances; RDMA NICs (``sys/class/infiniband`` links);
+- ``sys/class/dmi/id/{sys_vendor,product_name}``; ``proc/cmdline``, ``proc/modules``, the
+  ``/dev/shm`` line of ``proc/mounts``, the first ``flags`` line of ``proc/cpuinfo``,
+  ``proc/driver/nvidia/gpus`` (names), the ``/dev/nvidiaN`` names (as empty files), container marks;
+- ``gputopo/env`` (``NCCL_*``, ``CUDA_VISIBLE_DEVICES``, ``CUDA_DEVICE_ORDER`` only);
+- ``gputopo/nvidia-smi/*.txt``: ``topo -m``, ``topo -p2p r``, ``nvlink -s``, ``-q`` where nvidia-smi
+  exists, each with a timeout (the child and its children killed with it).
+
+Links are recorded as links, never followed; a link whose target would leave the packed tree is
+left out. Bounded: at most ``MAX_FILES`` files, ``MAX_FILE_BYTES`` each, ``MAX_TOTAL_BYTES`` in all.
+"""
+
+from __future__ import annotations
+
+import io
+import os
+import posixpath
+import re
+import shutil
+import signal
+import subprocess
+import tarfile
+import time
+from dataclasses import dataclass, field
+from typing import Mapping
+
+from gputopo.sources.host_health import relevant_env
+
+MAX_FILES = 20_000
+MAX_FILE_BYTES = 1 << 20
+MAX_TOTAL_BYTES = 32 << 20
+SMI_TIMEOUT_S = 20.0
+PCI_FILES = ("class", "vendor", "device", "subsystem_vendor", "subsystem_device", "current_link_speed",
+             "current_link_width", "max_link_speed", "max_link_width", "config", "numa_node", "local_cpulist")
+SMI_COMMANDS = {"topo-m": ["topo", "-m"], "topo-p2p-r": ["topo", "-p2p", "r"], "nvlink-s": ["nvlink", "-s"],
+                "q": ["-q"]}
+_PCI_NAME = re.compile(r"^(pci[0-9a-f]{4}:[0-9a-f]{2}|[0-9a-f]{4}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-7])$")
+
+
+@dataclass
+class Packer:
+    """Adds files and links under a root to a tar, within the bounds; counts what it left out."""
+
+    root: str
+    tar: tarfile.TarFile
+    files: int = 0
+    total_bytes: int = 0
+    skipped: list[str] = field(default_factory=list)
+
+    def add_bytes(self, name: str, data: bytes) -> None:
+        if self.files >= MAX_FILES or self.total_bytes + len(data) > MAX_TOTAL_BYTES:
+            self.skipped.append(f"{name} (bounds)")
+            return
+        info = tarfile.TarInfo(name)
+        info.size, info.mode, info.mtime = len(data), 0o644, int(time.time())
+        self.tar.addfile(info, io.BytesIO(data))
+        self.files += 1
+        self.total_bytes += len(data)
+
+    def add_file(self, rel: str, filter_text=None) -> None:
+        path = os.path.join(self.root, rel)
+        if os.path.islink(path):
+            self.add_link(rel)
+            return
+        try:
+            with open(path, "rb") as f:
+                data = f.read(MAX_FILE_BYTES)
+        except OSError:
+            return
+        if filter_text is not None:
+            data = filter_text(data.decode("utf-8", "replace")).encode()
+        self.add_bytes(rel, data)
+
+    def add_link(self, rel: str) -> None:
+        try:
+            target = os.readlink(os.path.join(self.root, rel))
+        except OSError:
+            return
+        joined = posixpath.normpath(posixpath.join(posixpath.dirname(rel), target))
+        if target.startswith("/") or joined == ".." or joined.startswith("../"):
+            self.skipped.append(f"{rel} (link out of the tree)")
+            return
+        info = tarfile.TarInfo(rel)
+        info.type, info.linkname, info.mode = tarfile.SYMTYPE, target, 0o777
+        self.tar.addfile(info)
+        self.files += 1
+
+    def listdir(self, rel: str) -> list[str]:
+        try:
+            return sorted(os.listdir(os.path.join(self.root, rel)))
+        except OSError:
+            return []
+
+
+def _pack_pci(packer: Packer) -> None:
+    for bdf in packer.listdir("sys/bus/pci/devices"):
+        packer.add_link(f"sys/bus/pci/devices/{bdf}")
+    for top in packer.listdir("sys/devices"):
+        if _PCI_NAME.match(top):
+            _pack_pci_tree(packer, f"sys/devices/{top}")
+
+
+def _pack_pci_tree(packer: Packer, rel: str) -> None:
+    stack = [rel]
+    while stack:
+        folder = stack.pop()
+        for name in packer.listdir(folder):
+            child = f"{folder}/{name}"
+            if os.path.islink(os.path.join(packer.root, child)):
+                if name == "iommu_group":
+                    packer.add_link(child)
+                continue
+            if name in PCI_FILES:
+                packer.add_file(child)
+            elif _PCI_NAME.match(name) and os.path.isdir(os.path.join(packer.root, child)):
+                stack.append(child)
+
+
+def _pack_host(packer: Packer) -> None:
+    for group in packer.listdir("sys/kernel/iommu_groups"):
+        packer.add_file(f"sys/kernel/iommu_groups/{group}/type")
+        for bdf in packer.listdir(f"sys/kernel/iommu_groups/{group}/devices"):
+            packer.add_link(f"sys/kernel/iommu_groups/{group}/devices/{bdf}")
+    for cpu in packer.listdir("sys/devices/system/cpu"):
+        if re.fullmatch(r"cpu[0-9]+", cpu):
+            packer.add_file(f"sys/devices/system/cpu/{cpu}/topology/physical_package_id")
+    packer.add_file("sys/devices/system/node/online")
+    for node in packer.listdir("sys/devices/system/node"):
+        if re.fullmatch(r"node[0-9]+", node):
+            packer.add_file(f"sys/devices/system/node/{node}/distance")
+    for nic in packer.listdir("sys/class/infiniband"):
+        packer.add_link(f"sys/class/infiniband/{nic}")
+    for name in ("sys_vendor", "product_name"):
+        packer.add_file(f"sys/class/dmi/id/{name}")
+    packer.add_file("proc/cmdline")
+    packer.add_file("proc/modules")
+    packer.add_file("proc/mounts", lambda text: "".join(
+        line + "\n" for line in text.splitlines() if len(line.split()) > 1 and line.split()[1] == "/dev/shm"))
+    packer.add_file("proc/cpuinfo", lambda text: next(
+        (line + "\n" for line in text.splitlines() if line.startswith("flags")), ""))
+    if os.path.exists(os.path.join(packer.root, "sys/kernel/mm/memory_peers/nv_mem")):
+        packer.add_bytes("sys/kernel/mm/memory_peers/nv_mem/.present", b"")
+    for gpu in packer.listdir("proc/driver/nvidia/gpus"):
+        packer.add_bytes(f"proc/driver/nvidia/gpus/{gpu}/.present", b"")
+    for name in packer.listdir("dev"):
+        if re.fullmatch(r"nvidia[0-9]+", name):
+            packer.add_bytes(f"dev/{name}", b"")
+    for marker in (".dockerenv", "run/.containerenv"):
+        if os.path.exists(os.path.join(packer.root, marker)):
+            packer.add_bytes(marker, b"")
+
+
+def run_bounded(argv: list[str], timeout_s: float = SMI_TIMEOUT_S) -> bytes | None:
+    """A command's standard output (bounded), or None; on timeout its whole process group is killed."""
+    try:
+        proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, stdin=subprocess.DEVNULL,
+                                start_new_session=True)
+    except OSError:
+        return None
+    try:
+        out, _ = proc.communicate(timeout=timeout_s)
+    except subprocess.TimeoutExpired:
+        with_group_killed(proc)
+        return None
+    except BaseException:
+        with_group_killed(proc)
+        raise
+    return out[:MAX_FILE_BYTES] if proc.returncode == 0 else None
+
+
+def with_group_killed(proc: subprocess.Popen) -> None:
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except OSError:
+        pass
+    proc.wait()
+
+
+def gather(output, root: str = "/", env: Mapping[str, str] | None = None, smi: str | None = "nvidia-smi") -> Packer:
+    """Pack ``root``'s files (and nvidia-smi's outputs where ``smi`` is found) into the binary
+    stream ``output`` as a gzip tar. Returns the packer (what was packed and left out)."""
+    with tarfile.open(fileobj=output, mode="w:gz", format=tarfile.PAX_FORMAT) as tar:
+        packer = Packer(root, tar)
+        _pack_pci(packer)
+        _pack_host(packer)
+        variables = relevant_env(env or {})
+        packer.add_bytes("gputopo/env", "".join(f"{k}={v}\n" for k, v in variables.items()).encode())
+        found = shutil.which(smi) if smi else None
+        for name, args in SMI_COMMANDS.items() if found else ():
+            data = run_bounded([found, *args])
+            if data is not None:
+                packer.add_bytes(f"gputopo/nvidia-smi/{name}.txt", data)
+    return packer
