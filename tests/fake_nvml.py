@@ -24,6 +24,12 @@ NVML error), ``missing`` (the binding lacks the function: ``AttributeError``), `
 falls off the bus after N calls that touch it), ``init_error`` (``nvmlInit`` fails),
 ``inactive_links`` (some of a GPU's NVLinks are down), ``ancestor_overrides`` (e.g. INTERNAL = 0
 for a dual-GPU board), ``gpu_numa_ids`` (``nvmlDeviceGetNumaNodeId`` answers, as on Grace).
+
+Health (``gputopo doctor``): ``nvlink_errors`` ({(gpu, link): {counter: count}} for
+``nvmlDeviceGetNvLinkErrorCounter``, counters as NVML numbers them: 0 replay, 1 recovery, 2 CRC flit,
+3 CRC data) and ``fabric`` ({gpu: (state, status, healthMask)} for ``nvmlDeviceGetGpuFabricInfo`` /
+``...InfoV``, which fill the caller's structure through ``ctypes.byref`` as the real binding does;
+GPUs not named answer NotSupported, as on machines without NVSwitch).
 """
 
 from __future__ import annotations
@@ -150,6 +156,8 @@ class FakeNvml:
         inactive_links: dict[int, int] | None = None,
         ancestor_overrides: dict[tuple[int, int], int] | None = None,
         gpu_numa_ids: dict[int, int] | None = None,
+        nvlink_errors: dict[tuple[int, int], dict[int, int]] | None = None,
+        fabric: dict[int, tuple[int, int, int]] | None = None,
         driver_version: str = "550.54.15",
         cuda_driver_version: int = 12040,
     ) -> None:
@@ -162,6 +170,8 @@ class FakeNvml:
         self.init_error = init_error
         self.ancestor_overrides = dict(ancestor_overrides or {})
         self.gpu_numa_ids = dict(gpu_numa_ids or {})
+        self.nvlink_errors = dict(nvlink_errors or {})
+        self.fabric = dict(fabric or {})
         # A saved scan carries the versions NVML gave ("12.4" is 12040); a reference machine does not.
         self.driver_version = topology.driver_version or driver_version
         self.cuda_driver_version = _cuda_version_number(topology.cuda_driver_version) or cuda_driver_version
@@ -232,7 +242,7 @@ class FakeNvml:
 
     def __getattr__(self, name: str) -> Any:
         # Exception classes and constants come from the real module.
-        if name.startswith("NVML"):
+        if name.startswith(("NVML", "c_nvmlGpuFabricInfo", "nvmlGpuFabricInfo_v")):
             return getattr(pynvml, name)
         raise AttributeError(f"module 'pynvml' has no attribute {name!r}")
 
@@ -448,3 +458,35 @@ class FakeNvml:
         if word is None:
             raise pynvml.NVMLError_NotSupported()
         return _P2P_WORD_TO_STATUS[word]
+
+    # --- health (doctor) -----------------------------------------------------------------------
+
+    def nvmlDeviceGetNvLinkErrorCounter(self, device: Any, link: int, counter: int) -> int:
+        nvlink = self._nvlink("nvmlDeviceGetNvLinkErrorCounter", device, link)
+        if not isinstance(counter, int) or not 0 <= counter < pynvml.NVML_NVLINK_ERROR_COUNT:
+            raise pynvml.NVMLError_InvalidArgument()
+        if not nvlink.active:
+            raise pynvml.NVMLError_NotSupported()
+        return self.nvlink_errors.get((device.index, link), {}).get(counter, 0)
+
+    def _fill_fabric(self, fn_name: str, device: Any, info_ref: Any, versioned: bool) -> int:
+        self._enter(fn_name, device)
+        if device.index not in self.fabric:
+            raise pynvml.NVMLError_NotSupported()
+        info = getattr(info_ref, "_obj", None)  # what ctypes.byref wraps
+        expected = pynvml.c_nvmlGpuFabricInfoV_t if versioned else pynvml.c_nvmlGpuFabricInfo_t
+        if not isinstance(info, expected):
+            raise pynvml.NVMLError_InvalidArgument()
+        if versioned and info.version != pynvml.nvmlGpuFabricInfo_v2:
+            raise pynvml.NVMLError_ArgumentVersionMismatch()
+        state, status, health = self.fabric[device.index]
+        info.state, info.status = state, status
+        if versioned:
+            info.healthMask = health
+        return pynvml.NVML_SUCCESS
+
+    def nvmlDeviceGetGpuFabricInfo(self, device: Any, gpuFabricInfo: Any) -> int:
+        return self._fill_fabric("nvmlDeviceGetGpuFabricInfo", device, gpuFabricInfo, versioned=False)
+
+    def nvmlDeviceGetGpuFabricInfoV(self, device: Any, gpuFabricInfo: Any) -> int:
+        return self._fill_fabric("nvmlDeviceGetGpuFabricInfoV", device, gpuFabricInfo, versioned=True)

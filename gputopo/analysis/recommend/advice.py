@@ -122,12 +122,14 @@ def _describe_cuda_numbering(problem: Problem, group: GroupAdvice) -> None:
 
 
 def hop_label(link: Link) -> str:
-    """The link word users know; links read from a TF log alone only say whether TF could peer."""
+    """The link word users know; links read from a TF log alone only say whether TF could peer.
+    Problems `gputopo doctor` found on the pair's path follow (``PIX, doctor: acs``)."""
+    health = f", doctor: {'/'.join(link.health)}" if link.health else ""
     if link.type != "UNKNOWN":
-        return link.type
+        return link.type + health
     if link.can_peer is None:
-        return "unknown"
-    return "TF:P2P" if link.can_peer else "TF:no-P2P"
+        return "unknown" + health
+    return ("TF:P2P" if link.can_peer else "TF:no-P2P") + health
 
 
 def _same_socket(problem: Problem, group: GroupAdvice) -> bool | None:

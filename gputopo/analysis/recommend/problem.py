@@ -27,6 +27,10 @@ from gputopo.numbering import tf_ordinal_to_index
 
 # Bandwidths are compared as integers in hundredths of a GB/s, so sums and ties are exact.
 CENTI = 100
+# A pair whose path `gputopo doctor` found unhealthy (``Link.health``: ACS redirect, a link trained
+# down, NVLinks down, a translating IOMMU, P2P turned off) counts a quarter of its estimate: its
+# copies go through the root complex or host memory, or at a fraction of the lanes.
+UNHEALTHY_DIVISOR = 4
 LOCALITY_SCALE = 1000  # one "digit" of the encoded locality: sockets, NUMA nodes, NUMA distance
 
 
@@ -115,6 +119,8 @@ class Problem:
                     raise InputError(f"the topology has no link between GPU {a} and GPU {b}; cannot rank groups")
                 est = best_estimate(link, gpus.get(link.a), gpus.get(link.b))  # measured GB/s win
                 weight[i][j] = weight[j][i] = int(round(est.gbps * CENTI))
+                if link.health:  # doctor found this pair's path unhealthy (ACS, link down, ...): below healthy pairs
+                    weight[i][j] = weight[j][i] = max(1, weight[i][j] // UNHEALTHY_DIVISOR)
                 if link.type == "UNKNOWN" and link.can_peer is False:  # a TF log alone: where the estimates
                     weight[i][j] = weight[j][i] = weight[i][j] - 1  # tie, a pair it says cannot peer ranks below an unnamed one
                 estimate_basis[(a, b)] = estimate_basis[(b, a)] = est.basis

@@ -1,0 +1,252 @@
+"""`gputopo doctor`'s analysis on fake hosts built from real captures (tests/doctor_trees.py), on the
+real pasted captures (tests/fixtures/doctor/EXPECTED.json), and on NVML through the fake pynvml."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from doctor_trees import (
+    DOCTOR_FIXTURES,
+    FakeHost,
+    capture,
+    real_acs_controls,
+    real_links,
+    two_gpus_under_root_ports,
+    two_gpus_under_switch,
+)
+from fake_nvml import FakeNvml
+
+from gputopo.analysis.doctor import apply_health, doctor
+from gputopo.sources.doctor_input import evidence_of_host
+from gputopo.sources.health import HealthEvidence
+from gputopo.sources.pasted_health import parse_pasted
+from gputopo.sources.reference import load_reference
+
+EXPECTED = json.loads((DOCTOR_FIXTURES / "EXPECTED.json").read_text())
+
+
+def _report(root, env=None, nvml=None):
+    return doctor(evidence_of_host(str(root), env or {}, nvml=nvml))
+
+
+def _codes(report, severity=None):
+    return [f.code for f in report.findings if severity is None or f.severity == severity]
+
+
+def _healthy_extras(host: FakeHost, gpus: list[str]) -> None:
+    host.iommu_group(12, "identity", gpus)
+    host.proc("cmdline", capture("proc_cmdline_amd_iommu_pt.txt"))
+    host.proc("mounts", "shm /dev/shm tmpfs rw,nosuid,nodev,size=16777216k 0 0\n")
+
+
+def test_acs_on_root_ports_is_an_error_naming_each_port_the_pair_and_the_setpci_line(tmp_path):
+    two_gpus_under_root_ports(tmp_path, real_acs_controls()["on"])
+    report = _report(tmp_path)
+    acs = [f for f in report.findings if f.code == "acs-redirect"]
+    assert [f.severity for f in acs] == ["error", "error"]
+    assert report.findings[0].code == "acs-redirect"  # worst first
+    ports = sorted(f.evidence[0].split("/config")[0].rsplit("/", 1)[1] for f in acs)
+    assert ports == ["0000:40:01.1", "0000:60:01.1"]
+    for finding, port in zip(sorted(acs, key=lambda f: f.evidence[0]), ports):
+        assert f"setpci -s {port} ECAP_ACS+6.w=0000" in finding.fix
+        assert "ReqRedir+ CmpltRedir+" in finding.evidence[0]
+        assert "0000:41:00.0" in finding.effect and "0000:61:00.0" in finding.effect
+    assert report.pair_problems == {("0000:41:00.0", "0000:61:00.0"): ["acs"]}
+
+
+def test_acs_on_one_switch_port_names_that_port_only(tmp_path):
+    acs = real_acs_controls()
+    two_gpus_under_switch(tmp_path, {"0000:04:08.0": acs["switch-on"], "0000:04:10.0": acs["switch-off"]}, acs["off"])
+    report = _report(tmp_path)
+    found = [f for f in report.findings if f.code == "acs-redirect"]
+    assert len(found) == 1
+    assert found[0].evidence[0].startswith("/sys/bus/pci/devices/0000:04:08.0/config: ACS control 0x001d")
+    assert report.pair_problems == {("0000:05:00.0", "0000:06:00.0"): ["acs"]}
+
+
+def test_acs_above_both_gpus_does_not_touch_their_pair(tmp_path):
+    """ACS on the root port above a switch: peer traffic inside the switch never reaches it."""
+    acs = real_acs_controls()
+    two_gpus_under_switch(tmp_path, {"0000:04:08.0": acs["off"], "0000:04:10.0": acs["off"]}, acs["on"])
+    report = _report(tmp_path)
+    finding = next(f for f in report.findings if f.code == "acs-redirect")
+    assert "0000:00:02.0" in finding.evidence[0]
+    assert finding.effect == "P2P of the GPU(s) below it"
+    assert report.pair_problems == {}
+
+
+def test_not_root_says_the_acs_check_was_not_made_and_why(tmp_path):
+    two_gpus_under_root_ports(tmp_path, real_acs_controls()["on"], root_readable=False)
+    report = _report(tmp_path)
+    assert "acs-redirect" not in _codes(report)
+    info = next(f for f in report.findings if f.code == "acs-not-checked")
+    assert info.severity == "info" and "root" in info.message and "sudo" in info.fix
+    assert any(c.name == "acs" and c.status == "not-made" for c in report.checks)
+
+
+@pytest.mark.parametrize("where", ["gpu", "bridge"])
+def test_a_link_trained_narrow_is_a_warning_on_the_gpu_or_a_bridge_above_it(tmp_path, where):
+    links = real_links()
+    two_gpus_under_root_ports(tmp_path, real_acs_controls()["off"],
+                              gpu_link=links["gpu-x8"] if where == "gpu" else links["full"],
+                              bridge_link=links["bridge-x8"] if where == "bridge" else links["full"])
+    report = _report(tmp_path)
+    narrow = [f for f in report.findings if f.code == "pcie-link-narrow"]
+    assert len(narrow) == 2 and all(f.severity == "warning" for f in narrow)
+    assert all("x8 of x16" in f.message for f in narrow)
+    assert ("a bridge above" in narrow[0].message) == (where == "bridge")
+    assert "downtrained" in report.gpu_problems["0000:41:00.0"]
+    assert report.pair_problems[("0000:41:00.0", "0000:61:00.0")] == ["downtrained"]
+
+
+def test_an_idle_speed_drop_alone_is_only_info_with_how_to_check_under_load(tmp_path):
+    two_gpus_under_root_ports(tmp_path, real_acs_controls()["off"], gpu_link=real_links()["idle"])
+    report = _report(tmp_path)
+    assert _codes(report, "warning") == [] and _codes(report, "error") == []
+    idle = [f for f in report.findings if f.code == "pcie-link-slow-maybe-idle"]
+    assert len(idle) == 2 and "under load" in idle[0].fix and "idle" in idle[0].message
+
+
+@pytest.mark.parametrize(("kind", "cmdline", "warned"), [
+    ("DMA", "proc_cmdline_no_iommu_options.txt", True),
+    ("DMA-FQ", "proc_cmdline_no_iommu_options.txt", True),
+    ("identity", "proc_cmdline_amd_iommu_pt.txt", False),
+    (None, "proc_cmdline_no_iommu_options.txt", False),
+])
+def test_iommu_translating_vs_identity_vs_off(tmp_path, kind, cmdline, warned):
+    host = two_gpus_under_root_ports(tmp_path, real_acs_controls()["off"])
+    if kind is not None:
+        host.iommu_group(27, kind, ["0000:41:00.0"])
+        host.iommu_group(41, kind, ["0000:61:00.0"])
+    host.proc("cmdline", capture(cmdline))
+    report = _report(tmp_path)
+    assert ("iommu-translating" in _codes(report, "warning")) == warned
+    if warned:
+        finding = next(f for f in report.findings if f.code == "iommu-translating")
+        assert f"/sys/kernel/iommu_groups/27/type: {kind}" in finding.evidence
+        assert "iommu=pt" in finding.fix
+        assert report.pair_problems[("0000:41:00.0", "0000:61:00.0")] == ["iommu"]
+    else:
+        assert any(c.name == "iommu" and c.status == "ok" for c in report.checks)
+
+
+def test_a_healthy_box_has_nothing_to_say(tmp_path):
+    host = two_gpus_under_root_ports(tmp_path, real_acs_controls()["off"])
+    _healthy_extras(host, ["0000:41:00.0", "0000:61:00.0"])
+    report = _report(tmp_path)
+    assert report.findings == []
+    assert report.pair_problems == {} and {c.status for c in report.checks} == {"ok"}
+
+
+@pytest.mark.parametrize(("env", "code"), [
+    ({"NCCL_P2P_DISABLE": "1"}, "env-nccl-p2p-disable"),
+    ({"NCCL_P2P_LEVEL": "LOC"}, "env-nccl-p2p-level"),
+])
+def test_environment_that_turns_p2p_off(tmp_path, env, code):
+    host = two_gpus_under_root_ports(tmp_path, real_acs_controls()["off"])
+    _healthy_extras(host, ["0000:41:00.0", "0000:61:00.0"])
+    report = _report(tmp_path, env={**env, "HOME": "/root", "AWS_SECRET_ACCESS_KEY": "x"})
+    assert _codes(report) == [code]
+    assert "unset" in report.findings[0].fix
+    assert "AWS_SECRET" not in json.dumps(report.to_dict())
+
+
+def test_small_dev_shm_and_missing_peermem_and_hidden_gpus(tmp_path):
+    host = two_gpus_under_root_ports(tmp_path, real_acs_controls()["off"])
+    _healthy_extras(host, ["0000:41:00.0", "0000:61:00.0"])
+    host.proc("mounts", "shm /dev/shm tmpfs rw,nosuid,nodev,noexec,relatime,size=65536k 0 0\n")
+    host.proc("modules", "nvidia_uvm 1 0 - Live 0x0\nnvidia 2 1 nvidia_uvm, Live 0x0\n")
+    (tmp_path / "sys/class/infiniband/mlx5_0").mkdir(parents=True)
+    for bdf in ("0000:41:00.0", "0000:61:00.0"):
+        (tmp_path / "proc/driver/nvidia/gpus" / bdf).mkdir(parents=True)
+    (tmp_path / "dev").mkdir()
+    (tmp_path / "dev/nvidia0").write_text("")
+    report = _report(tmp_path)
+    assert sorted(_codes(report)) == ["gpus-hidden", "nvidia-peermem-missing", "shm-too-small"]
+    shm = next(f for f in report.findings if f.code == "shm-too-small")
+    assert "--shm-size=1g --ulimit memlock=-1" in shm.fix and "64 MiB" in shm.message
+    assert "modprobe nvidia-peermem" in next(f for f in report.findings if f.code == "nvidia-peermem-missing").fix
+
+
+def _nvml_host(tmp_path):
+    host = two_gpus_under_root_ports(tmp_path, real_acs_controls()["off"])
+    _healthy_extras(host, ["0000:41:00.0", "0000:61:00.0"])
+    return host
+
+
+def test_nvml_inactive_nvlink_and_errors(tmp_path):
+    _nvml_host(tmp_path)
+    fake = FakeNvml(load_reference("dgx1"), inactive_links={2: 2}, nvlink_errors={(0, 0): {0: 7, 2: 3}})
+    report = _report(tmp_path, nvml=fake)
+    inactive = next(f for f in report.findings if f.code == "nvlink-inactive")
+    assert inactive.gpus == [2] and "2 of 6" in inactive.message
+    errors = next(f for f in report.findings if f.code == "nvlink-errors")
+    assert errors.gpus == [0] and "replay 7" in errors.evidence[0] and "crc_flit 3" in errors.evidence[0]
+    assert "nvlink-down" in report.gpu_problems[load_reference("dgx1").gpu(2).pci_bus_id]
+
+
+def test_nvml_fabric_manager_not_started_is_an_error(tmp_path):
+    _nvml_host(tmp_path)
+    topo = load_reference("dgx-a100")
+    fake = FakeNvml(topo, fabric={i: (1 if i == 3 else 3, 0, 2) for i in range(len(topo.gpus))})
+    report = _report(tmp_path, nvml=fake)
+    fabric = [f for f in report.findings if f.code == "fabric-not-ready"]
+    assert [f.gpus for f in fabric] == [[3]] and fabric[0].severity == "error"
+    assert "nvidia-fabricmanager" in fabric[0].fix and "802" in fabric[0].message
+    assert "nvmlDeviceGetGpuFabricInfoV" in fake.calls
+
+
+def test_nvml_p2p_not_supported_pairs(tmp_path):
+    _nvml_host(tmp_path)
+    report = _report(tmp_path, nvml=FakeNvml(load_reference("two-socket-4gpu")))
+    tns = next(f for f in report.findings if f.code.startswith("p2p-status-"))
+    assert tns.severity == "info" and "cannot use P2P" in tns.message and tns.gpus
+
+
+def test_no_nvml_says_the_check_was_not_made(tmp_path):
+    import pynvml
+
+    _nvml_host(tmp_path)
+    report = _report(tmp_path, nvml=FakeNvml(load_reference("dgx1"), init_error=pynvml.NVMLError_LibraryNotFound))
+    assert _codes(report) == ["nvml-not-checked"]
+    assert any(c.name == "nvml" and c.status == "not-made" and "libnvidia-ml" in c.detail for c in report.checks)
+
+
+@pytest.mark.parametrize("name", sorted(EXPECTED))
+def test_real_pasted_captures_match_the_expert(name):
+    expected = EXPECTED[name]
+    report = doctor(HealthEvidence(source=name, pasted=[(name, parse_pasted(capture(name)))]))
+    codes = _codes(report)
+    acs = [f for f in report.findings if f.code == "acs-redirect"]
+    if expected.get("acs_redirect_on"):
+        assert sorted(f.fix.split("setpci -s ")[1].split()[0] for f in acs) == expected["acs_redirect_on"]
+    if "acs_redirect_on_count" in expected:
+        assert len(acs) == 1 and f"at {expected['acs_redirect_on_count']} device(s)" in acs[0].message
+    if expected.get("acs_redirect_on") == [] or expected["kind"] in ("lspci-tv", "cmdline"):
+        assert _codes(report, "error") == [] and _codes(report, "warning") == []
+    if isinstance(expected.get("downtrained"), dict):
+        narrow = [f for f in report.findings if f.code == "pcie-link-narrow"]
+        assert sorted(f.message.split()[4] for f in narrow) == sorted(expected["downtrained"])
+    if "iommu_faults" in expected:
+        assert codes == ["iommu-fault"] and "9 DMA" in report.findings[0].message
+    if "fallen_off_bus" in expected:
+        assert codes == ["gpu-fallen-off-bus"] and expected["fallen_off_bus"][0] in report.findings[0].message
+    if "inactive_links" in expected:
+        assert report.findings[0].gpus == [3] and "link 3 and 5" in report.findings[0].message
+
+
+def test_apply_health_marks_links_and_recommend_ranks_them_last(tmp_path):
+    from gputopo.analysis.recommend import recommend
+
+    topo = load_reference("pcie-8gpu")
+    before = recommend(topo, 2).groups[0].gpus
+    two_gpus_under_root_ports(tmp_path, real_acs_controls()["on"])
+    report = _report(tmp_path)
+    report.pair_problems = {(topo.gpu(before[0]).pci_bus_id, topo.gpu(before[1]).pci_bus_id): ["acs"]}
+    assert apply_health(topo, report) == 1
+    assert topo.link(*before).health == ["acs"]
+    result = recommend(topo, 2)
+    assert tuple(result.groups[0].gpus) != tuple(before)
+    forced = recommend(topo, 2, require=before).groups[0]  # the reason names what doctor found
+    assert forced.slowest_hop.label.endswith("doctor: acs") and "doctor: acs" in forced.bottleneck
