@@ -1,0 +1,78 @@
+"""`gputopo doctor` / `gather` on the command line: exit codes (docs/exit-codes.md), one-line errors,
+--json, --fail-on as a Slurm prolog uses it, and no TensorFlow import."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from conftest import assert_one_error_line
+from doctor_trees import DOCTOR_FIXTURES, capture, real_acs_controls, real_links, two_gpus_under_root_ports
+from test_cli_imports import imported_by, loaded
+
+
+def _healthy(root):
+    host = two_gpus_under_root_ports(root, real_acs_controls()["off"])
+    host.iommu_group(3, "identity", ["0000:41:00.0", "0000:61:00.0"])
+    host.proc("cmdline", capture("proc_cmdline_amd_iommu_pt.txt"))
+    host.proc("mounts", "shm /dev/shm tmpfs rw,size=8388608k 0 0\n")
+    return host
+
+
+def test_healthy_fake_host_exits_0_even_with_fail_on(cli, tmp_path):
+    _healthy(tmp_path)
+    result = cli("doctor", "--root", str(tmp_path), "--fail-on", "warning")
+    assert result.exit_code == 0, result.output
+    assert "Nothing wrong found" in result.output
+
+
+def test_fail_on_warning_exits_1_for_a_narrow_link_but_error_does_not(cli, tmp_path):
+    two_gpus_under_root_ports(tmp_path, real_acs_controls()["off"], gpu_link=real_links()["gpu-x8"])
+    assert cli("doctor", "--root", str(tmp_path), "--fail-on", "warning").exit_code == 1
+    assert cli("doctor", "--root", str(tmp_path), "--fail-on", "error").exit_code == 0
+
+
+@pytest.mark.parametrize("args", [
+    ["doctor", "--fail-on", "fatal"],
+    ["doctor", "--from", "/nonexistent/lspci.txt"],
+    ["doctor", "--from", "x.txt", "--root", "/"],
+])
+def test_bad_input_is_one_line_exit_2(cli, args):
+    assert_one_error_line(cli(*args), 2)
+
+
+def test_pasted_text_on_stdin_and_json_schema(cli):
+    result = cli("doctor", "--from", "-", "--json", input=capture("lspci_vvv_amd_starship_root_port_acs_on.txt"))
+    assert result.exit_code == 0, result.output
+    report = json.loads(result.output)
+    assert report["schema"] == "gputopo.doctor/1"
+    finding = report["findings"][0]
+    assert {"severity", "code", "message", "gpus", "fix", "evidence", "effect"} <= set(finding)
+    assert finding["code"] == "acs-redirect" and "setpci -s 0000:40:01.1 ECAP_ACS+6.w=0000" in finding["fix"]
+
+
+def test_terminal_output_escapes_what_the_evidence_carries(cli, tmp_path):
+    paste = tmp_path / "evil.txt"
+    paste.write_text("[bold red]x[/]\x1b]0;pwned\x07 ACSCtl: SrcValid+ TransBlk- ReqRedir+ CmpltRedir+\n")
+    result = cli("doctor", "--from", str(paste))
+    assert result.exit_code == 0, result.output
+    assert "\x1b" not in result.output and "\x07" not in result.output and "[bold red]x[/]" in result.output
+
+
+def test_gather_writes_an_archive_doctor_reads(cli, tmp_path):
+    host = tmp_path / "host"
+    _healthy(host)
+    out = tmp_path / "box.tar.gz"
+    result = cli("gather", "-o", str(out), "--no-smi", "--root", str(host))
+    assert result.exit_code == 0, result.output
+    read = cli("doctor", "--from", str(out), "--fail-on", "warning")
+    assert read.exit_code == 0, read.output
+
+
+def test_doctor_imports_no_tensorflow(tmp_path):
+    _healthy(tmp_path / "root")
+    modules = imported_by(tmp_path, "doctor", "--root", str(tmp_path / "root"), "--json")
+    assert "gputopo.cli.doctor" in modules
+    assert loaded(modules, "tensorflow", "keras", "pynvml", "rich", "gputopo.tfruntime") == []
+    live = imported_by(tmp_path, "doctor", "--from", str(DOCTOR_FIXTURES / "dmesg_nvrm_fallen_off_bus.txt"))
+    assert loaded(live, "tensorflow", "keras", "gputopo.tfruntime", "gputopo.bench", "gputopo.train") == []

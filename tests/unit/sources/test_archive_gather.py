@@ -1,0 +1,151 @@
+"""`gputopo gather` packs a host's files safely; `doctor --from` reads archives and refuses hostile
+ones in one line with nothing written outside its private folder."""
+
+from __future__ import annotations
+
+import io
+import os
+import sys
+import tarfile
+import time
+
+import pytest
+from doctor_trees import real_acs_controls, two_gpus_under_root_ports
+
+from gputopo.errors import InputError
+from gputopo.sources import archive
+from gputopo.sources.archive import unpacked
+from gputopo.sources.gather import gather, run_bounded
+from gputopo.sources.pcie_health import acs_from_config, gpu_pcie_path, resolve_inside
+
+
+def _tar(path, members):
+    """members: (name, kind, payload) with kind file/dir/sym/hard/fifo/chr."""
+    with tarfile.open(path, "w:gz") as tar:
+        for name, kind, payload in members:
+            info = tarfile.TarInfo(name)
+            if kind == "file":
+                data = payload if isinstance(payload, bytes) else str(payload).encode()
+                info.size = len(data)
+                tar.addfile(info, io.BytesIO(data))
+                continue
+            info.type = {"dir": tarfile.DIRTYPE, "sym": tarfile.SYMTYPE, "hard": tarfile.LNKTYPE,
+                         "fifo": tarfile.FIFOTYPE, "chr": tarfile.CHRTYPE}[kind]
+            if kind in ("sym", "hard"):
+                info.linkname = payload
+            tar.addfile(info)
+    return str(path)
+
+
+@pytest.mark.parametrize(("members", "why"), [
+    ([("../evil", "file", "x")], "'..'"),
+    ([("/etc/evil", "file", "x")], "absolute"),
+    ([("sys/link", "sym", "/etc/passwd")], "pointing out"),
+    ([("sys/link", "sym", "../../etc")], "pointing out"),
+    ([("sys/link", "sym", "."), ("sys/link/x", "file", "y")], "below a link"),
+    ([("sys/x", "file", "a"), ("sys/x", "file", "b")], "twice"),
+    ([("dev/sda", "chr", None)], "special file"),
+    ([("fifo", "fifo", None)], "special file"),
+    ([("proc/cmdline", "hard", "/etc/shadow")], "special file"),
+])
+def test_hostile_archives_are_refused_in_one_line_and_nothing_is_written(tmp_path, members, why):
+    path = _tar(tmp_path / "box.tar.gz", members)
+    before = set(os.listdir(tmp_path))
+    with pytest.raises(InputError) as info:
+        with unpacked(path):
+            pass
+    message = str(info.value)
+    assert "\n" not in message and "refused" in message and why in message
+    assert set(os.listdir(tmp_path)) == before
+    assert not os.path.exists("/etc/evil") and not (tmp_path.parent / "evil").exists()
+
+
+def test_a_huge_file_and_a_tar_bomb_are_refused(tmp_path, monkeypatch):
+    monkeypatch.setattr(archive, "MAX_FILE_BYTES", 1000)
+    path = _tar(tmp_path / "big.tar.gz", [("proc/cmdline", "file", b"x" * 1001)])
+    with pytest.raises(InputError, match="1001 bytes"):
+        with unpacked(path):
+            pass
+    monkeypatch.setattr(archive, "MAX_MEMBERS", 50)
+    bomb = _tar(tmp_path / "bomb.tar.gz", [(f"f{n}", "file", "") for n in range(60)])
+    with pytest.raises(InputError, match="tar bomb"):
+        with unpacked(bomb):
+            pass
+    monkeypatch.setattr(archive, "MAX_TOTAL_BYTES", 2500)
+    many = _tar(tmp_path / "many.tar.gz", [(f"f{n}", "file", b"y" * 900) for n in range(3)])
+    with pytest.raises(InputError, match="tar bomb"):
+        with unpacked(many):
+            pass
+
+
+def test_links_resolve_inside_the_root_only(tmp_path):
+    (tmp_path / "sys/bus/pci/devices").mkdir(parents=True)
+    os.symlink("/etc", tmp_path / "sys/bus/pci/devices/0000:01:00.0")  # absolute: taken under the root
+    assert resolve_inside(tmp_path, "sys/bus/pci/devices/0000:01:00.0") is None  # no <root>/etc
+    (tmp_path / "etc").mkdir()
+    assert resolve_inside(tmp_path, "sys/bus/pci/devices/0000:01:00.0") == "etc"
+    os.symlink("../../../../../../../../..", tmp_path / "sys/bus/pci/devices/0000:02:00.0")
+    assert resolve_inside(tmp_path, "sys/bus/pci/devices/0000:02:00.0") == ""
+    os.symlink("loop", tmp_path / "sys/loop")
+    assert resolve_inside(tmp_path, "sys/loop") is None
+    assert gpu_pcie_path("0000:01:00.0", tmp_path) is None
+
+
+def test_acs_from_config_reads_the_chain_and_says_not_root():
+    from doctor_trees import config_bytes
+
+    assert acs_from_config(config_bytes(0x1D)).control == 0x1D
+    assert acs_from_config(config_bytes(0x1D, root_readable=False)).status == "not-root"
+    assert acs_from_config(config_bytes(None)).status == "absent"
+    looping = bytearray(config_bytes(None))
+    looping[0x100:0x104] = (0x0001 | 1 << 16 | 0x100 << 20).to_bytes(4, "little")  # points at itself
+    assert acs_from_config(bytes(looping)).status == "absent"
+
+
+def test_gather_then_doctor_from_the_archive_round_trip(tmp_path, cli):
+    host_root = tmp_path / "host"
+    two_gpus_under_root_ports(host_root, real_acs_controls()["on"])
+    (host_root / "proc").mkdir(exist_ok=True)
+    (host_root / "proc/cmdline").write_text("BOOT_IMAGE=/vmlinuz ro quiet\n")
+    (host_root / "proc/mounts").write_text("/dev/sda1 / ext4 rw 0 0\nshm /dev/shm tmpfs rw,size=65536k 0 0\n")
+    (host_root / "secret.txt").write_text("do not pack")
+    os.symlink("/etc/passwd", host_root / "sys/bus/pci/devices/0000:99:00.0")  # a link out: left out
+    out = tmp_path / "box.tar.gz"
+    buffer = io.BytesIO()
+    packer = gather(buffer, root=str(host_root), env={"NCCL_P2P_DISABLE": "1", "AWS_SECRET_ACCESS_KEY": "k"}, smi=None)
+    out.write_bytes(buffer.getvalue())
+    assert any("0000:99:00.0" in s for s in packer.skipped)
+    with tarfile.open(out) as tar:
+        names = tar.getnames()
+        env = tar.extractfile("gputopo/env").read().decode()
+        mounts = tar.extractfile("proc/mounts").read().decode()
+    assert "secret.txt" not in names and "AWS_SECRET" not in env and "NCCL_P2P_DISABLE=1" in env
+    assert "/dev/sda1" not in mounts
+    result = cli("doctor", "--from", str(out), "--json")
+    assert result.exit_code == 0, result.output
+    import json
+
+    report = json.loads(result.output)
+    codes = [f["code"] for f in report["findings"]]
+    assert report["schema"] == "gputopo.doctor/1" and report["source"] == "box.tar.gz"
+    assert codes.count("acs-redirect") == 2 and "env-nccl-p2p-disable" in codes and "shm-too-small" in codes
+    assert report["pairs"] == [{"a": "0000:41:00.0", "b": "0000:61:00.0", "problems": ["acs", "p2p-disabled"]}]
+    assert cli("doctor", "--from", str(out), "--fail-on", "error").exit_code == 1
+
+
+@pytest.mark.skipif(sys.platform != "linux", reason="process groups")
+def test_a_hanging_command_is_killed_with_its_children(tmp_path):
+    marker = tmp_path / "child.pid"
+    script = f"sleep 60 & echo $! > {marker}; wait"
+    started = time.monotonic()
+    assert run_bounded(["sh", "-c", script], timeout_s=1.0) is None
+    assert time.monotonic() - started < 30
+    child = int(marker.read_text())
+    for _ in range(50):
+        try:
+            os.kill(child, 0)
+        except ProcessLookupError:
+            break
+        time.sleep(0.1)
+    else:
+        pytest.fail("the grandchild survived its parent's timeout")
