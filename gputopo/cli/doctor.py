@@ -26,6 +26,17 @@ def doctor_command(
     ] = None,
     json_output: JsonOption = False,
     fail_on: FailOnOption = None,
+    topology: Annotated[
+        Optional[str],
+        typer.Option("--topology", metavar="FILE",
+                     help="With --save: the snapshot (or `nvidia-smi topo -m` text) to annotate (default: probe this host)."),
+    ] = None,
+    save: Annotated[
+        Optional[str],
+        typer.Option("--save", metavar="FILE",
+                     help="Also write the topology snapshot with doctor's pair health and findings, for "
+                          "`recommend --from FILE` and `report --from FILE`."),
+    ] = None,
     root: Annotated[Optional[str], typer.Option("--root", hidden=True, help="Read this folder as / (tests).")] = None,
 ) -> None:
     """Why P2P is slow, wrong or hangs: ACS, IOMMU, PCIe links trained down, NVLinks down, Fabric
@@ -34,7 +45,13 @@ def doctor_command(
     from gputopo.cli.scan import _fail_on_findings, checked_fail_on
 
     checked_fail_on(fail_on)
+    if topology is not None and save is None:
+        from gputopo.errors import InputError
+
+        raise InputError("--topology names the snapshot that --save annotates: give --save FILE too")
     report = _report(from_files or [], root)
+    if save is not None:
+        _save_with_health(report, topology, save)
     if json_output:
         from gputopo.views.common import print_json
 
@@ -45,6 +62,19 @@ def doctor_command(
         render_doctor(report)
     if fail_on is not None:
         _fail_on_findings(report.findings, fail_on)
+
+
+def _save_with_health(report, topology_file: str | None, save: str) -> None:
+    """The topology (a file, or this host's NVML probe) with doctor's health on its links, saved."""
+    from gputopo.analysis.doctor import apply_health
+    from gputopo.fileio import write_target
+    from gputopo.sources import load_topology
+    from gputopo.sources.snapshot import save_snapshot
+
+    write_target(save)  # refuse a bad target before probing
+    topo = load_topology(from_file=topology_file)
+    apply_health(topo, report)
+    save_snapshot(topo, save)
 
 
 def _report(from_files: list[str], root: str | None):

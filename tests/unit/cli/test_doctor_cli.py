@@ -76,3 +76,23 @@ def test_doctor_imports_no_tensorflow(tmp_path):
     assert loaded(modules, "tensorflow", "keras", "pynvml", "rich", "gputopo.tfruntime") == []
     live = imported_by(tmp_path, "doctor", "--from", str(DOCTOR_FIXTURES / "dmesg_nvrm_fallen_off_bus.txt"))
     assert loaded(live, "tensorflow", "keras", "gputopo.tfruntime", "gputopo.bench", "gputopo.train") == []
+
+
+def test_save_puts_pair_health_on_the_snapshot_and_recommend_reads_it(cli, tmp_path):
+    from gputopo.model import Topology
+
+    two_gpus_under_root_ports(tmp_path / "root", real_acs_controls()["on"])
+    snapshot = tmp_path / "in.json"
+    assert cli("scan", "--machine", "pcie-8gpu", "--save", str(snapshot)).exit_code == 0
+    data = json.loads(snapshot.read_text())
+    data["gpus"][0]["pci_bus_id"], data["gpus"][1]["pci_bus_id"] = "0000:41:00.0", "0000:61:00.0"
+    snapshot.write_text(json.dumps(data))
+    out = tmp_path / "out.json"
+    result = cli("doctor", "--root", str(tmp_path / "root"), "--topology", str(snapshot), "--save", str(out))
+    assert result.exit_code == 0, result.output
+    topo = Topology.from_dict(json.loads(out.read_text()))
+    assert topo.link(0, 1).health == ["acs"]
+    assert any(f.code == "doctor-acs-redirect" and f.evidence for f in topo.diagnostics)
+    plan = json.loads(cli("recommend", "--from", str(out), "--gpus", "2", "--require", "0,1", "--json").output)
+    assert "doctor: acs" in json.dumps(plan)
+    assert_one_error_line(cli("doctor", "--topology", str(snapshot)), 2)
