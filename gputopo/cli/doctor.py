@@ -68,11 +68,11 @@ def _save_with_health(report, topology_file: str | None, save: str) -> None:
     """The topology (a file, or this host's NVML probe) with doctor's health on its links, saved."""
     from gputopo.analysis.doctor import apply_health
     from gputopo.fileio import write_target
-    from gputopo.sources import load_topology
+    from gputopo.sources import TopologyRequest, resolve
     from gputopo.sources.snapshot import save_snapshot
 
     write_target(save)  # refuse a bad target before probing
-    topo = load_topology(from_file=topology_file)
+    topo = resolve(TopologyRequest(from_files=(topology_file,) if topology_file else ()))
     apply_health(topo, report)
     save_snapshot(topo, save)
 

@@ -26,7 +26,7 @@ from gputopo.model import Disagreement, Gpu, Link, Measurement, Topology
 _UNKNOWN_LINK_TYPE = "UNKNOWN"
 # Fields that are bookkeeping of one source, never compared.
 _GPU_FIELDS_NOT_COMPARED = frozenset({"index"})
-_LINK_FIELDS_NOT_COMPARED = frozenset({"a", "b", "measured", "nvlink_count"})
+_LINK_FIELDS_NOT_COMPARED = frozenset({"a", "b", "measured", "nvlink_count", "health"})
 # Sources that number GPUs in PCI bus order, as NVML does: joined by index without a doubt.
 _PCI_ORDER_SOURCES = frozenset({"nvml", "nvidia-smi", "snapshot"})
 _P2P_FIELDS = frozenset({"p2p_read", "p2p_write", "p2p_atomics", "p2p_nvlink"})
@@ -128,6 +128,7 @@ def _merge_link(merged: Topology, mine: Link, other: Link, kept_from: str, other
         if f.name in _LINK_FIELDS_NOT_COMPARED or (f.name not in _P2P_FIELDS and not other_knows_kind):
             continue
         _merge_field(merged, mine, other, f.name, f"link {mine.a}-{mine.b} {f.name}", [mine.a, mine.b], kept_from, other_from)
+    mine.health = sorted(set(mine.health) | set(other.health))  # doctor's problems: each source's count
     if other.measured is not None:
         measured = _oriented(other.measured, flipped)
         mine.measured = measured if mine.measured is None else _fill(mine.measured, measured)

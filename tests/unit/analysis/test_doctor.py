@@ -250,3 +250,13 @@ def test_apply_health_marks_links_and_recommend_ranks_them_last(tmp_path):
     assert tuple(result.groups[0].gpus) != tuple(before)
     forced = recommend(topo, 2, require=before).groups[0]  # the reason names what doctor found
     assert forced.slowest_hop.label.endswith("doctor: acs") and "doctor: acs" in forced.bottleneck
+
+
+def test_merged_sources_keep_every_health_word_without_a_disagreement():
+    from gputopo.sources.merge import merge_views
+
+    a, b = load_reference("pcie-8gpu"), load_reference("pcie-8gpu")
+    b.link(0, 1).health = ["acs"]
+    merged = merge_views([a, b], ["a.json", "b.json"])
+    assert merged.link(0, 1).health == ["acs"]
+    assert not [d for d in merged.disagreements if "health" in d.subject]
