@@ -74,7 +74,14 @@ def kinds_read() -> list[str]:
 
 def read_file(path: str) -> Topology:
     """Read ``path`` ('-' = standard input), bounded, and turn it into a Topology (as read: no
-    findings but those about reading itself)."""
+    findings but those about reading itself). A ``gputopo gather`` archive is read by
+    ``gputopo.sources.gathered``."""
+    from gputopo.sources.archive import is_archive
+
+    if path != "-" and is_archive(path):
+        from gputopo.sources.gathered import read_gathered
+
+        return read_gathered(path)
     text = read_text_input(path, what="topology file")
     label = "standard input" if path == "-" else path
     return read_text(text, label)

@@ -149,3 +149,25 @@ def test_a_hanging_command_is_killed_with_its_children(tmp_path):
         time.sleep(0.1)
     else:
         pytest.fail("the grandchild survived its parent's timeout")
+
+
+def test_scan_reads_the_topology_a_gather_archive_holds(tmp_path, cli):
+    """The nvidia-smi output packed by gather (here a real `topo -m` capture standing in for the
+    command's output) is read through the registry; the host files add the NUMA distances."""
+    import json
+    from pathlib import Path
+
+    capture_text = (Path(__file__).resolve().parents[2] / "fixtures/shared/topo/dgx1_v100_8gpu_mlx5.txt").read_bytes()
+    path = _tar(tmp_path / "box.tar.gz", [
+        ("gputopo/nvidia-smi/topo-m.txt", "file", capture_text),
+        ("sys/devices/system/node/online", "file", "0-1\n"),
+        ("sys/devices/system/node/node0/distance", "file", "10 21\n"),
+        ("sys/devices/system/node/node1/distance", "file", "21 10\n"),
+    ])
+    result = cli("scan", "--from", path, "--json")
+    assert result.exit_code == 0, result.output
+    topo = json.loads(result.output)
+    assert len(topo["gpus"]) == 8 and topo["numa_distances"] == {"0": {"0": 10, "1": 21}, "1": {"0": 21, "1": 10}}
+    empty = _tar(tmp_path / "empty.tar.gz", [("proc/cmdline", "file", "ro\n")])
+    line = cli("scan", "--from", empty)
+    assert line.exit_code == 2 and "holds no `nvidia-smi topo -m` output" in line.output

@@ -1,0 +1,36 @@
+"""``scan --from box.tar.gz``: the topology in a ``gputopo gather`` archive.
+
+The archive's ``gputopo/nvidia-smi/topo-m.txt`` (and ``topo-p2p-r.txt`` where present) is read
+through the registry like any pasted text; the host's files packed beside it then add what sysfs
+tells the live probe: CPU sockets, NUMA distances, RDMA NICs and their paths to the GPUs.
+The archive is unpacked safely (``gputopo.sources.archive``) and removed afterwards.
+"""
+
+from __future__ import annotations
+
+import os
+
+from gputopo.errors import InputError
+from gputopo.fileio import read_text_input
+from gputopo.model import Topology
+from gputopo.sources.archive import unpacked
+from gputopo.sources.sysfs import add_host_locality
+
+SMI_OUTPUTS = ("gputopo/nvidia-smi/topo-m.txt", "gputopo/nvidia-smi/topo-p2p-r.txt")
+
+
+def read_gathered(path: str) -> Topology:
+    """The topology of the host a ``gather`` archive was taken on."""
+    from gputopo.sources.registry import read_text
+
+    label = os.path.basename(path)
+    with unpacked(path) as root:
+        texts = [read_text_input(os.path.join(root, name), "gathered nvidia-smi output")
+                 for name in SMI_OUTPUTS if os.path.isfile(os.path.join(root, name))]
+        if not texts:
+            raise InputError(f"{label} holds no `nvidia-smi topo -m` output (gathered where nvidia-smi was missing "
+                             "or failed); `gputopo doctor --from` still reads its host files")
+        topology = read_text("\n".join(texts), f"{label}:{SMI_OUTPUTS[0]}")
+        add_host_locality(topology, root)
+    topology.source_detail = label
+    return topology
