@@ -9,6 +9,7 @@ The archive is unpacked safely (``gputopo.sources.archive``) and removed afterwa
 from __future__ import annotations
 
 import os
+from typing import Callable
 
 from gputopo.errors import InputError
 from gputopo.fileio import read_text_input
@@ -19,10 +20,9 @@ from gputopo.sources.sysfs import add_host_locality
 SMI_OUTPUTS = ("gputopo/nvidia-smi/topo-m.txt", "gputopo/nvidia-smi/topo-p2p-r.txt")
 
 
-def read_gathered(path: str) -> Topology:
-    """The topology of the host a ``gather`` archive was taken on."""
-    from gputopo.sources.registry import read_text
-
+def read_gathered(path: str, read_text: Callable[[str, str], Topology]) -> Topology:
+    """The topology of the host a ``gather`` archive was taken on; ``read_text`` is the registry's
+    (text, label) -> Topology (passed in: the registry calls us)."""
     label = os.path.basename(path)
     with unpacked(path) as root:
         texts = [read_text_input(os.path.join(root, name), "gathered nvidia-smi output")

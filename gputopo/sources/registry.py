@@ -81,7 +81,7 @@ def read_file(path: str) -> Topology:
     if path != "-" and is_archive(path):
         from gputopo.sources.gathered import read_gathered
 
-        return read_gathered(path)
+        return read_gathered(path, read_text)
     text = read_text_input(path, what="topology file")
     label = "standard input" if path == "-" else path
     return read_text(text, label)
