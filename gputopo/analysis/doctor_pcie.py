@@ -22,7 +22,9 @@ def pcie_checks(evidence: HealthEvidence, report: DoctorReport) -> None:
     paths = {bdf: path for bdf, path in evidence.paths.items() if path is not None}
     unplaced = [bdf for bdf, path in evidence.paths.items() if path is None]
     if not evidence.gpu_bdfs:
-        report.check("pcie-paths", "not-made", "no NVIDIA GPU listed under /sys/bus/pci/devices")
+        container = evidence.host.container if evidence.host is not None else None
+        report.check("pcie-paths", "not-made", "no NVIDIA GPU listed under /sys/bus/pci/devices"
+                     + (f" (in a container: {container}; the host's PCI tree may be hidden)" if container else ""))
         return
     if unplaced:
         report.check("pcie-paths", "not-made", f"sysfs does not place {and_list(unplaced)} in the PCI tree")
