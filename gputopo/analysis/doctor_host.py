@@ -41,34 +41,52 @@ def host_checks(evidence: HealthEvidence, report: DoctorReport) -> None:
     _virtual(host, report)
 
 
+def passthrough_or_off(options: dict[str, str]) -> str | None:
+    """``"passthrough"`` / ``"off"`` where the command line says so, else None."""
+    if options.get("iommu") == "pt" or options.get("iommu.passthrough") == "1":
+        return "passthrough"
+    if "off" in (options.get("intel_iommu"), options.get("amd_iommu")) or options.get("iommu") == "off":
+        return "off"
+    return None
+
+
 def _iommu(evidence: HealthEvidence, host: HostHealth, report: DoctorReport) -> None:
     options = cmdline_iommu(host.cmdline)
-    if host.iommu_groups is None:
-        report.check("iommu", "ok" if host.cmdline is not None else "not-made",
-                     "no /sys/kernel/iommu_groups: no IOMMU is active" if host.cmdline is not None
+    booted = " ".join(f"{k}={v}" if v else k for k, v in options.items()) or "no IOMMU option"
+    if not host.iommu_group_of:  # the folder missing or empty: no IOMMU is active
+        known = host.iommu_groups is not None or host.cmdline is not None
+        report.check("iommu", "ok" if known else "not-made",
+                     "no IOMMU groups: no IOMMU is active" if known
                      else "neither /sys/kernel/iommu_groups nor /proc/cmdline could be read")
         return
-    gpu_groups = {bdf: host.iommu_group_of.get(bdf) for bdf in evidence.gpu_bdfs}
-    translated = {bdf: group for bdf, group in gpu_groups.items()
-                  if group is not None and host.iommu_groups.get(group) in TRANSLATING}
-    unknown = [bdf for bdf, group in gpu_groups.items() if group is None or group not in host.iommu_groups]
+    grouped = {bdf: host.iommu_group_of[bdf] for bdf in evidence.gpu_bdfs if bdf in host.iommu_group_of}
+    kinds = {bdf: (host.iommu_groups or {}).get(group) for bdf, group in grouped.items()}
+    translated = {bdf: grouped[bdf] for bdf, kind in kinds.items() if kind in TRANSLATING}
+    evidence_lines = [f"/sys/kernel/iommu_groups/{group}/type: {(host.iommu_groups or {})[group]}"
+                      for group in sorted(set(translated.values()), key=lambda g: (len(g), g))][:8]
+    untyped = sorted(bdf for bdf, kind in kinds.items() if kind is None)
+    if untyped and not translated:  # kernels before 5.11 have no `type` file: the command line decides
+        said = passthrough_or_off(options)
+        if said is None and "on" in (options.get("intel_iommu"), options.get("amd_iommu")):
+            translated = {bdf: grouped[bdf] for bdf in untyped}
+            evidence_lines = [f"/sys/kernel/iommu_groups/{grouped[untyped[0]]}: no type file (Linux before 5.11)"]
+        elif said is None:
+            report.check("iommu", "not-made", f"{and_list(untyped)} are in IOMMU groups without a type file (Linux "
+                         "before 5.11) and /proc/cmdline does not say passthrough: see `dmesg | grep -e DMAR -e AMD-Vi`")
+            return
     if not translated:
-        report.check("iommu", "not-made" if unknown and evidence.gpu_bdfs else "ok",
-                     f"no IOMMU group type for {and_list(unknown)}" if unknown else "passthrough or no IOMMU")
+        report.check("iommu", "ok", "passthrough or no IOMMU")
         return
     report.check("iommu", "problem", f"{len(translated)} GPU(s) behind a translating IOMMU")
     for a, b in combinations(sorted(translated), 2):
         report.mark_pair(a, b, "iommu")
-    booted = " ".join(f"{k}={v}" if v else k for k, v in options.items()) or "no IOMMU option"
     report.add(Finding(
         "warning", "iommu-translating",
-        f"The IOMMU translates the DMA of {and_list([report.label(b) for b in sorted(translated)])} "
-        f"(group type {host.iommu_groups[next(iter(translated.values()))]}): peer-to-peer copies between GPUs can hang, "
-        "run slowly or silently deliver zeros (NVIDIA/nccl#257 with tensorflow#32654, pytorch#84803).",
+        f"The IOMMU translates the DMA of {and_list([report.label(b) for b in sorted(translated)])}: peer-to-peer "
+        "copies between GPUs can hang, run slowly or silently deliver zeros (NVIDIA/nccl#257 with "
+        "tensorflow#32654, pytorch#84803).",
         gpus=report.indices(sorted(translated)),
-        evidence=[f"/sys/kernel/iommu_groups/{group}/type: {host.iommu_groups[group]}"
-                  for group in sorted(set(translated.values()), key=lambda g: (len(g), g))][:8]
-        + [f"/proc/cmdline: {booted}"],
+        evidence=[*evidence_lines, f"/proc/cmdline: {booted}"],
         effect="P2P between every pair of these GPUs (and GPUDirect RDMA)",
         fix=IOMMU_FIX))
 

@@ -5,7 +5,7 @@ does not say which bridge it was)."""
 from __future__ import annotations
 
 from gputopo.analysis.doctor_common import DoctorReport, and_list, gts_to_gen
-from gputopo.analysis.doctor_host import IOMMU_FIX, cmdline_iommu
+from gputopo.analysis.doctor_host import IOMMU_FIX, cmdline_iommu, passthrough_or_off
 from gputopo.analysis.doctor_pcie import UNDER_LOAD
 from gputopo.model import Finding
 from gputopo.sources.pasted_health import PastedEvidence
@@ -114,10 +114,9 @@ def _cmdline(label: str, evidence: PastedEvidence, report: DoctorReport) -> None
         return
     options = cmdline_iommu(evidence.cmdline)
     shown = " ".join(f"{k}={v}" for k, v in options.items()) or "no IOMMU option"
-    if options.get("iommu") == "pt" or options.get("iommu.passthrough") == "1":
-        report.check("iommu (cmdline)", "ok", f"{shown}: passthrough")
-    elif "off" in (options.get("intel_iommu"), options.get("amd_iommu")) or options.get("iommu") == "off":
-        report.check("iommu (cmdline)", "ok", f"{shown}: IOMMU off")
+    said = passthrough_or_off(options)
+    if said is not None:
+        report.check("iommu (cmdline)", "ok", f"{shown}: {'passthrough' if said == 'passthrough' else 'IOMMU off'}")
     elif "on" in (options.get("intel_iommu"), options.get("amd_iommu")):
         report.add(Finding(
             "warning", "iommu-translating",

@@ -21,13 +21,13 @@ UNDER_LOAD = ("check it under load: run `gputopo bench-p2p` (or any copy) and me
 def pcie_checks(evidence: HealthEvidence, report: DoctorReport) -> None:
     paths = {bdf: path for bdf, path in evidence.paths.items() if path is not None}
     unplaced = [bdf for bdf, path in evidence.paths.items() if path is None]
+    container = evidence.host.container if evidence.host is not None else None
+    hidden = f" (in a container: {container}; the host's PCI tree may be hidden)" if container else ""
     if not evidence.gpu_bdfs:
-        container = evidence.host.container if evidence.host is not None else None
-        report.check("pcie-paths", "not-made", "no NVIDIA GPU listed under /sys/bus/pci/devices"
-                     + (f" (in a container: {container}; the host's PCI tree may be hidden)" if container else ""))
+        report.check("pcie-paths", "not-made", "no NVIDIA GPU listed under /sys/bus/pci/devices" + hidden)
         return
     if unplaced:
-        report.check("pcie-paths", "not-made", f"sysfs does not place {and_list(unplaced)} in the PCI tree")
+        report.check("pcie-paths", "not-made", f"sysfs does not place {and_list(unplaced)} in the PCI tree" + hidden)
     _acs(paths, report)
     _links(paths, report)
 

@@ -59,4 +59,5 @@ def read_health(root: str | os.PathLike[str] = "/", env: Mapping[str, str] | Non
         if evidence.nvml is not None and not evidence.gpu_bdfs:
             # No sysfs (a container without /sys/bus/pci): NVML's bus ids still name the GPUs.
             evidence.gpu_bdfs = [g.pci_bus_id for g in evidence.nvml.gpus if g.pci_bus_id]
+            evidence.paths = gpu_pcie_paths(evidence.gpu_bdfs, root_text)
     return evidence

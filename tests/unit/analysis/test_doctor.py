@@ -260,3 +260,42 @@ def test_merged_sources_keep_every_health_word_without_a_disagreement():
     merged = merge_views([a, b], ["a.json", "b.json"])
     assert merged.link(0, 1).health == ["acs"]
     assert not [d for d in merged.disagreements if "health" in d.subject]
+
+
+@pytest.mark.parametrize(("cmdline", "expected"), [
+    ("BOOT_IMAGE=/vmlinuz ro intel_iommu=on\n", "warning"),
+    ("BOOT_IMAGE=/vmlinuz ro intel_iommu=on iommu=pt\n", "ok"),
+    ("BOOT_IMAGE=/vmlinuz ro quiet\n", "not-made"),
+])
+def test_old_kernels_without_a_group_type_file_are_judged_by_the_command_line(tmp_path, cmdline, expected):
+    host = two_gpus_under_root_ports(tmp_path, real_acs_controls()["off"])
+    host.iommu_group(27, "DMA", ["0000:41:00.0", "0000:61:00.0"])
+    (tmp_path / "sys/kernel/iommu_groups/27/type").unlink()
+    host.proc("cmdline", cmdline)
+    report = _report(tmp_path)
+    check = next(c for c in report.checks if c.name == "iommu")
+    assert ("iommu-translating" in _codes(report)) == (expected == "warning")
+    assert check.status == {"warning": "problem"}.get(expected, expected)
+
+
+def test_an_empty_iommu_groups_folder_means_no_iommu(tmp_path):
+    two_gpus_under_root_ports(tmp_path, real_acs_controls()["off"])
+    (tmp_path / "sys/kernel/iommu_groups").mkdir(parents=True)
+    report = _report(tmp_path)
+    assert next(c for c in report.checks if c.name == "iommu").status == "ok"
+
+
+def test_without_sysfs_nvml_judges_the_gpu_link(tmp_path):
+    """In a container without /sys/bus/pci: NVML's widths still show a narrow link (the values of the
+    real RTX 3090 capture, x8 of x16, put on a reference machine's GPU 1)."""
+    topo = load_reference("pcie-8gpu")
+    x8 = real_links()["gpu-x8"]
+    topo.gpu(1).pcie_width_current, topo.gpu(1).pcie_width_max = x8.current_width, x8.max_width
+    topo.gpu(2).pcie_gen_current, topo.gpu(2).pcie_gen_max = 1, 4
+    (tmp_path / ".dockerenv").write_text("")
+    report = _report(tmp_path, nvml=FakeNvml(topo))
+    narrow = next(f for f in report.findings if f.code == "pcie-link-narrow")
+    assert narrow.gpus == [1] and "x8 of x16" in narrow.message and "nvmlDeviceGetCurrPcieLinkWidth" in narrow.evidence[0]
+    idle = next(f for f in report.findings if f.code == "pcie-link-slow-maybe-idle")
+    assert idle.gpus == [2] and idle.severity == "info"
+    assert any(c.name == "pcie-paths" and "container" in c.detail for c in report.checks)
