@@ -31,7 +31,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Mapping
 
-from gputopo.sources.host_health import relevant_env
+from gputopo.sources.host_health import SHM_SIZE_FILE, relevant_env
 
 MAX_FILES = 20_000
 MAX_FILE_BYTES = 1 << 20
@@ -152,6 +152,12 @@ def _pack_host(packer: Packer) -> None:
     for name in packer.listdir("dev"):
         if re.fullmatch(r"nvidia[0-9]+", name):
             packer.add_bytes(f"dev/{name}", b"")
+    if os.path.abspath(packer.root) == "/":  # the size statvfs gives, where the mount line has none
+        try:
+            stat = os.statvfs("/dev/shm")
+            packer.add_bytes(SHM_SIZE_FILE, f"{stat.f_frsize * stat.f_blocks}\n".encode())
+        except OSError:
+            pass
     for marker in (".dockerenv", "run/.containerenv"):
         if os.path.exists(os.path.join(packer.root, marker)):
             packer.add_bytes(marker, b"")

@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Mapping
 
 IOMMU_GROUPS = "sys/kernel/iommu_groups"
+SHM_SIZE_FILE = "gputopo/dev-shm-bytes"  # what `gather` recorded from statvfs on the host
 MAX_READ = 1 << 20
 ENV_PREFIXES = ("NCCL_",)
 ENV_NAMES = ("CUDA_VISIBLE_DEVICES", "CUDA_DEVICE_ORDER")
@@ -109,6 +110,9 @@ def shm_size(root: str | os.PathLike[str] = "/") -> tuple[int | None, str | None
             if match and match.group(2) != "%":
                 unit = {"": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30}[match.group(2).lower()]
                 return int(match.group(1)) * unit, f"/proc/mounts: {fields[0]} on /dev/shm {fields[3]}"
+    recorded = (_read(Path(root) / SHM_SIZE_FILE, 64) or "").strip()
+    if recorded.isdigit():
+        return int(recorded), "statvfs(/dev/shm), recorded by gputopo gather"
     if os.fspath(root) == "/":
         try:
             stat = os.statvfs("/dev/shm")
