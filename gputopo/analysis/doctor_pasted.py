@@ -16,6 +16,7 @@ XID_MEANING = {
     74: "an NVLink error",
     48: "a double-bit ECC error",
     31: "a GPU memory page fault (with IOMMU faults: a DMA the IOMMU refused)",
+    32: "an invalid or corrupted push buffer stream (driver error, system memory corruption, a PCIe bus error)",
     13: "a graphics engine exception",
     119: "a GSP firmware timeout",
 }
@@ -94,11 +95,16 @@ def _faults(label: str, evidence: PastedEvidence, report: DoctorReport) -> None:
             evidence=[f"{label}: {evidence.iommu_fault_example}"],
             effect="P2P and DMA of those devices",
             fix=IOMMU_FIX))
+    grouped: dict[tuple[str, int], list[str]] = {}
     for pci, code, line in evidence.xids:
+        grouped.setdefault((pci, code), []).append(line)
+    for (pci, code), lines in grouped.items():
+        times = f" ({len(lines)} times)" if len(lines) > 1 else ""
         report.add(Finding(
             "error", f"xid-{code}",
-            f"The NVIDIA driver logged Xid {code} for PCI {pci}: {XID_MEANING.get(code, 'see NVIDIA Xid catalogue')}.",
-            evidence=[f"{label}: {line}"],
+            f"The NVIDIA driver logged Xid {code} for the GPU at PCI {pci}{times}: "
+            f"{XID_MEANING.get(code, 'see NVIDIA Xid catalogue')}.",
+            evidence=[f"{label}: {lines[0]}"],
             fix="look up the Xid in NVIDIA's Xid catalogue; 79: reseat, check power and riser, update the BIOS"))
     for bdf in evidence.fallen_off_bus:
         report.add(Finding(

@@ -232,6 +232,11 @@ def test_real_pasted_captures_match_the_expert(name):
         assert codes == ["iommu-fault"] and "9 DMA" in report.findings[0].message
     if "fallen_off_bus" in expected:
         assert codes == ["gpu-fallen-off-bus"] and expected["fallen_off_bus"][0] in report.findings[0].message
+    if "xids" in expected:
+        ((pci, counts),) = expected["xids"].items()
+        ((code, times),) = counts.items()
+        assert codes == [f"xid-{code}"] and pci in report.findings[0].message
+        assert f"({times} times)" in report.findings[0].message
     if "inactive_links" in expected:
         assert report.findings[0].gpus == [3] and "link 3 and 5" in report.findings[0].message
 
