@@ -52,8 +52,11 @@ def apply_health(topology: Topology, report: DoctorReport) -> int:
             continue
         link.health = sorted(set(link.health) | set(problems))
         marked += 1
-    for finding in report.findings:
-        if finding.severity != "info":
-            topology.add_finding(Finding(finding.severity, f"doctor-{finding.code}", finding.message, gpus=finding.gpus,
-                                         fix=finding.fix, evidence=finding.evidence, effect=finding.effect))
+    seen = {(f.code, f.message) for f in topology.diagnostics}
+    for finding in report.findings:  # each kept: two bridges with ACS are two findings, whatever their GPUs
+        if finding.severity != "info" and (f"doctor-{finding.code}", finding.message) not in seen:
+            seen.add((f"doctor-{finding.code}", finding.message))
+            topology.diagnostics.append(Finding(finding.severity, f"doctor-{finding.code}", finding.message,
+                                                gpus=finding.gpus, fix=finding.fix, evidence=finding.evidence,
+                                                effect=finding.effect))
     return marked
