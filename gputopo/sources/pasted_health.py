@@ -36,6 +36,16 @@ _NVLINK_LINK = re.compile(r"^\s+Link (\d+):\s*(.*?)\s*$")
 _TREE = re.compile(r"-\[[0-9a-fA-F]{4}:[0-9a-fA-F]{2}\]-|[+\\]-[0-9a-fA-F]{2}\.[0-7]")
 
 
+MAX_SHOWN_CHARS = 300  # a line kept as evidence is cut here (a paste can hold anything)
+MAX_CMDLINE_CHARS = 4096  # the kernel's own limit on x86 is 2048 (COMMAND_LINE_SIZE); parsed whole
+
+
+def shown(line: str) -> str:
+    """A line as kept for evidence: stripped and bounded."""
+    line = line.strip()
+    return line if len(line) <= MAX_SHOWN_CHARS else line[:MAX_SHOWN_CHARS - 3] + "..."
+
+
 def full_bdf(text: str) -> str:
     """``40:01.1`` -> ``0000:40:01.1`` (lower case)."""
     text = text.lower()
@@ -118,7 +128,7 @@ def _scan_lspci(evidence: PastedEvidence, line: str, number: int, device: str | 
     acs = _ACSCTL.search(line)
     if acs:
         evidence.add_kind("lspci -vvv")
-        evidence.acs.append(PastedAcs(device, acs_control_from_words(acs.group(1)), number, line.strip()))
+        evidence.acs.append(PastedAcs(device, acs_control_from_words(acs.group(1)), number, shown(line)))
         return True
     lnk = _LNK.search(line)
     if lnk:
@@ -128,12 +138,12 @@ def _scan_lspci(evidence: PastedEvidence, line: str, number: int, device: str | 
             cap = pending_link.get("LnkCap")
             state = LinkState(current_speed_gts=float(lnk.group(2)), current_width=int(lnk.group(3)),
                               max_speed_gts=cap[0] if cap else None, max_width=cap[1] if cap else None)
-            evidence.links.append(PastedLink(device, state, number, line.strip()))
+            evidence.links.append(PastedLink(device, state, number, shown(line)))
         return True
     setpci = _SETPCI_ACS.match(line)
     if setpci:
         evidence.add_kind("setpci ECAP_ACS")
-        evidence.acs.append(PastedAcs(full_bdf(setpci.group(1)), int(setpci.group(2), 16), number, line.strip()))
+        evidence.acs.append(PastedAcs(full_bdf(setpci.group(1)), int(setpci.group(2), 16), number, shown(line)))
         return True
     if _TREE.search(line):
         evidence.add_kind("lspci -tv")
@@ -158,12 +168,12 @@ def _scan_log(evidence: PastedEvidence, line: str, recent: list[str]) -> None:
         evidence.add_kind("dmesg")
         bdf = full_bdf(fault.group(1))
         evidence.iommu_faults[bdf] = evidence.iommu_faults.get(bdf, 0) + 1
-        evidence.iommu_fault_example = evidence.iommu_fault_example or line.strip()
+        evidence.iommu_fault_example = evidence.iommu_fault_example or shown(line)
         return
     xid = _XID.search(line)
     if xid:
         evidence.add_kind("dmesg")
-        evidence.xids.append((xid.group(1), int(xid.group(2)), line.strip()))
+        evidence.xids.append((xid.group(1), int(xid.group(2)), shown(line)))
         return
     if "fallen off the bus" in line:
         evidence.add_kind("dmesg")
@@ -174,8 +184,8 @@ def _scan_log(evidence: PastedEvidence, line: str, recent: list[str]) -> None:
     cmd = _CMDLINE_DMESG.search(line)
     if cmd:
         evidence.add_kind("dmesg")
-        evidence.cmdline = evidence.cmdline or cmd.group(1).strip()
+        evidence.cmdline = evidence.cmdline or cmd.group(1).strip()[:MAX_CMDLINE_CHARS]
         return
     if evidence.cmdline is None and re.match(r"^\s*(BOOT_IMAGE=|root=)\S*", line):
         evidence.add_kind("/proc/cmdline")
-        evidence.cmdline = line.strip()
+        evidence.cmdline = line.strip()[:MAX_CMDLINE_CHARS]
