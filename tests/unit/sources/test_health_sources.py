@@ -3,8 +3,12 @@
 
 from __future__ import annotations
 
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
 from gputopo.sources.host_health import read_host_health, relevant_env, shm_size
-from gputopo.sources.pcie_health import link_state, nvidia_gpus
+from gputopo.sources.pasted_health import parse_pasted
+from gputopo.sources.pcie_health import acs_from_config, link_state, nvidia_gpus
 
 
 def test_link_files_in_old_and_new_kernel_words(tmp_path):
@@ -54,3 +58,25 @@ def test_vm_and_container_evidence(tmp_path):
     (tmp_path / "proc/1/cgroup").write_text("0::/kubepods/burstable/pod1234\n")
     host = read_host_health(tmp_path)
     assert host.is_vm is True and host.container == "/proc/1/cgroup mentions kubepods"
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.binary(min_size=0, max_size=4096))
+def test_any_config_bytes_give_an_answer_and_end(data):
+    state = acs_from_config(data)
+    assert state.status in ("read", "absent", "not-root", "unreadable")
+    assert state.control is None or 0 <= state.control <= 0xFFFF
+
+
+_PASTE_WORDS = st.sampled_from([
+    "ACSCtl:\tSrcValid+ ReqRedir+ CmpltRedir+", "LnkCap:\tPort #0, Speed 16GT/s, Width x16", "LnkSta:\tSpeed 2.5GT/s, Width x8",
+    "40:01.1 PCI bridge: x", "$ lspci -vvv -s 01:00.0", "GPU 3: Tesla", "         Link 3: <inactive>",
+    "NVRM: Xid (PCI:0000:01:00): 79, x", "fallen off the bus", "BOOT_IMAGE=/x iommu=pt", "\x1b[31m", "",
+])
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.one_of(_PASTE_WORDS, st.text(max_size=40)), max_size=30))
+def test_any_paste_is_read_without_error(lines):
+    evidence = parse_pasted("\n".join(lines))
+    assert all(len(a.text) <= 300 for a in evidence.acs)
