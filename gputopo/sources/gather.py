@@ -64,10 +64,19 @@ class Packer:
         self.files += 1
         self.total_bytes += len(data)
 
+    def inside(self, rel: str) -> bool:
+        """Whether ``rel`` stays inside the packed tree once every link on the way is followed."""
+        real_root = os.path.realpath(self.root)
+        real = os.path.realpath(os.path.join(self.root, rel))
+        return real == real_root or real.startswith(real_root.rstrip(os.sep) + os.sep)
+
     def add_file(self, rel: str, filter_text=None) -> None:
         path = os.path.join(self.root, rel)
         if os.path.islink(path):
             self.add_link(rel)
+            return
+        if not self.inside(rel):
+            self.skipped.append(f"{rel} (reached through a link out of the tree)")
             return
         try:
             with open(path, "rb") as f:
@@ -93,6 +102,8 @@ class Packer:
         self.files += 1
 
     def listdir(self, rel: str) -> list[str]:
+        if not self.inside(rel):
+            return []
         try:
             return sorted(os.listdir(os.path.join(self.root, rel)))
         except OSError:

@@ -171,3 +171,22 @@ def test_scan_reads_the_topology_a_gather_archive_holds(tmp_path, cli):
     empty = _tar(tmp_path / "empty.tar.gz", [("proc/cmdline", "file", "ro\n")])
     line = cli("scan", "--from", empty)
     assert line.exit_code == 2 and "holds no `nvidia-smi topo -m` output" in line.output
+
+
+def test_gather_never_reads_through_a_link_out_of_the_tree(tmp_path):
+    outside = tmp_path / "outside"
+    (outside / "proc").mkdir(parents=True)
+    (outside / "proc/cmdline").write_text("SECRET_OUTSIDE\n")
+    (outside / "dev").mkdir()
+    (outside / "dev/nvidia7").write_text("")
+    root = tmp_path / "root"
+    root.mkdir()
+    os.symlink(outside / "proc", root / "proc")  # a folder link pointing out
+    os.symlink("../outside/dev", root / "dev")
+    buffer = io.BytesIO()
+    packer = gather(buffer, root=str(root), env={}, smi=None)
+    with tarfile.open(fileobj=io.BytesIO(buffer.getvalue())) as tar:
+        names = tar.getnames()
+        data = b"".join(tar.extractfile(m).read() for m in tar.getmembers() if m.isreg())
+    assert b"SECRET_OUTSIDE" not in data and "dev/nvidia7" not in names
+    assert any("proc/cmdline" in s for s in packer.skipped)
