@@ -8,6 +8,7 @@ import os
 import sys
 import tarfile
 import time
+from pathlib import Path
 
 import pytest
 from doctor_trees import real_acs_controls, two_gpus_under_root_ports
@@ -155,7 +156,6 @@ def test_scan_reads_the_topology_a_gather_archive_holds(tmp_path, cli):
     """The nvidia-smi output packed by gather (here a real `topo -m` capture standing in for the
     command's output) is read through the registry; the host files add the NUMA distances."""
     import json
-    from pathlib import Path
 
     capture_text = (Path(__file__).resolve().parents[2] / "fixtures/shared/topo/dgx1_v100_8gpu_mlx5.txt").read_bytes()
     path = _tar(tmp_path / "box.tar.gz", [
@@ -190,3 +190,18 @@ def test_gather_never_reads_through_a_link_out_of_the_tree(tmp_path):
         data = b"".join(tar.extractfile(m).read() for m in tar.getmembers() if m.isreg())
     assert b"SECRET_OUTSIDE" not in data and "dev/nvidia7" not in names
     assert any("proc/cmdline" in s for s in packer.skipped)
+
+
+def test_the_private_folder_is_removed_and_a_truncated_archive_is_one_line(tmp_path):
+    path = _tar(tmp_path / "ok.tar.gz", [("proc/cmdline", "file", "ro\n"), ("sys", "dir", None)])
+    with unpacked(path) as root:
+        assert (Path(root) / "proc/cmdline").read_text() == "ro\n"
+        assert oct(os.stat(root).st_mode & 0o777) == "0o700"
+    assert not os.path.exists(root)
+    data = Path(path).read_bytes()
+    cut = tmp_path / "cut.tar.gz"
+    cut.write_bytes(data[: len(data) // 2])
+    with pytest.raises(InputError) as info:
+        with unpacked(str(cut)):
+            pass
+    assert "\n" not in str(info.value)
