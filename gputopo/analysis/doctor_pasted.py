@@ -4,9 +4,11 @@ does not say which bridge it was)."""
 
 from __future__ import annotations
 
+import shlex
+
 from gputopo.analysis.doctor_common import DoctorReport, and_list, gts_to_gen
 from gputopo.analysis.doctor_host import IOMMU_FIX, cmdline_iommu, passthrough_or_off
-from gputopo.analysis.doctor_pcie import UNDER_LOAD
+from gputopo.analysis.doctor_pcie import UNDER_LOAD, setpci_loop
 from gputopo.model import Finding
 from gputopo.sources.pasted_health import PastedEvidence
 from gputopo.sources.pcie_health import ACS_REDIRECT_MASK, AcsState
@@ -52,8 +54,9 @@ def _acs(label: str, evidence: PastedEvidence, report: DoctorReport) -> None:
             "complex instead of straight across: slow copies, hangs or wrong data (NVIDIA/nccl#2079, #606).",
             evidence=[f"{_where(label, acs.line)}: ACS control 0x{acs.control:04x} ({AcsState('read', acs.control).words()})"],
             effect="P2P between GPUs on different sides of this bridge",
-            fix=f"disable ACS in the BIOS, or at every boot `sudo setpci -s {acs.bdf} ECAP_ACS+6.w=0000`, "
-                f"or boot with `pci=disable_acs_redir={acs.bdf}`"))
+            fix=f"disable ACS in the BIOS, or at every boot `sudo setpci -s {shlex.quote(acs.bdf)} ECAP_ACS+6.w=0000`, "
+                f"or boot with `pci=disable_acs_redir={shlex.quote(acs.bdf)}`"
+                + setpci_loop(sorted({a.bdf for a in named if a.bdf}))))
     if unnamed:
         report.add(Finding(
             "error", "acs-redirect",

@@ -7,6 +7,7 @@ a fault, only "maybe idle" (info, with how to check under load). A width below m
 
 from __future__ import annotations
 
+import shlex
 from itertools import combinations
 
 from gputopo.analysis.doctor_common import DoctorReport, and_list, gts_to_gen
@@ -63,6 +64,7 @@ def _acs(paths: dict[str, GpuPciePath], report: DoctorReport) -> None:
                       for b in unreadable[:8]]))
     elif bridges:
         report.check("acs", "problem" if on else "ok", f"{len(bridges)} bridge(s) read")
+    all_at_once = setpci_loop(on)
     for bdf in on:
         node = bridges[bdf]
         pairs = _affected_pairs(bdf, paths)
@@ -78,8 +80,16 @@ def _acs(paths: dict[str, GpuPciePath], report: DoctorReport) -> None:
             evidence=[f"{node.sysfs_path}/config: ACS control 0x{node.acs.control:04x} ({node.acs.words()})"],
             effect=f"P2P between {_pairs_text(report, pairs)}" if pairs else "P2P of the GPU(s) below it",
             fix=f"disable ACS in the BIOS (often 'PCIe ACS' / 'ACS Enable' under PCIe or IIO settings), or at every boot "
-                f"`sudo setpci -s {bdf} ECAP_ACS+6.w=0000`, or boot with `pci=disable_acs_redir={bdf}` "
-                "(only where no VM needs device isolation)"))
+                f"`sudo setpci -s {shlex.quote(bdf)} ECAP_ACS+6.w=0000`, or boot with "
+                f"`pci=disable_acs_redir={shlex.quote(bdf)}` (only where no VM needs device isolation)" + all_at_once))
+
+
+def setpci_loop(bdfs: list[str]) -> str:
+    """For several bridges, one shell line that clears ACS on all of them (each address quoted)."""
+    if len(bdfs) < 2:
+        return ""
+    return (f"; all {len(bdfs)} bridges at once: `for b in {' '.join(shlex.quote(b) for b in bdfs)}; "
+            'do sudo setpci -s "$b" ECAP_ACS+6.w=0000; done`')
 
 
 def _links(paths: dict[str, GpuPciePath], report: DoctorReport) -> None:

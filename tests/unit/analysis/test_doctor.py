@@ -304,3 +304,13 @@ def test_without_sysfs_nvml_judges_the_gpu_link(tmp_path):
     idle = next(f for f in report.findings if f.code == "pcie-link-slow-maybe-idle")
     assert idle.gpus == [2] and idle.severity == "info"
     assert any(c.name == "pcie-paths" and "container" in c.detail for c in report.checks)
+
+
+def test_several_acs_bridges_get_one_shell_line_for_all(tmp_path):
+    import shlex
+
+    two_gpus_under_root_ports(tmp_path, real_acs_controls()["on"])
+    fix = next(f for f in _report(tmp_path).findings if f.code == "acs-redirect").fix
+    loop = fix.split("all 2 bridges at once: `")[1].rstrip("`")
+    assert shlex.split(loop)[:4] == ["for", "b", "in", "0000:40:01.1"]
+    assert 'sudo setpci -s "$b" ECAP_ACS+6.w=0000' in loop
