@@ -12,6 +12,10 @@ from gputopo.sources.nvml_health import GpuNvmlHealth, NvmlHealth
 
 def nvml_checks(evidence: HealthEvidence, report: DoctorReport) -> None:
     if evidence.nvml is None:
+        if evidence.topology is not None:  # a gathered archive: nvidia-smi's topo -p2p r stands in for NVML
+            pairs = {(link.a, link.b): link.p2p_read for link in evidence.topology.links if link.p2p_read}
+            if pairs:
+                p2p_words(pairs, {}, "nvidia-smi topo -p2p r (gathered): GPU{a} - GPU{b}: {word}", report)
         if evidence.nvml_unavailable:
             report.check("nvml", "not-made", evidence.nvml_unavailable)
             report.add(Finding(
@@ -118,23 +122,29 @@ def _fabric(gpu: GpuNvmlHealth, report: DoctorReport) -> None:
 
 
 def _p2p(nvml: NvmlHealth, report: DoctorReport) -> None:
-    by_index = {g.index: g for g in nvml.gpus}
-    bad = {pair: word for pair, word in nvml.p2p_read.items() if word != P2P_OK}
-    report.check("p2p-status", "problem" if bad else "ok", f"{len(nvml.p2p_read)} pair(s)")
+    bus_of = {g.index: g.pci_bus_id for g in nvml.gpus}
+    p2p_words(nvml.p2p_read, bus_of, "nvmlDeviceGetP2PStatus(GPU {a}, GPU {b}, READ): {word}", report)
+
+
+def p2p_words(pairs: dict[tuple[int, int], str], bus_of: dict[int, str | None], evidence_format: str,
+              report: DoctorReport) -> None:
+    """Findings for the pairs whose P2P read status is not ``ok`` (NVML's, or a gathered ``topo -p2p r``)."""
+    bad = {pair: word for pair, word in pairs.items() if word != P2P_OK}
+    report.check("p2p-status", "problem" if bad else "ok", f"{len(pairs)} pair(s)")
     by_word: dict[str, list[tuple[int, int]]] = {}
     for pair, word in sorted(bad.items()):
         by_word.setdefault(word, []).append(pair)
-    for word, pairs in by_word.items():
-        for a, b in pairs:
-            ga, gb = by_index[a].pci_bus_id, by_index[b].pci_bus_id
+    for word, word_pairs in by_word.items():
+        for a, b in word_pairs:
+            ga, gb = bus_of.get(a), bus_of.get(b)
             if word == "DR" and ga and gb:
                 report.mark_pair(ga, gb, "p2p-disabled")
         meaning = P2P_STATUS_MEANING.get(word, word)
         report.add(Finding(
             "warning" if word == "DR" else "info", "p2p-status-" + word.lower(),
-            f"NVML says {len(pairs)} GPU pair(s) cannot use P2P reads: {word} ({meaning}).",
-            gpus=sorted({g for pair in pairs for g in pair}),
-            evidence=[f"nvmlDeviceGetP2PStatus(GPU {a}, GPU {b}, READ): {word}" for a, b in pairs[:6]],
+            f"{len(word_pairs)} GPU pair(s) cannot use P2P reads: {word} ({meaning}).",
+            gpus=sorted({g for pair in word_pairs for g in pair}),
+            evidence=[evidence_format.format(a=a, b=b, word=word) for a, b in word_pairs[:6]],
             effect="these pairs copy through host memory",
             fix="a driver registry key turned P2P off: check NVreg_RegistryDwords in /etc/modprobe.d" if word == "DR"
             else "a property of the hardware or platform: place jobs on GPUs that can peer (`gputopo recommend`)"))

@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from typing import Any, Mapping
 
 from gputopo.errors import NvmlUnavailable
+from gputopo.model import Topology
 from gputopo.sources.host_health import HostHealth, read_host_health
 from gputopo.sources.nvml_health import NvmlHealth, read_nvml_health
 from gputopo.sources.pasted_health import PastedEvidence
@@ -32,6 +33,8 @@ class HealthEvidence:
     pasted: list[tuple[str, PastedEvidence]] = field(default_factory=list)  # (label, evidence)
     # smi text outputs found in a gathered tree: name -> text (nvidia-smi nvlink -s, topo -m ...)
     recorded_outputs: dict[str, str] = field(default_factory=dict)
+    # The topology those outputs give (topo -m with topo -p2p r), where a gathered tree has them.
+    topology: Topology | None = None
 
     def bdf_to_index(self) -> dict[str, int]:
         """Bus id -> NVML index, where NVML was read."""

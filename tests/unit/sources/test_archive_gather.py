@@ -205,3 +205,23 @@ def test_the_private_folder_is_removed_and_a_truncated_archive_is_one_line(tmp_p
         with unpacked(str(cut)):
             pass
     assert "\n" not in str(info.value)
+
+
+def test_a_gathered_topo_m_becomes_doctors_topology_and_its_p2p_words_are_judged(tmp_path):
+    """The archive's real DGX-1 `topo -m` is read into the evidence's topology (it has no `-p2p`
+    matrix, so no P2P words); the P2P check on such a topology is shown with a reference machine
+    whose pairs across sockets are TNS (no real capture here holds both matrices of one host)."""
+    from gputopo.analysis.doctor import doctor
+    from gputopo.sources.doctor_input import evidence_from_files
+    from gputopo.sources.health import HealthEvidence
+    from gputopo.sources.reference import load_reference
+
+    text = (Path(__file__).resolve().parents[2] / "fixtures/shared/topo/dgx1_v100_8gpu_mlx5.txt").read_bytes()
+    path = _tar(tmp_path / "box.tar.gz", [("gputopo/nvidia-smi/topo-m.txt", "file", text)])
+    with evidence_from_files([path]) as evidence:
+        assert evidence.topology is not None and len(evidence.topology.gpus) == 8
+        report = doctor(evidence)
+    assert not [c for c in report.checks if c.name == "p2p-status"]
+    report = doctor(HealthEvidence(source="x", root=str(tmp_path / "empty"), topology=load_reference("pcie-8gpu")))
+    tns = next(f for f in report.findings if f.code == "p2p-status-tns")
+    assert tns.severity == "info" and "topo -p2p r (gathered)" in tns.evidence[0] and 0 in tns.gpus
