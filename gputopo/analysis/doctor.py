@@ -20,10 +20,11 @@ from gputopo.sources.health import HealthEvidence
 __all__ = ["SCHEMA", "DoctorReport", "doctor", "apply_health"]
 
 
-def doctor(evidence: HealthEvidence) -> DoctorReport:
-    """Every check that applies to ``evidence``."""
+def doctor(evidence: HealthEvidence, index_of: dict[str, int] | None = None) -> DoctorReport:
+    """Every check that applies to ``evidence``. GPUs are numbered as NVML numbers them, else by
+    ``index_of`` (bus id -> index of a topology the findings will be put on), else not at all."""
     report = DoctorReport(source=evidence.source)
-    index_of = evidence.bdf_to_index()
+    index_of = {**(index_of or {}), **evidence.bdf_to_index()}
     for bdf in evidence.gpu_bdfs:
         report.gpus[bdf] = index_of.get(bdf)
     if evidence.root is not None:

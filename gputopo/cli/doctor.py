@@ -49,9 +49,11 @@ def doctor_command(
         from gputopo.errors import InputError
 
         raise InputError("--topology names the snapshot that --save annotates: give --save FILE too")
-    report = _report(from_files or [], root)
-    if save is not None:
-        _save_with_health(report, topology, save)
+    topo = _topology_to_annotate(topology, save) if save is not None else None
+    index_of = {g.pci_bus_id: g.index for g in topo.gpus if g.pci_bus_id} if topo is not None else None
+    report = _report(from_files or [], root, index_of)
+    if topo is not None and save is not None:
+        _save_with_health(report, topo, save)
     if json_output:
         from gputopo.views.common import print_json
 
@@ -64,20 +66,25 @@ def doctor_command(
         _fail_on_findings(report.findings, fail_on)
 
 
-def _save_with_health(report, topology_file: str | None, save: str) -> None:
-    """The topology (a file, or this host's NVML probe) with doctor's health on its links, saved."""
-    from gputopo.analysis.doctor import apply_health
+def _topology_to_annotate(topology_file: str | None, save: str):
+    """The topology ``--save`` writes: ``--topology FILE``, else this host's NVML probe."""
     from gputopo.fileio import write_target
     from gputopo.sources import TopologyRequest, resolve
-    from gputopo.sources.snapshot import save_snapshot
 
     write_target(save)  # refuse a bad target before probing
-    topo = resolve(TopologyRequest(from_files=(topology_file,) if topology_file else ()))
+    return resolve(TopologyRequest(from_files=(topology_file,) if topology_file else ()))
+
+
+def _save_with_health(report, topo, save: str) -> None:
+    """The topology with doctor's health on its links and its findings, saved."""
+    from gputopo.analysis.doctor import apply_health
+    from gputopo.sources.snapshot import save_snapshot
+
     apply_health(topo, report)
     save_snapshot(topo, save)
 
 
-def _report(from_files: list[str], root: str | None):
+def _report(from_files: list[str], root: str | None, index_of: dict[str, int] | None = None):
     import os
 
     from gputopo.analysis.doctor import doctor
@@ -89,8 +96,8 @@ def _report(from_files: list[str], root: str | None):
 
             raise InputError("give either --from (saved evidence) or --root, not both")
         with evidence_from_files(from_files) as evidence:
-            return doctor(evidence)
-    return doctor(evidence_of_host(root or "/", dict(os.environ)))
+            return doctor(evidence, index_of)
+    return doctor(evidence_of_host(root or "/", dict(os.environ)), index_of)
 
 
 @command("gather")

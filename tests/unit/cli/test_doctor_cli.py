@@ -92,7 +92,8 @@ def test_save_puts_pair_health_on_the_snapshot_and_recommend_reads_it(cli, tmp_p
     assert result.exit_code == 0, result.output
     topo = Topology.from_dict(json.loads(out.read_text()))
     assert topo.link(0, 1).health == ["acs"]
-    assert len([f for f in topo.diagnostics if f.code == "doctor-acs-redirect" and f.evidence]) == 2  # both ports
+    acs = [f for f in topo.diagnostics if f.code == "doctor-acs-redirect" and f.evidence]
+    assert len(acs) == 2 and all(f.gpus == [0, 1] for f in acs)  # both ports; GPUs numbered as the snapshot
     plan = json.loads(cli("recommend", "--from", str(out), "--gpus", "2", "--require", "0,1", "--json").output)
     assert "doctor: acs" in json.dumps(plan)
     assert_one_error_line(cli("doctor", "--topology", str(snapshot)), 2)
