@@ -29,7 +29,8 @@ def pcie_checks(evidence: HealthEvidence, report: DoctorReport) -> None:
         return
     if unplaced:
         report.check("pcie-paths", "not-made", f"sysfs does not place {and_list(unplaced)} in the PCI tree" + hidden)
-    _acs(paths, report)
+    nvlinked = evidence.nvml.nvlink_pairs() if evidence.nvml is not None else set()
+    _acs(paths, report, nvlinked)
     _links(paths, report)
 
 
@@ -45,7 +46,7 @@ def _pairs_text(report: DoctorReport, pairs: list[tuple[str, str]]) -> str:
     return ", ".join(shown) + more
 
 
-def _acs(paths: dict[str, GpuPciePath], report: DoctorReport) -> None:
+def _acs(paths: dict[str, GpuPciePath], report: DoctorReport, nvlinked: set[tuple[str, str]]) -> None:
     bridges: dict[str, PciNode] = {}
     for path in paths.values():
         for node in path.bridges:
@@ -67,10 +68,12 @@ def _acs(paths: dict[str, GpuPciePath], report: DoctorReport) -> None:
     all_at_once = setpci_loop(on)
     for bdf in on:
         node = bridges[bdf]
-        pairs = _affected_pairs(bdf, paths)
+        crossing = _affected_pairs(bdf, paths)
+        pairs = [pair for pair in crossing if pair not in nvlinked]  # NVLink pairs copy over NVLink instead
         for a, b in pairs:
             report.mark_pair(a, b, "acs")
-        gpus = sorted({g for pair in pairs for g in pair})
+        gpus = sorted({g for pair in crossing for g in pair})
+        spared = len(crossing) - len(pairs)
         report.add(Finding(
             "error", "acs-redirect",
             f"ACS redirect is on at PCIe bridge {bdf}: peer-to-peer traffic through it is sent up to the root "
@@ -78,7 +81,9 @@ def _acs(paths: dict[str, GpuPciePath], report: DoctorReport) -> None:
             "(NVIDIA/nccl#2079, #606); `nvidia-smi topo -p2p` can still say OK.",
             gpus=report.indices(gpus),
             evidence=[f"{node.sysfs_path}/config: ACS control 0x{node.acs.control:04x} ({node.acs.words()})"],
-            effect=f"P2P between {_pairs_text(report, pairs)}" if pairs else "P2P of the GPU(s) below it",
+            effect=(f"P2P between {_pairs_text(report, pairs)}" if pairs else "P2P of the GPU(s) below it")
+            + (f" ({spared} pair(s) joined by NVLink copy over it, not through this bridge)" if spared else "")
+            + "; GPUDirect RDMA between those GPUs and NICs across it",
             fix=f"disable ACS in the BIOS (often 'PCIe ACS' / 'ACS Enable' under PCIe or IIO settings), or at every boot "
                 f"`sudo setpci -s {shlex.quote(bdf)} ECAP_ACS+6.w=0000`, or boot with "
                 f"`pci=disable_acs_redir={shlex.quote(bdf)}` (only where no VM needs device isolation)" + all_at_once))

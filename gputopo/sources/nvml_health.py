@@ -20,6 +20,8 @@ from gputopo.model import P2P_STATUS_WORDS
 from gputopo.sources.nvml_binding import (
     INVALID_ARGUMENT,
     NOT_SUPPORTED,
+    NVLINK_REMOTE_GPU,
+    NVLINK_REMOTE_SWITCH,
     P2P_CAPS_INDEX_READ,
     Failed,
     GpuLost,
@@ -41,6 +43,7 @@ class NvLinkHealth:
     link: int
     active: bool | None
     errors: dict[str, int] = field(default_factory=dict)  # counter name -> count, those NVML answered
+    remote: str | None = None  # an active link's far end: "switch", a GPU's bus id, or None (CPU / unknown)
 
 
 @dataclass
@@ -64,6 +67,20 @@ class NvmlHealth:
     driver_version: str | None = None
     gpus: list[GpuNvmlHealth] = field(default_factory=list)
     p2p_read: dict[tuple[int, int], str] = field(default_factory=dict)  # (a, b) a<b -> "ok" or status word
+
+    def nvlink_pairs(self) -> set[tuple[str, str]]:
+        """Bus-id pairs (sorted) joined by an active NVLink: directly, or both on the NVSwitch fabric."""
+        pairs: set[tuple[str, str]] = set()
+        on_switch = []
+        for gpu in self.gpus:
+            ends = {link.remote for link in gpu.nvlinks or [] if link.active and link.remote}
+            if gpu.pci_bus_id and "switch" in ends:
+                on_switch.append(gpu.pci_bus_id)
+            for end in ends - {"switch"}:
+                if gpu.pci_bus_id and end != gpu.pci_bus_id:
+                    pairs.add((min(gpu.pci_bus_id, end), max(gpu.pci_bus_id, end)))
+        pairs.update((a, b) for a in on_switch for b in on_switch if a < b)
+        return pairs
 
 
 def read_nvml_health(nvml: Any = None) -> NvmlHealth:
@@ -123,6 +140,16 @@ def _read_gpu(binding: NvmlBinding, gpu: GpuNvmlHealth, handle: Any) -> None:
     _fabric(binding, gpu, handle)
 
 
+def _remote_end(binding: NvmlBinding, handle: Any, link: int) -> str | None:
+    """Where an active link ends: ``"switch"``, a peer GPU's bus id, or None (the CPU, or unknown)."""
+    kind = _answer(binding, "nvmlDeviceGetNvLinkRemoteDeviceType", handle, link)
+    if kind is not None and int(kind) == NVLINK_REMOTE_SWITCH:
+        return "switch"
+    if kind is not None and int(kind) != NVLINK_REMOTE_GPU:
+        return None
+    return bus_id_of(_answer(binding, "nvmlDeviceGetNvLinkRemotePciInfo", handle, link))
+
+
 def _nvlinks(binding: NvmlBinding, handle: Any) -> list[NvLinkHealth] | None:
     links: list[NvLinkHealth] = []
     for link in range(binding.max_nvlinks()):
@@ -134,6 +161,7 @@ def _nvlinks(binding: NvmlBinding, handle: Any) -> list[NvLinkHealth] | None:
             continue
         entry = NvLinkHealth(link, int(state) == 1)
         if entry.active:
+            entry.remote = _remote_end(binding, handle, link)
             for name, counter in NVLINK_ERROR_COUNTERS.items():
                 count = _answer(binding, "nvmlDeviceGetNvLinkErrorCounter", handle, link, counter)
                 if count is not None:

@@ -72,7 +72,7 @@ def test_acs_above_both_gpus_does_not_touch_their_pair(tmp_path):
     report = _report(tmp_path)
     finding = next(f for f in report.findings if f.code == "acs-redirect")
     assert "0000:00:02.0" in finding.evidence[0]
-    assert finding.effect == "P2P of the GPU(s) below it"
+    assert finding.effect.startswith("P2P of the GPU(s) below it; GPUDirect RDMA")
     assert report.pair_problems == {}
 
 
@@ -314,3 +314,16 @@ def test_several_acs_bridges_get_one_shell_line_for_all(tmp_path):
     loop = fix.split("all 2 bridges at once: `")[1].rstrip("`")
     assert shlex.split(loop)[:4] == ["for", "b", "in", "0000:40:01.1"]
     assert 'sudo setpci -s "$b" ECAP_ACS+6.w=0000' in loop
+
+
+def test_acs_spares_pairs_joined_by_nvlink(tmp_path):
+    """Two GPUs of a DGX-1 (NVLink between them) placed under the two ACS root ports: their P2P goes
+    over NVLink, so the pair is not marked, and the effect says why."""
+    topo = load_reference("dgx1")
+    a, b = next((lk.a, lk.b) for lk in topo.links if lk.nvlink_count)
+    topo.gpu(a).pci_bus_id, topo.gpu(b).pci_bus_id = "0000:41:00.0", "0000:61:00.0"
+    two_gpus_under_root_ports(tmp_path, real_acs_controls()["on"])
+    report = _report(tmp_path, nvml=FakeNvml(topo))
+    acs = [f for f in report.findings if f.code == "acs-redirect"]
+    assert len(acs) == 2 and "joined by NVLink" in acs[0].effect
+    assert ("0000:41:00.0", "0000:61:00.0") not in report.pair_problems
