@@ -78,8 +78,10 @@ def _iommu(evidence: HealthEvidence, host: HostHealth, report: DoctorReport) -> 
         report.check("iommu", "ok", "passthrough or no IOMMU")
         return
     report.check("iommu", "problem", f"{len(translated)} GPU(s) behind a translating IOMMU")
+    nvlinked = evidence.nvml.nvlink_pairs() if evidence.nvml is not None else set()
     for a, b in combinations(sorted(translated), 2):
-        report.mark_pair(a, b, "iommu")
+        if (a, b) not in nvlinked:  # NVLink peer traffic does not go through the IOMMU
+            report.mark_pair(a, b, "iommu")
     report.add(Finding(
         "warning", "iommu-translating",
         f"The IOMMU translates the DMA of {and_list([report.label(b) for b in sorted(translated)])}: peer-to-peer "
@@ -87,7 +89,7 @@ def _iommu(evidence: HealthEvidence, host: HostHealth, report: DoctorReport) -> 
         "tensorflow#32654, pytorch#84803).",
         gpus=report.indices(sorted(translated)),
         evidence=[*evidence_lines, f"/proc/cmdline: {booted}"],
-        effect="P2P between every pair of these GPUs (and GPUDirect RDMA)",
+        effect="P2P over PCIe between these GPUs (pairs joined by NVLink are spared) and GPUDirect RDMA",
         fix=IOMMU_FIX))
 
 

@@ -31,7 +31,7 @@ def pcie_checks(evidence: HealthEvidence, report: DoctorReport) -> None:
         report.check("pcie-paths", "not-made", f"sysfs does not place {and_list(unplaced)} in the PCI tree" + hidden)
     nvlinked = evidence.nvml.nvlink_pairs() if evidence.nvml is not None else set()
     _acs(paths, report, nvlinked)
-    _links(paths, report)
+    _links(paths, report, nvlinked)
 
 
 def _affected_pairs(bridge: str, paths: dict[str, GpuPciePath]) -> list[tuple[str, str]]:
@@ -97,7 +97,7 @@ def setpci_loop(bdfs: list[str]) -> str:
             'do sudo setpci -s "$b" ECAP_ACS+6.w=0000; done`')
 
 
-def _links(paths: dict[str, GpuPciePath], report: DoctorReport) -> None:
+def _links(paths: dict[str, GpuPciePath], report: DoctorReport, nvlinked: set[tuple[str, str]]) -> None:
     seen: set[str] = set()
     slow_width, maybe_idle, any_link = [], [], False
     for gpu_bdf, path in sorted(paths.items()):
@@ -119,7 +119,7 @@ def _links(paths: dict[str, GpuPciePath], report: DoctorReport) -> None:
         for gpu in below:
             report.mark_gpu(gpu, "downtrained")
         for a, b in combinations(sorted(paths), 2):
-            if a in below or b in below:
+            if (a in below or b in below) and (a, b) not in nvlinked:  # NVLink pairs do not copy over PCIe
                 report.mark_pair(a, b, "downtrained")
         link = node.link
         what = "the GPU" if node.bdf in paths else "a bridge above " + and_list([report.label(b) for b in below])
