@@ -194,7 +194,7 @@ def test_cli_slurm_script(cli, snapshots, tmp_path, monkeypatch):
     for line in ("#SBATCH --nodes=2", "#SBATCH --ntasks-per-node=1", "#SBATCH --gpus-per-node=8",
                  "#SBATCH --nodelist=node1,node2"):
         assert line in script.splitlines()
-    assert "srun gputopo train --launcher slurm --plan 'my plan.json' \"$@\"" in script
+    assert "srun --kill-on-bad-exit=1 gputopo train --launcher slurm --plan 'my plan.json' \"$@\"" in script
     assert "Save the plan next to this script" in script
     assert json.loads(Path("my plan.json").read_text())["gpus_per_host"] == 4
 

@@ -11,6 +11,13 @@ import types
 import typing
 from typing import Any
 
+from gputopo.quoting import check_text
+
+# Free text that gputopo itself writes (sentences, file paths, titles): shown through the views'
+# terminal-safe output, never written into a script. Every other string (names, hosts, NIC names,
+# bus ids, words, dictionary keys) is one line: a control character, newline included, is refused.
+FREE_TEXT_FIELDS = frozenset({"message", "fix", "label", "source_detail", "ignored", "source", "reason"})
+
 
 def build(cls: type, data: Any, path: str = "") -> Any:
     """A ``cls`` from JSON ``data``; a wrong field is a ``ValueError`` naming it (``gpus[3].index``)."""
@@ -39,12 +46,15 @@ def _value(value: Any, hint: Any, where: str) -> Any:
     if origin is list and isinstance(value, list):
         return [_value(v, typing.get_args(hint)[0], f"{where}[{k}]") for k, v in enumerate(value)]
     if origin is dict and isinstance(value, dict):
-        return {k: _value(v, typing.get_args(hint)[1], f"{where}.{k}") for k, v in value.items()}
+        return {check_text(k, f"{where} key"): _value(v, typing.get_args(hint)[1], f"{where}.{k}")
+                for k, v in value.items()}
     if dataclasses.is_dataclass(hint):
         return build(hint, value, where)  # type: ignore[arg-type]
     is_number = isinstance(value, (int, float)) and not isinstance(value, bool)
     if hint is int and is_number and isinstance(value, int) and not -(2**63) <= value < 2**63:
         raise ValueError(f"{where}: {shown(value)} is out of range")
+    if hint is str and isinstance(value, str) and where.rsplit(".", 1)[-1] not in FREE_TEXT_FIELDS:
+        check_text(value, where)
     if (
         (hint is float and is_number and math.isfinite(value))
         or (hint is int and is_number and isinstance(value, int))

@@ -23,7 +23,9 @@ def hosts_table(cluster: Cluster) -> Table:
         table.add_column(column, overflow="fold")
     for name, topology in zip(cluster.host_names, cluster.hosts):
         summary = host_summary(topology, name)
-        table.add_row(Text(summary.host, style="bold"), summary.gpus, summary.versions, summary.links, summary.nics)
+        # Text, never markup strings: a snapshot's "[/x]" or "[link=...]" is shown as it is.
+        table.add_row(Text(summary.host, style="bold"), Text(summary.gpus), Text(summary.versions),
+                      Text(summary.links), Text(summary.nics))
     return table
 
 

@@ -4,7 +4,6 @@ blocks (one per host) or as an sbatch script that launches ``gputopo train --lau
 from __future__ import annotations
 
 import json
-import shlex
 
 from rich import box
 from rich.console import Console
@@ -13,6 +12,7 @@ from rich.text import Text
 
 from gputopo.analysis.recommend.hosts import ClusterPlan, HostPlan
 from gputopo.notation import count_word, gpus_word
+from gputopo.quoting import comment, env_assignment
 from gputopo.views.common import out
 
 PLAN_FORMATS = ("text", "json", "env", "slurm")
@@ -44,8 +44,9 @@ def render_plan(plan: ClusterPlan, console: Console | None = None) -> None:
         table.add_column(column, overflow="fold")
     for host in plan.hosts:
         gpus = [",".join(map(str, host.gpus))] if renumbered else []
-        table.add_row(Text(host.host, style="bold"), _role(host), *gpus, host.cuda_visible_devices,
-                      " ".join(host.numactl) or "-", _nics_text(host))
+        # Text, never markup strings: a snapshot's "[/x]" or "[link=...]" is shown as it is.
+        table.add_row(Text(host.host, style="bold"), _role(host), *map(Text, gpus), Text(host.cuda_visible_devices),
+                      Text(" ".join(host.numactl) or "-"), Text(_nics_text(host)))
     console.print(table)
     for host in plan.hosts:
         console.print(Text(f"{host.host} ({_role(host)})", style="bold"))
@@ -60,41 +61,34 @@ def render_plan(plan: ClusterPlan, console: Console | None = None) -> None:
 
 
 def format_plan_env(plan: ClusterPlan) -> str:
-    """One block per host: ``# node1 ...`` and the ``export`` lines to run there."""
-    lines = [f"# gputopo recommend: {plan.reason}"]
+    """One block per host: ``# node1 ...`` and the ``export`` lines to run there (``gputopo.quoting``:
+    names checked, values quoted, text from the snapshots kept inside its comment)."""
+    lines = [comment(f"gputopo recommend: {plan.reason}")]
     for host in plan.hosts:
-        lines.append(f"# {host.host} ({_role(host)}): GPUs {','.join(map(str, host.gpus))}")
-        lines += [f"export {name}={shlex.quote(value)}" for name, value in host.env.items()]
-        lines.append(f"export TF_CONFIG={shlex.quote(json.dumps(host.tf_config))}")
+        lines.append(comment(f"{host.host} ({_role(host)}): GPUs {','.join(map(str, host.gpus))}"))
+        lines += [env_assignment(name, value) for name, value in host.env.items()]
+        lines.append(env_assignment("TF_CONFIG", json.dumps(host.tf_config)))
         if host.numactl:
-            lines.append(f"export GPUTOPO_NUMACTL={shlex.quote(' '.join(host.numactl))}")
-        lines += [f"# warning: {warning}" for warning in host.warnings]
+            lines.append(env_assignment("GPUTOPO_NUMACTL", " ".join(host.numactl)))
+        lines += [comment(f"warning: {warning}") for warning in host.warnings]
     return "\n".join(lines) + "\n"
 
 
 def format_plan_slurm(plan: ClusterPlan, plan_file: str | None = None) -> str:
-    """An sbatch script for the plan: the planned nodes, one task per node with every GPU of the
-    node (the plan picks GPUs by their nvidia-smi numbers; a partial allocation would be renumbered),
-    and ``srun gputopo train --launcher slurm --plan FILE`` passing the script's arguments on."""
+    """An sbatch script for the plan (``gputopo.train.slurm.batch_script``, the one ``train --launcher
+    slurm --dry-run`` prints too): the planned nodes, one task per node with every GPU of the node
+    (the plan picks GPUs by their nvidia-smi numbers; a partial allocation would be renumbered), and
+    ``srun gputopo train --launcher slurm --plan FILE`` passing the script's arguments on."""
+    from gputopo.train.launch.slurm import batch_script
+
     path = plan_file or DEFAULT_PLAN_FILE
     gpus_per_node = max(host.host_gpu_count for host in plan.hosts)
-    lines = [
-        "#!/bin/bash",
-        f"# gputopo recommend: {plan.reason}",
-        f"# Save the plan next to this script (`gputopo recommend ... --save {path}`), on a folder every node",
-        "# reads: each task applies its host's part (GPUs, numactl, NCCL) before TensorFlow starts.",
-        "#SBATCH --job-name=gputopo-train",
-        f"#SBATCH --nodes={len(plan.hosts)}",
-        "#SBATCH --ntasks-per-node=1",
-        f"#SBATCH --gpus-per-node={gpus_per_node}",
-        f"#SBATCH --nodelist={','.join(host.host for host in plan.hosts)}",
-        "#SBATCH --exclusive",
+    notes = [
+        f"gputopo recommend: {plan.reason}",
+        f"Save the plan next to this script (`gputopo recommend ... --save {path}`), on a folder every node",
+        "reads: each task applies its host's part (GPUs, numactl, NCCL) before TensorFlow starts.",
     ]
     if plan.gpus_per_host < gpus_per_node:
-        lines.append(f"# Every GPU of a node is asked for; the plan trains on {plan.gpus_per_host} of them on each.")
-    lines += [
-        "",
-        "set -euo pipefail",
-        f"srun gputopo train --launcher slurm --plan {shlex.quote(path)} \"$@\"",
-    ]
-    return "\n".join(lines) + "\n"
+        notes.append(f"Every GPU of a node is asked for; the plan trains on {plan.gpus_per_host} of them on each.")
+    return batch_script({host.host: 1 for host in plan.hosts}, gpus_per_node, notes,
+                        ["gputopo", "train", "--launcher", "slurm", "--plan", path], pass_script_args=True)

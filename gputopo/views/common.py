@@ -21,6 +21,7 @@ from contextlib import AbstractContextManager, nullcontext
 from typing import TYPE_CHECKING, Any, Iterable, TextIO
 
 from gputopo.errors import OutputClosed, OutputError
+from gputopo.quoting import terminal_safe as terminal_safe  # re-exported: gputopo.quoting owns it
 from gputopo.sources.snapshot import finite_or_null
 
 if TYPE_CHECKING:  # rich is imported where a console or table is made, never for --json
@@ -28,15 +29,9 @@ if TYPE_CHECKING:  # rich is imported where a console or table is made, never fo
     from rich.text import Text
 
 # C0 controls except newline and tab, DEL, and C1 controls (0x9b is an 8-bit CSI on some terminals).
-_CONTROL_CHARS_RE = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+_CONTROL_CHARS_RE = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\u2028\u2029]")
 # A write that fails with these is the output's fault (full disk, closed pipe), not gputopo's.
 OUTPUT_ERRNOS = frozenset({errno.EPIPE, errno.ENOSPC, errno.EDQUOT, errno.EIO, errno.EFBIG, errno.EBADF})
-
-
-def terminal_safe(text: str) -> str:
-    """``text`` without control characters (escape sequences, bell, backspace, carriage return):
-    what came from a file is shown as text, never acted on by the terminal. Newlines and tabs stay."""
-    return _CONTROL_CHARS_RE.sub("", text)
 
 
 def silence_stdout() -> None:

@@ -7,7 +7,6 @@ files as they are.
 
 from __future__ import annotations
 
-import shlex
 from typing import TYPE_CHECKING
 
 from rich import box
@@ -16,6 +15,7 @@ from rich.table import Table
 from rich.text import Text
 
 from gputopo.notation import format_gbps, number_list
+from gputopo.quoting import comment, env_assignment, python_str
 from gputopo.views.common import out
 
 if TYPE_CHECKING:
@@ -178,30 +178,31 @@ def render_recommendation(rec: Recommendation) -> None:
 
 def format_env(rec: Recommendation) -> str:
     """Lines a POSIX shell can ``eval``: the best group's environment (and the other jobs' groups as
-    ``CUDA_VISIBLE_DEVICES_JOB<n>`` variables)."""
+    ``CUDA_VISIBLE_DEVICES_JOB<n>`` variables). Every value is one quoted word and every text from
+    the source stays inside its comment (``gputopo.quoting``)."""
     best = rec.jobs[0] if rec.jobs_requested > 1 else rec.best
-    lines = [f"# gputopo recommend: GPUs {number_list(best.gpus)} — {ring_summary(best)}"]
+    lines = [comment(f"gputopo recommend: GPUs {number_list(best.gpus)} — {ring_summary(best)}")]
     if best.same_host and best.cuda_visible_devices != number_list(best.gpus) and not best.hosts:
-        lines.append(
-            f"# (GPU numbers above are the source's; in PCI bus order, as CUDA_DEVICE_ORDER=PCI_BUS_ID numbers "
+        lines.append(comment(
+            f"(GPU numbers above are the source's; in PCI bus order, as CUDA_DEVICE_ORDER=PCI_BUS_ID numbers "
             f"them, they are {best.cuda_visible_devices})"
-        )
+        ))
     if best.same_host and best.hosts:
-        lines.append(f"# on {best.hosts[0]}")
-    lines.append("export CUDA_DEVICE_ORDER=PCI_BUS_ID")
+        lines.append(comment(f"on {best.hosts[0]}"))
+    lines.append(env_assignment("CUDA_DEVICE_ORDER", "PCI_BUS_ID"))
     if best.same_host:
-        lines.append(f"export CUDA_VISIBLE_DEVICES={shlex.quote(best.cuda_visible_devices)}")
+        lines.append(env_assignment("CUDA_VISIBLE_DEVICES", best.cuda_visible_devices))
         if best.numactl:
-            lines.append(f"export GPUTOPO_NUMACTL={shlex.quote(best.numactl)}")
+            lines.append(env_assignment("GPUTOPO_NUMACTL", best.numactl))
     else:
         for host, local in (best.cuda_visible_devices_by_host or {}).items():
-            lines.append(f"# on {host}: export CUDA_VISIBLE_DEVICES={local}")
+            lines.append(comment(f"on {host}: export CUDA_VISIBLE_DEVICES={local}"))
     if rec.jobs_requested > 1:
         for group in rec.jobs:
             if group.same_host:
                 if group.hosts:  # a multi-host topology: the variable is for that host only
-                    lines.append(f"# job {group.rank} runs on {group.hosts[0]}")
-                lines.append(f"export CUDA_VISIBLE_DEVICES_JOB{group.rank}={shlex.quote(group.cuda_visible_devices)}")
+                    lines.append(comment(f"job {group.rank} runs on {group.hosts[0]}"))
+                lines.append(env_assignment(f"CUDA_VISIBLE_DEVICES_JOB{group.rank}", group.cuda_visible_devices))
     return "\n".join(lines) + "\n"
 
 
@@ -209,7 +210,7 @@ def format_python(rec: Recommendation) -> str:
     """A MirroredStrategy snippet for the best group, to paste at the top of a training script."""
     best = rec.best
     lines = [
-        f"# gputopo recommend: GPUs {number_list(best.gpus)} — {ring_summary(best)}",
+        comment(f"gputopo recommend: GPUs {number_list(best.gpus)} — {ring_summary(best)}"),
         "import os",
         "",
         "# Must run before TensorFlow is imported: CUDA reads these once.",
@@ -218,17 +219,17 @@ def format_python(rec: Recommendation) -> str:
     if not best.same_host:
         lines.append("# This group spans hosts; on each host set CUDA_VISIBLE_DEVICES to:")
         for host, local in (best.cuda_visible_devices_by_host or {}).items():
-            lines.append(f"#   {host}: {local}")
+            lines.append(comment(f"  {host}: {local}"))
         lines += ["", "import tensorflow as tf", "", strategy_line(best)]
         return "\n".join(lines) + "\n"
-    lines.append(f'os.environ["CUDA_VISIBLE_DEVICES"] = "{best.cuda_visible_devices}"  # CUDA renumbers these /gpu:0..')
+    lines.append(f'os.environ["CUDA_VISIBLE_DEVICES"] = {python_str(best.cuda_visible_devices)}  # CUDA renumbers these /gpu:0..')
     lines += ["", "import tensorflow as tf", ""]
     if len(best.gpus) == 1:
         lines.append('strategy = tf.distribute.OneDeviceStrategy("/gpu:0")  # one GPU: nothing to all-reduce')
         return "\n".join(lines) + "\n"
-    lines.append(f"# {best.cross_device_ops}: {best.cross_device_ops_reason}")
-    lines.append(
-        f"# Without CUDA_VISIBLE_DEVICES (all GPUs visible) the devices are {best.mirrored_strategy_devices_all_visible!r}"
-    )
+    lines.append(comment(f"{best.cross_device_ops}: {best.cross_device_ops_reason}"))
+    lines.append(comment(
+        f"Without CUDA_VISIBLE_DEVICES (all GPUs visible) the devices are {best.mirrored_strategy_devices_all_visible!r}"
+    ))
     lines.append(strategy_line(best))
     return "\n".join(lines) + "\n"

@@ -11,13 +11,13 @@ CUDA numbers come from ``gputopo.numbering`` (the ones ``recommend`` prints).
 from __future__ import annotations
 
 import dataclasses
-import shlex
 import sys
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Sequence
 
 from gputopo.errors import InputError
 from gputopo.numbering import cuda_env, host_cuda_numbers
+from gputopo.quoting import env_assignment, shell_words
 from gputopo.train.workers import LOOPBACK, check_own_address, free_local_ports, parse_workers
 from gputopo.train.config import TrainConfig, check_batch_split, child_argv
 
@@ -59,8 +59,8 @@ class ProcessSpec:
 
     def shell_line(self) -> str:
         """The exact command as one shell line, environment first, ready to paste and rerun."""
-        env_part = " ".join(f"{k}={shlex.quote(v)}" for k, v in self.env.items())
-        return f"{env_part} {shlex.join(self.command())}".strip()
+        env_part = " ".join(env_assignment(k, v, export=False) for k, v in self.env.items())
+        return f"{env_part} {shell_words(self.command())}".strip()
 
     def to_dict(self) -> dict[str, Any]:
         return {"label": self.label, "env": dict(self.env), "command": self.command(), "shell": self.shell_line()}

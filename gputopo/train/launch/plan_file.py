@@ -16,12 +16,14 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import re
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
 from gputopo.errors import InputError
 from gputopo.fileio import read_text_input
 from gputopo.notation import gpu_list
+from gputopo.quoting import check_text, env_name
 from gputopo.train.workers import check_own_address, parse_address
 from gputopo.train.config import TrainConfig, check_batch_split
 from gputopo.train.launch.plan import LaunchPlan, ProcessSpec
@@ -96,10 +98,37 @@ def string_list(values: list[Any], where: str) -> list[str]:
     return list(values)
 
 
+# What a plan's numactl list may hold: the binding gputopo writes, numbers in ASCII digits only.
+_NUMACTL_ARG_RE = re.compile(r"--(?:cpunodebind|membind)=[0-9]{1,4}|--physcpubind=[0-9]{1,5}(?:[-,][0-9]{1,5}){0,1023}")
+
+
+def one_line_field(value: str, where: str) -> str:
+    """``value`` when it has no control character (newline included), else one ``InputError``."""
+    try:
+        return check_text(value, where)
+    except ValueError as exc:
+        raise InputError(str(exc)) from None
+
+
+def numactl_list(values: list[Any], where: str) -> list[str]:
+    """``[]`` or ``["numactl", "--cpunodebind=N", "--membind=N"]`` (or ``--physcpubind=LIST``): every
+    argument checked, so a plan cannot hand numactl a command of its own to run."""
+    values = string_list(values, where)
+    if not values:
+        return []
+    if values[0] != "numactl":
+        raise InputError(f"{where}[0] must be \"numactl\", got {json.dumps(values[0])[:60]}")
+    for i, arg in enumerate(values[1:], 1):
+        if not _NUMACTL_ARG_RE.fullmatch(arg):
+            raise InputError(f"{where}[{i}] must be --cpunodebind=N, --membind=N or --physcpubind=LIST, "
+                             f"got {json.dumps(arg)[:60]}")
+    return values
+
+
 def _host_entry(obj: Any, where: str) -> HostEntry:
     if not isinstance(obj, dict):
         raise InputError(f"{where} must be an object, got {json.dumps(obj)[:60]}")
-    host = field_value(obj, "host", str, f"{where}.")
+    host = one_line_field(field_value(obj, "host", str, f"{where}."), f"{where}.host")
     if not host.strip():
         raise InputError(f"{where}.host is empty")
     gpus = field_value(obj, "gpus", list, f"{where}.")
@@ -108,8 +137,10 @@ def _host_entry(obj: Any, where: str) -> HostEntry:
             raise InputError(f"{where}.gpus[{i}] must be a GPU index (0, 1, ...), got {json.dumps(gpu)[:60]}")
     env = field_value(obj, "env", dict, f"{where}.")
     for key, value in env.items():
+        env_name(one_line_field(key, f"{where}.env key"), f"{where}.env: variable")
         if not isinstance(value, str):
             raise InputError(f"{where}.env.{key} must be a string, got {json.dumps(value)[:60]}")
+        one_line_field(value, f"{where}.env.{key}")
     tf_config = field_value(obj, "tf_config", dict, f"{where}.")
     cluster = field_value(tf_config, "cluster", dict, f"{where}.tf_config.")
     for i, address in enumerate(string_list(field_value(cluster, "worker", list, f"{where}.tf_config.cluster."), "")):
@@ -121,8 +152,9 @@ def _host_entry(obj: Any, where: str) -> HostEntry:
         host=host,
         task_index=field_value(obj, "task_index", int, f"{where}."),
         gpus=list(gpus),
-        cuda_visible_devices=field_value(obj, "cuda_visible_devices", str, f"{where}."),
-        numactl=string_list(field_value(obj, "numactl", list, f"{where}."), f"{where}.numactl"),
+        cuda_visible_devices=one_line_field(field_value(obj, "cuda_visible_devices", str, f"{where}."),
+                                            f"{where}.cuda_visible_devices"),
+        numactl=numactl_list(field_value(obj, "numactl", list, f"{where}."), f"{where}.numactl"),
         nics=list(field_value(obj, "nics", list, f"{where}.")),
         env=dict(env),
         tf_config=tf_config,
@@ -167,7 +199,7 @@ def _numa_node(numactl: list[str]) -> int | None:
     for arg in numactl:
         if arg.startswith("--cpunodebind="):
             value = arg.split("=", 1)[1]
-            return int(value) if value.isdigit() else None
+            return int(value) if value.isascii() and value.isdigit() else None
     return None
 
 

@@ -16,12 +16,12 @@ TensorFlow is imported (through ``gputopo.tfruntime``) only for the resolver, in
 
 from __future__ import annotations
 
-import shlex
 from dataclasses import dataclass
 from typing import Mapping
 
 from gputopo.errors import InputError
 from gputopo.notation import count_word
+from gputopo.quoting import comment, shell_words, slurm_node
 from gputopo.train.config import TrainConfig
 from gputopo.train.launch.plan_file import (
     DEFAULT_PORT,
@@ -152,37 +152,58 @@ def train_flags(config: TrainConfig) -> list[str]:
     return flags
 
 
-def srun_line(plan: ClusterPlan, config: TrainConfig, port_base: int) -> str:
-    """The ``srun`` line that starts one task per plan entry."""
-    command = ["gputopo", "train", "--launcher", "slurm", "--plan", plan.path, "--port", str(port_base)]
-    return shlex.join(["srun", "--kill-on-bad-exit=1", *command, *train_flags(config)])
+def batch_script(
+    nodes: Mapping[str, int],
+    gpus_per_node: int | None,
+    notes: list[str],
+    srun_argv: list[str],
+    pass_script_args: bool = False,
+) -> str:
+    """The one sbatch script gputopo writes (``recommend --format slurm`` and ``train --launcher slurm
+    --dry-run``): ``nodes`` (node name -> tasks on it, in order), ``--gpus-per-node`` and
+    ``--exclusive`` where GPUs are used, ``notes`` as comments, and ``srun --kill-on-bad-exit=1``
+    with ``srun_argv`` (and the script's own arguments with ``pass_script_args``).
+
+    Every node name must be a Slurm node name and every argument is one quoted shell word
+    (``gputopo.quoting``): nothing from a plan or snapshot can become a line of the script."""
+    counts = set(nodes.values())
+    lines = [
+        "#!/bin/bash",
+        "#SBATCH --job-name=gputopo-train",
+        f"#SBATCH --nodes={len(nodes)}",
+        f"#SBATCH --nodelist={','.join(slurm_node(node) for node in nodes)}",
+        (f"#SBATCH --ntasks-per-node={counts.pop()}" if len(counts) == 1 else f"#SBATCH --ntasks={sum(nodes.values())}"),
+    ]
+    if gpus_per_node is not None:
+        lines += [f"#SBATCH --gpus-per-node={int(gpus_per_node)}", "#SBATCH --exclusive"]
+    lines += [comment(note) for note in notes]
+    srun = shell_words(["srun", "--kill-on-bad-exit=1", *srun_argv])
+    lines += ["", "set -euo pipefail", srun + (' "$@"' if pass_script_args else "")]
+    return "\n".join(lines) + "\n"
+
+
+def srun_argv(plan: ClusterPlan, config: TrainConfig, port_base: int) -> list[str]:
+    """The ``gputopo train`` command each task runs."""
+    return ["gputopo", "train", "--launcher", "slurm", "--plan", plan.path, "--port", str(port_base),
+            *train_flags(config)]
 
 
 def sbatch_script(plan: ClusterPlan, config: TrainConfig, port_base: int) -> str:
     """A batch script for ``sbatch``: the plan's nodes, one task per entry, the srun line."""
-    hosts = plan.host_names
-    counts = {host: sum(1 for e in plan.hosts if e.host == host) for host in hosts}
-    tasks_per_node = set(counts.values())
-    ports = f"{port_base}" if max(counts.values()) == 1 else f"{port_base}-{port_base + max(counts.values()) - 1}"
-    lines = [
-        "#!/bin/bash",
-        "#SBATCH --job-name=gputopo-train",
-        f"#SBATCH --nodes={len(hosts)}",
-        f"#SBATCH --nodelist={','.join(hosts)}",
-        (f"#SBATCH --ntasks-per-node={tasks_per_node.pop()}" if len(tasks_per_node) == 1
-         else f"#SBATCH --ntasks={len(plan.hosts)}"),
-    ]
+    counts = {host: sum(1 for e in plan.hosts if e.host == host) for host in plan.host_names}
+    most = max(counts.values())
+    ports = f"{port_base}" if most == 1 else f"{port_base}-{port_base + most - 1}"
+    gpus_per_node = None
+    notes = []
     if config.cpu_devices is None:
-        lines += [
-            "#SBATCH --exclusive",
-            "# The plan's CUDA_VISIBLE_DEVICES count each node's GPUs (nvidia-smi order): allocate them all.",
-        ]
-    lines += [
-        "# Run from a folder every node sees: the plan and --checkpoint-dir must be on the shared file system.",
-        f"# TensorFlow's gRPC port(s) {ports} must be open between these nodes and closed to everyone else.",
-        srun_line(plan, config, port_base),
+        # The plan's GPU numbers are each node's nvidia-smi numbers: the node's GPUs up to the highest.
+        gpus_per_node = max((max(e.gpus) + 1 for e in plan.hosts if e.gpus), default=0) or None
+        notes.append("The plan's CUDA_VISIBLE_DEVICES count each node's GPUs (nvidia-smi order): allocate them all.")
+    notes += [
+        "Run from a folder every node sees: the plan and --checkpoint-dir must be on the shared file system.",
+        f"TensorFlow's gRPC port(s) {ports} must be open between these nodes and closed to everyone else.",
     ]
-    return "\n".join(lines) + "\n"
+    return batch_script(counts, gpus_per_node, notes, srun_argv(plan, config, port_base))
 
 
 def slurm_launch(
