@@ -68,7 +68,7 @@ def test_python_format_is_valid_python_with_the_strategy(cli):
     result = cli("recommend", "--machine", "dgx1", "--gpus", "8", "--format", "python")
     assert result.exit_code == 0, result.output
     compile(result.output, "<snippet>", "exec")  # raises on a syntax error
-    assert 'os.environ["CUDA_VISIBLE_DEVICES"] = "0,1,2,3,4,5,6,7"' in result.output
+    assert "os.environ[\"CUDA_VISIBLE_DEVICES\"] = '0,1,2,3,4,5,6,7'" in result.output
     assert "cross_device_ops=tf.distribute.HierarchicalCopyAllReduce()" in result.output
     assert result.output.index("CUDA_VISIBLE_DEVICES") < result.output.index("import tensorflow")
 
