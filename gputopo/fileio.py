@@ -3,10 +3,15 @@
 Writes (``atomic_write_text``, used by every ``--save``/``-o``): a temporary file in the target's
 folder, then an atomic rename, so readers see the old file or the complete new one. Only regular
 files are written: a device node (``/dev/null``), a FIFO or a folder is refused, never replaced. A
-symbolic link is written *through*: the file it points at is replaced and the link stays. An
+symbolic link is written *through*: the file it points at is replaced and the link stays (except
+where the kernel's ``fs.protected_symlinks`` would not follow it: a link in a sticky world-writable
+folder owned by neither the folder's owner nor the writer is refused). An
 existing file keeps its permission bits (and, where allowed, its owner); a new one gets what
 ``open()`` would give it (0666 less the umask). A failed write (disk full, no permission) is one
 ``OutputError`` and leaves the old file as it was and no temporary file behind.
+
+Files in folders others may write (a checkpoint folder): ``open_regular`` / ``read_regular`` open
+without following links or blocking on FIFOs, refuse anything but a regular file, and bound reads.
 
 Reads (``read_text_input``): files or ``-`` (standard input), read in chunks up to
 ``MAX_INPUT_BYTES`` (an endless input such as ``/dev/zero`` stops at once or at the bound);
@@ -48,6 +53,28 @@ def _kind_of(mode: int) -> str:
     return "not a regular file"
 
 
+def _check_protected_symlinks(path: Path, shown: str) -> None:
+    """Refuse to follow a link as the kernel's ``fs.protected_symlinks`` does for ``open``: a link in
+    a sticky world-writable folder (``/tmp``) is followed only when its owner is the folder's owner
+    or the follower (the effective user). Root is held to it too: the shell's ``>`` is refused there,
+    and a rename onto the link's target would not be."""
+    hop, seen = path, 0
+    while hop.is_symlink() and seen < 40:
+        seen += 1
+        folder = hop.parent if str(hop.parent) else Path(".")
+        try:
+            folder_st, link_st = os.stat(folder), os.lstat(hop)
+        except OSError:
+            return
+        sticky_public = folder_st.st_mode & stat.S_ISVTX and folder_st.st_mode & stat.S_IWOTH
+        if sticky_public and link_st.st_uid not in (folder_st.st_uid, os.geteuid()):
+            raise OutputError(
+                f"cannot write {shown}: {hop} is a symbolic link in the sticky world-writable folder {folder}, owned "
+                f"by uid {link_st.st_uid} (neither the folder's owner nor you): not followed (as fs.protected_symlinks)"
+            )
+        hop = folder / os.readlink(hop)
+
+
 def write_target(path: str | os.PathLike[str]) -> Path:
     """The regular file a write to ``path`` replaces: symbolic links followed; an empty name, or
     anything that is not a regular file (or not there yet), refused with one ``InputError``; an
@@ -58,6 +85,7 @@ def write_target(path: str | os.PathLike[str]) -> Path:
         raise InputError("the output file name is empty")
     path = Path(path)
     shown = str(path)
+    _check_protected_symlinks(path, shown)
     target = Path(os.path.realpath(path)) if path.is_symlink() else path
     if target.is_symlink():  # realpath stops at a loop
         raise InputError(f"cannot write {shown}: the symbolic link does not lead to a file (a loop)")
@@ -128,6 +156,46 @@ def atomic_write_text(path: str | os.PathLike[str], text: str) -> Path:
             raise OutputError(f"cannot write {given}: {exc.strerror or exc}") from None
         raise
     return given
+
+
+# --- files in folders others may write (checkpoint folders) -------------------------------------
+
+
+def open_regular(path: str | os.PathLike[str], flags: int, what: str, mode: int = 0o644) -> int:
+    """A descriptor of the regular file ``path``, opened without following a symbolic link and
+    without blocking on a FIFO; a link, FIFO, device, socket or folder there (or a file with other
+    hard links, which a truncate would reach too) is one ``InputError`` and nothing is touched."""
+    try:
+        fd = os.open(path, flags | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC | getattr(os, "O_NOCTTY", 0), mode)
+    except OSError as exc:
+        if os.path.islink(path):
+            raise InputError(f"{what} {path} is a symbolic link: refused (it is never followed)") from None
+        raise InputError(f"cannot open {what} {path}: {exc.strerror or exc}") from None
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            kind = "a folder" if stat.S_ISDIR(st.st_mode) else _kind_of(st.st_mode)
+            raise InputError(f"{what} {path} is {kind}, not a regular file: refused")
+        if st.st_nlink > 1:
+            raise InputError(f"{what} {path} has {st.st_nlink} hard links: refused (a write would reach the others)")
+        os.set_blocking(fd, True)
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
+
+
+def read_regular(path: str | os.PathLike[str], what: str, max_bytes: int) -> bytes | None:
+    """The bytes of the regular file ``path`` (``open_regular``), at most ``max_bytes`` (more is an
+    ``InputError``); None when there is no such file."""
+    if not os.path.lexists(path):
+        return None
+    fd = open_regular(path, os.O_RDONLY, what)
+    with os.fdopen(fd, "rb") as stream:
+        data = stream.read(max_bytes + 1)
+    if len(data) > max_bytes:
+        raise InputError(f"{what} {path} is larger than {max_bytes} bytes: refused")
+    return data
 
 
 # --- reading -------------------------------------------------------------------------------------

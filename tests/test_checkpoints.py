@@ -15,14 +15,22 @@ from conftest import REPO, assert_one_error_line
 
 from gputopo.errors import InputError
 from gputopo.train.launch.checkpoint_lock import LOCK_FILE, CheckpointLock
-from gputopo.train.checkpoints import check_checkpoint_choice, latest_checkpoint_step, saved_checkpoints
+from gputopo.train.checkpoints import (
+    MARKER_FILE,
+    check_checkpoint_choice,
+    latest_checkpoint_step,
+    saved_checkpoints,
+    write_marker,
+)
 from gputopo.train.config import TrainConfig
 
 STATE = 'model_checkpoint_path: "ckpt-20"\nall_model_checkpoint_paths: "ckpt-10"\nall_model_checkpoint_paths: "ckpt-20"\n'
 
 
-def _fake_checkpoint(folder: Path, step: int) -> None:
+def _fake_checkpoint(folder: Path, step: int, by_gputopo: bool = True) -> None:
     folder.mkdir(parents=True, exist_ok=True)
+    if by_gputopo:  # the record the chief writes before its first save
+        write_marker(TrainConfig(checkpoint_dir=str(folder)))
     (folder / f"ckpt-{step}.index").write_bytes(b"index")
     (folder / f"ckpt-{step}.data-00000-of-00001").write_bytes(b"data")
 
@@ -47,7 +55,7 @@ def test_checkpoint_files_without_a_state_file_are_never_overwritten(cli, tmp_pa
     assert "already holds a checkpoint" in line
     line = assert_one_error_line(cli("train", "--cpu-devices", "1", "--checkpoint-dir", str(ck), "--resume"))
     assert "no checkpoint in" in line and "only parts of checkpoints: ckpt-30.data" in line
-    assert sorted(p.name for p in ck.iterdir()) == ["ckpt-30.data-00000-of-00001"]
+    assert sorted(p.name for p in ck.iterdir()) == [MARKER_FILE, "ckpt-30.data-00000-of-00001"]
 
 
 @pytest.mark.parametrize("damage", [b"\xff\xfe\x00garbage", b"model_checkpoint_path: {{{ not a proto"])

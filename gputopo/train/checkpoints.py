@@ -15,8 +15,11 @@ taken: a URL such as ``gs://bucket/x`` is refused, since the folder is locked an
 
 from __future__ import annotations
 
+import json
 import os
 import re
+import shutil
+import stat
 import tempfile
 import time
 from dataclasses import dataclass, field
@@ -24,6 +27,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from gputopo.errors import InputError
+from gputopo.fileio import open_regular, read_regular
 from gputopo.train.config import TrainConfig, is_chief
 
 MAX_TO_KEEP = 3
@@ -31,6 +35,11 @@ CHECKPOINT_NAME = "ckpt"
 STATE_FILE = "checkpoint"
 _FILE_RE = re.compile(r"^ckpt-(\d+)\.(index|data-\d+-of-\d+)$")
 _URL_RE = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*)://")
+_TEMP_RE = re.compile(r"^ckpt-\d+_temp")  # TF's folder for a save in progress (left by a crash)
+_WORKER_COPY_RE = re.compile(r"^\.worker-\d+-tmp$")  # a non-chief worker's throw-away copy
+MARKER_FILE = ".gputopo-checkpoints"  # written by the chief with its first save: "gputopo wrote these"
+MARKER_SCHEMA = "gputopo.checkpoints/1"
+MAX_STATE_BYTES = 1024 * 1024  # TF's state file lists a few names: a bigger one is not TF's
 _STATE_LINE_RE = re.compile(r'^\s*[a-z_]+\s*:\s*("(?:[^"\\]|\\.)*"|[-+0-9.eE]+)\s*$')
 
 
@@ -54,6 +63,8 @@ class SavedCheckpoints:
     other_files: list[str] = field(default_factory=list)  # ckpt-* files that are no whole checkpoint's
     state_step: int | None = None  # the step TF's state file names as the latest
     state_problem: str | None = None  # why the state file cannot be read, if it cannot
+    unsafe: list[str] = field(default_factory=list)  # "ckpt-3.index (a symbolic link)": refused, never opened
+    marker: dict[str, Any] | None = None  # gputopo's own record (MARKER_FILE), None: not written by gputopo
 
     @property
     def holds_any(self) -> bool:
@@ -81,13 +92,14 @@ class SavedCheckpoints:
 
 
 def _read_state(path: Path) -> tuple[int | None, str | None]:
-    """``(step, problem)`` from TF's ``checkpoint`` state file (a text protobuf)."""
+    """``(step, problem)`` from TF's ``checkpoint`` state file (a text protobuf), read without
+    following a link, without blocking on a FIFO and at most ``MAX_STATE_BYTES``."""
     try:
-        data = path.read_bytes()
-    except FileNotFoundError:
+        data = read_regular(path, f"TensorFlow's {STATE_FILE} state file", MAX_STATE_BYTES)
+    except InputError as exc:
+        return None, f"cannot be used ({exc})"
+    if data is None:
         return None, None
-    except OSError as exc:
-        return None, f"cannot be read ({exc.strerror or exc})"
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError:
@@ -122,8 +134,80 @@ def saved_checkpoints(checkpoint_dir: str | os.PathLike[str]) -> SavedCheckpoint
         match = _FILE_RE.match(name)
         if name.startswith(CHECKPOINT_NAME + "-") and not (match and int(match.group(1)) in with_index):
             saved.other_files.append(name)
-    saved.state_step, saved.state_problem = _read_state(folder / STATE_FILE)
+    saved.unsafe = _unsafe_entries(folder, names)
+    if not any(entry.startswith(STATE_FILE + " ") for entry in saved.unsafe):
+        saved.state_step, saved.state_problem = _read_state(folder / STATE_FILE)
+    saved.marker = _read_marker(folder)
     return saved
+
+
+def _unsafe_entries(folder: Path, names: list[str]) -> list[str]:
+    """The checkpoint files (``ckpt-*``, the state file, gputopo's own) that are not regular files,
+    or folders where TF keeps a save in progress: links, FIFOs, devices are never opened."""
+    unsafe = []
+    for name in names:
+        if not (name.startswith(CHECKPOINT_NAME + "-") or name in (STATE_FILE, MARKER_FILE)):
+            continue
+        try:
+            mode = os.lstat(folder / name).st_mode
+        except OSError:
+            continue
+        ok = stat.S_ISDIR(mode) if _TEMP_RE.match(name) else stat.S_ISREG(mode)
+        if not ok:
+            kind = "a symbolic link" if stat.S_ISLNK(mode) else ("a folder" if stat.S_ISDIR(mode) else "not a regular file")
+            unsafe.append(f"{name} ({kind})")
+    return unsafe
+
+
+def _read_marker(folder: Path) -> dict[str, Any] | None:
+    try:
+        data = read_regular(folder / MARKER_FILE, "gputopo's checkpoint record", 64 * 1024)
+        marker = json.loads(data.decode("utf-8")) if data is not None else None
+    except (InputError, ValueError, RecursionError):
+        return None
+    return marker if isinstance(marker, dict) and marker.get("schema") == MARKER_SCHEMA else None
+
+
+def write_marker(config: TrainConfig) -> None:
+    """The chief's record that gputopo writes this folder's checkpoints (and for which model), made
+    before its first save; ``--resume`` refuses a folder without it (another program's checkpoints
+    would be "resumed" from nothing and rotated away)."""
+    if not (config.checkpoint_dir and is_chief(config)):
+        return
+    path = Path(config.checkpoint_dir) / MARKER_FILE
+    if os.path.lexists(path):
+        return
+    record = {"schema": MARKER_SCHEMA, "model": config.model, "image_size": config.image_size}
+    fd = open_regular(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, "gputopo's checkpoint record")
+    with os.fdopen(fd, "w", encoding="utf-8") as handle:
+        handle.write(json.dumps(record) + "\n")
+
+
+def remove_no_follow(path: str | os.PathLike[str]) -> None:
+    """Remove ``path``, a folder this run wrote: a symbolic link there is removed itself, never what
+    it leads to (``shutil.rmtree`` does not follow links inside, unlike ``tf.io.gfile.rmtree``)."""
+    try:
+        mode = os.lstat(path).st_mode
+    except FileNotFoundError:
+        return
+    if stat.S_ISDIR(mode):
+        shutil.rmtree(path, ignore_errors=True)
+    else:
+        os.unlink(path)
+
+
+def remove_leftovers(checkpoint_dir: str | os.PathLike[str] | None) -> None:
+    """The temporary folders runs leave in a checkpoint folder gputopo writes: TF's ``ckpt-N_temp``
+    of an interrupted save and the workers' ``.worker-N-tmp`` copies (links removed, not followed)."""
+    if checkpoint_dir is None or _read_marker(Path(checkpoint_dir)) is None:
+        return
+    try:
+        names = [entry.name for entry in os.scandir(checkpoint_dir)]
+    except OSError:
+        return
+    for name in names:
+        if _TEMP_RE.match(name) or _WORKER_COPY_RE.match(name):
+            remove_no_follow(Path(checkpoint_dir) / name)
 
 
 def latest_checkpoint_step(checkpoint_dir: str | os.PathLike[str] | None) -> int | None:
@@ -193,10 +277,32 @@ def check_checkpoint_choice(config: TrainConfig, *, scaling: bool, dry_run: bool
     if Path(config.checkpoint_dir).exists() and not Path(config.checkpoint_dir).is_dir():
         raise InputError(f"--checkpoint-dir {config.checkpoint_dir} is a file, not a folder")
     saved = saved_checkpoints(config.checkpoint_dir)
+    if saved.unsafe:
+        raise InputError(
+            f"checkpoint folder {config.checkpoint_dir} holds {saved.unsafe[0]}: checkpoint files must be regular "
+            "files (nothing there was opened or changed); remove it or give another --checkpoint-dir"
+        )
     if config.resume and not saved.steps:
         raise _nothing_to_resume(config.checkpoint_dir, saved)
+    if config.resume:
+        check_written_by_gputopo(config, saved)
     if not config.resume and saved.holds_any and not scaling and not dry_run:
         raise _already_holds(config.checkpoint_dir, saved)
+
+
+def check_written_by_gputopo(config: TrainConfig, saved: SavedCheckpoints) -> None:
+    """``--resume`` only from checkpoints gputopo wrote, for the same model: another program's
+    ``ckpt-N`` would restore nothing, and the rotation of the new run's saves would delete them."""
+    if saved.marker is None:
+        raise InputError(
+            f"--resume: the checkpoints in {config.checkpoint_dir} were not written by gputopo train (no "
+            f"{MARKER_FILE} record there); nothing was changed. Give another --checkpoint-dir"
+        )
+    if saved.marker.get("model") != config.model:
+        raise InputError(
+            f"--resume: the checkpoints in {config.checkpoint_dir} are of --model {str(saved.marker.get('model'))[:40]}, "
+            f"not {config.model}; nothing was changed"
+        )
 
 
 def checkpoint_dir_for(config: TrainConfig) -> Path | None:
@@ -206,7 +312,10 @@ def checkpoint_dir_for(config: TrainConfig) -> Path | None:
     base = Path(config.checkpoint_dir)
     if is_chief(config):
         return base
-    return base / f".worker-{config.task_index}-tmp"
+    copy = base / f".worker-{config.task_index}-tmp"
+    if os.path.lexists(copy) and (os.path.islink(copy) or not os.path.isdir(copy)):
+        raise InputError(f"{copy} is not a folder gputopo made (a link or a file): refused, nothing deleted")
+    return copy
 
 
 def set_aside_damaged_state(config: TrainConfig, note: Callable[[str], None]) -> None:

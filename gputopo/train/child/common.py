@@ -19,7 +19,14 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from gputopo.errors import GputopoError, InputError, TrainingFailed
-from gputopo.train.checkpoints import checkpoint_manager, restore_checkpoint, resume_hint, set_aside_damaged_state
+from gputopo.train.checkpoints import (
+    checkpoint_manager,
+    remove_leftovers,
+    restore_checkpoint,
+    resume_hint,
+    set_aside_damaged_state,
+    write_marker,
+)
 from gputopo.train.config import DEFAULT_LEARNING_RATE, TrainConfig, is_chief, started_marker
 
 
@@ -149,6 +156,8 @@ class TrainingState:
             step_variable = tf.Variable(0, dtype=tf.int64, trainable=False, name="global_step")
         checkpoint = tf.train.Checkpoint(model=model, optimizer=optimizer, step=step_variable)
         set_aside_damaged_state(config, lambda message: note(config, message, always=True))
+        if is_chief(config):  # before any worker saves (their first save follows steps the chief joins)
+            remove_leftovers(config.checkpoint_dir)
         manager = checkpoint_manager(tf, config, checkpoint)
         start_step = restore_checkpoint(
             tf, config, checkpoint, step_variable, lambda message: note(config, message, always=True)
@@ -175,6 +184,7 @@ class TrainingState:
         cannot be written is one clear error."""
         self.step_variable.assign(step)
         try:
+            write_marker(config)
             self.manager.save(checkpoint_number=step)
         except (tf.errors.OpError, OSError) as exc:
             text = (getattr(exc, "message", None) or str(exc)).strip()

@@ -38,6 +38,7 @@ from gputopo.train.child.common import (
     startup_finished,
     write_result,
 )
+from gputopo.train.checkpoints import remove_no_follow
 from gputopo.train.workers import check_tf_config_env
 from gputopo.train.config import INTERRUPTED_EXIT_CODE, RESULT_SCHEMA, TrainConfig, check_batch_split, is_chief
 from gputopo.train.child.data import evaluation_pipeline, load_datasets, training_pipeline
@@ -146,7 +147,7 @@ class SynchronousLoop:
         self.state.check_finite(self.tf, step, self.config, self.last_saved_step)
         self.state.save(self.tf, step, self.config)
         if not is_chief(self.config):
-            self.tf.io.gfile.rmtree(manager.directory)  # only the chief's copy is kept
+            remove_no_follow(manager.directory)  # only the chief's copy is kept; a link is never followed
         self.last_saved_step = step
 
     def run(self) -> dict[str, Any]:

@@ -4,7 +4,8 @@ life, with the holder's pid, host and start time written in the file for the nex
 ``gputopo train`` takes the lock before it starts any training process and hands the locked file
 descriptor to its children (``pass_fds``): the lock belongs to the open file, so it holds as long
 as any of them runs, even if the parent itself is killed. The kernel drops it when the last one
-exits, however it ends; a stale lock file left behind locks nothing.
+exits, however it ends; a stale lock file left behind locks nothing. The lock file is opened without
+following a link and must be a regular file with one link (``fileio.open_regular``).
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ import time
 from pathlib import Path
 
 from gputopo.errors import InputError
+from gputopo.fileio import open_regular
 
 LOCK_FILE = ".gputopo-lock"
 
@@ -33,10 +35,8 @@ class CheckpointLock:
         """Lock the (existing) folder or raise ``InputError`` naming the run that holds it."""
         folder = Path(checkpoint_dir)
         path = folder / LOCK_FILE
-        try:
-            fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
-        except OSError as exc:
-            raise InputError(f"cannot lock checkpoint folder {folder}: {exc.strerror or exc}") from None
+        # Never through a link, never a FIFO or device: root would truncate whatever it leads to.
+        fd = open_regular(path, os.O_RDWR | os.O_CREAT, "checkpoint lock")
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except OSError:
