@@ -94,7 +94,7 @@ def test_startup_timeout_does_not_apply_once_started(tmp_path: Path):
 
 _CHILD_UNTIL_SIGNALLED = """
 import pathlib, signal, sys, time
-from gputopo.train.launch.supervise import stop_with_parent
+from gputopo.train.launch.supervise import bind_to_parent
 received = []
 def stop(signum, frame):
     received.append(signal.Signals(signum).name)
@@ -103,7 +103,7 @@ def stop(signum, frame):
     sys.exit(130)
 signal.signal(signal.SIGINT, stop)
 signal.signal(signal.SIGTERM, stop)
-stop_with_parent()
+bind_to_parent(lambda: None)
 time.sleep(60)
 """
 

@@ -57,6 +57,11 @@ class StopRequest:
             signal.signal(sig, handler)
         self._previous.clear()
 
+    def request(self) -> None:
+        """Stop after the current step, as on a first signal (the parent died: nothing to tell)."""
+        self.requested = True
+        self.signal_name = self.signal_name or "parent gone"
+
     def _handle(self, signum: int, frame: Any) -> None:
         self.requested = True
         self.signal_name = signal.Signals(signum).name

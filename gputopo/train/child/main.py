@@ -21,6 +21,7 @@ parent reads; run by hand without it, the summary goes to stdout and errors to s
 
 from __future__ import annotations
 
+import os
 import sys
 import time
 from typing import Any, Sequence
@@ -251,9 +252,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     stop = StopRequest()
     stop.install()
     if config.result_file:  # started by `gputopo train`: stop (and save) if it dies
-        from gputopo.train.launch.supervise import stop_with_parent
+        from gputopo.train.launch.supervise import bind_to_parent
 
-        stop_with_parent()
+        bind_to_parent(stop.request, config.result_file)
     try:
         summary = train(config, stop)
     except GputopoError as exc:
@@ -268,10 +269,35 @@ def main(argv: Sequence[str] | None = None) -> int:
     return INTERRUPTED_EXIT_CODE if summary["status"] == "interrupted" else 0
 
 
+def _exit(code: int) -> None:
+    """Exit now that the result is written: flush, then ``os._exit``, past TensorFlow's thread-pool
+    destructors (one hung a child after its save on SIGTERM); with no parent left, clean up first."""
+    from gputopo.train.launch.supervise import orphan_cleanup, parent_gone
+
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError):
+            pass
+    if parent_gone():
+        orphan_cleanup(_result_file_of(sys.argv[1:]))
+    os._exit(code)
+
+
+def _result_file_of(argv: Sequence[str]) -> str | None:
+    for k, arg in enumerate(argv):
+        if arg == "--result-file" and k + 1 < len(argv):
+            return argv[k + 1]
+        if arg.startswith("--result-file="):
+            return arg.split("=", 1)[1]
+    return None
+
+
 def run_as_program() -> None:
-    """``python -m gputopo.train.child``: run, and turn a bad flag into one line and its exit code."""
+    """``python -m gputopo.train.child``: run, and turn a bad flag into one line and its exit code;
+    either way the process ends with ``_exit``."""
     try:
-        sys.exit(main())
+        _exit(main())
     except GputopoError as exc:  # bad flags caught in TrainConfig.validate
         sys.stderr.write(f"gputopo: error: {exc}\n")
-        sys.exit(exc.exit_code)
+        _exit(exc.exit_code)

@@ -3,7 +3,7 @@
 ``run_processes`` starts nothing itself: it forwards Ctrl-C to the children, and when one dies kills
 the rest (a synchronous cluster missing a member only hangs) and says which one died, how, and where
 the last checkpoint is. ``run_training`` starts one plan's processes and returns the chief's
-summary; ``stop_with_parent`` is what a child calls so that it never outlives its parent.
+summary; ``bind_to_parent`` is what a child calls so that it never outlives its parent.
 No TensorFlow is imported on this path.
 """
 
@@ -22,13 +22,19 @@ from pathlib import Path
 from typing import Any, Callable, Sequence
 
 from gputopo.errors import InputError, TrainingFailed
-from gputopo.train.checkpoints import resume_hint
+from gputopo.train.checkpoints import remove_leftovers, resume_hint
 from gputopo.train.workers import address_answers
 from gputopo.train.config import INTERRUPTED_EXIT_CODE, TrainConfig, started_marker
 from gputopo.train.launch.plan import ProcessSpec
 
 KILL_GRACE_S = 5.0
 POLL_S = 0.1
+EXIT_GRACE_S = 10.0  # a child that wrote its result and has not exited by then is stuck (TF's destructors): killed
+ORPHAN_GRACE_S = 30.0  # a child whose parent died stops and saves; one still running after this ends itself
+PARENT_FD_ENV = "GPUTOPO_PARENT_FD"  # the read end of the parent-liveness pipe in a child
+ORPHAN_GRACE_ENV = "GPUTOPO_ORPHAN_GRACE_S"
+TEMP_PREFIX = "gputopo-train-"
+_PR_SET_PDEATHSIG = 1
 
 
 @dataclass
@@ -38,10 +44,43 @@ class ChildProcess:
     label: str  # "training process", "worker 1 (127.0.0.1:23456)"
     process: subprocess.Popen
     result_file: Path
+    liveness_fd: int = -1  # the write end of the child's parent-liveness pipe (closed when the parent dies)
+    result_seen_s: float | None = None  # when its result file appeared while it still ran
+    killed_after_result: bool = False  # stuck after writing its result: killed, its result stands
+
+    def close(self) -> None:
+        if self.liveness_fd >= 0:
+            os.close(self.liveness_fd)
+            self.liveness_fd = -1
 
     @property
     def started(self) -> bool:
         return started_marker(self.result_file).exists()
+
+
+def _prctl() -> Any:
+    """libc's ``prctl``, looked up in the parent (a child between fork and exec must not load libraries)."""
+    if not sys.platform.startswith("linux"):
+        return None
+    import ctypes
+
+    try:
+        return ctypes.CDLL(None, use_errno=True).prctl
+    except (OSError, AttributeError):
+        return None
+
+
+def _die_with(parent_pid: int, prctl: Any) -> Callable[[], None]:
+    """The child's first act between fork and exec: SIGTERM when this parent dies (kept across
+    ``exec``), and an immediate exit if it already has."""
+
+    def bind() -> None:
+        if prctl is not None:
+            prctl(_PR_SET_PDEATHSIG, int(signal.SIGTERM), 0, 0, 0)
+        if os.getppid() != parent_pid:
+            os._exit(INTERRUPTED_EXIT_CODE)
+
+    return bind
 
 
 def start_child(
@@ -53,16 +92,27 @@ def start_child(
     The child gets a session of its own, so a Ctrl-C in the terminal reaches only the parent, which
     forwards it once: in the terminal's process group the child would get it twice (the terminal's
     and the forwarded one), and a second SIGINT means "stop at once", mid-step.
+
+    It is bound to this process twice over: ``PR_SET_PDEATHSIG`` (SIGTERM when the parent dies, set
+    before ``exec``) and the read end of a pipe whose only write end the parent holds
+    (``PARENT_FD_ENV``): the kernel closes it when the parent dies however it dies, and the child's
+    watcher (``bind_to_parent``) stops it, then ends it after ``ORPHAN_GRACE_S``.
     """
+    read_fd, write_fd = os.pipe()  # both non-inheritable: only pass_fds reach the child
     child_env = dict(os.environ)
     child_env.update(env)
+    child_env[PARENT_FD_ENV] = str(read_fd)
     try:
         process = subprocess.Popen(
-            list(command), env=child_env, stdin=subprocess.DEVNULL, start_new_session=True, pass_fds=tuple(pass_fds)
-        )
+            list(command), env=child_env, stdin=subprocess.DEVNULL, start_new_session=True,
+            pass_fds=(*pass_fds, read_fd), preexec_fn=_die_with(os.getpid(), _prctl()),
+        )  # fmt: skip
     except OSError as exc:
+        os.close(write_fd)
         raise TrainingFailed(f"cannot start the {label} ({command[0]}): {exc.strerror or exc}") from None
-    return ChildProcess(label, process, result_file)
+    finally:
+        os.close(read_fd)
+    return ChildProcess(label, process, result_file, liveness_fd=write_fd)
 
 
 def read_result(child: ChildProcess) -> dict[str, Any] | None:
@@ -115,27 +165,99 @@ class _StopSignalsAsInterrupt:
         raise KeyboardInterrupt
 
 
-def stop_with_parent() -> None:
-    """In a training child: get SIGTERM (save, exit 130) when the parent ``gputopo train`` dies.
+def bind_to_parent(on_gone: Callable[[], None], result_file: str | None = None,
+                   grace_s: float | None = None) -> None:
+    """In a training child: when the parent ``gputopo train`` dies (even by SIGKILL), stop.
 
-    Even a parent killed with SIGKILL then leaves no orphan training on (Linux ``PR_SET_PDEATHSIG``;
-    elsewhere nothing is done).
+    ``PR_SET_PDEATHSIG`` delivers SIGTERM (the child saves and stops, as on Ctrl-C); the watcher of
+    the parent-liveness pipe (``PARENT_FD_ENV``) calls ``on_gone`` (the same request, without a
+    second signal), removes the run's result file and, once the last child's is gone, the parent's
+    temporary folder, and ends the process after ``grace_s`` if it has not ended by then (a save
+    that waits forever for a dead peer). Nothing happens outside Linux or without the pipe.
     """
-    if not sys.platform.startswith("linux"):
+    if sys.platform.startswith("linux"):
+        prctl = _prctl()
+        if prctl is not None:
+            prctl(_PR_SET_PDEATHSIG, int(signal.SIGTERM), 0, 0, 0)
+    fd_text = os.environ.pop(PARENT_FD_ENV, "")
+    if not (fd_text.isascii() and fd_text.isdigit()):
         return
-    import ctypes
+    if grace_s is None:
+        grace_text = os.environ.get(ORPHAN_GRACE_ENV, "")
+        try:
+            grace_s = min(max(float(grace_text), 0.0), 3600.0) if grace_text else ORPHAN_GRACE_S
+        except ValueError:
+            grace_s = ORPHAN_GRACE_S
+    watcher = threading.Thread(target=_watch_parent, args=(int(fd_text), on_gone, result_file, grace_s),
+                               name="gputopo-parent-watch", daemon=True)
+    watcher.start()
 
-    parent = os.getppid()
+
+def _watch_parent(fd: int, on_gone: Callable[[], None], result_file: str | None, grace_s: float) -> None:
+    while True:
+        try:
+            if not os.read(fd, 1):
+                break  # EOF: every write end is closed, the parent is gone
+        except InterruptedError:
+            continue
+        except OSError:
+            return
+    on_gone()
+    deadline_s = time.monotonic() + grace_s
+    while time.monotonic() < deadline_s:
+        time.sleep(min(POLL_S, grace_s))
+    orphan_cleanup(result_file)
+    os._exit(INTERRUPTED_EXIT_CODE)
+
+
+def parent_gone() -> bool:
+    """Whether this process was orphaned (its parent died: it was adopted)."""
+    return os.getppid() == 1
+
+
+def orphan_cleanup(result_file: str | None) -> None:
+    """What a child of a dead parent leaves no more: its result file and start-up marker, and the
+    parent's temporary folder once it is empty (the last child removes it)."""
+    if not result_file:
+        return
+    for path in (Path(result_file), started_marker(result_file)):
+        try:
+            os.unlink(path)
+        except OSError:
+            pass
+    folder = Path(result_file).parent
+    if folder.name.startswith(TEMP_PREFIX):
+        try:
+            os.rmdir(folder)
+        except OSError:
+            pass
+
+
+def sweep_stale_folders(tmp_root: str | None = None) -> None:
+    """Remove this user's ``gputopo-train-<pid>-*`` folders whose run is gone (a parent and its
+    children killed with SIGKILL leave theirs): real folders only, never through a link."""
+    import re
+    import shutil
+
+    root = Path(tmp_root or tempfile.gettempdir())
     try:
-        libc = ctypes.CDLL(None, use_errno=True)
-        libc.prctl(_PR_SET_PDEATHSIG, int(signal.SIGTERM), 0, 0, 0)
-    except (OSError, AttributeError):
+        entries = list(os.scandir(root))
+    except OSError:
         return
-    if os.getppid() != parent or parent == 1:  # the parent was gone before the request took effect
-        os.kill(os.getpid(), signal.SIGTERM)
-
-
-_PR_SET_PDEATHSIG = 1
+    for entry in entries:
+        match = re.fullmatch(re.escape(TEMP_PREFIX) + r"(\d{1,10})-\w+", entry.name)
+        if not match:
+            continue
+        try:
+            st = entry.stat(follow_symlinks=False)
+            os.kill(int(match.group(1)), 0)
+            continue  # its run is alive
+        except ProcessLookupError:
+            pass
+        except (OSError, OverflowError):
+            continue  # alive but not ours, or unreadable
+        if entry.is_dir(follow_symlinks=False) and st.st_uid == os.geteuid():
+            shutil.rmtree(entry.path, ignore_errors=True)
 
 
 def run_processes(
@@ -176,7 +298,7 @@ def _wait_for(
                     for child in children:
                         child.process.wait()
                     raise failure
-            codes = [c.process.poll() for c in children]
+            codes = [_exit_code(c) for c in children]
             failures = [c for c, code in zip(children, codes) if code not in (None, 0, INTERRUPTED_EXIT_CODE)]
             # A child killed by a signal is the cause; others failing at the same time are its victims.
             failed = min(failures, key=lambda c: c.process.returncode >= 0) if failures else None
@@ -199,6 +321,28 @@ def _wait_for(
         if "error" in result:  # e.g. stopped by Ctrl-C before training began
             raise _failure(child, checkpoint_dir)
     return results
+
+
+def _exit_code(child: ChildProcess) -> int | None:
+    """The child's exit status; a child still running ``EXIT_GRACE_S`` after it wrote its result
+    (stuck in TensorFlow's destructors after a save) is killed, and its result stands."""
+    code = child.process.poll()
+    if code is not None:
+        if child.killed_after_result:
+            result = read_result(child) or {}
+            return INTERRUPTED_EXIT_CODE if result.get("status") == "interrupted" else 0
+        return code
+    if not child.result_file.exists():
+        return None
+    now_s = time.monotonic()
+    if child.result_seen_s is None:
+        child.result_seen_s = now_s
+    elif now_s - child.result_seen_s > EXIT_GRACE_S and read_result(child) is not None:
+        child.killed_after_result = True
+        child.process.kill()
+        child.process.wait()
+        return _exit_code(child)
+    return None
 
 
 def _startup_failure(timeout_s: float, peers: Sequence[str]) -> TrainingFailed:
@@ -245,7 +389,8 @@ def run_training(
     With several workers the summary also lists every worker's weight fingerprint, so a user (and
     the tests) can see that synchronous training kept them identical.
     """
-    with tempfile.TemporaryDirectory(prefix="gputopo-train-") as tmp:
+    sweep_stale_folders()
+    with tempfile.TemporaryDirectory(prefix=f"{TEMP_PREFIX}{os.getpid()}-") as tmp:
         children: list[ChildProcess] = []
         try:
             for i, spec in enumerate(processes):
@@ -266,6 +411,8 @@ def run_training(
                 if child.process.poll() is None:
                     child.process.kill()
                     child.process.wait()
+                child.close()
+            remove_leftovers(config.checkpoint_dir)  # TF's ckpt-N_temp of a killed save, worker copies
     summary = dict(results[0])
     if len(results) > 1:
         summary["devices"] = [device for result in results for device in result.get("devices", [])]

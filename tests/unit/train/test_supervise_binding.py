@@ -1,0 +1,105 @@
+"""Children never outlive their parent, a child stuck after its result is killed, and no temporary
+folder is left behind (issue 20, item 5). Plain Python children, no TensorFlow."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from gputopo.train import supervise
+from gputopo.train.supervise import run_processes, start_child, sweep_stale_folders
+
+pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="PR_SET_PDEATHSIG and /proc are Linux's")
+
+# A child deaf to SIGTERM (as a worker stuck in a collective is): only the liveness pipe ends it.
+_DEAF_CHILD = """
+import signal, sys, time
+signal.signal(signal.SIGTERM, signal.SIG_IGN)
+from gputopo.train.supervise import bind_to_parent
+bind_to_parent(lambda: None, sys.argv[1], grace_s=1.0)
+time.sleep(120)
+"""
+
+_PARENT = """
+import sys
+from pathlib import Path
+from gputopo.train.supervise import start_child
+folder = Path(sys.argv[1])
+folder.mkdir()
+result = folder / "result-0.json"
+child = start_child("worker 0", [sys.executable, "-c", sys.argv[2], str(result)], {}, result)
+result.write_text("{}")  # as a child's result would be
+print(child.process.pid, flush=True)
+child.process.wait()
+"""
+
+
+def _alive(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return False
+    return state != "Z"
+
+
+def test_a_child_deaf_to_sigterm_is_gone_soon_after_its_parent_is_killed(tmp_path):
+    folder = tmp_path / f"gputopo-train-{os.getpid()}-x"
+    parent = subprocess.Popen([sys.executable, "-c", _PARENT, str(folder), _DEAF_CHILD], stdout=subprocess.PIPE,
+                              text=True, env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)})
+    child_pid = int(parent.stdout.readline())
+    try:
+        time.sleep(1.0)  # the child is watching
+        parent.kill()
+        parent.wait()
+        deadline = time.monotonic() + 20
+        while _alive(child_pid) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert not _alive(child_pid), "the child outlived its parent"
+        assert not folder.exists(), "the orphan left the run's temporary folder behind"
+    finally:
+        if _alive(child_pid):
+            os.kill(child_pid, signal.SIGKILL)
+
+
+def test_the_liveness_pipe_is_the_childs_alone(tmp_path):
+    """Only the parent holds the write end: a second child must not keep the first one's pipe open."""
+    script = "import os,time; print(sorted(os.listdir('/proc/self/fd')), os.environ.get('GPUTOPO_PARENT_FD'), flush=True)"
+    first = start_child("a", [sys.executable, "-c", script], {}, tmp_path / "a.json")
+    second = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True)
+    first.process.wait()
+    first.close()
+    assert "None" in second.stdout  # an unrelated process gets no pipe
+    assert first.liveness_fd == -1
+
+
+def test_a_child_stuck_after_writing_its_result_is_killed_and_its_result_stands(tmp_path, monkeypatch):
+    monkeypatch.setattr(supervise, "EXIT_GRACE_S", 0.5)
+    result = tmp_path / "r.json"
+    script = ("import json, signal, sys, time\nsignal.signal(signal.SIGTERM, signal.SIG_IGN)\n"
+              f"open({str(result)!r}, 'w').write(json.dumps({{'status': 'completed', 'steps': 3}}))\ntime.sleep(120)\n")
+    child = start_child("training process", [sys.executable, "-c", script], {}, result)
+    started = time.monotonic()
+    assert run_processes([child], None) == [{"status": "completed", "steps": 3}]
+    assert time.monotonic() - started < 60 and child.process.poll() is not None and child.killed_after_result
+    child.close()
+
+
+def test_stale_run_folders_are_swept_and_live_ones_and_links_kept(tmp_path):
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    stale = tmp_path / f"gputopo-train-{dead.pid}-abc"
+    live = tmp_path / f"gputopo-train-{os.getpid()}-def"
+    victim = tmp_path / "victim"
+    for folder in (stale, live, victim):
+        folder.mkdir()
+        (folder / "result-0.json").write_text(json.dumps({}))
+    (tmp_path / f"gputopo-train-{dead.pid}-lnk").symlink_to(victim)
+    sweep_stale_folders(str(tmp_path))
+    assert not stale.exists() and live.exists() and (victim / "result-0.json").exists()
