@@ -47,7 +47,17 @@ _UNIT_BYTES = {
     "gib": GIB,
     "gb": 1000**3,
 }
-_SIZE_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([a-zA-Z]*)\s*$")
+_SIZE_RE = re.compile(r"^\s*(\d{1,30}(?:\.\d{1,30})?)\s*([a-zA-Z]*)\s*$", re.ASCII)
+
+
+def ascii_int(text: str, max_digits: int = 18) -> int | None:
+    """``text`` as a whole number when it is 1 to ``max_digits`` ASCII digits, else None.
+
+    ``str.isdigit`` is true for ``"²"`` and ``"٣"``, which ``int`` refuses or reads as another
+    number; and ``int`` of 5000 digits raises: every number read from text goes through here."""
+    if not (0 < len(text) <= max_digits and text.isascii() and text.isdigit()):
+        return None
+    return int(text)
 
 
 # --- number lists (Linux cpulist / GPU list syntax) ----------------------------------------------
@@ -141,12 +151,14 @@ def parse_gpu_list(text: str, what: str = "--gpus") -> list[int]:
 
 def parse_count_list(text: str, what: str = "--scaling") -> list[int]:
     """``"1,2,4"`` -> ``[1, 2, 4]`` (device counts), each at least 1, sorted, no duplicates."""
-    try:
-        values = sorted({int(part) for part in text.split(",") if part.strip()})
-    except ValueError:
-        raise InputError(f"{what} expects device counts like 1,2,4, got {text!r}") from None
+    numbers = [ascii_int(part.strip(), 4) for part in text.split(",") if part.strip()]
+    if any(n is None for n in numbers):
+        raise InputError(f"{what} expects device counts like 1,2,4, got {_quoted(text)}")
+    values = sorted(set(n for n in numbers if n is not None))
     if not values or values[0] < 1:
-        raise InputError(f"{what} expects device counts of at least 1, got {text!r}")
+        raise InputError(f"{what} expects device counts of at least 1, got {_quoted(text)}")
+    if values[-1] > MAX_GPUS:
+        raise InputError(f"{what}: {values[-1]} devices is more than {MAX_GPUS}")
     return values
 
 
@@ -196,11 +208,14 @@ def parse_size(text: str) -> int:
     """``"64MiB"`` -> 67108864; ``"4KB"`` -> 4000; ``"1024"`` -> 1024 bytes."""
     match = _SIZE_RE.match(text or "")
     if not match:
-        raise InputError(f"bad size {text!r}: expected a number of bytes with an optional unit, e.g. 64MiB")
+        raise InputError(f"bad size {_quoted(text or '')}: expected a number of bytes with an optional unit, e.g. 64MiB")
     number, unit = match.group(1), match.group(2).lower()
     if unit not in _UNIT_BYTES:
         raise InputError(f"bad size {text!r}: unknown unit {match.group(2)!r} (use B, KiB, MiB, GiB, KB, MB, GB)")
-    size_bytes = int(float(number) * _UNIT_BYTES[unit])
+    value = float(number) * _UNIT_BYTES[unit]
+    if value > MAX_SIZE_BYTES:  # 30 digits at most: finite, and refused before int() sees it
+        raise InputError(f"size {_quoted(text)} is larger than the {MAX_SIZE_BYTES // GIB} GiB limit")
+    size_bytes = int(value)
     if size_bytes < 1:
         raise InputError(f"bad size {text!r}: must be at least 1 byte")
     if size_bytes > MAX_SIZE_BYTES:
@@ -223,10 +238,10 @@ def parse_size_sweep(text: str) -> list[int]:
         first, last = parse_size(parts[0]), parse_size(parts[1])
         factor = 2
         if len(parts) == 3:
-            try:
-                factor = int(parts[2])
-            except ValueError:
-                raise InputError(f"bad --sizes factor {parts[2]!r}: expected an integer >= 2") from None
+            number = ascii_int(parts[2].strip(), 12)
+            if number is None:
+                raise InputError(f"bad --sizes factor {_quoted(parts[2])}: expected an integer >= 2")
+            factor = number
             if factor < 2:
                 raise InputError(f"bad --sizes factor {factor}: expected an integer >= 2")
         if first > last:

@@ -21,7 +21,7 @@ from typing import Iterable, Mapping, Sequence
 
 from gputopo.errors import InputError
 from gputopo.model import TfView, Topology, normalize_pci_bus_id
-from gputopo.notation import number_list
+from gputopo.notation import ascii_int, number_list
 
 PCI_ORDER = "PCI_BUS_ID"
 
@@ -47,9 +47,10 @@ def visible_pci_order(environ: Mapping[str, str] | None = None) -> list[int] | N
     if visible is None or env.get("CUDA_DEVICE_ORDER") != PCI_ORDER:
         return None
     parts = [part.strip() for part in visible.split(",") if part.strip()]
-    if not parts or not all(part.isdigit() for part in parts):
+    numbers = [ascii_int(part, 6) for part in parts]
+    if not numbers or any(n is None for n in numbers):
         return None
-    return [int(part) for part in parts]
+    return [n for n in numbers if n is not None]
 
 
 # --- a topology's GPUs as CUDA numbers them ------------------------------------------------------

@@ -110,6 +110,26 @@ HOSTILE = [
      "gpus[0].name: control character '\\x1b'"),
     ("numa-key-with-a-newline", ["scan", "--from", "{input}"],
      _snapshot(_replace("numa_distances", {"0\n": {"0": 10}})), 2, "numa_distances key: control character"),
+    # Numbers: finite, in range, ASCII digits only; counts refused before anything is built.
+    ("measured-1e308", ["recommend", "--from", "{input}", "--gpus", "2"],
+     _raw("1e308", "links.0.measured.a_to_b_gbps"), 2, "links[0].measured.a_to_b_gbps: 1e+308 is outside 0..1e+06"),
+    ("5000-gpus", ["scan", "--from", "{input}"],
+     _snapshot(lambda d: d.update(gpus=[{"index": 0}] * 5000, links=[], nic_links=[])), 2,
+     "gpus: 5000 entries, more than the 4096"),
+    ("links-beyond-the-pairs", ["scan", "--from", "{input}"],
+     _snapshot(lambda d: d.update(links=d["links"] * 3)), 2, "links: 18 entries, more than the 6"),
+    ("sizes-of-400-digits", ["bench-p2p", "--machine", "dgx1", "--sizes", "9" * 400], _snapshot(), 2, "bad size"),
+    ("sizes-superscript", ["bench-p2p", "--machine", "dgx1", "--sizes", "²KiB"], _snapshot(), 2, "bad size"),
+    ("seed-minus-one", ["train", "--cpu-devices", "1", "--seed", "-1", "--dry-run"], _snapshot(), 2,
+     "--seed must be from 0 to 4294967295, got -1"),
+    ("empty-checkpoint-dir", ["train", "--cpu-devices", "1", "--checkpoint-dir", "", "--dry-run"], _snapshot(), 2,
+     "--checkpoint-dir is empty"),
+    ("ps-100000-workers", ["train", "--cpu-devices", "1", "--strategy", "parameter-server", "--workers", "100000",
+                           "--dry-run"], _snapshot(), 2, "at most 64 workers"),
+    ("ps-superscript-workers", ["train", "--cpu-devices", "1", "--strategy", "parameter-server", "--workers", "²",
+                                "--dry-run"], _snapshot(), 2, "takes --workers N (a count), got '²'"),
+    ("plan-nested-100000-deep", ["train", "--cpu-devices", "1", "--launcher", "slurm", "--plan", "{input}",
+                                 "--dry-run"], _deep_nesting(100_000), 2, "nested too deeply"),
     ("recommend-env-and-json", ["recommend", "--from", "{input}", "--gpus", "2", "--format", "env", "--json"],
      _snapshot(), 2, "--json and --format env"),
 ]
@@ -132,6 +152,12 @@ def test_hostile_input_is_one_error_line_and_writes_nothing(cli, tmp_path, args,
     assert fragment in line, line
     assert saved.read_text() == OLD_SNAPSHOT_TEXT
     assert sorted(p.name for p in tmp_path.iterdir()) == sorted({"saved.json", *(["input.json"] if isinstance(given, bytes) else [])})
+
+
+def test_a_tf_config_of_the_wrong_shape_is_one_line_not_tensorflows_traceback(cli, monkeypatch):
+    monkeypatch.setenv("TF_CONFIG", '{"cluster": 5}')
+    line = assert_one_error_line(cli("train", "--cpu-devices", "1", "--dry-run"))
+    assert "TF_CONFIG in the environment: cluster must be an object" in line
 
 
 def test_a_long_input_is_refused_at_the_bound_not_read_to_the_end(cli, tmp_path, monkeypatch):

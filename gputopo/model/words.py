@@ -33,7 +33,7 @@ P2P_STATUS_MEANING = {
 
 SEVERITIES = ("info", "warning", "error")
 
-_NV_RE = re.compile(r"^NV(\d{1,3})$")
+_NV_RE = re.compile(r"^NV(\d{1,3})$", re.ASCII)
 # The most NVLinks one pair of GPUs has (B200: 18); more is a typo or a damaged file.
 MAX_NVLINKS_PER_PAIR = 64
 _BUS_ID_RE = re.compile(

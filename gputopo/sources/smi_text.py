@@ -29,7 +29,7 @@ from gputopo.model import (
     make_link,
     nvlink_count_of,
 )
-from gputopo.notation import format_cpu_list, parse_cpu_list
+from gputopo.notation import ascii_int, format_cpu_list, parse_cpu_list
 from gputopo.sources.smi_text_matrix import (
     GPU_RE,
     LINK_WORDS,
@@ -193,7 +193,7 @@ def _numa_affinity(value: str | None, source: str, line_no: int) -> tuple[int | 
 
 def _gpu_numa_id(value: str | None) -> int | None:
     """The GPU's own memory as a NUMA node (Grace systems); None for N/A or anything else."""
-    return int(value) if value is not None and value.isdigit() else None
+    return ascii_int(value, 6) if value is not None else None
 
 
 def _cpu_affinity(value: str | None, source: str, line_no: int) -> str | None:

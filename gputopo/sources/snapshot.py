@@ -71,6 +71,7 @@ def parse_snapshot(text: str, source: str = "snapshot") -> Topology:
     except ValueError as exc:  # an integer of more than 4300 digits
         raise InputError(f"{source} is not a usable snapshot: {str(exc).split(';')[0]}") from None
     try:
+        _check_counts(data)
         topology = Topology.from_dict(data)
         _check_claims(topology)
     except ValueError as exc:
@@ -79,6 +80,31 @@ def parse_snapshot(text: str, source: str = "snapshot") -> Topology:
 
 
 _P2P_WORDS = frozenset(P2P_STATUS_WORDS.values())
+MAX_NICS = 4096
+MAX_FINDINGS = 65536
+# Figures a measurement may give: 1 PB/s and a thousand seconds are past any link (1e308 overflowed
+# the search's integer arithmetic).
+MAX_MEASURED_GBPS = 1e6
+MAX_LATENCY_US = 1e9
+
+
+def _check_counts(data: Any) -> None:
+    """The sizes of a snapshot's lists, before anything is built from them: at most 4096 GPUs, one
+    link per pair, ``MAX_NICS`` NICs (2.5 million duplicate GPUs took 1.2 GB before a refusal)."""
+    if not isinstance(data, dict):
+        return
+    gpus = data.get("gpus")
+    n = len(gpus) if isinstance(gpus, list) else 0
+    nics = data.get("nics")
+    limits = {"gpus": MAX_GPU_INDEX + 1, "links": n * (n - 1) // 2, "nics": MAX_NICS,
+              "nic_links": n * min(len(nics) if isinstance(nics, list) else 0, MAX_NICS), "diagnostics": MAX_FINDINGS}
+    for key, most in limits.items():
+        value = data.get(key)
+        if key in ("links", "nic_links") and not isinstance(gpus, list):
+            continue  # the type check names gpus
+        if isinstance(value, list) and len(value) > most:
+            raise ValueError(f"{key}: {len(value)} entries, more than the {most} this snapshot can have"
+                             + (f" ({n} GPUs)" if key in ("links", "nic_links") else ""))
 
 
 def _check_number(value: int | None, where: str, largest: int | None = None) -> None:
@@ -86,6 +112,16 @@ def _check_number(value: int | None, where: str, largest: int | None = None) -> 
         raise ValueError(f"{where}: must not be negative, got {value}")
     if value is not None and largest is not None and value > largest:
         raise ValueError(f"{where}: {value} is above the largest allowed, {largest}")
+
+
+def _check_measured(measured: Any, where: str) -> None:
+    for name in ("a_to_b_gbps", "b_to_a_gbps", "bidirectional_gbps", "via_host_gbps", "latency_us"):
+        value = getattr(measured, name)
+        largest = MAX_LATENCY_US if name == "latency_us" else MAX_MEASURED_GBPS
+        if value is not None and not 0 <= value <= largest:
+            raise ValueError(f"{where}.{name}: {value:g} is outside 0..{largest:g}")
+    _check_number(measured.size_bytes, f"{where}.size_bytes", 2**50)
+    _check_number(measured.repeats, f"{where}.repeats", 2**31)
 
 
 def _check_claims(topo: Topology) -> None:
@@ -101,6 +137,8 @@ def _check_claims(topo: Topology) -> None:
             raise ValueError(f"gpus[{k}].cpu_affinity: {exc}") from None
     for k, link in enumerate(topo.links):
         _check_number(link.nvlink_count, f"links[{k}].nvlink_count", MAX_NVLINKS_PER_PAIR)
+        if link.measured is not None:
+            _check_measured(link.measured, f"links[{k}].measured")
         if link.pcie_path not in (None, *PCIE_PATHS):
             raise ValueError(f"links[{k}].pcie_path: unknown PCIe path word {link.pcie_path[:40]!r}")
         for name in ("p2p_read", "p2p_write", "p2p_atomics", "p2p_nvlink"):

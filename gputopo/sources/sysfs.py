@@ -94,7 +94,7 @@ def online_nodes(root: str | os.PathLike[str] = "/") -> list[int] | None:
         names = os.listdir(Path(root) / NODE_DIR)
     except OSError:
         return None
-    nodes = sorted(int(name[4:]) for name in names if name.startswith("node") and name[4:].isdigit())
+    nodes = sorted(int(name[4:]) for name in names if name.startswith("node") and name[4:].isascii() and name[4:].isdigit())
     return nodes or None
 
 

@@ -28,6 +28,7 @@ from typing import Any, Callable
 
 from gputopo.errors import InputError
 from gputopo.fileio import open_regular, read_regular
+from gputopo.notation import ascii_int
 from gputopo.train.config import TrainConfig, is_chief
 
 MAX_TO_KEEP = 3
@@ -111,8 +112,9 @@ def _read_state(path: Path) -> tuple[int | None, str | None]:
         if line.strip().startswith("model_checkpoint_path"):
             name = line.split(":", 1)[1].strip().strip('"')
             _, _, number = Path(name).name.rpartition("-")
-            if number.isdigit():
-                return int(number), None
+            step = ascii_int(number, 18)
+            if step is not None:
+                return step, None
     return None, "names no checkpoint"
 
 

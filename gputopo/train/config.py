@@ -28,6 +28,9 @@ INTERRUPTED_EXIT_CODE = 130  # a child stopped by Ctrl-C/SIGTERM after saving it
 RESULT_SCHEMA = "gputopo.train/1"
 DEFAULT_LEARNING_RATE = 0.001
 MAX_BATCH_SIZE = 1 << 20  # a global batch past a million images is a typo (and overflows TF's int32 shapes)
+MAX_LOCAL_PROCESSES = 64  # local workers / in-process servers: each holds threads, sockets and files
+MAX_CPU_DEVICES = 4096
+MAX_SEED = 2**32 - 1  # numpy's and Keras' seeds are 32-bit unsigned
 
 
 @dataclass
@@ -82,8 +85,19 @@ class TrainConfig:
             raise InputError(f"--image-size must be at least 8, got {self.image_size}")
         if self.model == "mobilenetv2" and self.image_size is not None and self.image_size < 32:
             raise InputError("MobileNetV2 needs images of at least 32x32; use --image-size 32 or more")
-        if self.cpu_devices is not None and self.cpu_devices < 1:
-            raise InputError(f"--cpu-devices must be at least 1, got {self.cpu_devices}")
+        if self.cpu_devices is not None and not 1 <= self.cpu_devices <= MAX_CPU_DEVICES:
+            raise InputError(f"--cpu-devices must be from 1 to {MAX_CPU_DEVICES}, got {self.cpu_devices}")
+        if not 0 <= self.seed <= MAX_SEED:
+            raise InputError(f"--seed must be from 0 to {MAX_SEED}, got {self.seed}")
+        if self.checkpoint_dir is not None and not self.checkpoint_dir.strip():
+            raise InputError("--checkpoint-dir is empty: give a folder (or --no-checkpoint)")
+        for name in ("ps", "ps_workers"):
+            if not 0 <= getattr(self, name) <= MAX_LOCAL_PROCESSES:
+                raise InputError(f"{name.replace('_', ' ')}: at most {MAX_LOCAL_PROCESSES} in-process servers, "
+                                 f"got {getattr(self, name)}")
+        for name in ("image_size", "steps_per_epoch", "epochs", "checkpoint_every"):
+            if (getattr(self, name) or 0) > 2**31 - 1:
+                raise InputError(f"--{name.replace('_', '-')} must be at most {2**31 - 1}, got {getattr(self, name)}")
         if self.cross_device_ops is not None and self.cross_device_ops not in CROSS_DEVICE_OPS:
             raise InputError(
                 f"unknown cross-device op {self.cross_device_ops!r}; choose one of: {', '.join(CROSS_DEVICE_OPS)}"

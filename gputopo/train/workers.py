@@ -12,8 +12,10 @@ import socket
 from typing import Any, Mapping, Sequence
 
 from gputopo.errors import InputError
+from gputopo.notation import ascii_int
 
 LOOPBACK = "127.0.0.1"
+MAX_TF_CONFIG_CHARS = 1 << 20
 
 
 def check_own_address(address: str) -> None:
@@ -26,9 +28,10 @@ def check_own_address(address: str) -> None:
 def parse_address(text: str) -> tuple[str, int]:
     """``"host:port"`` -> ``(host, port)`` with a clear error on anything else."""
     host, sep, port_text = text.strip().rpartition(":")
-    if not sep or not host or not port_text.isdigit() or not 0 < int(port_text) < 65536:
-        raise InputError(f"worker address {text!r} is not host:port (e.g. 127.0.0.1:12345)")
-    return host, int(port_text)
+    port = ascii_int(port_text, 5)
+    if not sep or not host or port is None or not 0 < port < 65536:
+        raise InputError(f"worker address {text[:80]!r} is not host:port (e.g. 127.0.0.1:12345)")
+    return host, port
 
 
 def parse_workers(text: str) -> list[str]:
@@ -54,13 +57,46 @@ def tf_config(workers: Sequence[str], task_index: int, ps: Sequence[str] = (), t
 def parse_tf_config(text: str, what: str = "TF_CONFIG", advice: str = "") -> dict[str, Any]:
     """``TF_CONFIG`` text -> its JSON object; anything else is one ``InputError`` naming ``what``
     (``advice`` ends the message: what the user can do about it)."""
+    if len(text) > MAX_TF_CONFIG_CHARS:
+        raise InputError(f"{what} is longer than {MAX_TF_CONFIG_CHARS} characters{advice}")
     try:
         value = json.loads(text)
+    except RecursionError:
+        raise InputError(f"{what} is nested too deeply{advice}") from None
     except ValueError as exc:
         raise InputError(f"{what} is not JSON ({exc}){advice}") from None
     if not isinstance(value, dict):
         raise InputError(f"{what} is not a JSON object{advice}")
+    problem = tf_config_problem(value)
+    if problem:
+        raise InputError(f"{what}: {problem}{advice}")
     return value
+
+
+def tf_config_problem(value: dict[str, Any]) -> str | None:
+    """What TensorFlow's ``TFConfigClusterResolver`` would fail on (with a long traceback, from
+    the child) in a ``TF_CONFIG`` object, in a few words; None when its shape is right."""
+    cluster = value.get("cluster", {})
+    if not isinstance(cluster, dict):
+        return f"cluster must be an object of job name -> addresses, got {json.dumps(cluster)[:40]}"
+    for job, tasks in cluster.items():
+        addresses = list(tasks.values()) if isinstance(tasks, dict) else tasks
+        if not isinstance(addresses, list) or not all(isinstance(a, str) for a in addresses):
+            return f"cluster.{str(job)[:40]} must be a list of host:port strings"
+        if isinstance(tasks, dict) and not all(str(k).isascii() and str(k).isdigit() for k in tasks):
+            return f"cluster.{str(job)[:40]} must be indexed by task numbers"
+    task = value.get("task", {})
+    if not isinstance(task, dict):
+        return f"task must be an object with type and index, got {json.dumps(task)[:40]}"
+    if "type" in task and not isinstance(task["type"], str):
+        return "task.type must be a string"
+    index = task.get("index", 0)
+    if not isinstance(index, int) or isinstance(index, bool) or not 0 <= index < 2**31:
+        return f"task.index must be a task number, got {json.dumps(index)[:40]}"
+    for key in ("rpc_layer", "environment"):
+        if key in value and not isinstance(value[key], str):
+            return f"{key} must be a string"
+    return None
 
 
 def check_tf_config_env(environ: Mapping[str, str] | None = None) -> None:

@@ -226,7 +226,8 @@ def link_matrices(topo: Topology, width: int | None = None) -> list[Group]:
 
 
 def _nvlink_count(word: str) -> int | None:
-    return int(word[2:]) if word.startswith("NV") and word[2:].isdigit() else None
+    count = word[2:]
+    return int(count) if word.startswith("NV") and count.isascii() and count.isdigit() and len(count) < 6 else None
 
 
 def link_legend_rows(topo: Topology, speeds: bool = False) -> list[tuple[str, Text]]:

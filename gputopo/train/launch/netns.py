@@ -174,7 +174,7 @@ def _hold() -> int:
 
 
 def _enter(args: list[str]) -> int:
-    if len(args) < 3 or args[1] != "--" or not args[0].isdigit():
+    if len(args) < 3 or args[1] != "--" or not (args[0].isascii() and args[0].isdigit() and len(args[0]) < 12):
         sys.stderr.write(f"usage: python -m {MODULE} enter HOLDER_PID -- COMMAND...\n")
         return 2
     try:

@@ -16,10 +16,11 @@ from dataclasses import dataclass, field
 from typing import Any, Iterable, Sequence
 
 from gputopo.errors import InputError
+from gputopo.notation import ascii_int
 from gputopo.numbering import cuda_env, host_cuda_numbers
 from gputopo.quoting import env_assignment, shell_words
 from gputopo.train.workers import LOOPBACK, check_own_address, free_local_ports, parse_workers
-from gputopo.train.config import TrainConfig, check_batch_split, child_argv
+from gputopo.train.config import MAX_LOCAL_PROCESSES, TrainConfig, check_batch_split, child_argv
 
 
 @dataclass
@@ -229,13 +230,15 @@ def _parameter_server_process(
     """One coordinator process with its parameter servers and workers in-process."""
     if local_workers is not None:
         raise InputError("--local-workers is for --strategy multi-worker; parameter-server takes --workers N --ps N")
-    try:
-        worker_count = int(workers) if workers is not None else 2
-    except ValueError:
-        raise InputError(f"--strategy parameter-server takes --workers N (a count), got {workers!r}") from None
+    worker_count = ascii_int(workers.strip(), 6) if workers is not None else 2
+    if worker_count is None:
+        raise InputError(f"--strategy parameter-server takes --workers N (a count), got {str(workers)[:40]!r}")
     ps_count = 1 if ps is None else ps
     if worker_count < 1 or ps_count < 1:
         raise InputError("--strategy parameter-server needs at least one worker and one parameter server")
+    if worker_count > MAX_LOCAL_PROCESSES or ps_count > MAX_LOCAL_PROCESSES:
+        raise InputError(f"--strategy parameter-server runs its servers in one process: at most {MAX_LOCAL_PROCESSES} "
+                         f"workers and {MAX_LOCAL_PROCESSES} parameter servers (got {worker_count} and {ps_count})")
     spec_config = dataclasses.replace(base, ps=ps_count, ps_workers=worker_count)
     plan.notes.append(
         f"asynchronous SGD: {worker_count} workers and {ps_count} parameter server(s), in-process on this host"
@@ -252,8 +255,8 @@ def _multi_worker_processes(
     if local_workers is not None:
         if workers is not None:
             raise InputError("give either --workers host:port,... or --local-workers N, not both")
-        if local_workers < 1:
-            raise InputError(f"--local-workers must be at least 1, got {local_workers}")
+        if not 1 <= local_workers <= MAX_LOCAL_PROCESSES:
+            raise InputError(f"--local-workers must be from 1 to {MAX_LOCAL_PROCESSES}, got {local_workers}")
         if plan.device_kind == "GPU":  # workers on one host share its GPUs out, each its own
             envs = _split_gpus(plan, local_workers)
             replicas_per_worker = plan.replicas // local_workers

@@ -22,7 +22,7 @@ from typing import Any, Mapping
 
 from gputopo.errors import InputError
 from gputopo.fileio import read_text_input
-from gputopo.notation import gpu_list
+from gputopo.notation import ascii_int, gpu_list
 from gputopo.quoting import check_text, env_name
 from gputopo.train.workers import check_own_address, parse_address
 from gputopo.train.config import TrainConfig, check_batch_split
@@ -167,6 +167,8 @@ def load_cluster_plan(path: str) -> ClusterPlan:
     text = read_text_input(path, "plan file")
     try:
         data = json.loads(text)
+    except RecursionError:
+        raise InputError(f"plan file {path} is nested too deeply to be a plan") from None
     except ValueError as exc:
         raise InputError(f"plan file {path} is not JSON ({exc})") from None
     if not isinstance(data, dict):
@@ -199,7 +201,7 @@ def _numa_node(numactl: list[str]) -> int | None:
     for arg in numactl:
         if arg.startswith("--cpunodebind="):
             value = arg.split("=", 1)[1]
-            return int(value) if value.isascii() and value.isdigit() else None
+            return ascii_int(value, 4)
     return None
 
 

@@ -16,11 +16,13 @@ TensorFlow is imported (through ``gputopo.tfruntime``) only for the resolver, in
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import Mapping
 
 from gputopo.errors import InputError
-from gputopo.notation import count_word
+from gputopo.notation import ascii_int, count_word
+from gputopo.quoting import check_text as _check_text
 from gputopo.quoting import comment, shell_words, slurm_node
 from gputopo.train.config import TrainConfig
 from gputopo.train.launch.plan_file import (
@@ -41,6 +43,80 @@ SLURM_VARIABLES = (
     "SLURM_STEP_NODELIST",
     "SLURM_STEP_TASKS_PER_NODE",
 )
+
+
+MAX_SLURM_NODES = 65536  # TensorFlow's resolver expands the node list: bounded before it does
+_TASKS_ITEM_RE = re.compile(r"(\d{1,6})(?:\(x(\d{1,9})\))?", re.ASCII)
+_RANGE_RE = re.compile(r"(\d{1,9})(?:-(\d{1,9}))?", re.ASCII)
+
+
+def _top_level_items(text: str) -> list[str]:
+    items, depth, start = [], 0, 0
+    for k, char in enumerate(text):
+        depth += {"[": 1, "]": -1}.get(char, 0)
+        if depth not in (0, 1):
+            raise ValueError("unbalanced brackets")
+        if char == "," and depth == 0:
+            items.append(text[start:k])
+            start = k + 1
+    if depth:
+        raise ValueError("unbalanced brackets")
+    return [*items, text[start:]]
+
+
+def hostlist_count(text: str) -> int:
+    """How many nodes a Slurm host list (``node[1-4,7],gpu[01-02]x``) names, counted without
+    expanding it; ``ValueError`` for one that is not a host list."""
+    total = 0
+    for item in _top_level_items(text):
+        count = 1
+        for group in re.findall(r"\[([^\]]*)\]", item):
+            size = 0
+            for part in group.split(","):
+                match = _RANGE_RE.fullmatch(part)
+                if not match:
+                    raise ValueError(f"bad range {part[:20]!r}")
+                low, high = int(match.group(1)), int(match.group(2) or match.group(1))
+                if high < low:
+                    raise ValueError(f"bad range {part[:20]!r}")
+                size += high - low + 1
+            count *= size
+        total += count
+        if total > MAX_SLURM_NODES:
+            break
+    return total
+
+
+def tasks_per_node_count(text: str) -> int:
+    """How many nodes ``SLURM_STEP_TASKS_PER_NODE`` (``2(x3),1``) covers, without expanding it."""
+    total = 0
+    for item in text.split(","):
+        match = _TASKS_ITEM_RE.fullmatch(item.strip())
+        if not match:
+            raise ValueError(f"bad item {item[:20]!r}")
+        total += int(match.group(2) or 1)
+    return total
+
+
+def check_text_line(text: str, what: str) -> None:
+    """One ``InputError`` for a control character (newline included) in ``text``."""
+    try:
+        _check_text(text, what)
+    except ValueError as exc:
+        raise InputError(str(exc)) from None
+
+
+def _check_step_lists(environ: Mapping[str, str]) -> None:
+    """The node and task lists TensorFlow's resolver expands: well formed and at most
+    ``MAX_SLURM_NODES`` nodes (``node[1-100000000]`` would take gigabytes), checked first."""
+    for name, count in (("SLURM_STEP_NODELIST", hostlist_count), ("SLURM_STEP_TASKS_PER_NODE", tasks_per_node_count)):
+        text = environ[name].strip()
+        try:
+            nodes = count(text) if len(text) <= 65536 else MAX_SLURM_NODES + 1
+        except ValueError as exc:
+            raise InputError(f"{name} {text[:60]!r} is not a Slurm list ({exc})") from None
+        if nodes > MAX_SLURM_NODES:
+            raise InputError(f"{name} names more than {MAX_SLURM_NODES} nodes: refused before expanding it")
 
 
 @dataclass(frozen=True)
@@ -64,13 +140,17 @@ def slurm_task(environ: Mapping[str, str]) -> SlurmTask:
     numbers = {}
     for name in ("SLURM_PROCID", "SLURM_LOCALID", "SLURM_STEP_NUM_TASKS"):
         text = environ[name].strip()
-        if not text.isdigit():
-            raise InputError(f"{name} is {text!r}, not a number")
-        numbers[name] = int(text)
+        number = ascii_int(text, 9)
+        if number is None:
+            raise InputError(f"{name} is {text[:40]!r}, not a number")
+        numbers[name] = number
+    _check_step_lists(environ)
+    node = environ["SLURMD_NODENAME"].strip()
+    check_text_line(node, "SLURMD_NODENAME")
     return SlurmTask(
         procid=numbers["SLURM_PROCID"],
         localid=numbers["SLURM_LOCALID"],
-        node=environ["SLURMD_NODENAME"].strip(),
+        node=node,
         step_tasks=numbers["SLURM_STEP_NUM_TASKS"],
     )
 
@@ -216,6 +296,10 @@ def slurm_launch(
 ) -> Launch:
     """This Slurm task's training process, or with ``dry_run`` every task of the plan and the script."""
     port_base = port or plan.port() or DEFAULT_PORT
+    most = max(sum(1 for e in plan.hosts if e.host == host) for host in plan.host_names)
+    if not 1 <= port_base <= 65536 - most:
+        raise InputError(f"port {port_base} with {most} task(s) on a node needs ports up to {port_base + most - 1}; "
+                         "a TCP port is at most 65535: give a lower --port")
     if dry_run:
         workers, placed = expected_cluster(plan, port_base)
         tasks = []
