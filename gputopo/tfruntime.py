@@ -61,17 +61,20 @@ def startup_log_filtered(min_level: int) -> Iterator[None]:
                 kept = kept[os.write(2, kept) :]
 
 
-def import_tensorflow() -> Any:
+def import_tensorflow(for_check: bool = False) -> Any:
     """Import TensorFlow (seconds), quietening its C++ start-up chatter unless the user set a level.
 
     With no ``TF_CPP_MIN_LOG_LEVEL`` from the user it is set to 2 (errors only), and the INFO and
     WARNING lines absl prints during the import regardless of it are held back too; TensorFlow's
-    errors still show. ``TF_CPP_MIN_LOG_LEVEL=0`` shows everything.
+    errors still show. ``TF_CPP_MIN_LOG_LEVEL=0`` shows everything. ``for_check``: TensorFlow is
+    started only to check something gputopo reports itself (one ``gputopo: error:`` line), so its
+    own ERROR lines are held back too (level 3).
     """
     quiet = "TF_CPP_MIN_LOG_LEVEL" not in os.environ and "tensorflow" not in sys.modules
-    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", str(_QUIET_LEVEL))
+    level = 3 if for_check else _QUIET_LEVEL
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", str(level))
     try:
-        with startup_log_filtered(_QUIET_LEVEL) if quiet else contextlib.nullcontext():
+        with startup_log_filtered(level) if quiet else contextlib.nullcontext():
             import tensorflow as tf
     except ModuleNotFoundError as exc:
         if exc.name != "tensorflow":  # a module TensorFlow itself needs is missing: it is broken
@@ -81,6 +84,9 @@ def import_tensorflow() -> Any:
         ) from None
     except Exception as exc:  # a missing CUDA library, a NumPy it was not built for, ...
         raise _broken(exc) from None
+    finally:
+        if for_check and quiet:  # read once by TF here; the processes this one starts choose their own
+            os.environ.pop("TF_CPP_MIN_LOG_LEVEL", None)
     return tf
 
 

@@ -180,7 +180,7 @@ def resolve_cluster(task: SlurmTask, port_base: int, gpus_per_task: int) -> tupl
     """
     from gputopo.tfruntime import import_tensorflow
 
-    tf = import_tensorflow()
+    tf = import_tensorflow(for_check=True)  # the resolver's problems are said in our one line
     try:
         resolver = tf.distribute.cluster_resolver.SlurmClusterResolver(
             port_base=port_base,
