@@ -3,6 +3,7 @@ item 7); TensorFlow started only for a check keeps its own ERROR lines to itself
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -21,6 +22,14 @@ def two_hosts(cli, tmp_path, monkeypatch):
         path = tmp_path / f"h{k}.json"
         result = cli("scan", "--machine", "dgx-h100", "--host", host, "--save", str(path), "--json")
         assert result.exit_code == 0, result.output
+        data = json.loads(path.read_text())
+        for gpu in data["gpus"]:
+            gpu["name"] = "[/y]GPU[bold]"
+        for nic in data["nics"]:
+            nic["name"] = nic["rdma_device"] = "[link=https://nic.example]" + nic["name"]
+        for nic_link in data["nic_links"]:
+            nic_link["nic"] = "[link=https://nic.example]" + nic_link["nic"]
+        path.write_text(json.dumps(data))
         paths.append(str(path))
     return paths
 
@@ -29,6 +38,7 @@ def test_scan_of_two_hosts_shows_markup_in_names_as_text(cli, two_hosts):
     result = cli("scan", "--from", two_hosts[0], "--from", two_hosts[1])
     assert result.exit_code == 0, result.output  # "[/x]" was a MarkupError traceback
     assert "[/x]oops" in result.stdout and "[link=https://evil.example]" in result.stdout
+    assert "[/y]GPU[bold]" in result.stdout and "[link=https://nic.example]" in result.stdout
     assert "\x1b]8;" not in result.stdout  # no hyperlink escape
 
 
@@ -36,6 +46,7 @@ def test_the_cluster_plan_shows_markup_in_names_as_text(cli, two_hosts):
     result = cli("recommend", "--from", two_hosts[0], "--from", two_hosts[1], "--gpus", "4")
     assert result.exit_code == 0, result.output
     assert "[/x]oops" in result.stdout and "[link=https://evil.example]" in result.stdout
+    assert "[link=https://nic.example]" in result.stdout
     assert "\x1b]8;" not in result.stdout
 
 
