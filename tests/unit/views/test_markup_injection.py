@@ -26,9 +26,9 @@ def two_hosts(cli, tmp_path, monkeypatch):
         for gpu in data["gpus"]:
             gpu["name"] = "[/y]GPU[bold]"
         for nic in data["nics"]:
-            nic["name"] = nic["rdma_device"] = "[link=https://nic.example]" + nic["name"]
+            nic["name"] = nic["rdma_device"] = "[/z][link=https://nic.example]" + nic["name"]
         for nic_link in data["nic_links"]:
-            nic_link["nic"] = "[link=https://nic.example]" + nic_link["nic"]
+            nic_link["nic"] = "[/z][link=https://nic.example]" + nic_link["nic"]
         path.write_text(json.dumps(data))
         paths.append(str(path))
     return paths
