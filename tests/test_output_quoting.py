@@ -210,8 +210,8 @@ def test_recommend_sbatch_script_runs_only_its_srun(tmp_path, first, second, nic
 @given(first=st.one_of(NODE, TEXT), second=st.one_of(NODE, TEXT), plan_name=TEXT, checkpoint_dir=TEXT)
 def test_train_dry_run_sbatch_script_runs_only_its_srun(tmp_path, first, second, plan_name, checkpoint_dir):
     from gputopo.train.config import TrainConfig
-    from gputopo.train.plan_file import ClusterPlan, HostEntry
-    from gputopo.train.slurm import sbatch_script
+    from gputopo.train.launch.plan_file import ClusterPlan, HostEntry
+    from gputopo.train.launch.slurm import sbatch_script
 
     entries = [HostEntry(host=h, task_index=k, gpus=[0, 1], cuda_visible_devices="0,1", numactl=[], nics=[], env={},
                          tf_config={"cluster": {"worker": []}}) for k, h in enumerate([first, second])]

@@ -75,7 +75,7 @@ def format_plan_env(plan: ClusterPlan) -> str:
 
 
 def format_plan_slurm(plan: ClusterPlan, plan_file: str | None = None) -> str:
-    """An sbatch script for the plan (``gputopo.train.slurm.batch_script``, the one ``train --launcher
+    """An sbatch script for the plan (``gputopo.train.launch.slurm.batch_script``, the one ``train --launcher
     slurm --dry-run`` prints too): the planned nodes, one task per node with every GPU of the node
     (the plan picks GPUs by their nvidia-smi numbers; a partial allocation would be renumbered), and
     ``srun gputopo train --launcher slurm --plan FILE`` passing the script's arguments on."""

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from gputopo.errors import InputError
-from gputopo.train.checkpoint_lock import LOCK_FILE, CheckpointLock
+from gputopo.train.launch.checkpoint_lock import LOCK_FILE, CheckpointLock
 from gputopo.train.checkpoints import (
     MARKER_FILE,
     check_checkpoint_choice,

@@ -9,10 +9,10 @@ import pytest
 
 from cluster_plans import cluster_plan, write_plan
 from gputopo.errors import InputError
-from gputopo.train.cluster import check_tf_config_env, parse_address
+from gputopo.train.workers import check_tf_config_env, parse_address
 from gputopo.train.config import TrainConfig
-from gputopo.train.plan_file import load_cluster_plan
-from gputopo.train.slurm import hostlist_count, slurm_launch, slurm_task
+from gputopo.train.launch.plan_file import load_cluster_plan
+from gputopo.train.launch.slurm import hostlist_count, slurm_launch, slurm_task
 
 
 def _env(**changes: str) -> dict[str, str]:
