@@ -94,7 +94,7 @@ def test_startup_timeout_does_not_apply_once_started(tmp_path: Path):
 
 _CHILD_UNTIL_SIGNALLED = """
 import pathlib, signal, sys, time
-from gputopo.train.launch.supervise import bind_to_parent
+from gputopo.train.lifeline import bind_to_parent
 received = []
 def stop(signum, frame):
     received.append(signal.Signals(signum).name)

@@ -252,7 +252,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     stop = StopRequest()
     stop.install()
     if config.result_file:  # started by `gputopo train`: stop (and save) if it dies
-        from gputopo.train.launch.supervise import bind_to_parent
+        from gputopo.train.lifeline import bind_to_parent
 
         bind_to_parent(stop.request, config.result_file)
     try:
@@ -272,7 +272,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 def _exit(code: int) -> None:
     """Exit now that the result is written: flush, then ``os._exit``, past TensorFlow's thread-pool
     destructors (one hung a child after its save on SIGTERM); with no parent left, clean up first."""
-    from gputopo.train.launch.supervise import orphan_cleanup, parent_gone
+    from gputopo.train.lifeline import orphan_cleanup, parent_gone
 
     for stream in (sys.stdout, sys.stderr):
         try:

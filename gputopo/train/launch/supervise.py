@@ -3,7 +3,7 @@
 ``run_processes`` starts nothing itself: it forwards Ctrl-C to the children, and when one dies kills
 the rest (a synchronous cluster missing a member only hangs) and says which one died, how, and where
 the last checkpoint is. ``run_training`` starts one plan's processes and returns the chief's
-summary; ``bind_to_parent`` is what a child calls so that it never outlives its parent.
+summary; ``gputopo.train.lifeline`` binds each child to it (the child's side is there too).
 No TensorFlow is imported on this path.
 """
 
@@ -13,7 +13,6 @@ import json
 import os
 import signal
 import subprocess
-import sys
 import tempfile
 import threading
 import time
@@ -25,16 +24,12 @@ from gputopo.errors import InputError, TrainingFailed
 from gputopo.train.checkpoints import remove_leftovers, resume_hint
 from gputopo.train.workers import address_answers
 from gputopo.train.config import INTERRUPTED_EXIT_CODE, TrainConfig, started_marker
+from gputopo.train.lifeline import PARENT_FD_ENV, TEMP_PREFIX, die_with, libc_prctl, sweep_stale_folders
 from gputopo.train.launch.plan import ProcessSpec
 
 KILL_GRACE_S = 5.0
 POLL_S = 0.1
 EXIT_GRACE_S = 10.0  # a child that wrote its result and has not exited by then is stuck (TF's destructors): killed
-ORPHAN_GRACE_S = 30.0  # a child whose parent died stops and saves; one still running after this ends itself
-PARENT_FD_ENV = "GPUTOPO_PARENT_FD"  # the read end of the parent-liveness pipe in a child
-ORPHAN_GRACE_ENV = "GPUTOPO_ORPHAN_GRACE_S"
-TEMP_PREFIX = "gputopo-train-"
-_PR_SET_PDEATHSIG = 1
 
 
 @dataclass
@@ -58,31 +53,6 @@ class ChildProcess:
         return started_marker(self.result_file).exists()
 
 
-def _prctl() -> Any:
-    """libc's ``prctl``, looked up in the parent (a child between fork and exec must not load libraries)."""
-    if not sys.platform.startswith("linux"):
-        return None
-    import ctypes
-
-    try:
-        return ctypes.CDLL(None, use_errno=True).prctl
-    except (OSError, AttributeError):
-        return None
-
-
-def _die_with(parent_pid: int, prctl: Any) -> Callable[[], None]:
-    """The child's first act between fork and exec: SIGTERM when this parent dies (kept across
-    ``exec``), and an immediate exit if it already has."""
-
-    def bind() -> None:
-        if prctl is not None:
-            prctl(_PR_SET_PDEATHSIG, int(signal.SIGTERM), 0, 0, 0)
-        if os.getppid() != parent_pid:
-            os._exit(INTERRUPTED_EXIT_CODE)
-
-    return bind
-
-
 def start_child(
     label: str, command: Sequence[str], env: dict[str, str], result_file: Path, pass_fds: Sequence[int] = ()
 ) -> ChildProcess:
@@ -96,7 +66,7 @@ def start_child(
     It is bound to this process twice over: ``PR_SET_PDEATHSIG`` (SIGTERM when the parent dies, set
     before ``exec``) and the read end of a pipe whose only write end the parent holds
     (``PARENT_FD_ENV``): the kernel closes it when the parent dies however it dies, and the child's
-    watcher (``bind_to_parent``) stops it, then ends it after ``ORPHAN_GRACE_S``.
+    watcher (``gputopo.train.lifeline.bind_to_parent``) stops it, then ends it after ``ORPHAN_GRACE_S``.
     """
     read_fd, write_fd = os.pipe()  # both non-inheritable: only pass_fds reach the child
     child_env = dict(os.environ)
@@ -105,7 +75,7 @@ def start_child(
     try:
         process = subprocess.Popen(
             list(command), env=child_env, stdin=subprocess.DEVNULL, start_new_session=True,
-            pass_fds=(*pass_fds, read_fd), preexec_fn=_die_with(os.getpid(), _prctl()),
+            pass_fds=(*pass_fds, read_fd), preexec_fn=die_with(os.getpid(), libc_prctl()),
         )  # fmt: skip
     except OSError as exc:
         os.close(write_fd)
@@ -163,101 +133,6 @@ class _StopSignalsAsInterrupt:
     @staticmethod
     def _raise(signum: int, frame: Any) -> None:
         raise KeyboardInterrupt
-
-
-def bind_to_parent(on_gone: Callable[[], None], result_file: str | None = None,
-                   grace_s: float | None = None) -> None:
-    """In a training child: when the parent ``gputopo train`` dies (even by SIGKILL), stop.
-
-    ``PR_SET_PDEATHSIG`` delivers SIGTERM (the child saves and stops, as on Ctrl-C); the watcher of
-    the parent-liveness pipe (``PARENT_FD_ENV``) calls ``on_gone`` (the same request, without a
-    second signal), removes the run's result file and, once the last child's is gone, the parent's
-    temporary folder, and ends the process after ``grace_s`` if it has not ended by then (a save
-    that waits forever for a dead peer). Nothing happens outside Linux or without the pipe.
-    """
-    if sys.platform.startswith("linux"):
-        prctl = _prctl()
-        if prctl is not None:
-            prctl(_PR_SET_PDEATHSIG, int(signal.SIGTERM), 0, 0, 0)
-    fd_text = os.environ.pop(PARENT_FD_ENV, "")
-    if not (fd_text.isascii() and fd_text.isdigit()):
-        return
-    if grace_s is None:
-        grace_text = os.environ.get(ORPHAN_GRACE_ENV, "")
-        try:
-            grace_s = min(max(float(grace_text), 0.0), 3600.0) if grace_text else ORPHAN_GRACE_S
-        except ValueError:
-            grace_s = ORPHAN_GRACE_S
-    watcher = threading.Thread(target=_watch_parent, args=(int(fd_text), on_gone, result_file, grace_s),
-                               name="gputopo-parent-watch", daemon=True)
-    watcher.start()
-
-
-def _watch_parent(fd: int, on_gone: Callable[[], None], result_file: str | None, grace_s: float) -> None:
-    while True:
-        try:
-            if not os.read(fd, 1):
-                break  # EOF: every write end is closed, the parent is gone
-        except InterruptedError:
-            continue
-        except OSError:
-            return
-    on_gone()
-    deadline_s = time.monotonic() + grace_s
-    while time.monotonic() < deadline_s:
-        time.sleep(min(POLL_S, grace_s))
-    orphan_cleanup(result_file)
-    os._exit(INTERRUPTED_EXIT_CODE)
-
-
-def parent_gone() -> bool:
-    """Whether this process was orphaned (its parent died: it was adopted)."""
-    return os.getppid() == 1
-
-
-def orphan_cleanup(result_file: str | None) -> None:
-    """What a child of a dead parent leaves no more: its result file and start-up marker, and the
-    parent's temporary folder once it is empty (the last child removes it)."""
-    if not result_file:
-        return
-    for path in (Path(result_file), started_marker(result_file)):
-        try:
-            os.unlink(path)
-        except OSError:
-            pass
-    folder = Path(result_file).parent
-    if folder.name.startswith(TEMP_PREFIX):
-        try:
-            os.rmdir(folder)
-        except OSError:
-            pass
-
-
-def sweep_stale_folders(tmp_root: str | None = None) -> None:
-    """Remove this user's ``gputopo-train-<pid>-*`` folders whose run is gone (a parent and its
-    children killed with SIGKILL leave theirs): real folders only, never through a link."""
-    import re
-    import shutil
-
-    root = Path(tmp_root or tempfile.gettempdir())
-    try:
-        entries = list(os.scandir(root))
-    except OSError:
-        return
-    for entry in entries:
-        match = re.fullmatch(re.escape(TEMP_PREFIX) + r"(\d{1,10})-\w+", entry.name)
-        if not match:
-            continue
-        try:
-            st = entry.stat(follow_symlinks=False)
-            os.kill(int(match.group(1)), 0)
-            continue  # its run is alive
-        except ProcessLookupError:
-            pass
-        except (OSError, OverflowError):
-            continue  # alive but not ours, or unreadable
-        if entry.is_dir(follow_symlinks=False) and st.st_uid == os.geteuid():
-            shutil.rmtree(entry.path, ignore_errors=True)
 
 
 def run_processes(

@@ -14,7 +14,8 @@ from pathlib import Path
 import pytest
 
 from gputopo.train.launch import supervise
-from gputopo.train.launch.supervise import run_processes, start_child, sweep_stale_folders
+from gputopo.train.launch.supervise import run_processes, start_child
+from gputopo.train.lifeline import sweep_stale_folders
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="PR_SET_PDEATHSIG and /proc are Linux's")
 
@@ -22,7 +23,7 @@ pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="PR
 _DEAF_CHILD = """
 import signal, sys, time
 signal.signal(signal.SIGTERM, signal.SIG_IGN)
-from gputopo.train.launch.supervise import bind_to_parent
+from gputopo.train.lifeline import bind_to_parent
 bind_to_parent(lambda: None, sys.argv[1], grace_s=1.0)
 time.sleep(120)
 """
