@@ -179,6 +179,10 @@ def write_marker(config: TrainConfig) -> None:
     path = Path(config.checkpoint_dir) / MARKER_FILE
     if os.path.lexists(path):
         return
+    try:  # a child run by hand (its printed command) makes the folder itself, as TF's first save would
+        path.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise InputError(f"cannot write checkpoints to {config.checkpoint_dir}: {exc.strerror or exc}") from None
     record = {"schema": MARKER_SCHEMA, "model": config.model, "image_size": config.image_size}
     fd = open_regular(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, "gputopo's checkpoint record")
     with os.fdopen(fd, "w", encoding="utf-8") as handle:

@@ -176,3 +176,10 @@ def test_the_marker_is_never_written_through_a_link(tmp_path):
     write_marker(TrainConfig(checkpoint_dir=str(ck)))  # there already: left alone
     assert (tmp_path / "target").read_text() == "t"
     assert saved_checkpoints(ck).marker is None
+
+
+def test_the_marker_makes_a_missing_folder_as_the_first_save_would(tmp_path):
+    """A child run by hand (its printed command) has no parent to make --checkpoint-dir first."""
+    ck = tmp_path / "new" / "ck"
+    write_marker(TrainConfig(checkpoint_dir=str(ck)))
+    assert saved_checkpoints(ck).marker == {"schema": "gputopo.checkpoints/1", "model": "cnn", "image_size": None}
