@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from conftest import OWN_FIXTURES, assert_one_error_line
+from gputopo.errors import InputError
 from gputopo.model import Measurement, Topology, make_link
 from gputopo.sources.registry import read_file
 from gputopo.sources.reference import load_reference, machine_names
@@ -128,6 +129,11 @@ def test_untrusted_names_are_escaped_and_read_back_exactly(tmp_path):
     assert len(root.findall(".//script")) == 2  # the snapshot and the hover script, nothing else
     path = tmp_path / "evil.html"
     path.write_text(page, encoding="utf-8")
+    # A name is one line of text: the bell is refused on reading back, naming the field (security.md).
+    with pytest.raises(InputError, match=r"gpus\[0\]\.name: control character '\\x07'"):
+        read_file(str(path))
+    topo.gpus[0].name = '</script><script>alert("x")</script> & bell'
+    path.write_text(render_report(topo), encoding="utf-8")
     assert read_file(str(path)).to_dict() == topo.to_dict()
 
 
