@@ -4,8 +4,8 @@ does not say which bridge it was)."""
 
 from __future__ import annotations
 
-import shlex
 
+from gputopo.quoting import shell_word
 from gputopo.analysis.doctor_common import DoctorReport, and_list, gts_to_gen
 from gputopo.analysis.doctor_host import IOMMU_FIX, cmdline_iommu, passthrough_or_off
 from gputopo.analysis.doctor_pcie import UNDER_LOAD, setpci_loop
@@ -54,8 +54,8 @@ def _acs(label: str, evidence: PastedEvidence, report: DoctorReport) -> None:
             "complex instead of straight across: slow copies, hangs or wrong data (NVIDIA/nccl#2079, #606).",
             evidence=[f"{_where(label, acs.line)}: ACS control 0x{acs.control:04x} ({AcsState('read', acs.control).words()})"],
             effect="P2P between GPUs on different sides of this bridge",
-            fix=f"disable ACS in the BIOS, or at every boot `sudo setpci -s {shlex.quote(acs.bdf)} ECAP_ACS+6.w=0000`, "
-                f"or boot with `pci=disable_acs_redir={shlex.quote(acs.bdf)}`"
+            fix=f"disable ACS in the BIOS, or at every boot `sudo setpci -s {shell_word(acs.bdf)} ECAP_ACS+6.w=0000`, "
+                f"or boot with `pci=disable_acs_redir={shell_word(acs.bdf)}`"
                 + setpci_loop(sorted({a.bdf for a in named if a.bdf}))))
     if unnamed:
         report.add(Finding(

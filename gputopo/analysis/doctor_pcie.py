@@ -7,9 +7,9 @@ a fault, only "maybe idle" (info, with how to check under load). A width below m
 
 from __future__ import annotations
 
-import shlex
 from itertools import combinations
 
+from gputopo.quoting import shell_word
 from gputopo.analysis.doctor_common import DoctorReport, and_list, gts_to_gen
 from gputopo.model import Finding
 from gputopo.sources.health import HealthEvidence
@@ -85,15 +85,15 @@ def _acs(paths: dict[str, GpuPciePath], report: DoctorReport, nvlinked: set[tupl
             + (f" ({spared} pair(s) joined by NVLink copy over it, not through this bridge)" if spared else "")
             + "; GPUDirect RDMA between those GPUs and NICs across it",
             fix=f"disable ACS in the BIOS (often 'PCIe ACS' / 'ACS Enable' under PCIe or IIO settings), or at every boot "
-                f"`sudo setpci -s {shlex.quote(bdf)} ECAP_ACS+6.w=0000`, or boot with "
-                f"`pci=disable_acs_redir={shlex.quote(bdf)}` (only where no VM needs device isolation)" + all_at_once))
+                f"`sudo setpci -s {shell_word(bdf)} ECAP_ACS+6.w=0000`, or boot with "
+                f"`pci=disable_acs_redir={shell_word(bdf)}` (only where no VM needs device isolation)" + all_at_once))
 
 
 def setpci_loop(bdfs: list[str]) -> str:
     """For several bridges, one shell line that clears ACS on all of them (each address quoted)."""
     if len(bdfs) < 2:
         return ""
-    return (f"; all {len(bdfs)} bridges at once: `for b in {' '.join(shlex.quote(b) for b in bdfs)}; "
+    return (f"; all {len(bdfs)} bridges at once: `for b in {' '.join(shell_word(b) for b in bdfs)}; "
             'do sudo setpci -s "$b" ECAP_ACS+6.w=0000; done`')
 
 
