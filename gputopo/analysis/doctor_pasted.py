@@ -5,11 +5,11 @@ does not say which bridge it was)."""
 from __future__ import annotations
 
 
-from gputopo.quoting import shell_word
 from gputopo.analysis.doctor_common import DoctorReport, and_list, gts_to_gen
 from gputopo.analysis.doctor_host import IOMMU_FIX, cmdline_iommu, passthrough_or_off
 from gputopo.analysis.doctor_pcie import UNDER_LOAD, setpci_loop
 from gputopo.model import Finding
+from gputopo.quoting import shell_word
 from gputopo.sources.pasted_health import PastedEvidence
 from gputopo.sources.pcie_health import ACS_REDIRECT_MASK, AcsState
 

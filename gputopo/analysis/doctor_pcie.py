@@ -9,9 +9,9 @@ from __future__ import annotations
 
 from itertools import combinations
 
-from gputopo.quoting import shell_word
 from gputopo.analysis.doctor_common import DoctorReport, and_list, gts_to_gen
 from gputopo.model import Finding
+from gputopo.quoting import shell_word
 from gputopo.sources.health import HealthEvidence
 from gputopo.sources.pcie_health import GpuPciePath, PciNode
 
