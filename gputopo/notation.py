@@ -60,6 +60,15 @@ def ascii_int(text: str, max_digits: int = 18) -> int | None:
     return int(text)
 
 
+def parse_host_port(text: str) -> tuple[str, int]:
+    """``"host:port"`` -> ``(host, port)``: a port of 1 to 65535 in ASCII digits, else one ``InputError``."""
+    host, sep, port_text = text.strip().rpartition(":")
+    port = ascii_int(port_text, 5)
+    if not sep or not host or port is None or not 0 < port < 65536:
+        raise InputError(f"worker address {text[:80]!r} is not host:port (e.g. 127.0.0.1:12345)")
+    return host, port
+
+
 # --- number lists (Linux cpulist / GPU list syntax) ----------------------------------------------
 
 

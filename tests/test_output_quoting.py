@@ -218,10 +218,10 @@ def test_recommend_sbatch_script_runs_only_its_srun(tmp_path, first, second, nic
 @given(first=HOST, second=HOST, plan_name=WORD, checkpoint_dir=WORD)
 def test_train_dry_run_sbatch_script_runs_only_its_srun(tmp_path, first, second, plan_name, checkpoint_dir):
     from gputopo.train.config import TrainConfig
-    from gputopo.train.launch.plan_file import ClusterPlan, HostEntry
+    from gputopo.model.cluster_plan import ClusterPlan, HostPlan
     from gputopo.train.launch.slurm import sbatch_script
 
-    entries = [HostEntry(host=h, task_index=k, gpus=[0, 1], cuda_visible_devices="0,1", numactl=[], nics=[], env={},
+    entries = [HostPlan(host=h, task_index=k, gpus=[0, 1], cuda_visible_devices="0,1", numactl=[], nics=[], env={},
                          tf_config={"cluster": {"worker": []}}) for k, h in enumerate([first, second])]
     plan = ClusterPlan(path=plan_name or "p", gpus=4, gpus_per_host=2, hosts=entries)
     config = TrainConfig(checkpoint_dir=checkpoint_dir or None)

@@ -21,7 +21,7 @@ H100_12NIC = str(CORPUS / "dgx_h100_8gpu_nv18_12nic_truncated_after_nic5.txt")  
 DGX1_TEXT = str(SHARED_FIXTURES / "topo" / "dgx1_v100_8gpu_mlx5.txt")  # one mlx5_0: PIX to GPUs 2,3
 
 CONTRACT_HOST_KEYS = ["host", "task_index", "gpus", "cuda_visible_devices", "numactl", "nics", "env", "tf_config",
-                      "warnings"]
+                      "warnings", "host_gpus"]  # host_gpus added later (the sbatch script asks for every GPU)
 
 
 def topo(path_or_machine: str, host: str):

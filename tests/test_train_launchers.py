@@ -43,7 +43,7 @@ def one_line_error(result) -> str:
 
 def test_a_plan_file_is_read_entry_by_entry(plan_path):
     plan = load_cluster_plan(plan_path)
-    assert (plan.gpus, plan.gpus_per_host, plan.host_names, plan.port()) == (8, 4, ["node1", "node2"], 12345)
+    assert (plan.gpus, plan.gpus_per_host, plan.host_names, plan.first_port(), plan.port) == (8, 4, ["node1", "node2"], 12345, 12345)
     first, second = plan.hosts
     assert (first.task_index, first.gpus, first.env["NCCL_IB_HCA"]) == (0, [0, 1, 2, 3], "=mlx5_0,mlx5_1")
     assert (second.numactl, second.env["NCCL_SOCKET_IFNAME"]) == (["numactl", "--cpunodebind=1", "--membind=1"], "ens1f0")

@@ -140,11 +140,9 @@ def _recommend_hosts(topologies: list[Topology], gpus: int, gpus_per_host: int |
 
     plan = plan_hosts(topologies, gpus, gpus_per_host, DEFAULT_PORT if port is None else port)
     if save:
-        import json
-
         from gputopo.fileio import atomic_write_text
 
-        atomic_write_text(save, json.dumps(plan.to_dict(), indent=2) + "\n")
+        atomic_write_text(save, plan.to_json())
     if fmt == "json":
         from gputopo.views.common import print_json
 

@@ -12,7 +12,7 @@ import socket
 from typing import Any, Mapping, Sequence
 
 from gputopo.errors import InputError
-from gputopo.notation import ascii_int
+from gputopo.notation import parse_host_port
 
 LOOPBACK = "127.0.0.1"
 MAX_TF_CONFIG_CHARS = 1 << 20
@@ -26,12 +26,8 @@ def check_own_address(address: str) -> None:
 
 
 def parse_address(text: str) -> tuple[str, int]:
-    """``"host:port"`` -> ``(host, port)`` with a clear error on anything else."""
-    host, sep, port_text = text.strip().rpartition(":")
-    port = ascii_int(port_text, 5)
-    if not sep or not host or port is None or not 0 < port < 65536:
-        raise InputError(f"worker address {text[:80]!r} is not host:port (e.g. 127.0.0.1:12345)")
-    return host, port
+    """``"host:port"`` -> ``(host, port)`` with a clear error on anything else (``notation.parse_host_port``)."""
+    return parse_host_port(text)
 
 
 def parse_workers(text: str) -> list[str]:

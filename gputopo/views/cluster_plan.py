@@ -82,7 +82,7 @@ def format_plan_slurm(plan: ClusterPlan, plan_file: str | None = None) -> str:
     from gputopo.train.launch.slurm import batch_script
 
     path = plan_file or DEFAULT_PLAN_FILE
-    gpus_per_node = max(host.host_gpu_count for host in plan.hosts)
+    gpus_per_node = max(host.host_gpus or len(host.gpus) for host in plan.hosts)
     notes = [
         f"gputopo recommend: {plan.reason}",
         f"Save the plan next to this script (`gputopo recommend ... --save {path}`), on a folder every node",

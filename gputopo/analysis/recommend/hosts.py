@@ -20,64 +20,17 @@ Pure: topologies in (one per host, each naming its host), a ``ClusterPlan`` out,
 from __future__ import annotations
 
 from collections import Counter
-from dataclasses import asdict, dataclass, field
-from typing import Any, Sequence
+from typing import Sequence
 
 from gputopo.analysis.nics import FAR_PATH, NEAR_PATHS, NearestNics, nearest_nics
 from gputopo.analysis.recommend import GroupAdvice, recommend
 from gputopo.errors import InputError
 from gputopo.model import Topology
+from gputopo.model.cluster_plan import DEFAULT_PORT, PLAN_SCHEMA, ClusterPlan, HostPlan, NicUse
+
+__all__ = ["DEFAULT_PORT", "PLAN_SCHEMA", "ClusterPlan", "HostPlan", "NicUse", "check_split", "plan_host", "plan_hosts"]
 from gputopo.notation import count_word, gpus_word
 from gputopo.numbering import cuda_env, host_cuda_numbers
-
-PLAN_SCHEMA = "gputopo.cluster-plan/1"
-DEFAULT_PORT = 12345
-
-
-@dataclass
-class NicUse:
-    """A NIC the chosen GPUs send through: its RDMA name (else the source's name), its network
-    interface where known, the path word from those GPUs, and the GPUs."""
-
-    name: str
-    netdev: str | None
-    path: str
-    gpus: list[int]
-
-
-@dataclass
-class HostPlan:
-    host: str
-    task_index: int
-    gpus: list[int]
-    cuda_visible_devices: str
-    numactl: list[str]
-    nics: list[NicUse]
-    env: dict[str, str]
-    tf_config: dict[str, Any]
-    warnings: list[str] = field(default_factory=list)
-    shape: str = ""  # the group's ring in words (internal: the warnings compare it)
-    host_gpu_count: int = 0  # GPUs on the host (internal: an sbatch script asks for them all)
-
-
-@dataclass
-class ClusterPlan:
-    gpus: int
-    gpus_per_host: int
-    hosts: list[HostPlan]
-    reason: str
-    port: int = DEFAULT_PORT
-
-    def to_dict(self) -> dict[str, Any]:
-        hosts = []
-        for plan in self.hosts:
-            data = asdict(plan)
-            data.pop("shape")
-            data.pop("host_gpu_count")
-            hosts.append(data)
-        return {"schema": PLAN_SCHEMA, "gpus": self.gpus, "gpus_per_host": self.gpus_per_host, "hosts": hosts,
-                "reason": self.reason}
-
 
 def check_split(host_names: Sequence[str], gpu_counts: Sequence[int], gpus: int, gpus_per_host: int | None) -> int:
     """The GPUs per host for ``gpus`` in all over these hosts; a one-line InputError where the ask
@@ -183,7 +136,7 @@ def plan_host(topology: Topology, task_index: int, gpus_per_host: int, workers: 
         tf_config={"cluster": {"worker": list(workers)}, "task": {"type": "worker", "index": task_index}},
         warnings=_nic_warnings(topology, nearest) + notes,
         shape=group_shape(group),
-        host_gpu_count=len(topology.gpus),
+        host_gpus=len(topology.gpus),
     )
 
 

@@ -20,18 +20,8 @@ from typing import Mapping
 from gputopo.errors import InputError
 from gputopo.train.workers import parse_address, parse_tf_config
 from gputopo.train.config import TrainConfig
-from gputopo.train.launch.plan_file import (
-    ClusterPlan,
-    HostEntry,
-    Launch,
-    TaskLaunch,
-    field_value,
-    host_launch_plan,
-    load_cluster_plan,
-    optional_list,
-    string_list,
-    task_process,
-)
+from gputopo.model.cluster_plan import ClusterPlan, HostPlan, field_value, optional_list, string_list
+from gputopo.train.launch.plan_file import Launch, TaskLaunch, host_launch_plan, load_cluster_plan, task_process
 from gputopo.train.launch.slurm import slurm_launch
 
 LAUNCHERS = ("slurm", "tf-config")
@@ -72,7 +62,7 @@ def tf_config_task(text: str | None) -> tuple[list[str], int]:
     return workers, index + (0 if task_type == "chief" else len(chief))
 
 
-def tf_config_entry(plan: ClusterPlan, task_index: int) -> HostEntry:
+def tf_config_entry(plan: ClusterPlan, task_index: int) -> HostPlan:
     """The plan entry of TF_CONFIG's task ``task_index`` (the plan's ``task_index``)."""
     for entry in plan.hosts:
         if entry.task_index == task_index:

@@ -25,15 +25,8 @@ from gputopo.notation import ascii_int, count_word
 from gputopo.quoting import check_text as _check_text
 from gputopo.quoting import comment, shell_words, slurm_node
 from gputopo.train.config import TrainConfig
-from gputopo.train.launch.plan_file import (
-    DEFAULT_PORT,
-    ClusterPlan,
-    HostEntry,
-    Launch,
-    TaskLaunch,
-    host_launch_plan,
-    task_process,
-)
+from gputopo.model.cluster_plan import DEFAULT_PORT, ClusterPlan, HostPlan
+from gputopo.train.launch.plan_file import Launch, TaskLaunch, host_launch_plan, task_process
 
 SLURM_VARIABLES = (
     "SLURM_PROCID",  # this task's rank in the step
@@ -155,7 +148,7 @@ def slurm_task(environ: Mapping[str, str]) -> SlurmTask:
     )
 
 
-def slurm_entry(plan: ClusterPlan, task: SlurmTask) -> HostEntry:
+def slurm_entry(plan: ClusterPlan, task: SlurmTask) -> HostPlan:
     """The plan entry of ``task``: the ``SLURM_LOCALID``-th of the entries for its node."""
     mine = [entry for entry in plan.hosts if entry.host == task.node]
     if not mine:
@@ -197,10 +190,10 @@ def resolve_cluster(task: SlurmTask, port_base: int, gpus_per_task: int) -> tupl
     return workers, workers.index(own)
 
 
-def expected_cluster(plan: ClusterPlan, port_base: int) -> tuple[list[str], list[tuple[HostEntry, int, int]]]:
+def expected_cluster(plan: ClusterPlan, port_base: int) -> tuple[list[str], list[tuple[HostPlan, int, int]]]:
     """What the resolver will give when the plan's tasks run (``--dry-run``): the worker addresses,
     and per plan entry its ``SLURM_LOCALID`` and worker index."""
-    per_host: dict[str, list[HostEntry]] = {}
+    per_host: dict[str, list[HostPlan]] = {}
     for entry in plan.hosts:
         per_host.setdefault(entry.host, []).append(entry)
     workers = [f"{host}:{port_base + k}" for host in sorted(per_host) for k in range(len(per_host[host]))]
@@ -276,8 +269,9 @@ def sbatch_script(plan: ClusterPlan, config: TrainConfig, port_base: int) -> str
     gpus_per_node = None
     notes = []
     if config.cpu_devices is None:
-        # The plan's GPU numbers are each node's nvidia-smi numbers: the node's GPUs up to the highest.
-        gpus_per_node = max((max(e.gpus) + 1 for e in plan.hosts if e.gpus), default=0) or None
+        # The plan's GPU numbers are each node's nvidia-smi numbers: all of the node's GPUs where the
+        # plan says how many it has, else its GPUs up to the highest.
+        gpus_per_node = max((e.host_gpus or (max(e.gpus) + 1) for e in plan.hosts if e.gpus), default=0) or None
         notes.append("The plan's CUDA_VISIBLE_DEVICES count each node's GPUs (nvidia-smi order): allocate them all.")
     notes += [
         "Run from a folder every node sees: the plan and --checkpoint-dir must be on the shared file system.",
@@ -295,7 +289,7 @@ def slurm_launch(
     environ: Mapping[str, str],
 ) -> Launch:
     """This Slurm task's training process, or with ``dry_run`` every task of the plan and the script."""
-    port_base = port or plan.port() or DEFAULT_PORT
+    port_base = port or plan.first_port() or DEFAULT_PORT
     most = max(sum(1 for e in plan.hosts if e.host == host) for host in plan.host_names)
     if not 1 <= port_base <= 65536 - most:
         raise InputError(f"port {port_base} with {most} task(s) on a node needs ports up to {port_base + most - 1}; "
