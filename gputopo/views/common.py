@@ -114,7 +114,7 @@ def out() -> Console:
     """The console for human output (created on first use so tests can capture stdout)."""
     global _stdout
     if _stdout is None or _stream_of(_stdout) is not sys.stdout:
-        _stdout = _safe_console_class()(file=_GuardedStream(sys.stdout, "standard output"), highlight=False)  # type: ignore[arg-type]
+        _stdout = _safe_console_class()(file=_GuardedStream(sys.stdout, "standard output"), highlight=False, emoji=False)  # type: ignore[arg-type]
     return _stdout
 
 
@@ -122,7 +122,7 @@ def err() -> Console:
     """The console for progress and notes (standard error), keeping stdout clean for --json."""
     global _stderr
     if _stderr is None or _stream_of(_stderr) is not sys.stderr:
-        _stderr = _safe_console_class()(file=_GuardedStream(sys.stderr, "standard error"), highlight=False)  # type: ignore[arg-type]
+        _stderr = _safe_console_class()(file=_GuardedStream(sys.stderr, "standard error"), highlight=False, emoji=False)  # type: ignore[arg-type]
     return _stderr
 
 
