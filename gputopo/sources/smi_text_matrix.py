@@ -29,8 +29,10 @@ from gputopo.sources.smi_text_paste import (
     SELF_WORD,
     UNNAMED_PREFIX,
     is_cell_word,
+    is_row_token,
     split_device_names,
     split_row,
+    split_run_together,
     title_columns,
 )
 
@@ -131,14 +133,29 @@ def split_header(line: str) -> tuple[list[str], list[str]] | None:
     return columns, parts[1]
 
 
-def _row_labels(lines: list[str], start: int) -> list[str]:
-    """The labels of the matrix rows from ``start`` on: lines with a self cell (X) after a label."""
-    labels: list[str] = []
+def _logical_rows(lines: list[str], start: int) -> list[str]:
+    """The row lines from ``start`` on, blank lines skipped and wrapped rows joined (a line of cell
+    words and affinity values only continues the row above it); stops at any other line."""
+    rows: list[str] = []
     for line in lines[start:]:
         tokens = line.split()
         if not tokens:
-            continue  # blank lines between the rows
-        if len(tokens) < 2 or tokens[0] in labels or SELF_WORD not in tokens[1:] or is_cell_word(tokens[0]):
+            continue
+        if rows and all(is_row_token(t) for t in tokens):
+            rows[-1] = rows[-1].rstrip() + " " + line.strip()
+            continue
+        if len(tokens) < 2 or is_cell_word(tokens[0]):
+            break
+        rows.append(line)
+    return rows
+
+
+def _row_labels(lines: list[str], start: int) -> list[str]:
+    """The labels of the matrix rows from ``start`` on: lines with a self cell (X) after a label."""
+    labels: list[str] = []
+    for line in _logical_rows(lines, start):
+        tokens = line.split()
+        if tokens[0] in labels or not any(SELF_WORD in (split_run_together(t) or [t.upper()]) for t in tokens[1:]):
             break
         labels.append(tokens[0])
     return labels
@@ -164,9 +181,14 @@ def _run_together_header(lines: list[str], index: int) -> _Matrix | None:
     return matrix
 
 
+def _expanded(tokens: list[str]) -> list[str]:
+    """Tokens with cells that ran together (``XNV18``) split into their words."""
+    return [word for token in tokens for word in (split_run_together(token) or [token])]
+
+
 def _headerless_rows(lines: list[str], index: int) -> _Matrix | None:
     """Rows pasted without their header (``GPU0  X  NV18 ...`` first): columns from the rows."""
-    tokens = lines[index].split()
+    tokens = _expanded(lines[index].split())
     if len(tokens) < 2 or tokens[0] != "GPU0" or tokens[1].upper() != SELF_WORD:
         return None
     labels = _row_labels(lines, index)
@@ -175,8 +197,8 @@ def _headerless_rows(lines: list[str], index: int) -> _Matrix | None:
         return None
     nics = labels[len(gpus) :]
     counts = []  # (link cells, attribute cells) per GPU row
-    for line in [line for line in lines[index:] if line.strip()][: len(gpus)]:
-        cells = line.split()[1:]
+    for line in _logical_rows(lines, index)[: len(gpus)]:
+        cells = _expanded(line.split()[1:])
         links = next((k for k, cell in enumerate(cells) if not is_cell_word(cell)), len(cells))
         counts.append((links, len(cells) - links))
     link_cells = min(c for c, _ in counts)
@@ -274,7 +296,7 @@ def _continues_row(row_line: str, next_line: str, matrix: _Matrix) -> bool:
     tokens = next_line.split()
     if not tokens or tokens[0] in matrix.columns or tokens[0].startswith("GPU0"):
         return False
-    if not all(is_cell_word(t) or ATTRIBUTE_VALUE_RE.match(t) for t in tokens):
+    if not all(is_row_token(t) for t in tokens):
         return False
     row = split_row(row_line, len(matrix.columns), matrix.attributes, None)
     if len(row.cells) < len(matrix.columns):
@@ -284,7 +306,8 @@ def _continues_row(row_line: str, next_line: str, matrix: _Matrix) -> bool:
         if not ATTRIBUTE_VALUE_RE.match(token):
             break
         values += 1
-    return 0 < values < len(matrix.attributes) and all(ATTRIBUTE_VALUE_RE.match(t) for t in tokens)
+    gpu_row = GPU_RE.match(row_line.split()[0]) is not None  # NIC rows have no affinity values
+    return (0 < values or gpu_row) and values < len(matrix.attributes) and all(ATTRIBUTE_VALUE_RE.match(t) for t in tokens)
 
 
 def read_rows(lines: list[str], start: int, matrix: _Matrix) -> int:

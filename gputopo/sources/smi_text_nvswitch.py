@@ -21,7 +21,7 @@ MOST_NVLINKS_PER_GPU = 18  # H100, B200: the most NVLinks any NVIDIA GPU has
 # What nvidia-smi shows between two GPUs of an NVSwitch system: every link of the GPU goes to the
 # switches (DGX-2 V100: NV6, A100: NV12, H100/B200/GB200: NV18).
 SWITCH_LINK_COUNTS = (6, 12, 18)
-MIN_GPUS_FOR_SWITCH_PATTERN = 5
+MIN_GPUS_FOR_SWITCH_PATTERN = 3  # two peers each: the sum can exceed what one GPU has
 
 
 def nvswitch_pattern(topology: Topology) -> bool | None:

@@ -179,6 +179,13 @@ def is_cell_word(word: str) -> bool:
     return upper == SELF_WORD or upper in LINK_WORDS or upper in P2P_WORDS or bool(NV_RE.match(upper))
 
 
+def is_row_token(token: str) -> bool:
+    """A token that can stand in a matrix row after its label (a wrapped row's rest has only these)."""
+    merged = _MERGED_CELL_RE.match(token)
+    return (is_cell_word(token) or bool(ATTRIBUTE_VALUE_RE.match(token)) or split_run_together(token) is not None
+            or merged is not None and any(word.startswith(merged.group(1).upper()) for word in LINK_WORDS))
+
+
 @dataclass
 class RowCells:
     """One matrix row split into its device cells and attribute cells, with what was repaired."""
