@@ -154,6 +154,8 @@ def place_by_column(line: str, values: list[str], columns: list[int]) -> list[st
     starts.reverse()
     for value, start in zip(values, starts):
         near = [k for k, column in enumerate(columns) if abs(start - column) <= _PLACE_SLACK]
+        if not near and start > columns[-1]:
+            near = [len(columns) - 1]  # right of the last title (nvidia-smi's extra empty cell before GPU NUMA ID)
         if len(near) != 1 or placed[near[0]]:
             return None
         placed[near[0]] = value
