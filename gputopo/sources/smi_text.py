@@ -112,7 +112,12 @@ def parse_topo_matrix(text: str, source: str) -> Topology:
     if repairs:
         findings.insert(0, Finding("info", "repaired-paste", f"{source}: the paste was damaged; " + "; ".join(repairs)))
     findings += _text_facts(text, topo_matrices[0], source)
-    infer_nvswitch(topology)
+    if topo_matrices[0].pcie_only:
+        findings.append(Finding("info", "pcie-only-matrix", "the matrix is `nvidia-smi topo -mp` (PCIe paths only): "
+                                "whether the GPUs are also NVLinked, it does not show",
+                                fix="paste `nvidia-smi topo -m` as well"))
+    else:
+        infer_nvswitch(topology)
     for finding in findings:
         topology.add_finding(finding)
     return topology
@@ -247,6 +252,8 @@ def _attribute(matrix: _Matrix, row: str, title: str) -> str | None:
 def _build_topology(matrix: _Matrix, source: str, findings: list[Finding]) -> Topology:
     gpu_columns = matrix.gpu_columns
     _check_complete(matrix, source)
+    if any(NV_RE.match(cell.upper()) for label in gpu_columns for cell in matrix.rows[label]):
+        matrix.pcie_only = False  # NVLink words: whatever the command line above says, this is `topo -m`
     _resolve_merged_cells(matrix, source, matrix.repairs)
     index_of = {c: int(GPU_RE.match(c).group(1)) for c in gpu_columns}  # type: ignore[union-attr]
     gpus = [_read_gpu(matrix, column, index_of[column], source) for column in gpu_columns]
@@ -261,9 +268,11 @@ def _build_topology(matrix: _Matrix, source: str, findings: list[Finding]) -> To
             if word == SELF_WORD:
                 raise InputError(f"{source} line {matrix.row_line_no[a]}: {a} and {b} are different GPUs but marked X")
             nvlink = NV_RE.match(word) is not None
-            # A PCIe word says there is no NVLink, so no NVSwitch either; NVLinks: see infer_nvswitch.
+            # A PCIe word says there is no NVLink, so no NVSwitch either (but `topo -mp` shows PCIe
+            # paths only: there it says nothing of NVLink); NVLinks: see infer_nvswitch.
             links.append(make_link(index_of[a], index_of[b], word, nvlink_count=nvlink_count_of(word),
-                                   pcie_path=None if nvlink else word, nvswitch=None if nvlink else False))
+                                   pcie_path=None if nvlink else word,
+                                   nvswitch=None if nvlink or matrix.pcie_only else False))
     nics, nic_links = _read_nics(matrix, index_of, source, findings)
     return Topology(
         gpus=gpus,

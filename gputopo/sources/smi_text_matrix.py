@@ -54,6 +54,7 @@ GPU_RE = re.compile(r"^GPU(\d+)$")
 _NIC_LEGEND_RE = re.compile(r"^\s*(NIC\d+)\s*:\s*(\S+)\s*$")
 # `nvidia-smi topo -p2p r` (also --p2p, -p2p=r); the letter says which capability the matrix shows.
 _P2P_COMMAND_RE = re.compile(r"(?:-p2p|--p2p(?:status)?)[=\s]+([rwnap])\b", re.IGNORECASE)
+_PCIE_ONLY_COMMAND_RE = re.compile(r"topo\b.{0,40}?(?:\s-mp\b|--matrix_pci\b)")
 _HEADER_WORDS = {"cpu", "affinity", "numa", "gpu", "id"}
 
 
@@ -73,6 +74,7 @@ class _Matrix:
     merged: dict[str, str] = field(default_factory=dict)  # row label -> the cell that ran into its CPUs
     title_columns: list[int] | None = None  # where each attribute title starts (space-aligned pastes)
     unreadable: dict[tuple[str, str], str] = field(default_factory=dict)  # (row, column) -> the token there
+    pcie_only: bool = False  # `nvidia-smi topo -mp` (--matrix_pci): PCIe paths only, NVLink not shown
 
     @property
     def gpu_columns(self) -> list[str]:
@@ -262,6 +264,7 @@ def find_matrices(lines: list[str]) -> list[_Matrix]:
             continue
         matrix, first_row = found
         matrix.p2p_capability = _p2p_capability_before(lines, i)
+        matrix.pcie_only = any(_PCIE_ONLY_COMMAND_RE.search(line) for line in lines[max(0, i - 3) : i])
         i = read_rows(lines, first_row, matrix)
         if not matrix.rows and i == first_row:
             i = first_row
@@ -359,8 +362,6 @@ def _store_row(matrix: _Matrix, label: str, line: str, line_no: int) -> None:
         matrix.merged[label] = row.merged
     for token in row.run_together:
         matrix.repairs.append(f"cells that ran together ({token!r} in row {label}) were split into their words")
-    if row.placed:
-        matrix.repairs.append(f"row {label} has an empty affinity cell: its values were placed by column")
     if row.unplaced:
         matrix.repairs.append(
             f"row {label}'s affinity values ({' '.join(line.split()[-3:])!r}...) stand under no title and fewer "

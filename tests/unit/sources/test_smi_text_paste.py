@@ -89,7 +89,7 @@ def test_an_empty_cpu_affinity_in_a_space_aligned_paste_does_not_shift_the_numa_
     topology = parse_topo_matrix(text, "slurm")
     assert [(g.cpu_affinity, g.numa_node) for g in topology.gpus] == [("0", 0), ("0", 0), (None, 1), (None, 1)]
     assert same_socket(topology, 0, 2) is None and same_socket(topology, 2, 3) is True
-    assert "empty affinity cell: its values were placed by column" in _repair(topology)
+    assert not [f for f in topology.diagnostics if f.code == "repaired-paste"]  # an empty cell is no damage
 
 
 def test_affinity_values_that_stand_under_no_title_are_unknown_not_shifted():
@@ -159,3 +159,14 @@ def test_cpu_sets_too_large_for_one_socket_are_different_sockets():
     assert same_socket(parse_topo_matrix(text, "big"), 0, 1) is False
     small = text.replace("0-191,384-575", "0-15").replace("192-383,576-767", "16-31")
     assert same_socket(parse_topo_matrix(small, "small"), 0, 1) is None
+
+
+def test_topo_mp_shows_pcie_paths_only_so_nvswitch_stays_unknown():
+    text = _text("dgx_a100_8gpu_nv12_epyc_nps4_12nic_mlx5.txt")
+    header = next(k for k, line in enumerate(text.split("\n")) if "GPU0" in line)
+    lines = text.split("\n")[header:]
+    pcie = [re.sub(r"\bNV12\b", "SYS", line) for line in lines]  # PCIe words only, as -mp prints
+    topology = parse_topo_matrix("\n".join(["# $ nvidia-smi topo -mp", *("# " + line for line in pcie)]), "mp")
+    assert {link.type for link in topology.links} == {"SYS"}
+    assert {link.nvswitch for link in topology.links} == {None}  # -m would say False: no NVLink
+    assert "pcie-only-matrix" in {f.code for f in topology.diagnostics}
