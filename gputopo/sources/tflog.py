@@ -38,7 +38,7 @@ from gputopo.errors import InputError
 from gputopo.fileio import read_text_input
 from gputopo.model import P2P_OK, Finding, Gpu, TfView, Topology, make_link
 from gputopo.sources.tflog_lines import CREATED, MATRIX, PEER_LIMIT, message_of, scan_lines
-from gputopo.sources.tflog_runs import StartUp, chosen_startup, split_startups
+from gputopo.sources.tflog_runs import StartUp, chosen_startup, last_complete, peer_entries, split_startups
 from gputopo.sources.tflog_startup import (
     ERA_CUDA_PEER_LIMIT,
     ERA_NO_GPU,
@@ -95,21 +95,32 @@ def parse_tf_log(text: str, source: str, run: int | None = None) -> TfView:
 
 
 def _startups_note(startups: list[StartUp], index: int, run: int | None) -> Finding:
-    """Which of several start-ups the view reads, and how to pick another."""
+    """Which of several start-ups the view reads, why, what the others are, and how to pick another."""
+    chosen = startups[index]
     if run is not None:
         using = f"using #{run} (--tf-run {run})"
-    elif startups[index].complete:
+    elif index == last_complete(startups) and all(peer_entries(s) <= peer_entries(chosen) for s in startups[index + 1 :]):
         later = len(startups) - 1 - index
         skipped = f"; {'the one after it is' if later == 1 else f'the {later} after it are'} incomplete" if later else ""
         using = f"using the last complete one (#{index + 1}{skipped})"
+    elif peer_entries(chosen):
+        using = f"using #{index + 1}, the one that says most about which GPUs can peer"
     else:
         using = f"none is complete; using the last (#{index + 1})"
-    first = startups[index].first_line
+    others = [f"#{k + 1} from line {s.first_line} ({_summary(s)})" for k, s in enumerate(startups) if k != index][:6]
     return Finding(
         "info",
         "tf-log-startups",
-        f"the log holds {len(startups)} TensorFlow start-ups; {using}, from line {first}; pick another with --tf-run N",
+        f"the log holds {len(startups)} TensorFlow start-ups; {using}, from line {chosen.first_line}; "
+        f"the other{'s' if len(others) > 1 else ''}: {', '.join(others)}; pick another with --tf-run N",
     )
+
+
+def _summary(startup: StartUp) -> str:
+    named = startup.names() | startup.created
+    gpus = f"GPU{'s' if len(named) != 1 else ''} {','.join(map(str, sorted(named)[:8]))}{'...' if len(named) > 8 else ''}"
+    peers = f"{peer_entries(startup)} peer entries" if peer_entries(startup) else "nothing about peers"
+    return f"{gpus}, {peers}{'' if startup.complete else ', incomplete'}"
 
 
 def _names_any_gpu(startup: StartUp) -> bool:

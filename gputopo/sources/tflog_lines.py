@@ -26,12 +26,16 @@ VISIBLE = "visible"  # "Adding visible gpu devices: 0, 1"
 CREATED = "created"  # "Creat(ed|ing) ... device ... -> ... device: N, name: ..., pci bus id: ..."
 FOUND = "found"  # "Found device N with properties:" (+ detail lines: PROPS)
 PROPS = "props"
+XLA = "xla-device"  # XLA's "StreamExecutor device (N): NAME, Compute Capability X.Y" (TF >= 1.12)
 IGNORED = "ignored"  # "Ignoring gpu device (device: 1, ...) with Cuda compute capability 2.0"
 
 ERA_LINE_TF0 = "tf0"
 ERA_LINE_TF12 = "tf1.2"
 ERA_LINE_TF15 = "tf1.5"
 ERA_LINE_TF25 = "tf2.5"
+# "Found device N" (gpu_device.cc) and XLA's device lines: TF 1.x-2.4 (the edge-matrix era) where
+# nothing else in the start-up tells the era; TF 0.x printed "Found device" from gpu_init.cc.
+ERA_LINE_FOUND = "found"
 
 # The log prefix ends with "file.cc:NNN] "; absl's starts "I0000 00:00:<epoch> <tid> ".
 _PREFIX_END_RE = re.compile(r"\.(?:cc|h|cpp|py):\d{1,6}\] ?")
@@ -51,6 +55,7 @@ _TF_ID_RE = re.compile(r"(?:gpu|GPU):(\d{1,9})")
 _MB_RE = re.compile(r"\bwith (\d{1,12}) MB memory")
 _DEVICE_FIELDS_RE = re.compile(r"[ \t(]*(?:physical GPU[ \t]*\(?)?[ \t]*device:[ \t]*(\d{1,9})")
 _FOUND_RE = re.compile(r"Found device (\d{1,9}) with properties:", re.I)
+_XLA_DEVICE_RE = re.compile(r"StreamExecutor device \((\d{1,9})\):[ \t]*([^,]{1,200}?),[ \t]*Compute Capability[ \t]*(\d{1,3}\.\d{1,3})")
 _IGNORED_RE = re.compile(r"Ignoring (?:visible )?gpu device \(device: (\d{1,9})")
 _IGNORED_CC_RE = re.compile(r"compute capability (\d{1,3}\.\d{1,3})\.? The minimum required Cuda capability is (\d{1,3}\.\d{1,3})")
 
@@ -123,7 +128,7 @@ def _classify(line: str, message: str, line_no: int, prefixed: bool, events: lis
         match = _DMA_RE.search(message)
         if match:
             return LogEvent(MATRIX, line_no, ordinals=[int(t) for t in match.group(1).split()],
-                            era=ERA_LINE_TF0 if "gpu_init.cc" in line else None)
+                            era=ERA_LINE_TF0 if "gpu_init.cc" in line else ERA_LINE_TF12 if "gpu_device.cc" in line else None)
     if "edge matrix" in message and "interconnect" in message:
         return LogEvent(MATRIX, line_no, era=ERA_LINE_TF15, diagonal_is_self=False, header_missing=True)
     last = events[-1] if events else None
@@ -149,7 +154,13 @@ def _classify(line: str, message: str, line_no: int, prefixed: bool, events: lis
     if "Found device" in message or "found device" in lower:
         match = _FOUND_RE.search(message)
         if match:
-            return LogEvent(FOUND, line_no, ordinals=[int(match.group(1))], text=message[match.end() :])
+            era = ERA_LINE_TF0 if "gpu_init.cc" in line else ERA_LINE_FOUND
+            return LogEvent(FOUND, line_no, ordinals=[int(match.group(1))], text=message[match.end() :], era=era)
+    if "StreamExecutor device (" in message:
+        match = _XLA_DEVICE_RE.search(message)
+        if match:
+            return LogEvent(XLA, line_no, ordinals=[int(match.group(1))], era=ERA_LINE_FOUND,
+                            text=f"name: {match.group(2).strip()}, compute capability: {match.group(3)})")
     if "Ignoring" in message:
         match = _IGNORED_RE.search(message)
         if match:

@@ -34,6 +34,7 @@ from gputopo.sources.tflog_lines import (
     PROPS,
     ROW,
     VISIBLE,
+    XLA,
     LogEvent,
 )
 
@@ -46,6 +47,7 @@ class StartUp:
 
     events: list[LogEvent] = field(default_factory=list)
     found: set[int] = field(default_factory=set)
+    xla: set[int] = field(default_factory=set)  # XLA's StreamExecutor devices
     visible: set[int] | None = None
     matrix_columns: set[int] = field(default_factory=set)
     matrix_rows: set[int] = field(default_factory=set)
@@ -62,7 +64,7 @@ class StartUp:
 
     def names(self) -> set[int]:
         """The CUDA ordinals this start-up says exist (before any device is created)."""
-        named = set(self.found) | self.matrix_columns | self.matrix_rows
+        named = set(self.found) | self.xla | self.matrix_columns | self.matrix_rows
         named |= self.visible or set()
         named |= {o for pair in self.denied for o in pair}
         return named
@@ -80,6 +82,8 @@ class StartUp:
         kind, ordinals = event.kind, event.ordinals
         if kind == FOUND:
             self.found.update(ordinals)
+        elif kind == XLA:
+            self.xla.update(ordinals)
         elif kind == VISIBLE:
             self.visible = set(ordinals)
         elif kind == MATRIX:
@@ -143,6 +147,8 @@ def _startup_for(startups: list[StartUp], event: LogEvent) -> StartUp:
 
 def _starts_new(current: StartUp, event: LogEvent) -> bool:
     kind, ordinals = event.kind, set(event.ordinals)
+    if kind == XLA:
+        return bool(ordinals & current.xla)
     if kind == FOUND:
         return bool(ordinals & current.found) or current.has_matrix or bool(current.created) or current.visible is not None
     if kind == VISIBLE:
@@ -173,9 +179,17 @@ def _startup_for_created(startups: list[StartUp], event: LogEvent) -> StartUp:
     return startup
 
 
+def peer_entries(startup: StartUp) -> int:
+    """How much a start-up says about which GPUs can peer: matrix entries, pair lines."""
+    matrix = len(startup.matrix_rows) * max(len(startup.matrix_columns), 1) if startup.has_matrix else 0
+    return matrix + len(startup.denied) + len(startup.enable_failed)
+
+
 def chosen_startup(startups: list[StartUp]) -> int:
-    """The 0-based index of the start-up to read by default: the last complete one, else the last."""
-    for index in range(len(startups) - 1, -1, -1):
-        if startups[index].complete:
-            return index
-    return len(startups) - 1
+    """The 0-based index of the start-up to read by default: the one that says most about peers;
+    among equals the last complete one, else the last (a cut restart never hides the only matrix)."""
+    return max(range(len(startups)), key=lambda k: (peer_entries(startups[k]), startups[k].complete, k))
+
+
+def last_complete(startups: list[StartUp]) -> int | None:
+    return next((k for k in range(len(startups) - 1, -1, -1) if startups[k].complete), None)
