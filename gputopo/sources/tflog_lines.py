@@ -77,6 +77,22 @@ class LogEvent:
     diagonal_is_self: bool = True  # MATRIX: DMA matrices print Y on the diagonal, edge matrices N
     header_missing: bool = False  # MATRIX: an edge matrix whose column header line is not there (yet)
     cut: str | None = None  # what of the line is cut off, in words
+    process: str | None = None  # which process wrote the line, where its prefix says (MPI rank, thread id)
+
+
+# Prefixes that tell processes apart: mpirun's "[1,3]<stderr>:" (rank 3), glog/absl's thread id
+# ("I0612 10:11:12.123456  12345 gpu_device.cc:1639]").
+_RANK_RE = re.compile(r"^\s{0,8}\[\d{1,6},(\d{1,6})\]<std(?:out|err)>:")
+_THREAD_RE = re.compile(r"^\s{0,8}[IWEF]\d{4} \d\d:\d\d:[\d.]{1,20} {1,12}(\d{1,20}) {1,12}[\w.\-]{1,120}\.cc:\d{1,6}\]")
+
+
+def process_of(line: str) -> str | None:
+    """The process (MPI rank or thread) a line's prefix names, or None."""
+    match = _RANK_RE.match(line)
+    if match:
+        return f"rank {match.group(1)}"
+    match = _THREAD_RE.match(line)
+    return f"thread {match.group(1)}" if match else None
 
 
 def message_of(line: str) -> str:
@@ -110,6 +126,7 @@ def scan_lines(text: str) -> list[LogEvent]:
         if event is None:
             continue
         event.absl = "I0000" in capped[:8] or bool(_ABSL_RE.match(capped[:200]))
+        event.process = process_of(capped[:200])
         events.append(event)
         if event.kind == FOUND:
             found_lines_left = 4

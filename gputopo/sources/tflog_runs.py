@@ -104,7 +104,22 @@ class StartUp:
 
 
 def split_startups(events: list[LogEvent]) -> list[StartUp]:
-    """The log's start-ups in order of their first line (an empty list for no events)."""
+    """The log's start-ups in order of their first line (an empty list for no events). Where line
+    prefixes name the process (MPI ranks, thread ids) and several write one file, each process's
+    lines are split on their own (a line with no prefix goes with the line before it)."""
+    keys = {e.process for e in events} - {None}
+    if len(keys) < 2:
+        return _split(events)
+    streams: dict[str | None, list[LogEvent]] = {}
+    key = None
+    for event in events:
+        key = event.process or key
+        streams.setdefault(key, []).append(event)
+    startups = [startup for stream in streams.values() for startup in _split(stream)]
+    return sorted(startups, key=lambda s: s.first_line)
+
+
+def _split(events: list[LogEvent]) -> list[StartUp]:
     startups: list[StartUp] = []
     found_owner: StartUp | None = None  # where "Found device" detail lines go
     matrix_owner: StartUp | None = None  # where matrix rows go
