@@ -3,7 +3,7 @@
 People meet their GPU topology first as TensorFlow log lines, copied into issues half-cut and
 mixed with other output. This reader takes what is there and never fails on a broken line
 (``tflog_lines`` finds each message by its own words, in linear time); a file with several
-start-ups is split (``tflog_runs``) and one is read: the last complete one, or ``run=N``. What
+start-ups is split (``tflog_runs``) and one is read: the one that says most about peers, or ``run=N``. What
 cannot be read becomes a ``Finding`` in ``TfView.notes`` (which ``tf_findings`` reports); only a
 text with no GPU line at all is an ``InputError``.
 
@@ -59,7 +59,8 @@ __all__ = [
 def read_tf_log(path: str, run: int | None = None) -> TfView:
     """Read a TensorFlow log file ('-' = standard input) into TensorFlow's view of the GPUs.
 
-    ``run``: which start-up to read (from 1) when the log holds several; default the last complete one."""
+    ``run``: which start-up to read (from 1) when the log holds several; default the one that says
+    most about peers (among equals the last complete one)."""
     text = read_text_input(path, what="TensorFlow log")
     return parse_tf_log(text, "standard input" if path == "-" else path, run=run)
 
