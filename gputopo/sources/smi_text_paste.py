@@ -162,6 +162,38 @@ def place_by_column(line: str, values: list[str], columns: list[int]) -> list[st
     return placed
 
 
+def tab_stop_fields(line: str, values: list[str]) -> list[str] | None:
+    """The attribute fields of a tab-separated row whose tabs were expanded to spaces (every cell
+    starts on a tab stop, 8 columns apart), empty ones kept: an empty cell is a tab stop with nothing
+    on it. None where the row is not laid out on tab stops."""
+    tokens = [(m.start(), m.group(0)) for m in re.finditer(r"\S+", line)]
+    if len(tokens) < len(values) + 2 or [t for _, t in tokens[-len(values) :]] != values:
+        return None
+    first = tokens[1][0] - (1 if tokens[1][1].upper() == SELF_WORD else 0)
+    offset = first % 8
+
+    def on_stop(start: int, token: str) -> bool:
+        return (start - offset - (1 if token.upper() == SELF_WORD else 0)) % 8 == 0
+
+    if not all(on_stop(start, token) for start, token in tokens[1:]):
+        return None
+    start, token = tokens[-len(values) - 1]
+    expected = _next_stop(start + len(token) + (1 if token.upper() == SELF_WORD else 0), offset)
+    fields: list[str] = []
+    for start, token in tokens[-len(values) :]:
+        gap = start - expected
+        if gap < 0 or gap % 8:
+            return None
+        fields += [""] * (gap // 8) + [token]
+        expected = _next_stop(start + len(token), offset)
+    return fields
+
+
+def _next_stop(column: int, offset: int) -> int:
+    """Where a tab typed at ``column`` moves to (tab stops every 8 columns from ``offset``)."""
+    return column + 8 - (column - offset) % 8
+
+
 def text_facts(text: str) -> tuple[str | None, bool]:
     """``(the first line that shows a virtual machine, whether the old legend defines SOC as between
     CPU sockets)`` from the whole paste."""
@@ -265,6 +297,9 @@ def _attribute_cells(line: str, values: list[str], tabs: bool, titles: list[str]
         return values
     if not values or len(values) >= len(titles):
         return values
+    fields = tab_stop_fields(line, values)
+    if fields is not None:  # raw output whose tabs became spaces: empty cells are empty tab stops
+        return _attribute_cells(line, fields, True, titles, columns, row)
     placed = place_by_column(line, values, columns) if columns else None
     if placed is None:
         row.unplaced = True

@@ -27,7 +27,7 @@ from gputopo.model import Topology
 from gputopo.sources.smi_text import parse_topo_matrix
 
 CAPTURES = sorted([*(OWN_FIXTURES / "corpus" / "topo").glob("*.txt"), *(SHARED_FIXTURES / "topo").glob("*.txt")])
-EXAMPLES = settings(max_examples=3, deadline=None, derandomize=True,
+EXAMPLES = settings(max_examples=2, deadline=None, derandomize=True,
                     suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
 _CELL_WORD = re.compile(r"^(?:X|NV\d+|PIX|PXB|PHB|NODE|SYS|SOC|OK|CNS|GNS|TNS|DR|NS|U)$", re.IGNORECASE)
 _ATTRIBUTE = re.compile(r"^(?:\d[\d,\-]*|N/A)$")
@@ -93,23 +93,32 @@ def _check(path: Path, mangled: str, lossless: bool) -> None:
 # --- the matrix lines of a capture ----------------------------------------------------------------
 
 
+def _label_index(tokens: list[str]) -> int | None:
+    """Where a row's label (GPUn followed by a self cell X) stands among its tokens (after any prefix)."""
+    for k, token in enumerate(tokens[:6]):
+        if re.fullmatch(r"GPU\d+", token) and "X" in tokens[k + 1 :]:
+            return k
+    return None
+
+
 def _matrix_rows(text: str) -> list[int]:
     """Indexes of the GPU rows of the first link matrix (label GPUn and a self cell X)."""
-    lines = text.split("\n")
-    rows = []
-    for k, line in enumerate(lines):
+    rows: list[int] = []
+    for k, line in enumerate(text.split("\n")):
         tokens = line.split()
-        if len(tokens) > 2 and re.fullmatch(r"GPU\d+", tokens[0]) and "X" in tokens[1:]:
-            if rows and k > rows[-1] + 1 and tokens[0] == "GPU0":
+        label = _label_index(tokens)
+        if label is not None:
+            if rows and tokens[label] == "GPU0":
                 break
             rows.append(k)
     return rows
 
 
 def _device_spans(line: str) -> list[tuple[int, int]]:
-    """(start, end) of each link cell of a row, label excluded."""
+    """(start, end) of each link cell of a row, label (and any prefix before it) excluded."""
     spans = [(m.start(), m.end()) for m in re.finditer(r"\S+", line)]
-    return [s for s in spans[1:] if _CELL_WORD.match(line[s[0] : s[1]])]
+    label = _label_index(line.split()) or 0
+    return [s for s in spans[label + 1 :] if _CELL_WORD.match(line[s[0] : s[1]])]
 
 
 # --- manglings --------------------------------------------------------------------------------------
@@ -123,7 +132,8 @@ PREFIXES = ["# ", "> ", "| ", "#", "[2023-01-01 12:00:00] ", "[rank0]: ", "2024-
 def test_tabs_to_spaces(path, tabs):
     text = _original(path)[0]  # type: ignore[index]
     mangled = {"expand": text.expandtabs(8), "one-space": text.replace("\t", " "), "two-spaces": text.replace("\t", "  ")}[tabs]
-    _check(path, mangled, lossless="\t\t" not in text)  # an empty cell between tabs: its column is lost
+    # Expanded tabs keep every cell on a tab stop; one or two spaces lose where an empty cell was.
+    _check(path, mangled, lossless=tabs == "expand" or "\t\t" not in text)
 
 
 @pytest.mark.parametrize("path", READABLE, ids=IDS)
@@ -235,8 +245,11 @@ def test_merge_two_adjacent_cells(path, data):
         return
     left = data.draw(st.integers(0, len(spans) - 2))
     end, start = spans[left][1], spans[left + 1][0]
+    tabbed = "\t" in lines[k]
     lines[k] = lines[k][:end] + lines[k][start:]
-    _check(path, "\n".join(lines), lossless=True)
+    # Between tabs the fields stay fields; in a space-aligned row the columns after it move (an
+    # empty affinity cell there can no longer be placed: unknown).
+    _check(path, "\n".join(lines), lossless=tabbed)
 
 
 @pytest.mark.parametrize("path", READABLE, ids=IDS)
@@ -247,7 +260,7 @@ def test_drop_an_affinity_cell(path, data):
     lines = text.split("\n")
     k = data.draw(st.sampled_from(_matrix_rows(text)))
     line = lines[k]
-    values = [m for m in re.finditer(r"\S+", line)][1:]
+    values = [m for m in re.finditer(r"\S+", line)][(_label_index(line.split()) or 0) + 1 :]
     values = [m for m in values if _ATTRIBUTE.match(m.group(0))]
     if not values:
         return

@@ -170,3 +170,12 @@ def test_topo_mp_shows_pcie_paths_only_so_nvswitch_stays_unknown():
     assert {link.type for link in topology.links} == {"SYS"}
     assert {link.nvswitch for link in topology.links} == {None}  # -m would say False: no NVLink
     assert "pcie-only-matrix" in {f.code for f in topology.diagnostics}
+
+
+def test_slurm_cpuset_paste_with_expanded_tabs_keeps_numa_out_of_the_cpu_column():
+    """Real: `srun ... nvidia-smi topo -m` copied from a terminal (tabs now spaces); the job's one CPU
+    is on NUMA node 1, so GPUs 0-3 show an empty CPU Affinity. Read by whitespace, GPU0's NUMA 0
+    would become its CPU list and GPU0/GPU4 would look alike."""
+    topology = parse_topo_matrix(_text("nano4_h200_8gpu_nv18_empty_cpu_affinity_spaces_srun.txt"), "nano4")
+    assert [(g.cpu_affinity, g.numa_node) for g in topology.gpus] == [(None, 0)] * 4 + [("56", 1)] * 4
+    assert same_socket(topology, 0, 3) is True and same_socket(topology, 0, 4) is None
