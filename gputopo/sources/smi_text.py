@@ -44,10 +44,7 @@ from gputopo.sources.smi_text_matrix import (
     strip_escapes,
 )
 from gputopo.sources.smi_text_nvswitch import infer_nvswitch
-from gputopo.sources.smi_text_paste import strip_line_prefix, text_facts
-
-VM_EVIDENCE_CODE = "vm-evidence"  # read by gputopo.analysis.locality (same codes there)
-SOC_CODE = "soc-between-sockets"
+from gputopo.sources.smi_text_paste import paste_findings, strip_line_prefix
 
 _P2P_FIELDS = {"r": "p2p_read", "w": "p2p_write", "a": "p2p_atomics", "n": "p2p_nvlink"}
 _P2P_CAPABILITY_NAMES = {"r": "read", "w": "write", "a": "atomics", "n": "NVLink", "p": "PCIe"}
@@ -111,7 +108,9 @@ def parse_topo_matrix(text: str, source: str) -> Topology:
             _merge_p2p(topology, matrix, source, findings)
     if repairs:
         findings.insert(0, Finding("info", "repaired-paste", f"{source}: the paste was damaged; " + "; ".join(repairs)))
-    findings += _text_facts(text, topo_matrices[0], source)
+    matrix = topo_matrices[0]
+    soc = any(c.upper() == "SOC" for label in matrix.gpu_columns for c in matrix.rows.get(label, []))
+    findings += paste_findings(text, soc, source)
     if topo_matrices[0].pcie_only:
         findings.append(Finding("info", "pcie-only-matrix", "the matrix is `nvidia-smi topo -mp` (PCIe paths only): "
                                 "whether the GPUs are also NVLinked, it does not show",
@@ -124,23 +123,6 @@ def parse_topo_matrix(text: str, source: str) -> Topology:
 
 
 # --- reading the text -------------------------------------------------------------------------
-
-
-def _text_facts(text: str, matrix: _Matrix, source: str) -> list[Finding]:
-    """What the paste shows beyond the matrix, for ``gputopo.analysis.locality``: a line that shows a
-    virtual machine; the old word SOC, which nvidia-smi's legend defined as between CPU sockets."""
-    facts = []
-    vm_line, _ = text_facts(text)
-    if vm_line:
-        facts.append(Finding("info", VM_EVIDENCE_CODE, f"{vm_line} ({source}): a virtual machine"))
-    soc = sorted({c for label in matrix.gpu_columns for c in matrix.rows.get(label, []) if c.upper() == "SOC"})
-    if soc:
-        facts.append(Finding(
-            "info", SOC_CODE,
-            "the matrix says SOC (nvidia-smi before 2017), which its legend defines as PCIe plus the SMP link "
-            "between CPU sockets: GPUs joined by SOC are read as on different CPU sockets",
-        ))
-    return facts
 
 
 def _refuse_non_text(text: str, source: str) -> None:

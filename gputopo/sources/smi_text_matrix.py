@@ -10,7 +10,13 @@ per device below it. Pastes are often damaged; what can be read is read and each
   names are left out, and the cells after the links are read in nvidia-smi's attribute order;
 - the last device cell run into the CPU Affinity (``PH0-115``): the link word is taken from the
   device's own row (or the one word the letters can start), the CPUs from the rest;
-- an underline escape that lost its ESC byte (``[4mGPU0 ... GPU NUMA ID[0m``).
+- an underline escape that lost its ESC byte (``[4mGPU0 ... GPU NUMA ID[0m``);
+- blank lines between the rows; a header or rows wrapped at the paste's width (joined);
+- cells run together (``NODENODE``: ``smi_text_paste.split_row``) and cells that are no word (a NIC
+  cell is then read from its mirror, or left out and named: ``_Matrix.unreadable``).
+
+A shared line prefix (``# ``, ``> ``, a log prefix) is taken off before (``smi_text_paste``); a
+``topo -mp`` command line above the header marks the matrix as PCIe paths only (``pcie_only``).
 
 Cells never contain spaces (``X``, ``NV2``, ``0-11,24-35``, ``N/A``), so rows are split on any
 whitespace; only the header needs care, because its attribute titles contain spaces.

@@ -20,7 +20,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-from gputopo.model import PCIE_PATHS
+from gputopo.model import PCIE_PATHS, Finding
 
 LINK_WORDS = set(PCIE_PATHS) | {"SOC"}
 P2P_WORDS = {"OK", "CNS", "GNS", "TNS", "DR", "NS", "U"}
@@ -306,3 +306,24 @@ def _attribute_cells(line: str, values: list[str], tabs: bool, titles: list[str]
         return []
     row.placed = True
     return placed
+
+
+VM_EVIDENCE_CODE = "vm-evidence"  # read by gputopo.analysis.locality (same codes there)
+SOC_CODE = "soc-between-sockets"
+
+
+def paste_findings(text: str, soc: bool, source: str) -> list[Finding]:
+    """What the paste shows beyond the matrix, for ``gputopo.analysis.locality``: a line that shows a
+    virtual machine; the old word SOC (``soc``: the matrix uses it), which nvidia-smi's legend
+    defined as between CPU sockets."""
+    facts = []
+    vm_line, _ = text_facts(text)
+    if vm_line:
+        facts.append(Finding("info", VM_EVIDENCE_CODE, f"{vm_line} ({source}): a virtual machine"))
+    if soc:
+        facts.append(Finding(
+            "info", SOC_CODE,
+            "the matrix says SOC (nvidia-smi before 2017), which its legend defines as PCIe plus the SMP link "
+            "between CPU sockets: GPUs joined by SOC are read as on different CPU sockets",
+        ))
+    return facts
