@@ -27,6 +27,7 @@ CREATED = "created"  # "Creat(ed|ing) ... device ... -> ... device: N, name: ...
 FOUND = "found"  # "Found device N with properties:" (+ detail lines: PROPS)
 PROPS = "props"
 XLA = "xla-device"  # XLA's "StreamExecutor device (N): NAME, Compute Capability X.Y" (TF >= 1.12)
+START = "start"  # a line a TF process prints once, before it looks for GPUs (driver library, CPU guard)
 IGNORED = "ignored"  # "Ignoring gpu device (device: 1, ...) with Cuda compute capability 2.0"
 
 ERA_LINE_TF0 = "tf0"
@@ -56,6 +57,11 @@ _MB_RE = re.compile(r"\bwith (\d{1,12}) MB memory")
 _DEVICE_FIELDS_RE = re.compile(r"[ \t(]*(?:physical GPU[ \t]*\(?)?[ \t]*device:[ \t]*(\d{1,9})")
 _FOUND_RE = re.compile(r"Found device (\d{1,9}) with properties:", re.I)
 _XLA_DEVICE_RE = re.compile(r"StreamExecutor device \((\d{1,9})\):[ \t]*([^,]{1,200}?),[ \t]*Compute Capability[ \t]*(\d{1,3}\.\d{1,3})")
+# Printed once per process before the GPUs are found: the driver library opened (CUDA: libcuda.so,
+# TF 1.x "successfully opened CUDA library libcuda.so.1 locally"; ROCm: libhip_hcc / libamdhip64) and
+# the CPU feature guard. (libcudart, libcublas... are opened later by some versions: not markers.)
+_START_RE = re.compile(r"opened (?:dynamic|CUDA) library (?:libcuda\.so|libhip_hcc|libamdhip64|nvcuda\.dll)"
+                       r"|Your CPU supports instructions that this TensorFlow binary|This TensorFlow binary is optimized")
 _IGNORED_RE = re.compile(r"Ignoring (?:visible )?gpu device \(device: (\d{1,9})")
 _IGNORED_CC_RE = re.compile(r"compute capability (\d{1,3}\.\d{1,3})\.? The minimum required Cuda capability is (\d{1,3}\.\d{1,3})")
 
@@ -178,6 +184,8 @@ def _classify(line: str, message: str, line_no: int, prefixed: bool, events: lis
         if match:
             return LogEvent(XLA, line_no, ordinals=[int(match.group(1))], era=ERA_LINE_FOUND,
                             text=f"name: {match.group(2).strip()}, compute capability: {match.group(3)})")
+    if ("library" in message or "TensorFlow binary" in message) and _START_RE.search(message):
+        return LogEvent(START, line_no)
     if "Ignoring" in message:
         match = _IGNORED_RE.search(message)
         if match:

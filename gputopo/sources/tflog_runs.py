@@ -33,6 +33,7 @@ from gputopo.sources.tflog_lines import (
     MATRIX,
     PROPS,
     ROW,
+    START,
     VISIBLE,
     XLA,
     LogEvent,
@@ -124,6 +125,11 @@ def _split(events: list[LogEvent]) -> list[StartUp]:
     found_owner: StartUp | None = None  # where "Found device" detail lines go
     matrix_owner: StartUp | None = None  # where matrix rows go
     for event in events:
+        if event.kind == START:  # a new process: what follows is its start-up
+            if startups and startups[-1].events:
+                startups.append(StartUp())
+                found_owner = matrix_owner = None
+            continue
         if event.kind == PROPS:
             if found_owner is not None:
                 found_owner.add(event)

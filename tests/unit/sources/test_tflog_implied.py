@@ -73,3 +73,14 @@ def test_two_mpi_ranks_writing_one_file_are_told_apart_by_their_prefix():
     view = parse_tf_log("\n".join(merged), "mpi.log")
     assert view.startups == 2 and len(view.devices) == 8 and view.gpu_count == 8
     assert peer_state(view, 0, 1) is True and peer_state(view, 0, 4) is False
+
+
+def test_a_new_process_is_told_by_the_line_it_prints_before_looking_for_gpus():
+    """Lines deleted from a real README: run 1 cut after finding GPU 0, run 2's excerpt starting at
+    its 'Found device 1'. No GPU line repeats, so only the driver-library line tells the runs apart."""
+    lines = _lines("tf12_readme_two_startups_4gpu.log")
+    text = "\n".join(lines[:12] + lines[23:28] + lines[36:])
+    view = parse_tf_log(text, "readme")
+    assert view.startups == 2
+    assert [d.ordinal for d in parse_tf_log(text, "readme", run=1).devices] == [0]
+    assert view.gpu_count == 4 and sorted(d.ordinal for d in view.devices) == [0, 1, 2, 3]
