@@ -16,6 +16,13 @@ starts a new start-up when it cannot belong to the current one:
   ranks print their matrix before their devices, so such a line goes to the latest start-up that
   names its device and has not created it yet, and starts a new one only where none does.
 
+- a line a process prints once before it looks for GPUs (the driver library opened: ``libcuda.so``,
+  ROCm's ``libhip_hcc``/``libamdhip64``; the CPU feature guard) after GPU lines.
+
+Where line prefixes name the process (mpirun's ``[1,3]<stderr>:``, glog/absl thread ids), each
+process's lines are split on their own. The default start-up (``chosen_startup``) is the one that
+says most about peers (``peer_entries``), among equals the last complete one.
+
 A start-up is *complete* when it created every GPU it names (less those TF ignores) and its
 matrix has every row.
 """
