@@ -80,6 +80,7 @@ class _Matrix:
     merged: dict[str, str] = field(default_factory=dict)  # row label -> the cell that ran into its CPUs
     title_columns: list[int] | None = None  # where each attribute title starts (space-aligned pastes)
     unreadable: dict[tuple[str, str], str] = field(default_factory=dict)  # (row, column) -> the token there
+    unplaced: list[str] = field(default_factory=list)  # rows whose affinity values could not be placed
     pcie_only: bool = False  # `nvidia-smi topo -mp` (--matrix_pci): PCIe paths only, NVLink not shown
 
     @property
@@ -347,6 +348,11 @@ def read_rows(lines: list[str], start: int, matrix: _Matrix) -> int:
         _store_row(matrix, label, line, line_no)
     if matrix.rows and blank_skipped:
         matrix.repairs.append(f"{blank_skipped} blank line{'s' if blank_skipped != 1 else ''} between the rows were skipped")
+    if matrix.unplaced:
+        matrix.repairs.append(
+            f"the affinity cells of {', '.join(matrix.unplaced)} are fewer than the titles and stand under none of "
+            "them (an empty cell in a re-spaced paste?): read as unknown"
+        )
     if wrapped:
         matrix.repairs.append(f"rows wrapped over several lines were joined ({wrapped} continuation line{'s' if wrapped != 1 else ''})")
         matrix.title_columns = None
@@ -369,10 +375,7 @@ def _store_row(matrix: _Matrix, label: str, line: str, line_no: int) -> None:
     for token in row.run_together:
         matrix.repairs.append(f"cells that ran together ({token!r} in row {label}) were split into their words")
     if row.unplaced:
-        matrix.repairs.append(
-            f"row {label}'s affinity values ({' '.join(line.split()[-3:])!r}...) stand under no title and fewer "
-            "than the titles: read as unknown"
-        )
+        matrix.unplaced.append(label)
 
 
 def nic_legend(lines: list[str]) -> dict[str, str]:
