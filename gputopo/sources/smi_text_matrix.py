@@ -247,8 +247,8 @@ def _header_at(lines: list[str], i: int) -> tuple[_Matrix, int] | None:
     end = i + 1
     joined = lines[i]
     if _header_parts(lines[i]) is not None:
-        while end < len(lines) and _header_continuation(lines[end]):
-            joined, end = joined.rstrip() + " " + lines[end].strip(), end + 1
+        while (after := _next_nonblank(lines, end)) is not None and _header_continuation(lines[after]):
+            joined, end = joined.rstrip() + " " + lines[after].strip(), after + 1
     header = split_header(joined)
     if header is not None:
         matrix = _Matrix(header_line_no=i + 1, columns=header[0], attributes=header[1])
@@ -343,8 +343,8 @@ def read_rows(lines: list[str], start: int, matrix: _Matrix) -> int:
             break  # (a second matrix with the same devices starts without its own header)
         line, line_no = lines[i], i + 1
         i += 1
-        while i < len(lines) and _continues_row(line, lines[i], matrix):
-            line, i, wrapped = line.rstrip() + " " + lines[i].strip(), i + 1, wrapped + 1
+        while (after := _next_nonblank(lines, i)) is not None and _continues_row(line, lines[after], matrix):
+            line, i, wrapped = line.rstrip() + " " + lines[after].strip(), after + 1, wrapped + 1
         _store_row(matrix, label, line, line_no)
     if matrix.rows and blank_skipped:
         matrix.repairs.append(f"{blank_skipped} blank line{'s' if blank_skipped != 1 else ''} between the rows were skipped")

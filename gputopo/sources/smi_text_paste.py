@@ -88,10 +88,16 @@ def strip_line_prefix(lines: list[str]) -> tuple[list[str], str | None]:
     if prefix is None or not prefix.strip() or len(prefix) > 200:
         return lines, None
     pattern = _prefix_pattern(prefix)
+    core = " ".join(prefix.split())
     stripped = []
     for line in lines:
         match = pattern.match(line)
-        stripped.append(line[match.end() :] if match else line)
+        if match:
+            stripped.append(line[match.end() :])
+        elif line.strip() and core.startswith(" ".join(line.split())):
+            stripped.append("")  # the prefix alone, its trailing blank lost: a blank line
+        else:
+            stripped.append(line)
     return stripped, prefix.strip()
 
 
