@@ -271,7 +271,7 @@ def find_matrices(lines: list[str]) -> list[_Matrix]:
             continue
         matrix, first_row = found
         matrix.p2p_capability = _p2p_capability_before(lines, i)
-        matrix.pcie_only = any(_PCIE_ONLY_COMMAND_RE.search(line) for line in lines[max(0, i - 3) : i])
+        matrix.pcie_only = any(_PCIE_ONLY_COMMAND_RE.search(lines[k]) for k in _lines_above(lines, i))
         i = read_rows(lines, first_row, matrix)
         if not matrix.rows and i == first_row:
             i = first_row
@@ -286,9 +286,20 @@ def find_matrices(lines: list[str]) -> list[_Matrix]:
     return matrices
 
 
+def _lines_above(lines: list[str], index: int, count: int = 3) -> list[int]:
+    """The indexes of the ``count`` non-blank lines above line ``index``, nearest first."""
+    above = []
+    for back in range(index - 1, -1, -1):
+        if lines[back].strip():
+            above.append(back)
+            if len(above) == count:
+                break
+    return above
+
+
 def _p2p_capability_before(lines: list[str], header_index: int) -> str | None:
     """The capability letter of a ``topo -p2p X`` command on one of the few lines above a header."""
-    for back in range(header_index - 1, max(-1, header_index - 4), -1):
+    for back in _lines_above(lines, header_index):
         match = _P2P_COMMAND_RE.search(lines[back])
         if match:
             return match.group(1).lower()

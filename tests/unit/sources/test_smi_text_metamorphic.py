@@ -268,3 +268,38 @@ def test_drop_an_affinity_cell(path, data):
     blank = "" if "\t" in line else " " * len(cell.group(0))
     lines[k] = line[: cell.start()] + blank + line[cell.end() :]
     _check(path, "\n".join(lines), lossless=False)
+
+
+# --- two manglings at once ---------------------------------------------------------------------------
+
+
+def _wrap80(text: str) -> str:
+    out = []
+    for line in text.expandtabs(8).split("\n"):
+        out.extend([line] if len(line) <= 80 or not line.strip() else
+                   textwrap.wrap(line, 80, break_long_words=False, break_on_hyphens=False))
+    return "\n".join(out)
+
+
+COMPOSABLE = {
+    "prefix": lambda t: "\n".join("# " + line for line in t.split("\n")),
+    "blank lines": lambda t: t.replace("\n", "\n\n"),
+    "crlf": lambda t: t.replace("\n", "\r\n"),
+    "indent": lambda t: "\n".join("    " + line for line in t.split("\n")),
+    "colour": lambda t: re.sub(r"\b(NV\d+|SYS|NODE|PIX|PXB|PHB)\b", "\x1b[32m\\1\x1b[0m", t),
+    "expand tabs": lambda t: t.expandtabs(8),
+}
+
+
+@pytest.mark.parametrize("path", READABLE, ids=IDS)
+@EXAMPLES
+@given(first=st.sampled_from(sorted(COMPOSABLE)), second=st.sampled_from(sorted(COMPOSABLE)), wrap=st.booleans())
+def test_two_manglings_composed(path, first, second, wrap):
+    """Pastes suffer several things at once. (A paste wrapped and then prefixed again is not read:
+    its continuation lines lack the prefix the rows carry.)"""
+    text = _original(path)[0]  # type: ignore[index]
+    mangled = COMPOSABLE[second](COMPOSABLE[first](text))
+    if wrap and "prefix" not in (first, second) and "cropped" not in path.name:
+        _check(path, _wrap80(mangled), lossless=False)
+    else:
+        _check(path, mangled, lossless=True)
