@@ -131,7 +131,7 @@ def scan_lines(text: str) -> list[LogEvent]:
         event = _classify(capped, message, line_no, bool(end), events, whole=len(line) <= LINE_CAP_CHARS)
         if event is None:
             continue
-        event.absl = "I0000" in capped[:8] or bool(_ABSL_RE.match(capped[:200]))
+        event.absl = "I0000 00:00:" in capped[:64] or bool(_ABSL_RE.search(capped[:300]))  # after any paste prefix
         event.process = process_of(capped[:200])
         events.append(event)
         if event.kind == FOUND:
