@@ -187,15 +187,19 @@ def _too_many_cpus_for_one_socket(a: Gpu, b: Gpu) -> bool:
 
 
 def link_crosses_numa(topology: Topology, link: Link) -> bool:
-    """Whether a link's GPUs sit on different NUMA nodes: a SYS path, or (nvidia-smi text shows only
+    """Whether a link's GPUs sit on different NUMA nodes: a SYS path between GPUs whose affinities do
+    not put them on one node, or (nvidia-smi text shows only
     NV<n> for NVLinked pairs) NVLinked GPUs whose affinities differ. Unknown links (a TF log alone)
     and a virtual machine's flat view are not claimed either way."""
     if vm_evidence(topology) is not None:
         return False
+    side = same_numa_side(topology, topology.gpu(link.a), topology.gpu(link.b))
+    if side:
+        return False  # one NUMA node, whatever the link word (some PCIe boards say SYS within a node)
     path = pcie_path(link)
     if path == "SYS":
         return True
-    return path is None and link.is_nvlink and same_numa_side(topology, topology.gpu(link.a), topology.gpu(link.b)) is False
+    return path is None and link.is_nvlink and side is False
 
 
 def socket_groups(topology: Topology) -> list[list[int]]:
@@ -215,10 +219,8 @@ def socket_groups(topology: Topology) -> list[list[int]]:
 
     for link in topology.links:
         path = pcie_path(link)
-        if path is None:
-            joined = bool(same_numa_side(topology, topology.gpu(link.a), topology.gpu(link.b)))
-        else:
-            joined = path != "SYS"
+        side = same_numa_side(topology, topology.gpu(link.a), topology.gpu(link.b))
+        joined = bool(side) if path is None else (path != "SYS" or side is True)
         if joined:
             ra, rb = find(link.a), find(link.b)
             if ra != rb:

@@ -179,3 +179,12 @@ def test_slurm_cpuset_paste_with_expanded_tabs_keeps_numa_out_of_the_cpu_column(
     topology = parse_topo_matrix(_text("nano4_h200_8gpu_nv18_empty_cpu_affinity_spaces_srun.txt"), "nano4")
     assert [(g.cpu_affinity, g.numa_node) for g in topology.gpus] == [(None, 0)] * 4 + [("56", 1)] * 4
     assert same_socket(topology, 0, 3) is True and same_socket(topology, 0, 4) is None
+
+
+def test_sys_within_one_numa_node_on_a_real_pcie_board():
+    """8x RTX 4090: SYS between every pair, also between GPUs that list one NUMA node and CPU set."""
+    topology = parse_topo_matrix(_text("rtx4090_8gpu_all_sys_same_numa_2nic_tabs.txt"), "4090")
+    assert same_socket(topology, 0, 3) is True and same_socket(topology, 4, 7) is True
+    assert same_socket(topology, 0, 4) is None
+    (cross,) = [f for f in diagnose(topology) if f.code == "cross-socket"]
+    assert cross.message.startswith("GPUs 0,1,2,3 and 4,5,6,7 are on different NUMA nodes (0 and 1;")
