@@ -200,7 +200,7 @@ def _next_stop(column: int, offset: int) -> int:
     return column + 8 - (column - offset) % 8
 
 
-def text_facts(text: str) -> tuple[str | None, bool]:
+def text_facts(text: str, source: str) -> tuple[str | None, bool]:
     """``(the first line that shows a virtual machine, whether the old legend defines SOC as between
     CPU sockets)`` from the whole paste."""
     vm_line = None
@@ -209,7 +209,7 @@ def text_facts(text: str) -> tuple[str | None, bool]:
         if match:
             line_no = text.count("\n", 0, match.start()) + 1
             shown = " ".join(match.group(0).split())
-            vm_line = f"line {line_no} says {shown[:60]!r}"
+            vm_line = f"line {line_no} of {source} says {shown[:60]!r}"
             break
     return vm_line, _SOC_LEGEND_RE.search(text) is not None
 
@@ -323,9 +323,9 @@ def paste_findings(text: str, soc: bool, source: str) -> list[Finding]:
     virtual machine; the old word SOC (``soc``: the matrix uses it), which nvidia-smi's legend
     defined as between CPU sockets."""
     facts = []
-    vm_line, _ = text_facts(text)
+    vm_line, _ = text_facts(text, source)
     if vm_line:
-        facts.append(Finding("info", VM_EVIDENCE_CODE, f"{vm_line} ({source}): a virtual machine"))
+        facts.append(Finding("info", VM_EVIDENCE_CODE, vm_line))
     if soc:
         facts.append(Finding(
             "info", SOC_CODE,

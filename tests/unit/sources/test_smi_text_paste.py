@@ -133,7 +133,7 @@ def test_a_hypervisor_line_anywhere_makes_every_socket_claim_unknown():
     topology = parse_topo_matrix(text, "vm")
     assert same_socket(parse_topo_matrix(_text("h100_8gpu_nv18_ht_affinity.txt"), "raw"), 0, 3) is True
     assert all(same_socket(topology, a, b) is None for a in range(8) for b in range(a + 1, 8))
-    assert "line 1 says 'Hypervisor vendor: KVM'" in vm_evidence(topology)
+    assert vm_evidence(topology) == "line 1 of vm says 'Hypervisor vendor: KVM'"
     assert "virtual-machine" in {f.code for f in diagnose(topology)}
 
 
