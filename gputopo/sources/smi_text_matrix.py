@@ -244,6 +244,8 @@ def _header_continuation(line: str) -> bool:
 def _header_at(lines: list[str], i: int) -> tuple[_Matrix, int] | None:
     """The matrix whose header (maybe wrapped over several lines) starts at line ``i``, and the
     index of the line after the header; None if no header starts there."""
+    if "GPU0" not in lines[i]:
+        return None  # (the cheap test first: most lines of a paste are no header)
     end = i + 1
     joined = lines[i]
     if _header_parts(lines[i]) is not None:
@@ -308,8 +310,13 @@ def _p2p_capability_before(lines: list[str], header_index: int) -> str | None:
     return None
 
 
+_MAX_BLANK_RUN = 4  # blank lines a matrix may have between its lines (a paste's double spacing)
+
+
 def _next_nonblank(lines: list[str], start: int) -> int | None:
-    return next((k for k in range(start, len(lines)) if lines[k].strip()), None)
+    """The next non-blank line from ``start`` within a few lines (a longer gap ends the matrix; a
+    bounded look keeps a text of a million blank lines linear)."""
+    return next((k for k in range(start, min(len(lines), start + _MAX_BLANK_RUN + 1)) if lines[k].strip()), None)
 
 
 def _continues_row(row_line: str, next_line: str, matrix: _Matrix) -> bool:

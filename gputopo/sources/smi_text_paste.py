@@ -40,15 +40,15 @@ _PLACE_SLACK = 2  # columns a value may stand off its title's first column
 
 # VM evidence a paste may carry next to the matrix (lscpu, dmidecode, /sys/class/dmi, systemd-detect-virt).
 _VM_LINE_RES = (
-    re.compile(r"Hypervisor vendor:\s*\S+", re.IGNORECASE),
-    re.compile(r"(?:Manufacturer|Product Name|sys_vendor|product_name|System Vendor|Vendor):\s*"
+    re.compile(r"Hypervisor vendor:[ \t]*\S+", re.IGNORECASE),
+    re.compile(r"(?:Manufacturer|Product Name|sys_vendor|product_name|System Vendor|Vendor):[ \t]*"
                r"(?:QEMU|KVM|VMware[^\n]{0,40}|innotek GmbH|VirtualBox|Xen|Bochs|OpenStack[^\n]{0,20}|"
                r"Microsoft Corporation Virtual Machine|Virtual Machine|Standard PC \([^)\n]{0,30}\))", re.IGNORECASE),
-    re.compile(r"systemd-detect-virt\S*\s*\n?\s*(?:kvm|qemu|vmware|microsoft|xen|oracle|amazon)\b", re.IGNORECASE),
+    re.compile(r"systemd-detect-virt\S{0,40}[ \t]*\n?[ \t]*(?:kvm|qemu|vmware|microsoft|xen|oracle|amazon)\b", re.IGNORECASE),
 )
 # The legend of nvidia-smi before r384: "SOC  = Connection traversing PCIe as well as the SMP link
 # between CPU sockets(e.g. QPI)".
-_SOC_LEGEND_RE = re.compile(r"^\s*SOC\s*=.{0,80}between CPU sockets", re.IGNORECASE | re.MULTILINE)
+_SOC_LEGEND_RE = re.compile(r"^[ \t*#>|]*SOC[ \t]*=.{0,80}between CPU sockets", re.IGNORECASE | re.MULTILINE)
 
 
 def _prefix_pattern(prefix: str) -> re.Pattern[str]:
