@@ -310,7 +310,7 @@ def _p2p_capability_before(lines: list[str], header_index: int) -> str | None:
     return None
 
 
-_MAX_BLANK_RUN = 4  # blank lines a matrix may have between its lines (a paste's double spacing)
+_MAX_BLANK_RUN = 8  # blank lines a matrix may have between its lines (a paste's double spacing)
 
 
 def _next_nonblank(lines: list[str], start: int) -> int | None:
