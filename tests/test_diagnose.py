@@ -333,7 +333,11 @@ def test_nvswitch_from_text_is_inferred_and_said() -> None:
     assert f["nvswitch-fabric"].message.startswith(
         "NVSwitch fabric (inferred: every pair shows NV18, the NVSwitch pattern; the text does not name the switches): "
         "every pair is NV18")
-    gb200 = _corpus_codes("gb200_4gpu_nv18_grace_numa_sets_8nic.txt")
-    assert "nvswitch-fabric" not in gb200
-    assert gb200["nvlink-summary"].message == (
-        "NVLink: 6 pairs NV18; whether through NVSwitch or direct, the source does not say")
+    from gputopo.sources.smi_text import parse_topo_matrix
+
+    gb200 = _corpus_codes("gb200_4gpu_nv18_grace_numa_sets_8nic.txt")  # NV18 to 3 peers: 54 links > 18
+    assert gb200["nvswitch-fabric"].message.startswith("NVSwitch fabric (inferred: ")
+    nv6 = parse_topo_matrix("\tGPU0\tGPU1\tGPU2\nGPU0\t X \tNV6\tNV6\nGPU1\tNV6\t X \tNV6\nGPU2\tNV6\tNV6\t X \n", "nv6")
+    assert "nvswitch-fabric" not in {f.code for f in diagnose(nv6)}  # 12 links each: direct or switched
+    assert {f.code: f for f in diagnose(nv6)}["nvlink-summary"].message == (
+        "NVLink: 3 pairs NV6; whether through NVSwitch or direct, the source does not say")

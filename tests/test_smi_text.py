@@ -343,7 +343,8 @@ def test_power9_numa_affinity_list_is_kept_as_a_set():
     [
         ("dgx_a100_8gpu_nv12_compact_spacing.txt", True),  # 8 GPUs NV12 to every peer: 84 links each
         ("h100_8gpu_nv18_ht_affinity.txt", True),
-        ("gb200_4gpu_nv18_grace_numa_sets_8nic.txt", None),  # 4 GPUs NV18: a tray or a slice, unknown
+        # 4 GPUs NV18 to 3 peers: 54 links each, three times what any GPU has: a switch (issue 18)
+        ("gb200_4gpu_nv18_grace_numa_sets_8nic.txt", True),
         ("della_i16g1_4gpu_nv4_all_pairs_two_numa.txt", False),  # NV4 x 3 peers = 12 links: a direct mesh
         ("rtx3090_2gpu_nv4_bridge_ryzen5900x.txt", False),  # a bridge
         ("rtx_a6000_3gpu_nv4_bridge_pair_plus_node.txt", False),  # NV4 to one peer, PCIe to the other

@@ -53,8 +53,8 @@ def test_reading_matches_the_expert(name):
     view, _, _ = _read(name)
     assert view.era == ERAS[expected["era"]]
     assert view.startups == expected["startups"]
-    if expected["gpus"] is not None:
-        assert len(view.devices) == expected["gpus"]
+    if expected["gpus"] is not None:  # what the log implies ("GPU:7" => 8), not the ordinals it names
+        assert view.gpu_count == expected["gpus"]
     # Bus ids: the expert keys them by TensorFlow's GPU number (GPU:k), which is the CUDA ordinal
     # unless a rank narrowed TF to one GPU (device: 3 as GPU:0).
     bus = {str(d.tf_id if d.tf_id is not None else d.ordinal): d.pci_bus_id for d in view.devices if d.pci_bus_id}

@@ -16,7 +16,7 @@ import pytest
 from conftest import OWN_FIXTURES, corpus_known_gaps
 
 from gputopo.analysis.diagnose import diagnose
-from gputopo.analysis.locality import SYS_MEANING, same_socket
+from gputopo.analysis.locality import SOC_CODE, SYS_MEANING, same_socket
 from gputopo.errors import InputError
 from gputopo.model import Finding, Topology
 from gputopo.sources.smi_text import parse_topo_matrix
@@ -64,7 +64,18 @@ def test_corpus_is_complete() -> None:
     assert set(KNOWN_GAPS) <= files  # no stale line
 
 
-@pytest.mark.parametrize("name", READ)
+# EXPECTED says "nvswitch": null for this capture ("not decidable from 4 GPUs"), but NV18 to each of
+# 3 peers is 54 NVLinks per GPU, three times what any GPU has: the links go through a switch
+# (issue 18: NVSwitch inferred where the pattern shows it). Reported to the corpus's owner.
+_EXPECTED_NVSWITCH_WRONG = {"gb200_4gpu_nv18_grace_numa_sets_8nic.txt"}
+
+
+def _nvswitch_wrong(names):
+    return [pytest.param(n, marks=pytest.mark.xfail(strict=True, reason="EXPECTED nvswitch null; 54 links prove a switch"))
+            if n in _EXPECTED_NVSWITCH_WRONG else n for n in names]
+
+
+@pytest.mark.parametrize("name", _nvswitch_wrong(READ))
 def test_capture_reads_to_the_experts_facts(name: str) -> None:
     expected = EXPECTED[name]
     topology = _read(name)
@@ -114,7 +125,7 @@ def test_mangled_pastes_are_read_and_repairs_said(name: str) -> None:
         assert repaired[0].severity == "info" and "the paste was damaged" in repaired[0].message
 
 
-@pytest.mark.parametrize("name", READ)
+@pytest.mark.parametrize("name", _nvswitch_wrong(READ))
 def test_no_finding_claims_what_the_text_cannot_show(name: str) -> None:
     topology = _read(name)
     if topology is None:
@@ -123,7 +134,10 @@ def test_no_finding_claims_what_the_text_cannot_show(name: str) -> None:
     p2p_known = any(link.can_peer is not None for link in topology.links)
     for finding in _findings(topology):
         text = finding.message.replace(SYS_MEANING, "") + " " + (finding.fix or "")
-        # Sockets and the interconnect between them: text never says them.
+        if finding.code == SOC_CODE:  # the old legend's own words: SOC is the link between sockets
+            assert "SOC" in (CORPUS / name).read_text() and not topology.gpus[0].socket
+            continue
+        # Sockets and the interconnect between them: text never says them (but for SOC, above).
         assert not re.search(r"socket|QPI|UPI|Infinity Fabric", finding.message.replace(SYS_MEANING, "")), finding.message
         # NVSwitch only where inferred and said, or explicitly left open.
         if "NVSwitch" in text:
@@ -165,7 +179,8 @@ def test_best_group_is_one_the_expert_names(name: str, k: int) -> None:
         assert rec.best.gpus in expected, (rec.best.gpus, rec.best.reason)
     for group in rec.groups:
         assert "in every respect" not in group.reason  # ties are "in everything the source shows"
-        assert group.same_socket is not False  # text never says sockets: one at most by one NUMA node
+        # Text says sockets only by one NUMA node (same socket), or by the old word SOC (different).
+        assert group.same_socket is not False or any(v is False for v in EXPECTED[name]["same_socket"].values())
 
 
 @pytest.mark.parametrize(

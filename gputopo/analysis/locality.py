@@ -3,19 +3,25 @@
 A NUMA node is not a socket: AMD EPYC in NPS2/NPS4, Intel sub-NUMA clustering and NVIDIA Grace put
 several NUMA nodes in one socket, and nvidia-smi's ``SYS`` means "between NUMA nodes". So:
 
-- sockets are *known* only where the source says them (``Gpu.socket``: the NVML probe reads sysfs,
-  reference machines carry public facts); ``nvidia-smi`` text never says them;
-- one NUMA node implies one socket: a PCIe path below SYS (PIX, PXB, PHB, NODE), or GPUs whose
-  NUMA affinity (or, without one, CPU affinity) is the same and tells the GPUs apart;
-- different NUMA nodes say nothing about sockets: ``same_socket`` is then ``None`` unless known;
-- a virtual machine shows the hypervisor's PCI topology: nothing is concluded from it.
+- sockets are *known* where the source says them (``Gpu.socket``: the NVML probe reads sysfs,
+  reference machines carry public facts);
+- one NUMA node implies one socket (a NUMA node never spans sockets): a PCIe path below SYS (PIX,
+  PXB, PHB, NODE), or GPUs whose NUMA affinity (or, without one, CPU affinity) is the same and
+  tells the GPUs apart -- also where the link word is SYS (some PCIe boards say SYS within a node);
+- different NUMA nodes say nothing about sockets: ``same_socket`` is then ``None`` unless the text
+  shows it: the old word ``SOC``, which nvidia-smi's legend defined as "the SMP link between CPU
+  sockets" (the reader notes it: finding ``soc-between-sockets``), or two CPU sets too large
+  together for any one socket (``MAX_THREADS_PER_SOCKET``);
+- a virtual machine shows the hypervisor's PCI topology: nothing is concluded from it. Evidence:
+  a line of the paste (``Hypervisor vendor: KVM``, DMI strings; the reader's finding
+  ``vm-evidence``), or every GPU showing one CPU set / NUMA set yet SYS (SOC) between every pair.
 """
 
 from __future__ import annotations
 
 from collections import defaultdict
 
-from gputopo.model import Gpu, Link, Topology
+from gputopo.model import Finding, Gpu, Link, Topology
 from gputopo.notation import parse_cpu_list
 
 # What nvidia-smi's SYS means, for findings made where the sockets are not known.
@@ -24,6 +30,12 @@ SYS_MEANING = (
     "within one socket on AMD EPYC NPS2/NPS4, Intel SNC or Grace"
 )
 BELOW_SYS = ("PIX", "PXB", "PHB", "NODE")
+# The most logical CPUs one socket has (AMD EPYC 9965: 192 cores, 2 threads each); two GPUs' CPU
+# sets that together hold more cannot be one socket's.
+MAX_THREADS_PER_SOCKET = 384
+# Findings a text reader leaves for this module: what a line of the paste shows.
+VM_EVIDENCE_CODE = "vm-evidence"
+SOC_CODE = "soc-between-sockets"
 
 
 def pcie_path(link: Link) -> str | None:
@@ -48,28 +60,40 @@ def _affinity_text(gpu: Gpu) -> str | None:
     return None if gpu.numa_node is None else str(gpu.numa_node)
 
 
+def _text_fact(topology: Topology, code: str) -> Finding | None:
+    return next((f for f in topology.diagnostics if f.code == code), None)
+
+
 def vm_evidence(topology: Topology) -> str | None:
     """Why the topology looks like a virtual machine's (the hypervisor's virtual PCI topology), or
-    None. Conservative: every GPU shares one CPU set / NUMA affinity yet every pair shows SYS (SOC),
-    or every GPU shares one CPU set and a multi-node NUMA set and reaches every NIC through PHB."""
+    None. A line of the paste that says so (the reader's ``vm-evidence`` finding); else,
+    conservatively: every GPU that shows a CPU set / NUMA affinity shows the same one (two at
+    least) yet every pair shows SYS (SOC), or they share one CPU set and a multi-node NUMA set and
+    reach every NIC through PHB."""
     gpus = topology.gpus
-    if len(gpus) < 2 or topology.is_reference or len({g.host for g in gpus}) > 1:
+    if topology.is_reference or len({g.host for g in gpus}) > 1:
         return None
-    cpus = {g.cpu_affinity for g in gpus}
-    numa = {_affinity_text(g) for g in gpus}
-    if len(cpus) > 1 or len(numa) > 1 or cpus == {None} and numa == {None}:
-        return None  # the GPUs differ (or nothing is known): a real layout, or no evidence
-    shared = [f"CPUs {next(iter(cpus))}"] if cpus != {None} else []
-    if numa != {None}:
-        nodes = next(iter(numa))
-        shared.append(f"NUMA node{'s' if len(gpus[0].numa_nodes or ()) > 1 else ''} {nodes}")
+    said = _text_fact(topology, VM_EVIDENCE_CODE)
+    if said is not None:
+        return said.message
+    if len(gpus) < 2:
+        return None
+    cpu_known = [g.cpu_affinity for g in gpus if g.cpu_affinity]
+    numa_known = [_affinity_text(g) for g in gpus if _affinity_text(g) is not None]
+    cpus, numa = set(cpu_known), set(numa_known)
+    if len(cpus) > 1 or len(numa) > 1 or max(len(cpu_known), len(numa_known)) < 2:
+        return None  # the GPUs differ (or too little is known): a real layout, or no evidence
+    shared = [f"CPUs {next(iter(cpus))}"] if cpus else []
+    numa_nodes = next((g.numa_nodes for g in gpus if g.numa_nodes), None) or ()
+    if numa:
+        shared.append(f"NUMA node{'s' if len(numa_nodes) > 1 else ''} {next(iter(numa))}")
     everyone = f"{'both GPUs' if len(gpus) == 2 else f'all {len(gpus)} GPUs'} share {' and '.join(shared)}"
     paths = [pcie_path(link) for link in topology.links]
     if paths and all(path == "SYS" for path in paths):
         return f"{everyone}, yet nvidia-smi shows SYS (SOC) between every pair"
-    multi_node = len(gpus[0].numa_nodes or ()) > 1 and all(g.gpu_numa_id is None for g in gpus)
+    multi_node = len(numa_nodes) > 1 and all(g.gpu_numa_id is None for g in gpus)
     nic_paths = {link.type for link in topology.nic_links}
-    if multi_node and cpus != {None} and nic_paths == {"PHB"}:
+    if multi_node and cpus and nic_paths == {"PHB"}:
         return f"{everyone}, and every GPU reaches every NIC through one host bridge (PHB)"
     return None
 
@@ -79,13 +103,15 @@ def vm_evidence(topology: Topology) -> str | None:
 
 def _tells_apart(topology: Topology, kind: str) -> bool:
     """Whether the GPUs' NUMA (``kind="numa"``) or CPU affinities are per-GPU facts: not one value
-    shared by all GPUs where that value cannot be the truth (a multi-node NUMA set, or one CPU set
-    with SYS between GPUs: a job's cpuset or a container's view)."""
-    values = {_affinity_text(g) if kind == "numa" else g.cpu_affinity for g in topology.gpus}
+    shared by every GPU that shows one where that value cannot be the truth (a multi-node NUMA set,
+    or one CPU set with SYS between GPUs: a job's cpuset or a container's view). GPUs that show no
+    value (a damaged paste) are no evidence either way."""
+    values = {_affinity_text(g) if kind == "numa" else g.cpu_affinity for g in topology.gpus} - {None}
     if len(values) > 1 or len(topology.gpus) < 2:
         return True
     if kind == "numa":
-        return len(topology.gpus[0].numa_nodes or ()) <= 1
+        known = next((g.numa_nodes for g in topology.gpus if g.numa_nodes), None)
+        return len(known or ()) <= 1
     return not any(pcie_path(link) == "SYS" for link in topology.links)
 
 
@@ -117,7 +143,8 @@ def _overlap(cpus_a: str, cpus_b: str) -> bool:
 
 def same_socket(topology: Topology, a: int, b: int) -> bool | None:
     """Whether GPUs ``a`` and ``b`` share a CPU socket: known sockets decide; one NUMA node (a PCIe
-    path below SYS, or the same NUMA side) implies one socket; different NUMA nodes leave it None."""
+    path below SYS, or the same NUMA side whatever the link word) implies one socket; different NUMA
+    nodes are different sockets only where the text shows it (SOC; CPU sets no socket holds); else None."""
     gpu_a, gpu_b = topology.gpu(a), topology.gpu(b)
     if gpu_a.host != gpu_b.host:
         return False
@@ -128,21 +155,51 @@ def same_socket(topology: Topology, a: int, b: int) -> bool | None:
     path = pcie_path(topology.link(a, b))
     if path in BELOW_SYS:
         return True
-    if path is None and same_numa_side(topology, gpu_a, gpu_b):
-        return True
+    side = same_numa_side(topology, gpu_a, gpu_b)
+    if side:
+        return True  # a NUMA node never spans sockets
+    if path == "SYS" and _text_fact(topology, SOC_CODE) is not None and _real_layout(topology):
+        return False  # the old legend: SOC = "the SMP link between CPU sockets"
+    if side is False and _too_many_cpus_for_one_socket(gpu_a, gpu_b):
+        return False
     return None
 
 
+def _real_layout(topology: Topology) -> bool:
+    """Positive evidence that the matrix is the host's own, not a hypervisor's flat view: a PCIe
+    switch between devices (PIX, PXB), or GPUs whose affinities differ."""
+    if any(pcie_path(link) in ("PIX", "PXB") for link in topology.links):
+        return True
+    if any(link.type in ("PIX", "PXB") for link in topology.nic_links):
+        return True
+    cpus = {g.cpu_affinity for g in topology.gpus} - {None}
+    return len(cpus) > 1 or len({_affinity_text(g) for g in topology.gpus} - {None}) > 1
+
+
+def _too_many_cpus_for_one_socket(a: Gpu, b: Gpu) -> bool:
+    if not a.cpu_affinity or not b.cpu_affinity:
+        return False
+    try:
+        cpus = set(parse_cpu_list(a.cpu_affinity)) | set(parse_cpu_list(b.cpu_affinity))
+    except ValueError:
+        return False
+    return len(cpus) > MAX_THREADS_PER_SOCKET
+
+
 def link_crosses_numa(topology: Topology, link: Link) -> bool:
-    """Whether a link's GPUs sit on different NUMA nodes: a SYS path, or (nvidia-smi text shows only
+    """Whether a link's GPUs sit on different NUMA nodes: a SYS path between GPUs whose affinities do
+    not put them on one node, or (nvidia-smi text shows only
     NV<n> for NVLinked pairs) NVLinked GPUs whose affinities differ. Unknown links (a TF log alone)
     and a virtual machine's flat view are not claimed either way."""
     if vm_evidence(topology) is not None:
         return False
+    side = same_numa_side(topology, topology.gpu(link.a), topology.gpu(link.b))
+    if side:
+        return False  # one NUMA node, whatever the link word (some PCIe boards say SYS within a node)
     path = pcie_path(link)
     if path == "SYS":
         return True
-    return path is None and link.is_nvlink and same_numa_side(topology, topology.gpu(link.a), topology.gpu(link.b)) is False
+    return path is None and link.is_nvlink and side is False
 
 
 def socket_groups(topology: Topology) -> list[list[int]]:
@@ -162,10 +219,8 @@ def socket_groups(topology: Topology) -> list[list[int]]:
 
     for link in topology.links:
         path = pcie_path(link)
-        if path is None:
-            joined = bool(same_numa_side(topology, topology.gpu(link.a), topology.gpu(link.b)))
-        else:
-            joined = path != "SYS"
+        side = same_numa_side(topology, topology.gpu(link.a), topology.gpu(link.b))
+        joined = bool(side) if path is None else (path != "SYS" or side is True)
         if joined:
             ra, rb = find(link.a), find(link.b)
             if ra != rb:

@@ -159,7 +159,7 @@ TfLogOption = Annotated[
 ]
 TfRunOption = Annotated[
     Optional[int],
-    typer.Option("--tf-run", help="Which TensorFlow start-up of --tf-log to read (from 1; default the last complete one).", metavar="N"),
+    typer.Option("--tf-run", help="Which TensorFlow start-up of --tf-log to read (from 1; default the one that says most about peers).", metavar="N"),
 ]
 JsonOption = Annotated[bool, typer.Option("--json", help="Print machine-readable JSON instead of tables.")]
 

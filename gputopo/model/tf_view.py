@@ -39,5 +39,9 @@ class TfView:
     enable_failed: list[list[int]] = field(default_factory=list)  # [i, j]: TF could not enable peer access i->j
     # Ordinals named in CUDA_ERROR_TOO_MANY_PEERS lines (a GPU maps at most 8 peers); None: no such line.
     too_many_peers: list[int] | None = None
+    # How many GPUs TensorFlow had, as the log implies it (GPU:7 or "Found device 7" => 8), apart from
+    # the ordinals it names (``devices``); ``gpu_count_at_least``: a lower bound (the log is cut).
+    gpu_count: int | None = None
+    gpu_count_at_least: bool = False
     startups: int = 1  # how many TensorFlow start-ups the log holds
     startup: int = 1  # which of them (from 1) this view reads

@@ -44,6 +44,7 @@ from gputopo.sources.smi_text_matrix import (
     strip_escapes,
 )
 from gputopo.sources.smi_text_nvswitch import infer_nvswitch
+from gputopo.sources.smi_text_paste import paste_findings, strip_line_prefix
 
 _P2P_FIELDS = {"r": "p2p_read", "w": "p2p_write", "a": "p2p_atomics", "n": "p2p_nvlink"}
 _P2P_CAPABILITY_NAMES = {"r": "read", "w": "write", "a": "atomics", "n": "NVLink", "p": "PCIe"}
@@ -70,6 +71,7 @@ def parse_topo_matrix(text: str, source: str) -> Topology:
     text, bare_escapes = strip_escapes(text)
     _refuse_non_text(text, source)
     lines = text.replace("\r\n", "\n").replace("\r", "\n").split("\n")
+    lines, prefix = strip_line_prefix(lines)
     matrices = find_matrices(lines)
     topo_matrices = [m for m in matrices if m.kind == "topo"]
     if not topo_matrices:
@@ -83,9 +85,6 @@ def parse_topo_matrix(text: str, source: str) -> Topology:
             f"found {describe(lines)}"
         )
     findings: list[Finding] = []
-    repairs = list(topo_matrices[0].repairs)
-    if bare_escapes:
-        repairs.append("underline escapes that had lost their ESC byte ('[4m', '[0m') were removed")
     if len(topo_matrices) > 1:
         findings.append(
             Finding(
@@ -95,7 +94,11 @@ def parse_topo_matrix(text: str, source: str) -> Topology:
                 f"(line {topo_matrices[0].header_line_no}) is used",
             )
         )
-    topology = _build_topology(topo_matrices[0], source, findings, repairs)
+    topology = _build_topology(topo_matrices[0], source, findings)
+    repairs = ([f"every line of the matrix began with {prefix[:40]!r}: taken off"] if prefix else [])
+    repairs += list(dict.fromkeys(topo_matrices[0].repairs))
+    if bare_escapes:
+        repairs.append("underline escapes that had lost their ESC byte ('[4m', '[0m') were removed")
     legend = nic_legend(lines)
     for nic in topology.nics:
         if nic.name in legend:
@@ -105,7 +108,15 @@ def parse_topo_matrix(text: str, source: str) -> Topology:
             _merge_p2p(topology, matrix, source, findings)
     if repairs:
         findings.insert(0, Finding("info", "repaired-paste", f"{source}: the paste was damaged; " + "; ".join(repairs)))
-    infer_nvswitch(topology)
+    matrix = topo_matrices[0]
+    soc = any(c.upper() == "SOC" for label in matrix.gpu_columns for c in matrix.rows.get(label, []))
+    findings += paste_findings(text, soc, source)
+    if topo_matrices[0].pcie_only:
+        findings.append(Finding("info", "pcie-only-matrix", "the matrix is `nvidia-smi topo -mp` (PCIe paths only): "
+                                "whether the GPUs are also NVLinked, it does not show",
+                                fix="paste `nvidia-smi topo -m` as well"))
+    else:
+        infer_nvswitch(topology)
     for finding in findings:
         topology.add_finding(finding)
     return topology
@@ -150,9 +161,14 @@ def _cell_word(matrix: _Matrix, row: str, column: str, source: str) -> str:
 def _symmetric_word(
     matrix: _Matrix, a: str, b: str, source: str, findings: list[Finding], gpus: list[int]
 ) -> str:
-    """The word for the pair (a, b), checking (b, a) where that row exists; keep the worse one."""
+    """The word for the pair (a, b), checking (b, a) where that row exists; keep the worse one. A
+    cell that could not be read (``_Matrix.unreadable``) takes the word of its mirror cell."""
+    if b in matrix.rows and (a, b) in matrix.unreadable and (b, a) not in matrix.unreadable:
+        word = _cell_word(matrix, b, a, source)
+        matrix.repairs.append(f"the unreadable {a}/{b} cell ({matrix.unreadable[(a, b)]!r}) was read from the {b} row")
+        return word
     forward = _cell_word(matrix, a, b, source)
-    if b not in matrix.rows:
+    if b not in matrix.rows or (b, a) in matrix.unreadable:
         return forward
     backward = _cell_word(matrix, b, a, source)
     if forward == SELF_WORD or backward == SELF_WORD:
@@ -215,10 +231,12 @@ def _attribute(matrix: _Matrix, row: str, title: str) -> str | None:
     return values[position] or None if position < len(values) else None
 
 
-def _build_topology(matrix: _Matrix, source: str, findings: list[Finding], repairs: list[str]) -> Topology:
+def _build_topology(matrix: _Matrix, source: str, findings: list[Finding]) -> Topology:
     gpu_columns = matrix.gpu_columns
     _check_complete(matrix, source)
-    _resolve_merged_cells(matrix, source, repairs)
+    if any(NV_RE.match(cell.upper()) for label in gpu_columns for cell in matrix.rows[label]):
+        matrix.pcie_only = False  # NVLink words: whatever the command line above says, this is `topo -m`
+    _resolve_merged_cells(matrix, source, matrix.repairs)
     index_of = {c: int(GPU_RE.match(c).group(1)) for c in gpu_columns}  # type: ignore[union-attr]
     gpus = [_read_gpu(matrix, column, index_of[column], source) for column in gpu_columns]
 
@@ -232,9 +250,11 @@ def _build_topology(matrix: _Matrix, source: str, findings: list[Finding], repai
             if word == SELF_WORD:
                 raise InputError(f"{source} line {matrix.row_line_no[a]}: {a} and {b} are different GPUs but marked X")
             nvlink = NV_RE.match(word) is not None
-            # A PCIe word says there is no NVLink, so no NVSwitch either; NVLinks: see infer_nvswitch.
+            # A PCIe word says there is no NVLink, so no NVSwitch either (but `topo -mp` shows PCIe
+            # paths only: there it says nothing of NVLink); NVLinks: see infer_nvswitch.
             links.append(make_link(index_of[a], index_of[b], word, nvlink_count=nvlink_count_of(word),
-                                   pcie_path=None if nvlink else word, nvswitch=None if nvlink else False))
+                                   pcie_path=None if nvlink else word,
+                                   nvswitch=None if nvlink or matrix.pcie_only else False))
     nics, nic_links = _read_nics(matrix, index_of, source, findings)
     return Topology(
         gpus=gpus,
@@ -314,6 +334,7 @@ def _read_nics(
     nic_columns = [c for c in matrix.columns if c not in gpu_columns and not c.startswith(UNNAMED_PREFIX)]
     nics: list[Nic] = []
     nic_links: list[NicLink] = []
+    unreadable: list[str] = []
     for nic in nic_columns:
         numa_value = _attribute(matrix, nic, "NUMA Affinity") if nic in matrix.rows else None
         cpu_value = _attribute(matrix, nic, "CPU Affinity") if nic in matrix.rows else None
@@ -326,12 +347,18 @@ def _read_nics(
             )
         )
         for gpu_column in gpu_columns:
+            if (gpu_column, nic) in matrix.unreadable and (nic not in matrix.rows or (nic, gpu_column) in matrix.unreadable):
+                unreadable.append(f"{gpu_column}/{nic} ({matrix.unreadable[(gpu_column, nic)]!r})")
+                continue  # a damaged NIC cell: the GPU's other paths are still read
             word = _symmetric_word(matrix, gpu_column, nic, source, findings, [index_of[gpu_column]])
             if word == SELF_WORD:
                 raise InputError(
                     f"{source} line {matrix.row_line_no[gpu_column]}: {gpu_column} and {nic} are marked X (self)"
                 )
             nic_links.append(NicLink(gpu=index_of[gpu_column], nic=nic, type=word))
+    if unreadable:
+        shown = ", ".join(unreadable[:6]) + (f" and {len(unreadable) - 6} more" if len(unreadable) > 6 else "")
+        matrix.repairs.append(f"NIC cells that could not be read were left out: {shown} (those GPU-NIC paths are unknown)")
     absent_nic_rows = [c for c in nic_columns if c not in matrix.rows]
     if absent_nic_rows:
         findings.append(

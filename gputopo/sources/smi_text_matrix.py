@@ -10,7 +10,13 @@ per device below it. Pastes are often damaged; what can be read is read and each
   names are left out, and the cells after the links are read in nvidia-smi's attribute order;
 - the last device cell run into the CPU Affinity (``PH0-115``): the link word is taken from the
   device's own row (or the one word the letters can start), the CPUs from the rest;
-- an underline escape that lost its ESC byte (``[4mGPU0 ... GPU NUMA ID[0m``).
+- an underline escape that lost its ESC byte (``[4mGPU0 ... GPU NUMA ID[0m``);
+- blank lines between the rows; a header or rows wrapped at the paste's width (joined);
+- cells run together (``NODENODE``: ``smi_text_paste.split_row``) and cells that are no word (a NIC
+  cell is then read from its mirror, or left out and named: ``_Matrix.unreadable``).
+
+A shared line prefix (``# ``, ``> ``, a log prefix) is taken off before (``smi_text_paste``); a
+``topo -mp`` command line above the header marks the matrix as PCIe paths only (``pcie_only``).
 
 Cells never contain spaces (``X``, ``NV2``, ``0-11,24-35``, ``N/A``), so rows are split on any
 whitespace; only the header needs care, because its attribute titles contain spaces.
@@ -21,7 +27,22 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-from gputopo.model import PCIE_PATHS
+from gputopo.sources.smi_text_paste import (
+    ATTRIBUTE_VALUE_RE,
+    LINK_WORDS,
+    NV_RE,
+    P2P_WORDS,
+    SELF_WORD,
+    UNNAMED_PREFIX,
+    is_cell_word,
+    is_row_token,
+    split_device_names,
+    split_row,
+    split_run_together,
+    title_columns,
+)
+
+__all__ = ["LINK_WORDS", "NV_RE", "P2P_WORDS", "SELF_WORD", "UNNAMED_PREFIX", "is_cell_word"]
 
 # Header titles after the device columns, longest first so "GPU NUMA ID" is not read as a GPU.
 ATTRIBUTE_TITLES = ("GPU NUMA ID", "CPU Affinity", "NUMA Affinity")
@@ -36,17 +57,11 @@ _HEADER_CELL_RE = re.compile(_TITLE_PATTERN + r"|\S+", re.IGNORECASE)
 _ANSI_ESCAPE_RE = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
 _BARE_ESCAPE_RE = re.compile(r"\[[0-9;]{0,5}m")
 GPU_RE = re.compile(r"^GPU(\d+)$")
-NV_RE = re.compile(r"^NV(\d+)$")
 _NIC_LEGEND_RE = re.compile(r"^\s*(NIC\d+)\s*:\s*(\S+)\s*$")
 # `nvidia-smi topo -p2p r` (also --p2p, -p2p=r); the letter says which capability the matrix shows.
 _P2P_COMMAND_RE = re.compile(r"(?:-p2p|--p2p(?:status)?)[=\s]+([rwnap])\b", re.IGNORECASE)
-# A link word's first letters run into a CPU list: "PH0-115" (PHB, then CPUs 0-115).
-_MERGED_CELL_RE = re.compile(r"^([A-Za-z]{1,4})(\d[\d,\-]*)$")
-
-LINK_WORDS = set(PCIE_PATHS) | {"SOC"}
-P2P_WORDS = {"OK", "CNS", "GNS", "TNS", "DR", "NS", "U"}
-SELF_WORD = "X"
-UNNAMED_PREFIX = "?"  # columns of rows pasted without a header that nothing names
+_PCIE_ONLY_COMMAND_RE = re.compile(r"topo\b.{0,40}?(?:\s-mp\b|--matrix_pci\b)")
+_HEADER_WORDS = {"cpu", "affinity", "numa", "gpu", "id"}
 
 
 @dataclass
@@ -63,15 +78,14 @@ class _Matrix:
     p2p_capability: str | None = None  # r/w/a/n/p, from the command line before it
     repairs: list[str] = field(default_factory=list)  # what was repaired, in words
     merged: dict[str, str] = field(default_factory=dict)  # row label -> the cell that ran into its CPUs
+    title_columns: list[int] | None = None  # where each attribute title starts (space-aligned pastes)
+    unreadable: dict[tuple[str, str], str] = field(default_factory=dict)  # (row, column) -> the token there
+    unplaced: list[str] = field(default_factory=list)  # rows whose affinity values could not be placed
+    pcie_only: bool = False  # `nvidia-smi topo -mp` (--matrix_pci): PCIe paths only, NVLink not shown
 
     @property
     def gpu_columns(self) -> list[str]:
         return [c for c in self.columns if GPU_RE.match(c)]
-
-
-def is_cell_word(word: str) -> bool:
-    upper = word.upper()
-    return upper == SELF_WORD or upper in LINK_WORDS or upper in P2P_WORDS or bool(NV_RE.match(upper))
 
 
 def strip_escapes(text: str) -> tuple[str, bool]:
@@ -119,6 +133,8 @@ def split_header(line: str) -> tuple[list[str], list[str]] | None:
     if parts is None:
         return None
     columns = parts[0].split()
+    if any(split_device_names(c) for c in columns):
+        return None  # device names run together: read from the row labels (_run_together_header)
     if any(c.upper() in LINK_WORDS or c.upper() in P2P_WORDS or c == SELF_WORD or NV_RE.match(c) for c in columns):
         return None  # a matrix row (GPU0  X  NV1 ...) whose header was not pasted
     if not _consecutive_gpus(columns):
@@ -126,12 +142,29 @@ def split_header(line: str) -> tuple[list[str], list[str]] | None:
     return columns, parts[1]
 
 
+def _logical_rows(lines: list[str], start: int) -> list[str]:
+    """The row lines from ``start`` on, blank lines skipped and wrapped rows joined (a line of cell
+    words and affinity values only continues the row above it); stops at any other line."""
+    rows: list[str] = []
+    for line in lines[start:]:
+        tokens = line.split()
+        if not tokens:
+            continue
+        if rows and all(is_row_token(t) for t in tokens):
+            rows[-1] = rows[-1].rstrip() + " " + line.strip()
+            continue
+        if len(tokens) < 2 or is_cell_word(tokens[0]):
+            break
+        rows.append(line)
+    return rows
+
+
 def _row_labels(lines: list[str], start: int) -> list[str]:
     """The labels of the matrix rows from ``start`` on: lines with a self cell (X) after a label."""
     labels: list[str] = []
-    for line in lines[start:]:
+    for line in _logical_rows(lines, start):
         tokens = line.split()
-        if len(tokens) < 2 or tokens[0] in labels or SELF_WORD not in tokens[1:] or is_cell_word(tokens[0]):
+        if tokens[0] in labels or not any(SELF_WORD in (split_run_together(t) or [t.upper()]) for t in tokens[1:]):
             break
         labels.append(tokens[0])
     return labels
@@ -157,9 +190,14 @@ def _run_together_header(lines: list[str], index: int) -> _Matrix | None:
     return matrix
 
 
+def _expanded(tokens: list[str]) -> list[str]:
+    """Tokens with cells that ran together (``XNV18``) split into their words."""
+    return [word for token in tokens for word in (split_run_together(token) or [token])]
+
+
 def _headerless_rows(lines: list[str], index: int) -> _Matrix | None:
     """Rows pasted without their header (``GPU0  X  NV18 ...`` first): columns from the rows."""
-    tokens = lines[index].split()
+    tokens = _expanded(lines[index].split())
     if len(tokens) < 2 or tokens[0] != "GPU0" or tokens[1].upper() != SELF_WORD:
         return None
     labels = _row_labels(lines, index)
@@ -168,8 +206,8 @@ def _headerless_rows(lines: list[str], index: int) -> _Matrix | None:
         return None
     nics = labels[len(gpus) :]
     counts = []  # (link cells, attribute cells) per GPU row
-    for line in lines[index : index + len(gpus)]:
-        cells = line.split()[1:]
+    for line in _logical_rows(lines, index)[: len(gpus)]:
+        cells = _expanded(line.split()[1:])
         links = next((k for k, cell in enumerate(cells) if not is_cell_word(cell)), len(cells))
         counts.append((links, len(cells) - links))
     link_cells = min(c for c, _ in counts)
@@ -180,7 +218,7 @@ def _headerless_rows(lines: list[str], index: int) -> _Matrix | None:
     columns = gpus + nics + [f"{UNNAMED_PREFIX}{k}" for k in range(unnamed)]
     matrix = _Matrix(header_line_no=index + 1, columns=columns, attributes=list(ATTRIBUTE_ORDER[:attribute_count]))
     above = next((k for k in range(index - 1, -1, -1) if lines[k].strip()), None)
-    if above is not None and lines[above].strip().startswith("GPU0"):
+    if above is not None and _header_parts(lines[above]) is not None:
         said = f"the header (line {above + 1}) does not match the rows"
     else:
         said = f"no header line above the rows (line {index + 1})"
@@ -193,21 +231,52 @@ def _headerless_rows(lines: list[str], index: int) -> _Matrix | None:
     return matrix
 
 
+def _header_continuation(line: str) -> bool:
+    """Whether a line is the rest of a header wrapped at the paste's width: device names and title
+    words only (``NIC5 NIC6 CPU Affinity NUMA Affinity``)."""
+    tokens = line.split()
+    if not tokens or tokens[0].startswith("GPU0"):
+        return False
+    return all(t.lower() in _HEADER_WORDS or split_device_names(t + t) for t in tokens) and not any(
+        is_cell_word(t) for t in tokens)
+
+
+def _header_at(lines: list[str], i: int) -> tuple[_Matrix, int] | None:
+    """The matrix whose header (maybe wrapped over several lines) starts at line ``i``, and the
+    index of the line after the header; None if no header starts there."""
+    if "GPU0" not in lines[i]:
+        return None  # (the cheap test first: most lines of a paste are no header)
+    end = i + 1
+    joined = lines[i]
+    if _header_parts(lines[i]) is not None:
+        while (after := _next_nonblank(lines, end)) is not None and _header_continuation(lines[after]):
+            joined, end = joined.rstrip() + " " + lines[after].strip(), after + 1
+    header = split_header(joined)
+    if header is not None:
+        matrix = _Matrix(header_line_no=i + 1, columns=header[0], attributes=header[1])
+        if end > i + 1:
+            matrix.repairs.append(f"the header was wrapped over {end - i} lines (line {i + 1}); they were joined")
+        else:
+            matrix.title_columns = title_columns(lines[i], header[1])
+        return matrix, end
+    matrix = _run_together_header(lines, i)  # type: ignore[assignment]
+    return (matrix, i + 1) if matrix is not None else None
+
+
 def find_matrices(lines: list[str]) -> list[_Matrix]:
     matrices: list[_Matrix] = []
     i = 0
     while i < len(lines):
-        header = split_header(lines[i])
-        if header is not None:
-            matrix = _Matrix(header_line_no=i + 1, columns=header[0], attributes=header[1])
-            first_row = i + 1
-        elif (matrix := _run_together_header(lines, i)) is not None:  # type: ignore[assignment]
-            first_row = i + 1
-        else:
+        found = _header_at(lines, i)
+        if found is None:
             i += 1
             continue
+        matrix, first_row = found
         matrix.p2p_capability = _p2p_capability_before(lines, i)
+        matrix.pcie_only = any(_PCIE_ONLY_COMMAND_RE.search(lines[k]) for k in _lines_above(lines, i))
         i = read_rows(lines, first_row, matrix)
+        if not matrix.rows and i == first_row:
+            i = first_row
         matrices.append(matrix)
     if not matrices:  # only rows, no header anywhere: read them (never beside a real header)
         for i in range(len(lines)):
@@ -219,9 +288,20 @@ def find_matrices(lines: list[str]) -> list[_Matrix]:
     return matrices
 
 
+def _lines_above(lines: list[str], index: int, count: int = 3) -> list[int]:
+    """The indexes of the ``count`` non-blank lines above line ``index``, nearest first."""
+    above = []
+    for back in range(index - 1, -1, -1):
+        if lines[back].strip():
+            above.append(back)
+            if len(above) == count:
+                break
+    return above
+
+
 def _p2p_capability_before(lines: list[str], header_index: int) -> str | None:
     """The capability letter of a ``topo -p2p X`` command on one of the few lines above a header."""
-    for back in range(header_index - 1, max(-1, header_index - 4), -1):
+    for back in _lines_above(lines, header_index):
         match = _P2P_COMMAND_RE.search(lines[back])
         if match:
             return match.group(1).lower()
@@ -230,64 +310,90 @@ def _p2p_capability_before(lines: list[str], header_index: int) -> str | None:
     return None
 
 
+_MAX_BLANK_RUN = 8  # blank lines a matrix may have between its lines (a paste's double spacing)
+
+
+def _next_nonblank(lines: list[str], start: int) -> int | None:
+    """The next non-blank line from ``start`` within a few lines (a longer gap ends the matrix; a
+    bounded look keeps a text of a million blank lines linear)."""
+    return next((k for k in range(start, min(len(lines), start + _MAX_BLANK_RUN + 1)) if lines[k].strip()), None)
+
+
+def _continues_row(row_line: str, next_line: str, matrix: _Matrix) -> bool:
+    """Whether ``next_line`` is the rest of a row wrapped at the paste's width (80 columns)."""
+    tokens = next_line.split()
+    if not tokens or tokens[0] in matrix.columns or tokens[0].startswith("GPU0"):
+        return False
+    if not all(is_row_token(t) for t in tokens):
+        return False
+    row = split_row(row_line, len(matrix.columns), matrix.attributes, None)
+    if len(row.cells) < len(matrix.columns):
+        return True
+    values = 0
+    for token in reversed(row_line.split()):
+        if not ATTRIBUTE_VALUE_RE.match(token):
+            break
+        values += 1
+    gpu_row = GPU_RE.match(row_line.split()[0]) is not None  # NIC rows have no affinity values
+    return (0 < values or gpu_row) and values < len(matrix.attributes) and all(ATTRIBUTE_VALUE_RE.match(t) for t in tokens)
+
+
 def read_rows(lines: list[str], start: int, matrix: _Matrix) -> int:
-    """Read the rows below a header into ``matrix``; return the index of the first line after them."""
+    """Read the rows below a header into ``matrix``; return the index of the first line after them.
+
+    Blank lines between rows are skipped, rows wrapped over several lines are joined."""
     labels = set(matrix.columns)
     n = len(matrix.columns)
     i = start
+    blank_skipped = wrapped = 0
     while i < len(lines):
-        line = lines[i]
-        tokens = line.split()
-        if not tokens or tokens[0] not in labels:
-            break
+        tokens = lines[i].split()
+        if not tokens:
+            after = _next_nonblank(lines, i)
+            label = lines[after].split()[0] if after is not None else None
+            if after is None or label not in labels or label in matrix.rows:
+                break
+            blank_skipped += after - i
+            i = after
+            continue
         label = tokens[0]
-        if label in matrix.rows:
-            break  # a second matrix with the same devices starts without its own header
-        if matrix.attributes and len(tokens) > n and not is_cell_word(tokens[n]):
-            line, tokens = _split_merged_cell(line, tokens, n, matrix)
-        cells = tokens[1 : 1 + n]
-        attribute_cells = _tab_attribute_cells(line, n, matrix.attributes)
-        matrix.rows[label] = cells
-        matrix.row_attributes[label] = tokens[1 + n :] if attribute_cells is None else attribute_cells
-        matrix.row_line_no[label] = i + 1
+        if label not in labels or label in matrix.rows:
+            break  # (a second matrix with the same devices starts without its own header)
+        line, line_no = lines[i], i + 1
         i += 1
+        while (after := _next_nonblank(lines, i)) is not None and _continues_row(line, lines[after], matrix):
+            line, i, wrapped = line.rstrip() + " " + lines[after].strip(), after + 1, wrapped + 1
+        _store_row(matrix, label, line, line_no)
+    if matrix.rows and blank_skipped:
+        matrix.repairs.append(f"{blank_skipped} blank line{'s' if blank_skipped != 1 else ''} between the rows were skipped")
+    if matrix.unplaced:
+        matrix.repairs.append(
+            f"the affinity cells of {', '.join(matrix.unplaced)} are fewer than the titles and stand under none of "
+            "them (an empty cell in a re-spaced paste?): read as unknown"
+        )
+    if wrapped:
+        matrix.repairs.append(f"rows wrapped over several lines were joined ({wrapped} continuation line{'s' if wrapped != 1 else ''})")
+        matrix.title_columns = None
     words = {cell.upper() for cells in matrix.rows.values() for cell in cells if cell.upper() != SELF_WORD}
     if words and words <= P2P_WORDS:
         matrix.kind = "p2p"
     return i
 
 
-def _split_merged_cell(line: str, tokens: list[str], n: int, matrix: _Matrix) -> tuple[str, list[str]]:
-    """Split a last device cell that ran into the CPU Affinity (``PH0-115``); else leave the row."""
-    match = _MERGED_CELL_RE.match(tokens[n])
-    if not match or not any(word.startswith(match.group(1).upper()) for word in LINK_WORDS | {"NV"}):
-        return line, tokens
-    marker = UNNAMED_PREFIX + match.group(1).upper()
-    matrix.merged[tokens[0]] = tokens[n]
-    line = line.replace(tokens[n], f"{marker}\t{match.group(2)}", 1)
-    return line, tokens[:n] + [marker, match.group(2)] + tokens[n + 1 :]
-
-
-def _tab_attribute_cells(line: str, device_count: int, titles: list[str]) -> list[str] | None:
-    """The attribute cells of a raw, tab-separated row, empty ones kept (``None`` if not such a row).
-
-    nvidia-smi leaves a cell empty where it knows no value (CPU Affinity on some hosts: ``\\t\\t0``);
-    splitting on any whitespace would shift the NUMA node into the CPU Affinity column. It also
-    writes an extra empty cell before GPU NUMA ID (``0\\t\\tN/A``), which is dropped here.
-    """
-    if "\t" not in line:
-        return None
-    parts = [part.strip() for part in line.strip().split("\t")]
-    devices = parts[1 : 1 + device_count]
-    if len(devices) != device_count or any(not cell or len(cell.split()) != 1 for cell in devices):
-        return None  # not cleanly tab-separated (a hand-edited or re-spaced copy)
-    cells = parts[1 + device_count :]
-    if any(len(cell.split()) > 1 for cell in cells):
-        return None
-    gpu_numa_last = bool(titles) and titles[-1].lower() == "gpu numa id"
-    if gpu_numa_last and len(cells) == len(titles) + 1 and cells[-2] == "":
-        del cells[-2]
-    return cells
+def _store_row(matrix: _Matrix, label: str, line: str, line_no: int) -> None:
+    row = split_row(line, len(matrix.columns), matrix.attributes, matrix.title_columns)
+    matrix.rows[label] = row.cells
+    matrix.row_attributes[label] = row.attributes
+    matrix.row_line_no[label] = line_no
+    for position, token in row.unreadable.items():
+        if position < len(matrix.columns):
+            matrix.unreadable[(label, matrix.columns[position])] = token
+    if row.merged:
+        matrix.merged[label] = row.merged
+    for token in row.run_together:
+        matrix.repairs.append(f"cells that ran together ({token!r} in row {label}) were split into their words")
+    if row.unplaced:
+        matrix.unplaced.append(label)
 
 
 def nic_legend(lines: list[str]) -> dict[str, str]:

@@ -3,7 +3,7 @@
 People meet their GPU topology first as TensorFlow log lines, copied into issues half-cut and
 mixed with other output. This reader takes what is there and never fails on a broken line
 (``tflog_lines`` finds each message by its own words, in linear time); a file with several
-start-ups is split (``tflog_runs``) and one is read: the last complete one, or ``run=N``. What
+start-ups is split (``tflog_runs``) and one is read: the one that says most about peers, or ``run=N``. What
 cannot be read becomes a ``Finding`` in ``TfView.notes`` (which ``tf_findings`` reports); only a
 text with no GPU line at all is an ``InputError``.
 
@@ -19,6 +19,8 @@ Eras (newest last):
   GPU (device: 0, name: ..., pci bus id: ..., compute capability: ...)``.
 - TF >= 2.5: ``Created device /job:.../device:GPU:0 with N MB memory:  -> device: 0, ...``; since
   about TF 2.16 absl prefixes, and the edge matrix only at ``TF_CPP_MAX_VLOG_LEVEL=1``.
+- TF 1.12-2.x with XLA: ``StreamExecutor device (N): NAME, Compute Capability X.Y``; ROCm builds print
+  the same lines as CUDA ones (``Found device N`` with ``AMDGPU ISA: gfx906``).
 - Any era on a box with more than 9 GPUs: ``Unable to enable peer access between device ordinals
   i and j ... CUDA_ERROR_TOO_MANY_PEERS`` (a GPU can map at most 8 peers). TF tries to enable only
   pairs CUDA says can peer, so the pair *can* peer; it is recorded in ``TfView.enable_failed``.
@@ -26,6 +28,9 @@ Eras (newest last):
 TF 0.x-1.4 loop over every ordered pair and log only the pairs that cannot peer. When a log has
 those lines and no matrix, and they name every GPU as a source and as a target, the pairs it does
 not name could peer: ``peer`` says True for them and ``TfView.peer_inferred`` is set.
+
+How many GPUs TF had is what the log implies (``TfView.gpu_count``: ``GPU:7`` or ``Found device 7``
+=> at least 8), kept apart from the ordinals it names (``devices``).
 
 Peer entries use the CUDA device ordinals the log prints (``device: N``), which are TensorFlow's
 GPU numbers after ``CUDA_VISIBLE_DEVICES`` / ``CUDA_DEVICE_ORDER``. A device can always access its
@@ -38,7 +43,7 @@ from gputopo.errors import InputError
 from gputopo.fileio import read_text_input
 from gputopo.model import P2P_OK, Finding, Gpu, TfView, Topology, make_link
 from gputopo.sources.tflog_lines import CREATED, MATRIX, PEER_LIMIT, message_of, scan_lines
-from gputopo.sources.tflog_runs import StartUp, chosen_startup, split_startups
+from gputopo.sources.tflog_runs import StartUp, chosen_startup, last_complete, peer_entries, split_startups
 from gputopo.sources.tflog_startup import (
     ERA_CUDA_PEER_LIMIT,
     ERA_NO_GPU,
@@ -59,7 +64,8 @@ __all__ = [
 def read_tf_log(path: str, run: int | None = None) -> TfView:
     """Read a TensorFlow log file ('-' = standard input) into TensorFlow's view of the GPUs.
 
-    ``run``: which start-up to read (from 1) when the log holds several; default the last complete one."""
+    ``run``: which start-up to read (from 1) when the log holds several; default the one that says
+    most about peers (among equals the last complete one)."""
     text = read_text_input(path, what="TensorFlow log")
     return parse_tf_log(text, "standard input" if path == "-" else path, run=run)
 
@@ -95,21 +101,32 @@ def parse_tf_log(text: str, source: str, run: int | None = None) -> TfView:
 
 
 def _startups_note(startups: list[StartUp], index: int, run: int | None) -> Finding:
-    """Which of several start-ups the view reads, and how to pick another."""
+    """Which of several start-ups the view reads, why, what the others are, and how to pick another."""
+    chosen = startups[index]
     if run is not None:
         using = f"using #{run} (--tf-run {run})"
-    elif startups[index].complete:
+    elif index == last_complete(startups) and all(peer_entries(s) <= peer_entries(chosen) for s in startups[index + 1 :]):
         later = len(startups) - 1 - index
         skipped = f"; {'the one after it is' if later == 1 else f'the {later} after it are'} incomplete" if later else ""
         using = f"using the last complete one (#{index + 1}{skipped})"
+    elif peer_entries(chosen):
+        using = f"using #{index + 1}, the one that says most about which GPUs can peer"
     else:
         using = f"none is complete; using the last (#{index + 1})"
-    first = startups[index].first_line
+    others = [f"#{k + 1} from line {s.first_line} ({_summary(s)})" for k, s in enumerate(startups) if k != index][:6]
     return Finding(
         "info",
         "tf-log-startups",
-        f"the log holds {len(startups)} TensorFlow start-ups; {using}, from line {first}; pick another with --tf-run N",
+        f"the log holds {len(startups)} TensorFlow start-ups; {using}, from line {chosen.first_line}; "
+        f"the other{'s' if len(others) > 1 else ''}: {', '.join(others)}; pick another with --tf-run N",
     )
+
+
+def _summary(startup: StartUp) -> str:
+    named = startup.names() | startup.created
+    gpus = f"GPU{'s' if len(named) != 1 else ''} {','.join(map(str, sorted(named)[:8]))}{'...' if len(named) > 8 else ''}"
+    peers = f"{peer_entries(startup)} peer entries" if peer_entries(startup) else "nothing about peers"
+    return f"{gpus}, {peers}{'' if startup.complete else ', incomplete'}"
 
 
 def _names_any_gpu(startup: StartUp) -> bool:

@@ -26,12 +26,17 @@ VISIBLE = "visible"  # "Adding visible gpu devices: 0, 1"
 CREATED = "created"  # "Creat(ed|ing) ... device ... -> ... device: N, name: ..., pci bus id: ..."
 FOUND = "found"  # "Found device N with properties:" (+ detail lines: PROPS)
 PROPS = "props"
+XLA = "xla-device"  # XLA's "StreamExecutor device (N): NAME, Compute Capability X.Y" (TF >= 1.12)
+START = "start"  # a line a TF process prints once, before it looks for GPUs (driver library, CPU guard)
 IGNORED = "ignored"  # "Ignoring gpu device (device: 1, ...) with Cuda compute capability 2.0"
 
 ERA_LINE_TF0 = "tf0"
 ERA_LINE_TF12 = "tf1.2"
 ERA_LINE_TF15 = "tf1.5"
 ERA_LINE_TF25 = "tf2.5"
+# "Found device N" (gpu_device.cc) and XLA's device lines: TF 1.x-2.4 (the edge-matrix era) where
+# nothing else in the start-up tells the era; TF 0.x printed "Found device" from gpu_init.cc.
+ERA_LINE_FOUND = "found"
 
 # The log prefix ends with "file.cc:NNN] "; absl's starts "I0000 00:00:<epoch> <tid> ".
 _PREFIX_END_RE = re.compile(r"\.(?:cc|h|cpp|py):\d{1,6}\] ?")
@@ -51,6 +56,12 @@ _TF_ID_RE = re.compile(r"(?:gpu|GPU):(\d{1,9})")
 _MB_RE = re.compile(r"\bwith (\d{1,12}) MB memory")
 _DEVICE_FIELDS_RE = re.compile(r"[ \t(]*(?:physical GPU[ \t]*\(?)?[ \t]*device:[ \t]*(\d{1,9})")
 _FOUND_RE = re.compile(r"Found device (\d{1,9}) with properties:", re.I)
+_XLA_DEVICE_RE = re.compile(r"StreamExecutor device \((\d{1,9})\):[ \t]*([^,]{1,200}?),[ \t]*Compute Capability[ \t]*(\d{1,3}\.\d{1,3})")
+# Printed once per process before the GPUs are found: the driver library opened (CUDA: libcuda.so,
+# TF 1.x "successfully opened CUDA library libcuda.so.1 locally"; ROCm: libhip_hcc / libamdhip64) and
+# the CPU feature guard. (libcudart, libcublas... are opened later by some versions: not markers.)
+_START_RE = re.compile(r"opened (?:dynamic|CUDA) library (?:libcuda\.so|libhip_hcc|libamdhip64|nvcuda\.dll)"
+                       r"|Your CPU supports instructions that this TensorFlow binary|This TensorFlow binary is optimized")
 _IGNORED_RE = re.compile(r"Ignoring (?:visible )?gpu device \(device: (\d{1,9})")
 _IGNORED_CC_RE = re.compile(r"compute capability (\d{1,3}\.\d{1,3})\.? The minimum required Cuda capability is (\d{1,3}\.\d{1,3})")
 
@@ -72,6 +83,22 @@ class LogEvent:
     diagonal_is_self: bool = True  # MATRIX: DMA matrices print Y on the diagonal, edge matrices N
     header_missing: bool = False  # MATRIX: an edge matrix whose column header line is not there (yet)
     cut: str | None = None  # what of the line is cut off, in words
+    process: str | None = None  # which process wrote the line, where its prefix says (MPI rank, thread id)
+
+
+# Prefixes that tell processes apart: mpirun's "[1,3]<stderr>:" (rank 3), glog/absl's thread id
+# ("I0612 10:11:12.123456  12345 gpu_device.cc:1639]").
+_RANK_RE = re.compile(r"^\s{0,8}\[\d{1,6},(\d{1,6})\]<std(?:out|err)>:")
+_THREAD_RE = re.compile(r"^\s{0,8}[IWEF]\d{4} \d\d:\d\d:[\d.]{1,20} {1,12}(\d{1,20}) {1,12}[\w.\-]{1,120}\.cc:\d{1,6}\]")
+
+
+def process_of(line: str) -> str | None:
+    """The process (MPI rank or thread) a line's prefix names, or None."""
+    match = _RANK_RE.match(line)
+    if match:
+        return f"rank {match.group(1)}"
+    match = _THREAD_RE.match(line)
+    return f"thread {match.group(1)}" if match else None
 
 
 def message_of(line: str) -> str:
@@ -104,7 +131,8 @@ def scan_lines(text: str) -> list[LogEvent]:
         event = _classify(capped, message, line_no, bool(end), events, whole=len(line) <= LINE_CAP_CHARS)
         if event is None:
             continue
-        event.absl = "I0000" in capped[:8] or bool(_ABSL_RE.match(capped[:200]))
+        event.absl = "I0000 00:00:" in capped[:64] or bool(_ABSL_RE.search(capped[:300]))  # after any paste prefix
+        event.process = process_of(capped[:200])
         events.append(event)
         if event.kind == FOUND:
             found_lines_left = 4
@@ -123,7 +151,7 @@ def _classify(line: str, message: str, line_no: int, prefixed: bool, events: lis
         match = _DMA_RE.search(message)
         if match:
             return LogEvent(MATRIX, line_no, ordinals=[int(t) for t in match.group(1).split()],
-                            era=ERA_LINE_TF0 if "gpu_init.cc" in line else None)
+                            era=ERA_LINE_TF0 if "gpu_init.cc" in line else ERA_LINE_TF12 if "gpu_device.cc" in line else None)
     if "edge matrix" in message and "interconnect" in message:
         return LogEvent(MATRIX, line_no, era=ERA_LINE_TF15, diagonal_is_self=False, header_missing=True)
     last = events[-1] if events else None
@@ -149,7 +177,15 @@ def _classify(line: str, message: str, line_no: int, prefixed: bool, events: lis
     if "Found device" in message or "found device" in lower:
         match = _FOUND_RE.search(message)
         if match:
-            return LogEvent(FOUND, line_no, ordinals=[int(match.group(1))], text=message[match.end() :])
+            era = ERA_LINE_TF0 if "gpu_init.cc" in line else ERA_LINE_FOUND
+            return LogEvent(FOUND, line_no, ordinals=[int(match.group(1))], text=message[match.end() :], era=era)
+    if "StreamExecutor device (" in message:
+        match = _XLA_DEVICE_RE.search(message)
+        if match:
+            return LogEvent(XLA, line_no, ordinals=[int(match.group(1))], era=ERA_LINE_FOUND,
+                            text=f"name: {match.group(2).strip()}, compute capability: {match.group(3)})")
+    if ("library" in message or "TensorFlow binary" in message) and _START_RE.search(message):
+        return LogEvent(START, line_no)
     if "Ignoring" in message:
         match = _IGNORED_RE.search(message)
         if match:

@@ -16,6 +16,13 @@ starts a new start-up when it cannot belong to the current one:
   ranks print their matrix before their devices, so such a line goes to the latest start-up that
   names its device and has not created it yet, and starts a new one only where none does.
 
+- a line a process prints once before it looks for GPUs (the driver library opened: ``libcuda.so``,
+  ROCm's ``libhip_hcc``/``libamdhip64``; the CPU feature guard) after GPU lines.
+
+Where line prefixes name the process (mpirun's ``[1,3]<stderr>:``, glog/absl thread ids), each
+process's lines are split on their own. The default start-up (``chosen_startup``) is the one that
+says most about peers (``peer_entries``), among equals the last complete one.
+
 A start-up is *complete* when it created every GPU it names (less those TF ignores) and its
 matrix has every row.
 """
@@ -33,7 +40,9 @@ from gputopo.sources.tflog_lines import (
     MATRIX,
     PROPS,
     ROW,
+    START,
     VISIBLE,
+    XLA,
     LogEvent,
 )
 
@@ -46,6 +55,7 @@ class StartUp:
 
     events: list[LogEvent] = field(default_factory=list)
     found: set[int] = field(default_factory=set)
+    xla: set[int] = field(default_factory=set)  # XLA's StreamExecutor devices
     visible: set[int] | None = None
     matrix_columns: set[int] = field(default_factory=set)
     matrix_rows: set[int] = field(default_factory=set)
@@ -62,7 +72,7 @@ class StartUp:
 
     def names(self) -> set[int]:
         """The CUDA ordinals this start-up says exist (before any device is created)."""
-        named = set(self.found) | self.matrix_columns | self.matrix_rows
+        named = set(self.found) | self.xla | self.matrix_columns | self.matrix_rows
         named |= self.visible or set()
         named |= {o for pair in self.denied for o in pair}
         return named
@@ -80,6 +90,8 @@ class StartUp:
         kind, ordinals = event.kind, event.ordinals
         if kind == FOUND:
             self.found.update(ordinals)
+        elif kind == XLA:
+            self.xla.update(ordinals)
         elif kind == VISIBLE:
             self.visible = set(ordinals)
         elif kind == MATRIX:
@@ -100,11 +112,31 @@ class StartUp:
 
 
 def split_startups(events: list[LogEvent]) -> list[StartUp]:
-    """The log's start-ups in order of their first line (an empty list for no events)."""
+    """The log's start-ups in order of their first line (an empty list for no events). Where line
+    prefixes name the process (MPI ranks, thread ids) and several write one file, each process's
+    lines are split on their own (a line with no prefix goes with the line before it)."""
+    keys = {e.process for e in events} - {None}
+    if len(keys) < 2:
+        return _split(events)
+    streams: dict[str | None, list[LogEvent]] = {}
+    key = None
+    for event in events:
+        key = event.process or key
+        streams.setdefault(key, []).append(event)
+    startups = [startup for stream in streams.values() for startup in _split(stream)]
+    return sorted(startups, key=lambda s: s.first_line)
+
+
+def _split(events: list[LogEvent]) -> list[StartUp]:
     startups: list[StartUp] = []
     found_owner: StartUp | None = None  # where "Found device" detail lines go
     matrix_owner: StartUp | None = None  # where matrix rows go
     for event in events:
+        if event.kind == START:  # a new process: what follows is its start-up
+            if startups and startups[-1].events:
+                startups.append(StartUp())
+                found_owner = matrix_owner = None
+            continue
         if event.kind == PROPS:
             if found_owner is not None:
                 found_owner.add(event)
@@ -143,6 +175,8 @@ def _startup_for(startups: list[StartUp], event: LogEvent) -> StartUp:
 
 def _starts_new(current: StartUp, event: LogEvent) -> bool:
     kind, ordinals = event.kind, set(event.ordinals)
+    if kind == XLA:
+        return bool(ordinals & current.xla)
     if kind == FOUND:
         return bool(ordinals & current.found) or current.has_matrix or bool(current.created) or current.visible is not None
     if kind == VISIBLE:
@@ -173,9 +207,17 @@ def _startup_for_created(startups: list[StartUp], event: LogEvent) -> StartUp:
     return startup
 
 
+def peer_entries(startup: StartUp) -> int:
+    """How much a start-up says about which GPUs can peer: matrix entries, pair lines."""
+    matrix = len(startup.matrix_rows) * max(len(startup.matrix_columns), 1) if startup.has_matrix else 0
+    return matrix + len(startup.denied) + len(startup.enable_failed)
+
+
 def chosen_startup(startups: list[StartUp]) -> int:
-    """The 0-based index of the start-up to read by default: the last complete one, else the last."""
-    for index in range(len(startups) - 1, -1, -1):
-        if startups[index].complete:
-            return index
-    return len(startups) - 1
+    """The 0-based index of the start-up to read by default: the one that says most about peers;
+    among equals the last complete one, else the last (a cut restart never hides the only matrix)."""
+    return max(range(len(startups)), key=lambda k: (peer_entries(startups[k]), startups[k].complete, k))
+
+
+def last_complete(startups: list[StartUp]) -> int | None:
+    return next((k for k in range(len(startups) - 1, -1, -1) if startups[k].complete), None)

@@ -21,6 +21,7 @@ from gputopo.sources.tflog_lines import (
     ERA_LINE_TF12,
     ERA_LINE_TF15,
     ERA_LINE_TF25,
+    ERA_LINE_FOUND,
     FOUND,
     IGNORED,
     MATRIX,
@@ -28,6 +29,7 @@ from gputopo.sources.tflog_lines import (
     PROPS,
     ROW,
     VISIBLE,
+    XLA,
     LogEvent,
 )
 from gputopo.sources.tflog_matrix import PeerMatrix, apply_matrix
@@ -61,6 +63,7 @@ class _Facts:
 
     notes: list[Finding] = field(default_factory=list)
     eras: set[str] = field(default_factory=set)
+    weak_eras: set[str] = field(default_factory=set)  # from lines several eras print alike
     devices: dict[int, TfDevice] = field(default_factory=dict)
     denied: dict[tuple[int, int], int] = field(default_factory=dict)  # (i, j) -> line of the "cannot peer" line
     enable_failed: list[list[int]] = field(default_factory=list)
@@ -96,7 +99,16 @@ def view_of_startup(startup: StartUp, source: str) -> TfView:
         facts.devices.setdefault(o, TfDevice(ordinal=o))
     _note_devices_not_created(startup, facts)
     inferred = _infer_unnamed_pairs(facts.denied, facts.matrices, facts.notes, sorted(named), peer)
+    count, at_least = _gpu_count(startup, facts)
+    if at_least and count > len(facts.devices):
+        facts.notes.append(Finding(
+            "info", "tf-gpus-implied",
+            f"the log implies at least {count} GPUs (it names {_gpu_word(len(facts.devices))} "
+            f"{', '.join(map(str, sorted(facts.devices)))}); the others are in a part of the log that is not there",
+        ))
     return TfView(
+        gpu_count=count,
+        gpu_count_at_least=at_least,
         devices=[facts.devices[o] for o in sorted(facts.devices)],
         peer=peer,
         era=max(facts.eras, key=_ERA_ORDER.index) if facts.eras else None,
@@ -109,12 +121,41 @@ def view_of_startup(startup: StartUp, source: str) -> TfView:
     )
 
 
+def _gpu_word(n: int) -> str:
+    return "GPU" if n == 1 else "GPUs"
+
+
+def _gpu_count(startup: StartUp, facts: _Facts) -> tuple[int, bool]:
+    """``(how many GPUs TensorFlow had in this start-up, whether that is a lower bound)``.
+
+    TF numbers its GPUs densely from 0 (``/device:GPU:k``), and so does CUDA among the devices a
+    process sees (``Found device N``, XLA's ``StreamExecutor device (N)``, a peer line naming N): the
+    largest number named implies at least that many plus one. ``Adding visible gpu devices`` and a
+    whole peer matrix list them all. Where TF's own numbers are printed, they count (a rank that
+    uses CUDA device 3 as its GPU:0 has one GPU)."""
+    tf_ids = {e.tf_id for e in startup.events if e.kind == CREATED and e.tf_id is not None and e.tf_id <= MAX_TF_ORDINAL}
+    counts = [max(tf_ids) + 1] if tf_ids else []
+    exact = facts.visible is not None or any(m.rows and set(m.columns()) <= set(m.rows) for m in facts.matrices)
+    exact = exact or (startup.complete and (not tf_ids or tf_ids == set(range(max(tf_ids) + 1))))
+    if facts.visible is not None:
+        counts.append(len(facts.visible))
+    counts += [len(m.columns()) for m in facts.matrices]
+    if not tf_ids and facts.visible is None:
+        ordinals = set(startup.found) | startup.xla | {o for pair in facts.denied for o in pair}
+        ordinals |= {o for pair in facts.enable_failed for o in pair} | set(facts.too_many_peers or [])
+        ordinals = {o for o in ordinals if o <= MAX_TF_ORDINAL} | set(facts.devices)
+        counts.append(max(ordinals, default=-1) + 1)
+    return max(counts, default=0), not exact
+
+
 def _collect(startup: StartUp) -> _Facts:
     """Walk the start-up's events in line order."""
     facts = _Facts()
     found: TfDevice | None = None  # the "Found device N" whose detail lines follow
     for event in startup.events:
-        if event.era:
+        if event.era == ERA_LINE_FOUND:
+            facts.weak_eras.add(ERA_TF15)
+        elif event.era:
             facts.eras.add(_LINE_ERAS[event.era])
         if event.absl:
             facts.eras.add(ERA_TF_ABSL)
@@ -137,12 +178,17 @@ def _collect(startup: StartUp) -> _Facts:
         elif kind == FOUND:
             found = facts.devices.setdefault(ordinals[0], TfDevice(ordinal=ordinals[0]))
             _read_properties(found, event.text)
+        elif kind == XLA:
+            xla = facts.devices.setdefault(ordinals[0], TfDevice(ordinal=ordinals[0]))
+            _read_created_details(xla, event.text)
         elif kind == PROPS and found is not None:
             _read_properties(found, event.text)
         elif kind == IGNORED:
             facts.devices.setdefault(ordinals[0], TfDevice(ordinal=ordinals[0])).ignored = event.text
     if not facts.eras and facts.too_many_peers is not None:
         facts.eras.add(ERA_CUDA_PEER_LIMIT)
+    if not facts.eras:
+        facts.eras = facts.weak_eras
     return facts
 
 
@@ -271,7 +317,12 @@ def _read_created(event: LogEvent, devices: dict[int, TfDevice], notes: list[Fin
     if not event.ordinals:
         return
     device.tf_id = event.tf_id
-    detail = event.text
+    _read_created_details(device, event.text, notes, where, ordinal)
+
+
+def _read_created_details(device: TfDevice, detail: str, notes: list[Finding] | None = None, where: str = "",
+                          ordinal: int = 0) -> None:
+    """Name, PCI bus id (a cut one noted where ``notes`` is given) and compute capability."""
     name = _NAME_RE.search(detail)
     if name:
         device.name = name.group(1).strip()
@@ -280,12 +331,12 @@ def _read_created(event: LogEvent, devices: dict[int, TfDevice], notes: list[Fin
         normalized = normalize_pci_bus_id(bus.group(1))
         if normalized:
             device.pci_bus_id = normalized
-        else:
+        elif notes is not None:
             notes.append(_cut_note(f"{where}: the PCI bus id of GPU {ordinal} is cut short ({bus.group(1)!r})"))
-    else:  # every era prints the bus id after the name: the line is cut
+    elif notes is not None:  # every era prints the bus id after the name: the line is cut
         notes.append(_cut_note(f"{where}: the `Created device` line for GPU {ordinal} is cut before its PCI bus id"))
     cc = _CC_RE.search(detail)
-    if cc:
+    if cc and device.compute_capability is None:
         device.compute_capability = cc.group(1)
 
 

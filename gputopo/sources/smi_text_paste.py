@@ -1,0 +1,335 @@
+"""The decoration people add around ``nvidia-smi topo -m`` text, found by structure and taken off.
+
+A matrix is a header (``GPU0 GPU1 ... CPU Affinity ...``) and rows (``GPU0  X  NV18 ...``); what
+surrounds it varies with where it was pasted from. These helpers work on lines and cells, not on
+any one decoration:
+
+- ``strip_line_prefix``: a prefix every matrix line shares (``# ``, ``> ``, ``| ``, a log prefix
+  with a time stamp, a prompt) is whatever stands before ``GPU0`` on the header (or first row); it
+  is taken off every line that carries it, digits matching any digits (time stamps change);
+- ``split_run_together``: two cells whose separator was lost (``NODENODE``, ``PIXNODE``,
+  ``SYSSYS``, ``NV18NV18``) split by the vocabulary of link (or P2P) words;
+- ``place_by_column``: the attribute cells of a space-aligned row with an empty cell (a Slurm
+  cpuset's empty ``CPU Affinity``), placed under the header title they stand below, or not at all;
+- ``text_facts``: what any line of the paste says about the machine (a hypervisor, the old legend's
+  ``SOC`` = "between CPU sockets"), for ``gputopo.analysis.locality``.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+from gputopo.model import PCIE_PATHS, Finding
+
+LINK_WORDS = set(PCIE_PATHS) | {"SOC"}
+P2P_WORDS = {"OK", "CNS", "GNS", "TNS", "DR", "NS", "U"}
+SELF_WORD = "X"
+NV_RE = re.compile(r"^NV(\d+)$")
+UNNAMED_PREFIX = "?"  # columns of rows pasted without a header that nothing names
+# A link word's first letters run into a CPU list: "PH0-115" (PHB, then CPUs 0-115).
+_MERGED_CELL_RE = re.compile(r"^([A-Za-z]{1,4})(\d[\d,\-]*)$")
+
+# "GPU0" as a word: the anchor of a header or of the first row.
+_GPU0_RE = re.compile(r"(?<![A-Za-z0-9_])GPU0(?![0-9])")
+_LINK_VOCABULARY_RE = re.compile(r"X|NV\d{1,3}|PIX|PXB|PHB|NODE|SYS|SOC", re.IGNORECASE)
+_P2P_VOCABULARY_RE = re.compile(r"X|OK|CNS|GNS|TNS|DR|NS|U", re.IGNORECASE)
+_DEVICE_NAME_RE = re.compile(r"GPU\d{1,4}|NIC\d{1,4}|mlx\d_(?:bond_)?\d{1,4}", re.IGNORECASE)
+ATTRIBUTE_VALUE_RE = re.compile(r"^(?:\d[\d,\-]*|N/A|-)$", re.IGNORECASE)
+_PLACE_SLACK = 2  # columns a value may stand off its title's first column
+
+# VM evidence a paste may carry next to the matrix (lscpu, dmidecode, /sys/class/dmi, systemd-detect-virt).
+_VM_LINE_RES = (
+    re.compile(r"Hypervisor vendor:[ \t]*\S+", re.IGNORECASE),
+    re.compile(r"(?:Manufacturer|Product Name|sys_vendor|product_name|System Vendor|Vendor):[ \t]*"
+               r"(?:QEMU|KVM|VMware[^\n]{0,40}|innotek GmbH|VirtualBox|Xen|Bochs|OpenStack[^\n]{0,20}|"
+               r"Microsoft Corporation Virtual Machine|Virtual Machine|Standard PC \([^)\n]{0,30}\))", re.IGNORECASE),
+    re.compile(r"systemd-detect-virt\S{0,40}[ \t]*\n?[ \t]*(?:kvm|qemu|vmware|microsoft|xen|oracle|amazon)\b", re.IGNORECASE),
+)
+# The legend of nvidia-smi before r384: "SOC  = Connection traversing PCIe as well as the SMP link
+# between CPU sockets(e.g. QPI)".
+_SOC_LEGEND_RE = re.compile(r"^[ \t*#>|]*SOC[ \t]*=.{0,80}between CPU sockets", re.IGNORECASE | re.MULTILINE)
+
+
+def _prefix_pattern(prefix: str) -> re.Pattern[str]:
+    core = prefix.strip()
+    parts = []
+    for chunk in re.split(r"(\d+|\s+)", core):
+        if not chunk:
+            continue
+        if chunk.isdigit():
+            parts.append(r"\d+")
+        elif chunk.isspace():
+            parts.append(r"\s+")
+        else:
+            parts.append(re.escape(chunk))
+    return re.compile(r"^\s*" + "".join(parts) + r"[ \t]?")
+
+
+def _anchor_prefix(lines: list[str]) -> str | None:
+    """What stands before ``GPU0`` on the first line that starts a matrix (header or row)."""
+    for line in lines:
+        match = _GPU0_RE.search(line)
+        if match is None:
+            continue
+        rest = line[match.start() :].split()
+        if len(rest) < 2:
+            continue
+        starts_matrix = rest[1].upper() == "X" or _GPU0_RE.match(rest[0]) and (
+            rest[1].upper().startswith("GPU1") or rest[0].upper().startswith("GPU0GPU1"))
+        if starts_matrix or (rest[0] == "GPU0" and len(rest) >= 2 and rest[1].upper() in ("CPU", "NIC0", "MLX5_0")):
+            return line[: match.start()]
+    return None
+
+
+def strip_line_prefix(lines: list[str]) -> tuple[list[str], str | None]:
+    """The lines without the prefix the matrix lines share; the prefix as shown (None: none)."""
+    prefix = _anchor_prefix(lines)
+    if prefix is None or not prefix.strip() or len(prefix) > 200:
+        return lines, None
+    pattern = _prefix_pattern(prefix)
+    core = " ".join(prefix.split())
+    stripped = []
+    for line in lines:
+        match = pattern.match(line)
+        if match:
+            stripped.append(line[match.end() :])
+        elif line.strip() and core.startswith(" ".join(line.split())):
+            stripped.append("")  # the prefix alone, its trailing blank lost: a blank line
+        else:
+            stripped.append(line)
+    return stripped, prefix.strip()
+
+
+def split_run_together(token: str) -> list[str] | None:
+    """``NODENODE`` -> ``["NODE", "NODE"]``; None when the token is not two or more known words."""
+    for vocabulary in (_LINK_VOCABULARY_RE, _P2P_VOCABULARY_RE):
+        words = []
+        position = 0
+        while position < len(token):
+            match = vocabulary.match(token, position)
+            if match is None:
+                break
+            words.append(match.group(0).upper())
+            position = match.end()
+        if position == len(token) and len(words) >= 2:
+            return words
+    return None
+
+
+def split_device_names(token: str) -> list[str] | None:
+    """A header cell of several device names run together (``NIC3NIC4``), split; else None."""
+    words = []
+    position = 0
+    while position < len(token):
+        match = _DEVICE_NAME_RE.match(token, position)
+        if match is None:
+            return None
+        words.append(match.group(0))
+        position = match.end()
+    return words if len(words) >= 2 else None
+
+
+def title_columns(header: str, titles: list[str]) -> list[int] | None:
+    """The first column of each attribute title in the header line (tabs expanded), or None."""
+    expanded = header.expandtabs(8)
+    columns = []
+    position = 0
+    for title in titles:
+        match = re.compile(r"\s+".join(map(re.escape, title.split())), re.IGNORECASE).search(expanded, position)
+        if match is None:
+            return None
+        columns.append(match.start())
+        position = match.end()
+    return columns
+
+
+def place_by_column(line: str, values: list[str], columns: list[int]) -> list[str] | None:
+    """Each attribute value under the title whose first column it starts at (within a column or
+    two); ``""`` for titles with nothing below them. None where a value stands under no title (the
+    paste is not aligned: nothing can be placed safely)."""
+    expanded = line.expandtabs(8)
+    placed = [""] * len(columns)
+    position = len(expanded)
+    starts = []
+    for value in reversed(values):  # the attribute values are the last cells of the row
+        position = expanded.rfind(value, 0, position)
+        if position < 0:
+            return None
+        starts.append(position)
+    starts.reverse()
+    for value, start in zip(values, starts):
+        near = [k for k, column in enumerate(columns) if abs(start - column) <= _PLACE_SLACK]
+        if not near and start > columns[-1]:
+            near = [len(columns) - 1]  # right of the last title (nvidia-smi's extra empty cell before GPU NUMA ID)
+        if len(near) != 1 or placed[near[0]]:
+            return None
+        placed[near[0]] = value
+    return placed
+
+
+def tab_stop_fields(line: str, values: list[str]) -> list[str] | None:
+    """The attribute fields of a tab-separated row whose tabs were expanded to spaces (every cell
+    starts on a tab stop, 8 columns apart), empty ones kept: an empty cell is a tab stop with nothing
+    on it. None where the row is not laid out on tab stops."""
+    tokens = [(m.start(), m.group(0)) for m in re.finditer(r"\S+", line)]
+    if len(tokens) < len(values) + 2 or [t for _, t in tokens[-len(values) :]] != values:
+        return None
+    first = tokens[1][0] - (1 if tokens[1][1].upper() == SELF_WORD else 0)
+    offset = first % 8
+
+    def on_stop(start: int, token: str) -> bool:
+        return (start - offset - (1 if token.upper() == SELF_WORD else 0)) % 8 == 0
+
+    if not all(on_stop(start, token) for start, token in tokens[1:]):
+        return None
+    start, token = tokens[-len(values) - 1]
+    expected = _next_stop(start + len(token) + (1 if token.upper() == SELF_WORD else 0), offset)
+    fields: list[str] = []
+    for start, token in tokens[-len(values) :]:
+        gap = start - expected
+        if gap < 0 or gap % 8:
+            return None
+        fields += [""] * (gap // 8) + [token]
+        expected = _next_stop(start + len(token), offset)
+    return fields
+
+
+def _next_stop(column: int, offset: int) -> int:
+    """Where a tab typed at ``column`` moves to (tab stops every 8 columns from ``offset``)."""
+    return column + 8 - (column - offset) % 8
+
+
+def text_facts(text: str, source: str) -> tuple[str | None, bool]:
+    """``(the first line that shows a virtual machine, whether the old legend defines SOC as between
+    CPU sockets)`` from the whole paste."""
+    vm_line = None
+    for pattern in _VM_LINE_RES:
+        match = pattern.search(text)
+        if match:
+            line_no = text.count("\n", 0, match.start()) + 1
+            shown = " ".join(match.group(0).split())
+            vm_line = f"line {line_no} of {source} says {shown[:60]!r}"
+            break
+    return vm_line, _SOC_LEGEND_RE.search(text) is not None
+
+
+def is_cell_word(word: str) -> bool:
+    upper = word.upper()
+    return upper == SELF_WORD or upper in LINK_WORDS or upper in P2P_WORDS or bool(NV_RE.match(upper))
+
+
+def is_row_token(token: str) -> bool:
+    """A token that can stand in a matrix row after its label (a wrapped row's rest has only these)."""
+    merged = _MERGED_CELL_RE.match(token)
+    return (is_cell_word(token) or bool(ATTRIBUTE_VALUE_RE.match(token)) or split_run_together(token) is not None
+            or merged is not None and any(word.startswith(merged.group(1).upper()) for word in LINK_WORDS))
+
+
+@dataclass
+class RowCells:
+    """One matrix row split into its device cells and attribute cells, with what was repaired."""
+
+    cells: list[str] = field(default_factory=list)
+    attributes: list[str] = field(default_factory=list)
+    unreadable: dict[int, str] = field(default_factory=dict)  # device position -> the token there
+    run_together: list[str] = field(default_factory=list)  # tokens split by the vocabulary
+    merged: str | None = None  # the last device cell run into the CPU Affinity (PH0-115)
+    unplaced: bool = False  # attribute values that stand under no title: read as unknown
+    placed: bool = False  # attribute values placed by column
+
+
+def _tab_fields(line: str) -> list[str] | None:
+    """The fields of a raw, tab-separated row (empty ones kept), or None for a re-spaced copy."""
+    if "\t" not in line:
+        return None
+    parts = [part.strip() for part in line.strip().split("\t")]
+    if any(len(part.split()) > 1 for part in parts):
+        return None
+    return parts
+
+
+def split_row(line: str, device_count: int, titles: list[str], columns: list[int] | None) -> RowCells:
+    """Split a row (its label first) into ``device_count`` device cells and the attribute cells.
+
+    The attribute cells are the trailing values (CPU lists, node numbers, N/A); the cells before
+    them are link words, split where two ran together. A token that is no word leaves its cell
+    unreadable (and, when the count no longer adds up, every cell after it)."""
+    tab_fields = _tab_fields(line)
+    body = (tab_fields if tab_fields is not None else line.split())[1:]
+    k = len(body)
+    while k > 0 and (ATTRIBUTE_VALUE_RE.match(body[k - 1]) or (tab_fields is not None and body[k - 1] == "")):
+        k -= 1
+    attribute_fields = body[k:]
+    row = RowCells()
+    device_fields = [f for f in body[:k] if f]
+    bad: list[int] = []
+    for position, token in enumerate(device_fields):
+        words = None if is_cell_word(token) else split_run_together(token)
+        merged = _MERGED_CELL_RE.match(token) if words is None and not is_cell_word(token) else None
+        if is_cell_word(token):
+            row.cells.append(token)
+        elif words:
+            row.cells.extend(words)
+            row.run_together.append(token)
+        elif merged and position == len(device_fields) - 1 and titles and any(
+                word.startswith(merged.group(1).upper()) for word in LINK_WORDS | {"NV"}):
+            row.cells.append(UNNAMED_PREFIX + merged.group(1).upper())
+            row.merged = token
+            attribute_fields.insert(0, merged.group(2))
+        else:
+            bad.append(len(row.cells))
+            row.cells.append(token)
+    cut = bool(bad) and bad[-1] == len(row.cells) - 1 and not attribute_fields and len(row.cells) < device_count
+    if bad and not cut:  # (a row cut in its last word is cut short, said as such by the caller)
+        if len(row.cells) == device_count:
+            row.unreadable = {p: row.cells[p] for p in bad}
+        else:  # the bad token may stand for any number of cells: nothing after it is placed
+            first = bad[0]
+            raw = row.cells[first]
+            row.cells = row.cells[:first] + [raw] * max(0, device_count - first)
+            row.unreadable = {p: raw for p in range(first, device_count)}
+    row.attributes = _attribute_cells(line, attribute_fields, tab_fields is not None, titles, columns, row)
+    return row
+
+
+def _attribute_cells(line: str, values: list[str], tabs: bool, titles: list[str], columns: list[int] | None,
+                     row: RowCells) -> list[str]:
+    if tabs:
+        # nvidia-smi writes an extra empty cell before GPU NUMA ID (0\t\tN/A): dropped here.
+        gpu_numa_last = bool(titles) and titles[-1].lower() == "gpu numa id"
+        if gpu_numa_last and len(values) == len(titles) + 1 and values[-2] == "":
+            del values[-2]
+        return values
+    if not values or len(values) >= len(titles):
+        return values
+    fields = tab_stop_fields(line, values)
+    if fields is not None:  # raw output whose tabs became spaces: empty cells are empty tab stops
+        return _attribute_cells(line, fields, True, titles, columns, row)
+    placed = place_by_column(line, values, columns) if columns else None
+    if placed is None:
+        row.unplaced = True
+        return []
+    row.placed = True
+    return placed
+
+
+VM_EVIDENCE_CODE = "vm-evidence"  # read by gputopo.analysis.locality (same codes there)
+SOC_CODE = "soc-between-sockets"
+
+
+def paste_findings(text: str, soc: bool, source: str) -> list[Finding]:
+    """What the paste shows beyond the matrix, for ``gputopo.analysis.locality``: a line that shows a
+    virtual machine; the old word SOC (``soc``: the matrix uses it), which nvidia-smi's legend
+    defined as between CPU sockets."""
+    facts = []
+    vm_line, _ = text_facts(text, source)
+    if vm_line:
+        facts.append(Finding("info", VM_EVIDENCE_CODE, vm_line))
+    if soc:
+        facts.append(Finding(
+            "info", SOC_CODE,
+            "the matrix says SOC (nvidia-smi before 2017), which its legend defines as PCIe plus the SMP link "
+            "between CPU sockets: GPUs joined by SOC are read as on different CPU sockets",
+        ))
+    return facts
