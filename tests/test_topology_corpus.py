@@ -64,18 +64,7 @@ def test_corpus_is_complete() -> None:
     assert set(KNOWN_GAPS) <= files  # no stale line
 
 
-# EXPECTED says "nvswitch": null for this capture ("not decidable from 4 GPUs"), but NV18 to each of
-# 3 peers is 54 NVLinks per GPU, three times what any GPU has: the links go through a switch
-# (issue 18: NVSwitch inferred where the pattern shows it). Reported to the corpus's owner.
-_EXPECTED_NVSWITCH_WRONG = {"gb200_4gpu_nv18_grace_numa_sets_8nic.txt"}
-
-
-def _nvswitch_wrong(names):
-    return [pytest.param(n, marks=pytest.mark.xfail(strict=True, reason="EXPECTED nvswitch null; 54 links prove a switch"))
-            if n in _EXPECTED_NVSWITCH_WRONG else n for n in names]
-
-
-@pytest.mark.parametrize("name", _nvswitch_wrong(READ))
+@pytest.mark.parametrize("name", READ)
 def test_capture_reads_to_the_experts_facts(name: str) -> None:
     expected = EXPECTED[name]
     topology = _read(name)
@@ -125,7 +114,7 @@ def test_mangled_pastes_are_read_and_repairs_said(name: str) -> None:
         assert repaired[0].severity == "info" and "the paste was damaged" in repaired[0].message
 
 
-@pytest.mark.parametrize("name", _nvswitch_wrong(READ))
+@pytest.mark.parametrize("name", READ)
 def test_no_finding_claims_what_the_text_cannot_show(name: str) -> None:
     topology = _read(name)
     if topology is None:
