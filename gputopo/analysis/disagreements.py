@@ -3,9 +3,8 @@ paste holding several outputs) say different things, and where GPUs were joined 
 
 from __future__ import annotations
 
+from gputopo.model import GPU_NUMBERING_SUBJECT as NUMBERING
 from gputopo.model import Finding, Topology
-
-NUMBERING = "GPU numbering"
 MAX_LISTED = 5
 
 
@@ -29,9 +28,9 @@ def disagreement_findings(topology: Topology) -> list[Finding]:
     for join in joins:
         findings.append(Finding(
             "info", "gpus-joined-by-index",
-            f"the GPUs of {join.other_from} were matched to {join.kept_from}'s by index ({join.kept}): this "
-            "assumes both number the GPUs alike (nvidia-smi and NVML use PCI order; CUDA programs use "
-            "CUDA_DEVICE_ORDER, FASTEST_FIRST by default)",
+            f"the GPUs of {join.other_from} were matched to {join.kept_from}'s {join.kept}, an assumption "
+            "(nvidia-smi and NVML number GPUs in PCI bus order; CUDA programs by CUDA_DEVICE_ORDER, "
+            "FASTEST_FIRST by default)",
             gpus=join.gpus,
             fix="run the CUDA program with CUDA_DEVICE_ORDER=PCI_BUS_ID, or give a source with PCI bus ids",
         ))

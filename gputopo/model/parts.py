@@ -159,6 +159,10 @@ class Finding:
     effect: str | None = None
 
 
+# The Disagreement subject that records how two sources' GPUs were matched (not a disagreement).
+GPU_NUMBERING_SUBJECT = "GPU numbering"
+
+
 @dataclass
 class Disagreement:
     """Two sources of one host that say different things about the same fact (``--from`` given

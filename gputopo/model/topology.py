@@ -38,6 +38,10 @@ class Topology:
     # Where several sources of this host were merged: the facts they disagree on, and which GPU
     # join was assumed (``gputopo.sources.merge``); findings about them come from analysis.
     disagreements: list[Disagreement] = field(default_factory=list)
+    # How this source numbers its GPUs where that is not its kind's rule: "nvml" (nvidia-smi's
+    # numbers, PCI bus order), "cuda" (a CUDA program's, CUDA_DEVICE_ORDER); None: as its kind does
+    # (NVML, nvidia-smi and snapshots number like NVML; other tools' outputs number the CUDA way).
+    gpu_numbering: str | None = None
     # What other tools observed (optional; older snapshots load without them): NVLink states per link,
     # NCCL's log, nccl-tests tables.
     nvlinks: list[NvLinkState] = field(default_factory=list)

@@ -20,6 +20,7 @@ import dataclasses
 from typing import Any, Sequence
 
 from gputopo.errors import InputError
+from gputopo.model import GPU_NUMBERING_SUBJECT as NUMBERING
 from gputopo.model import Disagreement, Gpu, Link, Measurement, Topology
 
 # Facts that are no facts: a field holding one of these says nothing and is filled from another source.
@@ -28,7 +29,8 @@ _UNKNOWN_LINK_TYPE = "UNKNOWN"
 _GPU_FIELDS_NOT_COMPARED = frozenset({"index"})
 _LINK_FIELDS_NOT_COMPARED = frozenset({"a", "b", "measured", "nvlink_count", "health"})
 # Sources that number GPUs in PCI bus order, as NVML does: joined by index without a doubt.
-_PCI_ORDER_SOURCES = frozenset({"nvml", "nvidia-smi", "snapshot"})
+# (NCCL's topology XML numbers a GPU by ``dev``, its NVML index; ``nvidia-smi nvlink`` by nvidia-smi's.)
+_PCI_ORDER_SOURCES = frozenset({"nvml", "nvidia-smi", "nvidia-smi-nvlink", "nccl-xml", "snapshot", "reference"})
 _P2P_FIELDS = frozenset({"p2p_read", "p2p_write", "p2p_atomics", "p2p_nvlink"})
 
 
@@ -80,31 +82,79 @@ def _merge_into(merged: Topology, kept_from: str, part: Topology, other_from: st
     merged.disagreements.extend(copy.deepcopy(part.disagreements))
 
 
+def numbering(topology: Topology) -> str:
+    """How a source numbers its GPUs: ``nvml`` (nvidia-smi's numbers, PCI bus order) for NVML,
+    nvidia-smi text and snapshots, else what the reader declared, else ``cuda`` (a CUDA program's
+    numbers, which follow ``CUDA_DEVICE_ORDER`` and ``CUDA_VISIBLE_DEVICES``)."""
+    if topology.gpu_numbering is not None:
+        return topology.gpu_numbering
+    return "nvml" if topology.source in _PCI_ORDER_SOURCES or topology.is_reference else "cuda"
+
+
 def _join_gpus(merged: Topology, kept_from: str, part: Topology, other_from: str) -> dict[int, int]:
-    """``{part's GPU index: merged's}``: by PCI bus id where all GPUs of both have one, else by index."""
+    """``{part's GPU index: merged's}``, exactly where the sources allow it, never by guesswork:
+
+    1. PCI bus ids on every GPU of both: by bus id;
+    2. both number GPUs the NVML way: by index;
+    3. one numbers the NVML way (PCI bus order) without bus ids, the other has a bus id on every
+       GPU, and they have the same GPUs count: by the other's bus-id order (recorded: it assumes
+       every GPU of the host is in both);
+    4. else by index where both have the same GPUs count (recorded as an assumption); different
+       counts numbered differently cannot be matched: a one-line refusal with the way out."""
     mine = {g.pci_bus_id: g.index for g in merged.gpus if g.pci_bus_id}
     theirs = [g.pci_bus_id for g in part.gpus]
-    if merged.gpus and part.gpus and len(mine) == len(merged.gpus) and all(theirs):
+    identity = {g.index: g.index for g in part.gpus}
+    if not merged.gpus or not part.gpus:
+        return identity
+    if len(mine) == len(merged.gpus) and all(theirs):
         unknown = [bus for bus in theirs if bus not in mine]
         if unknown:
             raise InputError(f"{other_from} has a GPU at PCI bus id {unknown[0]}, which {kept_from} does not have: "
                              "are they of the same host?")
         return {g.index: mine[g.pci_bus_id] for g in part.gpus if g.pci_bus_id}
-    known = {g.index for g in merged.gpus}
-    if known and part.gpus:
-        extra = sorted(g.index for g in part.gpus if g.index not in known)
-        if extra:
-            raise InputError(f"{other_from} names GPU {extra[0]}, which {kept_from} does not have "
-                             f"({len(merged.gpus)} GPUs): are they of the same host?")
-        if {merged.source, part.source} <= _PCI_ORDER_SOURCES:
-            return {g.index: g.index for g in part.gpus}
-        lacking = [name for name, gpus in ((kept_from, merged.gpus), (other_from, part.gpus))
-                   if not all(g.pci_bus_id for g in gpus)]
+    if numbering(merged) == numbering(part) == "nvml":
+        _check_indices(merged, kept_from, part, other_from)
+        return identity
+    same_count = len(merged.gpus) == len(part.gpus)
+    by_bus = _by_bus_order(merged, part) if same_count else None
+    if by_bus is not None:
         merged.disagreements.append(Disagreement(
-            subject="GPU numbering", kept=f"joined by index: {' and '.join(lacking)} without PCI bus ids",
-            kept_from=kept_from, other=None, other_from=other_from, gpus=sorted(g.index for g in part.gpus),
-        ))
-    return {g.index: g.index for g in part.gpus}
+            subject=NUMBERING, kept="by PCI bus order (every GPU of the host assumed to be in both)",
+            kept_from=kept_from, other=None, other_from=other_from, gpus=sorted(by_bus.values())))
+        return by_bus
+    if not same_count:
+        raise InputError(
+            f"{kept_from} ({len(merged.gpus)} GPUs) and {other_from} ({len(part.gpus)} GPUs) number their GPUs "
+            "differently and neither says their PCI bus ids, so which GPUs they share cannot be told: give a "
+            "snapshot with bus ids (`gputopo scan --save` on that host), or run the tool with "
+            "CUDA_DEVICE_ORDER=PCI_BUS_ID on every GPU")
+    _check_indices(merged, kept_from, part, other_from)
+    lacking = [name for name, gpus in ((kept_from, merged.gpus), (other_from, part.gpus))
+               if not all(g.pci_bus_id for g in gpus)]
+    merged.disagreements.append(Disagreement(
+        subject=NUMBERING, kept=f"by index ({' and '.join(lacking)} without PCI bus ids)",
+        kept_from=kept_from, other=None, other_from=other_from, gpus=sorted(identity)))
+    return identity
+
+
+def _check_indices(merged: Topology, kept_from: str, part: Topology, other_from: str) -> None:
+    known = {g.index for g in merged.gpus}
+    extra = sorted(g.index for g in part.gpus if g.index not in known)
+    if extra:
+        raise InputError(f"{other_from} names GPU {extra[0]}, which {kept_from} does not have "
+                         f"({len(merged.gpus)} GPUs): are they of the same host?")
+
+
+def _by_bus_order(merged: Topology, part: Topology) -> dict[int, int] | None:
+    """Where one side numbers GPUs in PCI bus order (NVML's way) without bus ids and the other
+    has a bus id on every GPU: the other's GPUs in bus-id order are the first's 0, 1, 2..."""
+    ordered = sorted(merged.gpus, key=lambda g: g.index)
+    if numbering(merged) == "nvml" and not any(g.pci_bus_id for g in merged.gpus) and all(g.pci_bus_id for g in part.gpus):
+        return {g.index: ordered[k].index for k, g in enumerate(sorted(part.gpus, key=lambda g: str(g.pci_bus_id)))}
+    if numbering(part) == "nvml" and not any(g.pci_bus_id for g in part.gpus) and all(g.pci_bus_id for g in merged.gpus):
+        by_bus = sorted(merged.gpus, key=lambda g: str(g.pci_bus_id))
+        return {g.index: by_bus[k].index for k, g in enumerate(sorted(part.gpus, key=lambda g: g.index))}
+    return None
 
 
 def _merge_gpu(merged: Topology, index: int, gpu: Gpu, kept_from: str, other_from: str) -> None:

@@ -33,7 +33,7 @@ MAX_LINE_CHARS = 4000  # a longer line is cut: no NCCL message is that long
 _LEVEL_RE = re.compile(r"NCCL (INFO|WARN) ?")
 _WHO_RE = re.compile(r"([A-Za-z0-9_.<>\-]+):\d+:\d+")  # host:pid:tid before " [cudaDev] NCCL INFO"
 _DEV_RE = re.compile(r"\[\d+\]")
-_INIT_RE = re.compile(r"comm 0x[0-9a-fA-F]+ rank (\d+) nranks (\d+) cudaDev (\d+)(?: nvmlDev \d+)? busId ([0-9a-fA-F]+)")
+_INIT_RE = re.compile(r"comm 0x[0-9a-fA-F]+ rank (\d+) nranks (\d+) cudaDev (\d+)(?: nvmlDev (\d+))? busId ([0-9a-fA-F]+)")
 _COMM_RE = re.compile(r"comm 0x[0-9a-fA-F]+ rank (\d+) nRanks (\d+) nNodes (\d+)")
 _CONN_RE = re.compile(
     r"(?:Channel|Ring) (\d+)(?:/\d+)? : (\d+)(?:\[([0-9a-fA-F]+)\])? -> (\d+)(?:\[([0-9a-fA-F]+)\])?"
@@ -57,6 +57,7 @@ class _State:
     view: NcclView = field(default_factory=NcclView)
     bus: dict[int, str] = field(default_factory=dict)  # rank -> bus id
     cuda: dict[int, int] = field(default_factory=dict)  # rank -> CUDA device
+    nvml: dict[int, int] = field(default_factory=dict)  # rank -> NVML index (``nvmlDev``), nvidia-smi's number
     hosts: set[str] = field(default_factory=set)
     rank_host: dict[int, str] = field(default_factory=dict)
     transports: dict[tuple[int, int, str], NcclTransport] = field(default_factory=dict)
@@ -104,8 +105,10 @@ def _message(state: _State, level: str, msg: str, host: str | None) -> None:
         view.nranks = int(m.group(2)[:9])
         if rank >= MAX_GPUS:
             return
-        state.cuda[rank] = int(m.group(3))
-        if (bus := nccl_bus_id(m.group(4))) is not None:
+        state.cuda[rank] = int(m.group(3)[:9])
+        if m.group(4) is not None:  # NVML's index of the GPU: nvidia-smi's number for it
+            state.nvml[rank] = int(m.group(4)[:9])
+        if (bus := nccl_bus_id(m.group(5))) is not None:
             state.bus[rank] = bus
         if host:
             state.rank_host[rank] = host
@@ -182,9 +185,14 @@ def _topology(state: _State, source: str) -> Topology:
     if not ranks:  # only P2P complaints: they number the GPUs themselves (NCCL's GPU numbers)
         return _gpus_of_complaints(state, source)
     one_host = len(state.hosts) <= 1
-    by_bus = one_host and ranks and all(r in state.bus for r in ranks) and len(set(state.bus.values())) == len(ranks)
-    order = sorted(ranks, key=lambda r: state.bus[r]) if by_bus else ranks
-    index_of = {rank: pos for pos, rank in enumerate(order)} if by_bus else {rank: rank for rank in ranks}
+    by_nvml = one_host and all(r in state.nvml for r in ranks) and len({state.nvml[r] for r in ranks}) == len(ranks)
+    by_bus = not by_nvml and one_host and all(r in state.bus for r in ranks) and len(set(state.bus.values())) == len(ranks)
+    if by_nvml:  # NCCL names each rank's NVML index: nvidia-smi's GPU numbers, exactly
+        index_of = {rank: state.nvml[rank] for rank in ranks}
+    elif by_bus:
+        index_of = {rank: pos for pos, rank in enumerate(sorted(ranks, key=lambda r: state.bus[r]))}
+    else:
+        index_of = {rank: rank for rank in ranks}
     if len(ranks) > MAX_GPUS:
         raise InputError(f"{source}: {len(ranks)} NCCL ranks; gputopo reads logs of at most {MAX_GPUS}")
     gpus = [Gpu(index=index_of[r], pci_bus_id=state.bus.get(r), host=None if one_host else state.rank_host.get(r))
@@ -197,11 +205,13 @@ def _topology(state: _State, source: str) -> Topology:
         Topology(gpus=sorted(gpus, key=lambda g: g.index), source="nccl-log", source_detail=source,
                  label=f"{len(gpus)} ranks on {len(state.hosts)} hosts in an NCCL_DEBUG=INFO log")
     topo.nccl = view
+    topo.gpu_numbering = "nvml" if by_nvml else None
     links = topo.link_map()
     for t in view.transports:
         if t.transport == "P2P" and t.a is not None and t.b is not None and (t.a, t.b) in links:
             link = links[(t.a, t.b)]
             link.p2p_read = link.p2p_write = "ok"  # NCCL moved data peer to peer: peer access works
+    _mark_refused(state, by_nvml or by_bus, links)
     if by_bus and len(ranks) > 1:
         topo.add_finding(Finding(
             "info", "nccl-gpus-by-bus-id",
@@ -211,6 +221,19 @@ def _topology(state: _State, source: str) -> Topology:
     return topo
 
 
+def _mark_refused(state: _State, numbered_like_nvml: bool, links: dict) -> None:
+    """"P2P is disabled between connected GPUs a and b" numbers the GPUs as NVML does (NCCL's
+    ``ncclTopoCheckP2p`` prints ``gpu.dev``, the NVML index: nvidia-smi's numbers). They land on
+    this topology's pair where its GPUs are numbered that way too (by ``nvmlDev``, or by bus-id
+    order, which the ``nccl-gpus-by-bus-id`` note says is inferred)."""
+    if not numbered_like_nvml:
+        return
+    for a, b in state.disabled:
+        link = links.get((a, b))
+        if link is not None:
+            link.p2p_read = link.p2p_write = "NS"  # CUDA refused peer access to NCCL
+
+
 def _gpus_of_complaints(state: _State, source: str) -> Topology:
     """No rank is named: the GPUs are the ones NCCL's P2P complaints number, and those pairs cannot peer."""
     numbers = sorted({n for pair in state.disabled for n in pair} | set(state.dev_bus))
@@ -218,6 +241,9 @@ def _gpus_of_complaints(state: _State, source: str) -> Topology:
     gpus = [Gpu(index=n, pci_bus_id=state.dev_bus.get(n)) for n in numbers]
     topo = with_all_pairs(gpus, "nccl-log", f"{len(gpus)} GPUs in an NCCL_DEBUG=INFO log", source)
     topo.nccl = state.view
+    # "P2P is disabled between connected GPUs a and b" numbers GPUs by NVML index; "Could not enable
+    # P2P between dev a and dev b" by the process's CUDA device: only the first alone is NVML's numbering.
+    topo.gpu_numbering = None if state.dev_bus else "nvml"
     links = topo.link_map()
     for a, b in state.disabled:
         if (a, b) in links:

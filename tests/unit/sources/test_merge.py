@@ -31,14 +31,39 @@ def test_measurements_join_the_links_and_unknowns_are_filled():
     assert link.type == "NV2" and link.nvlink_count == 2 and link.measured.a_to_b_gbps == 48.3
     assert merged.source == "nvidia-smi" and merged.source_detail == "topo.txt + p2p.txt"
     (join,) = merged.disagreements  # joined by index, said, naming the files without bus ids
-    assert join.subject == "GPU numbering" and join.kept == "joined by index: topo.txt and p2p.txt without PCI bus ids"
-    bus = ["0000:1a:00.0", "0000:1b:00.0", "0000:3d:00.0"]
-    (join,) = merge_views([smi(), measured(0, 1, 48.3, bus_ids=bus)]).disagreements
-    assert join.kept == "joined by index: topo.txt without PCI bus ids"
+    assert join.subject == "GPU numbering" and join.kept == "by index (topo.txt and p2p.txt without PCI bus ids)"
+
+
+def test_a_cuda_ordered_source_with_bus_ids_joins_by_bus_order():
+    """p2pBandwidthLatencyTest numbers GPUs the CUDA way (FASTEST_FIRST): its device 0 here is the
+    GPU at 3d:00.0, which nvidia-smi (PCI bus order) calls 2."""
     from gputopo.analysis.disagreements import disagreement_findings
 
-    (finding,) = disagreement_findings(merge_views([smi(), measured(0, 1, 48.3, bus_ids=bus)]))
-    assert finding.code == "gpus-joined-by-index" and "(joined by index: topo.txt without PCI bus ids)" in finding.message
+    bus = ["0000:3d:00.0", "0000:1a:00.0", "0000:1b:00.0"]
+    merged = merge_views([smi(), measured(0, 1, 48.3, bus_ids=bus)])
+    assert [g.pci_bus_id for g in merged.gpus] == ["0000:1a:00.0", "0000:1b:00.0", "0000:3d:00.0"]
+    link = merged.link(0, 2)  # its 0->1 is nvidia-smi's 2->0
+    assert link.type == "SYS" and link.measured.b_to_a_gbps == 48.3 and merged.link(0, 1).measured is None
+    (join,) = merged.disagreements
+    assert join.kept == "by PCI bus order (every GPU of the host assumed to be in both)"
+    (finding,) = disagreement_findings(merged)
+    assert finding.code == "gpus-joined-by-index" and "by PCI bus order" in finding.message
+
+
+def test_different_counts_numbered_differently_are_refused_with_the_way_out():
+    """A CUDA program that saw 2 of 4 GPUs, without bus ids: which two cannot be told."""
+    two = measured(0, 1, 9.9)
+    two.gpus = two.gpus[:2]
+    with pytest.raises(InputError, match="number their GPUs differently and neither says their PCI bus ids"):
+        merge_views([smi(), two])
+
+
+def test_sources_that_number_like_nvml_join_by_index_whatever_their_counts():
+    from gputopo.model import NvLinkState
+
+    nvlinks = Topology(gpus=[Gpu(index=2)], nvlinks=[NvLinkState(gpu=2, link=0, active=False)], source="nvidia-smi-nvlink")
+    merged = merge_views([smi(), nvlinks])
+    assert merged.disagreements == [] and merged.nvlinks[0].gpu == 2
 
 
 def test_the_inputs_are_not_modified():
@@ -81,7 +106,7 @@ def test_a_bus_id_the_first_source_lacks_is_refused():
 
 
 def test_a_gpu_index_the_first_source_lacks_is_refused():
-    extra = measured(0, 1, 1.0)
+    extra = measured(0, 1, 1.0, source="nvidia-smi")
     extra.gpus.append(Gpu(index=7))
     with pytest.raises(InputError, match="names GPU 7, which topo.txt does not have"):
         merge_views([smi(), extra])

@@ -63,3 +63,27 @@ def test_lines_of_other_programs_and_damaged_lines_are_skipped():
 def test_nccl_lines_naming_nothing_are_one_input_error():
     with pytest.raises(InputError, match="none that names"):
         nccl_log.read("x NCCL INFO Bootstrap : Using eth0\n", "b")
+
+
+def test_nvml_dev_numbers_the_gpus_as_nvidia_smi_does_and_places_refused_pairs():
+    """A job on nvidia-smi's GPUs 1 and 2 of a 4-GPU box: NCCL names each rank's nvmlDev, and its
+    "P2P is disabled between connected GPUs 1 and 2" numbers GPUs by NVML index too (NCCL's
+    ncclTopoCheckP2p prints gpu.dev). Merged with that box's topo -m, the refusal lands on 1-2."""
+    from gputopo.model import Gpu, Topology, make_link
+    from gputopo.sources.merge import merge_views
+    from gputopo.sources.nccl_log import read
+
+    log = (
+        "box:11:11 [0] NCCL INFO ncclCommInitRank comm 0x55aa rank 0 nranks 2 cudaDev 0 nvmlDev 1 busId 41000 commId 0x1 - Init START\n"
+        "box:12:12 [1] NCCL INFO ncclCommInitRank comm 0x55bb rank 1 nranks 2 cudaDev 1 nvmlDev 2 busId 81000 commId 0x1 - Init START\n"
+        "box:11:11 [0] NCCL INFO P2P is disabled between connected GPUs 1 and 2. You can repress this message with NCCL_IGNORE_DISABLED_P2P=1.\n"
+    )
+    nccl = read(log, "nccl.log")
+    assert [g.index for g in nccl.gpus] == [1, 2] and nccl.gpu_numbering == "nvml"
+    assert nccl.link(1, 2).p2p_read == "NS"
+    words = {(0, 1): "NODE", (0, 2): "SYS", (0, 3): "SYS", (1, 2): "SYS", (1, 3): "SYS", (2, 3): "NODE"}
+    topo = Topology(gpus=[Gpu(index=k) for k in range(4)], links=[make_link(a, b, w) for (a, b), w in words.items()],
+                    source="nvidia-smi", source_detail="topo.txt")
+    merged = merge_views([topo, nccl])
+    assert merged.link(1, 2).p2p_read == "NS" and merged.link(0, 1).p2p_read is None
+    assert merged.gpu(1).pci_bus_id == "0000:41:00.0" and merged.disagreements == []
