@@ -53,11 +53,17 @@ def passthrough_or_off(options: dict[str, str]) -> str | None:
 def _iommu(evidence: HealthEvidence, host: HostHealth, report: DoctorReport) -> None:
     options = cmdline_iommu(host.cmdline)
     booted = " ".join(f"{k}={v}" if v else k for k, v in options.items()) or "no IOMMU option"
-    if not host.iommu_group_of:  # the folder missing or empty: no IOMMU is active
-        known = host.iommu_groups is not None or host.cmdline is not None
-        report.check("iommu", "ok" if known else "not-made",
-                     "no IOMMU groups: no IOMMU is active" if known
-                     else "neither /sys/kernel/iommu_groups nor /proc/cmdline could be read")
+    if not host.iommu_group_of:
+        # The folder exists and is empty: no IOMMU is active. Missing (an archive or root without it):
+        # not known, unless the command line turned the IOMMU off or to passthrough.
+        said = passthrough_or_off(options)
+        if host.iommu_groups is not None:
+            report.check("iommu", "ok", "no IOMMU groups: no IOMMU is active")
+        elif said is not None:
+            report.check("iommu", "ok", f"the kernel command line sets the IOMMU {said} ({booted})")
+        else:
+            report.check("iommu", "not-made", "/sys/kernel/iommu_groups was not read (missing here), and the kernel "
+                         "command line does not turn the IOMMU off or to passthrough")
         return
     grouped = {bdf: host.iommu_group_of[bdf] for bdf in evidence.gpu_bdfs if bdf in host.iommu_group_of}
     kinds = {bdf: (host.iommu_groups or {}).get(group) for bdf, group in grouped.items()}
@@ -137,6 +143,9 @@ _ENV_RULES = {
 
 
 def _environment(evidence: HealthEvidence, host: HostHealth, report: DoctorReport) -> None:
+    if host.env is None:
+        report.check("environment", "not-made", "the NCCL/CUDA variables of that host were not saved (no gputopo/env)")
+        return
     hits = 0
     for name, (is_bad, severity, meaning) in _ENV_RULES.items():
         value = host.env.get(name)

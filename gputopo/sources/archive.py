@@ -21,16 +21,31 @@ from typing import Iterator
 
 from gputopo.errors import InputError
 
+# What ``gputopo gather`` writes first: a tar without it is not a gather archive (an unrelated tar
+# would otherwise read as a host where every check passed, its files simply missing).
+GATHER_MARK = "gputopo/gathered-by"
+
 MAX_MEMBERS = 50_000
 MAX_FILE_BYTES = 4 << 20
 MAX_TOTAL_BYTES = 64 << 20
 
 
+# The first bytes of a gzip, bzip2 or xz file: a compressed file that tarfile cannot open is a
+# damaged archive (one line, exit 2), not text to read.
+_COMPRESSED_MAGIC = (b"\x1f\x8b", b"BZh", b"\xfd7zXZ\x00")
+
+
 def is_archive(path: str) -> bool:
-    """A tar file (plain, gzip, bzip2 or xz) that we might read; False for anything else."""
+    """A tar file (plain, gzip, bzip2 or xz), or a compressed file that may be a damaged one, to be
+    read (or refused) by ``unpacked``; False for anything else."""
     try:
-        return os.path.isfile(path) and tarfile.is_tarfile(path)
-    except OSError:
+        if not os.path.isfile(path):
+            return False
+        with open(path, "rb") as head:
+            if head.read(6).startswith(_COMPRESSED_MAGIC):
+                return True
+        return tarfile.is_tarfile(path)
+    except (OSError, EOFError, tarfile.TarError, ValueError):  # a cut gzip raises EOFError here
         return False
 
 
@@ -112,6 +127,11 @@ def _unpack(archive: tarfile.TarFile, members: list[tuple[tarfile.TarInfo, str]]
             os.symlink(member.linkname, full)
 
 
+def _one_line(exc: BaseException) -> str:
+    """tarfile's reasons run over several lines (one per compression tried): one line, bounded."""
+    return " ".join(str(exc).split())[:200]
+
+
 @contextlib.contextmanager
 def unpacked(path: str) -> Iterator[str]:
     """The archive at ``path`` unpacked into a private temporary folder (removed afterwards)."""
@@ -119,7 +139,7 @@ def unpacked(path: str) -> Iterator[str]:
     try:
         archive = tarfile.open(path, "r:*")
     except (OSError, tarfile.TarError, EOFError) as exc:
-        raise InputError(f"{label}: cannot read the archive ({exc})") from None
+        raise InputError(f"{label}: cannot read the archive ({_one_line(exc)})") from None
     target = tempfile.mkdtemp(prefix="gputopo-gather-")
     try:
         with archive:
@@ -127,8 +147,11 @@ def unpacked(path: str) -> Iterator[str]:
                 members = checked_members(archive, label)
                 _unpack(archive, members, target)
             except (tarfile.TarError, EOFError, OSError, ValueError) as exc:
-                raise InputError(f"{label}: cannot read the archive ({exc})") from None
+                raise InputError(f"{label}: cannot read the archive ({_one_line(exc)})") from None
         os.chmod(target, stat.S_IRWXU)
+        if not os.path.isfile(os.path.join(target, GATHER_MARK)):
+            raise InputError(f"{label} is not a `gputopo gather` archive (it holds no {GATHER_MARK}); make one on "
+                             "the host with `gputopo gather -o box.tar.gz`, or give the folder it would hold")
         yield target
     finally:
         shutil.rmtree(target, ignore_errors=True)

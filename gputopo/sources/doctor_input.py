@@ -25,12 +25,13 @@ def evidence_of_host(root: str = "/", env: Mapping[str, str] | None = None, nvml
                        source="this host" if live else root)
 
 
-def _saved_env(root: str) -> dict[str, str]:
+def _saved_env(root: str) -> dict[str, str] | None:
+    """The variables gather saved; None where the tree has no ``gputopo/env`` (not known)."""
     try:
         with open(os.path.join(root, ENV_FILE), encoding="utf-8", errors="replace") as f:
             lines = f.read(65536).splitlines()
     except OSError:
-        return {}
+        return None
     return dict(line.split("=", 1) for line in lines if "=" in line)
 
 

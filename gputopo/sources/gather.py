@@ -31,6 +31,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Mapping
 
+from gputopo.sources.archive import GATHER_MARK
 from gputopo.sources.host_health import SHM_SIZE_FILE, relevant_env
 
 MAX_FILES = 20_000
@@ -70,12 +71,23 @@ class Packer:
         real = os.path.realpath(os.path.join(self.root, rel))
         return real == real_root or real.startswith(real_root.rstrip(os.sep) + os.sep)
 
-    def add_file(self, rel: str, filter_text=None) -> None:
-        path = os.path.join(self.root, rel)
+    def add_dir(self, rel: str) -> None:
+        """A folder as a folder, so an empty one (no IOMMU groups) still says it exists."""
+        if not self.inside(rel) or not os.path.isdir(os.path.join(self.root, rel)) or self.files >= MAX_FILES:
+            return
+        info = tarfile.TarInfo(rel)
+        info.type, info.mode, info.mtime = tarfile.DIRTYPE, 0o755, int(time.time())
+        self.tar.addfile(info)
+        self.files += 1
+
+    def add_file(self, rel: str, filter_text=None, read_from: str | None = None) -> None:
+        """``rel`` (read from ``read_from`` where given: ``proc/mounts`` is a link to
+        ``self/mounts``), filtered by ``filter_text``; a link is recorded as a link."""
+        path = os.path.join(self.root, read_from or rel)
         if os.path.islink(path):
             self.add_link(rel)
             return
-        if not self.inside(rel):
+        if not self.inside(read_from or rel):
             self.skipped.append(f"{rel} (reached through a link out of the tree)")
             return
         try:
@@ -110,6 +122,21 @@ class Packer:
             return []
 
 
+# Boot options doctor judges (IOMMU, ACS, PCIe, NUMA, the NVIDIA and vfio drivers); the rest of the
+# command line can hold anything (tokens, paths, credentials for network boot) and stays home.
+_BOOT_OPTION_RE = re.compile(r"(?:iommu|intel_iommu|amd_iommu|pci|pcie_\w+|numa|nvidia\w*|nouveau\w*|vfio\w*"
+                             r"|modprobe\.blacklist|rd\.driver\.blacklist|mem_encrypt|isolcpus|hugepages|default_hugepagesz)"
+                             r"(?:\.[\w.]+)?")
+
+
+def kept_boot_options(cmdline: str) -> str:
+    """``/proc/cmdline`` with only the options doctor reads, and how many others were left out."""
+    words = cmdline.split()
+    kept = [w for w in words if _BOOT_OPTION_RE.fullmatch(w.split("=", 1)[0])]
+    left = len(words) - len(kept)
+    return " ".join(kept) + (f" gputopo.left_out={left}" if left else "") + "\n"
+
+
 def _pack_pci(packer: Packer) -> None:
     for bdf in packer.listdir("sys/bus/pci/devices"):
         packer.add_link(f"sys/bus/pci/devices/{bdf}")
@@ -135,6 +162,7 @@ def _pack_pci_tree(packer: Packer, rel: str) -> None:
 
 
 def _pack_host(packer: Packer) -> None:
+    packer.add_dir("sys/kernel/iommu_groups")  # present and empty: no IOMMU; absent: not known
     for group in packer.listdir("sys/kernel/iommu_groups"):
         packer.add_file(f"sys/kernel/iommu_groups/{group}/type")
         for bdf in packer.listdir(f"sys/kernel/iommu_groups/{group}/devices"):
@@ -150,10 +178,11 @@ def _pack_host(packer: Packer) -> None:
         packer.add_link(f"sys/class/infiniband/{nic}")
     for name in ("sys_vendor", "product_name"):
         packer.add_file(f"sys/class/dmi/id/{name}")
-    packer.add_file("proc/cmdline")
+    packer.add_file("proc/cmdline", kept_boot_options)
     packer.add_file("proc/modules")
     packer.add_file("proc/mounts", lambda text: "".join(
-        line + "\n" for line in text.splitlines() if len(line.split()) > 1 and line.split()[1] == "/dev/shm"))
+        line + "\n" for line in text.splitlines() if len(line.split()) > 1 and line.split()[1] == "/dev/shm"),
+        read_from="proc/self/mounts" if os.path.isfile(os.path.join(packer.root, "proc/self/mounts")) else None)
     packer.add_file("proc/cpuinfo", lambda text: next(
         (line + "\n" for line in text.splitlines() if line.startswith("flags")), ""))
     if os.path.exists(os.path.join(packer.root, "sys/kernel/mm/memory_peers/nv_mem")):
@@ -205,6 +234,9 @@ def gather(output, root: str = "/", env: Mapping[str, str] | None = None, smi: s
     stream ``output`` as a gzip tar. Returns the packer (what was packed and left out)."""
     with tarfile.open(fileobj=output, mode="w:gz", format=tarfile.PAX_FORMAT) as tar:
         packer = Packer(root, tar)
+        from gputopo import __version__
+
+        packer.add_bytes(GATHER_MARK, f"gputopo {__version__} gather\n".encode())
         _pack_pci(packer)
         _pack_host(packer)
         variables = relevant_env(env or {})

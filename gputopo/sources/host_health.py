@@ -55,7 +55,7 @@ class HostHealth:
     container: str | None = None  # what says so (".dockerenv", "/proc/1/cgroup: kubepods")
     driver_gpus: list[str] | None = None  # bus ids under /proc/driver/nvidia/gpus
     device_nodes: list[int] | None = None  # N of each /dev/nvidiaN
-    env: dict[str, str] = field(default_factory=dict)
+    env: dict[str, str] | None = field(default_factory=dict)  # None: the environment is not known (a folder without gputopo/env)
 
     @property
     def is_vm(self) -> bool | None:
@@ -175,5 +175,5 @@ def read_host_health(root: str | os.PathLike[str] = "/", env: Mapping[str, str] 
         dmi_product=(_read(base / "sys/class/dmi/id/product_name", 256) or "").strip() or None,
         container=container_evidence(root),
         driver_gpus=driver_gpus(root), device_nodes=device_nodes(root),
-        env=relevant_env(env or {}),
+        env=None if env is None else relevant_env(env),
     )

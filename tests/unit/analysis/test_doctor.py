@@ -100,6 +100,19 @@ def test_a_link_trained_narrow_is_a_warning_on_the_gpu_or_a_bridge_above_it(tmp_
     assert report.pair_problems[("0000:41:00.0", "0000:61:00.0")] == ["downtrained"]
 
 
+@pytest.mark.parametrize(("cmdline", "status"), [
+    ("proc_cmdline_no_iommu_options.txt", "not-made"),  # nothing says whether an IOMMU translates
+    ("proc_cmdline_amd_iommu_pt.txt", "ok"),  # the command line does
+])
+def test_a_missing_iommu_folder_is_not_taken_for_no_iommu(tmp_path, cmdline, status):
+    """A tree (an archive, a copied folder) without /sys/kernel/iommu_groups says nothing about the
+    IOMMU; only an empty folder means none is active."""
+    host = two_gpus_under_root_ports(tmp_path, real_acs_controls()["off"])
+    host.proc("cmdline", capture(cmdline))
+    (check,) = [c for c in _report(tmp_path).checks if c.name == "iommu"]
+    assert check.status == status
+
+
 def test_an_idle_speed_drop_alone_is_only_info_with_how_to_check_under_load(tmp_path):
     two_gpus_under_root_ports(tmp_path, real_acs_controls()["off"], gpu_link=real_links()["idle"])
     report = _report(tmp_path)
@@ -119,6 +132,8 @@ def test_iommu_translating_vs_identity_vs_off(tmp_path, kind, cmdline, warned):
     if kind is not None:
         host.iommu_group(27, kind, ["0000:41:00.0"])
         host.iommu_group(41, kind, ["0000:61:00.0"])
+    else:  # no IOMMU: the kernel's folder is there and empty
+        (tmp_path / "sys/kernel/iommu_groups").mkdir(parents=True, exist_ok=True)
     host.proc("cmdline", capture(cmdline))
     report = _report(tmp_path)
     assert ("iommu-translating" in _codes(report, "warning")) == warned

@@ -11,19 +11,21 @@ import time
 from pathlib import Path
 
 import pytest
+from conftest import assert_one_error_line
 from doctor_trees import real_acs_controls, two_gpus_under_root_ports
 
 from gputopo.errors import InputError
 from gputopo.sources import archive
-from gputopo.sources.archive import unpacked
+from gputopo.sources.archive import GATHER_MARK, unpacked
 from gputopo.sources.gather import gather, run_bounded
 from gputopo.sources.pcie_health import acs_from_config, gpu_pcie_path, resolve_inside
 
 
-def _tar(path, members):
-    """members: (name, kind, payload) with kind file/dir/sym/hard/fifo/chr."""
+def _tar(path, members, marked=True):
+    """members: (name, kind, payload) with kind file/dir/sym/hard/fifo/chr; ``marked`` adds the
+    mark every ``gputopo gather`` archive starts with."""
     with tarfile.open(path, "w:gz") as tar:
-        for name, kind, payload in members:
+        for name, kind, payload in [*([(GATHER_MARK, "file", "gputopo test gather\n")] if marked else []), *members]:
             info = tarfile.TarInfo(name)
             if kind == "file":
                 data = payload if isinstance(payload, bytes) else str(payload).encode()
@@ -107,8 +109,10 @@ def test_gather_then_doctor_from_the_archive_round_trip(tmp_path, cli):
     host_root = tmp_path / "host"
     two_gpus_under_root_ports(host_root, real_acs_controls()["on"])
     (host_root / "proc").mkdir(exist_ok=True)
-    (host_root / "proc/cmdline").write_text("BOOT_IMAGE=/vmlinuz ro quiet\n")
-    (host_root / "proc/mounts").write_text("/dev/sda1 / ext4 rw 0 0\nshm /dev/shm tmpfs rw,size=65536k 0 0\n")
+    (host_root / "proc/cmdline").write_text("BOOT_IMAGE=/vmlinuz ro quiet nfsroot=10.0.0.1:/x,token=s3cret iommu=pt\n")
+    (host_root / "proc/self").mkdir()  # as on Linux: /proc/mounts is a link to self/mounts
+    (host_root / "proc/self/mounts").write_text("/dev/sda1 / ext4 rw 0 0\nshm /dev/shm tmpfs rw,size=65536k 0 0\n")
+    os.symlink("self/mounts", host_root / "proc/mounts")
     (host_root / "secret.txt").write_text("do not pack")
     os.symlink("/etc/passwd", host_root / "sys/bus/pci/devices/0000:99:00.0")  # a link out: left out
     out = tmp_path / "box.tar.gz"
@@ -120,8 +124,11 @@ def test_gather_then_doctor_from_the_archive_round_trip(tmp_path, cli):
         names = tar.getnames()
         env = tar.extractfile("gputopo/env").read().decode()
         mounts = tar.extractfile("proc/mounts").read().decode()
+        cmdline = tar.extractfile("proc/cmdline").read().decode()
+        marked = "gputopo/gathered-by" in names
     assert "secret.txt" not in names and "AWS_SECRET" not in env and "NCCL_P2P_DISABLE=1" in env
-    assert "/dev/sda1" not in mounts
+    assert mounts == "shm /dev/shm tmpfs rw,size=65536k 0 0\n" and marked  # the file, not the link
+    assert cmdline == "iommu=pt gputopo.left_out=4\n"  # boot options doctor reads, nothing else
     result = cli("doctor", "--from", str(out), "--json")
     assert result.exit_code == 0, result.output
     import json
@@ -190,6 +197,30 @@ def test_gather_never_reads_through_a_link_out_of_the_tree(tmp_path):
         data = b"".join(tar.extractfile(m).read() for m in tar.getmembers() if m.isreg())
     assert b"SECRET_OUTSIDE" not in data and "dev/nvidia7" not in names
     assert any("proc/cmdline" in s for s in packer.skipped)
+
+
+def test_a_tar_that_is_not_a_gather_archive_is_refused_not_read_as_a_healthy_host(tmp_path, cli):
+    """Review finding: any tar read as a host whose every check passed, its files simply missing."""
+    path = _tar(tmp_path / "other.tar.gz", [("proc/cmdline", "file", "ro\n")], marked=False)
+    for command in ("doctor", "scan"):
+        line = assert_one_error_line(cli(command, "--from", path))
+        assert "is not a `gputopo gather` archive" in line
+
+
+@pytest.mark.parametrize("damage", ["cut", "gzip of text"])
+def test_a_damaged_archive_is_one_line_and_exit_2(tmp_path, cli, damage):
+    """Review finding: a cut .tar.gz exited 1 ('aborted'), which a Slurm prolog reads as a bad node."""
+    import gzip
+
+    if damage == "cut":
+        data = Path(_tar(tmp_path / "ok.tar.gz", [("proc/cmdline", "file", "ro\n" * 500)])).read_bytes()
+        payload = data[:89]
+    else:
+        payload = gzip.compress(b"hello\n")
+    bad = tmp_path / "bad.tgz"
+    bad.write_bytes(payload)
+    for command in ("doctor", "scan"):
+        assert "cannot read the archive" in assert_one_error_line(cli(command, "--from", str(bad)))
 
 
 def test_the_private_folder_is_removed_and_a_truncated_archive_is_one_line(tmp_path):
