@@ -14,6 +14,7 @@ EXIT_ENVIRONMENT = 3
 # What a shell reports for a process killed by SIGPIPE: the reader of our output went away
 # (`gputopo scan | head`). Not an error of ours, so nothing is printed.
 EXIT_PIPE_CLOSED = 141
+EXIT_TERMINATED = 143  # 128 + SIGTERM, as a shell reports it
 
 
 class GputopoError(Exception):
@@ -62,3 +63,10 @@ class CheckFailed(GputopoError):
 
 class TrainingFailed(GputopoError):
     """A training run (or one of its workers) failed; the message says which and why."""
+
+
+class Terminated(GputopoError):
+    """SIGTERM arrived while gputopo waited on a child (``gather``'s nvidia-smi): the child and its
+    children were killed, nothing was written."""
+
+    exit_code = EXIT_TERMINATED

@@ -27,10 +27,12 @@ import shutil
 import signal
 import subprocess
 import tarfile
+import threading
 import time
 from dataclasses import dataclass, field
 from typing import Mapping
 
+from gputopo.errors import Terminated
 from gputopo.sources.archive import GATHER_MARK
 from gputopo.sources.host_health import SHM_SIZE_FILE, relevant_env
 
@@ -203,13 +205,21 @@ def _pack_host(packer: Packer) -> None:
             packer.add_bytes(marker, b"")
 
 
+def _terminated(signum: int, frame: object) -> None:
+    raise Terminated("terminated (SIGTERM): nvidia-smi and its children were stopped, nothing was written")
+
+
 def run_bounded(argv: list[str], timeout_s: float = SMI_TIMEOUT_S) -> bytes | None:
-    """A command's standard output (bounded), or None; on timeout its whole process group is killed."""
+    """A command's standard output (bounded), or None. On timeout, Ctrl-C or SIGTERM its whole process
+    group is killed (it runs in its own session, so its children go too), and SIGTERM then ends
+    gputopo with exit 143 (``Terminated``) instead of leaving them running."""
     try:
         proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, stdin=subprocess.DEVNULL,
                                 start_new_session=True)
     except OSError:
         return None
+    main_thread = threading.current_thread() is threading.main_thread()
+    previous = signal.signal(signal.SIGTERM, _terminated) if main_thread else None
     try:
         out, _ = proc.communicate(timeout=timeout_s)
     except subprocess.TimeoutExpired:
@@ -218,6 +228,9 @@ def run_bounded(argv: list[str], timeout_s: float = SMI_TIMEOUT_S) -> bytes | No
     except BaseException:
         with_group_killed(proc)
         raise
+    finally:
+        if main_thread:
+            signal.signal(signal.SIGTERM, previous)
     return out[:MAX_FILE_BYTES] if proc.returncode == 0 else None
 
 

@@ -159,6 +159,44 @@ def test_a_hanging_command_is_killed_with_its_children(tmp_path):
         pytest.fail("the grandchild survived its parent's timeout")
 
 
+@pytest.mark.skipif(sys.platform != "linux", reason="process groups")
+def test_sigterm_during_gather_stops_nvidia_smi_and_its_children_and_writes_nothing(tmp_path):
+    """Review finding: `gather` stopped with SIGTERM left a hanging nvidia-smi and its children running."""
+    import signal
+    import subprocess
+
+    marker = tmp_path / "grandchild.pid"
+    fake = tmp_path / "bin" / "nvidia-smi"
+    fake.parent.mkdir()
+    fake.write_text(f"#!/bin/sh\nsleep 120 &\necho $! > {marker}\nwait\n")
+    fake.chmod(0o755)
+    env = {**os.environ, "PATH": f"{fake.parent}:{os.environ['PATH']}"}
+    out = tmp_path / "box.tar.gz"
+    proc = subprocess.Popen([sys.executable, "-m", "gputopo", "gather", "-o", str(out)], env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    for _ in range(300):  # until the fake nvidia-smi has started its child
+        if marker.exists() and marker.read_text().strip():
+            break
+        time.sleep(0.1)
+    else:
+        proc.kill()
+        pytest.fail("the fake nvidia-smi never started")
+    grandchild = int(marker.read_text())
+    proc.send_signal(signal.SIGTERM)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 143 and err.count("\n") == 1 and "terminated (SIGTERM)" in err, err
+    assert not out.exists()
+    for _ in range(50):
+        try:
+            os.kill(grandchild, 0)
+        except ProcessLookupError:
+            break
+        time.sleep(0.1)
+    else:
+        os.kill(grandchild, signal.SIGKILL)
+        pytest.fail("nvidia-smi's child outlived gather")
+
+
 def test_scan_reads_the_topology_a_gather_archive_holds(tmp_path, cli):
     """The nvidia-smi output packed by gather (here a real `topo -m` capture standing in for the
     command's output) is read through the registry; the host files add the NUMA distances."""
