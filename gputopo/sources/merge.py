@@ -58,6 +58,7 @@ def _merge_into(merged: Topology, kept_from: str, part: Topology, other_from: st
                          "several --from of different hosts are one snapshot per host (each naming its host)")
     merged.host = merged.host or part.host
     index_of = _join_gpus(merged, kept_from, part, other_from)
+    _refuse_other_wiring(merged, kept_from, part, other_from, index_of)
     for gpu in part.gpus:
         _merge_gpu(merged, index_of[gpu.index], gpu, kept_from, other_from)
     links = merged.link_map()
@@ -80,6 +81,29 @@ def _merge_into(merged: Topology, kept_from: str, part: Topology, other_from: st
     for finding in part.diagnostics:
         merged.add_finding(copy.deepcopy(finding))
     merged.disagreements.extend(copy.deepcopy(part.disagreements))
+
+
+# Two captures of one host may disagree on a link or two (a link down, a driver change); on most of
+# its GPU pairs they describe two machines.
+_OTHER_HOST_MIN_PAIRS = 3
+
+
+def _refuse_other_wiring(merged: Topology, kept_from: str, part: Topology, other_from: str,
+                         index_of: dict[int, int]) -> None:
+    """A one-line refusal where both sources know the wiring of three or more GPU pairs and
+    disagree on more than half of them: they are not views of the same host."""
+    links = merged.link_map()
+    compared = differ = 0
+    for link in part.links:
+        mine = links.get((index_of[link.a], index_of[link.b]))
+        if mine is None or _UNKNOWN_LINK_TYPE in (mine.type, link.type):
+            continue
+        compared += 1
+        differ += mine.type != link.type
+    if compared >= _OTHER_HOST_MIN_PAIRS and differ * 2 > compared:
+        raise InputError(f"{kept_from} and {other_from} disagree on how {differ} of {compared} GPU pairs are "
+                         "wired: they are not captures of the same host (give one host's files, or snapshots "
+                         "that each name their host)")
 
 
 def numbering(topology: Topology) -> str:

@@ -132,3 +132,16 @@ def test_nics_and_their_links_are_united():
     merged = merge_views([smi(), other])
     assert [n.name for n in merged.nics] == ["mlx5_0", "mlx5_1"]
     assert {(l.gpu, l.nic) for l in merged.nic_links} == {(0, "mlx5_0"), (1, "mlx5_1")}
+
+
+def test_two_machines_are_not_merged_as_one():
+    """Review finding: an 8-GPU NVSwitch snapshot and a 4-GPU PCIe text were merged with only a warning."""
+    other = smi()
+    other.source_detail = "other.txt"
+    for link in other.links:
+        link.type, link.nvlink_count = "NV12", 12
+    with pytest.raises(InputError, match="disagree on how 3 of 3 GPU pairs are wired: they are not captures of the same host"):
+        merge_views([smi(), other])
+    one_down = smi()
+    one_down.links[0].type, one_down.links[0].nvlink_count = "NV1", 1  # one link down: same host, said
+    assert [d.subject for d in merge_views([smi(), one_down]).disagreements] == ["link 0-1 type"]
