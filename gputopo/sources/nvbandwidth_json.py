@@ -60,8 +60,10 @@ def _document(text: str, source: str) -> dict[str, Any]:
         raise InputError(f'{source}: no nvbandwidth JSON object (a {{ "nvbandwidth" : ... }} block)')
     try:
         document, _ = json.JSONDecoder().raw_decode(text, start.start())
-    except (json.JSONDecodeError, RecursionError) as exc:
-        raise InputError(f"{source}: the nvbandwidth JSON is cut or damaged ({str(exc)[:80]})") from None
+    except RecursionError:
+        raise InputError(f"{source}: the nvbandwidth JSON is nested too deeply to be nvbandwidth's") from None
+    except json.JSONDecodeError as exc:
+        raise InputError(f"{source}: the nvbandwidth JSON is cut or damaged ({exc.msg} at line {exc.lineno})") from None
     return document
 
 

@@ -69,3 +69,16 @@ def test_host_device_matrices_are_not_gpu_pairs():
     host_only = text.split("Running device_to_device_memcpy_read_ce.")[0]
     topo = nvbandwidth.read(host_only, "h")
     assert len(topo.gpus) == 7 and not any(link.measured for link in topo.links)
+
+
+def test_deep_or_cut_json_is_one_whole_line():
+    """Review finding: 100k-deep JSON gave a Python error text cut mid-word."""
+    import pytest
+
+    from gputopo.errors import InputError
+    from gputopo.sources.nvbandwidth_json import read
+
+    with pytest.raises(InputError, match="nested too deeply to be nvbandwidth's$"):
+        read('{"nvbandwidth": ' + "[" * 100_000 + "]" * 100_000 + "}", "deep.json")
+    with pytest.raises(InputError, match=r"cut or damaged \(Expecting ',' delimiter at line 1\)$"):
+        read('{"nvbandwidth": {"x": [1,2', "cut.json")
