@@ -31,10 +31,16 @@ def doctor(evidence: HealthEvidence, index_of: dict[str, int] | None = None) -> 
         pcie_checks(evidence, report)
         host_checks(evidence, report)
         nvml_checks(evidence, report)
+    if evidence.pasted:  # a paste names bus ids only: the topology given beside it says which are GPUs
+        for bdf, index in index_of.items():
+            report.gpus.setdefault(bdf, index)
     for label, pasted in evidence.pasted:
         pasted_checks(label, pasted, report)
     report.findings = report.sorted_findings()
     return report
+
+
+PCIE_PROBLEMS = frozenset({"acs", "iommu", "downtrained", "narrow-link"})
 
 
 def apply_health(topology: Topology, report: DoctorReport) -> int:
@@ -51,7 +57,12 @@ def apply_health(topology: Topology, report: DoctorReport) -> int:
             link: Link = topology.link(ia, ib)
         except (KeyError, ValueError):
             continue
-        link.health = sorted(set(link.health) | set(problems))
+        # GPUs joined by NVLink copy over it: what slows PCIe (ACS, IOMMU, a narrow or slow link)
+        # does not slow that pair (the live checks know NVLink from NVML; a paste does not).
+        kept = [p for p in problems if not (link.is_nvlink and p in PCIE_PROBLEMS)]
+        if not kept:
+            continue
+        link.health = sorted(set(link.health) | set(kept))
         marked += 1
     seen = {(f.code, f.message) for f in topology.diagnostics}
     for finding in report.findings:  # each kept: two bridges with ACS are two findings, whatever their GPUs

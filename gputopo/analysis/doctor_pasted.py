@@ -71,11 +71,20 @@ def _acs(label: str, evidence: PastedEvidence, report: DoctorReport) -> None:
 def _links(label: str, evidence: PastedEvidence, report: DoctorReport) -> None:
     for pasted in evidence.links:
         link, who = pasted.link, pasted.bdf or "a device (not named in the paste)"
+        gpu = pasted.bdf if pasted.bdf in report.gpus else None  # a GPU of the topology given with --topology
+        if gpu is not None:
+            who = report.label(gpu)
         if link.width_below_max:
+            if gpu is not None:  # every pair of this GPU copies through the narrow link
+                report.mark_gpu(gpu, "narrow-link")
+                for other in report.gpus:
+                    if other != gpu:
+                        report.mark_pair(gpu, other, "narrow-link")
             report.add(Finding(
                 "warning", "pcie-link-narrow",
                 f"The PCIe link of {who} runs at x{link.current_width} of x{link.max_width}: it trained narrower "
                 "than it can (riser, slot lanes, chipset lanes, seating).",
+                gpus=report.indices([gpu]) if gpu else [],
                 evidence=[f"{_where(label, pasted.line)}: {pasted.text}"],
                 effect=f"every copy to or from {who}",
                 fix="reseat the card, use a CPU-attached x16 slot, check the riser and BIOS bifurcation settings"))

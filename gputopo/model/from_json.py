@@ -16,7 +16,11 @@ from gputopo.quoting import check_text
 # Free text that gputopo itself writes (sentences, file paths, titles): shown through the views'
 # terminal-safe output, never written into a script. Every other string (names, hosts, NIC names,
 # bus ids, words, dictionary keys) is one line: a control character, newline included, is refused.
-FREE_TEXT_FIELDS = frozenset({"message", "fix", "label", "source_detail", "ignored", "source", "reason"})
+# Prose a source or a finding carries (a log's warning, a pasted line as evidence): shown as plain
+# text and never used as a name, a path or a shell word, so a tab or newline in it is data. Every
+# other string (names, bus ids, hosts, words) is one line of printable text.
+FREE_TEXT_FIELDS = frozenset({"message", "fix", "label", "source_detail", "ignored", "source", "reason", "evidence",
+                              "effect", "notes", "detail", "kept", "other", "kept_from", "other_from", "origin"})
 
 
 def build(cls: type, data: Any, path: str = "") -> Any:
@@ -53,7 +57,7 @@ def _value(value: Any, hint: Any, where: str) -> Any:
     is_number = isinstance(value, (int, float)) and not isinstance(value, bool)
     if hint is int and is_number and isinstance(value, int) and not -(2**63) <= value < 2**63:
         raise ValueError(f"{where}: {shown(value)} is out of range")
-    if hint is str and isinstance(value, str) and where.rsplit(".", 1)[-1] not in FREE_TEXT_FIELDS:
+    if hint is str and isinstance(value, str) and where.rsplit(".", 1)[-1].split("[", 1)[0] not in FREE_TEXT_FIELDS:
         check_text(value, where)
     if (
         (hint is float and is_number and math.isfinite(value))

@@ -97,3 +97,25 @@ def test_save_puts_pair_health_on_the_snapshot_and_recommend_reads_it(cli, tmp_p
     plan = json.loads(cli("recommend", "--from", str(out), "--gpus", "2", "--require", "0,1", "--json").output)
     assert "doctor: acs" in json.dumps(plan)
     assert_one_error_line(cli("doctor", "--topology", str(snapshot)), 2)
+
+
+def test_a_pasted_narrow_gpu_link_lands_on_that_gpu_and_recommend_avoids_it(cli, tmp_path):
+    """Review finding: a pasted lspci's x4 GPU link was saved with no GPU, so recommend picked it.
+    And a saved report whose evidence holds a tab (lspci's) must read back."""
+    import json
+
+    topo = tmp_path / "box.json"
+    assert cli("scan", "--machine", "pcie-8gpu", "--save", str(topo), "--json").exit_code == 0
+    gpus = json.loads(topo.read_text())["gpus"]
+    bus = gpus[0]["pci_bus_id"]
+    paste = tmp_path / "lspci.txt"
+    paste.write_text(f"{bus} 3D controller: NVIDIA Corporation Device 20b0\n"
+                     "\t\tLnkCap:\tPort #0, Speed 16GT/s, Width x16, ASPM not supported\n"
+                     "\t\tLnkSta:\tSpeed 16GT/s, Width x4 (downgraded)\n")
+    saved = tmp_path / "health.json"
+    result = cli("doctor", "--from", str(paste), "--topology", str(topo), "--save", str(saved), "--json")
+    (narrow,) = [f for f in json.loads(result.stdout)["findings"] if f["code"] == "pcie-link-narrow"]
+    assert narrow["gpus"] == [0] and "GPU 0" in narrow["message"]
+    rec = cli("recommend", "--from", str(saved), "--gpus", "2", "--json")
+    assert rec.exit_code == 0, rec.output
+    assert 0 not in json.loads(rec.stdout)["groups"][0]["gpus"]
