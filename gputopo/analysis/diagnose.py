@@ -33,8 +33,9 @@ from gputopo.analysis.observed_findings import observed_findings
 from gputopo.analysis.locality import (
     SYS_MEANING,
     link_crosses_numa,
+    numa_crossing_links,
     pcie_path,
-    same_numa_side,
+    numa_sides,
     socket_groups,
     sockets_known,
     vm_evidence,
@@ -143,15 +144,16 @@ def _ungroupable(topology: Topology, groups: list[list[int]]) -> bool:
     """Whether GPUs of different groups are NVLinked with no PCIe path and no affinity that tells
     their NUMA sides (a DGX-1 capture whose CPU Affinity is a job's one-CPU cpuset)."""
     group_of = {g: n for n, grp in enumerate(groups) for g in grp}
+    sides = numa_sides(topology)
     return any(
         link.is_nvlink and pcie_path(link) is None and group_of.get(link.a) != group_of.get(link.b)
-        and same_numa_side(topology, topology.gpu(link.a), topology.gpu(link.b)) is None
+        and sides.get((link.a, link.b)) is None
         for link in topology.links
     )
 
 
 def _cross_socket(topology: Topology) -> list[Finding]:
-    sys_links = [link for link in topology.links if link_crosses_numa(topology, link)]
+    sys_links = numa_crossing_links(topology)
     if not sys_links:
         return []
     crossing = {g for link in sys_links for g in (link.a, link.b)}

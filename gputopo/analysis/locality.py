@@ -20,6 +20,7 @@ several NUMA nodes in one socket, and nvidia-smi's ``SYS`` means "between NUMA n
 from __future__ import annotations
 
 from collections import defaultdict
+from typing import Any
 
 from gputopo.model import Finding, Gpu, Link, Topology
 from gputopo.notation import parse_cpu_list
@@ -36,6 +37,7 @@ MAX_THREADS_PER_SOCKET = 384
 # Findings a text reader leaves for this module: what a line of the paste shows.
 VM_EVIDENCE_CODE = "vm-evidence"
 SOC_CODE = "soc-between-sockets"
+_BAD = object()
 
 
 def pcie_path(link: Link) -> str | None:
@@ -69,7 +71,14 @@ def vm_evidence(topology: Topology) -> str | None:
     None. A line of the paste that says so (the reader's ``vm-evidence`` finding); else,
     conservatively: every GPU that shows a CPU set / NUMA affinity shows the same one (two at
     least) yet every pair shows SYS (SOC), or they share one CPU set and a multi-node NUMA set and
-    reach every NIC through PHB."""
+    reach every NIC through PHB. Computed once per topology where no line of the paste says it (per-pair
+    functions ask it for every pair)."""
+    if _text_fact(topology, VM_EVIDENCE_CODE) is not None:
+        return _vm_evidence(topology)
+    return topology.cached("vm_evidence", _vm_evidence)
+
+
+def _vm_evidence(topology: Topology) -> str | None:
     gpus = topology.gpus
     if topology.is_reference or len({g.host for g in gpus}) > 1:
         return None
@@ -105,7 +114,11 @@ def _tells_apart(topology: Topology, kind: str) -> bool:
     """Whether the GPUs' NUMA (``kind="numa"``) or CPU affinities are per-GPU facts: not one value
     shared by every GPU that shows one where that value cannot be the truth (a multi-node NUMA set,
     or one CPU set with SYS between GPUs: a job's cpuset or a container's view). GPUs that show no
-    value (a damaged paste) are no evidence either way."""
+    value (a damaged paste) are no evidence either way. Once per topology and kind."""
+    return topology.cached(f"tells_apart_{kind}", lambda topo: _compute_tells_apart(topo, kind))
+
+
+def _compute_tells_apart(topology: Topology, kind: str) -> bool:
     values = {_affinity_text(g) if kind == "numa" else g.cpu_affinity for g in topology.gpus} - {None}
     if len(values) > 1 or len(topology.gpus) < 2:
         return True
@@ -117,7 +130,40 @@ def _tells_apart(topology: Topology, kind: str) -> bool:
 
 def same_numa_side(topology: Topology, a: Gpu, b: Gpu) -> bool | None:
     """Whether two GPUs hang off the same NUMA node, from their NUMA (else CPU) affinity: True,
-    False, or None where the facts do not tell (unknown, overlapping, shared by a flat view)."""
+    False, or None where the facts do not tell (unknown, overlapping, shared by a flat view).
+    Asked for every pair: answered once per pair of distinct affinities."""
+    answers: dict[tuple[Any, ...], bool | None] = topology.cached("numa_side_answers", lambda topo: {})
+    key = (_side_key(a), _side_key(b))
+    if key not in answers:
+        answers[key] = _same_numa_side(topology, a, b)
+    return answers[key]
+
+
+def _side_key(gpu: Gpu) -> tuple[Any, ...]:
+    return (gpu.host, gpu.numa_affinity, gpu.numa_node, gpu.cpu_affinity)
+
+
+def numa_sides(topology: Topology) -> dict[tuple[int, int], bool | None]:
+    """``same_numa_side`` of every linked pair, computed in one pass (once per topology)."""
+    def compute(topo: Topology) -> dict[tuple[int, int], bool | None]:
+        gpus = {g.index: g for g in topo.gpus}
+        keys = {index: _side_key(g) for index, g in gpus.items()}
+        answers: dict[tuple[Any, ...], bool | None] = {}
+        result: dict[tuple[int, int], bool | None] = {}
+        for link in topo.links:
+            a, b = link.a, link.b
+            if a not in gpus or b not in gpus:
+                continue
+            key = (keys[a], keys[b])
+            if key not in answers:
+                answers[key] = _same_numa_side(topo, gpus[a], gpus[b])
+            result[(a, b)] = answers[key]
+        return result
+
+    return topology.cached("numa_sides", compute)
+
+
+def _same_numa_side(topology: Topology, a: Gpu, b: Gpu) -> bool | None:
     if a.host != b.host:
         return False
     if vm_evidence(topology) is not None:
@@ -202,6 +248,25 @@ def link_crosses_numa(topology: Topology, link: Link) -> bool:
     return path is None and link.is_nvlink and side is False
 
 
+def numa_crossing_links(topology: Topology) -> list[Link]:
+    """The links for which ``link_crosses_numa`` is true, in one pass (once per topology)."""
+    def compute(topo: Topology) -> list[Link]:
+        if vm_evidence(topo) is not None:
+            return []
+        sides = numa_sides(topo)
+        crossing = []
+        for link in topo.links:
+            side = sides.get((link.a, link.b))
+            if side:
+                continue  # one NUMA node, whatever the link word
+            path = link.pcie_path or (None if link.nvlink_count > 0 or link.type == "UNKNOWN" else link.type)
+            if path == "SYS" or (path is None and link.nvlink_count > 0 and side is False):
+                crossing.append(link)
+        return crossing
+
+    return topology.cached("numa_crossing_links", compute)
+
+
 def socket_groups(topology: Topology) -> list[list[int]]:
     """GPUs grouped by what they share below the interconnect between NUMA nodes.
 
@@ -217,9 +282,10 @@ def socket_groups(topology: Topology) -> list[list[int]]:
             g = parent[g]
         return g
 
+    sides = numa_sides(topology)
     for link in topology.links:
         path = pcie_path(link)
-        side = same_numa_side(topology, topology.gpu(link.a), topology.gpu(link.b))
+        side = sides.get((link.a, link.b))
         joined = bool(side) if path is None else (path != "SYS" or side is True)
         if joined:
             ra, rb = find(link.a), find(link.b)

@@ -2,11 +2,21 @@
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass, field
 from typing import Any
 
 from gputopo.model.words import P2P_OK, nvlink_count_of
 from gputopo.notation import expand_number_list
+
+
+@functools.lru_cache(maxsize=256)
+def _node_set(text: str) -> frozenset[int] | None:
+    """A node list read once per distinct text (asked for every pair of GPUs)."""
+    try:
+        return frozenset(expand_number_list(text))
+    except ValueError:
+        return None
 
 
 @dataclass
@@ -38,10 +48,8 @@ class Gpu:
     def numa_nodes(self) -> set[int] | None:
         """The NUMA nodes the GPU is affine to (its affinity set, else its one node); None if unknown."""
         if self.numa_affinity:
-            try:
-                return set(expand_number_list(self.numa_affinity))
-            except ValueError:
-                return None
+            nodes = _node_set(self.numa_affinity)
+            return None if nodes is None else set(nodes)
         return None if self.numa_node is None else {self.numa_node}
 
     def pcie_below_max(self, field: str) -> tuple[int, int] | None:

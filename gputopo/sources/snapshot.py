@@ -17,7 +17,7 @@ from typing import Any
 from gputopo.errors import InputError
 from gputopo.fileio import atomic_write_text
 from gputopo.model import MAX_NVLINKS_PER_PAIR, P2P_STATUS_WORDS, PCIE_PATHS, Topology
-from gputopo.notation import MAX_GPU_INDEX, parse_cpu_list
+from gputopo.notation import MAX_GPU_INDEX, MAX_GPUS, parse_cpu_list
 
 
 def looks_like_snapshot(text: str) -> bool:
@@ -61,7 +61,9 @@ def report_snapshot_text(text: str, source: str = "report") -> str:
 
 def parse_snapshot(text: str, source: str = "snapshot") -> Topology:
     """A Topology from snapshot JSON text; any problem is an ``InputError`` naming ``source`` and
-    the field. NaN and Infinity parse as floats here and are refused with their field's name."""
+    the field. NaN and Infinity parse as floats here and are refused with their field's name.
+    Sizes are checked before anything is built (a 64 MiB file of GPUs is millions of objects)."""
+    _refuse_absurd_sizes(text, source)
     try:
         data = json.loads(text)
     except json.JSONDecodeError as exc:
@@ -122,6 +124,17 @@ def _check_measured(measured: Any, where: str) -> None:
             raise ValueError(f"{where}.{name}: {value:g} is outside 0..{largest:g}")
     _check_number(measured.size_bytes, f"{where}.size_bytes", 2**50)
     _check_number(measured.repeats, f"{where}.repeats", 2**31)
+
+
+def _refuse_absurd_sizes(text: str, source: str) -> None:
+    """More GPUs than gputopo numbers (``MAX_GPUS``): refused before the text is parsed, from an
+    upper bound read without parsing (every GPU object has an ``"index"`` key; no other object of
+    the schema has one), so a file of millions of GPUs costs neither the time nor the memory of
+    parsing it. ``_check_counts`` checks every list exactly once parsed."""
+    keys = text.count('"index"')
+    if keys > MAX_GPUS:
+        raise InputError(f"{source}: {keys} \"index\" keys, more GPUs than gputopo reads ({MAX_GPUS}, "
+                         f"indices 0..{MAX_GPU_INDEX})")
 
 
 def _check_claims(topo: Topology) -> None:
@@ -185,10 +198,60 @@ def finite_or_null(value: Any) -> Any:
     return value
 
 
+# A document with more values than this is written with one compact line per item of its long
+# lists (a 576-GPU domain's 165,600 links: 4x smaller, and 10x faster than one line per field,
+# which is Python's slow indenting encoder); smaller ones exactly as json.dumps(indent=2) does.
+LARGE_DOCUMENT_VALUES = 20_000
+ROWS_FROM_ITEMS = 100
+
+
+def strict_json_text(data: Any, indent: int = 2) -> str:
+    """``data`` as strict JSON (a non-finite figure written as null), indented; in a large document
+    each list of more than ``ROWS_FROM_ITEMS`` items has one compact item per line."""
+    try:
+        return _json_text(data, indent) + "\n"
+    except ValueError:  # NaN or infinity somewhere: replace them (a rare, slower path)
+        return _json_text(finite_or_null(data), indent) + "\n"
+
+
+def _count_values(data: Any, budget: int) -> int:
+    """How much of ``budget`` is left after counting ``data``'s values (stops at 0)."""
+    stack = [data]
+    while stack and budget > 0:
+        value = stack.pop()
+        if isinstance(value, dict):
+            budget -= len(value)
+            stack.extend(v for v in value.values() if isinstance(v, (dict, list)))
+        elif isinstance(value, list):
+            budget -= len(value)
+            stack.extend(v for v in value if isinstance(v, (dict, list)))
+    return budget
+
+
+def _json_text(data: Any, indent: int) -> str:
+    if _count_values(data, LARGE_DOCUMENT_VALUES) > 0:
+        return json.dumps(data, indent=indent, allow_nan=False)
+    return _rows_text(data, indent, "")
+
+
+def _rows_text(data: Any, indent: int, margin: str) -> str:
+    inner = margin + " " * indent
+    if isinstance(data, list) and len(data) > ROWS_FROM_ITEMS:
+        rows = [inner + json.dumps(item, allow_nan=False) for item in data]
+    elif isinstance(data, list) and data:
+        rows = [inner + _rows_text(item, indent, inner) for item in data]
+    elif isinstance(data, dict) and data:
+        rows = [inner + json.dumps(k) + ": " + _rows_text(v, indent, inner) for k, v in data.items()]
+    else:
+        return json.dumps(data, allow_nan=False)
+    opening, closing = ("[", "]") if isinstance(data, list) else ("{", "}")
+    return opening + "\n" + ",\n".join(rows) + "\n" + margin + closing
+
+
 def snapshot_json(topology: Topology) -> str:
     """The snapshot as strict JSON: a non-finite figure (a failed measurement) is written as null,
     so the file reads back (NaN and Infinity are refused on reading)."""
-    return json.dumps(finite_or_null(topology.to_dict()), indent=2, allow_nan=False) + "\n"
+    return strict_json_text(topology.to_dict())
 
 
 def save_snapshot(topology: Topology, path: str | os.PathLike[str]) -> None:

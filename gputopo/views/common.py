@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any, Iterable, TextIO
 
 from gputopo.errors import OutputClosed, OutputError
 from gputopo.quoting import terminal_safe as terminal_safe  # re-exported: gputopo.quoting owns it
-from gputopo.sources.snapshot import finite_or_null
+from gputopo.sources.snapshot import finite_or_null, strict_json_text
 
 if TYPE_CHECKING:  # rich is imported where a console or table is made, never for --json
     from rich.console import Console, Group
@@ -149,7 +149,7 @@ def print_json(data: Any) -> None:
     characters in strings are JSON escapes (``\\u001b``), never raw. A failed write is one
     ``OutputError``."""
     stream = _GuardedStream(sys.stdout, "standard output")
-    stream.write(json.dumps(finite_or_null(data), indent=2, allow_nan=False) + "\n")
+    stream.write(strict_json_text(data))
     stream.flush()
 
 
