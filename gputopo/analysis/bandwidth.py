@@ -144,13 +144,42 @@ def pair_estimate(topology: Topology, a: int, b: int) -> Estimate:
     return estimate_link(link, _gpu_or_none(topology, a), _gpu_or_none(topology, b))
 
 
+def link_estimates(topology: Topology) -> dict[tuple[int, int], Estimate]:
+    """``{(a, b): estimate}`` for every link (``a < b``), computed once per class of equal links:
+    a 576-GPU domain has 165,600 links and a handful of classes."""
+    gpus = {g.index: g for g in topology.gpus}
+    by_class: dict[tuple[object, ...], Estimate] = {}
+    result: dict[tuple[int, int], Estimate] = {}
+    for link in topology.links:
+        gpu_a, gpu_b = gpus.get(link.a), gpus.get(link.b)
+        key = estimate_key(link, gpu_a, gpu_b)
+        estimate = by_class.get(key)
+        if estimate is None:
+            estimate = by_class[key] = estimate_link(link, gpu_a, gpu_b)
+        result[(link.a, link.b)] = estimate
+    return result
+
+
+def estimate_key(link: Link, gpu_a: Gpu | None, gpu_b: Gpu | None) -> tuple[object, ...]:
+    """What ``estimate_link`` reads of a link and of its GPUs: links with equal keys have equal
+    estimates."""
+    return (link.type, link.nvlink_count, link.nvswitch, link.pcie_path, link.p2p_read, link.p2p_write,
+            _gpu_key(gpu_a), _gpu_key(gpu_b))
+
+
+def _gpu_key(gpu: Gpu | None) -> tuple[object, ...] | None:
+    """What of a GPU the estimate reads (``_pcie_gbps``, ``nvlink_gbps``)."""
+    if gpu is None:
+        return None
+    return (gpu.pcie_gen_max, gpu.pcie_gen_current, gpu.pcie_width_current, gpu.pcie_width_max, gpu.nvlink_version)
+
+
 def pair_bandwidth_matrix(topology: Topology) -> dict[tuple[int, int], float]:
     """``{(a, b): GB/s}`` estimated for every ordered pair of distinct GPUs (symmetric)."""
     result: dict[tuple[int, int], float] = {}
-    for link in topology.links:
-        est = estimate_link(link, _gpu_or_none(topology, link.a), _gpu_or_none(topology, link.b))
-        result[(link.a, link.b)] = est.gbps
-        result[(link.b, link.a)] = est.gbps
+    for (a, b), est in link_estimates(topology).items():
+        result[(a, b)] = est.gbps
+        result[(b, a)] = est.gbps
     return result
 
 

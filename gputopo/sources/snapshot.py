@@ -43,7 +43,7 @@ def report_snapshot_script(topology: Topology) -> str:
 
     ``<``, ``>`` and ``&`` are written as JSON escapes, so no text from the topology (GPU names,
     paths) can close the element or start markup; ``json.loads`` reads them back unchanged."""
-    body = json.dumps(topology.to_dict(), indent=1)
+    body = strict_json_text(topology.to_dict(), indent=1).rstrip("\n")
     body = body.replace("&", "\\u0026").replace("<", "\\u003c").replace(">", "\\u003e")
     return f'<script type="application/json" id="{REPORT_SNAPSHOT_ID}">{body}</script>'
 

@@ -21,18 +21,26 @@ from gputopo.views.svg_tree import fit
 from gputopo.views.topology import SPEED_STYLES
 
 
-def hub_text(topology: Topology, layout: Layout) -> tuple[str, str]:
-    """(label on the hub, its tooltip)."""
+# Above this many pairs through the hub (a 576-GPU domain has 165,600) the drawing holds an element
+# only for the pairs unlike the others (another word or figure, measured, no P2P); the hub's
+# tooltip says what every other pair is. A GB200 NVL72 rack (2,556 pairs) keeps every pair.
+MAX_HUB_PAIR_ELEMENTS = 5000
+
+
+def hub_text(topology: Topology, layout: Layout,
+             known: dict[tuple[int, int], tuple[float, float | None, str]] | None = None) -> tuple[str, str]:
+    """(label on the hub, its tooltip); ``known``: the pairs' ``link_figures`` where already made."""
     members = set(layout.hub_members)
     links = [lk for lk in topology.links if lk.a in members and lk.b in members]
+    figures = [known[(lk.a, lk.b)] if known else link_figures(topology, lk) for lk in links]
     word = Counter(lk.type for lk in links).most_common(1)[0][0]
-    expected = Counter(round(link_figures(topology, lk)[0], 1) for lk in links).most_common(1)[0][0]
+    expected = Counter(round(f[0], 1) for f in figures).most_common(1)[0][0]
     # nvidia-smi text never names the switches: its nvswitch=True is inferred from the NV<n> pattern.
     inferred = topology.source == "nvidia-smi" or not all(lk.nvswitch for lk in links)
     hosts = {topology.gpu(g).host for g in members}
     what = f"NVLink domain (NVSwitch) of {len(members)} GPUs on {len(hosts)} hosts" if len(hosts) > 1 else "NVSwitch"
     label = f"{what} · {word} between every pair · expected ~{format_gbps(expected)} GB/s per direction"
-    measured = [m for m in (link_figures(topology, lk)[1] for lk in links) if m is not None]
+    measured = [f[1] for f in figures if f[1] is not None]
     if measured:
         label += f" · measured {format_gbps(min(measured))}-{format_gbps(max(measured))}"
     detail = label + (
@@ -48,18 +56,28 @@ def hub_elements(topology: Topology, layout: Layout, best: set[int]) -> list[str
         return []
     members = set(layout.hub_members)
     hx, hy, hw, hh = layout.hub
-    label, detail = hub_text(topology, layout)
     pairs = [lk for lk in topology.links if lk.a in members and lk.b in members]
-    parts = ['<g class="hub-pairs">']
-    for lk in pairs:
-        expected, measured, _ = link_figures(topology, lk)
+    figures = {(lk.a, lk.b): link_figures(topology, lk) for lk in pairs}
+    label, detail = hub_text(topology, layout, figures)
+    kinds = [(lk.type, round(figures[(lk.a, lk.b)][0], 1), lk.can_peer) for lk in pairs]
+    common = Counter(kinds).most_common(1)[0][0]
+    drawn = pairs
+    if len(pairs) > MAX_HUB_PAIR_ELEMENTS:  # a large domain: only the pairs unlike the hub's word
+        drawn = [lk for lk, kind in zip(pairs, kinds) if kind != common or figures[(lk.a, lk.b)][1] is not None]
+    summarised = len(pairs) - len(drawn)
+    if summarised:
+        detail += (f"\n{summarised} of the {len(pairs)} pairs are {common[0]} at the same expected figure: "
+                   "not drawn one by one (the snapshot in this page lists every link)")
+    parts = [f'<g class="hub-pairs" data-pairs-summarised="{summarised}">' if summarised else '<g class="hub-pairs">']
+    for lk in drawn:
+        expected, measured, _ = figures[(lk.a, lk.b)]
         extra = f' data-measured-gbps="{measured:.1f}"' if measured is not None else ""
         parts.append(
             f'<g class="via-hub" data-link="{lk.a}-{lk.b}" data-type="{esc(lk.type)}" data-gbps="{expected:.1f}"{extra} '
             f'data-peer="{peer_word(lk)}"><title>{esc(link_tooltip(topology, lk))}</title></g>'
         )
     parts.append("</g>")
-    colour = speed_hex(Counter(round(link_figures(topology, lk)[0], 1) for lk in pairs).most_common(1)[0][0])
+    colour = speed_hex(common[1])
     for g in layout.hub_members:
         box = layout.gpus[g]
         cx = box.x + box.w / 2

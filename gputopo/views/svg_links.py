@@ -6,7 +6,7 @@ from __future__ import annotations
 import re
 from html import escape
 
-from gputopo.analysis.bandwidth import estimate_link
+from gputopo.analysis.bandwidth import Estimate, estimate_key, estimate_link
 from gputopo.analysis.measured import measured_gbps
 from gputopo.model import Gpu, Link, Topology
 from gputopo.notation import format_gbps
@@ -35,8 +35,16 @@ def speed_hex(gbps: float | None) -> str:
 def link_figures(topology: Topology, link: Link) -> tuple[float, float | None, str]:
     """(expected GB/s per direction, measured GB/s or None, how the expectation was made)."""
     gpu_a, gpu_b = _gpu(topology, link.a), _gpu(topology, link.b)
-    expected = estimate_link(link, gpu_a, gpu_b)
+    key = estimate_key(link, gpu_a, gpu_b)
+    expected = _EXPECTED.get(key)
+    if expected is None:  # once per class of equal links (a 576-GPU domain: 165,600 links, a few classes)
+        if len(_EXPECTED) > 4096:
+            _EXPECTED.clear()
+        expected = _EXPECTED[key] = estimate_link(link, gpu_a, gpu_b)
     return expected.gbps, measured_gbps(link), expected.explanation
+
+
+_EXPECTED: dict[tuple[object, ...], Estimate] = {}
 
 
 def _gpu(topology: Topology, index: int) -> Gpu | None:

@@ -19,7 +19,7 @@ from rich.table import Table
 from rich.text import Text
 from rich.tree import Tree
 
-from gputopo.analysis.bandwidth import pair_estimate
+from gputopo.analysis.bandwidth import link_estimates, pair_estimate
 from gputopo.model import (
     NVLINK_MEANING,
     P2P_OK,
@@ -235,11 +235,17 @@ def link_legend_rows(topo: Topology, speeds: bool = False) -> list[tuple[str, Te
     expected GB/s per direction (coloured as in the matrix) and a row says what the colours mean."""
     used = {link.type for link in topo.links}
     rows: list[tuple[str, Text]] = []
+    memo: list[dict[str, list[float]]] = []
+
+    def by_word() -> dict[str, list[float]]:
+        if not memo:
+            memo.append(speeds_by_word(topo))
+        return memo[0]
 
     def row(word: str, meaning: str) -> None:
         text = Text(meaning)
         if speeds and word != "?":
-            gbps = sorted(pair_estimate(topo, link.a, link.b).gbps for link in topo.links if link.type == word)
+            gbps = sorted(by_word().get(word, []))
             if gbps:
                 low, high = gbps[0], gbps[-1]
                 span = f"~{low:.0f}" if round(low) == round(high) else f"~{low:.0f}-{high:.0f}"
@@ -279,11 +285,21 @@ def link_legend(topo: Topology, speeds: bool = False) -> Table:
     return grid
 
 
+def speeds_by_word(topo: Topology) -> dict[str, list[float]]:
+    """Each link word's expected GB/s per direction, one figure per link (one pass, by classes)."""
+    speeds: dict[str, list[float]] = defaultdict(list)
+    estimates = link_estimates(topo)
+    for link in topo.links:
+        speeds[link.type].append(estimates[(link.a, link.b)].gbps)
+    return speeds
+
+
 def link_summary(topo: Topology) -> Table:
     """For large topologies: how many pairs have each link type, instead of the matrix."""
     counts: dict[str, int] = defaultdict(int)
     for link in topo.links:
         counts[link.type] += 1
+    speeds = speeds_by_word(topo)
     table = Table(title=f"Links between {len(topo.gpus)} GPUs (summary)", title_justify="left")
     table.add_column("link")
     table.add_column("pairs", justify="right")
@@ -293,7 +309,7 @@ def link_summary(topo: Topology) -> Table:
             table.add_row("?", str(count), Text("?", style="dim"))
             continue
         # Pairs of one word can differ (PCIe generation, NVLink version): show the range, not one pair.
-        gbps = sorted(pair_estimate(topo, link.a, link.b).gbps for link in topo.links if link.type == word)
+        gbps = sorted(speeds[word])
         span = f"~{gbps[0]:.0f}" if round(gbps[0]) == round(gbps[-1]) else f"~{gbps[0]:.0f}-{gbps[-1]:.0f}"
         table.add_row(Text(word), str(count), Text(span, style=speed_style(gbps[0])))
     return table
