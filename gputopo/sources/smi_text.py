@@ -140,7 +140,7 @@ def _refuse_non_text(text: str, source: str) -> None:
 def _cell_word(matrix: _Matrix, row: str, column: str, source: str) -> str:
     """The normalised link word at (row, column); raises on a missing or unknown word."""
     cells = matrix.rows[row]
-    position = matrix.columns.index(column)
+    position = matrix.position(column)
     line_no = matrix.row_line_no[row]
     if position >= len(cells):
         raise InputError(
@@ -295,7 +295,7 @@ def _resolve_merged_cells(matrix: _Matrix, source: str, repairs: list[str]) -> N
     for label, merged in matrix.merged.items():
         letters = matrix.rows[label][-1][len(UNNAMED_PREFIX) :]
         other = matrix.rows.get(column, [])
-        position = matrix.columns.index(label)
+        position = matrix.position(label)
         mirror = other[position].upper() if position < len(other) else ""
         candidates = [mirror] if mirror.startswith(letters) and mirror in LINK_WORDS else [
             w for w in sorted(LINK_WORDS) if w.startswith(letters)]
@@ -401,7 +401,7 @@ def _merge_p2p(topology: Topology, matrix: _Matrix, source: str, findings: list[
             words = []
             for row, column in ((a, b), (b, a)):
                 cells = matrix.rows[row]
-                position = matrix.columns.index(column)
+                position = matrix.position(column)
                 if position < len(cells) and cells[position].upper() in P2P_WORDS:
                     words.append(cells[position].upper())
             if not words:

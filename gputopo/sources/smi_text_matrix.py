@@ -83,6 +83,20 @@ class _Matrix:
     unplaced: list[str] = field(default_factory=list)  # rows whose affinity values could not be placed
     pcie_only: bool = False  # `nvidia-smi topo -mp` (--matrix_pci): PCIe paths only, NVLink not shown
 
+    def position(self, column: str) -> int:
+        """``columns.index(column)`` as a dict lookup (asked for every cell: 200 columns are 40,000),
+        built again when ``columns`` is another list or has another length (nothing renames a
+        column in place)."""
+        cached = self.__dict__.get("_positions")
+        if cached is None or cached[0] is not self.columns or cached[1] != len(self.columns):
+            positions: dict[str, int] = {}
+            for k, name in enumerate(self.columns):
+                positions.setdefault(name, k)
+            cached = self.__dict__["_positions"] = (self.columns, len(self.columns), positions)
+        if column not in cached[2]:
+            raise ValueError(f"{column!r} is not in list")
+        return cached[2][column]
+
     @property
     def gpu_columns(self) -> list[str]:
         return [c for c in self.columns if GPU_RE.match(c)]

@@ -35,9 +35,10 @@ def nvswitch_pattern(topology: Topology) -> bool | None:
     if not all(counts):
         return False  # NVLinks to some peers, PCIe to others: point-to-point links
     if gpu_count >= MIN_GPUS_FOR_SWITCH_PATTERN:
-        per_gpu = {
-            g: sum(link.nvlink_count for link in topology.links if g in (link.a, link.b)) for g in topology.gpu_indices
-        }
+        per_gpu = dict.fromkeys(topology.gpu_indices, 0)
+        for link in topology.links:  # one pass (a scan per GPU was O(GPUs x pairs))
+            per_gpu[link.a] = per_gpu.get(link.a, 0) + link.nvlink_count
+            per_gpu[link.b] = per_gpu.get(link.b, 0) + link.nvlink_count
         if min(per_gpu.values()) > MOST_NVLINKS_PER_GPU:
             return True
     same = len(set(counts)) == 1
