@@ -9,6 +9,7 @@ with a budget of ``NODE_BUDGET`` search nodes and says whether it finished.
 
 from __future__ import annotations
 
+import itertools
 from dataclasses import dataclass
 from typing import Any, Callable
 
@@ -17,7 +18,7 @@ from gputopo.analysis.recommend.result import GroupKey
 from gputopo.analysis.recommend.ring import INF, ring_reaches
 
 EXACT_LIMIT = 16  # candidate GPUs up to which the search has no node budget (always exact)
-NODE_BUDGET = 10_000  # search nodes allowed beyond EXACT_LIMIT before settling for "best found"
+NODE_BUDGET = 20_000  # search nodes allowed beyond EXACT_LIMIT before settling for "best found"
 MAX_SEEDS = 16  # greedy starting groups that set the first bar for the branch and bound
 
 
@@ -139,6 +140,56 @@ class _Pools:
             self.top2[ci] = tops
             self.best[ci] = max([self.best[ci + 1]] + [top1[i] for i in members])
             self.required[ci] = self.required[ci + 1] + sum(1 for i in members if i in required)
+        # For the total tie-break: each GPU's links fastest first, and per pool (built when first
+        # asked) its GPUs and their links into it as prefix sums.
+        self.desc = [sorted((w[i][j] for j in range(n) if j != i), reverse=True) for i in range(n)]
+        self.classes = classes
+        self.pool_members: dict[int, list[int]] = {}
+        self.pool_prefixes: dict[int, dict[int, list[int]]] = {}
+
+    def members_from(self, ci: int) -> list[int]:
+        found = self.pool_members.get(ci)
+        if found is None:
+            found = self.pool_members[ci] = [i for members in self.classes[ci:] for i in members]
+        return found
+
+    def pool_prefix(self, problem: Problem, ci: int) -> dict[int, list[int]]:
+        """Per GPU u of pool ``ci``: prefix sums of u's links to the other GPUs of the pool, fastest
+        first (the GPUs added to a group come from the pool). Built once per pool, when first asked."""
+        found = self.pool_prefixes.get(ci)
+        if found is None:
+            w = problem.weight
+            pool = self.members_from(ci)
+            found = {}
+            for u in pool:
+                row = w[u]
+                found[u] = [0] + list(itertools.accumulate(sorted((row[v] for v in pool if v != u), reverse=True)))
+            self.pool_prefixes[ci] = found
+        return found
+
+    def total_bound(self, problem: Problem, chosen: list[int], remaining: int, ci: int, total: int, need: int,
+                    k: int) -> int:
+        """At most the total pair bandwidth of a group grown from ``chosen`` by ``remaining`` GPUs of
+        pool ``ci`` whose ring is at least ``need`` fast (the tie-break once the bottleneck and
+        locality tie with the bar). The added total is the sum over added GPUs u of w(u, chosen) plus
+        half of u's links to the other added GPUs, so it is at most the ``remaining`` largest values
+        of w(u, chosen) + (u's ``remaining - 1`` fastest links) / 2 among the GPUs that can be on
+        such a ring (two links at least ``need``; one for a pair). Counted twice, to stay in integers."""
+        w, desc = problem.weight, self.desc
+        prefix = self.pool_prefix(problem, ci)
+        links_needed = 2 if k >= 3 else 1
+        values = []
+        for u in self.members_from(ci):
+            row = desc[u]
+            if len(row) < links_needed or row[links_needed - 1] < need:
+                continue
+            weights = w[u]
+            sums = prefix[u]
+            values.append(2 * sum(weights[v] for v in chosen) + sums[min(remaining - 1, len(sums) - 1)])
+        if len(values) < remaining:
+            return -1  # no such group at all
+        values.sort(reverse=True)
+        return (2 * total + sum(values[:remaining])) // 2
 
     def bound(self, problem: Problem, k: int) -> Callable[[list[int], int, int, int], GroupKey]:
         """``optimistic(chosen, remaining, ci, total)``: a key no group grown from ``chosen`` with
@@ -224,8 +275,13 @@ def search_groups(problem: Problem, k: int, required: set[int], keep: int, node_
             return
         if ci >= c_count or pools.size[ci] < remaining or pools.required[ci] > remaining:
             return
-        if len(ranked) >= keep and optimistic(chosen, remaining, ci, total) <= ranked[-1][0]:
-            return
+        if len(ranked) >= keep:
+            bar = ranked[-1][0]
+            bound = optimistic(chosen, remaining, ci, total)
+            if bound <= bar:
+                return
+            if bound[:3] == bar[:3] and pools.total_bound(problem, chosen, remaining, ci, total, bar[0], k) <= bar[3]:
+                return  # ties the bar but for the total, which cannot pass it
         members = classes[ci]
         must = sum(1 for i in members if i in required)
         for count in range(min(len(members), remaining), must - 1, -1):
@@ -236,7 +292,7 @@ def search_groups(problem: Problem, k: int, required: set[int], keep: int, node_
                 added += sum(row[j] for j in chosen) + sum(row[j] for j in taken[x + 1 :])
             walk(ci + 1, chosen + taken, remaining - count, total + added)
 
-    for seed in _greedy_seeds(problem, k, required, classes, class_of):
+    for seed in _greedy_seeds(problem, k, required, classes, class_of) + _ring_seeds(problem, k, required, classes, class_of):
         offer(seed)
     walk(0, [], k, 0)
     return SearchResult(ranked=ranked, exhausted=not stopped, nodes=nodes, classes=c_count, node_budget=node_budget)
@@ -287,6 +343,61 @@ def _greedy_seeds(
             counts[class_of[i]] = counts.get(class_of[i], 0) + 1
         seeds.append(tuple(sorted(i for ci, c in counts.items() for i in classes[ci][:c])))
     return seeds
+
+
+RING_SEED_STEPS = 20_000  # depth-first steps spent looking for fast rings to seed the search
+
+
+def _ring_seeds(
+    problem: Problem, k: int, required: set[int], classes: list[list[int]], class_of: dict[int, int]
+) -> list[tuple[int, ...]]:
+    """Groups whose ring is as fast as any ring found: for each link speed t, fastest first, look
+    (depth first, ``RING_SEED_STEPS`` at most) for cycles of k GPUs over links at least t fast;
+    the first speed with one gives up to ``MAX_SEEDS`` of them. Greedy growth misses such rings in
+    a topology without symmetry (a random 72-GPU one: greedy 40 GB/s, a ring at 80 exists), and the
+    search only prunes well once its bar is that high."""
+    n, w = problem.n, problem.weight
+    if k < 3 or required or n < k:
+        return []
+    speeds = sorted({w[i][j] for i in range(n) for j in range(i + 1, n)}, reverse=True)
+    steps = 0
+    for t in speeds:
+        adjacent = [[j for j in range(n) if j != i and w[i][j] >= t] for i in range(n)]
+        found: list[tuple[int, ...]] = []
+        for start in range(n):
+            path, seen = [start], {start}
+            stack = [iter(u for u in adjacent[start] if u > start)]
+            while stack and len(found) < MAX_SEEDS and steps < RING_SEED_STEPS:
+                steps += 1
+                u = next(stack[-1], None)
+                if u is None:
+                    stack.pop()
+                    seen.discard(path.pop())
+                    continue
+                if u in seen:
+                    continue
+                if len(path) == k - 1:
+                    if start in adjacent[u]:
+                        found.append(tuple(sorted(path + [u])))
+                    continue
+                path.append(u)
+                seen.add(u)
+                stack.append(iter(x for x in adjacent[u] if x > start))
+            if len(found) >= MAX_SEEDS or steps >= RING_SEED_STEPS:
+                break
+        if found:
+            return [_canonical(group, classes, class_of) for group in dict.fromkeys(found)]
+        if steps >= RING_SEED_STEPS:
+            return []
+    return []
+
+
+def _canonical(group: tuple[int, ...], classes: list[list[int]], class_of: dict[int, int]) -> tuple[int, ...]:
+    """The same group as the search writes it: the first members of each twin class."""
+    counts: dict[int, int] = {}
+    for i in group:
+        counts[class_of[i]] = counts.get(class_of[i], 0) + 1
+    return tuple(sorted(i for ci, c in counts.items() for i in classes[ci][:c]))
 
 
 def _places_needed(remaining: int, offered: dict[int, int], used: set[int]) -> int:
