@@ -188,3 +188,26 @@ def _gpu_or_none(topology: Topology, index: int) -> Gpu | None:
         return topology.gpu(index)
     except KeyError:
         return None
+
+
+# PCIe signalling per lane and direction after line coding (GB/s): Gen1/2 8b/10b, Gen3+ 128b/130b.
+PCIE_RAW_GBPS_PER_LANE = {1: 0.25, 2: 0.5, 3: 0.985, 4: 1.969, 5: 3.938, 6: 7.877}
+
+
+def line_rate_gbps(link: Link, gpu_a: Gpu | None = None, gpu_b: Gpu | None = None) -> float | None:
+    """The most a link can carry per direction (the raw figure, not what copies reach): a copy
+    measured above it did not move its bytes over this link (zero-copy, a cache, a clock error).
+    Where the generation or width is not known the highest is assumed, so nothing is called
+    suspect by mistake; None for links of unknown type."""
+    if link.type == "UNKNOWN":
+        return None
+    if link.nvlink_count > 0:
+        gens = [nvlink_generation(g.nvlink_version) for g in (gpu_a, gpu_b) if g is not None]
+        known = [g for g in gens if g is not None]
+        gen = min(known) if known else max(NVLINK_RAW_GBPS_PER_LINK)
+        return link.nvlink_count * NVLINK_RAW_GBPS_PER_LINK[gen]
+    gens = [g.pcie_gen_max or g.pcie_gen_current for g in (gpu_a, gpu_b) if g is not None]
+    widths = [g.pcie_width_max or g.pcie_width_current for g in (gpu_a, gpu_b) if g is not None]
+    gen = min(gens) if gens and all(gens) else max(PCIE_RAW_GBPS_PER_LANE)
+    width = min(widths) if widths and all(widths) else 16
+    return PCIE_RAW_GBPS_PER_LANE.get(gen, PCIE_RAW_GBPS_PER_LANE[max(PCIE_RAW_GBPS_PER_LANE)]) * width

@@ -58,6 +58,15 @@ class BenchStepError(Exception):
     """A step cannot be measured as asked (e.g. TF put the source tensor on another device)."""
 
 
+class BytesMismatch(BenchStepError):
+    """A timed copy's destination does not hold its source's bytes (checksums differ); ``which``:
+    the positions of the step's copies that differ."""
+
+    def __init__(self, message: str, which: list[int]):
+        super().__init__(message)
+        self.which = which
+
+
 class StepCancelled(Exception):
     """Raised inside a worker whose step was abandoned (timeout or Ctrl-C)."""
 
@@ -240,6 +249,7 @@ class CopyBench:
         cancel: threading.Event,
         devices: list[str] | None = None,
         first_args: tuple[Any, ...] | None = None,
+        check: Callable[[Any], None] | None = None,
     ) -> list[float]:
         """``repeat`` samples of the mean time of one call, each interval ending with a sync of
         ``devices`` (None: all), the one before it having ended with one too. The untimed first
@@ -248,6 +258,8 @@ class CopyBench:
 
         Results are dropped as soon as a call returns, so one step holds its sources and one result
         per copy: the memory a run needs above TensorFlow's own is two buffers per copy in flight.
+        The last timed call's result is kept and handed to ``check`` after the clock has stopped
+        (the byte check: ``BytesMismatch`` where the copy is not its source).
         """
         sync = self.device_sync(devices)
         perf = time.perf_counter
@@ -257,10 +269,14 @@ class CopyBench:
         fn(*(first_args or args))  # instantiates the function on these devices; never timed
         sync()
 
-        def interval_s(calls: int) -> float:
+        kept: list[Any] = []
+
+        def interval_s(calls: int, keep: bool = False) -> float:
             t0 = perf()
-            for _ in range(calls):
+            for _ in range(calls - 1 if keep else calls):
                 fn(*args)
+            if keep:
+                kept.append(fn(*args))
             sync()
             return perf() - t0
 
@@ -269,30 +285,107 @@ class CopyBench:
         warmup_s = [interval_s(1) for _ in range(max(1, self.config.warmup))]
         calls = max(1, min(MAX_CALLS_PER_SAMPLE, math.ceil(self.config.min_sample_s / max(warmup_s[-1], 1e-9))))
         intervals_s: list[float] = []
-        for _ in range(self.config.repeat):
+        for k in range(self.config.repeat):
             if cancel.is_set():
                 raise StepCancelled()
-            intervals_s.append(interval_s(calls))
+            intervals_s.append(interval_s(calls, keep=check is not None and k == self.config.repeat - 1))
         with self._totals_lock:
             self.copy_seconds_total += sum(warmup_s) + sum(intervals_s)
             self.copy_calls_total += len(warmup_s) + calls * len(intervals_s)
+        if check is not None and kept:
+            check(kept.pop())
         return [s / calls for s in intervals_s]
+
+    # the byte check
+
+    def checksum(self, device: str, x: Any) -> tuple[int, ...]:
+        """A checksum of the bytes of ``x`` computed on ``device`` (where ``x`` lives: no copy to
+        the host): the sum, the sum of squares and a position-weighted sum of its 32-bit words
+        (wrapping, so the order of the additions does not matter), which zeros, all-0xFF, stale or
+        shifted data all change. Three numbers come back to the host."""
+        tf = self.tf
+        if "checksum" not in self._functions:
+
+            @tf.function(autograph=False, input_signature=[self._bytes_spec()])
+            def checksum(data: Any) -> Any:
+                size = tf.size(data)
+                words = tf.cond(
+                    tf.equal(size % 4, 0),
+                    lambda: tf.reshape(tf.bitcast(tf.reshape(data, [-1, 4]), tf.int32), [-1]),
+                    lambda: tf.cast(data, tf.int32),
+                )
+                weights = tf.range(tf.size(words), dtype=tf.int32) % 251 + 1
+                return tf.stack([tf.reduce_sum(words), tf.reduce_sum(words * words), tf.reduce_sum(words * weights)])
+
+            self._functions["checksum"] = checksum
+        with tf.device(device):
+            return tuple(int(v) for v in self._functions["checksum"](x).numpy())
+
+    def byte_check(self, sources: list[tuple[str, Any]], destinations: list[str]) -> Callable[[Any], None]:
+        """``check(result)`` for a step whose result is one copy (or a tuple of copies) of
+        ``sources`` (device, tensor) made on ``destinations``: each copy's checksum, on its device,
+        against its source's, on its own; ``BytesMismatch`` names the first pair that differs."""
+
+        def check(result: Any) -> None:
+            copies = result if isinstance(result, (tuple, list)) else (result,)
+            wrong = [
+                k for k, ((src, x), dst, copy) in enumerate(zip(sources, destinations, copies))
+                if int(tf_size(copy)) != int(tf_size(x)) or self.checksum(dst, copy) != self.checksum(src, x)
+            ]
+            if wrong:
+                (src, _), dst = sources[wrong[0]], destinations[wrong[0]]
+                raise BytesMismatch(
+                    f"the bytes copied to {dst} are not those of {src} (checksums differ); the figure is not reported",
+                    wrong,
+                )
+
+        tf_size = self.tf.size
+        return check
 
     def measure_uni(self, src: str, dst: str, size_bytes: int, cancel: threading.Event) -> list[float]:
         (x,) = self.step_sources([src], size_bytes)
         first = (self.tiny_source(src),)
-        return self.seconds_per_call(self.uni_function(dst), (x,), cancel, [src, dst], first)
+        check = self.byte_check([(src, x)], [dst])
+        return self.seconds_per_call(self.uni_function(dst), (x,), cancel, [src, dst], first, check)
 
     def measure_bidir(self, a: str, b: str, size_bytes: int, cancel: threading.Event) -> list[float]:
         x_a, x_b = self.step_sources([a, b], size_bytes)
         first = (self.tiny_source(a), self.tiny_source(b))
-        return self.seconds_per_call(self.bidir_function(a, b), (x_a, x_b), cancel, [a, b], first)
+        check = self.byte_check([(b, x_b), (a, x_a)], [a, b])  # the function returns (to_a, to_b)
+        return self.seconds_per_call(self.bidir_function(a, b), (x_a, x_b), cancel, [a, b], first, check)
 
     def measure_via_host(self, src: str, dst: str, size_bytes: int, cancel: threading.Event) -> list[float]:
         (x,) = self.step_sources([src], size_bytes)
         first = (self.tiny_source(src),)
         devices = [src, self.host_device, dst]
-        return self.seconds_per_call(self.via_host_function(dst), (x,), cancel, devices, first)
+        check = self.byte_check([(src, x)], [dst])
+        return self.seconds_per_call(self.via_host_function(dst), (x,), cancel, devices, first, check)
+
+    def concurrent_function(self, pairs: list[tuple[str, str]]) -> Any:
+        """``f(x_1, ..., x_n)``: each source copied to its destination, all at once (no dependency
+        between them, so TF runs them together): a round of ``--concurrent``."""
+        key = ("many", *(f"{src}>{dst}" for src, dst in pairs))
+        if key not in self._functions:
+            tf, copy, bytes_spec = self.tf, self._copy, self._bytes_spec()
+
+            @tf.function(autograph=False, input_signature=[bytes_spec] * len(pairs))
+            def all_at_once(*sources: Any) -> Any:
+                copies = []
+                for (_, dst), x in zip(pairs, sources):
+                    with tf.device(dst):
+                        copies.append(copy(x))
+                return tuple(copies)
+
+            self._functions[key] = all_at_once
+        return self._functions[key]
+
+    def measure_concurrent(self, pairs: list[tuple[str, str]], size_bytes: int, cancel: threading.Event) -> list[float]:
+        """Seconds per call of one round: every pair (disjoint devices) copying ``size_bytes`` at once."""
+        sources = self.step_sources([src for src, _ in pairs], size_bytes)
+        first = tuple(self.tiny_source(src) for src, _ in pairs)
+        devices = list(dict.fromkeys(d for pair in pairs for d in pair))
+        check = self.byte_check([(src, x) for (src, _), x in zip(pairs, sources)], [dst for _, dst in pairs])
+        return self.seconds_per_call(self.concurrent_function(pairs), tuple(sources), cancel, devices, first, check)
 
     # all-reduce
 

@@ -9,6 +9,7 @@ bytes; latencies are microseconds.
 
 from __future__ import annotations
 
+import dataclasses
 import statistics
 from dataclasses import dataclass, field
 from typing import Any, Iterable
@@ -95,6 +96,11 @@ class PairResult:
     points: list[SizePoint] = field(default_factory=list)
     latency_us: Stat | None = None
     errors: list[str] = field(default_factory=list)
+    # --quick: the measured pair whose figures these are (same class), None where measured here.
+    inferred_from: tuple[int, int] | None = None
+    bytes_checked: bool = False  # a timed copy's destination was compared with its source, and matched
+    bytes_mismatch: bool = False  # ... and did not match: the figure was dropped
+    concurrent_gbps: Stat | None = None  # --concurrent: while the other pairs of its round copied too
 
     def point(self, size_bytes: int) -> SizePoint:
         for p in self.points:
@@ -123,6 +129,11 @@ class PairResult:
             "latency_us_stats": _stat_dict(self.latency_us),
             "sizes": [p.to_dict() for p in self.points],
             "errors": list(self.errors),
+            "measured": self.inferred_from is None,
+            "inferred_from": list(self.inferred_from) if self.inferred_from else None,
+            "bytes_checked": self.bytes_checked,
+            "bytes_mismatch": self.bytes_mismatch,
+            "concurrent_gbps": self.concurrent_gbps.median if self.concurrent_gbps else None,
         }
 
 
@@ -174,6 +185,9 @@ class BenchResult:
     # wall_s minus this is what the run spent around the copies (tracing, allocating, syncing).
     copy_seconds_total: float = 0.0
     copy_calls_total: int = 0
+    quick: bool = False  # --quick: one pair per class measured, the others inferred
+    pair_classes: list[dict[str, Any]] = field(default_factory=list)  # --quick: each class and its pairs
+    concurrent_rounds: list[dict[str, Any]] = field(default_factory=list)  # --concurrent: each matching
 
     @property
     def indices(self) -> list[int]:
@@ -234,7 +248,29 @@ class BenchResult:
             "copy_seconds_total": self.copy_seconds_total,
             "copy_calls_total": self.copy_calls_total,
             "notes": list(self.notes),
+            "quick": self.quick,
+            "pair_classes": list(self.pair_classes),
+            "concurrent_rounds": list(self.concurrent_rounds),
+            "findings": [dataclasses.asdict(f) for f in self.findings()],
         }
+
+    def findings(self) -> list[Finding]:
+        """An error finding per pair whose copied bytes were not its source's."""
+        bad = sorted(key for key, pair in self.pairs.items() if pair.bytes_mismatch)
+        if not bad:
+            return []
+        where = ", ".join(f"{a} -> {b}" for a, b in bad[:8]) + (f" and {len(bad) - 8} more" if len(bad) > 8 else "")
+        what = "logical CPU device" if self.measures_host_memory else "GPU"
+        return [Finding(
+            severity="error",
+            code="p2p-bytes-mismatch",
+            message=(f"copied bytes differ from their source on {what} pair{'s' if len(bad) != 1 else ''} {where}: "
+                     "the copy returned wrong data (a bandwidth figure alone would not show it)"),
+            gpus=sorted({g for pair in bad for g in pair}),
+            fix=("likely causes: the IOMMU in translation mode (boot with iommu=pt) or PCIe ACS redirecting P2P "
+                 "traffic (disable ACS on the switch/root ports); `gputopo doctor` checks both; until fixed, "
+                 "NCCL_P2P_DISABLE=1 avoids P2P"),
+        )]
 
 
 def _stat_dict(stat: Stat | None) -> dict[str, float | int] | None:

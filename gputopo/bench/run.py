@@ -17,8 +17,9 @@ from dataclasses import dataclass
 from typing import Any, Callable, Iterator, Protocol
 
 from gputopo import tfruntime
-from gputopo.bench.engine import BenchStepError, CopyBench, prepare_environment
+from gputopo.bench.engine import BenchStepError, BytesMismatch, CopyBench, prepare_environment
 from gputopo.bench.options import BenchConfig, check_pair_count
+from gputopo.bench.plan import PairPlan, fill_inferred, full_plan, measure_concurrent
 from gputopo.bench.results import (
     AllReduceResult,
     BenchDevice,
@@ -187,10 +188,12 @@ def _describe_tf_error(tf: Any, exc: BaseException, where: str) -> str:
     return f"{where}: {type(exc).__name__}: {first[:200]}"
 
 
-def count_steps(device_count: int, config: BenchConfig, allreduce_ops: int) -> int:
-    ordered = device_count * (device_count - 1)
-    per_size = ordered + ordered // 2 + (ordered if config.via_host else 0)
-    total = per_size * len(config.sizes_bytes) + ordered
+def count_steps(device_count: int, config: BenchConfig, allreduce_ops: int, plan: PairPlan | None = None,
+                concurrent_rounds: int = 0) -> int:
+    ordered = device_count * (device_count - 1) if plan is None else len(plan.measured)
+    unordered = ordered // 2 if plan is None else len(plan.unordered())
+    per_size = ordered + unordered + (ordered if config.via_host else 0)
+    total = per_size * len(config.sizes_bytes) + ordered + concurrent_rounds
     if config.allreduce:
         total += allreduce_ops * len(config.sizes_bytes)
     return total
@@ -231,8 +234,11 @@ def run_benchmark(
     config: BenchConfig,
     progress: Progress | None = None,
     bench: CopyBench | None = None,
+    plan: PairPlan | None = None,
+    concurrent: bool = False,
 ) -> BenchResult:
-    """Measure every ordered pair of ``devices`` (and the all-reduce, if asked).
+    """Measure the ordered pairs of ``plan`` (default: every one) of ``devices``, then (``concurrent``)
+    rounds of disjoint pairs at once, and the all-reduce, if asked.
 
     Never raises for a failed pair: a timeout, out-of-memory or TF error is recorded on that pair.
     Ctrl-C or SIGTERM returns the partial result with ``interrupted=True`` and ``stopped_by``.
@@ -241,10 +247,12 @@ def run_benchmark(
     if len(devices) < 2:
         raise InputError(f"bench-p2p needs at least two devices, got {len(devices)}")
     bench = bench or CopyBench(tf, devices, device_kind, config)
-    run = _PairRun(tf, devices, device_kind, config, bench, progress)
+    plan = plan or full_plan([d.index for d in devices])
+    run = _PairRun(tf, devices, device_kind, config, bench, progress, plan)
     ops_names = bench.allreduce_candidates()
+    rounds = len(devices) - 1 + len(devices) % 2 if concurrent else 0
     if progress is not None:
-        progress.start(count_steps(len(devices), config, len(ops_names)))
+        progress.start(count_steps(len(devices), config, len(ops_names), plan, rounds))
     started = time.perf_counter()
     seconds_before, calls_before = bench.copy_seconds_total, bench.copy_calls_total
     stop = _Stop()
@@ -253,6 +261,9 @@ def run_benchmark(
             for size in config.sizes_bytes:
                 run.measure_size(size)
             run.measure_latency()
+            fill_inferred(run.result, plan)
+            if concurrent:
+                measure_concurrent(run, config.sizes_bytes[-1])
             if config.allreduce:
                 run.measure_allreduce(ops_names)
     except KeyboardInterrupt:
@@ -271,10 +282,11 @@ class _PairRun:
 
     def __init__(
         self, tf: Any, devices: list[BenchDevice], device_kind: str, config: BenchConfig, bench: CopyBench,
-        progress: Progress | None,
+        progress: Progress | None, plan: PairPlan,
     ) -> None:  # fmt: skip
         self.tf, self.devices, self.kind, self.config = tf, devices, device_kind, config
-        self.bench, self.progress = bench, progress
+        self.bench, self.progress, self.plan = bench, progress, plan
+        self.by_index = {d.index: d for d in devices}
         self.hung: set[int] = set()
         self.result = BenchResult(
             device_kind=device_kind,
@@ -290,9 +302,12 @@ class _PairRun:
         )
 
     def step(
-        self, description: str, involved: list[int], work: Callable[[threading.Event], Any], any_error: bool = False
+        self, description: str, involved: list[int], work: Callable[[threading.Event], Any], any_error: bool = False,
+        copies: list[tuple[int, int]] | None = None,
     ) -> tuple[Any, str | None]:
-        """Run one step; returns ``(value, None)`` or ``(None, why it failed)``.
+        """Run one step; returns ``(value, None)`` or ``(None, why it failed)``. ``copies``: the
+        ordered pairs whose bytes it checks (default: the first two devices involved, one way);
+        they are marked checked, or mismatched where the copied bytes were wrong.
 
         ``any_error``: any exception fails the step (TF refuses some cross-device ops on some device
         sets with plain Python errors); otherwise only TF's own errors do and the rest are bugs.
@@ -303,9 +318,17 @@ class _PairRun:
             stuck = sorted(self.hung.intersection(involved))
             if stuck:
                 return None, f"{description}: skipped, device {stuck[0]} hung in an earlier step"
-            return _run_step(work, self.config.step_timeout_s), None
+            value = _run_step(work, self.config.step_timeout_s)
+            for a, b in copies if copies is not None else [(involved[0], involved[1])]:
+                self.result.pair(a, b).bytes_checked = True
+            return value, None
         except StepTimeout as exc:
             self.hung.update(involved)
+            return None, f"{description}: {exc}"
+        except BytesMismatch as exc:
+            checked = copies if copies is not None else [(involved[0], involved[1])]
+            for k, (a, b) in enumerate(checked):
+                self.result.pair(a, b).bytes_mismatch = self.result.pair(a, b).bytes_mismatch or k in exc.which
             return None, f"{description}: {exc}"
         except BenchStepError as exc:
             return None, f"{description}: {exc}"
@@ -328,21 +351,18 @@ class _PairRun:
         measure: Callable[[str, str, threading.Event], list[float]],
         record: Callable[[PairResult, list[float]], None],
     ) -> None:
-        """One step per ordered pair; ``description`` names the pair with ``{a}`` and ``{b}``."""
-        for a in self.devices:
-            for b in self.devices:
-                if a is b:
-                    continue
-                seconds, error = self.step(
-                    description.format(a=a.index, b=b.index),
-                    [a.index, b.index],
-                    lambda cancel, a=a, b=b: measure(a.tf_name, b.tf_name, cancel),
-                )
-                pair = self.result.pair(a.index, b.index)
-                if error is not None:
-                    pair.errors.append(error)
-                else:
-                    record(pair, seconds)
+        """One step per ordered pair of the plan; ``description`` names it with ``{a}`` and ``{b}``."""
+        for a, b in ((self.by_index[x], self.by_index[y]) for x, y in self.plan.measured):
+            seconds, error = self.step(
+                description.format(a=a.index, b=b.index),
+                [a.index, b.index],
+                lambda cancel, a=a, b=b: measure(a.tf_name, b.tf_name, cancel),
+            )
+            pair = self.result.pair(a.index, b.index)
+            if error is not None:
+                pair.errors.append(error)
+            else:
+                record(pair, seconds)
 
     def measure_size(self, size: int) -> None:
         """One way, both ways and (if asked) through the host, every pair at ``size`` bytes."""
@@ -359,20 +379,20 @@ class _PairRun:
             lambda src, dst, cancel: bench.measure_uni(src, dst, size, cancel),
             record_uni,
         )
-        for i, a in enumerate(self.devices):
-            for b in self.devices[i + 1 :]:
-                seconds, error = self.step(
-                    f"{kind} {a.index} <-> {b.index} {size_text}",
-                    [a.index, b.index],
-                    lambda cancel, a=a, b=b: bench.measure_bidir(a.tf_name, b.tf_name, size, cancel),
-                )
-                forward, backward = self.result.pair(a.index, b.index), self.result.pair(b.index, a.index)
-                if error is not None:
-                    forward.errors.append(error)
-                    backward.errors.append(error)
-                else:
-                    # Both directions' bytes count, as in CUDA's p2pBandwidthLatencyTest.
-                    forward.point(size).bidir_gbps = backward.point(size).bidir_gbps = gbps_stat(2 * size, seconds)
+        for a, b in ((self.by_index[x], self.by_index[y]) for x, y in self.plan.unordered()):
+            seconds, error = self.step(
+                f"{kind} {a.index} <-> {b.index} {size_text}",
+                [a.index, b.index],
+                lambda cancel, a=a, b=b: bench.measure_bidir(a.tf_name, b.tf_name, size, cancel),
+                copies=[(b.index, a.index), (a.index, b.index)],  # the order of its byte check
+            )
+            forward, backward = self.result.pair(a.index, b.index), self.result.pair(b.index, a.index)
+            if error is not None:
+                forward.errors.append(error)
+                backward.errors.append(error)
+            else:
+                # Both directions' bytes count, as in CUDA's p2pBandwidthLatencyTest.
+                forward.point(size).bidir_gbps = backward.point(size).bidir_gbps = gbps_stat(2 * size, seconds)
         if self.config.via_host:
             self.each_ordered_pair(
                 f"{kind} {{a}} -> host -> {{b}} {size_text}",

@@ -75,6 +75,14 @@ def bench_p2p(
     min_sample_ms: Annotated[
         float, typer.Option("--min-sample-ms", help="Each timed sample repeats the copy until it lasts this long.")
     ] = DEFAULT_MIN_SAMPLE_S * 1000,
+    quick: Annotated[
+        bool, typer.Option("--quick", help="Measure one pair per class of equivalent pairs (and one per GPU); "
+                           "infer the rest, marked as inferred.")
+    ] = False,
+    concurrent: Annotated[
+        bool, typer.Option("--concurrent", help="Also copy disjoint pairs at the same time (a perfect matching "
+                           "per round): contention against the one-at-a-time figures.")
+    ] = False,
     from_files: FromOption = None,
     machine: MachineOption = None,
     json_output: JsonOption = False,
@@ -112,8 +120,14 @@ def bench_p2p(
     from gputopo.views.common import err, print_json
 
     setup = open_devices(cpu_devices, topology, wanted)
+    plan = None
+    if quick:
+        from gputopo.bench.plan import quick_plan
+
+        plan = quick_plan([d.index for d in setup.devices], setup.topology)
     with view.BenchProgressBar() as progress:
-        result = run_benchmark(setup.tf, setup.devices, setup.device_kind, config, progress=progress)
+        result = run_benchmark(setup.tf, setup.devices, setup.device_kind, config, progress=progress, plan=plan,
+                               concurrent=concurrent)
     result.notes[:0] = setup.notes
 
     # The figures are shown first: a save that fails (disk full) must not lose a long measurement.

@@ -27,13 +27,14 @@ class Expectation:
     link_type: str
     gbps: float
     explanation: str
+    line_rate_gbps: float | None = None  # the most the link carries per direction (raw)
 
 
 def pair_expectations(result: BenchResult, topology: Topology | None) -> dict[tuple[int, int], Expectation]:
     """Per ordered pair, the estimate for its link type; empty for host memory or no topology."""
     if topology is None or result.measures_host_memory:
         return {}
-    from gputopo.analysis.bandwidth import estimate_link
+    from gputopo.analysis.bandwidth import estimate_link, line_rate_gbps
 
     links = topology.link_map()
     gpus = {g.index: g for g in topology.gpus}
@@ -43,8 +44,10 @@ def pair_expectations(result: BenchResult, topology: Topology | None) -> dict[tu
         if link is None:
             continue
         # What the link type should give (estimate_link never looks at a measurement saved earlier).
-        estimate = estimate_link(link, gpus.get(link.a), gpus.get(link.b))
-        expected[(a, b)] = Expectation(link.type, estimate.gbps, estimate.explanation)
+        gpu_a, gpu_b = gpus.get(link.a), gpus.get(link.b)
+        estimate = estimate_link(link, gpu_a, gpu_b)
+        expected[(a, b)] = Expectation(link.type, estimate.gbps, estimate.explanation,
+                                       line_rate_gbps(link, gpu_a, gpu_b))
     return expected
 
 
@@ -57,9 +60,15 @@ def callouts(result: BenchResult, expected: dict[tuple[int, int], Expectation]) 
     for key in result.ordered_pairs():
         pair, exp = result.pairs.get(key), expected.get(key)
         head = pair.headline() if pair else None
-        if exp is None or head is None or head.uni_gbps is None:
+        if exp is None or head is None or head.uni_gbps is None or (pair and pair.inferred_from):
             continue
-        if rate(head.uni_gbps.median, exp.gbps) == "far-below":
+        if exp.line_rate_gbps is not None and head.uni_gbps.median > exp.line_rate_gbps:
+            lines.append(
+                f"{result.device_kind} {key[0]} -> {key[1]}: measured {head.uni_gbps.median:.0f} GB/s is above the "
+                f"{exp.link_type} line rate (~{exp.line_rate_gbps:.0f} GB/s): suspect, the copy cannot have moved "
+                "its bytes over this link at that speed"
+            )
+        elif rate(head.uni_gbps.median, exp.gbps) == "far-below":
             lines.append(
                 f"{result.device_kind} {key[0]} -> {key[1]}: {exp.link_type} expected ~{exp.gbps:.0f} GB/s, "
                 f"measured {head.uni_gbps.median:.0f}"
@@ -92,6 +101,11 @@ def bench_json(result: BenchResult, topology: Topology | None) -> dict[str, Any]
         pair["expected_gbps"] = exp.gbps if exp else None
         pair["link_type"] = exp.link_type if exp else None
         pair["rating"] = rate(pair["gbps"], exp.gbps) if exp and pair["gbps"] is not None else None
+        pair["percent_of_expected"] = (
+            round(100 * pair["gbps"] / exp.gbps) if exp and exp.gbps > 0 and pair["gbps"] is not None else None)
+        pair["line_rate_gbps"] = exp.line_rate_gbps if exp else None
+        pair["suspect"] = bool(exp and exp.line_rate_gbps is not None and pair["gbps"] is not None
+                               and pair["gbps"] > exp.line_rate_gbps)
     data["callouts"] = callouts(result, expected)
     data["via_host_faster"] = via_host_notes(result)
     data["topology"] = (topology.label or topology.source) if topology is not None else None
@@ -126,6 +140,9 @@ def _matrix(
             figure = value(a, b)
             if figure is None:
                 cells.append(Text("failed", style="red") if pair and pair.errors else Text("·", style="dim"))
+                continue
+            if pair is not None and pair.inferred_from is not None:  # --quick: its class's figure
+                cells.append(Text(f"~{figure:.{digits}f}", style="dim"))
                 continue
             cells.append(Text(f"{figure:.{digits}f}", style=style(a, b, figure) or ""))
         rows.append((a, cells))
@@ -276,6 +293,9 @@ def render_bench(result: BenchResult, topology: Topology | None) -> None:
 
     console.print(_matrix(result, f"Latency us ({result.latency_size_bytes}-byte copy)", latency, 1, width=width))
 
+    from gputopo.views.bench_extras import render_extras
+
+    render_extras(console, result, expected, width, _matrix, _head_stat)
     if len(result.sizes_bytes) > 1:
         console.print(_size_sweep_table(result))
     if result.allreduce_results:
