@@ -147,14 +147,22 @@ def host_snapshots(folder: Path, hosts: int) -> list[str]:
 # --- the runs ------------------------------------------------------------------------------------
 
 
+def write_inputs(folder: Path, gpu_counts: list[int], host_counts: list[int]) -> None:
+    """Every input file (run in a child process: a child forked from a parent holding a 576-GPU
+    domain in memory would start with its pages, and its peak RSS would count them)."""
+    for n in gpu_counts:
+        (folder / f"domain{n}.json").write_text(json.dumps(domain_snapshot(n)))
+        (folder / f"domain{n}.txt").write_text(domain_topo_text(n))
+    for h in host_counts:
+        (folder / f"hosts{h}").mkdir()
+        host_snapshots(folder / f"hosts{h}", h)
+
+
 def cases(folder: Path, gpu_counts: list[int], host_counts: list[int]) -> list[tuple[str, int, list[str]]]:
-    """(what, size, gputopo args) for every command and size."""
+    """(what, size, gputopo args) for every command and size (the inputs written already)."""
     result = []
     for n in gpu_counts:
-        snap = folder / f"domain{n}.json"
-        snap.write_text(json.dumps(domain_snapshot(n)))
-        topo = folder / f"domain{n}.txt"
-        topo.write_text(domain_topo_text(n))
+        snap, topo = folder / f"domain{n}.json", folder / f"domain{n}.txt"
         result += [
             ("scan --json (snapshot)", n, ["scan", "--from", str(snap), "--json"]),
             ("scan text (snapshot)", n, ["scan", "--from", str(snap)]),
@@ -163,7 +171,7 @@ def cases(folder: Path, gpu_counts: list[int], host_counts: list[int]) -> list[t
             ("report", n, ["report", "--from", str(snap), "-o", str(folder / f"report{n}.html")]),
         ]
     for h in host_counts:
-        paths = host_snapshots(folder / f"hosts{h}", h) if (folder / f"hosts{h}").mkdir() is None else []
+        paths = [str(folder / f"hosts{h}" / f"node{k:04d}.json") for k in range(h)]
         args = ["recommend"]
         for p in paths:
             args += ["--from", p]
@@ -201,12 +209,17 @@ def main() -> None:
     parser.add_argument("--baseline", type=Path, help="another checkout's root: before/after side by side")
     parser.add_argument("--limit", type=float, default=120.0, help="seconds before a run is killed")
     parser.add_argument("--only", default="", help="comma-separated prefixes of the case names to run")
+    parser.add_argument("--write-inputs", type=Path, help=argparse.SUPPRESS)  # the child that writes them
     args = parser.parse_args()
     gpu_counts = [int(x) for x in args.gpus.split(",") if x]
     host_counts = [int(x) for x in args.hosts.split(",") if x]
+    if args.write_inputs:
+        write_inputs(args.write_inputs, gpu_counts, host_counts)
+        return
     only = [x.strip() for x in args.only.split(",") if x.strip()]
     roots = [("this", REPO)] + ([("baseline", args.baseline.resolve())] if args.baseline else [])
     with tempfile.TemporaryDirectory(prefix="gputopo-scale-") as tmp:
+        subprocess.run([PY, __file__, "--gpus", args.gpus, "--hosts", args.hosts, "--write-inputs", tmp], check=True)
         runs = [c for c in cases(Path(tmp), gpu_counts, host_counts) if not only or c[0].startswith(tuple(only))]
         table: dict[tuple[str, str], list[tuple[int, Child]]] = {}
         skip: set[tuple[str, str]] = set()  # a size that timed out: larger ones would too
