@@ -57,7 +57,8 @@ class Topology:
         return [g.index for g in self.gpus]
 
     def gpu(self, index: int) -> Gpu:
-        """The GPU numbered ``index`` (a dict lookup: see ``_index``)."""
+        """The GPU numbered ``index`` (a dict lookup: see ``_index``). A miss looks again in the
+        list itself (GPUs are few; a GPU replaced in place by another number is found)."""
         cached = self.__dict__.get("_indexes", {}).get("gpus")
         gpus = self.gpus
         if cached is not None and cached[0] is gpus and cached[1] == len(gpus):
@@ -70,10 +71,17 @@ class Topology:
                 return found
             self._indexes.clear()  # an item was replaced in place: build again
             return self.gpu(index)
+        for found in gpus:
+            if found.index == index:
+                self._indexes.clear()
+                return found
         raise KeyError(f"no GPU {index}")
 
     def link(self, a: int, b: int) -> Link:
-        """The link between GPUs ``a`` and ``b`` in either order (a dict lookup: see ``_index``)."""
+        """The link between GPUs ``a`` and ``b`` in either order (a dict lookup: see ``_index``).
+        A miss trusts the index (pair loops over sparse topologies miss often): a link replaced in
+        place by one of another pair, in a list of the same length, is not found until the list
+        changes length or is replaced."""
         if a == b:
             raise KeyError(f"GPU {a} has no link to itself")
         lo, hi = (a, b) if a < b else (b, a)
