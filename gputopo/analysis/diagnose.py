@@ -219,7 +219,8 @@ def _cross_socket(topology: Topology) -> list[Finding]:
 def _p2p_unsupported(topology: Topology) -> list[Finding]:
     by_word: dict[str, list[tuple[int, int]]] = defaultdict(list)
     for link in topology.links:
-        word = next((w for w in (link.p2p_read, link.p2p_write) if w is not None and w != P2P_OK), None)
+        read, write = link.p2p_read, link.p2p_write
+        word = read if read is not None and read != P2P_OK else (write if write is not None and write != P2P_OK else None)
         if word is not None:
             by_word[word].append((link.a, link.b))
     findings = []

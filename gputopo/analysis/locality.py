@@ -143,24 +143,30 @@ def _side_key(gpu: Gpu) -> tuple[Any, ...]:
     return (gpu.host, gpu.numa_affinity, gpu.numa_node, gpu.cpu_affinity)
 
 
-def numa_sides(topology: Topology) -> dict[tuple[int, int], bool | None]:
-    """``same_numa_side`` of every linked pair, computed in one pass (once per topology)."""
-    def compute(topo: Topology) -> dict[tuple[int, int], bool | None]:
-        gpus = {g.index: g for g in topo.gpus}
-        keys = {index: _side_key(g) for index, g in gpus.items()}
-        answers: dict[tuple[Any, ...], bool | None] = {}
-        result: dict[tuple[int, int], bool | None] = {}
-        for link in topo.links:
-            a, b = link.a, link.b
-            if a not in gpus or b not in gpus:
-                continue
-            key = (keys[a], keys[b])
-            if key not in answers:
-                answers[key] = _same_numa_side(topo, gpus[a], gpus[b])
-            result[(a, b)] = answers[key]
-        return result
+class NumaSides:
+    """``same_numa_side`` by GPU numbers, ``get((a, b))``: answered once per pair of distinct
+    affinities (a 576-GPU domain: 165,600 pairs, a few hundred kinds of GPU)."""
 
-    return topology.cached("numa_sides", compute)
+    def __init__(self, topology: Topology):
+        self.topology = topology
+        self.gpus = {g.index: g for g in topology.gpus}
+        self.keys = {index: _side_key(g) for index, g in self.gpus.items()}
+        self.answers: dict[tuple[Any, ...], bool | None] = {}
+
+    def get(self, pair: tuple[int, int], default: Any = None) -> Any:
+        a, b = pair
+        key_a, key_b = self.keys.get(a), self.keys.get(b)
+        if key_a is None or key_b is None:
+            return default
+        answer = self.answers.get((key_a, key_b), _BAD)
+        if answer is _BAD:
+            answer = self.answers[(key_a, key_b)] = _same_numa_side(self.topology, self.gpus[a], self.gpus[b])
+        return answer
+
+
+def numa_sides(topology: Topology) -> NumaSides:
+    """``same_numa_side`` of any pair of the topology's GPUs (kept once per topology)."""
+    return topology.cached("numa_sides", NumaSides)
 
 
 def _same_numa_side(topology: Topology, a: Gpu, b: Gpu) -> bool | None:
@@ -284,7 +290,7 @@ def socket_groups(topology: Topology) -> list[list[int]]:
 
     sides = numa_sides(topology)
     for link in topology.links:
-        path = pcie_path(link)
+        path = link.pcie_path or (None if link.nvlink_count > 0 or link.type == "UNKNOWN" else link.type)
         side = sides.get((link.a, link.b))
         joined = bool(side) if path is None else (path != "SYS" or side is True)
         if joined:

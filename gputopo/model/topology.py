@@ -199,17 +199,21 @@ class Topology:
                 raise ValueError(f"gpus[{k}].index: duplicate GPU index {gpu.index}")
             known.add(gpu.index)
         seen: set[tuple[int, int]] = set()
+        known_types = {"UNKNOWN"}  # each distinct word checked once (a 576-GPU domain: 165,600 links)
         for k, link in enumerate(self.links):
-            for end in ("a", "b"):
-                if getattr(link, end) not in known:
-                    raise ValueError(f"links[{k}].{end}: GPU {getattr(link, end)} is not in gpus")
-            if link.a >= link.b:
-                raise ValueError(f"links[{k}]: link {link.a}-{link.b} must have a < b")
-            if (link.a, link.b) in seen:
-                raise ValueError(f"links[{k}]: link {link.a}-{link.b} is listed twice")
-            seen.add((link.a, link.b))
-            if not is_known_link_type(link.type) and link.type != "UNKNOWN":
-                raise ValueError(f"links[{k}].type: unknown link type {link.type[:40]!r}")
+            a, b, word = link.a, link.b, link.type
+            if a not in known or b not in known:
+                end = "a" if a not in known else "b"
+                raise ValueError(f"links[{k}].{end}: GPU {getattr(link, end)} is not in gpus")
+            if a >= b:
+                raise ValueError(f"links[{k}]: link {a}-{b} must have a < b")
+            if (a, b) in seen:
+                raise ValueError(f"links[{k}]: link {a}-{b} is listed twice")
+            seen.add((a, b))
+            if word not in known_types:
+                if not is_known_link_type(word):
+                    raise ValueError(f"links[{k}].type: unknown link type {word[:40]!r}")
+                known_types.add(word)
         for k, finding in enumerate(self.diagnostics):
             if finding.severity not in SEVERITIES:
                 raise ValueError(f"diagnostics[{k}].severity: unknown severity {finding.severity[:40]!r} "
@@ -226,6 +230,8 @@ def _plain(value: Any) -> Any:
     kind = type(value)
     if kind in _SCALARS:
         return value
+    if kind is list and value and dataclasses.is_dataclass(value[0]):
+        return [_plain(v) for v in value]
     if kind is list or kind is tuple:
         return [v if type(v) in _SCALARS else _plain(v) for v in value]
     if kind is dict:
@@ -237,7 +243,11 @@ def _plain(value: Any) -> Any:
             getter = _GETTERS[kind] = (names, operator.attrgetter(*names))
         names, get = getter
         values = get(value) if len(names) > 1 else (get(value),)
-        return {name: v if type(v) in _SCALARS else _plain(v) for name, v in zip(names, values)}
+        data = dict(zip(names, values))
+        for name, v in data.items():
+            if type(v) not in _SCALARS:  # nested (a measurement, a list): rare, fixed after
+                return {name: v if type(v) in _SCALARS else _plain(v) for name, v in data.items()}
+        return data
     return value
 
 

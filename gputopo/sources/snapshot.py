@@ -148,11 +148,13 @@ def _check_claims(topo: Topology) -> None:
             parse_cpu_list(gpu.cpu_affinity)
         except ValueError as exc:
             raise ValueError(f"gpus[{k}].cpu_affinity: {exc}") from None
+    paths = {None, *PCIE_PATHS}
     for k, link in enumerate(topo.links):
-        _check_number(link.nvlink_count, f"links[{k}].nvlink_count", MAX_NVLINKS_PER_PAIR)
+        if not 0 <= link.nvlink_count <= MAX_NVLINKS_PER_PAIR:
+            _check_number(link.nvlink_count, f"links[{k}].nvlink_count", MAX_NVLINKS_PER_PAIR)
         if link.measured is not None:
             _check_measured(link.measured, f"links[{k}].measured")
-        if link.pcie_path not in (None, *PCIE_PATHS):
+        if link.pcie_path not in paths:
             raise ValueError(f"links[{k}].pcie_path: unknown PCIe path word {link.pcie_path[:40]!r}")
         for name in ("p2p_read", "p2p_write", "p2p_atomics", "p2p_nvlink"):
             word = getattr(link, name)
@@ -228,6 +230,9 @@ def _count_values(data: Any, budget: int) -> int:
     return budget
 
 
+_STRICT_ENCODER = json.JSONEncoder(allow_nan=False)
+
+
 def _json_text(data: Any, indent: int) -> str:
     if _count_values(data, LARGE_DOCUMENT_VALUES) > 0:
         return json.dumps(data, indent=indent, allow_nan=False)
@@ -237,7 +242,8 @@ def _json_text(data: Any, indent: int) -> str:
 def _rows_text(data: Any, indent: int, margin: str) -> str:
     inner = margin + " " * indent
     if isinstance(data, list) and len(data) > ROWS_FROM_ITEMS:
-        rows = [inner + json.dumps(item, allow_nan=False) for item in data]
+        encode = _STRICT_ENCODER.encode  # one encoder for every row (json.dumps makes one per call)
+        rows = [inner + encode(item) for item in data]
     elif isinstance(data, list) and data:
         rows = [inner + _rows_text(item, indent, inner) for item in data]
     elif isinstance(data, dict) and data:
