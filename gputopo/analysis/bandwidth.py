@@ -164,11 +164,11 @@ def estimate_key(link: Link, gpu_a: Gpu | None, gpu_b: Gpu | None) -> tuple[obje
     """What ``estimate_link`` reads of a link and of its GPUs: links with equal keys have equal
     estimates."""
     return (link.type, link.nvlink_count, link.nvswitch, link.pcie_path, link.p2p_read, link.p2p_write,
-            _gpu_key(gpu_a), _gpu_key(gpu_b))
+            estimate_key_of_gpu(gpu_a), estimate_key_of_gpu(gpu_b))
 
 
-def _gpu_key(gpu: Gpu | None) -> tuple[object, ...] | None:
-    """What of a GPU the estimate reads (``_pcie_gbps``, ``nvlink_gbps``)."""
+def estimate_key_of_gpu(gpu: Gpu | None) -> tuple[object, ...] | None:
+    """What of a GPU the estimate reads (``_pcie_gbps``, ``nvlink_gbps``): ``estimate_key``'s last two."""
     if gpu is None:
         return None
     return (gpu.pcie_gen_max, gpu.pcie_gen_current, gpu.pcie_width_current, gpu.pcie_width_max, gpu.nvlink_version)

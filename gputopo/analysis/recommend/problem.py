@@ -18,7 +18,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any, Sequence
 
-from gputopo.analysis.bandwidth import estimate_key, estimate_link
+from gputopo.analysis.bandwidth import estimate_key_of_gpu, estimate_link
 from gputopo.analysis.measured import best_estimate
 from gputopo.analysis.recommend.result import GroupKey
 from gputopo.analysis.recommend.ring import INF, best_ring
@@ -113,20 +113,21 @@ class Problem:
         weight = [[0] * n for _ in range(n)]  # centi-GB/s
         estimate_basis: dict[tuple[int, int], str] = {}
         by_class: dict[tuple[object, ...], Any] = {}  # a 576-GPU domain: 165,600 links, a few classes
+        gpu_keys = {g: estimate_key_of_gpu(gpu) for g, gpu in gpus.items()}
         for i in range(n):
             for j in range(i + 1, n):
                 a, b = index[i], index[j]
                 link = links.get((a, b))
                 if link is None:
                     raise InputError(f"the topology has no link between GPU {a} and GPU {b}; cannot rank groups")
-                gpu_a, gpu_b = gpus.get(link.a), gpus.get(link.b)
                 if link.measured is None:
-                    key = estimate_key(link, gpu_a, gpu_b)
+                    key = (link.type, link.nvlink_count, link.nvswitch, link.pcie_path, link.p2p_read,
+                           link.p2p_write, gpu_keys.get(link.a), gpu_keys.get(link.b))  # = estimate_key
                     est = by_class.get(key)
                     if est is None:
-                        est = by_class[key] = estimate_link(link, gpu_a, gpu_b)
+                        est = by_class[key] = estimate_link(link, gpus.get(link.a), gpus.get(link.b))
                 else:
-                    est = best_estimate(link, gpu_a, gpu_b)  # measured GB/s win
+                    est = best_estimate(link, gpus.get(link.a), gpus.get(link.b))  # measured GB/s win
                 weight[i][j] = weight[j][i] = int(round(est.gbps * CENTI))
                 if link.health:  # doctor found this pair's path unhealthy (ACS, link down, ...): below healthy pairs
                     weight[i][j] = weight[j][i] = max(1, weight[i][j] // UNHEALTHY_DIVISOR)

@@ -142,7 +142,7 @@ class _Pools:
             self.required[ci] = self.required[ci + 1] + sum(1 for i in members if i in required)
         # For the total tie-break: each GPU's links fastest first, and per pool (built when first
         # asked) its GPUs and their links into it as prefix sums.
-        self.desc = [sorted((w[i][j] for j in range(n) if j != i), reverse=True) for i in range(n)]
+        self._desc: list[list[int]] | None = None  # each GPU's links fastest first, when first needed
         self.classes = classes
         self.pool_members: dict[int, list[int]] = {}
         self.pool_prefixes: dict[int, dict[int, list[int]]] = {}
@@ -175,7 +175,11 @@ class _Pools:
         half of u's links to the other added GPUs, so it is at most the ``remaining`` largest values
         of w(u, chosen) + (u's ``remaining - 1`` fastest links) / 2 among the GPUs that can be on
         such a ring (two links at least ``need``; one for a pair). Counted twice, to stay in integers."""
-        w, desc = problem.weight, self.desc
+        w = problem.weight
+        if self._desc is None:
+            n = problem.n
+            self._desc = [sorted((w[i][j] for j in range(n) if j != i), reverse=True) for i in range(n)]
+        desc = self._desc
         prefix = self.pool_prefix(problem, ci)
         links_needed = 2 if k >= 3 else 1
         values = []
