@@ -135,12 +135,10 @@ class Topology:
         return True
 
     def link_map(self) -> dict[tuple[int, int], Link]:
-        """``{(a, b): link}`` with both orders as keys, for fast repeated lookups."""
-        result: dict[tuple[int, int], Link] = {}
-        for link in self.links:
-            result[(link.a, link.b)] = link
-            result[(link.b, link.a)] = link
-        return result
+        """``{(a, b): link}`` with both orders as keys, for fast repeated lookups. Built once and
+        shared while ``links`` is the same list of the same length (``cached``): read it, never
+        change it."""
+        return self.cached("link_map", _link_map)
 
     def numa_distance(self, a: int, b: int) -> int | None:
         """The kernel's distance from NUMA node ``a`` to ``b`` (10 = local), None where not known."""
@@ -249,6 +247,14 @@ def _plain(value: Any) -> Any:
                 return {name: v if type(v) in _SCALARS else _plain(v) for name, v in data.items()}
         return data
     return value
+
+
+def _link_map(topology: Topology) -> dict[tuple[int, int], Link]:
+    result: dict[tuple[int, int], Link] = {}
+    for link in topology.links:
+        result[(link.a, link.b)] = link
+        result[(link.b, link.a)] = link
+    return result
 
 
 def _gpu_key(gpu: Gpu) -> int:

@@ -8,7 +8,7 @@ from html import escape
 
 from gputopo.analysis.bandwidth import Estimate, estimate_key, estimate_link
 from gputopo.analysis.measured import measured_gbps
-from gputopo.model import Gpu, Link, Topology
+from gputopo.model import Link, Topology
 from gputopo.notation import format_gbps
 from gputopo.views.topology import SPEED_STYLES
 
@@ -34,7 +34,8 @@ def speed_hex(gbps: float | None) -> str:
 
 def link_figures(topology: Topology, link: Link) -> tuple[float, float | None, str]:
     """(expected GB/s per direction, measured GB/s or None, how the expectation was made)."""
-    gpu_a, gpu_b = _gpu(topology, link.a), _gpu(topology, link.b)
+    gpus = topology.cached("gpus_by_index", lambda topo: {g.index: g for g in topo.gpus})
+    gpu_a, gpu_b = gpus.get(link.a), gpus.get(link.b)
     key = estimate_key(link, gpu_a, gpu_b)
     expected = _EXPECTED.get(key)
     if expected is None:  # once per class of equal links (a 576-GPU domain: 165,600 links, a few classes)
@@ -45,13 +46,6 @@ def link_figures(topology: Topology, link: Link) -> tuple[float, float | None, s
 
 
 _EXPECTED: dict[tuple[object, ...], Estimate] = {}
-
-
-def _gpu(topology: Topology, index: int) -> Gpu | None:
-    try:
-        return topology.gpu(index)
-    except KeyError:
-        return None
 
 
 def peer_word(link: Link) -> str:

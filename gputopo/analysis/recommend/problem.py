@@ -255,6 +255,7 @@ def links_with_tf_peer_view(topology: Topology) -> tuple[dict[tuple[int, int], L
     view = topology.tf
     if view is None or not view.peer or topology.source == "tf-log":
         return links, 0
+    links = dict(links)  # the topology's shared map is read-only: these links are copies
     index_of = tf_ordinal_to_index(topology, view)
     can_peer: dict[tuple[int, int], bool] = {}
     for i, row in enumerate(view.peer):
