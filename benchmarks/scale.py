@@ -181,8 +181,10 @@ def cases(folder: Path, gpu_counts: list[int], host_counts: list[int]) -> list[t
 
 
 def exponent(points: list[tuple[int, float]]) -> float | None:
-    """Least-squares slope of log(seconds) against log(size) over the points that finished."""
-    pts = [(math.log(n), math.log(max(s, 1e-3))) for n, s in points]
+    """Least-squares slope of log(seconds) against log(size) over the three largest sizes that
+    finished (below those, Python's start-up dominates and flattens the slope). Against GPU count,
+    2 is O(pairs); against host count, 1 is linear."""
+    pts = [(math.log(n), math.log(max(s, 1e-3))) for n, s in sorted(points)[-3:]]
     if len(pts) < 2:
         return None
     mx = sum(x for x, _ in pts) / len(pts)

@@ -16,10 +16,12 @@ from __future__ import annotations
 
 import json
 import re
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from typing import Any, Mapping
 
 from gputopo.errors import InputError
+from gputopo.model.json_text import strict_json_text
+from gputopo.model.topology import plain_data
 from gputopo.notation import parse_host_port
 from gputopo.quoting import check_text, env_name
 
@@ -56,7 +58,7 @@ class HostPlan:
     shape: str = ""  # the group's ring in words (in memory only: the warnings compare hosts by it)
 
     def to_dict(self) -> dict[str, Any]:
-        data = asdict(self)
+        data = plain_data(self)  # dataclasses.asdict without its deep copies (a 1000-host plan)
         data.pop("shape")
         return data
 
@@ -90,8 +92,8 @@ class ClusterPlan:
                 "hosts": [host.to_dict() for host in self.hosts], "reason": self.reason}
 
     def to_json(self) -> str:
-        """The plan file's text."""
-        return json.dumps(self.to_dict(), indent=2) + "\n"
+        """The plan file's text (a 1000-host plan: one line per host entry)."""
+        return strict_json_text(self.to_dict())
 
 
 # --- reading ---------------------------------------------------------------------------------------

@@ -99,7 +99,7 @@ def _fast_converter(hint: Any) -> Callable[[Any], Any]:
         def as_list(v: Any) -> Any:
             if type(v) is not list:
                 return _BAD
-            if columns is not None and len(v) > 64:
+            if columns is not None and len(v) > 16:
                 out = columns(v)
                 if out is not None:
                     return out

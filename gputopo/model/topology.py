@@ -222,16 +222,23 @@ _SCALARS = frozenset({str, int, float, bool, type(None)})
 _GETTERS: dict[type, tuple[tuple[str, ...], Callable[[Any], Any]]] = {}
 
 
+def plain_data(value: Any) -> Any:
+    """``dataclasses.asdict`` for our model's data (dataclasses, lists, tuples, dicts of plain
+    values), without its deep copies: a 576-GPU domain's 165,600 links, a 1000-host plan, in a
+    fraction of the time. Plain values are shared, not copied (they are immutable)."""
+    return _plain(value)
+
+
 def _plain(value: Any) -> Any:
-    """``dataclasses.asdict`` for our model (fields of dataclasses, lists, dicts, plain values),
-    without its deep copies: a 576-GPU domain's 165,600 links in a fraction of the time."""
     kind = type(value)
     if kind in _SCALARS:
         return value
     if kind is list and value and dataclasses.is_dataclass(value[0]):
         return [_plain(v) for v in value]
-    if kind is list or kind is tuple:
+    if kind is list:
         return [v if type(v) in _SCALARS else _plain(v) for v in value]
+    if kind is tuple:
+        return tuple(v if type(v) in _SCALARS else _plain(v) for v in value)
     if kind is dict:
         return {k: v if type(v) in _SCALARS else _plain(v) for k, v in value.items()}
     if dataclasses.is_dataclass(value):

@@ -6,8 +6,10 @@ package's ``recommend`` puts them into a ``Recommendation``.
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from typing import Any
+
+from gputopo.model import plain_data
 
 SCHEMA = "gputopo.recommendation/1"
 
@@ -73,7 +75,7 @@ class GroupAdvice:
         return {"CUDA_DEVICE_ORDER": self.cuda_device_order, "CUDA_VISIBLE_DEVICES": self.cuda_visible_devices}
 
     def to_dict(self) -> dict[str, Any]:
-        data = asdict(self)
+        data = plain_data(self)
         data.pop("key")
         data.pop("slowest_hop")  # already in "hops" and "bottleneck"
         data["env"] = self.env if self.same_host else None

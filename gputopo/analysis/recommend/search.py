@@ -361,7 +361,7 @@ def _ring_seeds(
     a topology without symmetry (a random 72-GPU one: greedy 40 GB/s, a ring at 80 exists), and the
     search only prunes well once its bar is that high."""
     n, w = problem.n, problem.weight
-    if k < 3 or required or n < k:
+    if k < 3 or required or n < k or n <= EXACT_LIMIT:  # small searches are exact and quick without
         return []
     speeds = sorted({w[i][j] for i in range(n) for j in range(i + 1, n)}, reverse=True)
     steps = 0
