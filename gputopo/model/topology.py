@@ -6,6 +6,8 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass, field
 import operator
+import types
+import typing
 from typing import Any, Callable, Iterator
 
 from gputopo.model.from_json import build, shown
@@ -219,7 +221,7 @@ class Topology:
 
 
 _SCALARS = frozenset({str, int, float, bool, type(None)})
-_GETTERS: dict[type, tuple[tuple[str, ...], Callable[[Any], Any]]] = {}
+_GETTERS: dict[type, tuple[tuple[str, ...], Callable[[Any], Any], tuple[str, ...]]] = {}
 
 
 def plain_data(value: Any) -> Any:
@@ -245,15 +247,24 @@ def _plain(value: Any) -> Any:
         getter = _GETTERS.get(kind)
         if getter is None:
             names = tuple(f.name for f in dataclasses.fields(value))
-            getter = _GETTERS[kind] = (names, operator.attrgetter(*names))
-        names, get = getter
+            hints = typing.get_type_hints(kind)
+            nested = tuple(name for name in names if not _plain_hint(hints[name]))
+            getter = _GETTERS[kind] = (names, operator.attrgetter(*names), nested)
+        names, get, nested = getter
         values = get(value) if len(names) > 1 else (get(value),)
         data = dict(zip(names, values))
-        for name, v in data.items():
-            if type(v) not in _SCALARS:  # nested (a measurement, a list): rare, fixed after
-                return {name: v if type(v) in _SCALARS else _plain(v) for name, v in data.items()}
+        for name in nested:  # the fields that may hold a dataclass, list or dict (Link.measured)
+            v = data[name]
+            if type(v) not in _SCALARS:
+                data[name] = _plain(v)
         return data
     return value
+
+
+def _plain_hint(hint: Any) -> bool:
+    """Whether a field's type holds only plain values (``int``, ``str | None``...)."""
+    args = typing.get_args(hint) if typing.get_origin(hint) in (typing.Union, types.UnionType) else (hint,)
+    return all(arg in _SCALARS for arg in args)
 
 
 def _link_map(topology: Topology) -> dict[tuple[int, int], Link]:

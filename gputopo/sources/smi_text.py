@@ -137,6 +137,9 @@ def _refuse_non_text(text: str, source: str) -> None:
 # --- building the topology -----------------------------------------------------------------------
 
 
+_WORDS_SEEN: dict[str, str] = {}  # cell text -> its valid link word
+
+
 def _cell_word(matrix: _Matrix, row: str, column: str, source: str) -> str:
     """The normalised link word at (row, column); raises on a missing or unknown word."""
     cells = matrix.rows[row]
@@ -147,10 +150,16 @@ def _cell_word(matrix: _Matrix, row: str, column: str, source: str) -> str:
             f"{source} line {line_no}: row {row} is cut short: expected {len(matrix.columns)} cells "
             f"({', '.join(matrix.columns)}), found {len(cells)}"
         )
-    word = cells[position].upper()
+    cell = cells[position]
+    known = _WORDS_SEEN.get(cell)
+    if known is not None:  # a 576-column matrix has 331,776 cells and a handful of words
+        return known
+    word = cell.upper()
     if word == "SOC":  # nvidia-smi before 2017 (r384) said SOC for what is now SYS
         word = "SYS"
     if word == SELF_WORD or word in LINK_WORDS or NV_RE.match(word):
+        if len(_WORDS_SEEN) < 1024:
+            _WORDS_SEEN[cell] = word
         return word
     raise InputError(
         f"{source} line {line_no}: unknown link word {cells[position]!r} between {row} and {column} "
