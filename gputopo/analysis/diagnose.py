@@ -33,9 +33,8 @@ from gputopo.analysis.observed_findings import observed_findings
 from gputopo.analysis.locality import (
     SYS_MEANING,
     link_crosses_numa,
+    link_sides,
     numa_crossing_links,
-    pcie_path,
-    numa_sides,
     socket_groups,
     sockets_known,
     vm_evidence,
@@ -144,12 +143,7 @@ def _ungroupable(topology: Topology, groups: list[list[int]]) -> bool:
     """Whether GPUs of different groups are NVLinked with no PCIe path and no affinity that tells
     their NUMA sides (a DGX-1 capture whose CPU Affinity is a job's one-CPU cpuset)."""
     group_of = {g: n for n, grp in enumerate(groups) for g in grp}
-    sides = numa_sides(topology)
-    return any(
-        link.is_nvlink and pcie_path(link) is None and group_of.get(link.a) != group_of.get(link.b)
-        and sides.get((link.a, link.b)) is None
-        for link in topology.links
-    )
+    return any(group_of.get(link.a) != group_of.get(link.b) for link in link_sides(topology).unknown_nvlink)
 
 
 def _cross_socket(topology: Topology) -> list[Finding]:

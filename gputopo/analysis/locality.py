@@ -20,6 +20,7 @@ several NUMA nodes in one socket, and nvidia-smi's ``SYS`` means "between NUMA n
 from __future__ import annotations
 
 from collections import defaultdict
+from dataclasses import dataclass, field
 from typing import Any
 
 from gputopo.model import Finding, Gpu, Link, Topology
@@ -254,23 +255,46 @@ def link_crosses_numa(topology: Topology, link: Link) -> bool:
     return path is None and link.is_nvlink and side is False
 
 
-def numa_crossing_links(topology: Topology) -> list[Link]:
-    """The links for which ``link_crosses_numa`` is true, in one pass (once per topology)."""
-    def compute(topo: Topology) -> list[Link]:
-        if vm_evidence(topo) is not None:
-            return []
-        sides = numa_sides(topo)
-        crossing = []
-        for link in topo.links:
-            side = sides.get((link.a, link.b))
-            if side:
-                continue  # one NUMA node, whatever the link word
-            path = link.pcie_path or (None if link.nvlink_count > 0 or link.type == "UNKNOWN" else link.type)
-            if path == "SYS" or (path is None and link.nvlink_count > 0 and side is False):
-                crossing.append(link)
-        return crossing
+@dataclass
+class LinkSides:
+    """What every link says about NUMA sides, from one pass over the links (once per topology)."""
 
-    return topology.cached("numa_crossing_links", compute)
+    crossing: list[Link] = field(default_factory=list)  # SYS, or NVLinked GPUs on different sides
+    joined: list[tuple[int, int]] = field(default_factory=list)  # below SYS, or known to share a side
+    unknown_nvlink: list[Link] = field(default_factory=list)  # NVLinked, no PCIe path, sides not known
+
+
+def link_sides(topology: Topology) -> LinkSides:
+    """``LinkSides`` of the topology: per link its PCIe path word, else (NVLink only) whether its
+    GPUs share a NUMA side, answered once per pair of kinds of GPU (a 576-GPU domain: 165,600
+    links in one pass)."""
+
+    def compute(topo: Topology) -> LinkSides:
+        result = LinkSides()
+        sides = numa_sides(topo)
+        keys, answers = sides.keys, sides.answers
+        for link in topo.links:
+            key_a, key_b = keys.get(link.a), keys.get(link.b)
+            side = None if key_a is None or key_b is None else answers.get((key_a, key_b), _BAD)
+            if side is _BAD:
+                side = sides.get((link.a, link.b))
+            path = link.pcie_path or (None if link.nvlink_count > 0 or link.type == "UNKNOWN" else link.type)
+            if (bool(side) if path is None else (path != "SYS" or side is True)):
+                result.joined.append((link.a, link.b))
+            if side:
+                continue  # one NUMA node, whatever the link word (some PCIe boards say SYS within a node)
+            if path == "SYS" or (path is None and link.nvlink_count > 0 and side is False):
+                result.crossing.append(link)
+            elif path is None and link.nvlink_count > 0 and side is None:
+                result.unknown_nvlink.append(link)
+        return result
+
+    return topology.cached("link_sides", compute)
+
+
+def numa_crossing_links(topology: Topology) -> list[Link]:
+    """The links for which ``link_crosses_numa`` is true (none in a virtual machine's flat view)."""
+    return [] if vm_evidence(topology) is not None else link_sides(topology).crossing
 
 
 def socket_groups(topology: Topology) -> list[list[int]]:
@@ -288,15 +312,10 @@ def socket_groups(topology: Topology) -> list[list[int]]:
             g = parent[g]
         return g
 
-    sides = numa_sides(topology)
-    for link in topology.links:
-        path = link.pcie_path or (None if link.nvlink_count > 0 or link.type == "UNKNOWN" else link.type)
-        side = sides.get((link.a, link.b))
-        joined = bool(side) if path is None else (path != "SYS" or side is True)
-        if joined:
-            ra, rb = find(link.a), find(link.b)
-            if ra != rb:
-                parent[max(ra, rb)] = min(ra, rb)
+    for a, b in link_sides(topology).joined:
+        ra, rb = find(a), find(b)
+        if ra != rb:
+            parent[max(ra, rb)] = min(ra, rb)
     groups: dict[int, list[int]] = defaultdict(list)
     for g in topology.gpu_indices:
         groups[find(g)].append(g)
