@@ -22,6 +22,7 @@ from rich.tree import Tree
 from gputopo.analysis.bandwidth import link_estimates, pair_estimate
 from gputopo.model import (
     NVLINK_MEANING,
+    Gpu,
     P2P_OK,
     P2P_STATUS_MEANING,
     PCIE_PATH_MEANING,
@@ -29,6 +30,7 @@ from gputopo.model import (
     Topology,
 )
 from gputopo.views.common import matrix_tables, out
+from gputopo.views.topology_large import MAX_LISTED_GPUS, gpu_summary_table, host_summary_tree
 
 # Larger topologies get a summary instead of N x N matrices that no terminal can show.
 MAX_MATRIX_GPUS = 16
@@ -139,25 +141,26 @@ def gpu_table(topo: Topology, host_column: bool = True) -> Table:
     if show_host:
         table.add_column("host", no_wrap=True)
     for g in topo.gpus:
-        degraded = g.pcie_below_max("width") is not None or g.pcie_below_max("gen") is not None
-        now, most = _pcie(g.pcie_gen_current, g.pcie_width_current), _pcie(g.pcie_gen_max, g.pcie_width_max)
-        pcie = Text(f"{now}/{most}" if degraded else now, style="yellow" if degraded else "")
-        if g.nvlink_version or g.nvlink_active_links:
-            nvlink = f"{_fmt(g.nvlink_version)} x{_fmt(g.nvlink_active_links)}"
-        else:
-            nvlink = "-"
-        mig = "?" if g.mig_mode is None else ("on" if g.mig_mode else "off")
-        numa = _fmt(g.numa_node) if g.numa_node is not None or not g.numa_affinity else g.numa_affinity
-        row = (
-            [str(g.index), _short_name(g.name), _short_bus_id(g.pci_bus_id), _fmt_bytes(g.memory_total_bytes)]
-            + [numa] + ([_fmt(g.gpu_numa_id)] if show_gpu_numa else [])
-            + [_fmt(g.cpu_affinity), pcie, nvlink] + ([mig] if show_mig else [])
-        )
+        cells = gpu_cells(g, show_gpu_numa, show_mig)
+        row = [str(g.index), cells[0], _short_bus_id(g.pci_bus_id), *cells[1:]]
         if show_host:
             row.append(_fmt(g.host))
         # Text, not str: names, bus ids and hosts come from the user's files and may hold "[...]".
         table.add_row(*(cell if isinstance(cell, Text) else Text(cell) for cell in row))
     return table
+
+
+def gpu_cells(g: Gpu, show_gpu_numa: bool = False, show_mig: bool = False) -> list[Text | str]:
+    """A GPU's cells but its number, bus id and host: name, mem, NUMA, (GPU NUMA), CPUs, PCIe,
+    NVLink, (MIG)."""
+    degraded = g.pcie_below_max("width") is not None or g.pcie_below_max("gen") is not None
+    now, most = _pcie(g.pcie_gen_current, g.pcie_width_current), _pcie(g.pcie_gen_max, g.pcie_width_max)
+    pcie = Text(f"{now}/{most}" if degraded else now, style="yellow" if degraded else "")
+    nvlink = f"{_fmt(g.nvlink_version)} x{_fmt(g.nvlink_active_links)}" if g.nvlink_version or g.nvlink_active_links else "-"
+    mig = "?" if g.mig_mode is None else ("on" if g.mig_mode else "off")
+    numa = _fmt(g.numa_node) if g.numa_node is not None or not g.numa_affinity else g.numa_affinity
+    return ([_short_name(g.name), _fmt_bytes(g.memory_total_bytes), numa] + ([_fmt(g.gpu_numa_id)] if show_gpu_numa else [])
+            + [_fmt(g.cpu_affinity), pcie, nvlink] + ([mig] if show_mig else []))
 
 
 def socket_picture(topo: Topology) -> Tree:
@@ -396,6 +399,11 @@ def render_topology(topology: Topology, console: Console | None = None) -> None:
     console.print(_header(topology))
     if not topology.gpus:
         console.print("No GPUs.")
+    elif len(topology.gpus) > MAX_LISTED_GPUS:  # an NVL576: kinds of GPUs, layouts of hosts, link summary
+        console.print(gpu_summary_table(topology, gpu_cells))
+        console.print(host_summary_tree(topology))
+        console.print(link_summary(topology))
+        console.print(link_legend(topology))
     else:
         table = gpu_table(topology)
         if Measurement.get(console, console.options.update_width(10_000), table).maximum > console.width:
