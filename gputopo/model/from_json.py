@@ -11,7 +11,7 @@ import types
 import typing
 from typing import Any, Callable
 
-from gputopo.quoting import check_text
+from gputopo.quoting import check_text, first_control
 
 # Free text that gputopo itself writes (sentences, file paths, titles): shown through the views'
 # terminal-safe output, never written into a script. Every other string (names, hosts, NIC names,
@@ -111,7 +111,7 @@ def _fast_converter(hint: Any) -> Callable[[Any], Any]:
         item = _fast_converter(typing.get_args(hint)[1])
 
         def as_dict(v: Any) -> Any:
-            if type(v) is not dict:
+            if type(v) is not dict or (v and first_control("".join(v)) is not None):  # keys are one line too
                 return _BAD
             out = {k: item(x) for k, x in v.items()}
             return _BAD if any(x is _BAD for x in out.values()) else out
@@ -123,8 +123,10 @@ def _fast_converter(hint: Any) -> Callable[[Any], Any]:
         return lambda v: v if type(v) is int and -_INT64 <= v < _INT64 else _BAD
     if hint is float:
         return lambda v: v if (type(v) is float and math.isfinite(v)) or type(v) is int else _BAD
-    if hint in (str, bool):
-        return lambda v: v if type(v) is hint else _BAD
+    if hint is str:  # a list item or a dict value: one line, as the careful pass checks
+        return lambda v: v if type(v) is str and first_control(v) is None else _BAD
+    if hint is bool:
+        return lambda v: v if type(v) is bool else _BAD
     return lambda v: _BAD
 
 
@@ -140,6 +142,7 @@ def _fast_dataclass(cls: Any) -> Callable[[Any], Any]:
             return _BAD
         if not plan:  # filled on first use: the field types may refer to this class
             plan.extend(_field_plan(cls, hints, nested))
+        text_fields = _text_fields(cls)
         kwargs = {}
         for name, allowed, required, inner in plan:
             value = data.get(name, _BAD)
@@ -157,6 +160,8 @@ def _fast_dataclass(cls: Any) -> Callable[[Any], Any]:
             elif kind is int and not -_INT64 <= value < _INT64:
                 return _BAD
             elif kind is float and not math.isfinite(value):
+                return _BAD
+            elif kind is str and name in text_fields and first_control(value) is not None:
                 return _BAD
             kwargs[name] = value
         return cls(**kwargs)
@@ -178,6 +183,7 @@ def _columns_converter(cls: Any) -> Callable[[list[Any]], Any]:
             plan.extend(_field_plan(cls, hints, nested))
         names = {name for name, *_ in plan}
         required = {name for name, _, needed, _ in plan if needed}
+        text_fields = _text_fields(cls)
         if set(map(type, items)) != {dict} or not all(required <= d.keys() <= names for d in items):
             return None
         for name, allowed, _, _ in plan:
@@ -188,6 +194,8 @@ def _columns_converter(cls: Any) -> Callable[[list[Any]], Any]:
             if int in kinds and column and not _ints_in_range(column):
                 return None
             if float in kinds and not all(map(math.isfinite, (v for v in column if type(v) is float))):
+                return None
+            if str in kinds and name in text_fields and first_control("".join(v for v in column if type(v) is str)):
                 return None
         return _instances(cls, items)
 
@@ -216,6 +224,19 @@ def _instances(cls: Any, items: list[dict[str, Any]]) -> list[Any]:
 def _ints_in_range(column: list[Any]) -> bool:
     ints = [v for v in column if type(v) is int]
     return not ints or (-_INT64 <= min(ints) and max(ints) < _INT64)
+
+
+@functools.lru_cache(maxsize=None)
+def _text_fields(cls: Any) -> frozenset[str]:
+    """The string fields of ``cls`` that must be one line (``check_text``): all but free text."""
+    hints = _field_types(cls)
+    names = set()
+    for f in dataclasses.fields(cls):
+        args = typing.get_args(hints[f.name]) if typing.get_origin(hints[f.name]) in (typing.Union, types.UnionType) \
+            else (hints[f.name],)
+        if str in args and f.name not in FREE_TEXT_FIELDS:
+            names.add(f.name)
+    return frozenset(names)
 
 
 def _field_plan(cls: Any, hints: dict[str, Any], nested: dict[str, Callable[[Any], Any]]) -> list[tuple[str, frozenset[type], bool, Any]]:

@@ -9,7 +9,7 @@ import pytest
 from gputopo.analysis.pair_classes import pair_classes
 from gputopo.bench.plan import fill_inferred, full_plan, matchings, quick_plan
 from gputopo.bench.results import BenchDevice, BenchResult, PairResult, gbps_stat
-from gputopo.sources import load_topology
+from gputopo.sources import TopologyRequest, resolve
 
 TESTS = Path(__file__).resolve().parents[2]
 DGX1 = TESTS / "fixtures" / "shared" / "topo" / "dgx1_v100_8gpu_mlx5.txt"
@@ -36,7 +36,7 @@ def _check_plan(topology, plan):
 
 
 def test_dgx1_capture_has_nv1_nv2_and_sys_classes():
-    topology = load_topology(from_file=str(DGX1))
+    topology = resolve(TopologyRequest(from_files=(str(DGX1),)))
     classes = pair_classes(topology, topology.gpu_indices)
     assert {cls.key.link_type for cls in classes} == {"NV1", "NV2", "SYS"}
     assert sum(len(cls.pairs) for cls in classes) == 28
@@ -48,7 +48,7 @@ def test_dgx1_capture_has_nv1_nv2_and_sys_classes():
 
 
 def test_dgx_h100_capture_has_one_nvswitch_class_per_numa_relation():
-    topology = load_topology(from_file=str(DGX_H100))
+    topology = resolve(TopologyRequest(from_files=(str(DGX_H100),)))
     classes = pair_classes(topology, topology.gpu_indices)
     assert len(classes) == 2
     assert {cls.key.link_type for cls in classes} == {"NV18"}
@@ -67,7 +67,7 @@ def test_without_a_topology_every_pair_is_one_class_and_every_device_is_measured
 
 
 def test_inferred_figures_are_marked_and_come_from_their_class():
-    topology = load_topology(from_file=str(DGX_H100))
+    topology = resolve(TopologyRequest(from_files=(str(DGX_H100),)))
     plan = quick_plan(topology.gpu_indices, topology)
     result = BenchResult("GPU", [BenchDevice(g, f"/device:GPU:{g}") for g in topology.gpu_indices], "Identity",
                          "/device:CPU:0", [1000], 4, 1, 0)
