@@ -203,20 +203,24 @@ def _columns_converter(cls: Any) -> Callable[[list[Any]], Any]:
 
 
 def _instances(cls: Any, items: list[dict[str, Any]]) -> list[Any]:
-    """``[cls(**d) for d in items]``; for a dataclass whose fields all have plain defaults (no
-    factories, no ``__post_init__``), its objects are made with their ``__dict__`` directly (the
-    same attributes, in field order, 3x faster for a domain's 165,600 links)."""
+    """``[cls(**d) for d in items]``; for a dataclass without ``__post_init__``, its objects are
+    made with their ``__dict__`` directly (the same attributes in field order, a fresh value from
+    each default factory where the item has none: 3x faster for a domain's 165,600 links)."""
     fields = dataclasses.fields(cls)
-    plain = not hasattr(cls, "__post_init__") and all(
-        f.default_factory is dataclasses.MISSING and f.init for f in fields)
+    plain = not hasattr(cls, "__post_init__") and all(f.init for f in fields)
     if not plain or cls.__dataclass_params__.frozen or getattr(cls, "__slots__", None) is not None:
         return [cls(**d) for d in items]
     defaults = {f.name: (None if f.default is dataclasses.MISSING else f.default) for f in fields}
+    factories = [(f.name, f.default_factory) for f in fields if f.default_factory is not dataclasses.MISSING]
     new = object.__new__
     made = []
     for d in items:
         obj = new(cls)
-        obj.__dict__ = {**defaults, **d}
+        data = {**defaults, **d}
+        for name, make in factories:
+            if name not in d:
+                data[name] = make()
+        obj.__dict__ = data
         made.append(obj)
     return made
 

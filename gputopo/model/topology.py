@@ -255,7 +255,9 @@ def _plain(value: Any) -> Any:
         data = dict(zip(names, values))
         for name in nested:  # the fields that may hold a dataclass, list or dict (Link.measured)
             v = data[name]
-            if type(v) not in _SCALARS:
+            if type(v) is list and not v:
+                data[name] = []
+            elif type(v) not in _SCALARS:
                 data[name] = _plain(v)
         return data
     return value
