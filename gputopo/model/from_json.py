@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import itertools
+import operator
 import json
 import math
 import types
@@ -184,7 +186,11 @@ def _columns_converter(cls: Any) -> Callable[[list[Any]], Any]:
         names = {name for name, *_ in plan}
         required = {name for name, _, needed, _ in plan if needed}
         text_fields = _text_fields(cls)
-        if set(map(type, items)) != {dict} or not all(required <= d.keys() <= names for d in items):
+        if set(map(type, items)) != {dict}:
+            return None
+        keys = list(map(dict.keys, items))
+        if not all(map(operator.ge, keys, itertools.repeat(required))) or \
+                not all(map(operator.le, keys, itertools.repeat(names))):
             return None
         for name, allowed, _, _ in plan:
             column = [d[name] for d in items if name in d]

@@ -235,8 +235,8 @@ def _plain(value: Any) -> Any:
     kind = type(value)
     if kind in _SCALARS:
         return value
-    if kind is list and value and dataclasses.is_dataclass(value[0]):
-        return [_plain(v) for v in value]
+    if kind is list and value and dataclasses.is_dataclass(value[0]) and len(set(map(type, value))) == 1:
+        return _plain_objects(value)  # a list of one dataclass (a domain's links): one loop, no calls
     if kind is list:
         return [v if type(v) in _SCALARS else _plain(v) for v in value]
     if kind is tuple:
@@ -244,23 +244,33 @@ def _plain(value: Any) -> Any:
     if kind is dict:
         return {k: v if type(v) in _SCALARS else _plain(v) for k, v in value.items()}
     if dataclasses.is_dataclass(value):
-        getter = _GETTERS.get(kind)
-        if getter is None:
-            names = tuple(f.name for f in dataclasses.fields(value))
-            hints = typing.get_type_hints(kind)
-            nested = tuple(name for name in names if not _plain_hint(hints[name]))
-            getter = _GETTERS[kind] = (names, operator.attrgetter(*names), nested)
-        names, get, nested = getter
-        values = get(value) if len(names) > 1 else (get(value),)
-        data = dict(zip(names, values))
-        for name in nested:  # the fields that may hold a dataclass, list or dict (Link.measured)
+        return _plain_objects([value])[0]
+    return value
+
+
+def _plain_objects(objects: list[Any]) -> list[dict[str, Any]]:
+    """Objects of one dataclass as dicts: its fields read at once (``attrgetter``), only the fields
+    that may nest (``Link.measured``, ``Link.health``) looked at one by one."""
+    kind = type(objects[0])
+    getter = _GETTERS.get(kind)
+    if getter is None:
+        names = tuple(f.name for f in dataclasses.fields(kind))
+        hints = typing.get_type_hints(kind)
+        nested = tuple(name for name in names if not _plain_hint(hints[name]))
+        getter = _GETTERS[kind] = (names, operator.attrgetter(*names), nested)
+    names, get, nested = getter
+    single = len(names) == 1
+    result = []
+    for obj in objects:
+        data = dict(zip(names, (get(obj),) if single else get(obj)))
+        for name in nested:
             v = data[name]
             if type(v) is list and not v:
                 data[name] = []
             elif type(v) not in _SCALARS:
                 data[name] = _plain(v)
-        return data
-    return value
+        result.append(data)
+    return result
 
 
 def _plain_hint(hint: Any) -> bool:
