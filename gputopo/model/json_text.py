@@ -63,6 +63,9 @@ def _json_text(data: Any, indent: int) -> str:
 def _rows_text(data: Any, indent: int, margin: str) -> str:
     inner = margin + " " * indent
     if isinstance(data, list) and len(data) > ROWS_FROM_ITEMS:
+        whole = _rows_of_objects(data, inner)
+        if whole is not None:
+            return "[\n" + whole + "\n" + margin + "]"
         encode = _STRICT_ENCODER.encode  # one encoder for every row (json.dumps makes one per call)
         rows = [inner + encode(item) for item in data]
     elif isinstance(data, list) and data:
@@ -73,3 +76,15 @@ def _rows_text(data: Any, indent: int, margin: str) -> str:
         return json.dumps(data, allow_nan=False)
     opening, closing = ("[", "]") if isinstance(data, list) else ("{", "}")
     return opening + "\n" + ",\n".join(rows) + "\n" + margin + closing
+
+
+def _rows_of_objects(items: list[Any], inner: str) -> str | None:
+    """A list of objects as rows from one call of the C encoder: the text between two items is
+    ``}, {``, which becomes a line break. Only where that text occurs exactly between the items (no
+    string or nested list holds it: the count says so); else None and the rows are made one by one."""
+    if not all(type(item) is dict for item in items):
+        return None
+    text = _STRICT_ENCODER.encode(items)[1:-1]
+    if text.count("}, {") != len(items) - 1:
+        return None
+    return inner + text.replace("}, {", "},\n" + inner + "{")
