@@ -5,9 +5,25 @@ smaller and about 10x faster than Python's indenting encoder, which writes a lin
 
 from __future__ import annotations
 
+import contextlib
+import gc
 import json
 import math
-from typing import Any
+from typing import Any, Iterator
+
+
+@contextlib.contextmanager
+def gc_paused() -> Iterator[None]:
+    """No cyclic garbage collection while building or writing a large document: JSON values make no
+    cycles, and a 576-GPU domain's 165,600 link objects made the collector scan the heap again and
+    again (a second of a five-second read-analyse-write). Restored as it was, whatever happens."""
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was_enabled:
+            gc.enable()
 
 
 def finite_or_null(value: Any) -> Any:
@@ -31,10 +47,11 @@ ROWS_FROM_ITEMS = 100
 def strict_json_text(data: Any, indent: int = 2) -> str:
     """``data`` as strict JSON (a non-finite figure written as null), indented; in a large document
     each list of more than ``ROWS_FROM_ITEMS`` items has one compact item per line."""
-    try:
-        return _json_text(data, indent) + "\n"
-    except ValueError:  # NaN or infinity somewhere: replace them (a rare, slower path)
-        return _json_text(finite_or_null(data), indent) + "\n"
+    with gc_paused():
+        try:
+            return _json_text(data, indent) + "\n"
+        except ValueError:  # NaN or infinity somewhere: replace them (a rare, slower path)
+            return _json_text(finite_or_null(data), indent) + "\n"
 
 
 def _count_values(data: Any, budget: int) -> int:

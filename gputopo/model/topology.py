@@ -11,6 +11,7 @@ import typing
 from typing import Any, Callable, Iterator
 
 from gputopo.model.from_json import build, shown
+from gputopo.model.json_text import gc_paused
 from gputopo.model.observed import CollectiveRun, NcclView, NvLinkState
 from gputopo.model.parts import Disagreement, Finding, Gpu, Link, Nic, NicLink
 from gputopo.model.tf_view import TfView
@@ -167,7 +168,8 @@ class Topology:
     # --- JSON ----------------------------------------------------------------------------------
 
     def to_dict(self) -> dict[str, Any]:
-        data = {f.name: _plain(getattr(self, f.name)) for f in dataclasses.fields(self)}
+        with gc_paused():  # plain values make no cycles (see json_text.gc_paused)
+            data = {f.name: _plain(getattr(self, f.name)) for f in dataclasses.fields(self)}
         # Put the schema and provenance first for people reading the JSON.
         ordered = {"schema": data.pop("schema"), "source": data.pop("source")}
         ordered.update(data)
