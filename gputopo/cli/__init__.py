@@ -49,7 +49,11 @@ class _OneLineErrorsGroup(TyperGroup):
             if type(exc).__name__ == "NoArgsIsHelpError":  # `gputopo` alone: the help was shown
                 sys.exit(exc.exit_code)
             ctx = getattr(exc, "ctx", None)
-            hint = f" (see '{ctx.command_path if ctx is not None else prog_name} --help')"
+            # click's parser raises some usage errors (an option without its value) with no context:
+            # the command named in the arguments is the one whose help to point at.
+            named = _command_named(list(args) if args is not None else sys.argv[1:])
+            path = ctx.command_path if ctx is not None else f"{prog_name} {named}" if named else prog_name
+            hint = f" (see '{path} --help')"
             typer.echo(f"gputopo: error: {exc.format_message()}{hint}", err=True)
             sys.exit(EXIT_USAGE if exc.exit_code == 2 else exc.exit_code)
         except typer.Abort:

@@ -125,7 +125,8 @@ def _check_one_host_options(fmt: str, output_format: str, gpus_per_host: int | N
         from gputopo.views.recommend import FORMATS
 
         if fmt not in FORMATS:
-            raise InputError(f"--format must be one of {', '.join(FORMATS)}, not {output_format!r}")
+            raise InputError(f"--format must be one of {', '.join(FORMATS)} (or slurm, with --from once per host), "
+                             f"not {output_format!r}")
 
 
 def _recommend_hosts(topologies: list[Topology], gpus: int, gpus_per_host: int | None, port: int | None, fmt: str,
