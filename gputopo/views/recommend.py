@@ -70,7 +70,7 @@ def placement(group: GroupAdvice) -> str:
     if group.same_socket is None and group.numa_domains > 1:
         return f"{group.numa_domains} NUMA nodes; whether on one CPU socket, the source does not say"
     if group.same_socket is None:
-        return "CPU socket not known (the source says only which GPUs can peer)"
+        return "CPU socket not known (the source does not say which CPU or NUMA node each GPU is on)"
     if group.same_socket:
         return "one CPU socket" + (f", NUMA node {group.numa_node}" if group.numa_node is not None else "")
     if group.numa_domains > 1:
