@@ -227,7 +227,7 @@ def format_python(rec: Recommendation) -> str:
     if len(best.gpus) == 1:
         lines.append('strategy = tf.distribute.OneDeviceStrategy("/gpu:0")  # one GPU: nothing to all-reduce')
         return "\n".join(lines) + "\n"
-    lines.append(comment(f"{best.cross_device_ops}: {best.cross_device_ops_reason}"))
+    lines.append(comment(f"{best.cross_device_ops or best.strategy}: {best.cross_device_ops_reason}"))
     lines.append(comment(
         f"Without CUDA_VISIBLE_DEVICES (all GPUs visible) the devices are {best.mirrored_strategy_devices_all_visible!r}"
     ))

@@ -106,7 +106,7 @@ def _plan(recommendation: Recommendation | None) -> str:
     best = recommendation.best
     lines = launch_lines(best) + [strategy_line(best)]
     if best.cross_device_ops_reason:
-        lines.append(f"# {best.cross_device_ops}: {best.cross_device_ops_reason}")
+        lines.append(f"# {best.cross_device_ops or best.strategy}: {best.cross_device_ops_reason}")
     parts = [
         f"<p><b>Best {recommendation.gpus_per_group} GPUs: {esc(','.join(map(str, best.gpus)))}</b> "
         f"(outlined in blue in the drawing) — {esc(ring_summary(best))}; {esc(placement(best))}.</p>",
