@@ -33,7 +33,7 @@ def pair_expectations(result: BenchResult, topology: Topology | None) -> dict[tu
     """Per ordered pair, the estimate for its link type; empty for host memory or no topology."""
     if topology is None or result.measures_host_memory:
         return {}
-    from gputopo.analysis.bandwidth import estimate_link
+    from gputopo.analysis.bandwidth import estimate_link, fewest_nvlinks
 
     links = topology.link_map()
     gpus = {g.index: g for g in topology.gpus}
@@ -43,7 +43,7 @@ def pair_expectations(result: BenchResult, topology: Topology | None) -> dict[tu
         if link is None:
             continue
         # What the link type should give (estimate_link never looks at a measurement saved earlier).
-        estimate = estimate_link(link, gpus.get(link.a), gpus.get(link.b))
+        estimate = estimate_link(link, gpus.get(link.a), gpus.get(link.b), fewest_nvlinks(topology, a, b))
         expected[(a, b)] = Expectation(link.type, estimate.gbps, estimate.explanation)
     return expected
 

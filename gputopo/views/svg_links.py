@@ -6,7 +6,7 @@ from __future__ import annotations
 import re
 from html import escape
 
-from gputopo.analysis.bandwidth import estimate_link
+from gputopo.analysis.bandwidth import estimate_link, fewest_nvlinks
 from gputopo.analysis.measured import measured_gbps
 from gputopo.model import Gpu, Link, Topology
 from gputopo.notation import format_gbps
@@ -35,7 +35,7 @@ def speed_hex(gbps: float | None) -> str:
 def link_figures(topology: Topology, link: Link) -> tuple[float, float | None, str]:
     """(expected GB/s per direction, measured GB/s or None, how the expectation was made)."""
     gpu_a, gpu_b = _gpu(topology, link.a), _gpu(topology, link.b)
-    expected = estimate_link(link, gpu_a, gpu_b)
+    expected = estimate_link(link, gpu_a, gpu_b, fewest_nvlinks(topology, link.a, link.b))
     return expected.gbps, measured_gbps(link), expected.explanation
 
 

@@ -29,6 +29,7 @@ from gputopo.model import (
     Topology,
 )
 from gputopo.views.common import matrix_tables, out
+from gputopo.views.unknowns import nvlink_cell, speed_span
 
 # Larger topologies get a summary instead of N x N matrices that no terminal can show.
 MAX_MATRIX_GPUS = 16
@@ -142,10 +143,7 @@ def gpu_table(topo: Topology, host_column: bool = True) -> Table:
         degraded = g.pcie_below_max("width") is not None or g.pcie_below_max("gen") is not None
         now, most = _pcie(g.pcie_gen_current, g.pcie_width_current), _pcie(g.pcie_gen_max, g.pcie_width_max)
         pcie = Text(f"{now}/{most}" if degraded else now, style="yellow" if degraded else "")
-        if g.nvlink_version or g.nvlink_active_links:
-            nvlink = f"{_fmt(g.nvlink_version)} x{_fmt(g.nvlink_active_links)}"
-        else:
-            nvlink = "-"
+        nvlink = nvlink_cell(topo, g)
         mig = "?" if g.mig_mode is None else ("on" if g.mig_mode else "off")
         numa = _fmt(g.numa_node) if g.numa_node is not None or not g.numa_affinity else g.numa_affinity
         row = (
@@ -200,10 +198,12 @@ def socket_picture(topo: Topology) -> Tree:
     return tree
 
 
-def _link_cell(topo: Topology, a: int, b: int) -> Text:
+def _link_cell(topo: Topology, a: int, b: int, vm: bool = False) -> Text:
     link = topo.link_map().get((a, b))
     if link is None or link.type == "UNKNOWN":  # a snapshot may lack a pair: say so, don't crash
         return Text("?", style="dim")
+    if vm and not link.is_nvlink:  # the hypervisor's word: no speed to colour it by
+        return Text(link.type)
     return Text(link.type, style=speed_style(pair_estimate(topo, a, b).gbps))
 
 
@@ -215,9 +215,12 @@ def link_matrices(topo: Topology, width: int | None = None) -> list[Group]:
     idx = topo.gpu_indices
     headers = [str(i) for i in idx] + [f"NIC{k}" for k in range(len(topo.nics))]
     nic_type = {(nl.gpu, nl.nic): nl.type for nl in topo.nic_links}
+    from gputopo.analysis.locality import vm_evidence
+
+    vm = vm_evidence(topo) is not None
     rows: list[tuple[str, list[Text]]] = []
     for a in idx:
-        cells = [Text(" X ", style="dim") if a == b else _link_cell(topo, a, b) for b in idx]
+        cells = [Text(" X ", style="dim") if a == b else _link_cell(topo, a, b, vm) for b in idx]
         for nic in topo.nics:
             t = nic_type.get((a, nic.name))
             cells.append(Text(t or "?", style="dim" if t is None else ""))
@@ -230,22 +233,29 @@ def _nvlink_count(word: str) -> int | None:
     return int(count) if word.startswith("NV") and count.isascii() and count.isdigit() and len(count) < 6 else None
 
 
-def link_legend_rows(topo: Topology, speeds: bool = False) -> list[tuple[str, Text]]:
+def link_legend_rows(topo: Topology, speeds: bool = False, colours: bool = True) -> list[tuple[str, Text]]:
     """(word, meaning) for each link word used; with ``speeds``, each meaning ends with the word's
-    expected GB/s per direction (coloured as in the matrix) and a row says what the colours mean."""
+    expected GB/s per direction (a range, and what it assumes, where the source lacks a fact; "not
+    known" on a virtual machine), and, where ``colours`` are shown, a row says what they mean."""
     used = {link.type for link in topo.links}
     rows: list[tuple[str, Text]] = []
+    coloured = False
 
     def row(word: str, meaning: str) -> None:
+        nonlocal coloured
         text = Text(meaning)
         if speeds and word != "?":
-            gbps = sorted(pair_estimate(topo, link.a, link.b).gbps for link in topo.links if link.type == word)
-            if gbps:
-                low, high = gbps[0], gbps[-1]
-                span = f"~{low:.0f}" if round(low) == round(high) else f"~{low:.0f}-{high:.0f}"
+            span = speed_span(topo, word)
+            if span is None:
+                text.append(", GB/s not known (a virtual machine: the link words are the hypervisor's)", style="dim")
+            else:
+                figure, low, assumed = span
+                coloured = True
                 text.append(", ")
-                text.append(f"{span}\u00a0GB/s", style=speed_style(low))  # the figure never leaves its unit
+                text.append(f"{figure}\u00a0GB/s", style=speed_style(low))  # the figure never leaves its unit
                 text.append(" per direction")
+                if assumed:
+                    text.append(f" ({'; '.join(assumed)})", style="dim")
         rows.append((word, text))
 
     nv_words = sorted((u for u in used if _nvlink_count(u) is not None), key=lambda u: _nvlink_count(u) or 0)
@@ -262,19 +272,19 @@ def link_legend_rows(topo: Topology, speeds: bool = False) -> list[tuple[str, Te
         row(word, "a link word gputopo does not know")
     if "UNKNOWN" in used:
         row("?", "the source does not say how these GPUs are connected")
-    if speeds and used - {"UNKNOWN"}:
+    if speeds and colours and coloured:
         rows.append(("colour", speed_key()))
     for k, nic in enumerate(topo.nics):
         rows.append((f"NIC{k}", Text(nic.name + (f" ({nic.device})" if nic.device else ""))))
     return rows
 
 
-def link_legend(topo: Topology, speeds: bool = False) -> Table:
+def link_legend(topo: Topology, speeds: bool = False, colours: bool = True) -> Table:
     """The legend under the link matrix, as a grid so that long meanings wrap under themselves."""
     grid = Table.grid(padding=(0, 1))
     grid.add_column(no_wrap=True)
     grid.add_column()
-    for word, meaning in link_legend_rows(topo, speeds):
+    for word, meaning in link_legend_rows(topo, speeds, colours):
         grid.add_row(Text(f"  {word:<6} ="), meaning)
     return grid
 
@@ -293,9 +303,12 @@ def link_summary(topo: Topology) -> Table:
             table.add_row("?", str(count), Text("?", style="dim"))
             continue
         # Pairs of one word can differ (PCIe generation, NVLink version): show the range, not one pair.
-        gbps = sorted(pair_estimate(topo, link.a, link.b).gbps for link in topo.links if link.type == word)
-        span = f"~{gbps[0]:.0f}" if round(gbps[0]) == round(gbps[-1]) else f"~{gbps[0]:.0f}-{gbps[-1]:.0f}"
-        table.add_row(Text(word), str(count), Text(span, style=speed_style(gbps[0])))
+        span = speed_span(topo, word)
+        if span is None:
+            table.add_row(Text(word), str(count), Text("?", style="dim"))
+            continue
+        figure, low, assumed = span
+        table.add_row(Text(word), str(count), Text(figure + ("*" if assumed else ""), style=speed_style(low)))
     return table
 
 
@@ -334,6 +347,9 @@ def p2p_matrices(topo: Topology, width: int | None = None) -> Group | None:
     None when the source said nothing about P2P."""
     if all(getattr(link, f) is None for link in topo.links for _, f in P2P_FIELDS):
         return None
+    if topo.source == "tf-log":  # TF's peer access, not read/write capabilities: its own matrix below says it
+        return Group(Text("P2P read / write / atomics: not in a TensorFlow log (its peer-access matrix, with "
+                          "inferred pairs marked, is below)", style="dim"), Text(""))
     words_seen: set[str] = set()
     same = all(len({link.p2p_read, link.p2p_write, link.p2p_atomics}) == 1 for link in topo.links)
     parts: list[Group | Text] = []
@@ -388,6 +404,9 @@ def render_topology(topology: Topology, console: Console | None = None) -> None:
             table.caption = "hosts: see the tree below"
             table.caption_justify = "left"
         console.print(table)
+        if any(nvlink_cell(topology, g).count(">=") for g in topology.gpus):
+            console.print(Text("NVLink >=N: at least N active links, counted from the NV# words of the link "
+                               "matrix (the source gives no count)", style="dim"))
         console.print(socket_picture(topology))
         if len(topology.gpus) > 1:
             if len(topology.gpus) <= MAX_MATRIX_GPUS:

@@ -18,6 +18,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any, Sequence
 
+from gputopo.analysis.bandwidth import fewest_nvlinks
 from gputopo.analysis.measured import best_estimate
 from gputopo.analysis.recommend.result import GroupKey
 from gputopo.analysis.recommend.ring import INF, best_ring
@@ -117,7 +118,7 @@ class Problem:
                 link = links.get((a, b))
                 if link is None:
                     raise InputError(f"the topology has no link between GPU {a} and GPU {b}; cannot rank groups")
-                est = best_estimate(link, gpus.get(link.a), gpus.get(link.b))  # measured GB/s win
+                est = best_estimate(link, gpus.get(link.a), gpus.get(link.b), fewest_nvlinks(topology, a, b))  # measured wins
                 weight[i][j] = weight[j][i] = int(round(est.gbps * CENTI))
                 if link.health:  # doctor found this pair's path unhealthy (ACS, link down, ...): below healthy pairs
                     weight[i][j] = weight[j][i] = max(1, weight[i][j] // UNHEALTHY_DIVISOR)
