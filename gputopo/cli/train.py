@@ -91,6 +91,9 @@ def train(
             help="Run a local cluster even where it cannot be kept off the network (see docs/security.md).",
         ),
     ] = False,
+    allow_busy: Annotated[
+        bool, typer.Option("--allow-busy", help="Train even on GPUs another process is computing on.")
+    ] = False,
     startup_timeout_s: Annotated[
         float, typer.Option("--startup-timeout", help="multi-worker: seconds to wait for the other workers.")
     ] = 120.0,
@@ -158,7 +161,7 @@ def train(
                 [flag for flag, value in others.items() if value not in (None, [], ())])  # fmt: skip
         return
     plan = build_plan(config, _training_topology(request, config), gpus=gpus, devices=devices,
-                      numactl_path=shutil.which("numactl"))
+                      numactl_path=shutil.which("numactl"), allow_busy=allow_busy)
     if scaling is not None:
         _run_scaling(plan, config, parse_count_list(scaling), scaling_steps, json_output, dry_run)
         return

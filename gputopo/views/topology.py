@@ -29,6 +29,9 @@ from gputopo.model import (
     Topology,
 )
 from gputopo.views.common import matrix_tables, out
+from gputopo.views.live import fmt_bytes as _fmt_bytes
+from gputopo.views.live import memory_cell as _memory
+from gputopo.views.live import process_table
 from gputopo.views.unknowns import nvlink_cell, speed_span
 
 # Larger topologies get a summary instead of N x N matrices that no terminal can show.
@@ -65,14 +68,6 @@ def speed_key() -> Text:
         if k < len(SPEED_STYLES) - 1:
             text.append(", ")
     return text
-
-
-def _fmt_bytes(n: int | None) -> str:
-    if n is None:
-        return "?"
-    if n < 1024**3:  # not "0G" for a small GPU or a MIG slice
-        return f"{n / 1024**2:.0f}M"
-    return f"{n / 1024**3:.0f}G"
 
 
 def _fmt(value: object) -> str:
@@ -125,8 +120,9 @@ def gpu_table(topo: Topology, host_column: bool = True) -> Table:
     table = Table(title="GPUs", title_justify="left", box=box.SIMPLE_HEAD, padding=(0, 1), pad_edge=False, collapse_padding=True)
     show_mig = any(g.mig_mode for g in topo.gpus)
     show_gpu_numa = any(g.gpu_numa_id is not None for g in topo.gpus)  # Grace: the GPU's memory as a node
+    show_util = any(g.utilization_percent is not None for g in topo.gpus)
     columns = (["GPU", "name", "bus id", "mem", "NUMA"]
-               + (["GPU NUMA"] if show_gpu_numa else []) + ["CPUs", "PCIe", "NVLink"] + (["MIG"] if show_mig else []))
+               + (["GPU NUMA"] if show_gpu_numa else []) + ["CPUs", "PCIe", "NVLink"] + (["MIG"] if show_mig else []) + (["util"] if show_util else []))
     for col in columns:
         if col == "name":
             table.add_column(col, min_width=12, overflow="fold")
@@ -147,9 +143,10 @@ def gpu_table(topo: Topology, host_column: bool = True) -> Table:
         mig = "?" if g.mig_mode is None else ("on" if g.mig_mode else "off")
         numa = _fmt(g.numa_node) if g.numa_node is not None or not g.numa_affinity else g.numa_affinity
         row = (
-            [str(g.index), _short_name(g.name), _short_bus_id(g.pci_bus_id), _fmt_bytes(g.memory_total_bytes)]
+            [str(g.index), _short_name(g.name), _short_bus_id(g.pci_bus_id), _memory(g)]
             + [numa] + ([_fmt(g.gpu_numa_id)] if show_gpu_numa else [])
             + [_fmt(g.cpu_affinity), pcie, nvlink] + ([mig] if show_mig else [])
+            + ([_fmt(g.utilization_percent) + ("%" if g.utilization_percent is not None else "")] if show_util else [])
         )
         if show_host:
             row.append(_fmt(g.host))
@@ -404,6 +401,9 @@ def render_topology(topology: Topology, console: Console | None = None) -> None:
             table.caption = "hosts: see the tree below"
             table.caption_justify = "left"
         console.print(table)
+        processes = process_table(topology)
+        if processes is not None:
+            console.print(processes)
         if any(nvlink_cell(topology, g).count(">=") for g in topology.gpus):
             console.print(Text("NVLink >=N: at least N active links, counted from the NV# words of the link "
                                "matrix (the source gives no count)", style="dim"))
