@@ -71,7 +71,7 @@ def test_child_process_json_with_allreduce():
 
 def test_save_writes_measurements_into_a_snapshot(cli, tf_cpu_devices, tmp_path):
     target = tmp_path / "measured.json"
-    result = cli("bench-p2p", "--cpu-devices", "4", "--machine", "two-socket-4gpu", "--gpus", "0,1,2",
+    result = cli("bench-p2p", "--cpu-devices", "4", "--machine", "two-socket-4gpu", "--devices", "0,1,2",
                  "--size", "256KiB", "--repeat", "2", "--warmup", "0", "--min-sample-ms", "1",
                  "--save", str(target))  # fmt: skip
     assert result.exit_code == 0, result.output

@@ -31,7 +31,7 @@ DEFAULT_CHECKPOINT_DIR = "gputopo-checkpoints"
 
 @command("train")
 def train(
-    gpus: Annotated[Optional[int], typer.Option("--gpus", help="How many GPUs to train on (picked by `recommend`).")] = None,
+    gpus: Annotated[Optional[int], typer.Option("--gpus", "-n", help="How many GPUs to train on (picked by `recommend`).")] = None,
     devices: Annotated[
         Optional[str], typer.Option("--devices", help="Train on exactly these GPUs (nvidia-smi indices, e.g. 0,2,3).")
     ] = None,
@@ -119,6 +119,12 @@ def train(
     """Train a model data-parallel on the best GPUs for it (or logical CPU devices) and report speed."""
     import shutil
 
+    if from_files and len(from_files) > 1:
+        from gputopo.errors import InputError
+
+        raise InputError("`gputopo train` reads one topology: give --from once; for a run over several hosts plan it first with "
+                         "`gputopo recommend --from A.json --from B.json --gpus N --save plan.json`, then run "
+                         "`gputopo train --launcher slurm|tf-config --plan plan.json` on each host (docs/cluster.md)")
     from gputopo.sources import TopologyRequest
 
     request = TopologyRequest(from_files=tuple(from_files or ()), machine=machine, tf_log=tf_log, tf_run=tf_run)

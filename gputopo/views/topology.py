@@ -70,6 +70,12 @@ def speed_key() -> Text:
     return text
 
 
+def _wrappable(cpus: str) -> str:
+    """A long CPU list with a space after each comma, so that a narrow column wraps it between
+    ranges, never inside a number (rich breaks lines only at spaces, else mid-word)."""
+    return cpus.replace(",", ", ") if len(cpus) > 12 else cpus
+
+
 def _fmt(value: object) -> str:
     return "?" if value is None else str(value)
 
@@ -145,7 +151,7 @@ def gpu_table(topo: Topology, host_column: bool = True) -> Table:
         row = (
             [str(g.index), _short_name(g.name), _short_bus_id(g.pci_bus_id), _memory(g)]
             + [numa] + ([_fmt(g.gpu_numa_id)] if show_gpu_numa else [])
-            + [_fmt(g.cpu_affinity), pcie, nvlink] + ([mig] if show_mig else [])
+            + [_wrappable(_fmt(g.cpu_affinity)), pcie, nvlink] + ([mig] if show_mig else [])
             + ([_fmt(g.utilization_percent) + ("%" if g.utilization_percent is not None else "")] if show_util else [])
         )
         if show_host:
@@ -412,7 +418,7 @@ def render_topology(topology: Topology, console: Console | None = None) -> None:
             if len(topology.gpus) <= MAX_MATRIX_GPUS:
                 for table in link_matrices(topology, console.width):
                     console.print(table)
-                console.print(link_legend(topology, speeds=True))
+                console.print(link_legend(topology, speeds=True, colours=console.color_system is not None))
                 matrices = p2p_matrices(topology, console.width)
                 if matrices is not None:
                     console.print(matrices)

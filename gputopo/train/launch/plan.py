@@ -174,6 +174,10 @@ def build_plan(
         raise InputError(f"--gpus must be at least 1, got {gpus}")
     if topology is None and config.cpu_devices is None:
         raise ValueError("build_plan needs a topology unless it trains on logical CPU devices")
+    if config.cpu_devices is not None and (gpus is not None or devices is not None) and topology is None:
+        given = f"--gpus {gpus}" if gpus is not None else f"--devices {devices}"
+        raise InputError(f"{given} picks GPUs, --cpu-devices {config.cpu_devices} runs on logical CPU devices instead: "
+                         "give one (with --machine or --from too, --cpu-devices shows which GPUs it would pick there)")
     gpu_plan: LaunchPlan | None = None
     if topology is not None:
         if not topology.gpus:
