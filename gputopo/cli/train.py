@@ -119,12 +119,6 @@ def train(
     """Train a model data-parallel on the best GPUs for it (or logical CPU devices) and report speed."""
     import shutil
 
-    if from_files and len(from_files) > 1:
-        from gputopo.errors import InputError
-
-        raise InputError("`gputopo train` reads one topology: give --from once; for a run over several hosts plan it first with "
-                         "`gputopo recommend --from A.json --from B.json --gpus N --save plan.json`, then run "
-                         "`gputopo train --launcher slurm|tf-config --plan plan.json` on each host (docs/cluster.md)")
     from gputopo.sources import TopologyRequest
 
     request = TopologyRequest(from_files=tuple(from_files or ()), machine=machine, tf_log=tf_log, tf_run=tf_run)

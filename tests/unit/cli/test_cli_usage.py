@@ -68,9 +68,12 @@ def test_train_does_not_ignore_gpus_next_to_cpu_devices(cli):
     assert "--gpus 4" in line and "--cpu-devices 2" in line
 
 
-def test_train_with_several_from_points_at_the_plan(cli, tmp_path):
-    line = assert_one_error_line(cli("train", "--from", "a.json", "--from", "b.json", "--dry-run"))
-    assert "recommend --from A.json --from B.json" in line and "--save plan.json" in line and "--plan plan.json" in line
+def test_train_with_several_hosts_points_at_the_plan(cli, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    for host in ("node1", "node2"):
+        assert cli("scan", "--machine", "dgx1", "--host", host, "--save", f"{host}.json").exit_code == 0
+    line = assert_one_error_line(cli("train", "--from", "node1.json", "--from", "node2.json", "--dry-run"))
+    assert "--save plan.json" in line and "--plan plan.json" in line
 
 
 def test_recommend_wraps_under_its_own_indent():

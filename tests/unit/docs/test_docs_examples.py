@@ -6,7 +6,7 @@ tests run every such block, in order, one scratch folder per document, as one ba
 real DGX-1 capture for ``topo -m``. A line whose comment says ``not run: REASON`` is left out; a
 block whose first line is ``# not run ...`` is left out whole. Other fences (``console``, ``bash``
 for a file's content, plain) are shown, not run. Files the examples read (topo.txt, train.log,
-box.json, node1.json, ...) are copied or written into the scratch folder first.
+p2p.txt, box.json, node1.json, ...) are copied or written into the scratch folder first.
 
 And every repository path a document names exists."""
 
@@ -28,6 +28,7 @@ SH_BLOCK = re.compile(r"^```sh\n(.*?)^```", re.S | re.M)
 NOT_RUN = re.compile(r"#.*\bnot run\b")
 CAPTURE = SHARED_FIXTURES / "topo" / "dgx1_v100_8gpu_mlx5.txt"
 TF_LOG = SHARED_FIXTURES / "tf_logs" / "tf2_created_device_4gpu_3090.log"
+PAIR = OWN_FIXTURES / "corpus" / "pairs"  # nvidia-smi topo -m and p2pBandwidthLatencyTest of one box
 
 
 def runnable(block: str) -> str | None:
@@ -61,9 +62,10 @@ def _scratch(tmp_path: Path) -> tuple[Path, dict[str, str]]:
         path.chmod(path.stat().st_mode | stat.S_IEXEC)
     work = tmp_path / "work"
     work.mkdir()
-    shutil.copy(CAPTURE, work / "topo.txt")
+    shutil.copy(PAIR / "asus_esc8000a_4x_rtx6000ada_topo.txt", work / "topo.txt")  # p2p.txt is the same box
     shutil.copy(CAPTURE, work / "node2-topo.txt")
     shutil.copy(TF_LOG, work / "train.log")
+    shutil.copy(PAIR / "asus_esc8000a_4x_rtx6000ada_p2pbw.txt", work / "p2p.txt")
     shutil.copy(OWN_FIXTURES / "snapshots" / "bench_cpu4.json", work / "bench.json")
     # What `scan --save` (NVML, not run here) would have written on a GPU host.
     _gputopo_json("scan", "--machine", "dgx1", "--save", "box.json", "--json", cwd=work)

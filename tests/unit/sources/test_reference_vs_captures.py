@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 from conftest import OWN_FIXTURES, SHARED_FIXTURES
 
-from gputopo.sources import load_topology
+from gputopo.sources import TopologyRequest, resolve
 
 CORPUS = OWN_FIXTURES / "corpus" / "topo"
 
@@ -79,3 +79,7 @@ def test_dgx1_all_eight_use_nccl_over_its_nvlink_ring():
     assert all(links[tuple(sorted(hop))].is_nvlink for hop in hops)
     assert best.cross_device_ops == "NcclAllReduce"
     assert "NVLink on every hop" in best.cross_device_ops_reason
+
+
+def load_topology(from_file=None, machine=None):
+    return resolve(TopologyRequest(from_files=(from_file,) if from_file else (), machine=machine))

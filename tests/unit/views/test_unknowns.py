@@ -10,7 +10,7 @@ from conftest import OWN_FIXTURES, SHARED_FIXTURES
 
 from gputopo.analysis.bandwidth import estimate_link, pair_estimate
 from gputopo.model import Gpu, Topology, make_link
-from gputopo.sources import load_topology
+from gputopo.sources import TopologyRequest, resolve
 
 CORPUS = OWN_FIXTURES / "corpus" / "topo"
 H100_TEXT = str(CORPUS / "h100_8gpu_nv18_compact_spacing.txt")
@@ -86,3 +86,7 @@ def test_the_html_gpu_table_says_unknown_not_blank(tmp_path, cli):
     table = table[: table.index("</table>")]
     assert "<td></td>" not in table
     assert '<td title="not in the source">?</td>' in table and "? x&gt;=18" in table
+
+
+def load_topology(from_file=None, machine=None):
+    return resolve(TopologyRequest(from_files=(from_file,) if from_file else (), machine=machine))
