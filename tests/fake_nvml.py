@@ -31,10 +31,11 @@ Health (``gputopo doctor``): ``nvlink_errors`` ({(gpu, link): {counter: count}} 
 ``...InfoV``, which fill the caller's structure through ``ctypes.byref`` as the real binding does;
 GPUs not named answer NotSupported, as on machines without NVSwitch).
 
-Live state: ``memory_used`` (bytes per GPU; default 0), ``utilization`` (percent per GPU; default
-0), ``processes`` (per GPU a list of ``(pid, name, used bytes or None)``; the name as
-``nvmlSystemGetProcessName`` gives it, always ``bytes`` like the real binding; a name of None makes
-that call fail with ``NoPermission``, as for another user's process).
+Live state, as the C fake (tests/fake_libnvml) answers it: ``memory_used`` (bytes per GPU; default
+0), ``utilization`` (percent per GPU; a GPU not given answers ``NotSupported``), ``processes`` (per
+GPU a list of ``(pid, name, used bytes or None)``; a GPU not given answers ``NotSupported``; the
+name as ``nvmlSystemGetProcessName`` gives it, always ``bytes`` like the real binding; a process
+without a name, or an unknown PID, answers ``NotFound``).
 """
 
 from __future__ import annotations
@@ -366,13 +367,17 @@ class FakeNvml:
 
     def nvmlDeviceGetUtilizationRates(self, handle: Any) -> Any:
         self._enter("nvmlDeviceGetUtilizationRates", handle)
+        if handle.index not in self.utilization:
+            raise pynvml.NVMLError_NotSupported()
         rates = pynvml.c_nvmlUtilization_t()
-        rates.gpu = self.utilization.get(handle.index, 0)
+        rates.gpu = self.utilization[handle.index]
         rates.memory = 0
         return rates
 
     def nvmlDeviceGetComputeRunningProcesses(self, handle: Any) -> list[Any]:
         self._enter("nvmlDeviceGetComputeRunningProcesses", handle)
+        if handle.index not in self.processes:
+            raise pynvml.NVMLError_NotSupported()
         procs = []
         for pid, _name, used in self.processes.get(handle.index, []):
             # The real binding turns each struct into a friendly object; WDDM's "not available" is None.
@@ -385,9 +390,7 @@ class FakeNvml:
         self._enter("nvmlSystemGetProcessName")
         for procs in self.processes.values():
             for known, name, _used in procs:
-                if known == pid:
-                    if name is None:
-                        raise pynvml.NVMLError_NoPermission()
+                if known == pid and name is not None:
                     return name.encode()  # the real binding returns bytes, whatever its version
         raise pynvml.NVMLError_NotFound()
 

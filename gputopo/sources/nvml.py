@@ -195,10 +195,9 @@ def _probe_live_state(state: _Probe, gpu: Gpu, handle: Any) -> None:
 
     A process's name is asked for once per PID; where NVML will not say (another user's process
     without permission, a process that has just exited) the name stays None, with no finding."""
-    i = (gpu.index,)
-    rates = state.call("utilization", i, "nvmlDeviceGetUtilizationRates", handle)
+    rates = _live(state, "utilization", gpu.index, "nvmlDeviceGetUtilizationRates", handle)
     gpu.utilization_percent = _int_or_none(getattr(rates, "gpu", None)) if rates is not None else None
-    running = state.call("processes", i, "nvmlDeviceGetComputeRunningProcesses", handle)
+    running = _live(state, "processes", gpu.index, "nvmlDeviceGetComputeRunningProcesses", handle)
     if running is None:
         return
     gpu.processes = []
@@ -210,6 +209,18 @@ def _probe_live_state(state: _Probe, gpu: Gpu, handle: Any) -> None:
         used = getattr(proc, "usedGpuMemory", None)
         gpu.processes.append(GpuProcess(pid=pid, name=None if isinstance(name, Failed) else text(name),
                                         used_memory_bytes=_int_or_none(used)))
+
+
+def _live(state: _Probe, kind: str, index: int, fn_name: str, handle: Any) -> Any:
+    """A live-state query: its answer, or None. "Not supported" (vGPU, some boards, drivers) is an
+    answer, not a gap: the field stays unknown without a finding; other failures (no permission)
+    get one, as every other query."""
+    answer = state.ask((index,), fn_name, handle)
+    if isinstance(answer, Failed):
+        if answer.error != NOT_SUPPORTED:
+            state.record(kind, index, answer.reason)
+        return None
+    return answer
 
 
 def _int_or_none(value: Any) -> int | None:

@@ -17,9 +17,10 @@ GIB = 1024**3
 
 
 def _busy_h100(**extra):
+    utilization = {gpu: 0 for gpu in range(8)} | {3: 97, 6: 55}
+    processes = {gpu: [] for gpu in range(8)} | {3: [(4242, "python3", 70 * GIB), (4243, None, None)]}
     return probe(FakeNvml(load_reference("dgx-h100"), memory_used={3: 70 * GIB, 5: 2 * GIB},
-                          utilization={3: 97, 6: 55}, processes={3: [(4242, "python3", 70 * GIB), (4243, None, None)]},
-                          **extra))
+                          utilization=utilization, processes=processes, **extra))
 
 
 def test_the_probe_reads_memory_used_utilisation_and_processes():
@@ -31,15 +32,16 @@ def test_the_probe_reads_memory_used_utilisation_and_processes():
     assert topology.diagnostics == []  # a process name NVML will not give is no finding
 
 
-def test_live_state_queries_that_fail_are_unknown_with_a_finding():
+def test_live_state_not_supported_is_unknown_and_other_failures_get_a_finding():
     import pynvml
 
-    topology = probe(FakeNvml(load_reference("dgx-h100"), unsupported={
-        "nvmlDeviceGetUtilizationRates": pynvml.NVMLError_NotSupported,
-        "nvmlDeviceGetComputeRunningProcesses": pynvml.NVMLError_NoPermission}))
-    assert all(g.utilization_percent is None and g.processes is None for g in topology.gpus)
-    codes = {f.code for f in topology.diagnostics}
-    assert {"nvml-utilization-unavailable", "nvml-processes-unavailable"} <= codes
+    quiet = probe(FakeNvml(load_reference("dgx-h100")))  # the fake's default: "not supported"
+    assert all(g.utilization_percent is None and g.processes is None for g in quiet.gpus)
+    assert quiet.diagnostics == []
+    denied = probe(FakeNvml(load_reference("dgx-h100"), processes={0: []},
+                            unsupported={"nvmlDeviceGetComputeRunningProcesses": pynvml.NVMLError_NoPermission}))
+    assert all(g.processes is None for g in denied.gpus)
+    assert "nvml-processes-unavailable" in {f.code for f in denied.diagnostics}
 
 
 @pytest.fixture
