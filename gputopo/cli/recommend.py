@@ -171,7 +171,9 @@ def _recommend_hosts(topologies: list[Topology], gpus: int, gpus_per_host: int |
         from gputopo.fileio import atomic_write_text
 
         atomic_write_text(save, plan.to_json())
-        typer.echo(f"saved {save} (for `gputopo train --launcher slurm|tf-config --plan {save}`)", err=True)
+        import shlex
+
+        typer.echo(f"saved {save} (for `gputopo train --launcher slurm|tf-config --plan {shlex.quote(save)}`)", err=True)
     if fmt == "json":
         from gputopo.views.common import print_json
 
