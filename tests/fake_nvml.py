@@ -30,6 +30,12 @@ Health (``gputopo doctor``): ``nvlink_errors`` ({(gpu, link): {counter: count}} 
 3 CRC data) and ``fabric`` ({gpu: (state, status, healthMask)} for ``nvmlDeviceGetGpuFabricInfo`` /
 ``...InfoV``, which fill the caller's structure through ``ctypes.byref`` as the real binding does;
 GPUs not named answer NotSupported, as on machines without NVSwitch).
+
+Live state, as the C fake (tests/fake_libnvml) answers it: ``memory_used`` (bytes per GPU; default
+0), ``utilization`` (percent per GPU; a GPU not given answers ``NotSupported``), ``processes`` (per
+GPU a list of ``(pid, name, used bytes or None)``; a GPU not given answers ``NotSupported``; the
+name as ``nvmlSystemGetProcessName`` gives it, always ``bytes`` like the real binding; a process
+without a name, or an unknown PID, answers ``NotFound``).
 """
 
 from __future__ import annotations
@@ -158,6 +164,10 @@ class FakeNvml:
         gpu_numa_ids: dict[int, int] | None = None,
         nvlink_errors: dict[tuple[int, int], dict[int, int]] | None = None,
         fabric: dict[int, tuple[int, int, int]] | None = None,
+
+        memory_used: dict[int, int] | None = None,
+        utilization: dict[int, int] | None = None,
+        processes: dict[int, list[tuple[int, str | None, int | None]]] | None = None,
         driver_version: str = "550.54.15",
         cuda_driver_version: int = 12040,
     ) -> None:
@@ -172,6 +182,10 @@ class FakeNvml:
         self.gpu_numa_ids = dict(gpu_numa_ids or {})
         self.nvlink_errors = dict(nvlink_errors or {})
         self.fabric = dict(fabric or {})
+
+        self.memory_used = dict(memory_used or {})
+        self.utilization = dict(utilization or {})
+        self.processes = {gpu: list(procs) for gpu, procs in (processes or {}).items()}
         # A saved scan carries the versions NVML gave ("12.4" is 12040); a reference machine does not.
         self.driver_version = topology.driver_version or driver_version
         self.cuda_driver_version = _cuda_version_number(topology.cuda_driver_version) or cuda_driver_version
@@ -346,9 +360,39 @@ class FakeNvml:
 
     def nvmlDeviceGetMemoryInfo(self, handle: Any, version: Any = None) -> Any:
         total = self._known(self._gpu("nvmlDeviceGetMemoryInfo", handle).memory_total_bytes)
+        used = self.memory_used.get(handle.index, 0)
         memory = pynvml.c_nvmlMemory_t()
-        memory.total, memory.free, memory.used = total, total, 0
+        memory.total, memory.free, memory.used = total, total - used, used
         return memory
+
+    def nvmlDeviceGetUtilizationRates(self, handle: Any) -> Any:
+        self._enter("nvmlDeviceGetUtilizationRates", handle)
+        if handle.index not in self.utilization:
+            raise pynvml.NVMLError_NotSupported()
+        rates = pynvml.c_nvmlUtilization_t()
+        rates.gpu = self.utilization[handle.index]
+        rates.memory = 0
+        return rates
+
+    def nvmlDeviceGetComputeRunningProcesses(self, handle: Any) -> list[Any]:
+        self._enter("nvmlDeviceGetComputeRunningProcesses", handle)
+        if handle.index not in self.processes:
+            raise pynvml.NVMLError_NotSupported()
+        procs = []
+        for pid, _name, used in self.processes.get(handle.index, []):
+            # The real binding turns each struct into a friendly object; WDDM's "not available" is None.
+            obj = pynvml.nvmlStructToFriendlyObject(pynvml.c_nvmlProcessInfo_v2_t(pid=pid, usedGpuMemory=used or 0))
+            obj.usedGpuMemory = used
+            procs.append(obj)
+        return procs
+
+    def nvmlSystemGetProcessName(self, pid: int) -> bytes:
+        self._enter("nvmlSystemGetProcessName")
+        for procs in self.processes.values():
+            for known, name, _used in procs:
+                if known == pid and name is not None:
+                    return name.encode()  # the real binding returns bytes, whatever its version
+        raise pynvml.NVMLError_NotFound()
 
     def nvmlDeviceGetNumaNodeId(self, handle: Any) -> int:
         self._enter("nvmlDeviceGetNumaNodeId", handle)

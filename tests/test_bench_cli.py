@@ -71,7 +71,7 @@ def test_child_process_json_with_allreduce():
 
 def test_save_writes_measurements_into_a_snapshot(cli, tf_cpu_devices, tmp_path):
     target = tmp_path / "measured.json"
-    result = cli("bench-p2p", "--cpu-devices", "4", "--machine", "two-socket-4gpu", "--gpus", "0,1,2",
+    result = cli("bench-p2p", "--cpu-devices", "4", "--machine", "two-socket-4gpu", "--devices", "0,1,2",
                  "--size", "256KiB", "--repeat", "2", "--warmup", "0", "--min-sample-ms", "1",
                  "--save", str(target))  # fmt: skip
     assert result.exit_code == 0, result.output
@@ -138,7 +138,7 @@ def test_ctrl_c_prints_and_saves_partial_results(cli, tf_cpu_devices, tmp_path, 
         (["--cpu-devices", "2", "--timeout", "inf"], "gputopo: error: --timeout"),
         (["--cpu-devices", "2", "--min-sample-ms", "inf"], "gputopo: error: --min-sample-ms"),
         (["--cpu-devices", "2", "--min-sample-ms", "nan"], "gputopo: error: --min-sample-ms"),
-        (["--cpu-devices", "2", "--gpus", "a,b"], "gputopo: error: bad --gpus"),
+        (["--cpu-devices", "2", "--devices", "a,b"], "gputopo: error: bad --devices"),
         (["--cpu-devices", "2", "--save", "/nonexistent-folder/x.json"], "gputopo: error: cannot write"),
         (["--cpu-devices", "2", "--save", "/"], "gputopo: error: cannot write /: it is a folder"),
         (["--cpu-devices", "2", "--machine", "no-such-machine"], "gputopo: error:"),

@@ -46,10 +46,10 @@ def test_save_writes_a_snapshot_that_scan_from_reads_back_identically(cli, tmp_p
     snap = tmp_path / "dgx1.json"
     first = cli("scan", "--machine", "dgx1", "--json", "--save", str(snap))
     assert first.exit_code == 0, first.output
-    assert Topology.from_dict(json.loads(snap.read_text())) == Topology.from_dict(json.loads(first.output))
+    assert Topology.from_dict(json.loads(snap.read_text())) == Topology.from_dict(json.loads(first.stdout))
     again = cli("scan", "--from", str(snap), "--json")
     assert again.exit_code == 0, again.output
-    assert json.loads(again.output) == json.loads(first.output)
+    assert json.loads(again.output) == json.loads(first.stdout)
     assert [p.name for p in tmp_path.iterdir()] == ["dgx1.json"]  # no temp file left behind
 
 

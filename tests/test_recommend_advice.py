@@ -102,8 +102,10 @@ def test_nvlinked_gpus_on_two_numa_nodes_are_not_called_one_socket():
 def test_cross_device_ops_choices_and_device_lists():
     dgx1 = load_reference("dgx1")
     full = recommend(dgx1, 8).best
-    assert full.cross_device_ops == "HierarchicalCopyAllReduce"  # the mesh it was written for
-    assert "cannot peer" in full.cross_device_ops_reason
+    # The mesh HierarchicalCopyAllReduce was written for, but its best ring is NVLink on every hop:
+    # NCCL runs over that ring (issue 24).
+    assert full.cross_device_ops == "NcclAllReduce"
+    assert "cannot peer" in full.cross_device_ops_reason and "NVLink on every hop" in full.cross_device_ops_reason
     quad = recommend(dgx1, 4, require=[4]).best
     assert quad.cross_device_ops == "NcclAllReduce" and quad.gpus == [4, 5, 6, 7]
     assert quad.mirrored_strategy_devices == ["/gpu:0", "/gpu:1", "/gpu:2", "/gpu:3"]
@@ -126,3 +128,17 @@ def test_pairs_a_tf_log_says_nothing_about_are_not_called_non_peering():
     assert best.cross_device_ops == "NcclAllReduce"
     assert "cannot peer" not in best.cross_device_ops_reason.split(";")[0]
     assert "does not say whether pairs 0-1 can peer" in best.cross_device_ops_reason
+
+
+def test_hierarchical_copy_where_the_halves_peer_over_pcie_and_no_ring_is_all_nvlink():
+    from gputopo.model import Gpu, Topology, make_link
+
+    ok = {"p2p_read": "ok", "p2p_write": "ok"}
+    no = {"p2p_read": "TNS", "p2p_write": "TNS"}
+    topology = Topology(
+        gpus=[Gpu(index=i) for i in range(4)],
+        links=[make_link(0, 1, "PIX", **ok), make_link(2, 3, "PIX", **ok), make_link(0, 2, "NV1", **ok),
+               make_link(1, 3, "NV1", **ok), make_link(0, 3, "SYS", **no), make_link(1, 2, "SYS", **no)],
+    )
+    best = recommend(topology, 4).best
+    assert best.cross_device_ops == "HierarchicalCopyAllReduce", best.cross_device_ops_reason

@@ -69,7 +69,7 @@ def test_python_format_is_valid_python_with_the_strategy(cli):
     assert result.exit_code == 0, result.output
     compile(result.output, "<snippet>", "exec")  # raises on a syntax error
     assert "os.environ[\"CUDA_VISIBLE_DEVICES\"] = '0,1,2,3,4,5,6,7'" in result.output
-    assert "cross_device_ops=tf.distribute.HierarchicalCopyAllReduce()" in result.output
+    assert "cross_device_ops=tf.distribute.NcclAllReduce()" in result.output
     assert result.output.index("CUDA_VISIBLE_DEVICES") < result.output.index("import tensorflow")
 
 

@@ -165,7 +165,7 @@ def test_cli_json_and_save(cli, snapshots, tmp_path):
     plan_path = tmp_path / "plan.json"
     result = cli("recommend", *from_args(snapshots), "--gpus", "8", "--json", "--save", str(plan_path))
     assert result.exit_code == 0, result.output
-    data = json.loads(result.output)
+    data = json.loads(result.stdout)  # "saved plan.json" goes to standard error
     assert data == json.loads(plan_path.read_text())
     assert list(data) == ["schema", "gpus", "gpus_per_host", "hosts", "reason"]
     assert [h["host"] for h in data["hosts"]] == ["node1", "node2"]
@@ -189,7 +189,7 @@ def test_cli_slurm_script(cli, snapshots, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     result = cli("recommend", *from_args(snapshots), "--gpus", "8", "--format", "slurm", "--save", "my plan.json")
     assert result.exit_code == 0, result.output
-    script = result.output
+    script = result.stdout  # "saved my plan.json" goes to standard error
     assert script.startswith("#!/bin/bash\n")
     for line in ("#SBATCH --nodes=2", "#SBATCH --ntasks-per-node=1", "#SBATCH --gpus-per-node=8",
                  "#SBATCH --nodelist=node1,node2"):

@@ -211,8 +211,9 @@ def test_topology_from_a_log_alone():
     assert topology.gpu_indices == [0, 1, 2, 3]
     assert {link.type for link in topology.links} == {"UNKNOWN"}
     words = {(l.a, l.b): (l.p2p_read, l.p2p_write) for l in topology.links}
-    assert words[(0, 1)] == ("ok", "ok")
-    assert words[(0, 2)] == ("NS", "NS") and words[(1, 3)] == ("NS", "NS")
+    # TF reports peer access, never write capability (issue 24)
+    assert words[(0, 1)] == ("ok", None)
+    assert words[(0, 2)] == ("NS", None) and words[(1, 3)] == ("NS", None)
     assert words[(2, 3)] == (None, None)  # the excerpt is cut before saying
     again = Topology.from_dict(json.loads(json.dumps(topology.to_dict())))
     assert again.tf.peer == view.peer and again.tf.notes == view.notes
@@ -222,7 +223,9 @@ def test_topology_from_log_keeps_device_facts():
     path = next(p for p in TF_LOG_FIXTURES if p.name.startswith("tf2_"))
     topology = topology_from_tf_view(parse_tf_log(path.read_text(), path.name))
     assert topology.gpus[2].pci_bus_id == "0000:9b:00.0"
-    assert topology.gpus[0].memory_total_bytes == 16045 * 1024 * 1024
+    # What TF allocated is not the GPU's memory (issue 24): the view keeps it, the GPU's stays unknown.
+    assert topology.gpus[0].memory_total_bytes is None
+    assert topology.tf.devices[0].memory_mb == 16045
     assert all(l.p2p_read is None for l in topology.links)
 
 

@@ -10,7 +10,15 @@ Figures, per direction:
 - NVLink per link: NVLink1 20 GB/s; NVLink2/3/4 25 GB/s; NVLink5 50 GB/s (raw). What NCCL really
   gets per link is lower: 18 (P100), 20 (V100, A100), 20.6 (H100), 40.1 (B200). We use NCCL's
   effective figures, since that is what a data-parallel all-reduce sees.
-- PCIe x16 in practice: Gen3 ~12, Gen4 ~24, Gen5 ~48 GB/s; scaled by lane count.
+- GA102 boards (RTX 3090, RTX A6000, A40, RTX A5000) bond 4 narrower NVLink 3 links through a bridge:
+  112.5 GB/s both ways together, 56.25 per direction, ~14 GB/s a link (NVIDIA RTX A6000 and A40
+  datasheets, "NVLink: 112.5 GB/s (bidirectional)"; GeForce RTX 3090 specifications, same figure).
+- Where the source gives no generation (nvidia-smi text, a TF log), the link count alone bounds it:
+  a GPU has at most 4 NVLinks in generation 1 (P100), 6 in 2 (V100), 12 in 3 (A100), 18 in 4 (H100)
+  and 5 (B200), and GA102's bridge is 4 links. The figure is then a range over the generations that
+  fit (NV18: ~371 on H100 to ~722 on B200; NV4: ~56 on a GA102 bridge to ~160), ranked by its low end.
+- PCIe x16 in practice: Gen3 ~12, Gen4 ~24, Gen5 ~48 GB/s; scaled by lane count. Where the source
+  gives no generation, a range over Gen3-Gen5 x16 (every GPU with NVLink or P2P since Kepler).
 - Path penalties: a PCIe switch (PIX) is free, more bridges (PXB) and the host bridge (PHB) cost a
   little, crossing host bridges in one socket (NODE) a little more; crossing sockets (SYS) goes over
   QPI/UPI and is often staged through host memory.
@@ -26,12 +34,18 @@ from gputopo.model import Gpu, Link, Topology
 NVLINK_EFFECTIVE_GBPS_PER_LINK = {1: 18.0, 2: 20.0, 3: 20.0, 4: 20.6, 5: 40.1}
 # Raw per-link, per-direction figure (GB/s), for display.
 NVLINK_RAW_GBPS_PER_LINK = {1: 20.0, 2: 25.0, 3: 25.0, 4: 25.0, 5: 50.0}
-DEFAULT_NVLINK_GENERATION = 2  # what an nvidia-smi matrix without more facts most often shows
+DEFAULT_NVLINK_GENERATION = 2  # only for a count no generation allows (a damaged capture)
+# The most NVLinks one GPU has in each generation (P100 4, V100 6, A100 12, H100 18, B200 18).
+NVLINK_MAX_LINKS = {1: 4, 2: 6, 3: 12, 4: 18, 5: 18}
+# GA102's bridged NVLink 3 (RTX 3090, RTX A6000, A40, RTX A5000): 56.25 GB/s per direction over 4 links.
+GA102_NVLINK_GBPS_PER_LINK = 14.06
+GA102_NAMES = ("RTX 3090", "RTX A6000", "A40", "RTX A5000", "RTX A4500")
 
 # Achievable per-lane, per-direction PCIe copy bandwidth (GB/s): x16 Gen3 ~12.3, Gen4 ~24.6, Gen5 ~48.
 PCIE_EFFECTIVE_GBPS_PER_LANE = {1: 0.2, 2: 0.4, 3: 0.77, 4: 1.54, 5: 3.0, 6: 6.0}
 DEFAULT_PCIE_GENERATION = 3
 DEFAULT_PCIE_WIDTH = 16
+PCIE_GENERATION_RANGE = (3, 5)  # where the source does not say: Gen3 (Kepler..Volta) to Gen5 (Hopper, Blackwell)
 
 # Fraction of the PCIe figure a path keeps.
 PCIE_PATH_FACTOR = {"PIX": 1.0, "PXB": 0.95, "PHB": 0.85, "NODE": 0.8, "SYS": 0.5}
@@ -49,6 +63,17 @@ class Estimate:
     gbps: float
     basis: str  # "measured" or "estimated"
     explanation: str
+    # Where a fact the figure depends on is not in the source: the span of figures it could be and
+    # what was assumed ("NVLink generation not in the source"); None where nothing was assumed.
+    low_gbps: float | None = None
+    high_gbps: float | None = None
+    assumption: str | None = None
+
+    @property
+    def span(self) -> tuple[float, float]:
+        """(lowest, highest) figure the facts allow; one figure twice where nothing was assumed."""
+        return (self.low_gbps if self.low_gbps is not None else self.gbps,
+                self.high_gbps if self.high_gbps is not None else self.gbps)
 
 
 def nvlink_generation(version: str | None) -> int | None:
@@ -81,14 +106,89 @@ def pcie_link_gbps(link_type: str, gpu_a: Gpu | None, gpu_b: Gpu | None) -> tupl
     return base * factor, f"{link_type} over {label}"
 
 
+def _pcie_known(gpu: Gpu | None) -> bool:
+    return gpu is not None and (gpu.pcie_gen_max or gpu.pcie_gen_current) is not None
+
+
+def pcie_span(factor: float, gpu_a: Gpu | None, gpu_b: Gpu | None) -> tuple[float, float] | None:
+    """(low, high) of ``factor`` times a x16 PCIe link over Gen3-Gen5, where neither GPU's
+    generation is known; None where one is."""
+    if _pcie_known(gpu_a) or _pcie_known(gpu_b):
+        return None
+    lo, hi = (PCIE_EFFECTIVE_GBPS_PER_LANE[g] * DEFAULT_PCIE_WIDTH * factor for g in PCIE_GENERATION_RANGE)
+    return lo, hi
+
+
+def _with_pcie_span(estimate: Estimate, factor: float, gpu_a: Gpu | None, gpu_b: Gpu | None) -> Estimate:
+    span = pcie_span(factor, gpu_a, gpu_b)
+    if span is None:
+        return estimate
+    low, high = span
+    return Estimate(low, estimate.basis, estimate.explanation, low, high,
+                    f"PCIe generation not in the source: Gen{PCIE_GENERATION_RANGE[0]}-Gen{PCIE_GENERATION_RANGE[1]} x16")
+
+
+def _is_ga102(gpu: Gpu | None) -> bool:
+    return gpu is not None and gpu.name is not None and any(name in gpu.name for name in GA102_NAMES)
+
+
+def implied_nvlinks(topology: Topology, index: int) -> int | None:
+    """The fewest active NVLinks GPU ``index`` must have, read from the link words (NV#): the sum
+    over its direct peers, the largest bond where the links go through NVSwitch (each bond is the
+    same links to the switches); None where no word says NVLink. One pass over the links per
+    topology (``Topology.cached``): per-pair callers ask for every pair."""
+    return topology.cached("implied_nvlinks", _implied_nvlinks_of_all).get(index)
+
+
+def _implied_nvlinks_of_all(topology: Topology) -> dict[int, int]:
+    direct: dict[int, int] = {}
+    switched: dict[int, int] = {}
+    for link in topology.links:
+        if not link.is_nvlink:
+            continue
+        for end in (link.a, link.b):
+            if link.nvswitch is False:
+                direct[end] = direct.get(end, 0) + link.nvlink_count
+            else:
+                switched[end] = max(switched.get(end, 0), link.nvlink_count)
+    return {gpu: max(direct.get(gpu, 0), switched.get(gpu, 0)) for gpu in direct.keys() | switched.keys()}
+
+
+def fewest_nvlinks(topology: Topology, a: int, b: int) -> int:
+    """The larger of the two GPUs' implied NVLink counts: a generation with fewer links per GPU is out."""
+    return max(implied_nvlinks(topology, a) or 0, implied_nvlinks(topology, b) or 0)
+
+
 def nvlink_gbps(nvlink_count: int, gpu_a: Gpu | None, gpu_b: Gpu | None) -> tuple[float, str]:
-    """Bandwidth of ``nvlink_count`` bonded NVLinks at the pair's (lower) NVLink generation."""
+    """Bandwidth of ``nvlink_count`` bonded NVLinks at the pair's (lower) NVLink generation; the low
+    end of the range where the generation is not known (``nvlink_span``)."""
+    low, _high, label, _assumption = nvlink_span(nvlink_count, gpu_a, gpu_b)
+    return low, label
+
+
+def nvlink_span(
+    nvlink_count: int, gpu_a: Gpu | None, gpu_b: Gpu | None, fewest_links: int = 0
+) -> tuple[float, float, str, str | None]:
+    """(low, high GB/s per direction, label, what was assumed) of ``nvlink_count`` bonded NVLinks;
+    ``fewest_links``: how many NVLinks one of the GPUs has at least (rules out older generations)."""
+    if _is_ga102(gpu_a) or _is_ga102(gpu_b):
+        gbps = nvlink_count * GA102_NVLINK_GBPS_PER_LINK
+        return gbps, gbps, f"{nvlink_count} x GA102 bridged NVLink3 at ~{GA102_NVLINK_GBPS_PER_LINK:g} GB/s", None
     gens = [nvlink_generation(g.nvlink_version) for g in (gpu_a, gpu_b) if g is not None]
     known = [g for g in gens if g is not None]
-    gen = min(known) if known else DEFAULT_NVLINK_GENERATION
-    per_link = NVLINK_EFFECTIVE_GBPS_PER_LINK[gen]
-    assumed = "" if known else " (generation assumed)"
-    return nvlink_count * per_link, f"{nvlink_count} x NVLink{gen} at ~{per_link:g} GB/s{assumed}"
+    if known:
+        gen = min(known)
+        per_link = NVLINK_EFFECTIVE_GBPS_PER_LINK[gen]
+        gbps = nvlink_count * per_link
+        return gbps, gbps, f"{nvlink_count} x NVLink{gen} at ~{per_link:g} GB/s", None
+    need = max(nvlink_count, fewest_links)
+    fitting = [gen for gen, most in NVLINK_MAX_LINKS.items() if need <= most] or [DEFAULT_NVLINK_GENERATION]
+    figures = [nvlink_count * NVLINK_EFFECTIVE_GBPS_PER_LINK[gen] for gen in fitting]
+    if nvlink_count == 4 and need == 4:  # a GA102 bridge: one bond of 4 links
+        figures.append(nvlink_count * GA102_NVLINK_GBPS_PER_LINK)
+    low, high = min(figures), max(figures)
+    gens = f"NVLink{fitting[0]}" + (f"-{fitting[-1]}" if len(fitting) > 1 else "")
+    return low, high, f"{nvlink_count} x {gens}, ~{low:.0f}-{high:.0f} GB/s", "NVLink generation not in the source"
 
 
 def _host_staged_gbps(gpu_a: Gpu | None, gpu_b: Gpu | None) -> tuple[float, str]:
@@ -100,7 +200,7 @@ def _host_staged_gbps(gpu_a: Gpu | None, gpu_b: Gpu | None) -> tuple[float, str]
     return base * HOST_STAGED_FACTOR, label
 
 
-def estimate_link(link: Link, gpu_a: Gpu | None = None, gpu_b: Gpu | None = None) -> Estimate:
+def estimate_link(link: Link, gpu_a: Gpu | None = None, gpu_b: Gpu | None = None, fewest_links: int = 0) -> Estimate:
     """Per-direction bandwidth the two GPUs of ``link`` should get, from its type (never its measurement).
 
     ``UNKNOWN`` links come from a TensorFlow log alone, which says only whether TF could enable
@@ -109,7 +209,7 @@ def estimate_link(link: Link, gpu_a: Gpu | None = None, gpu_b: Gpu | None = None
     through host memory across the socket interconnect (as SYS without P2P).
     """
     if link.nvlink_count > 0:
-        gbps, why = nvlink_gbps(link.nvlink_count, gpu_a, gpu_b)
+        gbps, high, why, assumption = nvlink_span(link.nvlink_count, gpu_a, gpu_b, fewest_links)
         if link.nvswitch:
             why += " through NVSwitch"
         if link.can_peer is False:
@@ -119,6 +219,8 @@ def estimate_link(link: Link, gpu_a: Gpu | None = None, gpu_b: Gpu | None = None
             return Estimate(
                 min(pcie, staged), "estimated", f"NVLink present but P2P is off: staged through host ({label})"
             )
+        if assumption:
+            return Estimate(gbps, "estimated", why, gbps, high, assumption)
         return Estimate(gbps, "estimated", why)
     if link.type == "UNKNOWN":
         if link.can_peer:
@@ -132,16 +234,18 @@ def estimate_link(link: Link, gpu_a: Gpu | None = None, gpu_b: Gpu | None = None
             )
         return Estimate(sys_gbps, "estimated", f"unknown path, assumed SYS over {label}")
     gbps, label = pcie_link_gbps(link.type, gpu_a, gpu_b)
+    factor = PCIE_PATH_FACTOR.get(link.type, PCIE_PATH_FACTOR["SYS"])
     if link.can_peer is False:
         staged, _ = _host_staged_gbps(gpu_a, gpu_b)
-        return Estimate(min(gbps, staged), "estimated", f"{label}, no P2P: staged through host memory")
-    return Estimate(gbps, "estimated", label)
+        estimate = Estimate(min(gbps, staged), "estimated", f"{label}, no P2P: staged through host memory")
+        return _with_pcie_span(estimate, min(factor, HOST_STAGED_FACTOR), gpu_a, gpu_b)
+    return _with_pcie_span(Estimate(gbps, "estimated", label), factor, gpu_a, gpu_b)
 
 
 def pair_estimate(topology: Topology, a: int, b: int) -> Estimate:
     """Per-direction bandwidth GPUs ``a`` and ``b`` of ``topology`` should get (estimate only)."""
     link = topology.link(a, b)
-    return estimate_link(link, _gpu_or_none(topology, a), _gpu_or_none(topology, b))
+    return estimate_link(link, _gpu_or_none(topology, a), _gpu_or_none(topology, b), fewest_nvlinks(topology, a, b))
 
 
 def link_estimates(topology: Topology) -> dict[tuple[int, int], Estimate]:
@@ -152,10 +256,11 @@ def link_estimates(topology: Topology) -> dict[tuple[int, int], Estimate]:
     result: dict[tuple[int, int], Estimate] = {}
     for link in topology.links:
         gpu_a, gpu_b = gpus.get(link.a), gpus.get(link.b)
-        key = estimate_key(link, gpu_a, gpu_b)
+        fewest = fewest_nvlinks(topology, link.a, link.b) if link.is_nvlink else 0
+        key = (*estimate_key(link, gpu_a, gpu_b), fewest)
         estimate = by_class.get(key)
         if estimate is None:
-            estimate = by_class[key] = estimate_link(link, gpu_a, gpu_b)
+            estimate = by_class[key] = estimate_link(link, gpu_a, gpu_b, fewest)
         result[(link.a, link.b)] = estimate
     return result
 

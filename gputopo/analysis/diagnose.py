@@ -260,6 +260,8 @@ def _mig(topology: Topology) -> list[Finding]:
 
 
 def _mixed_models(topology: Topology) -> list[Finding]:
+    if any(link.measured is not None and link.measured.device_kind != "GPU" for link in topology.links):
+        return []  # bench-p2p --cpu-devices: each logical CPU device has its own name, none is a model
     by_model: dict[str, list[int]] = defaultdict(list)
     for g in topology.gpus:
         if g.name:

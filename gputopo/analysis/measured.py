@@ -10,7 +10,7 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass
 
-from gputopo.analysis.bandwidth import Estimate, estimate_link
+from gputopo.analysis.bandwidth import Estimate, estimate_link, fewest_nvlinks
 from gputopo.errors import InputError
 from gputopo.model import Gpu, Link, Measurement, Topology
 
@@ -49,25 +49,26 @@ def method_of(m: Measurement | None) -> str:
     return " ".join(words)
 
 
-def best_estimate(link: Link, gpu_a: Gpu | None = None, gpu_b: Gpu | None = None) -> Estimate:
+def best_estimate(link: Link, gpu_a: Gpu | None = None, gpu_b: Gpu | None = None, fewest_links: int = 0) -> Estimate:
     """The figure to rank ``link`` by: its measurement where there is one, else the estimate."""
     measured = measured_gbps(link)
     if measured is not None:
         return Estimate(measured, "measured", f"measured {measured:.1f} GB/s ({method_of(link.measured)})")
-    return estimate_link(link, gpu_a, gpu_b)
+    return estimate_link(link, gpu_a, gpu_b, fewest_links)
 
 
 def pair_best(topology: Topology, a: int, b: int) -> Estimate:
     """``best_estimate`` for GPUs ``a`` and ``b`` of ``topology``."""
     link = topology.link(a, b)
-    return best_estimate(link, _gpu_or_none(topology, link.a), _gpu_or_none(topology, link.b))
+    return best_estimate(link, _gpu_or_none(topology, link.a), _gpu_or_none(topology, link.b), fewest_nvlinks(topology, a, b))
 
 
 def best_matrix(topology: Topology) -> dict[tuple[int, int], float]:
     """``{(a, b): GB/s}`` for every ordered pair: measured where measured, else estimated (symmetric)."""
     result: dict[tuple[int, int], float] = {}
     for link in topology.links:
-        est = best_estimate(link, _gpu_or_none(topology, link.a), _gpu_or_none(topology, link.b))
+        est = best_estimate(link, _gpu_or_none(topology, link.a), _gpu_or_none(topology, link.b),
+                            fewest_nvlinks(topology, link.a, link.b))
         result[(link.a, link.b)] = result[(link.b, link.a)] = est.gbps
     return result
 

@@ -20,7 +20,7 @@ DEFAULT_MIN_SAMPLE_S = 0.02  # each timed sample repeats the copy until it lasts
 DEFAULT_STEP_TIMEOUT_S = 120.0
 LATENCY_SIZE_BYTES = 4  # one float, like CUDA's p2pBandwidthLatencyTest
 MAX_CPU_DEVICES = 64  # logical CPU devices: more only multiplies pairs of the same host memory
-MAX_ORDERED_PAIRS = 4096  # 64 devices; a 72-GPU NVL72 rack (5112 pairs) is measured in parts with --gpus
+MAX_ORDERED_PAIRS = 4096  # 64 devices; a 72-GPU NVL72 rack (5112 pairs) is measured in parts with --devices
 
 
 @dataclass
@@ -61,7 +61,7 @@ def config_from_options(
     min_sample_ms: float,
 ) -> tuple[BenchConfig, list[int] | None]:
     """Every option the user typed checked (before TensorFlow's multi-second import): the config,
-    and the GPUs ``--gpus`` names (None: all)."""
+    and the GPUs ``--devices`` names (None: all)."""
     if size is not None and sizes is not None:
         raise InputError("give either --size or --sizes, not both")
     if cpu_devices is not None and cpu_devices < 1:
@@ -71,7 +71,7 @@ def config_from_options(
     if not 0 < min_sample_ms < float("inf"):
         raise InputError(f"--min-sample-ms must be a positive number of milliseconds, got {min_sample_ms}")
     sizes_bytes = parse_size_sweep(sizes) if sizes is not None else [parse_size(size) if size else DEFAULT_SIZE_BYTES]
-    wanted = parse_gpu_list(gpus) if gpus is not None else None
+    wanted = parse_gpu_list(gpus, "--devices") if gpus is not None else None
     if wanted is not None:
         check_pair_count(len(wanted))
     config = BenchConfig(
@@ -93,7 +93,7 @@ def check_pair_count(device_count: int) -> None:
     if pairs > MAX_ORDERED_PAIRS:
         raise InputError(
             f"{device_count} devices make {pairs} ordered pairs to measure, more than {MAX_ORDERED_PAIRS}; "
-            f"measure a part at a time with --gpus (e.g. --gpus 0-63)"
+            f"measure a part at a time with --devices (e.g. --devices 0-63)"
         )
 
 

@@ -79,7 +79,7 @@ def cpu_bench_devices(names: list[str], topology: Topology | None) -> list[Bench
 
 
 def choose_devices(devices: list[BenchDevice], wanted: list[int] | None) -> list[BenchDevice]:
-    """The devices named by ``--gpus`` (in that order), or all; at least two are needed."""
+    """The devices named by ``--devices`` (in that order), or all; at least two are needed."""
     if wanted is not None:
         by_index = {d.index: d for d in devices}
         missing = [i for i in wanted if i not in by_index]

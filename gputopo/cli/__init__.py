@@ -49,7 +49,11 @@ class _OneLineErrorsGroup(TyperGroup):
             if type(exc).__name__ == "NoArgsIsHelpError":  # `gputopo` alone: the help was shown
                 sys.exit(exc.exit_code)
             ctx = getattr(exc, "ctx", None)
-            hint = f" (see '{ctx.command_path if ctx is not None else prog_name} --help')"
+            # click's parser raises some usage errors (an option without its value) with no context:
+            # the command named in the arguments is the one whose help to point at.
+            named = _command_named(list(args) if args is not None else sys.argv[1:])
+            path = ctx.command_path if ctx is not None else f"{prog_name} {named}" if named else prog_name
+            hint = f" (see '{path} --help')"
             typer.echo(f"gputopo: error: {exc.format_message()}{hint}", err=True)
             sys.exit(EXIT_USAGE if exc.exit_code == 2 else exc.exit_code)
         except typer.Abort:
@@ -65,7 +69,9 @@ _app = typer.Typer(
     name="gputopo",
     help="How your NVIDIA GPUs are wired, how fast they talk, and which ones to train on together.",
     no_args_is_help=True,
-    add_completion=False,
+    # typer's --install-completion / --show-completion; -h is help on every command.
+    add_completion=True,
+    context_settings={"help_option_names": ["-h", "--help"]},
     pretty_exceptions_enable=False,
 )
 
@@ -81,7 +87,7 @@ def _show_version(value: bool) -> None:
 @_app.callback()
 def _root(
     version: Annotated[
-        bool, typer.Option("--version", callback=_show_version, is_eager=True, help="Print the version and exit.")
+        bool, typer.Option("--version", "-V", callback=_show_version, is_eager=True, help="Print the version and exit.")
     ] = False,
 ) -> None:
     """How your NVIDIA GPUs are wired, how fast they talk, and which ones to train on together."""
@@ -200,7 +206,8 @@ def _command_named(args: Sequence[str]) -> str | None:
     """The command that ``args`` runs, if it names a known one; None for `gputopo`, `--help`,
     `--version` or a misspelt name (those need every command, for the list or a suggestion)."""
     first = next((arg for arg in args if not arg.startswith("-")), None)
-    if first is None or any(arg in ("--help", "--version") for arg in args[: args.index(first)]):
+    root_only = ("--help", "-h", "--version", "-V", "--install-completion", "--show-completion")
+    if first is None or any(arg in root_only for arg in args[: args.index(first)]):
         return None
     return first if first in COMMAND_MODULES else None
 

@@ -34,9 +34,13 @@ _HELP = (
 
 @command("bench-p2p", help=_HELP)
 def bench_p2p(
-    gpus: Annotated[
+    devices: Annotated[
         Optional[str],
-        typer.Option("--gpus", help="GPUs to measure, as nvidia-smi numbers them (e.g. 0,2,3 or 0-3). Default: all."),
+        typer.Option("--devices", help="GPUs to measure, as nvidia-smi numbers them (e.g. 0,2,3 or 0-3). Default: all.",
+                     metavar="LIST"),
+    ] = None,
+    old_gpus: Annotated[
+        Optional[str], typer.Option("--gpus", hidden=True, help="Deprecated name of --devices (a list, not a count).")
     ] = None,
     cpu_devices: Annotated[
         Optional[int],
@@ -102,8 +106,17 @@ def bench_p2p(
 
     from gputopo.sources import TopologyRequest
 
+    if old_gpus is not None:
+        # --gpus is a count everywhere else (recommend, train, report): the list is --devices here.
+        if devices is not None:
+            from gputopo.errors import InputError
+
+            raise InputError("give the GPUs to measure once, with --devices (--gpus is its deprecated name)")
+        typer.echo("gputopo: warning: bench-p2p --gpus LIST is deprecated: use --devices LIST "
+                   "(--gpus is a count in every other command)", err=True)
+        devices = old_gpus
     config, wanted = config_from_options(
-        gpus=gpus, cpu_devices=cpu_devices, size=size, sizes=sizes, repeat=repeat, warmup=warmup,
+        gpus=devices, cpu_devices=cpu_devices, size=size, sizes=sizes, repeat=repeat, warmup=warmup,
         via_host=via_host, allreduce=allreduce, step_timeout_s=timeout, min_sample_ms=min_sample_ms,
     )  # fmt: skip
     if save is not None:

@@ -62,6 +62,18 @@ def recommend_command(
         Optional[str], typer.Option("--save", help="Several --from: also write the plan to FILE (JSON), for "
                                     "`gputopo train --plan`.", metavar="FILE")
     ] = None,
+    free_only: Annotated[
+        bool, typer.Option("--free-only", help="Only GPUs no other process uses (NVML's live state); refuse if too few.")
+    ] = False,
+    include_busy: Annotated[
+        bool, typer.Option("--include-busy", help="Rank busy GPUs like idle ones (they are still named as busy).")
+    ] = False,
+    max_memory_used: Annotated[
+        float, typer.Option("--max-memory-used", help="A GPU with more of its memory in use is busy.", metavar="PERCENT")
+    ] = 10.0,
+    max_util: Annotated[
+        float, typer.Option("--max-util", help="A GPU with higher utilisation is busy.", metavar="PERCENT")
+    ] = 10.0,
 ) -> None:
     """Recommend the best GPUs to train on together: ranked groups with their ring bottleneck, and
     the CUDA_VISIBLE_DEVICES / MirroredStrategy lines to use them. With --from once per host: the
@@ -93,10 +105,22 @@ def recommend_command(
     from gputopo.views.common import status
 
     (topology,) = topologies
+    from gputopo.analysis.busy import BusyLimits, choose_skipped
+
+    if free_only and include_busy:
+        raise InputError("--free-only and --include-busy contradict each other; give one of them")
+    for option, value in (("--max-memory-used", max_memory_used), ("--max-util", max_util)):
+        if not 0 <= value <= 100:
+            raise InputError(f"{option} is a percentage from 0 to 100, not {value:g}")
+    policy = "free-only" if free_only else "include" if include_busy else "skip"
+    skipped, busy, busy_notes = choose_skipped(topology, gpus * jobs, required, excluded,
+                                               BusyLimits(max_memory_used, max_util), policy)
     # Usually milliseconds; large --jobs splits can take a second or two. The spinner goes to
     # standard error and only shows on a terminal, so --json / env output stays clean.
     with status(f"Ranking groups of {gpus} GPUs...", spinner="dots"):
-        rec = recommend(topology, gpus, jobs=jobs, require=required, exclude=excluded, alternatives=alternatives)
+        rec = recommend(topology, gpus, jobs=jobs, require=required, exclude=excluded + skipped, alternatives=alternatives)
+    rec.exclude, rec.busy, rec.skipped_busy = excluded, busy, skipped
+    rec.notes[:0] = busy_notes
 
     if fmt == "json":
         from gputopo.views.common import print_json
@@ -105,6 +129,9 @@ def recommend_command(
         return
     from gputopo.views import recommend as view
 
+    if fmt in ("env", "python"):  # the lines are for pasting: what was skipped goes to standard error
+        for note in busy_notes:
+            typer.echo(f"gputopo: note: {note}", err=True)
     if fmt == "env":
         typer.echo(view.format_env(rec), nl=False)
     elif fmt == "python":
@@ -125,7 +152,8 @@ def _check_one_host_options(fmt: str, output_format: str, gpus_per_host: int | N
         from gputopo.views.recommend import FORMATS
 
         if fmt not in FORMATS:
-            raise InputError(f"--format must be one of {', '.join(FORMATS)}, not {output_format!r}")
+            raise InputError(f"--format must be one of {', '.join(FORMATS)} (or slurm, with --from once per host), "
+                             f"not {output_format!r}")
 
 
 def _recommend_hosts(topologies: list[Topology], gpus: int, gpus_per_host: int | None, port: int | None, fmt: str,
@@ -143,6 +171,9 @@ def _recommend_hosts(topologies: list[Topology], gpus: int, gpus_per_host: int |
         from gputopo.fileio import atomic_write_text
 
         atomic_write_text(save, plan.to_json())
+        import shlex
+
+        typer.echo(f"saved {save} (for `gputopo train --launcher slurm|tf-config --plan {shlex.quote(save)}`)", err=True)
     if fmt == "json":
         from gputopo.views.common import print_json
 

@@ -68,11 +68,13 @@ def scan(
         from gputopo.sources.snapshot import save_snapshot
 
         save_snapshot(topo, save)
+        typer.echo(f"saved {save}", err=True)  # standard error: stdout stays the topology (or --json)
     if svg is not None:
         from gputopo.fileio import atomic_write_text
         from gputopo.views.svg import render_svg
 
         atomic_write_text(svg, render_svg(topo))
+        typer.echo(f"saved {svg}", err=True)
     if json_output:
         from gputopo.views.common import print_json
 

@@ -31,7 +31,7 @@ DEFAULT_CHECKPOINT_DIR = "gputopo-checkpoints"
 
 @command("train")
 def train(
-    gpus: Annotated[Optional[int], typer.Option("--gpus", help="How many GPUs to train on (picked by `recommend`).")] = None,
+    gpus: Annotated[Optional[int], typer.Option("--gpus", "-n", help="How many GPUs to train on (picked by `recommend`).")] = None,
     devices: Annotated[
         Optional[str], typer.Option("--devices", help="Train on exactly these GPUs (nvidia-smi indices, e.g. 0,2,3).")
     ] = None,
@@ -90,6 +90,9 @@ def train(
             "--allow-exposed-ports",
             help="Run a local cluster even where it cannot be kept off the network (see docs/security.md).",
         ),
+    ] = False,
+    allow_busy: Annotated[
+        bool, typer.Option("--allow-busy", help="Train even on GPUs another process is computing on.")
     ] = False,
     startup_timeout_s: Annotated[
         float, typer.Option("--startup-timeout", help="multi-worker: seconds to wait for the other workers.")
@@ -158,7 +161,7 @@ def train(
                 [flag for flag, value in others.items() if value not in (None, [], ())])  # fmt: skip
         return
     plan = build_plan(config, _training_topology(request, config), gpus=gpus, devices=devices,
-                      numactl_path=shutil.which("numactl"))
+                      numactl_path=shutil.which("numactl"), allow_busy=allow_busy)
     if scaling is not None:
         _run_scaling(plan, config, parse_count_list(scaling), scaling_steps, json_output, dry_run)
         return

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 from gputopo.model.cluster import CLUSTER_SCHEMA, Cluster
 from gputopo.model.observed import CollectiveRow, CollectiveRun, NcclRank, NcclTransport, NcclView, NvLinkState
-from gputopo.model.parts import GPU_NUMBERING_SUBJECT, Disagreement, Finding, Gpu, Link, Measurement, Nic, NicLink, make_link
+from gputopo.model.parts import GPU_NUMBERING_SUBJECT, Disagreement, Finding, Gpu, GpuProcess, Link, Measurement, Nic, NicLink, make_link
 from gputopo.model.tf_view import TfDevice, TfView
 from gputopo.model.topology import Topology, plain_data
 from gputopo.model.words import (
@@ -44,7 +44,7 @@ from gputopo.model.words import (
 __all__ = [
     "plain_data",
     "CLUSTER_SCHEMA", "Cluster", "CollectiveRow", "CollectiveRun", "NcclRank", "NcclTransport", "NcclView", "NvLinkState", "MAX_NVLINKS_PER_PAIR", "NVLINK_MEANING", "P2P_OK", "P2P_STATUS_MEANING", "P2P_STATUS_WORDS",
-    "PCIE_PATH_MEANING", "PCIE_PATHS", "SCHEMA", "SEVERITIES", "GPU_NUMBERING_SUBJECT", "Disagreement", "Finding", "Gpu", "Link", "Measurement",
+    "PCIE_PATH_MEANING", "PCIE_PATHS", "SCHEMA", "SEVERITIES", "GPU_NUMBERING_SUBJECT", "Disagreement", "Finding", "Gpu", "GpuProcess", "Link", "Measurement",
     "Nic", "NicLink", "TfDevice", "TfView", "Topology", "is_known_link_type", "make_link",
     "normalize_pci_bus_id", "nvlink_count_of",
 ]

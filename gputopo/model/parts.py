@@ -20,6 +20,15 @@ def _node_set(text: str) -> frozenset[int] | None:
 
 
 @dataclass
+class GpuProcess:
+    """A compute process using a GPU when the topology was read (NVML only)."""
+
+    pid: int
+    name: str | None = None  # the process's name; None where NVML would not say (another user's, gone)
+    used_memory_bytes: int | None = None  # None where the driver does not account it (Windows WDDM, MIG)
+
+
+@dataclass
 class Gpu:
     """One GPU as the driver numbers it (NVML / nvidia-smi index, which is PCI bus order)."""
 
@@ -43,6 +52,10 @@ class Gpu:
     mig_mode: bool | None = None
     compute_capability: str | None = None  # "8.0"
     host: str | None = None  # set for multi-host topologies
+    # Live state when the topology was read (NVML only; None: not known, e.g. every other source).
+    memory_used_bytes: int | None = None
+    utilization_percent: int | None = None  # share of the last sample period a kernel ran
+    processes: list[GpuProcess] | None = None  # compute processes; [] none, None not known
 
     @property
     def numa_nodes(self) -> set[int] | None:

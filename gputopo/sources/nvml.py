@@ -23,7 +23,7 @@ import socket
 from dataclasses import dataclass, field
 from typing import Any
 
-from gputopo.model import P2P_STATUS_WORDS, Gpu, Link, Topology
+from gputopo.model import P2P_STATUS_WORDS, Gpu, GpuProcess, Link, Topology
 from gputopo.notation import format_cpu_list
 from gputopo.sources.nvml_binding import (
     BITS_PER_AFFINITY_WORD,
@@ -171,6 +171,8 @@ def _probe_gpu(state: _Probe, gpu: Gpu, handle: Any) -> _NvlinkEnds | None:
     gpu.uuid = text(call("uuid", i, "nvmlDeviceGetUUID", handle))
     memory = call("memory", i, "nvmlDeviceGetMemoryInfo", handle)
     gpu.memory_total_bytes = int(memory.total) if memory is not None else None
+    gpu.memory_used_bytes = int(memory.used) if memory is not None else None
+    _probe_live_state(state, gpu, handle)
     gpu.numa_node = _numa_node(state, gpu.index, handle)
     cpu_words = call("cpu-affinity", i, "nvmlDeviceGetCpuAffinity", handle, _cpu_set_words())
     if cpu_words is not None:
@@ -186,6 +188,39 @@ def _probe_gpu(state: _Probe, gpu: Gpu, handle: Any) -> _NvlinkEnds | None:
         major, minor = capability
         gpu.compute_capability = f"{int(major)}.{int(minor)}"
     return _probe_nvlinks(state, gpu, handle)
+
+
+def _probe_live_state(state: _Probe, gpu: Gpu, handle: Any) -> None:
+    """Utilisation and compute processes (PID, name, memory) right now, as nvidia-smi shows them.
+
+    A process's name is asked for once per PID; where NVML will not say (another user's process
+    without permission, a process that has just exited) the name stays None, with no finding."""
+    rates = _live(state, "utilization", gpu.index, "nvmlDeviceGetUtilizationRates", handle)
+    gpu.utilization_percent = _int_or_none(getattr(rates, "gpu", None)) if rates is not None else None
+    running = _live(state, "processes", gpu.index, "nvmlDeviceGetComputeRunningProcesses", handle)
+    if running is None:
+        return
+    gpu.processes = []
+    for proc in running:
+        pid = _int_or_none(getattr(proc, "pid", None))
+        if pid is None:
+            continue
+        name = state.ask((), "nvmlSystemGetProcessName", pid)
+        used = getattr(proc, "usedGpuMemory", None)
+        gpu.processes.append(GpuProcess(pid=pid, name=None if isinstance(name, Failed) else text(name),
+                                        used_memory_bytes=_int_or_none(used)))
+
+
+def _live(state: _Probe, kind: str, index: int, fn_name: str, handle: Any) -> Any:
+    """A live-state query: its answer, or None. "Not supported" (vGPU, some boards, drivers) is an
+    answer, not a gap: the field stays unknown without a finding; other failures (no permission)
+    get one, as every other query."""
+    answer = state.ask((index,), fn_name, handle)
+    if isinstance(answer, Failed):
+        if answer.error != NOT_SUPPORTED:
+            state.record(kind, index, answer.reason)
+        return None
+    return answer
 
 
 def _int_or_none(value: Any) -> int | None:

@@ -6,12 +6,14 @@ one is labelled as a reference machine, never as this host. Facts per machine:
 - ``dgx1``: NVIDIA DGX-1 with 8x Tesla V100 SXM2 16 GB; NVLink 2.0 hybrid cube-mesh (each GPU has
   6 links: NV1/NV2 to four peers), PCIe Gen3 x16 through PLX switches, two Xeon E5-2698 v4 sockets
   (GPUs 0-3 on socket 0, 4-7 on socket 1), as in ``nvidia-smi topo -m`` of a DGX-1.
-- ``dgx2``: NVIDIA DGX-2 with 16x V100 SXM3 32 GB behind 12 NVSwitches: NV6 to every peer.
+- ``dgx2``: NVIDIA DGX-2 with 16x V100 SXM3 32 GB behind 12 NVSwitches: NV6 to every peer; eight
+  100 Gb/s NICs, one per GPU pair.
 - ``dgx-a100``: NVIDIA DGX A100, 8x A100 SXM4 80 GB, 6 NVSwitches (NV12 to every peer, NVLink 3.0),
   PCIe Gen4, two AMD EPYC 7742 in NPS4 mode (GPU pairs on NUMA nodes 3, 1, 7, 5).
 - ``dgx-h100``: NVIDIA DGX H100, 8x H100 SXM5 80 GB, 4 NVSwitches (NV18, NVLink 4.0), PCIe Gen5,
-  two Xeon Platinum 8480C (GPUs 0-3 on NUMA 0, 4-7 on NUMA 1).
-- ``hgx-b200``: HGX B200, 8x B200, NV18 NVLink 5.0 through NVSwitch, PCIe Gen5, two sockets.
+  two Xeon Platinum 8480C (GPUs 0-3 on NUMA 0, 4-7 on NUMA 1); 12 NICs as in a real DGX H100's capture.
+- ``hgx-b200``: HGX B200, 8x B200, NV18 NVLink 5.0 through NVSwitch, PCIe Gen5, two sockets, one
+  400 Gb/s NIC per GPU.
 - ``gb200-nvl72``: GB200 NVL72 rack: 18 compute trays x 4 B200 GPUs in one NVLink 5.0 domain
   (NV18 to every GPU of the rack through the NVLink switch trays); 2 Grace CPUs per tray.
 - ``pcie-8gpu``: a dual-socket server with 8x A100 80 GB PCIe (Gen4 x16): GPU pairs behind one PCIe
@@ -117,11 +119,16 @@ def _nvswitch_links(n: int, nv: int, pcie_of: Callable[[int, int], str | None]) 
     ]
 
 
-def _socket_pcie(socket_of: Callable[[int], int], pair_of: Callable[[int], int]) -> Callable[[int, int], str]:
+def _socket_pcie(
+    socket_of: Callable[[int], int], pair_of: Callable[[int], int], across_switches: str = "NODE"
+) -> Callable[[int, int], str]:
+    """SYS across sockets, PIX under one switch, ``across_switches`` between two switches of a socket
+    (NODE where each switch hangs off its own host bridge, PHB where one host bridge holds both)."""
+
     def path(a: int, b: int) -> str:
         if socket_of(a) != socket_of(b):
             return "SYS"
-        return "PIX" if pair_of(a) == pair_of(b) else "NODE"
+        return "PIX" if pair_of(a) == pair_of(b) else across_switches
 
     return path
 
@@ -142,7 +149,7 @@ _DGX1_NV = [
 
 def _dgx1() -> Topology:
     socket = lambda i: i // 4  # noqa: E731
-    path = _socket_pcie(socket, lambda i: i // 2)
+    path = _socket_pcie(socket, lambda i: i // 2, across_switches="PHB")
     pcie = [[path(a, b) if a != b else "X" for b in range(8)] for a in range(8)]
     gpus = _gpus(
         8, "Tesla V100-SXM2-16GB", 16, socket,
@@ -153,9 +160,12 @@ def _dgx1() -> Topology:
     )
     # Intel CPUs do not route PCIe peer traffic across QPI: SYS pairs without NVLink cannot peer.
     links = _matrix_links(_DGX1_NV, pcie, lambda a, b, t: _p2p(t.startswith("NV"), "TNS"))
+    # One InfiniBand NIC per PCIe switch, beside GPUs 2k and 2k+1 (PIX); the other switch of the socket
+    # is under the same host bridge: PHB, as the real DGX-1 capture shows
+    # (tests/fixtures/corpus/topo/dgx1_p100_8gpu_nv1_mangled_header_soc.txt, same chassis and PCIe tree).
     nics = [Nic(f"mlx5_{k}", numa_node=k // 2, cpu_affinity=gpus[2 * k].cpu_affinity) for k in range(4)]
     nic_links = [
-        NicLink(g, f"mlx5_{k}", "PIX" if g // 2 == k else ("NODE" if socket(g) == k // 2 else "SYS"))
+        NicLink(g, f"mlx5_{k}", "PIX" if g // 2 == k else ("PHB" if socket(g) == k // 2 else "SYS"))
         for k in range(4)
         for g in range(8)
     ]
@@ -171,8 +181,14 @@ def _dgx2() -> Topology:
                                           0xb7, 0xb9, 0xbc, 0xbe, 0xe0, 0xe2, 0xe5, 0xe7)],
         3, "2.0", 6, "7.0",
     )
-    links = _nvswitch_links(16, 6, _socket_pcie(socket, lambda i: i // 2))
-    return Topology(gpus=gpus, links=links, socket_interconnect="UPI")
+    path = _socket_pcie(socket, lambda i: i // 2)
+    links = _nvswitch_links(16, 6, path)
+    # Eight 100 Gb/s ConnectX-5 (InfiniBand/Ethernet), one on the PCIe switch of each GPU pair
+    # (DGX-2 System Architecture whitepaper, WP-09016-001, "PCIe switch complex"). No DGX-2 capture in
+    # the corpus: the words are those of the GPU pairs' own switches.
+    nics = [Nic(f"mlx5_{k}", numa_node=socket(2 * k), cpu_affinity=gpus[2 * k].cpu_affinity) for k in range(8)]
+    nic_links = [NicLink(g, f"mlx5_{k}", path(g, 2 * k)) for k in range(8) for g in range(16)]
+    return Topology(gpus=gpus, links=links, nics=nics, nic_links=nic_links, socket_interconnect="UPI")
 
 
 _A100_NUMA = [3, 3, 1, 1, 7, 7, 5, 5]
@@ -197,10 +213,11 @@ def _dgx_a100() -> Topology:
 
 def _two_socket_nvswitch_8gpu(
     name: str, memory_gib: int, bus_ids: list[str], pcie_gen: int, nvlink_version: str, compute_capability: str,
-    *, with_nics: bool,
+    *, nic_of_gpu: list[int], nic_count: int,
 ) -> Topology:
-    """8 GPUs on one NVSwitch fabric (NV18), four per socket, NODE within a socket, SYS across;
-    with one NIC per GPU (PIX to its own GPU) where ``with_nics``."""
+    """8 GPUs on one NVSwitch fabric (NV18), four per socket, NODE within a socket, SYS across; NIC
+    ``nic_of_gpu[g]`` sits behind GPU g's PCIe switch (PXB: GPU and NIC each under their own bridge
+    of that switch, as DGX H100's capture shows); the others (storage, in-band) are NODE or SYS."""
     socket = lambda i: i // 4  # noqa: E731
     gpus = _gpus(
         8, name, memory_gib, socket,
@@ -208,10 +225,13 @@ def _two_socket_nvswitch_8gpu(
         bus_ids, pcie_gen, nvlink_version, 18, compute_capability,
     )
     links = _nvswitch_links(8, 18, lambda a, b: "SYS" if socket(a) != socket(b) else "NODE")
-    if not with_nics:
-        return Topology(gpus=gpus, links=links, socket_interconnect="UPI")
-    nics = [Nic(f"mlx5_{k}", numa_node=socket(k), cpu_affinity=gpus[k].cpu_affinity) for k in range(8)]
-    nic_links = [NicLink(g, f"mlx5_{k}", "PIX" if g == k else ("NODE" if socket(g) == socket(k) else "SYS")) for k in range(8) for g in range(8)]
+    nic_socket = [k * 2 // nic_count for k in range(nic_count)]  # the first half of the NICs on socket 0
+    nics = [Nic(f"mlx5_{k}", numa_node=nic_socket[k], cpu_affinity=gpus[4 * nic_socket[k]].cpu_affinity)
+            for k in range(nic_count)]
+    nic_links = [
+        NicLink(g, f"mlx5_{k}", "PXB" if nic_of_gpu[g] == k else ("NODE" if socket(g) == nic_socket[k] else "SYS"))
+        for k in range(nic_count) for g in range(8)
+    ]
     return Topology(gpus=gpus, links=links, nics=nics, nic_links=nic_links, socket_interconnect="UPI")
 
 
@@ -220,7 +240,11 @@ def _dgx_h100() -> Topology:
         "NVIDIA H100 80GB HBM3", 80,
         ["0000:18:00.0", "0000:2a:00.0", "0000:3a:00.0", "0000:5d:00.0",
          "0000:9a:00.0", "0000:ab:00.0", "0000:ba:00.0", "0000:db:00.0"],
-        5, "4.0", "9.0", with_nics=True,
+        5, "4.0", "9.0",
+        # The real DGX H100 capture (tests/fixtures/corpus/topo/dgx_h100_8gpu_nv18_12nic_truncated_after_nic5.txt):
+        # 12 NICs, the eight ConnectX-7 compute ports PXB to one GPU each (mlx5_0,3,4,5 | 6,9,10,11), the
+        # two dual-port storage NICs (mlx5_1,2 | 7,8) NODE to their socket's GPUs.
+        nic_of_gpu=[0, 3, 4, 5, 6, 9, 10, 11], nic_count=12,
     )
 
 
@@ -229,7 +253,10 @@ def _hgx_b200() -> Topology:
         "NVIDIA B200", 180,
         ["0000:1b:00.0", "0000:43:00.0", "0000:52:00.0", "0000:61:00.0",
          "0000:9d:00.0", "0000:c3:00.0", "0000:d1:00.0", "0000:df:00.0"],
-        5, "5.0", "10.0", with_nics=False,
+        5, "5.0", "10.0",
+        # Eight single-port ConnectX-7 400 Gb/s compute NICs, one per GPU (NVIDIA DGX B200 user guide,
+        # "Hardware Overview"); the PCIe words are assumed to be DGX H100's (no B200 capture in the corpus).
+        nic_of_gpu=list(range(8)), nic_count=8,
     )
 
 

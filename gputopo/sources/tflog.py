@@ -136,9 +136,11 @@ def _names_any_gpu(startup: StartUp) -> bool:
 def topology_from_tf_view(view: TfView) -> Topology:
     """A Topology from TensorFlow's view alone: GPUs are TF ordinals, links say only who can peer.
 
-    Links are of type ``UNKNOWN`` (a TF log never says how GPUs are wired), with P2P read/write
+    Links are of type ``UNKNOWN`` (a TF log never says how GPUs are wired), with ``p2p_read``
     ``ok`` where TF peers both ways, ``NS`` where it cannot in either direction, ``None`` where the
-    log is silent. ``recommend`` can still keep fast-exchange work within peer groups.
+    log is silent; ``p2p_write`` stays None (TF reports peer access, never write capability).
+    ``recommend`` can still keep fast-exchange work within peer groups. A GPU's memory is left
+    unknown: the log gives what TF allocated, not what the GPU has.
     """
     used = [d for d in view.devices if not d.ignored]  # a GPU TF ignores is no GPU to train on
     ordinals = sorted(d.ordinal for d in used)
@@ -151,7 +153,6 @@ def topology_from_tf_view(view: TfView) -> Topology:
                 index=o,
                 name=device.name,
                 pci_bus_id=device.pci_bus_id,
-                memory_total_bytes=device.memory_mb * 1024 * 1024 if device.memory_mb else None,
                 compute_capability=device.compute_capability,
             )
         )
@@ -159,7 +160,7 @@ def topology_from_tf_view(view: TfView) -> Topology:
     for pos, a in enumerate(ordinals):
         for b in ordinals[pos + 1 :]:
             word = peer_word(view, a, b)
-            links.append(make_link(a, b, "UNKNOWN", p2p_read=word, p2p_write=word, nvswitch=None))
+            links.append(make_link(a, b, "UNKNOWN", p2p_read=word, nvswitch=None))
     return Topology(
         gpus=gpus,
         links=links,

@@ -34,7 +34,7 @@ def pair_expectations(result: BenchResult, topology: Topology | None) -> dict[tu
     """Per ordered pair, the estimate for its link type; empty for host memory or no topology."""
     if topology is None or result.measures_host_memory:
         return {}
-    from gputopo.analysis.bandwidth import estimate_link, line_rate_gbps
+    from gputopo.analysis.bandwidth import estimate_link, fewest_nvlinks, line_rate_gbps
 
     links = topology.link_map()
     gpus = {g.index: g for g in topology.gpus}
@@ -45,7 +45,7 @@ def pair_expectations(result: BenchResult, topology: Topology | None) -> dict[tu
             continue
         # What the link type should give (estimate_link never looks at a measurement saved earlier).
         gpu_a, gpu_b = gpus.get(link.a), gpus.get(link.b)
-        estimate = estimate_link(link, gpu_a, gpu_b)
+        estimate = estimate_link(link, gpu_a, gpu_b, fewest_nvlinks(topology, a, b))
         expected[(a, b)] = Expectation(link.type, estimate.gbps, estimate.explanation,
                                        line_rate_gbps(link, gpu_a, gpu_b))
     return expected

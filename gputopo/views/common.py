@@ -48,6 +48,9 @@ def silence_stdout() -> None:
         os.close(devnull)
 
 
+_TRAILING_SPACES_RE = re.compile(r" +\n")
+
+
 class _GuardedStream:
     """A text stream for the consoles and ``print_json``: failed writes become ``OutputError``,
     unencodable characters become ``?``. Everything else is the wrapped stream's."""
@@ -55,6 +58,8 @@ class _GuardedStream:
     def __init__(self, stream: TextIO, label: str) -> None:
         self.stream = stream
         self.label = label
+        isatty = getattr(stream, "isatty", None)
+        self.strip_trailing_spaces = not (isatty() if callable(isatty) else False)
 
     def _failed(self, exc: OSError) -> OutputError:
         if self.stream is sys.stdout:
@@ -64,6 +69,10 @@ class _GuardedStream:
         return OutputError(f"cannot write to {self.label}: {exc.strerror or exc}")
 
     def write(self, text: str) -> int:
+        if self.strip_trailing_spaces and " \n" in text:
+            # Piped or redirected: the spaces rich pads each line with to its width go (they make
+            # `diff` and `grep ' $'` noisy); a terminal keeps them (a background colour may need them).
+            text = _TRAILING_SPACES_RE.sub("\n", text)
         try:
             try:
                 return self.stream.write(text)
@@ -93,7 +102,11 @@ def _safe_console_class() -> type[Console]:
 
     class _SafeConsole(Console):
         def render(self, renderable: RenderableType, options: ConsoleOptions | None = None) -> Iterable[Segment]:
-            for segment in super().render(renderable, options):
+            return self._safe(super().render(renderable, options))
+
+        @staticmethod
+        def _safe(segments: Iterable[Segment]) -> Iterable[Segment]:
+            for segment in segments:
                 if segment.control is None and _CONTROL_CHARS_RE.search(segment.text):
                     yield Segment(terminal_safe(segment.text), segment.style, segment.control)
                 else:
@@ -188,3 +201,22 @@ def matrix_tables(
         # ("Links between GPUs / (nvidia-smi words, / coloured by / ..." over a 2-GPU matrix).
         tables.append(Group(Text(part, style="table.title"), table))
     return tables
+
+
+def indented(text: Any, indent: int = 2) -> Any:
+    """``text`` (a rich Text) printed ``indent`` columns in, its wrapped lines under its own first
+    column, never back at column 0; rich wraps at spaces, so a word or a number stays whole."""
+    from rich.padding import Padding
+
+    return Padding(text, (0, 0, 0, indent))
+
+
+def labelled(label: Any, text: Any, indent: int = 0) -> Any:
+    """``label text`` with the text's wrapped lines under the text, not under the label."""
+    from rich.table import Table
+
+    grid = Table.grid(padding=(0, 1))
+    grid.add_column(no_wrap=True)
+    grid.add_column()
+    grid.add_row(label, text)
+    return indented(grid, indent) if indent else grid

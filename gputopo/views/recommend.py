@@ -16,7 +16,7 @@ from rich.text import Text
 
 from gputopo.notation import format_gbps, number_list
 from gputopo.quoting import comment, env_assignment, python_str
-from gputopo.views.common import out
+from gputopo.views.common import indented, labelled, out
 
 if TYPE_CHECKING:
     from gputopo.analysis.recommend import GroupAdvice, Recommendation
@@ -70,7 +70,7 @@ def placement(group: GroupAdvice) -> str:
     if group.same_socket is None and group.numa_domains > 1:
         return f"{group.numa_domains} NUMA nodes; whether on one CPU socket, the source does not say"
     if group.same_socket is None:
-        return "CPU socket not known (the source says only which GPUs can peer)"
+        return "CPU socket not known (the source does not say which CPU or NUMA node each GPU is on)"
     if group.same_socket:
         return "one CPU socket" + (f", NUMA node {group.numa_node}" if group.numa_node is not None else "")
     if group.numa_domains > 1:
@@ -95,17 +95,18 @@ def render_recommendation(rec: Recommendation) -> None:
 
     # The group is bold, not green: green is for fast links, and the best group may be slow
     # (SYS on a two-socket box). Its ring is coloured by its slowest hop, as scan colours links.
-    console.print(
+    console.print(indented(
         Text.assemble(
-            ("  GPUs ", "bold"),
+            ("GPUs ", "bold"),
             (number_list(best.gpus), "bold"),
             ("   " + ring_summary(best), speed_style(best.bottleneck_gbps) if best.bottleneck_gbps is not None else ""),
             f"   all-reduce ~{_gbps(best.allreduce_gbps)} GB/s of gradients" if best.allreduce_gbps else "",
         )
-    )
-    console.print(Text(f"  {placement(best)}. Why: {best.reason}."))
+    ))
+    console.print(indented(Text(f"{placement(best)}. Why: {best.reason}.")))
     if rec.interchangeable:
-        console.print(Text("  Any group of this size is as good for all-reduce (every pair has the same bandwidth).", style="cyan"))
+        console.print(indented(Text("Any group of this size is as good for all-reduce (every pair has the same bandwidth).",
+                                    style="cyan")))
 
     # Narrow enough for 80 columns: the ring order (long, and unreadable when rich folds it mid-number)
     # is in the line under the table, and the cross-device op's name is never cut.
@@ -137,7 +138,8 @@ def render_recommendation(rec: Recommendation) -> None:
     console.print(table)
     for group in rec.groups:
         ring = f" ring {group.ring_text}" if group.bottleneck_gbps is not None else ""
-        console.print(Text(f"  #{group.rank} {{{number_list(group.gpus)}}}{ring}: {group.reason}", style="dim"))
+        console.print(labelled(Text(f"#{group.rank}", style="dim"),
+                               Text(f"{{{number_list(group.gpus)}}}{ring}: {group.reason}", style="dim"), indent=2))
 
     console.print(Text("Paste-ready (best group):", style="bold"))
     for line in launch_lines(best):
@@ -153,7 +155,7 @@ def render_recommendation(rec: Recommendation) -> None:
         )
     elif not best.same_host:
         _paste(console, f"  {strategy_line(best)}")
-    console.print(Text(f"  cross-device ops: {best.cross_device_ops or 'none'} — {best.cross_device_ops_reason}"))
+    console.print(indented(Text(f"cross-device ops: {best.cross_device_ops or 'none'} — {best.cross_device_ops_reason}")))
 
     if rec.jobs_requested > 1:
         jobs = Table(title=f"{rec.jobs_requested} concurrent jobs (fair: the worst group as good as possible)",
@@ -168,12 +170,12 @@ def render_recommendation(rec: Recommendation) -> None:
             for line in launch_lines(group):
                 _paste(console, f"  job {group.rank}: {line}")
         if not rec.jobs_proven_optimal:
-            console.print(Text("  The job split was found greedily and is not proven the fairest.", style="yellow"))
+            console.print(indented(Text("The job split was found greedily and is not proven the fairest.", style="yellow")))
 
     for note in rec.notes:
-        console.print(Text(f"note: {note}", style="cyan"))
+        console.print(labelled(Text("note:", style="cyan"), Text(note, style="cyan")))
     proof = "proven optimal" if rec.proven_optimal else "NOT proven optimal"
-    console.print(Text(f"search: {rec.search} — {proof}", style="dim"))
+    console.print(labelled(Text("search:", style="dim"), Text(f"{rec.search} — {proof}", style="dim")))
 
 
 def format_env(rec: Recommendation) -> str:
@@ -227,7 +229,7 @@ def format_python(rec: Recommendation) -> str:
     if len(best.gpus) == 1:
         lines.append('strategy = tf.distribute.OneDeviceStrategy("/gpu:0")  # one GPU: nothing to all-reduce')
         return "\n".join(lines) + "\n"
-    lines.append(comment(f"{best.cross_device_ops}: {best.cross_device_ops_reason}"))
+    lines.append(comment(f"{best.cross_device_ops or best.strategy}: {best.cross_device_ops_reason}"))
     lines.append(comment(
         f"Without CUDA_VISIBLE_DEVICES (all GPUs visible) the devices are {best.mirrored_strategy_devices_all_visible!r}"
     ))

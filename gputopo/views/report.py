@@ -106,7 +106,7 @@ def _plan(recommendation: Recommendation | None) -> str:
     best = recommendation.best
     lines = launch_lines(best) + [strategy_line(best)]
     if best.cross_device_ops_reason:
-        lines.append(f"# {best.cross_device_ops}: {best.cross_device_ops_reason}")
+        lines.append(f"# {best.cross_device_ops or best.strategy}: {best.cross_device_ops_reason}")
     parts = [
         f"<p><b>Best {recommendation.gpus_per_group} GPUs: {esc(','.join(map(str, best.gpus)))}</b> "
         f"(outlined in blue in the drawing) — {esc(ring_summary(best))}; {esc(placement(best))}.</p>",
@@ -155,14 +155,21 @@ def unknowns(topology: Topology) -> list[str]:
 
 
 def _gpu_table(topology: Topology) -> str:
-    head = "<tr><th>GPU</th><th>name</th><th>bus id</th><th>memory</th><th>NUMA</th><th>CPUs</th><th>PCIe</th><th>NVLink</th><th>host</th></tr>"
+    head = ("<tr><th>GPU</th><th>name</th><th>bus id</th><th>memory</th><th>NUMA</th><th>CPUs</th><th>PCIe</th><th>NVLink</th>"
+            + ("<th>host</th>" if any(g.host for g in topology.gpus) else "") + "</tr>")
+    from gputopo.views.unknowns import nvlink_cell
+
     rows = []
     for g in topology.gpus:
-        memory = f"{g.memory_total_bytes / 2**30:.0f} GiB" if g.memory_total_bytes else ""
-        pcie = f"Gen{g.pcie_gen_current or '?'}/{g.pcie_gen_max or '?'} x{g.pcie_width_current or '?'}" if g.pcie_gen_max or g.pcie_gen_current else ""
-        nvlink = f"{g.nvlink_version} x{g.nvlink_active_links}" if g.nvlink_version else ""
-        cells = [g.index, g.name, g.pci_bus_id, memory, g.numa_node, g.cpu_affinity, pcie, nvlink, g.host]
-        rows.append("<tr>" + "".join(f"<td>{esc('' if c is None else c)}</td>" for c in cells) + "</tr>")
+        # Unknown is "?" (with why on hover), never an empty cell that reads as "none".
+        memory = f"{g.memory_total_bytes / 2**30:.0f} GiB" if g.memory_total_bytes else None
+        pcie = f"Gen{g.pcie_gen_current or '?'}/{g.pcie_gen_max or '?'} x{g.pcie_width_current or '?'}" if g.pcie_gen_max or g.pcie_gen_current else None
+        nvlink = nvlink_cell(topology, g)
+        cells = [g.index, g.name, g.pci_bus_id, memory, g.numa_node, g.cpu_affinity, pcie, nvlink]
+        if any(x.host for x in topology.gpus):
+            cells.append(g.host)
+        rows.append("<tr>" + "".join(
+            '<td title="not in the source">?</td>' if c is None else f"<td>{esc(c)}</td>" for c in cells) + "</tr>")
     return f'<table class="gpus">{head}{"".join(rows)}</table>'
 
 

@@ -131,7 +131,8 @@ def heatmaps(topology: Topology) -> str:
         )
     else:
         parts.append(matrix(topology, "kind", "Link kind (colour: expected GB/s per direction)", _kind_cell(topology)))
-        parts.append(matrix(topology, "p2p", "P2P read/write status (nvidia-smi topo -p2p words)", _p2p_cell))
+        if topology.source != "tf-log":  # TF reports peer access, not read/write capability
+            parts.append(matrix(topology, "p2p", "P2P read/write status (nvidia-smi topo -p2p words)", _p2p_cell))
     if any(_measured(lk) for lk in topology.links):
         parts.append(matrix(topology, "measured-one-way", "Measured GB/s, row GPU -> column GPU", _one_way_cell))
         parts.append(matrix(topology, "measured-both-ways", "Measured GB/s both ways at once", _both_ways_cell))

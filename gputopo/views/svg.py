@@ -124,7 +124,7 @@ def _nic_item(item: NicItem, layout: Layout) -> str:
     text_y = cy + 4 if layout.compact else item.y + 14
     parts.append(f'<text x="{item.x + 6:.1f}" y="{text_y:.1f}">{esc(fit(item.name, item.w - 10))}</text>')
     if not layout.compact:
-        parts.append(f'<text class="sub" x="{item.x + 6:.1f}" y="{item.y + 28:.1f}" font-size="9">{esc(fit(near, item.w - 8, 4.9))}</text>')
+        parts.append(f'<text class="sub" x="{item.x + 6:.1f}" y="{item.y + 28:.1f}" font-size="9">{esc(fit(near, item.w - 8, 5.6))}</text>')
     return "".join(parts) + "</g>"
 
 

@@ -37,7 +37,7 @@ def render_tf_view(topology: Topology, console: Console) -> None:
     devices.add_column("TF GPU", justify="right")
     devices.add_column("name")
     devices.add_column("PCI bus id")
-    devices.add_column("memory (MB)", justify="right")
+    devices.add_column("TF allocated (MB)", justify="right")
     devices.add_column("nvidia-smi GPU", justify="right")
     for device in sorted(view.devices, key=lambda d: d.ordinal):
         nvml = device.nvml_index

@@ -19,7 +19,7 @@ from rich.table import Table
 from rich.text import Text
 from rich.tree import Tree
 
-from gputopo.analysis.bandwidth import link_estimates, pair_estimate
+from gputopo.analysis.bandwidth import pair_estimate
 from gputopo.model import (
     NVLINK_MEANING,
     Gpu,
@@ -30,7 +30,11 @@ from gputopo.model import (
     Topology,
 )
 from gputopo.views.common import matrix_tables, out
+from gputopo.views.live import fmt_bytes as _fmt_bytes
+from gputopo.views.live import memory_cell as _memory
+from gputopo.views.live import process_table
 from gputopo.views.topology_large import MAX_LISTED_GPUS, gpu_summary_table, host_summary_tree
+from gputopo.views.unknowns import nvlink_cell, speed_span
 
 # Larger topologies get a summary instead of N x N matrices that no terminal can show.
 MAX_MATRIX_GPUS = 16
@@ -68,12 +72,10 @@ def speed_key() -> Text:
     return text
 
 
-def _fmt_bytes(n: int | None) -> str:
-    if n is None:
-        return "?"
-    if n < 1024**3:  # not "0G" for a small GPU or a MIG slice
-        return f"{n / 1024**2:.0f}M"
-    return f"{n / 1024**3:.0f}G"
+def _wrappable(cpus: str) -> str:
+    """A long CPU list with a space after each comma, so that a narrow column wraps it between
+    ranges, never inside a number (rich breaks lines only at spaces, else mid-word)."""
+    return cpus.replace(",", ", ") if len(cpus) > 12 else cpus
 
 
 def _fmt(value: object) -> str:
@@ -126,8 +128,9 @@ def gpu_table(topo: Topology, host_column: bool = True) -> Table:
     table = Table(title="GPUs", title_justify="left", box=box.SIMPLE_HEAD, padding=(0, 1), pad_edge=False, collapse_padding=True)
     show_mig = any(g.mig_mode for g in topo.gpus)
     show_gpu_numa = any(g.gpu_numa_id is not None for g in topo.gpus)  # Grace: the GPU's memory as a node
+    show_util = any(g.utilization_percent is not None for g in topo.gpus)
     columns = (["GPU", "name", "bus id", "mem", "NUMA"]
-               + (["GPU NUMA"] if show_gpu_numa else []) + ["CPUs", "PCIe", "NVLink"] + (["MIG"] if show_mig else []))
+               + (["GPU NUMA"] if show_gpu_numa else []) + ["CPUs", "PCIe", "NVLink"] + (["MIG"] if show_mig else []) + (["util"] if show_util else []))
     for col in columns:
         if col == "name":
             table.add_column(col, min_width=12, overflow="fold")
@@ -141,7 +144,7 @@ def gpu_table(topo: Topology, host_column: bool = True) -> Table:
     if show_host:
         table.add_column("host", no_wrap=True)
     for g in topo.gpus:
-        cells = gpu_cells(g, show_gpu_numa, show_mig)
+        cells = gpu_cells(topo, g, show_gpu_numa, show_mig, show_util)
         row = [str(g.index), cells[0], _short_bus_id(g.pci_bus_id), *cells[1:]]
         if show_host:
             row.append(_fmt(g.host))
@@ -150,17 +153,19 @@ def gpu_table(topo: Topology, host_column: bool = True) -> Table:
     return table
 
 
-def gpu_cells(g: Gpu, show_gpu_numa: bool = False, show_mig: bool = False) -> list[Text | str]:
+def gpu_cells(topo: Topology, g: Gpu, show_gpu_numa: bool = False, show_mig: bool = False,
+              show_util: bool = False) -> list[Text | str]:
     """A GPU's cells but its number, bus id and host: name, mem, NUMA, (GPU NUMA), CPUs, PCIe,
-    NVLink, (MIG)."""
+    NVLink (``?`` where not known, ``>=N`` implied by the NV# words), (MIG), (util)."""
     degraded = g.pcie_below_max("width") is not None or g.pcie_below_max("gen") is not None
     now, most = _pcie(g.pcie_gen_current, g.pcie_width_current), _pcie(g.pcie_gen_max, g.pcie_width_max)
     pcie = Text(f"{now}/{most}" if degraded else now, style="yellow" if degraded else "")
-    nvlink = f"{_fmt(g.nvlink_version)} x{_fmt(g.nvlink_active_links)}" if g.nvlink_version or g.nvlink_active_links else "-"
     mig = "?" if g.mig_mode is None else ("on" if g.mig_mode else "off")
     numa = _fmt(g.numa_node) if g.numa_node is not None or not g.numa_affinity else g.numa_affinity
-    return ([_short_name(g.name), _fmt_bytes(g.memory_total_bytes), numa] + ([_fmt(g.gpu_numa_id)] if show_gpu_numa else [])
-            + [_fmt(g.cpu_affinity), pcie, nvlink] + ([mig] if show_mig else []))
+    util = _fmt(g.utilization_percent) + ("%" if g.utilization_percent is not None else "")
+    return ([_short_name(g.name), _memory(g), numa] + ([_fmt(g.gpu_numa_id)] if show_gpu_numa else [])
+            + [_wrappable(_fmt(g.cpu_affinity)), pcie, nvlink_cell(topo, g)] + ([mig] if show_mig else [])
+            + ([util] if show_util else []))
 
 
 def socket_picture(topo: Topology) -> Tree:
@@ -203,10 +208,12 @@ def socket_picture(topo: Topology) -> Tree:
     return tree
 
 
-def _link_cell(topo: Topology, a: int, b: int) -> Text:
+def _link_cell(topo: Topology, a: int, b: int, vm: bool = False) -> Text:
     link = topo.link_map().get((a, b))
     if link is None or link.type == "UNKNOWN":  # a snapshot may lack a pair: say so, don't crash
         return Text("?", style="dim")
+    if vm and not link.is_nvlink:  # the hypervisor's word: no speed to colour it by
+        return Text(link.type)
     return Text(link.type, style=speed_style(pair_estimate(topo, a, b).gbps))
 
 
@@ -218,9 +225,12 @@ def link_matrices(topo: Topology, width: int | None = None) -> list[Group]:
     idx = topo.gpu_indices
     headers = [str(i) for i in idx] + [f"NIC{k}" for k in range(len(topo.nics))]
     nic_type = {(nl.gpu, nl.nic): nl.type for nl in topo.nic_links}
+    from gputopo.analysis.locality import vm_evidence
+
+    vm = vm_evidence(topo) is not None
     rows: list[tuple[str, list[Text]]] = []
     for a in idx:
-        cells = [Text(" X ", style="dim") if a == b else _link_cell(topo, a, b) for b in idx]
+        cells = [Text(" X ", style="dim") if a == b else _link_cell(topo, a, b, vm) for b in idx]
         for nic in topo.nics:
             t = nic_type.get((a, nic.name))
             cells.append(Text(t or "?", style="dim" if t is None else ""))
@@ -233,28 +243,29 @@ def _nvlink_count(word: str) -> int | None:
     return int(count) if word.startswith("NV") and count.isascii() and count.isdigit() and len(count) < 6 else None
 
 
-def link_legend_rows(topo: Topology, speeds: bool = False) -> list[tuple[str, Text]]:
+def link_legend_rows(topo: Topology, speeds: bool = False, colours: bool = True) -> list[tuple[str, Text]]:
     """(word, meaning) for each link word used; with ``speeds``, each meaning ends with the word's
-    expected GB/s per direction (coloured as in the matrix) and a row says what the colours mean."""
+    expected GB/s per direction (a range, and what it assumes, where the source lacks a fact; "not
+    known" on a virtual machine), and, where ``colours`` are shown, a row says what they mean."""
     used = {link.type for link in topo.links}
     rows: list[tuple[str, Text]] = []
-    memo: list[dict[str, list[float]]] = []
-
-    def by_word() -> dict[str, list[float]]:
-        if not memo:
-            memo.append(speeds_by_word(topo))
-        return memo[0]
+    coloured = False
 
     def row(word: str, meaning: str) -> None:
+        nonlocal coloured
         text = Text(meaning)
         if speeds and word != "?":
-            gbps = sorted(by_word().get(word, []))
-            if gbps:
-                low, high = gbps[0], gbps[-1]
-                span = f"~{low:.0f}" if round(low) == round(high) else f"~{low:.0f}-{high:.0f}"
+            span = speed_span(topo, word)
+            if span is None:
+                text.append(", GB/s not known (a virtual machine: the link words are the hypervisor's)", style="dim")
+            else:
+                figure, low, assumed = span
+                coloured = True
                 text.append(", ")
-                text.append(f"{span}\u00a0GB/s", style=speed_style(low))  # the figure never leaves its unit
+                text.append(f"{figure}\u00a0GB/s", style=speed_style(low))  # the figure never leaves its unit
                 text.append(" per direction")
+                if assumed:
+                    text.append(f" ({'; '.join(assumed)})", style="dim")
         rows.append((word, text))
 
     nv_words = sorted((u for u in used if _nvlink_count(u) is not None), key=lambda u: _nvlink_count(u) or 0)
@@ -271,30 +282,21 @@ def link_legend_rows(topo: Topology, speeds: bool = False) -> list[tuple[str, Te
         row(word, "a link word gputopo does not know")
     if "UNKNOWN" in used:
         row("?", "the source does not say how these GPUs are connected")
-    if speeds and used - {"UNKNOWN"}:
+    if speeds and colours and coloured:
         rows.append(("colour", speed_key()))
     for k, nic in enumerate(topo.nics):
         rows.append((f"NIC{k}", Text(nic.name + (f" ({nic.device})" if nic.device else ""))))
     return rows
 
 
-def link_legend(topo: Topology, speeds: bool = False) -> Table:
+def link_legend(topo: Topology, speeds: bool = False, colours: bool = True) -> Table:
     """The legend under the link matrix, as a grid so that long meanings wrap under themselves."""
     grid = Table.grid(padding=(0, 1))
     grid.add_column(no_wrap=True)
     grid.add_column()
-    for word, meaning in link_legend_rows(topo, speeds):
+    for word, meaning in link_legend_rows(topo, speeds, colours):
         grid.add_row(Text(f"  {word:<6} ="), meaning)
     return grid
-
-
-def speeds_by_word(topo: Topology) -> dict[str, list[float]]:
-    """Each link word's expected GB/s per direction, one figure per link (one pass, by classes)."""
-    speeds: dict[str, list[float]] = defaultdict(list)
-    estimates = link_estimates(topo)
-    for link in topo.links:
-        speeds[link.type].append(estimates[(link.a, link.b)].gbps)
-    return speeds
 
 
 def link_summary(topo: Topology) -> Table:
@@ -302,7 +304,6 @@ def link_summary(topo: Topology) -> Table:
     counts: dict[str, int] = defaultdict(int)
     for link in topo.links:
         counts[link.type] += 1
-    speeds = speeds_by_word(topo)
     table = Table(title=f"Links between {len(topo.gpus)} GPUs (summary)", title_justify="left")
     table.add_column("link")
     table.add_column("pairs", justify="right")
@@ -312,9 +313,12 @@ def link_summary(topo: Topology) -> Table:
             table.add_row("?", str(count), Text("?", style="dim"))
             continue
         # Pairs of one word can differ (PCIe generation, NVLink version): show the range, not one pair.
-        gbps = sorted(speeds[word])
-        span = f"~{gbps[0]:.0f}" if round(gbps[0]) == round(gbps[-1]) else f"~{gbps[0]:.0f}-{gbps[-1]:.0f}"
-        table.add_row(Text(word), str(count), Text(span, style=speed_style(gbps[0])))
+        span = speed_span(topo, word)
+        if span is None:
+            table.add_row(Text(word), str(count), Text("?", style="dim"))
+            continue
+        figure, low, assumed = span
+        table.add_row(Text(word), str(count), Text(figure + ("*" if assumed else ""), style=speed_style(low)))
     return table
 
 
@@ -353,6 +357,9 @@ def p2p_matrices(topo: Topology, width: int | None = None) -> Group | None:
     None when the source said nothing about P2P."""
     if all(getattr(link, f) is None for link in topo.links for _, f in P2P_FIELDS):
         return None
+    if topo.source == "tf-log":  # TF's peer access, not read/write capabilities: its own matrix below says it
+        return Group(Text("P2P read / write / atomics: not in a TensorFlow log (its peer-access matrix, with "
+                          "inferred pairs marked, is below)", style="dim"), Text(""))
     words_seen: set[str] = set()
     same = all(len({link.p2p_read, link.p2p_write, link.p2p_atomics}) == 1 for link in topo.links)
     parts: list[Group | Text] = []
@@ -400,7 +407,7 @@ def render_topology(topology: Topology, console: Console | None = None) -> None:
     if not topology.gpus:
         console.print("No GPUs.")
     elif len(topology.gpus) > MAX_LISTED_GPUS:  # an NVL576: kinds of GPUs, layouts of hosts, link summary
-        console.print(gpu_summary_table(topology, gpu_cells))
+        console.print(gpu_summary_table(topology, lambda gpu: gpu_cells(topology, gpu)))
         console.print(host_summary_tree(topology))
         console.print(link_summary(topology))
         console.print(link_legend(topology))
@@ -412,12 +419,18 @@ def render_topology(topology: Topology, console: Console | None = None) -> None:
             table.caption = "hosts: see the tree below"
             table.caption_justify = "left"
         console.print(table)
+        processes = process_table(topology)
+        if processes is not None:
+            console.print(processes)
+        if any(nvlink_cell(topology, g).count(">=") for g in topology.gpus):
+            console.print(Text("NVLink >=N: at least N active links, counted from the NV# words of the link "
+                               "matrix (the source gives no count)", style="dim"))
         console.print(socket_picture(topology))
         if len(topology.gpus) > 1:
             if len(topology.gpus) <= MAX_MATRIX_GPUS:
                 for table in link_matrices(topology, console.width):
                     console.print(table)
-                console.print(link_legend(topology, speeds=True))
+                console.print(link_legend(topology, speeds=True, colours=console.color_system is not None))
                 matrices = p2p_matrices(topology, console.width)
                 if matrices is not None:
                     console.print(matrices)

@@ -75,7 +75,9 @@ def render_summary(summary: dict[str, Any]) -> None:
                   f"from step {summary['start_step']})")
     # final_loss / final_accuracy are means over the last epoch, initial_loss the first steps' mean:
     # say so, or they look wrong next to the progress bar's last-steps figures.
-    _row(table, "loss", f"{_fmt_float(summary.get('initial_loss'))} (first steps) -> "
+    first = summary.get("initial_loss_steps")
+    first_words = f"mean of the first {first} step{'s' if first != 1 else ''}" if first else "first steps"
+    _row(table, "loss", f"{_fmt_float(summary.get('initial_loss'))} ({first_words}) -> "
          f"{_fmt_float(summary.get('final_loss'))} (mean of the last epoch)")
     _row(table, "train accuracy", f"{_fmt_float(summary.get('final_accuracy'), 3)} (mean of the last epoch)"
          if summary.get("final_accuracy") is not None else "-")
@@ -83,8 +85,14 @@ def render_summary(summary: dict[str, Any]) -> None:
         _row(table, "test loss / accuracy", f"{_fmt_float(summary['test_loss'])} / {_fmt_float(summary['test_accuracy'], 3)}")
     rate = summary.get("examples_per_second")
     _row(table, "examples/s", "-" if rate is None else f"{rate:,.0f}")
-    _row(table, "global batch", f"{summary['global_batch_size']} ({summary['per_replica_batch_size']} per replica, "
-                  f"{summary['replicas']} replicas)")
+    if summary.get("strategy") == "parameter-server":
+        # Each step is one worker's whole batch (the coordinator hands steps out); nothing is split.
+        workers = summary.get("workers") or summary["replicas"]
+        _row(table, "batch", f"{summary['global_batch_size']} per step, each step on one of {workers} "
+                             f"worker{'s' if workers != 1 else ''}")
+    else:
+        _row(table, "global batch", f"{summary['global_batch_size']} ({summary['per_replica_batch_size']} per replica, "
+                                    f"{summary['replicas']} replicas)")
     _row(table, "devices", ", ".join(summary.get("devices", [])))
     if summary.get("worker_weights_sha256"):
         same = len(set(summary["worker_weights_sha256"])) == 1

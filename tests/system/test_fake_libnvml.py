@@ -37,7 +37,9 @@ WORKER = REPO / "tests" / "fake_libnvml" / "probe_worker.py"
 CORPUS = sorted((REPO / "tests" / "fixtures" / "corpus" / "topo").glob("*.txt"))
 NOTE_PREFIX = "fake libnvidia-ml: "  # the library's own note on stderr (snapshot missing or unreadable)
 # socket comes from this host's /sys in a CLI run (the fake library cannot change what Python reads there).
-GPU_FIELDS = [f.name for f in __import__("dataclasses").fields(Gpu) if f.name not in ("host", "socket")]
+# Live state (memory in use, utilisation, processes) is not in a reference machine: compared where injected.
+GPU_FIELDS = [f.name for f in __import__("dataclasses").fields(Gpu)
+              if f.name not in ("host", "socket", "memory_used_bytes", "utilization_percent", "processes")]
 LINK_FIELDS = ["type", "nvlink_count", "nvswitch", "pcie_path", "p2p_read", "p2p_write", "p2p_atomics", "p2p_nvlink"]
 
 

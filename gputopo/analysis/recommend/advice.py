@@ -198,10 +198,10 @@ def _choose_cross_device_ops(problem: Problem, group: GroupAdvice) -> None:
             "tf.distribute.experimental.CommunicationImplementation.NCCL))"
         )
         return
-    _set_ops(group, *_single_host_ops(problem.links, group.gpus))
+    _set_ops(group, *_single_host_ops(problem.links, group.gpus, group.ring))
 
 
-def _single_host_ops(links: dict[tuple[int, int], Link], gpus: list[int]) -> tuple[str, str]:
+def _single_host_ops(links: dict[tuple[int, int], Link], gpus: list[int], ring: list[int]) -> tuple[str, str]:
     """(cross-device ops, reason) for two or more GPUs on one host; see ``_choose_cross_device_ops``."""
     pairs = list(itertools.combinations(gpus, 2))
     not_peering = [(a, b) for a, b in pairs if _peers(links[(a, b)]) is False]
@@ -218,6 +218,14 @@ def _single_host_ops(links: dict[tuple[int, int], Link], gpus: list[int]) -> tup
             f"every pair can copy directly ({kind}), so NCCL's rings run GPU to GPU; it is TF's default on GPUs"
         )
     pairs_text = pair_list(not_peering, limit=4, more=" ...")
+    hops = [tuple(sorted(hop)) for hop in zip(ring, ring[1:] + ring[:1])] if len(ring) > 2 else []
+    if hops and all(links[hop].is_nvlink and _peers(links[hop]) is True for hop in hops):  # type: ignore[index]
+        words = sorted({links[hop].type for hop in hops})  # type: ignore[index]
+        return "NcclAllReduce", (
+            f"pairs {pairs_text} cannot peer, but the ring {'-'.join(map(str, ring + ring[:1]))} is NVLink on every hop "
+            f"({'/'.join(words)}): NCCL builds its rings over those links and never uses the pairs that cannot peer; "
+            f"HierarchicalCopyAllReduce (built for DGX-1) is the fallback where NCCL is unavailable"
+        )
     k = len(gpus)
     if k % 2 == 0 and k >= 4:
         half = k // 2

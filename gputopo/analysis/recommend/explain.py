@@ -107,7 +107,7 @@ def recommendation_notes(topology: Topology, problem: Problem, k: int) -> list[s
         notes.append(
             (f"Every pair is linked through NVSwitch{inferred}" if nvswitch else "Every pair has the same bandwidth")
             + f" (~{format_gbps(problem.max_weight / CENTI)} GB/s): any {k} GPUs are as good for all-reduce; "
-            "the pick only keeps them close to one CPU."
+            "placement decides only how many CPUs, NUMA nodes or hosts the group spans."
         )
     if topology.source == "tf-log":
         notes.append(_tf_numbering_note(topology))

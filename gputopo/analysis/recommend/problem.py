@@ -18,7 +18,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any, Sequence
 
-from gputopo.analysis.bandwidth import estimate_key_of_gpu, estimate_link
+from gputopo.analysis.bandwidth import estimate_key_of_gpu, estimate_link, fewest_nvlinks
 from gputopo.analysis.measured import best_estimate
 from gputopo.analysis.recommend.result import GroupKey
 from gputopo.analysis.recommend.ring import INF, best_ring
@@ -120,14 +120,15 @@ class Problem:
                 link = links.get((a, b))
                 if link is None:
                     raise InputError(f"the topology has no link between GPU {a} and GPU {b}; cannot rank groups")
+                fewest = fewest_nvlinks(topology, a, b) if link.is_nvlink else 0
                 if link.measured is None:
                     key = (link.type, link.nvlink_count, link.nvswitch, link.pcie_path, link.p2p_read,
-                           link.p2p_write, gpu_keys.get(link.a), gpu_keys.get(link.b))  # = estimate_key
+                           link.p2p_write, gpu_keys.get(link.a), gpu_keys.get(link.b), fewest)  # = estimate_key
                     est = by_class.get(key)
                     if est is None:
-                        est = by_class[key] = estimate_link(link, gpus.get(link.a), gpus.get(link.b))
+                        est = by_class[key] = estimate_link(link, gpus.get(link.a), gpus.get(link.b), fewest)
                 else:
-                    est = best_estimate(link, gpus.get(link.a), gpus.get(link.b))  # measured GB/s win
+                    est = best_estimate(link, gpus.get(link.a), gpus.get(link.b), fewest)  # measured GB/s win
                 weight[i][j] = weight[j][i] = int(round(est.gbps * CENTI))
                 if link.health:  # doctor found this pair's path unhealthy (ACS, link down, ...): below healthy pairs
                     weight[i][j] = weight[j][i] = max(1, weight[i][j] // UNHEALTHY_DIVISOR)

@@ -99,6 +99,8 @@ class Recommendation:
     notes: list[str] = field(default_factory=list)
     source: str = ""
     label: str | None = None
+    busy: dict[int, list[str]] = field(default_factory=dict)  # GPUs in use (NVML's live state) and why
+    skipped_busy: list[int] = field(default_factory=list)  # of those, the ones left out of the ask
 
     @property
     def best(self) -> GroupAdvice:
@@ -122,4 +124,6 @@ class Recommendation:
             "search": self.search,
             "interchangeable": self.interchangeable,
             "notes": self.notes,
+            "busy": {str(gpu): reasons for gpu, reasons in sorted(self.busy.items())},
+            "skipped_busy": self.skipped_busy,
         }

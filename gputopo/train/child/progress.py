@@ -79,6 +79,7 @@ def run_summary(
     test_result: tuple[float, float] | None,
     examples_per_second: float | None,
     checkpoint_path: str | None,
+    initial_loss_steps: int | None = None,
 ) -> dict[str, Any]:
     """The ``--json`` summary every strategy reports (keys of the ``train`` contract first)."""
     last = history[-1] if history else {}
@@ -106,6 +107,7 @@ def run_summary(
         "start_step": start_step,
         "steps_run": step - start_step,
         "initial_loss": initial_loss,
+        "initial_loss_steps": initial_loss_steps,  # how many steps initial_loss is the mean of (None: a few)
         "test_loss": test_result[0] if test_result else None,
         "test_accuracy": test_result[1] if test_result else None,
         "history": history,

@@ -93,6 +93,7 @@ class _ParameterServerRun:
         self.last_saved_step: int | None = self.start_step or None
         self.history: list[dict[str, Any]] = []
         self.initial_loss: float | None = None
+        self.initial_loss_steps: int | None = None
         self.test_result: tuple[float, float] | None = None
         self.elapsed_s = 0.0
 
@@ -159,7 +160,8 @@ class _ParameterServerRun:
                     chunk_means.collect(batch)
                 except NonFiniteLoss as exc:
                     raise non_finite_failure(exc.loss, self.step + exc.offset + 1, config, self.last_saved_step) from None
-                self.initial_loss = chunk_means.loss if self.initial_loss is None else self.initial_loss
+                if self.initial_loss is None:
+                    self.initial_loss, self.initial_loss_steps = chunk_means.loss, count
                 self.step += count
                 rate = (self.step - self.start_step) * batch / (time.perf_counter() - start_s)
                 progress.update(task, completed=self.step, loss=f"{chunk_means.loss:.4f}",
@@ -207,6 +209,7 @@ class _ParameterServerRun:
             start_step=start_step,
             step=step,
             initial_loss=self.initial_loss,
+            initial_loss_steps=self.initial_loss_steps,
             test_result=self.test_result,
             examples_per_second=(step - start_step) * self.batch / self.elapsed_s
             if self.elapsed_s > 0 and step > start_step else None,

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any, Iterable, Sequence
 
 from gputopo.errors import InputError
+from gputopo.model import Topology
 from gputopo.notation import ascii_int
 from gputopo.numbering import cuda_env, host_cuda_numbers
 from gputopo.quoting import env_assignment, shell_words
@@ -156,9 +157,13 @@ def build_plan(
     gpus: int | None = None,
     devices: str | None = None,
     numactl_path: str | None = None,
+    allow_busy: bool = False,
 ) -> LaunchPlan:
     """The plan for ``gputopo train``: logical CPU devices, ``--devices``, or ``recommend``'s best group
     on ``topology`` (the machine's, resolved by the caller; None with ``--cpu-devices`` and no source).
+
+    GPUs another process computes on (NVML's live state) are left out of the pick while enough
+    others remain; a plan that still lands on one is refused unless ``allow_busy``.
 
     With ``--cpu-devices`` and a topology, the GPU choice is still made and shown as a note (what
     would run on that machine), while the run itself uses the CPU devices.
@@ -169,6 +174,10 @@ def build_plan(
         raise InputError(f"--gpus must be at least 1, got {gpus}")
     if topology is None and config.cpu_devices is None:
         raise ValueError("build_plan needs a topology unless it trains on logical CPU devices")
+    if config.cpu_devices is not None and (gpus is not None or devices is not None) and topology is None:
+        given = f"--gpus {gpus}" if gpus is not None else f"--devices {devices}"
+        raise InputError(f"{given} picks GPUs, --cpu-devices {config.cpu_devices} runs on logical CPU devices instead: "
+                         "give one (with --machine or --from too, --cpu-devices shows which GPUs it would pick there)")
     gpu_plan: LaunchPlan | None = None
     if topology is not None:
         if not topology.gpus:
@@ -181,12 +190,18 @@ def build_plan(
             count = gpus or len(topology.gpus)
             if count > len(topology.gpus):
                 raise InputError(f"--gpus {count}: the topology has only {len(topology.gpus)} GPUs")
+            from gputopo.analysis.busy import BusyLimits, choose_skipped
             from gputopo.analysis.recommend import recommend
 
-            recommendation = recommend(topology, count)
+            # Only a compute process makes a GPU busy here (100%: memory and utilisation alone do not).
+            skipped, _busy, busy_notes = choose_skipped(topology, count, [], [], BusyLimits(100.0, 100.0), "skip")
+            recommendation = recommend(topology, count, exclude=skipped)
             if not recommendation.groups:
                 raise InputError(f"no group of {count} GPUs can be recommended on this topology")
             gpu_plan = plan_from_group(recommendation.groups[0], numactl_path, topology)
+            gpu_plan.notes.extend(busy_notes)
+        if config.cpu_devices is None and not allow_busy:
+            _refuse_busy(topology, gpu_plan.gpus)
     if config.cpu_devices is None:
         assert gpu_plan is not None
         return gpu_plan
@@ -198,6 +213,17 @@ def build_plan(
             + "; this run uses the logical CPU devices instead"
         )
     return plan
+
+
+def _refuse_busy(topology: Topology, gpus: list[int]) -> None:
+    """An InputError where another process computes on one of ``gpus`` (NVML's live state)."""
+    from gputopo.analysis.busy import BusyLimits, busy_reasons
+
+    for index in gpus:
+        reasons = busy_reasons(topology.gpu(index), BusyLimits(100.0, 100.0))
+        if reasons:
+            raise InputError(f"GPU {index} is in use ({'; '.join(reasons)}): train on others (--devices, or fewer "
+                             "--gpus), wait for it, or add --allow-busy to share it")
 
 
 def training_processes(

@@ -1,0 +1,83 @@
+"""Which GPUs are in use right now (NVML's live state): compute processes, memory used, utilisation.
+
+Pure functions over ``Gpu``'s live fields; every other source leaves them ``None`` ("not known"),
+and a GPU whose state is not known is never called busy or free.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from gputopo.model import Gpu, Topology
+
+DEFAULT_MAX_MEMORY_USED_PERCENT = 10.0
+DEFAULT_MAX_UTILIZATION_PERCENT = 10.0
+
+
+@dataclass(frozen=True)
+class BusyLimits:
+    """A GPU is busy when it runs a compute process, or above either limit."""
+
+    max_memory_used_percent: float = DEFAULT_MAX_MEMORY_USED_PERCENT
+    max_utilization_percent: float = DEFAULT_MAX_UTILIZATION_PERCENT
+
+
+def busy_reasons(gpu: Gpu, limits: BusyLimits = BusyLimits()) -> list[str]:
+    """Why ``gpu`` is in use, in words; empty where it is free or its state is not known."""
+    reasons = []
+    if gpu.processes:
+        shown = ", ".join(f"{p.name or '?'} (PID {p.pid})" for p in gpu.processes[:3])
+        more = f" and {len(gpu.processes) - 3} more" if len(gpu.processes) > 3 else ""
+        plural = "es" if len(gpu.processes) != 1 else ""
+        reasons.append(f"{len(gpu.processes)} compute process{plural}: {shown}{more}")
+    if gpu.memory_used_bytes is not None and gpu.memory_total_bytes:
+        share = 100.0 * gpu.memory_used_bytes / gpu.memory_total_bytes
+        if share > limits.max_memory_used_percent:
+            reasons.append(f"{share:.0f}% of its memory in use (over {limits.max_memory_used_percent:g}%)")
+    if gpu.utilization_percent is not None and gpu.utilization_percent > limits.max_utilization_percent:
+        reasons.append(f"{gpu.utilization_percent}% utilisation (over {limits.max_utilization_percent:g}%)")
+    return reasons
+
+
+def busy_gpus(topology: Topology, limits: BusyLimits = BusyLimits()) -> dict[int, list[str]]:
+    """``{gpu index: reasons}`` for every GPU in use."""
+    found = {gpu.index: busy_reasons(gpu, limits) for gpu in topology.gpus}
+    return {index: reasons for index, reasons in found.items() if reasons}
+
+
+def has_live_state(topology: Topology) -> bool:
+    """Whether the source said anything about the GPUs' live state (NVML does; text never)."""
+    return any(g.processes is not None or g.memory_used_bytes is not None or g.utilization_percent is not None
+               for g in topology.gpus)
+
+
+def choose_skipped(
+    topology: Topology, wanted: int, require: list[int], exclude: list[int], limits: BusyLimits, policy: str
+) -> tuple[list[int], dict[int, list[str]], list[str]]:
+    """(busy GPUs to leave out, every busy GPU with its reasons, notes in words) for an ask of
+    ``wanted`` GPUs. ``policy``: ``skip`` (default: leave busy GPUs out while enough free ones
+    remain, else keep them and say so), ``free-only`` (leave them out, or refuse), ``include``
+    (rank them like idle ones, say they are busy). A required GPU is never left out silently."""
+    from gputopo.errors import InputError
+    from gputopo.notation import gpu_list
+
+    busy = busy_gpus(topology, limits)
+    if not busy:
+        return [], {}, []
+    candidates = [g for g in busy if g not in exclude]
+    required_busy = [g for g in candidates if g in require]
+    if policy == "free-only" and required_busy:
+        raise InputError(f"--free-only: required GPU {gpu_list(required_busy)} is busy ({'; '.join(busy[required_busy[0]])})")
+    skippable = [g for g in candidates if g not in require]
+    free_left = len(topology.gpus) - len(set(exclude) | set(skippable))
+    words = {g: f"GPU {g}: {'; '.join(busy[g])}" for g in candidates}
+    if policy == "include" or not skippable:
+        return [], busy, [f"busy, ranked like an idle GPU: {words[g]}" for g in candidates]
+    if free_left < wanted:
+        if policy == "free-only":
+            raise InputError(f"--free-only: only {free_left} free GPUs for {wanted}; busy: "
+                             + " | ".join(words[g] for g in skippable))
+        return [], busy, [f"busy but kept (only {free_left} free GPUs for {wanted}): {words[g]}" for g in candidates]
+    notes = [f"skipped busy {words[g]}" for g in skippable]
+    notes += [f"busy but required (--require): {words[g]}" for g in required_busy]
+    return skippable, busy, notes

@@ -1,0 +1,40 @@
+"""One rule for what a source does not say, shared by the text and HTML views: unknown is ``?``,
+a figure that rests on an assumption says what it assumes (or is a range), an inferred count says
+it is inferred."""
+
+from __future__ import annotations
+
+from gputopo.analysis.bandwidth import implied_nvlinks, link_estimates
+from gputopo.model import Gpu, Topology
+
+
+def speed_span(topo: Topology, word: str) -> tuple[str, float, list[str]] | None:
+    """("~a-b", lowest GB/s, what was assumed) over the pairs of link ``word``: the span of every
+    figure their facts allow (a range by generation where the source gives none); None where the
+    speed is not known at all (a virtual machine's words are the hypervisor's, not the host's)."""
+    from gputopo.analysis.locality import vm_evidence
+
+    if word == "UNKNOWN" or (not word.startswith("NV") and vm_evidence(topo) is not None):
+        return None
+    by_pair = topo.cached("link_estimates", link_estimates)  # once per class of equal links, for every word
+    estimates = [by_pair[(link.a, link.b)] for link in topo.links if link.type == word]
+    if not estimates:
+        return None
+    low = min(e.span[0] for e in estimates)
+    high = max(e.span[1] for e in estimates)
+    assumed = sorted({e.assumption for e in estimates if e.assumption})
+    return (f"~{low:.0f}" if round(low) == round(high) else f"~{low:.0f}-{high:.0f}"), low, assumed
+
+
+def nvlink_cell(topo: Topology, gpu: Gpu) -> str:
+    """The NVLink column: version and active links where the source says them, ``?`` where not,
+    ``-`` only where it says there is none; ``>=N`` a count implied by the NV# words."""
+    if gpu.nvlink_active_links == 0:  # the source says none are active
+        return "-"
+    count: str | None = None if gpu.nvlink_active_links is None else str(gpu.nvlink_active_links)
+    if count is None:
+        implied = implied_nvlinks(topo, gpu.index)
+        count = None if implied is None else f">={implied}"
+    if gpu.nvlink_version is None and count is None:
+        return "?"
+    return f"{(gpu.nvlink_version or '?')} x{count or '?'}"

@@ -1,0 +1,124 @@
+"""Usage errors and options mean one thing everywhere (issue 24): the hint names the command whose
+help to read, --format's error lists every format, -h/-V exist, help fits 80 columns."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+from conftest import REPO, assert_one_error_line
+
+
+def _gputopo(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "gputopo", *args], cwd=REPO, timeout=120, text=True,
+                          capture_output=True, env={**os.environ, **(env or {})})
+
+
+def test_an_option_without_its_value_points_at_the_commands_help():
+    run = _gputopo("scan", "--machine")
+    assert run.returncode == 2
+    assert run.stderr.strip().endswith("(see 'gputopo scan --help')"), run.stderr
+
+
+def test_the_format_error_names_slurm_too(cli):
+    line = assert_one_error_line(cli("recommend", "--machine", "dgx1", "-n", "2", "--format", "yaml"))
+    assert "slurm" in line and "json" in line
+
+
+COMMANDS = ["scan", "machines", "recommend", "bench-p2p", "train", "report"]
+
+
+def test_dash_h_is_help_on_every_command_and_dash_capital_v_the_version(cli):
+    from gputopo import __version__
+
+    for name in COMMANDS:
+        result = cli(name, "-h")
+        assert result.exit_code == 0 and f"gputopo {name}" in result.output, (name, result.output)
+    assert cli("-V").output.strip() == f"gputopo {__version__}"
+
+
+def test_shell_completion_is_offered():
+    run = _gputopo("--help", env={"COLUMNS": "80"})
+    assert "--install-completion" in run.stdout and "--show-completion" in run.stdout
+    run = _gputopo(env={"_GPUTOPO_COMPLETE": "complete_bash", "COMP_WORDS": "gputopo rec", "COMP_CWORD": "1"})
+    assert run.stdout.split() == ["recommend"]
+
+
+def test_help_fits_80_columns():
+    for name in ["", *COMMANDS]:
+        run = _gputopo(*([name] if name else []), "--help", env={"COLUMNS": "80"})
+        assert run.returncode == 0
+        wide = [line for line in run.stdout.splitlines() if len(line) > 80]
+        assert not wide, (name, wide[:2])
+
+
+def test_a_count_is_gpus_or_n_everywhere_and_bench_p2p_takes_a_list_as_devices(cli):
+    for name in ("recommend", "train", "report"):
+        assert "-n" in cli(name, "--help").output
+    assert "--devices" in cli("bench-p2p", "--help").output
+    # The old list option still works but says so (checked before TensorFlow is imported).
+    run = _gputopo("bench-p2p", "--gpus", "0,1", "--size", "12XB", "--cpu-devices", "2")
+    assert run.returncode == 2
+    assert "--gpus LIST is deprecated: use --devices LIST" in run.stderr
+
+
+def test_train_does_not_ignore_gpus_next_to_cpu_devices(cli):
+    line = assert_one_error_line(cli("train", "--gpus", "4", "--cpu-devices", "2", "--dry-run"))
+    assert "--gpus 4" in line and "--cpu-devices 2" in line
+
+
+def test_train_with_several_hosts_points_at_the_plan(cli, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    for host in ("node1", "node2"):
+        assert cli("scan", "--machine", "dgx1", "--host", host, "--save", f"{host}.json").exit_code == 0
+    line = assert_one_error_line(cli("train", "--from", "node1.json", "--from", "node2.json", "--dry-run"))
+    assert "--save plan.json" in line and "--plan plan.json" in line
+
+
+def test_recommend_wraps_under_its_own_indent():
+    run = _gputopo("recommend", "--machine", "dgx1", "-n", "4", env={"COLUMNS": "80"})
+    lines = run.stdout.splitlines()
+    start = next(k for k, line in enumerate(lines) if line.startswith("  GPUs "))
+    assert lines[start + 1].startswith("  ") and lines[start + 2].startswith("  ")  # not back at column 0
+    why = [line for line in lines if line.startswith("  #1 ")]
+    assert why and lines[lines.index(why[0]) + 1].startswith("     ")  # under the text, past "#1"
+
+
+def test_cpu_lists_wrap_between_ranges_never_inside_a_number():
+    run = _gputopo("scan", "--machine", "dgx-a100", env={"COLUMNS": "60"})
+    assert run.returncode == 0
+    assert "176-191" in run.stdout and "48-63," in run.stdout
+
+
+def test_piped_output_has_no_trailing_spaces():
+    for args in (["scan", "--machine", "dgx1"], ["recommend", "--machine", "dgx1", "-n", "4"], ["machines"]):
+        run = _gputopo(*args)
+        assert run.returncode == 0
+        assert not [line for line in run.stdout.splitlines() if line != line.rstrip()], args
+
+
+def test_the_colour_legend_only_where_colours_are_shown():
+    assert "colour =" not in _gputopo("scan", "--machine", "dgx1").stdout
+    assert "colour =" in _gputopo("scan", "--machine", "dgx1", env={"FORCE_COLOR": "1", "COLUMNS": "120"}).stdout
+
+
+def test_saving_says_so_on_stderr(tmp_path):
+    target = tmp_path / "snap.json"
+    run = _gputopo("scan", "--machine", "dgx1", "--json", "--save", str(target))
+    assert run.returncode == 0 and target.exists()
+    assert f"saved {target}" in run.stderr and run.stdout.lstrip().startswith("{")
+
+
+def test_parameter_server_summary_says_each_step_is_one_workers_batch(monkeypatch, capsys):
+    from gputopo.views.train import render_summary
+
+    monkeypatch.setenv("COLUMNS", "120")
+    summary = {"status": "completed", "steps": 10, "total_steps": 10, "steps_run": 10, "start_step": 0,
+               "initial_loss": 2.3, "initial_loss_steps": 10, "final_loss": 1.0, "final_accuracy": 0.5,
+               "examples_per_second": 100.0, "global_batch_size": 64, "per_replica_batch_size": 64, "replicas": 2,
+               "workers": 2, "strategy": "parameter-server", "devices": ["w0", "w1"], "checkpoint_path": None}
+    render_summary(summary)
+    text = " ".join(capsys.readouterr().out.split())
+    assert "64 per step, each step on one of 2 workers" in text and "per replica" not in text
+    assert "mean of the first 10 steps" in text

@@ -1,0 +1,93 @@
+"""Live GPU state through NVML (issue 24): memory used, utilisation, compute processes with PID and
+name; shown by `scan`, kept in snapshots; `recommend` skips busy GPUs and says so; `train` refuses
+a busy GPU unless --allow-busy."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from conftest import assert_one_error_line
+from fake_nvml import FakeNvml
+
+from gputopo.sources.nvml import probe
+from gputopo.sources.reference import load_reference
+
+GIB = 1024**3
+
+
+def _busy_h100(**extra):
+    utilization = {gpu: 0 for gpu in range(8)} | {3: 97, 6: 55}
+    processes = {gpu: [] for gpu in range(8)} | {3: [(4242, "python3", 70 * GIB), (4243, None, None)]}
+    return probe(FakeNvml(load_reference("dgx-h100"), memory_used={3: 70 * GIB, 5: 2 * GIB},
+                          utilization=utilization, processes=processes, **extra))
+
+
+def test_the_probe_reads_memory_used_utilisation_and_processes():
+    topology = _busy_h100()
+    gpu3 = topology.gpu(3)
+    assert gpu3.memory_used_bytes == 70 * GIB and gpu3.utilization_percent == 97
+    assert [(p.pid, p.name, p.used_memory_bytes) for p in gpu3.processes] == [(4242, "python3", 70 * GIB), (4243, None, None)]
+    assert topology.gpu(0).processes == [] and topology.gpu(0).utilization_percent == 0
+    assert topology.diagnostics == []  # a process name NVML will not give is no finding
+
+
+def test_live_state_not_supported_is_unknown_and_other_failures_get_a_finding():
+    import pynvml
+
+    quiet = probe(FakeNvml(load_reference("dgx-h100")))  # the fake's default: "not supported"
+    assert all(g.utilization_percent is None and g.processes is None for g in quiet.gpus)
+    assert quiet.diagnostics == []
+    denied = probe(FakeNvml(load_reference("dgx-h100"), processes={0: []},
+                            unsupported={"nvmlDeviceGetComputeRunningProcesses": pynvml.NVMLError_NoPermission}))
+    assert all(g.processes is None for g in denied.gpus)
+    assert "nvml-processes-unavailable" in {f.code for f in denied.diagnostics}
+
+
+@pytest.fixture
+def busy_snapshot(tmp_path):
+    path = tmp_path / "busy.json"
+    path.write_text(json.dumps(_busy_h100().to_dict()))
+    return str(path)
+
+
+def test_scan_shows_memory_used_utilisation_and_the_processes(cli, busy_snapshot):
+    result = cli("scan", "--from", busy_snapshot)
+    assert result.exit_code == 0, result.output
+    assert "70/80G" in result.output and "97%" in result.output
+    assert "Processes on the GPUs" in result.output and "4242" in result.output and "python3" in result.output
+    data = json.loads(cli("scan", "--from", busy_snapshot, "--json").output)
+    assert data["gpus"][3]["processes"][0] == {"pid": 4242, "name": "python3", "used_memory_bytes": 70 * GIB}
+    assert data["gpus"][3]["utilization_percent"] == 97
+
+
+def test_recommend_skips_busy_gpus_and_says_which_and_why(cli, busy_snapshot):
+    result = cli("recommend", "--from", busy_snapshot, "-n", "4", "--json")
+    data = json.loads(result.output)
+    best = data["groups"][0]["gpus"]
+    assert not {3, 6} & set(best)  # a process on 3; 55% utilisation on 6 (over 10%)
+    assert data["skipped_busy"] == [3, 6] and "python3 (PID 4242)" in data["busy"]["3"][0]
+    text = " ".join(cli("recommend", "--from", busy_snapshot, "-n", "4").output.split())
+    assert "skipped busy GPU 3: 2 compute processes: python3 (PID 4242), ? (PID 4243)" in text
+    env = cli("recommend", "--from", busy_snapshot, "-n", "4", "--format", "env")
+    assert "gputopo: note: skipped busy GPU 3" in env.output  # on stderr (the runner mixes them)
+
+
+def test_recommend_thresholds_and_free_only(cli, busy_snapshot):
+    data = json.loads(cli("recommend", "--from", busy_snapshot, "-n", "2", "--json", "--max-util", "60").output)
+    assert data["skipped_busy"] == [3]
+    data = json.loads(cli("recommend", "--from", busy_snapshot, "-n", "8", "--json").output)
+    assert data["skipped_busy"] == [] and any("busy but kept" in n for n in data["notes"])
+    line = assert_one_error_line(cli("recommend", "--from", busy_snapshot, "-n", "8", "--free-only"))
+    assert "--free-only" in line and "GPU 3" in line
+    data = json.loads(cli("recommend", "--from", busy_snapshot, "-n", "4", "--json", "--include-busy").output)
+    assert data["skipped_busy"] == [] and "3" in data["busy"]
+
+
+def test_train_refuses_a_busy_gpu_unless_allowed(cli, busy_snapshot):
+    line = assert_one_error_line(cli("train", "--from", busy_snapshot, "--devices", "3", "--dry-run"))
+    assert "GPU 3 is in use" in line and "python3 (PID 4242)" in line and "--allow-busy" in line
+    assert cli("train", "--from", busy_snapshot, "--devices", "3", "--dry-run", "--allow-busy").exit_code == 0
+    picked = cli("train", "--from", busy_snapshot, "--gpus", "4", "--dry-run", "--json")
+    assert picked.exit_code == 0, picked.output
+    assert 3 not in json.loads(picked.output)["plan"]["gpus"]
