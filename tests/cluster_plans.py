@@ -53,3 +53,10 @@ def cluster_plan(hosts: list[str], port: int = 12345, entries: list[dict[str, An
 def write_plan(path: Path, plan: dict[str, Any]) -> str:
     path.write_text(json.dumps(plan, indent=2), encoding="utf-8")
     return str(path)
+
+
+def slurm_env(node: str, procid: int, localid: int, nodelist: str = "node[1-2]", tasks_per_node: str = "1(x2)",
+              tasks: int = 2) -> dict[str, str]:  # fmt: skip
+    return {"SLURM_PROCID": str(procid), "SLURM_LOCALID": str(localid), "SLURMD_NODENAME": node,
+            "SLURM_STEP_NUM_TASKS": str(tasks), "SLURM_STEP_NODELIST": nodelist,
+            "SLURM_STEP_TASKS_PER_NODE": tasks_per_node}  # fmt: skip

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-PACKAGE = Path(__file__).resolve().parents[1] / "gputopo"
+PACKAGE = Path(__file__).resolve().parents[2] / "gputopo"
 MAX_MODULE_LINES = 450
 MODULES = sorted(PACKAGE.rglob("*.py"))
 

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 DGX1_TEXT = str(REPO / "tests/fixtures/shared/topo/dgx1_v100_8gpu_mlx5.txt")
 
 # A child that runs `python -m gputopo ARGS` and then writes the names of every imported module.

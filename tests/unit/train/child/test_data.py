@@ -1,46 +1,15 @@
-"""The image-folder checks of gputopo.train.child.data (plain Python, no TensorFlow) and a tiny PNG writer
-that the training tests use to build their data sets."""
+"""The image-folder checks of gputopo.train.child.data (plain Python, no TensorFlow); the PNG writer is
+tests/image_folders.py."""
 
 from __future__ import annotations
 
-import random
-import struct
-import zlib
 from pathlib import Path
 
 import pytest
+from image_folders import make_image_folder
 
 from gputopo.errors import InputError
 from gputopo.train.child.data import check_data_source, keras_dataset_cache, scan_image_folder
-
-
-def png_bytes(width: int, height: int, pixel) -> bytes:
-    """An RGB PNG built from raw bytes; ``pixel(x, y)`` gives ``(r, g, b)``."""
-
-    def chunk(kind: bytes, data: bytes) -> bytes:
-        return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data) & 0xFFFFFFFF)
-
-    rows = b"".join(b"\x00" + bytes(v for x in range(width) for v in pixel(x, y)) for y in range(height))
-    header = struct.pack(">IIBBBBB", width, height, 8, 2, 0, 0, 0)
-    return b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", header) + chunk(b"IDAT", zlib.compress(rows)) + chunk(b"IEND", b"")
-
-
-def make_image_folder(root: Path, classes=("circle", "square", "triangle"), train_per_class=24, test_per_class=6,
-                      size=12, seed=0) -> Path:
-    """train/<class>/*.png and test/<class>/*.png: each class is bright in its own colour channel."""
-    rng = random.Random(seed)
-    for split, count in (("train", train_per_class), ("test", test_per_class)):
-        for label, name in enumerate(classes):
-            folder = root / split / name
-            folder.mkdir(parents=True)
-            for i in range(count):
-                def pixel(x, y, label=label):
-                    return tuple(
-                        min(255, rng.randrange(0, 90) + (150 if c == label % 3 else 0)) for c in range(3)
-                    )
-
-                (folder / f"{i:03d}.png").write_bytes(png_bytes(size, size, pixel))
-    return root
 
 
 def test_a_good_folder_is_listed_with_sorted_class_labels(tmp_path: Path):

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Callable
 
 import pytest
-from test_train_data import make_image_folder
+from image_folders import make_image_folder
 
 from gputopo.train.checkpoints import latest_checkpoint_step
 
@@ -26,7 +26,7 @@ pytestmark = pytest.mark.tf
 if importlib.util.find_spec("tensorflow") is None:  # TF runs only in the children: no need to import it here
     pytest.skip("needs TensorFlow (pip install 'gputopo[tf-cpu]')", allow_module_level=True)
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture(scope="module")

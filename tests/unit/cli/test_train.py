@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 from conftest import assert_one_error_line
-from test_train_data import make_image_folder
+from image_folders import make_image_folder
 
 from gputopo.errors import InputError
 

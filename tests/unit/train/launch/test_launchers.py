@@ -1,17 +1,14 @@
 """``gputopo train --launcher slurm|tf-config --plan plan.json``: reading the plan, finding this
-task's entry, applying it; bad input is one line and exit 2. The real Slurm run is tests/test_slurm.py."""
+task's entry, applying it; bad input is one line and exit 2. The real Slurm run is tests/system/test_slurm.py;
+the TensorFlow runs are tests/system/test_train_launchers.py."""
 
 from __future__ import annotations
 
 import json
-import os
-import socket
-import subprocess
-import sys
 
 import pytest
 
-from cluster_plans import cluster_plan, write_plan
+from cluster_plans import cluster_plan, slurm_env, write_plan
 from gputopo.errors import InputError
 from gputopo.train.config import TrainConfig
 from gputopo.train.launch.launchers import tf_config_entry, tf_config_task
@@ -22,13 +19,6 @@ from gputopo.train.launch.slurm import SLURM_VARIABLES, expected_cluster, sbatch
 @pytest.fixture
 def plan_path(tmp_path):
     return write_plan(tmp_path / "plan.json", cluster_plan(["node1", "node2"]))
-
-
-def slurm_env(node: str, procid: int, localid: int, nodelist: str = "node[1-2]", tasks_per_node: str = "1(x2)",
-              tasks: int = 2) -> dict[str, str]:  # fmt: skip
-    return {"SLURM_PROCID": str(procid), "SLURM_LOCALID": str(localid), "SLURMD_NODENAME": node,
-            "SLURM_STEP_NUM_TASKS": str(tasks), "SLURM_STEP_NODELIST": nodelist,
-            "SLURM_STEP_TASKS_PER_NODE": tasks_per_node}  # fmt: skip
 
 
 def one_line_error(result) -> str:
@@ -106,21 +96,6 @@ def test_a_task_on_a_host_not_in_the_plan_is_one_line(plan_path):
     with pytest.raises(InputError) as caught:
         slurm_entry(plan, slurm_task(slurm_env("node3", 1, 0)))
     assert str(caught.value) == f"task 1 runs on node3, which is not in {plan_path} (hosts: node1, node2)"
-
-
-@pytest.mark.tf
-def test_the_cluster_comes_from_tensorflows_slurm_resolver_without_its_gpu_assignment(monkeypatch):
-    from gputopo.train.launch.slurm import resolve_cluster
-
-    # Slurm ranks node10 after node2 (its node list order); the resolver lists nodes by name.
-    env = slurm_env("node2", 1, 1, "node[2,10]", "2(x2)", 4)
-    for name, value in env.items():
-        monkeypatch.setenv(name, value)
-    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "5,6")
-    workers, index = resolve_cluster(slurm_task(env), 2222, gpus_per_task=2)
-    assert workers == ["node10:2222", "node10:2223", "node2:2222", "node2:2223"]
-    assert index == 3  # node2 with port 2222 + SLURM_LOCALID 1
-    assert os.environ["CUDA_VISIBLE_DEVICES"] == "5,6"  # auto_set_gpu=False: the plan's choice stays
 
 
 # -- applying an entry ---------------------------------------------------------------------------
@@ -251,39 +226,6 @@ def test_launcher_options_that_cannot_work_are_one_line_exit_2(cli, plan_path, a
 
 
 # -- a real two-worker run under TF_CONFIG (as a Kubernetes operator starts it) ------------------
-
-
-def _free_ports(count: int) -> list[int]:
-    sockets = [socket.socket() for _ in range(count)]
-    try:
-        for sock in sockets:
-            sock.bind(("127.0.0.1", 0))
-        return [sock.getsockname()[1] for sock in sockets]
-    finally:
-        for sock in sockets:
-            sock.close()
-
-
-@pytest.mark.tf
-def test_two_tasks_under_an_operators_tf_config_train_together_each_with_its_entry(tmp_path):
-    workers = [f"127.0.0.1:{port}" for port in _free_ports(2)]
-    plan = cluster_plan(["hostA", "hostB"])
-    path = write_plan(tmp_path / "plan.json", plan)
-    tasks = []
-    for index in range(2):
-        env = {**os.environ, "TF_CONFIG": json.dumps({"cluster": {"worker": workers}, "task": {"type": "worker", "index": index}})}
-        command = [sys.executable, "-m", "gputopo", "train", "--launcher", "tf-config", "--plan", path, "--cpu-devices", "1",
-                   "--steps-per-epoch", "3", "--batch-size", "8", "--no-eval", "--no-checkpoint", "--json",
-                   "--startup-timeout", "90"]  # fmt: skip
-        tasks.append(subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))
-    outputs = [task.communicate(timeout=240) for task in tasks]
-    for task, (stdout, stderr) in zip(tasks, outputs):
-        assert task.returncode == 0, stderr
-    summaries = [json.loads(stdout) for stdout, _ in outputs]
-    assert [s["launch"]["entry"]["host"] for s in summaries] == ["hostA", "hostB"]
-    assert [s["plan"]["env"]["NCCL_IB_HCA"] for s in summaries] == ["=mlx5_0,mlx5_1", "=mlx5_3"]
-    assert summaries[0]["weights_sha256"] == summaries[1]["weights_sha256"]
-    assert [s["steps"] for s in summaries] == [3, 3]
 
 
 def test_the_plan_that_recommend_saves_is_what_the_launcher_reads(cli, tmp_path):

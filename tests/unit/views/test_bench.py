@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from test_bench_results import make_result
+from bench_results import make_result
 
 from gputopo.notation import MIB
 from gputopo.sources.reference import load_reference
