@@ -1,4 +1,5 @@
-"""diagnose(): plain-language findings on the reference machines and hand-made variants."""
+"""diagnose(): plain-language findings on the reference machines (what each one is known to show) and
+on link tables (tests/linktable.py) and their hand-made variants."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ import json
 import pytest
 from conftest import SHARED_FIXTURES
 from fake_nvml import FakeNvml
+from linktable import cube_mesh_8, pcie_8, phb_pair, table_machine, two_socket_4
 
 from gputopo.analysis import diagnose as diagnose_module
 from gputopo.analysis.diagnose import diagnose
@@ -53,7 +55,7 @@ def test_reference_machine_codes(machine: str) -> None:
 
 
 def test_classic_two_socket_box_explains_the_tf_log() -> None:
-    f = _by_code(load_reference("two-socket-4gpu"))
+    f = _by_code(two_socket_4())
     cross = f["cross-socket"]
     assert cross.severity == "warning" and cross.gpus == [0, 1, 2, 3]
     assert cross.message.startswith("GPUs 0,1 and 2,3 are on different CPU sockets (NUMA nodes 0 and 1)")
@@ -65,7 +67,7 @@ def test_classic_two_socket_box_explains_the_tf_log() -> None:
 
 
 def test_dgx1_nvlink_summary_and_cross_socket_pairs() -> None:
-    f = _by_code(load_reference("dgx1"))
+    f = _by_code(cube_mesh_8())
     summary = f["nvlink-summary"].message
     # The DGX-1 hybrid cube-mesh: 8 NV2 pairs, 8 NV1 pairs, 12 pairs over PCIe across sockets.
     assert summary == "NVLink 2.0, 6 links per GPU: 8 pairs NV2, 8 pairs NV1; the other 12 pairs use PCIe (SYS)"
@@ -73,9 +75,9 @@ def test_dgx1_nvlink_summary_and_cross_socket_pairs() -> None:
     assert "GPUs 0,1,2,3 and 4,5,6,7" in cross and "pairs without NVLink (0-5, 0-6" in cross and "and 4 more" in cross
 
 
-@pytest.mark.parametrize(("machine", "word"), [("dgx-a100", "NV12"), ("dgx-h100", "NV18"), ("dgx2", "NV6")])
+@pytest.mark.parametrize(("machine", "word"), [("nvswitch-8-nv12", "NV12"), ("nvswitch-8-nv18", "NV18"), ("nvswitch-16-nv6", "NV6")])
 def test_nvswitch_fabric(machine: str, word: str) -> None:
-    f = _by_code(load_reference(machine))
+    f = _by_code(table_machine(machine))
     assert f["nvswitch-fabric"].message.startswith(f"NVSwitch fabric: every pair is {word} (NVLink ")
     # NVLink carries GPU-to-GPU traffic across sockets: only a hint about CPU locality.
     assert f["cross-socket"].severity == "info" and "numactl" in f["cross-socket"].fix
@@ -138,7 +140,7 @@ def test_all_nvlinked_capture_still_tells_the_numa_nodes_apart() -> None:
 
 
 def test_unknown_p2p_status_is_not_reported_as_no_p2p() -> None:
-    topo = load_reference("pcie-8gpu")
+    topo = pcie_8()
     for link in topo.links:
         if (link.a, link.b) == (0, 1):
             link.p2p_read = link.p2p_write = "U"
@@ -149,14 +151,14 @@ def test_unknown_p2p_status_is_not_reported_as_no_p2p() -> None:
 
 
 def test_interconnect_named_or_generic() -> None:
-    topo = load_reference("pcie-8gpu")
+    topo = pcie_8()
     assert "cross UPI" in _by_code(topo)["cross-socket"].message
     topo.socket_interconnect = None
     assert "cross QPI/UPI" in _by_code(topo)["cross-socket"].message
 
 
 def test_cross_socket_with_working_p2p_is_not_staged_through_host() -> None:
-    topo = load_reference("pcie-8gpu")
+    topo = pcie_8()
     for link in topo.links:
         link.p2p_read = link.p2p_write = "ok"
     f = _by_code(topo)
@@ -165,7 +167,7 @@ def test_cross_socket_with_working_p2p_is_not_staged_through_host() -> None:
 
 
 def test_pcie_width_and_generation_below_max() -> None:
-    topo = load_reference("pcie-8gpu")
+    topo = pcie_8()
     topo.gpu(3).pcie_width_current = 8
     topo.gpu(2).pcie_gen_current = 1
     f = _by_code(topo)
@@ -178,7 +180,7 @@ def test_pcie_width_and_generation_below_max() -> None:
 
 
 def test_p2p_grouped_by_reason_word_with_dr_fix() -> None:
-    topo = load_reference("pcie-8gpu")
+    topo = pcie_8()
     topo.link(0, 1).p2p_read = topo.link(0, 1).p2p_write = "DR"
     topo.link(2, 3).p2p_write = "CNS"
     f = _by_code(topo)
@@ -190,7 +192,7 @@ def test_p2p_grouped_by_reason_word_with_dr_fix() -> None:
 
 
 def test_mig_on() -> None:
-    topo = load_reference("dgx-a100")
+    topo = table_machine("nvswitch-8-nv12")
     topo.gpu(0).mig_mode = topo.gpu(1).mig_mode = True
     mig = _by_code(topo)["mig-enabled"]
     assert mig.gpus == [0, 1] and "no P2P or NCCL between MIG instances" in mig.message
@@ -198,7 +200,7 @@ def test_mig_on() -> None:
 
 
 def test_mixed_models() -> None:
-    topo = load_reference("workstation-2x4090")
+    topo = phb_pair()
     topo.gpu(1).name = "NVIDIA GeForce RTX 3090"
     mixed = _by_code(topo)["mixed-gpu-models"]
     assert "0: NVIDIA GeForce RTX 4090; 1: NVIDIA GeForce RTX 3090" in mixed.message
@@ -207,7 +209,7 @@ def test_mixed_models() -> None:
 
 def test_fewer_active_nvlinks_found_through_the_probe() -> None:
     """A DGX H100 whose GPU 5 has two NVLinks down, seen through NVML (the fake) and diagnosed."""
-    f = _by_code(probe(FakeNvml(load_reference("dgx-h100"), inactive_links={5: 2})))
+    f = _by_code(probe(FakeNvml(table_machine("nvswitch-8-nv18"), inactive_links={5: 2})))
     down = f["nvlink-links-down"]
     assert down.gpus == [5] and "GPU 5 has 16" in down.message and "(the others 18)" in down.message
     assert "nvidia-smi nvlink --status -i 5" in down.fix
@@ -217,7 +219,7 @@ def test_fewer_active_nvlinks_found_through_the_probe() -> None:
 
 
 def test_fewer_nvlinks_compares_within_one_model() -> None:
-    topo = load_reference("dgx1")
+    topo = cube_mesh_8()
     for g in topo.gpus[4:]:
         g.name, g.nvlink_active_links = "Tesla P100-SXM2-16GB", 4
     f = _by_code(topo)
@@ -227,13 +229,13 @@ def test_fewer_nvlinks_compares_within_one_model() -> None:
 
 def test_small_and_empty_topologies() -> None:
     assert diagnose(Topology()) == []
-    one = load_reference("workstation-2x4090")
+    one = phb_pair()
     one.gpus, one.links = one.gpus[:1], []
     assert diagnose(one) == []
 
 
 def test_unknown_links_are_not_misread() -> None:
-    topo = load_reference("two-socket-4gpu")
+    topo = two_socket_4()
     for link in topo.links:
         link.type, link.pcie_path, link.p2p_read, link.p2p_write = "UNKNOWN", None, None, None
     # Unknown link types say nothing about NVLink either way (a TF log alone): no "no-nvlink" claim.
@@ -245,17 +247,17 @@ def test_tf_view_adds_tf_crosscheck_findings() -> None:
     from gputopo.analysis.tf_crosscheck import tf_findings
     from gputopo.sources.tflog import read_tf_log
 
-    topo = load_reference("two-socket-4gpu")
+    topo = two_socket_4()
     topo.tf = read_tf_log(str(SHARED_FIXTURES / "tf_logs" / "tf0_gpu_init_cannot_enable_peer_4gpu.log"))
     tf_codes = [f.code for f in tf_findings(copy.deepcopy(topo))]
     assert tf_codes  # the log says GPUs 0,1 and 2,3 cannot peer: there is something to say
     codes = [f.code for f in diagnose(topo)]
-    assert codes[: len(codes) - len(tf_codes)] == [f.code for f in diagnose(load_reference("two-socket-4gpu"))]
+    assert codes[: len(codes) - len(tf_codes)] == [f.code for f in diagnose(two_socket_4())]
     assert codes[len(codes) - len(tf_codes):] == tf_codes
 
 
 def test_tf_view_without_tf_crosscheck_module_is_skipped(monkeypatch: pytest.MonkeyPatch) -> None:
-    topo = load_reference("two-socket-4gpu")
+    topo = two_socket_4()
     plain = [f.code for f in diagnose(topo)]
     from gputopo.model import TfView
 
@@ -302,7 +304,7 @@ def test_nps4_reference_knows_its_sockets() -> None:
 
 def test_numa_nodes_of_one_known_socket_are_not_called_sockets() -> None:
     """Intel SNC / EPYC NPS2: two NUMA nodes in one socket, which the source (sysfs) knows."""
-    topo = load_reference("two-socket-4gpu")
+    topo = two_socket_4()
     for gpu in topo.gpus:
         gpu.socket = 0
     cross = _by_code(topo)["cross-socket"]

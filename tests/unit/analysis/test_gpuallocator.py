@@ -2,13 +2,13 @@
 
 import pytest
 from conftest import SHARED_FIXTURES
+from linktable import cube_mesh_8, table_machine
 
 from gputopo.analysis import gpuallocator
 from gputopo.analysis.recommend import Problem, recommend
 from gputopo.errors import InputError
 from gputopo.model import make_link
 from gputopo.sources import TopologyRequest, resolve
-from gputopo.sources.reference import load_reference
 
 
 def test_pair_scores_follow_the_published_table():
@@ -44,7 +44,7 @@ def test_partitions_are_complete_and_never_repeat(n, size, expected):
 
 
 def test_allocator_on_dgx1_quads_and_required_gpus():
-    topo = load_reference("dgx1")
+    topo = cube_mesh_8()
     assert set(gpuallocator.allocate(topo, 4)) in ({0, 1, 2, 3}, {4, 5, 6, 7})
     assert 6 in gpuallocator.allocate(topo, 2, required=[6])
     assert gpuallocator.allocate(topo, 9) == []
@@ -52,16 +52,16 @@ def test_allocator_on_dgx1_quads_and_required_gpus():
 
 def test_allocator_refuses_large_domains():
     with pytest.raises(InputError):
-        gpuallocator.allocate(load_reference("dgx2"), 4)
+        gpuallocator.allocate(table_machine("nvswitch-16-nv6"), 4)
 
 
-@pytest.mark.parametrize("source", ["reference", "fixture"])
+@pytest.mark.parametrize("source", ["table", "fixture"])
 def test_bottleneck_view_beats_the_score_sum_on_dgx1_five_gpus(source):
     """Five GPUs of a DGX-1: the score sum takes a socket's quad plus GPU 4, whose only NVLink into
     that quad goes to GPU 0, so any ring must cross SYS (~6 GB/s); the bottleneck view finds a five-GPU
     ring over NVLink only (~20 GB/s)."""
-    if source == "reference":
-        topo = load_reference("dgx1")
+    if source == "table":
+        topo = cube_mesh_8()
     else:
         topo = resolve(TopologyRequest(from_files=(str(SHARED_FIXTURES / "topo" / "dgx1_v100_8gpu_mlx5.txt"),)))
     theirs = gpuallocator.allocate(topo, 5)
@@ -75,9 +75,9 @@ def test_bottleneck_view_beats_the_score_sum_on_dgx1_five_gpus(source):
     assert gpuallocator.set_score(topo, theirs) > gpuallocator.set_score(topo, ours.gpus)
 
 
-@pytest.mark.parametrize("machine", ["dgx1", "dgx-h100", "pcie-8gpu", "two-socket-4gpu", "dgx-a100"])
+@pytest.mark.parametrize("machine", ["cube-mesh-8", "nvswitch-8-nv18", "pcie-8", "two-socket-4", "nvswitch-8-nv12"])
 def test_where_both_agree_the_ring_bottleneck_is_the_same(machine):
-    topo = load_reference(machine)
+    topo = table_machine(machine)
     problem = Problem.from_topology(topo, topo.gpu_indices)
     for k in (2, 4):
         if k > len(topo.gpus):

@@ -1,6 +1,6 @@
 """recommend() end to end: the picks the issues ask for, larger domains, require/exclude, the JSON
-contract, and that it never imports TensorFlow. The parts have their own files: test_recommend_ring,
-_search, _jobs, _problem, _advice, _explain."""
+contract, and that it never imports TensorFlow. The parts have their own files in
+tests/unit/analysis/recommend/: test_ring, _search, _jobs, _problem, _advice, _explain."""
 
 import itertools
 import subprocess
@@ -8,6 +8,7 @@ import sys
 
 import pytest
 from conftest import REPO, SHARED_FIXTURES
+from linktable import cube_mesh_8, table_machine
 from recommend_oracles import brute_force_best_key
 
 from gputopo.analysis.recommend import recommend
@@ -23,9 +24,9 @@ FULLY_NVLINKED_QUADS = ({0, 1, 2, 3}, {4, 5, 6, 7})
 # --- the "done means" picks -------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("source", ["reference", "fixture"])
+@pytest.mark.parametrize("source", ["table", "fixture"])
 def test_dgx1_four_gpus_is_a_fully_nvlinked_quad(source):
-    topo = load_reference("dgx1") if source == "reference" else resolve(TopologyRequest(from_files=(str(DGX1_TEXT),)))
+    topo = cube_mesh_8() if source == "table" else resolve(TopologyRequest(from_files=(str(DGX1_TEXT),)))
     rec = recommend(topo, 4)
     best = rec.best
     assert set(best.gpus) in FULLY_NVLINKED_QUADS
@@ -61,9 +62,9 @@ def test_two_socket_tf_log_two_gpus_picks_a_peering_pair():
     assert any("TensorFlow's ordinals" in note for note in rec.notes)
 
 
-@pytest.mark.parametrize("machine, k", [("dgx-h100", 4), ("dgx-a100", 3), ("hgx-b200", 5), ("dgx2", 8)])
+@pytest.mark.parametrize("machine, k", [("nvswitch-8-nv18", 4), ("nvswitch-8-nv12", 3), ("nvswitch-8-nv18", 5), ("nvswitch-16-nv6", 8)])
 def test_nvswitch_machines_say_any_group_is_as_good(machine, k):
-    rec = recommend(load_reference(machine), k)
+    rec = recommend(table_machine(machine), k)
     assert rec.interchangeable
     assert any("NVSwitch" in note and "as good" in note for note in rec.notes)
     assert len({g.bottleneck_gbps for g in rec.groups}) == 1
@@ -112,7 +113,7 @@ def test_nvl72_groups_spanning_trays_use_as_few_as_possible_and_multiworker():
 
 
 def test_require_and_exclude_are_honoured():
-    topo = load_reference("dgx1")
+    topo = cube_mesh_8()
     rec = recommend(topo, 4, require=[5], exclude=[4])
     for group in rec.groups:
         assert 5 in group.gpus and 4 not in group.gpus
@@ -123,7 +124,7 @@ def test_require_and_exclude_are_honoured():
 
 
 def test_to_dict_follows_the_json_contract():
-    data = recommend(load_reference("dgx1"), 4, alternatives=2).to_dict()
+    data = recommend(cube_mesh_8(), 4, alternatives=2).to_dict()
     assert len(data["groups"]) == 3 and data["proven_optimal"] is True and data["search"]
     for group in data["groups"]:
         assert {"gpus", "cuda_visible_devices", "mirrored_strategy_devices", "cross_device_ops", "reason",

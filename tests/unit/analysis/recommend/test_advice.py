@@ -3,6 +3,7 @@ devices and cross-device ops."""
 
 import pytest
 from conftest import REPO, SHARED_FIXTURES
+from linktable import cube_mesh_8, two_socket_4
 
 from gputopo.analysis.recommend import recommend
 from gputopo.errors import InputError
@@ -31,7 +32,7 @@ TF0_LOG = SHARED_FIXTURES / "tf_logs" / "tf0_gpu_init_cannot_enable_peer_4gpu.lo
 )
 def test_impossible_asks_raise_input_error(kwargs, message):
     with pytest.raises(InputError, match=message):
-        recommend(load_reference("dgx1"), **kwargs)
+        recommend(cube_mesh_8(), **kwargs)
 
 
 # --- CUDA numbering ---------------------------------------------------------------------------------
@@ -100,7 +101,7 @@ def test_nvlinked_gpus_on_two_numa_nodes_are_not_called_one_socket():
 
 
 def test_cross_device_ops_choices_and_device_lists():
-    dgx1 = load_reference("dgx1")
+    dgx1 = cube_mesh_8()
     full = recommend(dgx1, 8).best
     # The mesh HierarchicalCopyAllReduce was written for, but its best ring is NVLink on every hop:
     # NCCL runs over that ring (issue 24).
@@ -111,7 +112,7 @@ def test_cross_device_ops_choices_and_device_lists():
     assert quad.mirrored_strategy_devices == ["/gpu:0", "/gpu:1", "/gpu:2", "/gpu:3"]
     assert quad.mirrored_strategy_devices_all_visible == ["/gpu:4", "/gpu:5", "/gpu:6", "/gpu:7"]
     assert quad.cuda_visible_devices == "4,5,6,7" and quad.env["CUDA_DEVICE_ORDER"] == "PCI_BUS_ID"
-    two_socket = recommend(load_reference("two-socket-4gpu"), 4).best
+    two_socket = recommend(two_socket_4(), 4).best
     assert two_socket.cross_device_ops == "NcclAllReduce"
     assert "host memory" in two_socket.cross_device_ops_reason and "ReductionToOneDevice" in two_socket.cross_device_ops_reason
     single = recommend(dgx1, 1).best

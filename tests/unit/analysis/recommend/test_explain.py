@@ -1,19 +1,19 @@
 """recommend.explain: the reasons for the ranking, from the groups' keys and slowest hops."""
 
 import pytest
+from linktable import table_machine, two_socket_4
 
 from gputopo.analysis.recommend import recommend
-from gputopo.sources.reference import load_reference
 
 
 @pytest.mark.parametrize(
     ("machine", "k", "beats"),
-    [("dgx1", 4, "better than {0,3,4,7}: same slowest hop, but on one NUMA node instead of 2"),
-     ("two-socket-4gpu", 2, "better than {0,2}: its slowest ring hop is ~12 GB/s (PIX) against ~6.2 GB/s (SYS)")],
+    [("cube-mesh-8", 4, "better than {0,3,4,7}: same slowest hop, but on one NUMA node instead of 2"),
+     ("two-socket-4", 2, "better than {0,2}: its slowest ring hop is ~12 GB/s (PIX) against ~6.2 GB/s (SYS)")],
 )
 def test_a_best_group_that_ties_also_says_what_it_beats(machine, k, beats):
     """'as good as the runner-up' alone does not say why the pick is good."""
-    reason = recommend(load_reference(machine), k).best.reason
+    reason = recommend(table_machine(machine), k).best.reason
     assert reason.startswith("as good as ") and "lower GPU numbers" in reason
     assert beats in reason
 
@@ -29,6 +29,6 @@ def test_reasons_name_the_slowest_hops_link_word_from_the_hop_itself():
     slow = GroupAdvice(gpus=[0, 2], key=(620, -1, -1, 620), slowest_hop=slow_hop)
     assert why_better(fast, slow) == "its slowest ring hop is ~40 GB/s (NV2) against ~6.2 GB/s (TF:no-P2P) for {0,2}"
     assert why_better(fast, slow, name_worse=False).endswith("(TF:no-P2P)")
-    best = recommend(load_reference("two-socket-4gpu"), 2).best
+    best = recommend(two_socket_4(), 2).best
     assert best.slowest_hop is not None and best.bottleneck.startswith(best.slowest_hop.label + " between")
     assert "slowest_hop" not in best.to_dict()  # JSON unchanged: the hop is already in "hops"

@@ -4,14 +4,14 @@ import itertools
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from linktable import cube_mesh_8
 from recommend_oracles import random_topology
 
 from gputopo.analysis.recommend import Problem, recommend
-from gputopo.sources.reference import load_reference
 
 
 def test_jobs_split_dgx1_into_fair_disjoint_groups():
-    topo = load_reference("dgx1")
+    topo = cube_mesh_8()
     rec = recommend(topo, 4, jobs=2)
     assert [set(g.gpus) for g in rec.jobs] == [{0, 1, 2, 3}, {4, 5, 6, 7}]
     pairs = recommend(topo, 2, jobs=4)

@@ -1,15 +1,15 @@
 """recommend.problem: the bandwidth matrix the search sees (measurements, TensorFlow's peer view)."""
+from linktable import cube_mesh_8, pcie_8, two_socket_4
 
 from gputopo.analysis.recommend import recommend
 from gputopo.model import Measurement
-from gputopo.sources.reference import load_reference
 
 
 # --- measurements and TF's peer view change the answer ----------------------------------------------
 
 
 def test_a_measured_slow_pair_moves_the_pick():
-    topo = load_reference("two-socket-4gpu")
+    topo = two_socket_4()
     assert recommend(topo, 2).best.gpus == [0, 1]
     topo.link(0, 1).measured = Measurement(a_to_b_gbps=3.0, b_to_a_gbps=3.1)
     rec = recommend(topo, 2)
@@ -20,7 +20,7 @@ def test_a_measured_slow_pair_moves_the_pick():
 def test_tf_peer_view_fills_in_unknown_p2p_and_moves_the_pick():
     from gputopo.model import TfDevice, TfView
 
-    topo = load_reference("pcie-8gpu")
+    topo = pcie_8()
     for link in topo.links:
         link.p2p_read = link.p2p_write = link.p2p_atomics = None  # as from pasted nvidia-smi text
     assert recommend(topo, 2).best.gpus == [0, 1]
@@ -38,7 +38,7 @@ def test_tf_peer_view_fills_in_unknown_p2p_and_moves_the_pick():
 def test_a_restricted_problem_keeps_the_figures_of_its_positions():
     from gputopo.analysis.recommend import Problem
 
-    topo = load_reference("dgx1")
+    topo = cube_mesh_8()
     problem = Problem.from_topology(topo, topo.gpu_indices)
     local = problem.restricted([1, 4, 6])
     assert local.links is problem.links and local.ring_cache == {}

@@ -4,14 +4,14 @@ import itertools
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from linktable import cube_mesh_8
 
 from gputopo.analysis.recommend import INF, Problem, best_ring
 from gputopo.analysis.recommend.ring import RingOracle, ring_bottleneck, ring_ceiling, ring_reaches
-from gputopo.sources.reference import load_reference
 
 
 def test_best_ring_on_the_dgx1_nv2_cycle():
-    problem = Problem.from_topology(load_reference("dgx1"), list(range(8)))
+    problem = Problem.from_topology(cube_mesh_8(), list(range(8)))
     bottleneck, order, complete = best_ring(tuple(range(8)), problem.weight)
     assert complete and bottleneck == 4000  # every DGX-1 GPU has two NV2 links forming one 8-cycle
     assert sorted(order) == list(range(8))
