@@ -1,6 +1,7 @@
-"""``gputopo train --launcher slurm|tf-config --plan plan.json``: reading the plan, finding this
-task's entry, applying it; bad input is one line and exit 2. The real Slurm run is tests/system/test_slurm.py;
-the TensorFlow runs are tests/system/test_train_launchers.py."""
+"""train.launch.launchers, ``gputopo train --launcher slurm|tf-config --plan plan.json``: applying this
+task's entry, TF_CONFIG, the dry run; bad input is one line and exit 2. Reading the plan is
+test_plan_file.py, Slurm's task variables test_slurm.py (both here); the real Slurm run is
+tests/system/test_slurm.py, the TensorFlow runs tests/system/test_train_launchers.py."""
 
 from __future__ import annotations
 
@@ -10,15 +11,9 @@ import pytest
 
 from cluster_plans import cluster_plan, slurm_env, write_plan
 from gputopo.errors import InputError
-from gputopo.train.config import TrainConfig
 from gputopo.train.launch.launchers import tf_config_entry, tf_config_task
 from gputopo.train.launch.plan_file import host_launch_plan, load_cluster_plan
-from gputopo.train.launch.slurm import SLURM_VARIABLES, expected_cluster, sbatch_script, slurm_entry, slurm_task
-
-
-@pytest.fixture
-def plan_path(tmp_path):
-    return write_plan(tmp_path / "plan.json", cluster_plan(["node1", "node2"]))
+from gputopo.train.launch.slurm import SLURM_VARIABLES
 
 
 def one_line_error(result) -> str:
@@ -26,76 +21,6 @@ def one_line_error(result) -> str:
     lines = result.stderr.splitlines()
     assert len(lines) == 1 and lines[0].startswith("gputopo: error: "), result.stderr
     return lines[0]
-
-
-# -- the plan file -------------------------------------------------------------------------------
-
-
-def test_a_plan_file_is_read_entry_by_entry(plan_path):
-    plan = load_cluster_plan(plan_path)
-    assert (plan.gpus, plan.gpus_per_host, plan.host_names, plan.first_port(), plan.port) == (8, 4, ["node1", "node2"], 12345, 12345)
-    first, second = plan.hosts
-    assert (first.task_index, first.gpus, first.env["NCCL_IB_HCA"]) == (0, [0, 1, 2, 3], "=mlx5_0,mlx5_1")
-    assert (second.numactl, second.env["NCCL_SOCKET_IFNAME"]) == (["numactl", "--cpunodebind=1", "--membind=1"], "ens1f0")
-
-
-@pytest.mark.parametrize(
-    ("change", "message"),
-    [
-        (lambda p: p.update(schema="gputopo.topology/1"), r"schema is \"gputopo.topology/1\", not 'gputopo.cluster-plan/1'"),
-        (lambda p: p.pop("hosts"), r"plan.json: hosts is missing$"),
-        (lambda p: p.update(hosts=[]), r"hosts is empty$"),
-        (lambda p: p["hosts"][1]["env"].pop("NCCL_IB_HCA") and p["hosts"][1].pop("env"), r"hosts\[1\]\.env is missing$"),
-        (lambda p: p["hosts"][0]["gpus"].__setitem__(1, "one"), r"hosts\[0\]\.gpus\[1\] must be a GPU index"),
-        (lambda p: p["hosts"][0]["env"].update(NCCL_IB_HCA=1), r"hosts\[0\]\.env\.NCCL_IB_HCA must be a string, got 1$"),
-        (lambda p: p["hosts"][1].update(task_index=0), r"hosts\[1\]\.task_index 0 repeats hosts\[0\]'s$"),
-        (lambda p: p["hosts"][0].update(task_index=True), r"hosts\[0\]\.task_index must be a whole number, got true$"),
-        (lambda p: p["hosts"][0]["tf_config"]["cluster"].update(worker=["node1"]), r"worker\[0\] 'node1' is not host:port"),
-    ],
-)
-def test_a_plan_with_a_wrong_field_is_one_line_naming_it(tmp_path, change, message):
-    plan = cluster_plan(["node1", "node2"])
-    change(plan)
-    with pytest.raises(InputError, match=message):
-        load_cluster_plan(write_plan(tmp_path / "plan.json", plan))
-
-
-def test_a_plan_file_that_is_not_json_says_so(tmp_path):
-    (tmp_path / "plan.json").write_text("{not json", encoding="utf-8")
-    with pytest.raises(InputError, match=r"^plan file .*plan.json is not JSON \("):
-        load_cluster_plan(str(tmp_path / "plan.json"))
-
-
-# -- Slurm: which entry is this task's -------------------------------------------------------------
-
-
-@pytest.mark.parametrize("missing", SLURM_VARIABLES)
-def test_a_missing_slurm_variable_is_named(missing):
-    env = slurm_env("node1", 0, 0)
-    del env[missing]
-    with pytest.raises(InputError, match=rf"^{missing} is not set: --launcher slurm runs as a task of a Slurm job step"):
-        slurm_task(env)
-
-
-def test_a_slurm_number_that_is_not_one_is_named():
-    with pytest.raises(InputError, match=r"^SLURM_LOCALID is 'x', not a number$"):
-        slurm_task({**slurm_env("node1", 0, 0), "SLURM_LOCALID": "x"})
-
-
-def test_each_node_takes_its_entries_by_slurm_localid(tmp_path):
-    plan = load_cluster_plan(write_plan(tmp_path / "plan.json", cluster_plan(["n1", "n1", "n2"])))
-    picked = [slurm_entry(plan, slurm_task(slurm_env(node, procid, localid, "n[1-2]", "2,1", 3))).task_index
-              for procid, (node, localid) in enumerate([("n1", 0), ("n1", 1), ("n2", 0)])]  # fmt: skip
-    assert picked == [0, 1, 2]
-    with pytest.raises(InputError, match=r"^task 3 is task 2 on n2, but .*plan.json has one entry for n2; start 1 task"):
-        slurm_entry(plan, slurm_task(slurm_env("n2", 3, 1, "n[1-2]", "2(x2)", 4)))
-
-
-def test_a_task_on_a_host_not_in_the_plan_is_one_line(plan_path):
-    plan = load_cluster_plan(plan_path)
-    with pytest.raises(InputError) as caught:
-        slurm_entry(plan, slurm_task(slurm_env("node3", 1, 0)))
-    assert str(caught.value) == f"task 1 runs on node3, which is not in {plan_path} (hosts: node1, node2)"
 
 
 # -- applying an entry ---------------------------------------------------------------------------
@@ -145,24 +70,6 @@ def test_tf_config_gives_the_workers_and_this_tasks_index(plan_path):
 def test_bad_tf_config_is_one_line(text, message):
     with pytest.raises(InputError, match=message):
         tf_config_task(text)
-
-
-# -- dry run: every task and the sbatch script ---------------------------------------------------
-
-
-def test_the_dry_run_predicts_the_resolvers_addresses_and_prints_the_sbatch_script(tmp_path):
-    path = write_plan(tmp_path / "plan.json", cluster_plan(["node2", "node1", "node1"], port=2222))
-    plan = load_cluster_plan(path)
-    workers, placed = expected_cluster(plan, 2222)
-    assert workers == ["node1:2222", "node1:2223", "node2:2222"]  # by node name, as SlurmClusterResolver lists them
-    assert [(e.host, localid, index) for e, localid, index in placed] == [("node2", 0, 2), ("node1", 0, 0), ("node1", 1, 1)]
-    script = sbatch_script(plan, TrainConfig(cpu_devices=1, steps_per_epoch=4, checkpoint_dir="/shared/ckpt"), 2222)
-    assert "#SBATCH --nodes=2\n#SBATCH --nodelist=node2,node1\n#SBATCH --ntasks=3\n" in script
-    assert "gRPC port(s) 2222-2223 must be open between these nodes and closed to everyone else" in script
-    assert script.endswith(
-        f"srun --kill-on-bad-exit=1 gputopo train --launcher slurm --plan {path} --port 2222 --steps-per-epoch 4 "
-        "--cpu-devices 1 --checkpoint-dir /shared/ckpt\n"
-    )
 
 
 def test_dry_run_needs_no_slurm_and_shows_every_task(cli, plan_path, monkeypatch):
