@@ -156,7 +156,9 @@ def no_p2p_on(table: Table, *words: str, reason: str = "TNS") -> dict[tuple[int,
 
 
 def _with(table: Table, defaults: dict[str, Any], overrides: dict[str, Any]) -> Topology:
-    return link_table(table, **{**defaults, **overrides})
+    """``link_table`` with ``defaults`` under ``overrides``; ``gpu`` fields are merged, not replaced."""
+    gpu = {**defaults.get("gpu", {}), **overrides.get("gpu", {})}
+    return link_table(table, **{**defaults, **overrides, "gpu": gpu})
 
 
 GEN3_X16 = {"pcie_gen_current": 3, "pcie_gen_max": 3, "pcie_width_current": 16, "pcie_width_max": 16}

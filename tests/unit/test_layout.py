@@ -33,7 +33,6 @@ UNTESTED = frozenset(
     {
         "analysis",
         "analysis/disagreements",
-        "analysis/locality",
         "analysis/nics",
         "analysis/recommend/result",
         "analysis/tf_log_findings",

@@ -6,11 +6,11 @@ import io
 import re
 
 from conftest import OWN_FIXTURES, SHARED_FIXTURES, TF_LOG_FIXTURES
+from linktable import cube_mesh_8, two_socket_4
 from rich.console import Console
 
 from gputopo.analysis.tf_crosscheck import peer_group_summary, peer_groups, tf_findings
 from gputopo.model import TfView
-from gputopo.sources.reference import load_reference
 from gputopo.sources.smi_text import parse_topo_matrix
 from gputopo.sources.tflog import ERA_NO_GPU, parse_tf_log, topology_from_tf_view
 from gputopo.views.tfview import render_tf_view
@@ -63,7 +63,7 @@ def test_cut_log_summary_names_the_pairs_it_cannot_tell():
 
 
 def test_cannot_peer_across_sockets_is_explained_by_the_topology():
-    topology = load_reference("two-socket-4gpu")
+    topology = two_socket_4()
     topology.tf = parse_tf_log(_shared_log("tf0_"), "train.log")
     findings = _by_code(tf_findings(topology))
     cross = findings["tf-cannot-peer-cross-socket"]
@@ -93,8 +93,13 @@ def test_reasons_from_p2p_words_and_pcie_switches():
     assert findings["tf-cannot-peer-disabled"].gpus == [2, 3]
 
 
+# The PCI bus ids of a DGX-1's GPUs, in nvidia-smi order.
+DGX1_BUS_IDS = ["0000:06:00.0", "0000:07:00.0", "0000:0a:00.0", "0000:0b:00.0",
+                "0000:85:00.0", "0000:86:00.0", "0000:89:00.0", "0000:8a:00.0"]  # fmt: skip
+
+
 def test_join_by_pci_bus_id_detects_a_different_order():
-    topology = load_reference("dgx1")  # bus ids 06, 07, 0a, 0b, 85, 86, 89, 8a
+    topology = cube_mesh_8(gpu={"pci_bus_id": DGX1_BUS_IDS})
     log = _created(0, "0000:85:00.0") + _created(1, "0000:06:00.0") + _created(2, "0000:07:00.0")
     topology.tf = parse_tf_log(log, "train.log")
     findings = _by_code(tf_findings(topology))
@@ -105,7 +110,7 @@ def test_join_by_pci_bus_id_detects_a_different_order():
 
 
 def test_join_with_cuda_visible_devices_subset_is_renumbered_not_reordered():
-    topology = load_reference("dgx1")
+    topology = cube_mesh_8(gpu={"pci_bus_id": DGX1_BUS_IDS})
     topology.tf = parse_tf_log(_created(0, "0000:0a:00.0") + _created(1, "0000:0b:00.0"), "train.log")
     findings = _by_code(tf_findings(topology))
     assert "tf-order-differs" not in findings
@@ -114,7 +119,7 @@ def test_join_with_cuda_visible_devices_subset_is_renumbered_not_reordered():
 
 
 def test_peer_pairs_are_reported_in_both_numberings_when_they_differ():
-    topology = load_reference("dgx1")
+    topology = cube_mesh_8(gpu={"pci_bus_id": DGX1_BUS_IDS})
     log = (
         _created(0, "0000:86:00.0") + _created(1, "0000:06:00.0")
         + "Device interconnect StreamExecutor with strength 1 edge matrix:\n     0 1 \n0:   N N \n1:   N N \n"
@@ -125,7 +130,7 @@ def test_peer_pairs_are_reported_in_both_numberings_when_they_differ():
 
 
 def test_log_from_another_machine_is_flagged():
-    topology = load_reference("two-socket-4gpu")
+    topology = two_socket_4()
     topology.tf = parse_tf_log(_shared_log("tf2_"), "train.log")
     findings = _by_code(tf_findings(topology))
     assert "another machine" in findings["tf-gpu-not-in-topology"].message
@@ -149,7 +154,7 @@ def test_log_alone_with_bus_ids_out_of_pci_order():
 def test_no_gpu_view_and_no_view():
     topology = topology_from_tf_view(TfView(devices=[], peer=[], era=ERA_NO_GPU, visible_ordinals=[]))
     assert [f.code for f in tf_findings(topology)] == ["tf-no-gpu"]
-    assert tf_findings(load_reference("dgx1")) == []
+    assert tf_findings(cube_mesh_8(gpu={"pci_bus_id": DGX1_BUS_IDS})) == []
 
 
 def test_log_notes_become_findings():
@@ -158,7 +163,7 @@ def test_log_notes_become_findings():
 
 
 def test_render_tf_view_colours_the_peer_matrix():
-    topology = load_reference("two-socket-4gpu")
+    topology = two_socket_4()
     topology.tf = parse_tf_log(_shared_log("tf0_"), "train.log")
     tf_findings(topology)
     console = Console(file=io.StringIO(), record=True, width=140, force_terminal=True, color_system="standard")

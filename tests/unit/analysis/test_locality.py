@@ -1,0 +1,60 @@
+"""analysis.locality: sockets only where the source says them, one NUMA node below SYS, NVLinked
+pairs placed by their affinities, a virtual machine's flat view concluding nothing; on link tables."""
+
+from linktable import CUBE_MESH_8, PCIE_8, cube_mesh_8, link_table, two_socket_4, uniform
+
+from gputopo.analysis.locality import (
+    link_crosses_numa,
+    pcie_path,
+    same_socket,
+    socket_groups,
+    sockets_known,
+    vm_evidence,
+)
+from gputopo.model import make_link
+
+NO_SOCKETS = {"socket": [None] * 8}
+
+
+def test_the_pcie_path_of_a_link():
+    assert pcie_path(make_link(0, 1, "PIX")) == "PIX"
+    assert pcie_path(make_link(0, 1, "NV2", pcie_path="NODE")) == "NODE"
+    assert pcie_path(make_link(0, 1, "NV2")) is None  # nvidia-smi text shows only NV<n>
+    assert pcie_path(make_link(0, 1, "UNKNOWN")) is None  # a TF log alone
+
+
+def test_known_sockets_decide():
+    topo = two_socket_4()
+    assert sockets_known(topo) and sockets_known(topo, [0, 1])
+    assert same_socket(topo, 0, 1) is True and same_socket(topo, 0, 2) is False
+
+
+def test_without_sockets_below_sys_is_one_socket_and_sys_says_nothing():
+    topo = two_socket_4(socket=[None] * 4)
+    assert not sockets_known(topo)
+    assert same_socket(topo, 0, 1) is True  # PIX: one NUMA node, so one socket
+    assert same_socket(topo, 1, 2) is None  # SYS: between NUMA nodes, which may share a socket
+    assert link_crosses_numa(topo, topo.link(1, 2)) and not link_crosses_numa(topo, topo.link(0, 1))
+
+
+def test_nvlinked_pairs_without_a_pcie_path_are_placed_by_their_numa_nodes():
+    topo = link_table(CUBE_MESH_8, numa=[0, 0, 0, 0, 1, 1, 1, 1], **NO_SOCKETS)  # as nvidia-smi text shows it
+    assert same_socket(topo, 0, 3) is True  # NV2, both on NUMA node 0
+    assert same_socket(topo, 0, 4) is None  # NV2 across NUMA nodes: no socket claimed
+    assert link_crosses_numa(topo, topo.link(0, 4)) and not link_crosses_numa(topo, topo.link(0, 3))
+    assert socket_groups(topo) == [[0, 1, 2, 3], [4, 5, 6, 7]]
+
+
+def test_socket_groups_follow_the_pcie_paths_where_they_are_known():
+    assert socket_groups(cube_mesh_8(**NO_SOCKETS)) == [[0, 1, 2, 3], [4, 5, 6, 7]]
+    assert socket_groups(link_table(PCIE_8, **NO_SOCKETS)) == [[0, 1, 2, 3], [4, 5, 6, 7]]
+
+
+def test_a_flat_virtual_machine_view_concludes_nothing():
+    topo = link_table(uniform(4, "SYS"), numa=0, cpus=["0-15"] * 4, socket=[None] * 4)
+    assert vm_evidence(topo) == "all 4 GPUs share CPUs 0-15 and NUMA node 0, yet nvidia-smi shows SYS (SOC) between every pair"
+    assert same_socket(topo, 0, 1) is None
+    assert not link_crosses_numa(topo, topo.link(0, 1))
+    # The same GPUs on two NUMA nodes are a real layout.
+    real = link_table(uniform(4, "SYS"), numa=[0, 0, 1, 1], socket=[None] * 4)
+    assert vm_evidence(real) is None and link_crosses_numa(real, real.link(0, 2))
