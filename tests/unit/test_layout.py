@@ -23,6 +23,7 @@ CROSS_CUTTING = {
     "test_exit_codes.py": "the documented exit codes, across every command",
     "test_hostile_inputs.py": "hostile input files through every reader and command",
     "test_layout.py": "this file: the layout of tests/ itself",
+    "sources/test_readers_mixed.py": "pastes holding several kinds of output, through every reader and the merge",
     "test_tflog_corpus.py": "the corpus of real TensorFlow logs through the readers and the analysis",
     "test_topology_corpus.py": "the corpus of real nvidia-smi captures through the readers and the analysis",
 }
@@ -45,7 +46,10 @@ UNTESTED = frozenset(
         "model/cluster",
         "model/tf_view",
         "numbering",
+        "sources/nvbandwidth_json",
         "sources/nvml_findings",
+        "sources/pasted",
+        "sources/smi_p2p",
         "sources/smi_text_matrix",
         "sources/smi_text_nvswitch",
         "sources/snapshot",
