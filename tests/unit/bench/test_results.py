@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 from bench_results import make_result
+from linktable import two_socket_4
 
 from gputopo.bench.results import (
     Stat,
@@ -16,7 +17,6 @@ from gputopo.bench.results import (
 )
 from gputopo.model import Topology
 from gputopo.notation import MIB
-from gputopo.sources.reference import load_reference
 
 
 def test_stats_units():
@@ -38,7 +38,7 @@ def test_busbw_factor_matches_nccl_tests():
 
 
 def test_apply_measurements_keeps_the_worse_figures_and_round_trips():
-    topo = load_reference("two-socket-4gpu")
+    topo = two_socket_4()
     result = make_result("CPU", {(a, b): 1.0 + a + 0.1 * b for a in range(4) for b in range(4) if a != b})
     updated = apply_measurements(topo, result)
     assert sorted(updated) == [(0, 1), (0, 2), (0, 3), (1, 2), (1, 3), (2, 3)]
@@ -52,7 +52,7 @@ def test_apply_measurements_keeps_the_worse_figures_and_round_trips():
 
 
 def test_apply_measurements_skips_unmeasured_pairs():
-    topo = load_reference("two-socket-4gpu")
+    topo = two_socket_4()
     result = make_result("GPU", {(0, 1): 10.0}, indices=[0, 1, 2, 3])
     assert apply_measurements(topo, result) == [(0, 1)]
     assert topo.link(0, 1).measured.b_to_a_gbps is None

@@ -6,9 +6,9 @@ import json
 
 import pytest
 from bench_results import make_result
+from linktable import cube_mesh_8, table_machine, two_socket_4
 
 from gputopo.notation import MIB
-from gputopo.sources.reference import load_reference
 from gputopo.views import bench as view
 
 
@@ -20,7 +20,7 @@ def test_rate_thresholds():
 
 
 def test_callout_names_link_type_expectation_and_measurement():
-    topo = load_reference("dgx1")
+    topo = cube_mesh_8()
     link_type = topo.link(0, 1).type
     assert link_type.startswith("NV")
     expected = view.pair_expectations(make_result("GPU", {(0, 1): 1.0, (1, 0): 1.0}), topo)[(0, 1)]
@@ -33,7 +33,7 @@ def test_callout_names_link_type_expectation_and_measurement():
 
 
 def test_expectation_ignores_an_earlier_measurement_on_the_link():
-    topo = load_reference("dgx1")
+    topo = cube_mesh_8()
     before = view.pair_expectations(make_result("GPU", {(0, 1): 1.0}), topo)[(0, 1)].gbps
     from gputopo.model import Measurement
 
@@ -42,7 +42,7 @@ def test_expectation_ignores_an_earlier_measurement_on_the_link():
 
 
 def test_host_memory_results_get_no_expectations():
-    topo = load_reference("dgx1")
+    topo = cube_mesh_8()
     result = make_result("CPU", {(0, 1): 0.1, (1, 0): 0.1})
     assert view.pair_expectations(result, topo) == {}
     data = view.bench_json(result, topo)
@@ -51,7 +51,7 @@ def test_host_memory_results_get_no_expectations():
 
 
 def test_json_contract_keys():
-    topo = load_reference("two-socket-4gpu")
+    topo = two_socket_4()
     result = make_result("GPU", {(0, 2): 1.0, (2, 0): 5.0}, via={(0, 2): 3.0, (2, 0): 3.0})
     data = json.loads(json.dumps(view.bench_json(result, topo)))
     pair = data["pairs"][0]
@@ -78,7 +78,7 @@ def test_render_says_host_memory_and_shows_failures(capsys):
 
 @pytest.mark.parametrize("kind", ["GPU", "CPU"])
 def test_render_matrix_titles(capsys, kind):
-    view.render_bench(make_result(kind, {(0, 1): 2.0, (1, 0): 2.0}), load_reference("two-socket-4gpu"))
+    view.render_bench(make_result(kind, {(0, 1): 2.0, (1, 0): 2.0}), two_socket_4())
     text = capsys.readouterr().out
     for title in ("Unidirectional copy GB/s", "Bidirectional GB/s", "Latency us"):
         assert title in text
@@ -114,7 +114,7 @@ def test_matrices_fit_80_columns_without_cutting_figures(capsys, monkeypatch, co
     """16 GPUs (DGX-2) at 80 columns: the matrices split into blocks of columns; no '…' anywhere."""
     monkeypatch.setenv("COLUMNS", "80")
     pairs = {(a, b): 123.4 for a in range(count) for b in range(count) if a != b}
-    view.render_bench(make_result("GPU", pairs, via=pairs), load_reference("dgx2"))
+    view.render_bench(make_result("GPU", pairs, via=pairs), table_machine("nvswitch-16-nv6"))
     text = capsys.readouterr().out
     assert "…" not in text
     assert max(len(line) for line in text.splitlines()) <= 80

@@ -6,6 +6,7 @@ from __future__ import annotations
 import re
 
 import pytest
+from linktable import cube_mesh_8, two_socket_4
 
 from gputopo.analysis.recommend import recommend
 from gputopo.sources.reference import load_reference
@@ -14,13 +15,14 @@ from gputopo.views.recommend import placement, render_recommendation
 
 def _render(monkeypatch, capsys, machine: str, gpus: int, jobs: int = 1, width: int = 80) -> str:
     monkeypatch.setenv("COLUMNS", str(width))
-    render_recommendation(recommend(load_reference(machine), gpus, jobs=jobs))
+    topo = cube_mesh_8() if machine == "cube-mesh-8" else load_reference(machine)
+    render_recommendation(recommend(topo, gpus, jobs=jobs))
     return capsys.readouterr().out
 
 
 def test_paste_ready_lines_are_not_broken_by_newlines(monkeypatch, capsys):
     """Copying a wrapped command from the terminal must give the command, not two halves."""
-    text = _render(monkeypatch, capsys, "dgx1", 4, jobs=2)
+    text = _render(monkeypatch, capsys, "cube-mesh-8", 4, jobs=2)
     lines = text.splitlines()
     assert "  CUDA_DEVICE_ORDER=PCI_BUS_ID CUDA_VISIBLE_DEVICES=0,1,2,3 numactl --cpunodebind=0 --membind=0 python train.py" in lines
     assert any(
@@ -48,7 +50,7 @@ def test_ranked_table_cuts_nothing_at_80_columns(monkeypatch, capsys, machine, g
 
 
 def test_placement_words():
-    dgx1 = recommend(load_reference("dgx1"), 4)
+    dgx1 = recommend(cube_mesh_8(), 4)
     assert placement(dgx1.groups[0]) == "one CPU socket, NUMA node 0"
     spread = next(g for g in dgx1.groups if not g.same_socket)
     # NVLinked across sockets: not "SYS paths", the GPU traffic does not cross the socket link.
@@ -65,9 +67,9 @@ def test_one_host_jobs_in_a_multi_host_topology_name_their_host(monkeypatch, cap
     env = format_env(recommend(load_reference("gb200-nvl72"), 4, jobs=3)).splitlines()
     assert env[env.index("# job 2 runs on tray01") + 1].startswith("export CUDA_VISIBLE_DEVICES_JOB2=")
     # One host only: no host names anywhere.
-    single = _render(monkeypatch, capsys, "dgx1", 4, jobs=2)
+    single = _render(monkeypatch, capsys, "cube-mesh-8", 4, jobs=2)
     assert ": on " not in single and "  on " not in single
-    assert "runs on" not in format_env(recommend(load_reference("dgx1"), 4, jobs=2))
+    assert "runs on" not in format_env(recommend(cube_mesh_8(), 4, jobs=2))
 
 
 def test_a_slow_best_group_is_not_painted_green(monkeypatch, capsys):
@@ -80,15 +82,15 @@ def test_a_slow_best_group_is_not_painted_green(monkeypatch, capsys):
 
     console = Console(file=io.StringIO(), width=200, force_terminal=True, color_system="standard")
     monkeypatch.setattr(view, "out", lambda: console)
-    view.render_recommendation(recommend(load_reference("two-socket-4gpu"), 4))
+    view.render_recommendation(recommend(two_socket_4(), 4))
     best_line = console.file.getvalue().splitlines()[1]
     assert "\x1b[32m" not in best_line and "\x1b[1;32m" not in best_line
     assert "\x1b[31m   ring 0-1-2-3-0, slowest hop SYS" in best_line
 
 
 def test_headline_counts_gpus_in_words(monkeypatch, capsys):
-    assert _render(monkeypatch, capsys, "dgx1", 1).startswith("Best GPU to train on — ")
-    assert _render(monkeypatch, capsys, "dgx1", 4).startswith("Best 4 GPUs to train on together — ")
+    assert _render(monkeypatch, capsys, "cube-mesh-8", 1).startswith("Best GPU to train on — ")
+    assert _render(monkeypatch, capsys, "cube-mesh-8", 4).startswith("Best 4 GPUs to train on together — ")
 
 
 def test_placement_without_numa_nodes_does_not_say_one_node():

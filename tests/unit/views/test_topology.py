@@ -5,6 +5,7 @@ from __future__ import annotations
 import io
 
 import pytest
+from linktable import cube_mesh_8, table_machine, two_socket_4
 from rich.console import Console
 
 from gputopo.model import Finding, Gpu, Link, Nic, NicLink, Topology
@@ -69,7 +70,7 @@ def test_matrices_never_cut_labels_or_columns(name, width):
 
 
 def test_wide_matrix_split_into_blocks_at_80_columns():
-    topo = load_reference("dgx2")
+    topo = table_machine("nvswitch-16-nv6")
     text = render(topo, 80)
     assert "columns 0..7" in text and "columns 8..15" in text
     wide = render(topo, 120)
@@ -81,7 +82,7 @@ def _legend(topo: Topology, speeds: bool = False) -> dict[str, str]:
 
 
 def test_legend_gives_speeds_with_units_and_the_colour_key():
-    legend = _legend(load_reference("dgx1"), speeds=True)
+    legend = _legend(cube_mesh_8(), speeds=True)
     assert legend["NV1"] == "a single NVLink, ~20 GB/s per direction"
     assert legend["NV2"] == "a bonded set of 2 NVLinks, ~40 GB/s per direction"
     assert legend["colour"].startswith("expected GB/s per direction: bold green >= 100")
@@ -89,7 +90,7 @@ def test_legend_gives_speeds_with_units_and_the_colour_key():
 
 
 def test_legend_wraps_under_itself_and_keeps_figures_with_their_units():
-    lines = render(load_reference("dgx1"), 80).splitlines()
+    lines = render(cube_mesh_8(), 80).splitlines()
     k = next(k for k, line in enumerate(lines) if line.startswith("  SYS    = across the SMP interconnect"))
     continuation = []
     for line in lines[k + 1 :]:
@@ -114,9 +115,8 @@ def test_zero_and_one_gpu(gpus):
 
 def test_wrapped_findings_stay_indented_under_their_severity():
     from gputopo.analysis import with_findings
-    from gputopo.sources import TopologyRequest, resolve
 
-    text = render(with_findings(resolve(TopologyRequest(machine="two-socket-4gpu"))), 80)
+    text = render(with_findings(two_socket_4()), 80)
     lines = text.split("Findings", 1)[1].splitlines()
     start = next(k for k, line in enumerate(lines) if line.startswith("│ WARNING GPUs 0,1 and 2,3"))
     body = lines[start + 1 : start + 4]  # the message's continuation and its fix

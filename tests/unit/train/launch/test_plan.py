@@ -11,11 +11,11 @@ import sys
 from types import SimpleNamespace
 
 import pytest
+from linktable import cube_mesh_8, nvswitch, two_socket_4
 
 from gputopo.analysis import with_findings
 from gputopo.errors import InputError
 from gputopo.sources import TopologyRequest, resolve
-from gputopo.sources.reference import load_reference
 from gputopo.train.config import TrainConfig, check_batch_split
 from gputopo.train.launch.plan import (
     build_plan,
@@ -25,6 +25,11 @@ from gputopo.train.launch.plan import (
     training_processes,
 )
 
+
+
+def two_trays():
+    """Two hosts of four GPUs in one NVSwitch domain, numbered 0-7 across both."""
+    return nvswitch(8, "NV18", "5.0", gpu={"host": ["tray00"] * 4 + ["tray01"] * 4})
 
 def test_plan_follows_the_recommended_group():
     group = SimpleNamespace(
@@ -56,7 +61,7 @@ def test_no_numactl_binding_without_a_common_node_or_without_numactl():
 
 
 def test_devices_override_on_a_two_socket_machine():
-    topology = load_reference("two-socket-4gpu")  # GPUs 0,1 on NUMA node 0; 2,3 on node 1
+    topology = two_socket_4()  # GPUs 0,1 on NUMA node 0; 2,3 on node 1
     same_socket = plan_from_devices(topology, [3, 2], numactl_path="/usr/bin/numactl")
     assert same_socket.env["CUDA_VISIBLE_DEVICES"] == "3,2"  # the user's order is kept
     assert same_socket.numactl[1:] == ["--cpunodebind=1", "--membind=1"]
@@ -68,11 +73,11 @@ def test_devices_override_on_a_two_socket_machine():
         plan_from_devices(topology, [1, 1], None)
 
 
-def test_build_plan_uses_recommend_on_a_reference_machine():
+def test_build_plan_uses_recommend():
     recommend_module = pytest.importorskip("gputopo.analysis.recommend")
-    topology = load_reference("dgx1")
+    topology = cube_mesh_8()
     expected = recommend_module.recommend(topology, 4).groups[0]
-    plan = build_plan(TrainConfig(), with_findings(resolve(TopologyRequest(machine="dgx1"))), gpus=4, numactl_path=None)
+    plan = build_plan(TrainConfig(), with_findings(cube_mesh_8()), gpus=4, numactl_path=None)
     assert sorted(plan.gpus) == sorted(expected.gpus)
     assert plan.env["CUDA_DEVICE_ORDER"] == "PCI_BUS_ID"
     assert plan.cross_device_ops == expected.cross_device_ops
@@ -81,12 +86,12 @@ def test_build_plan_uses_recommend_on_a_reference_machine():
 def test_build_plan_on_cpu_devices_hides_gpus_and_notes_the_gpu_choice():
     plan = build_plan(TrainConfig(cpu_devices=2), None, numactl_path="/usr/bin/numactl")
     assert plan.device_kind == "CPU" and plan.replicas == 2 and plan.env == {"CUDA_VISIBLE_DEVICES": ""}
-    noted = build_plan(TrainConfig(cpu_devices=2), with_findings(resolve(TopologyRequest(machine="two-socket-4gpu"))), devices="0,1", numactl_path=None)
+    noted = build_plan(TrainConfig(cpu_devices=2), with_findings(two_socket_4()), devices="0,1", numactl_path=None)
     assert noted.device_kind == "CPU" and "GPUs 0,1" in noted.notes[0]
     with pytest.raises(InputError, match="either --gpus"):
-        build_plan(TrainConfig(), with_findings(resolve(TopologyRequest(machine="dgx1"))), gpus=2, devices="0,1")
+        build_plan(TrainConfig(), with_findings(cube_mesh_8()), gpus=2, devices="0,1")
     with pytest.raises(InputError, match="only 8 GPUs"):
-        build_plan(TrainConfig(), with_findings(resolve(TopologyRequest(machine="dgx1"))), gpus=9)
+        build_plan(TrainConfig(), with_findings(cube_mesh_8()), gpus=9)
 
 
 def test_batch_must_split_over_replicas():
@@ -152,20 +157,20 @@ def test_parameter_server_is_one_coordinator_process():
 
 
 def test_gpus_of_several_hosts_are_refused_and_one_host_gets_its_own_numbers():
-    # GB200 NVL72: 72 GPUs numbered across 18 hosts of 4; CUDA on each host counts its own from 0.
+    # As on a GB200 NVL72: GPUs numbered across hosts of 4; CUDA on each host counts its own from 0.
     with pytest.raises(InputError, match=r"span several hosts \(tray00, tray01\).*one host"):
-        build_plan(TrainConfig(), with_findings(resolve(TopologyRequest(machine="gb200-nvl72"))), gpus=8, numactl_path=None)
+        build_plan(TrainConfig(), with_findings(two_trays()), gpus=8, numactl_path=None)
     with pytest.raises(InputError, match=r"--devices names GPUs 3,4 span several hosts"):
-        build_plan(TrainConfig(), with_findings(resolve(TopologyRequest(machine="gb200-nvl72"))), devices="3,4", numactl_path=None)
-    second_host = build_plan(TrainConfig(), with_findings(resolve(TopologyRequest(machine="gb200-nvl72"))), devices="5,4", numactl_path=None)
+        build_plan(TrainConfig(), with_findings(two_trays()), devices="3,4", numactl_path=None)
+    second_host = build_plan(TrainConfig(), with_findings(two_trays()), devices="5,4", numactl_path=None)
     assert second_host.gpus == [5, 4] and second_host.env["CUDA_VISIBLE_DEVICES"] == "1,0"
-    one_host = build_plan(TrainConfig(), with_findings(resolve(TopologyRequest(machine="gb200-nvl72"))), gpus=4, numactl_path=None)
+    one_host = build_plan(TrainConfig(), with_findings(two_trays()), gpus=4, numactl_path=None)
     assert one_host.env["CUDA_VISIBLE_DEVICES"] == ",".join(str(g % 4) for g in one_host.gpus)
 
 
 def test_local_workers_on_gpus_each_get_gpus_of_their_own():
     config = TrainConfig(strategy="multi-worker", batch_size=64)
-    plan = build_plan(config, with_findings(resolve(TopologyRequest(machine="dgx1"))), gpus=4, numactl_path=None)
+    plan = build_plan(config, with_findings(cube_mesh_8()), gpus=4, numactl_path=None)
     visible = plan.env["CUDA_VISIBLE_DEVICES"].split(",")
     specs = training_processes(plan, config, local_workers=2)
     shares = [spec.env["CUDA_VISIBLE_DEVICES"].split(",") for spec in specs]
