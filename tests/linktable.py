@@ -202,6 +202,14 @@ def nvswitch(n: int = 8, word: str = "NV18", version: str = "4.0", **overrides: 
     return _with(uniform(n, word), defaults, overrides)
 
 
+def nvl72(trays: int = 18) -> Topology:
+    """A GB200 NVL72-like rack: ``trays`` hosts (``tray00``...) of four GPUs, every GPU NV18 through
+    NVSwitch to every other of the rack, two Grace CPUs (NUMA nodes 0 and 1) per tray, two GPUs each."""
+    n = 4 * trays
+    return nvswitch(n, "NV18", "5.0", numa=[(i % 4) // 2 for i in range(n)],
+                    gpu={"host": [f"tray{i // 4:02d}" for i in range(n)]})  # fmt: skip
+
+
 # The table machines by name, for parametrized tests (``table_machine("cube-mesh-8")``).
 TABLE_MACHINES = {
     "cube-mesh-8": cube_mesh_8,
@@ -211,6 +219,7 @@ TABLE_MACHINES = {
     "nvswitch-8-nv18": lambda: nvswitch(8, "NV18"),
     "nvswitch-8-nv12": lambda: nvswitch(8, "NV12", "3.0"),
     "nvswitch-16-nv6": lambda: nvswitch(16, "NV6", "2.0"),
+    "nvl72": nvl72,
 }
 
 

@@ -8,12 +8,11 @@ import sys
 
 import pytest
 from conftest import REPO, SHARED_FIXTURES
-from linktable import cube_mesh_8, table_machine
+from linktable import cube_mesh_8, nvl72, table_machine
 from recommend_oracles import brute_force_best_key
 
 from gputopo.analysis.recommend import recommend
 from gputopo.sources import TopologyRequest, resolve
-from gputopo.sources.reference import load_reference
 
 DGX1_TEXT = SHARED_FIXTURES / "topo" / "dgx1_v100_8gpu_mlx5.txt"
 PCIE_TEXT = SHARED_FIXTURES / "topo" / "pcie_8gpu_dual_socket_pix_node_sys.txt"
@@ -89,7 +88,7 @@ def test_power9_pairs_pick_an_nvlink_pair_on_one_numa_node():
 
 
 def test_nvl72_groups_of_four_stay_in_one_tray_and_are_proven():
-    topo = load_reference("gb200-nvl72")
+    topo = nvl72()
     rec = recommend(topo, 4)
     assert rec.proven_optimal and rec.interchangeable
     best = rec.best
@@ -98,7 +97,7 @@ def test_nvl72_groups_of_four_stay_in_one_tray_and_are_proven():
 
 
 def test_nvl72_groups_spanning_trays_use_as_few_as_possible_and_multiworker():
-    topo = load_reference("gb200-nvl72")
+    topo = nvl72()
     rec = recommend(topo, 12)
     best = rec.best
     assert len(best.hosts) == 3  # 4 GPUs per tray

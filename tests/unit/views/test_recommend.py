@@ -6,7 +6,7 @@ from __future__ import annotations
 import re
 
 import pytest
-from linktable import cube_mesh_8, two_socket_4
+from linktable import cube_mesh_8, nvl72, two_socket_4
 
 from gputopo.analysis.recommend import recommend
 from gputopo.sources.reference import load_reference
@@ -15,7 +15,7 @@ from gputopo.views.recommend import placement, render_recommendation
 
 def _render(monkeypatch, capsys, machine: str, gpus: int, jobs: int = 1, width: int = 80) -> str:
     monkeypatch.setenv("COLUMNS", str(width))
-    topo = cube_mesh_8() if machine == "cube-mesh-8" else load_reference(machine)
+    topo = {"cube-mesh-8": cube_mesh_8, "nvl72": nvl72}.get(machine, lambda: load_reference(machine))()
     render_recommendation(recommend(topo, gpus, jobs=jobs))
     return capsys.readouterr().out
 
@@ -33,7 +33,7 @@ def test_paste_ready_lines_are_not_broken_by_newlines(monkeypatch, capsys):
 
 
 def test_multi_host_group_gets_one_launch_line_per_host(monkeypatch, capsys):
-    lines = _render(monkeypatch, capsys, "gb200-nvl72", 8).splitlines()
+    lines = _render(monkeypatch, capsys, "nvl72", 8).splitlines()
     assert "  on tray00: CUDA_DEVICE_ORDER=PCI_BUS_ID CUDA_VISIBLE_DEVICES=0,1,2,3" in lines
     assert "  on tray01: CUDA_DEVICE_ORDER=PCI_BUS_ID CUDA_VISIBLE_DEVICES=0,1,2,3" in lines
 
@@ -55,16 +55,16 @@ def test_placement_words():
     spread = next(g for g in dgx1.groups if not g.same_socket)
     # NVLinked across sockets: not "SYS paths", the GPU traffic does not cross the socket link.
     assert placement(spread) == "spread over 2 NUMA nodes / CPU sockets"
-    nvl72 = recommend(load_reference("gb200-nvl72"), 8)
-    assert placement(nvl72.groups[0]) == "spread over 2 hosts (tray00, tray01)"
+    rack = recommend(nvl72(), 8)
+    assert placement(rack.groups[0]) == "spread over 2 hosts (tray00, tray01)"
 
 
 def test_one_host_jobs_in_a_multi_host_topology_name_their_host(monkeypatch, capsys):
     from gputopo.views.recommend import format_env
 
-    lines = _render(monkeypatch, capsys, "gb200-nvl72", 4, jobs=3).splitlines()
+    lines = _render(monkeypatch, capsys, "nvl72", 4, jobs=3).splitlines()
     assert any(line.startswith("  job 2: on tray01: CUDA_DEVICE_ORDER=PCI_BUS_ID") for line in lines)
-    env = format_env(recommend(load_reference("gb200-nvl72"), 4, jobs=3)).splitlines()
+    env = format_env(recommend(nvl72(), 4, jobs=3)).splitlines()
     assert env[env.index("# job 2 runs on tray01") + 1].startswith("export CUDA_VISIBLE_DEVICES_JOB2=")
     # One host only: no host names anywhere.
     single = _render(monkeypatch, capsys, "cube-mesh-8", 4, jobs=2)

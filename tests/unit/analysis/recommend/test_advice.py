@@ -3,12 +3,11 @@ devices and cross-device ops."""
 
 import pytest
 from conftest import REPO, SHARED_FIXTURES
-from linktable import cube_mesh_8, two_socket_4
+from linktable import cube_mesh_8, nvl72, two_socket_4
 
 from gputopo.analysis.recommend import recommend
 from gputopo.errors import InputError
 from gputopo.sources import TopologyRequest, resolve
-from gputopo.sources.reference import load_reference
 
 TF0_LOG = SHARED_FIXTURES / "tf_logs" / "tf0_gpu_init_cannot_enable_peer_4gpu.log"
 
@@ -61,7 +60,7 @@ def test_tf_log_in_fastest_first_order_launches_the_pair_by_pci_bus_order():
 
 def test_one_host_groups_of_a_multi_host_domain_use_that_hosts_cuda_numbers():
     """CUDA on each NVL72 tray numbers its own GPUs 0-3, whatever their rack-wide index."""
-    topo = load_reference("gb200-nvl72")
+    topo = nvl72()
     rec = recommend(topo, gpus=4, jobs=3)
     for group in rec.jobs:
         assert group.same_host
