@@ -23,7 +23,7 @@ from __future__ import annotations
 
 from typing import Any, Mapping, Sequence
 
-from gputopo.model import Gpu, Topology
+from gputopo.model import Gpu, Nic, NicLink, Topology
 from gputopo.model.parts import make_link
 
 Table = str | Sequence[Sequence[str]]
@@ -62,6 +62,25 @@ PCIE_8 = """
 """
 
 
+# NIC columns (``nics=``): a DGX-1's four mlx5 NICs, one per GPU pair, two per socket.
+CUBE_MESH_8_NICS = """
+    mlx5_0 mlx5_1 mlx5_2 mlx5_3
+    PIX    NODE   SYS    SYS
+    PIX    NODE   SYS    SYS
+    NODE   PIX    SYS    SYS
+    NODE   PIX    SYS    SYS
+    SYS    SYS    PIX    NODE
+    SYS    SYS    PIX    NODE
+    SYS    SYS    NODE   PIX
+    SYS    SYS    NODE   PIX
+"""
+# One NIC per GPU of an 8-GPU NVSwitch box: PIX to its own GPU, NODE within a socket, SYS across.
+NVSWITCH_8_NICS = "\n".join(
+    [" ".join(f"mlx5_{k}" for k in range(8))]
+    + [" ".join("PIX" if g == k else "NODE" if g // 4 == k // 4 else "SYS" for k in range(8)) for g in range(8)]
+)
+
+
 def rows_of(table: Table) -> list[list[str]]:
     """The table as rows of words, checked square and symmetric with ``X`` on the diagonal."""
     rows = [line.split() for line in table.strip().splitlines()] if isinstance(table, str) else [list(r) for r in table]
@@ -90,6 +109,16 @@ def from_pairs(n: int, links: Mapping[tuple[int, int], str], default: str = "SYS
     return rows
 
 
+def nic_columns(table: str, n: int) -> dict[str, list[str]]:
+    """NIC columns as ``nvidia-smi topo -m`` prints them: a header line of NIC names, then one row of
+    link words per GPU -> ``{nic: [word of GPU 0, word of GPU 1, ...]}``."""
+    lines = [line.split() for line in table.strip().splitlines()]
+    names, rows = lines[0], lines[1:]
+    if len(rows) != n or any(len(row) != len(names) for row in rows):
+        raise ValueError(f"the NIC table needs {n} rows of {len(names)} words")
+    return {name: [row[k] for row in rows] for k, name in enumerate(names)}
+
+
 def _per_gpu(value: Any, n: int, what: str) -> list[Any]:
     if isinstance(value, (list, tuple)):
         if len(value) != n:
@@ -115,11 +144,13 @@ def link_table(
     nvswitch: bool = False,
     pcie: Table | None = None,
     gpu: Mapping[str, Any] | None = None,
+    nics: str | None = None,
     **topology: Any,
 ) -> Topology:
     """A validated ``Topology`` of the GPUs of ``table``. ``gpu`` sets further GPU fields (one value for
     all GPUs or a list, one per GPU: ``gpu={"pcie_width_current": [16, 8]}``); the remaining keyword
-    arguments are Topology fields (``socket_interconnect="QPI"``, ``numa_distances=...``)."""
+    arguments are Topology fields (``socket_interconnect="QPI"``, ``host="node1"``). ``nics`` is a
+    table of NIC columns (``nic_columns``): the NICs and each GPU's path to them."""
     rows = rows_of(table)
     n = len(rows)
     paths = rows_of(pcie) if pcie is not None else None
@@ -142,8 +173,11 @@ def link_table(
             p2p_word = _p2p_word(p2p, a, b)
             links.append(make_link(a, b, word, nvswitch=nvswitch and nvlink, pcie_path=path,
                                    p2p_read=p2p_word, p2p_write=p2p_word, p2p_nvlink="ok" if nvlink else "NS"))  # fmt: skip
+    columns = nic_columns(nics, n) if nics else {}
     topology.setdefault("source", "test")
-    topo = Topology(gpus=gpus, links=links, **topology)
+    topo = Topology(gpus=gpus, links=links, nics=[Nic(name) for name in columns],
+                    nic_links=[NicLink(g, name, words[g]) for name, words in columns.items() for g in range(n)],
+                    **topology)  # fmt: skip
     topo.validate()
     return topo
 

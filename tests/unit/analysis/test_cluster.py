@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 from conftest import OWN_FIXTURES, SHARED_FIXTURES, assert_one_error_line
+from linktable import CUBE_MESH_8_NICS, NVSWITCH_8_NICS, cube_mesh_8, nvswitch, pcie_8, two_socket_4
 
 from gputopo.analysis.cluster import cluster_findings, cluster_with_findings, host_summary, link_shape
 from gputopo.analysis.nics import nearest_nics
@@ -21,6 +22,11 @@ H100_9NIC = str(CORPUS / "h100_8gpu_nv18_9nic_bond_ansi_escape_stripped.txt")
 H100_12NIC = str(CORPUS / "dgx_h100_8gpu_nv18_12nic_truncated_after_nic5.txt")
 DGX1_TEXT = str(SHARED_FIXTURES / "topo" / "dgx1_v100_8gpu_mlx5.txt")
 
+
+
+def h100_like(host: str) -> Topology:
+    """Eight H100s on NVSwitch with a NIC each, as host ``host``."""
+    return nvswitch(8, name="NVIDIA H100 80GB HBM3", nics=NVSWITCH_8_NICS, host=host)
 
 def save_host(cli, tmp_path: Path, name: str, *source: str) -> str:
     """``gputopo scan SOURCE --host NAME --save tmp/NAME.json``; returns the path."""
@@ -141,13 +147,13 @@ def test_host_summaries():
     assert summary.links == "NV18 all-to-all, 2 NUMA nodes"
     assert summary.gpus == "8 GPUs (model not shown)" and summary.versions == "not shown"
     assert summary.nics == "one NIC per GPU at PXB (NIC0 (mlx5_10) ... NIC7 (mlx5_17))"
-    dgx1 = resolve(TopologyRequest(machine="dgx1"))
+    dgx1 = cube_mesh_8(nics=CUBE_MESH_8_NICS)
     assert link_shape(dgx1) == "NVLink NV1/NV2 on 16 of 28 pairs, else SYS, 2 NUMA nodes"
     assert host_summary(dgx1, "n").gpus.startswith("8x ")
     assert host_summary(dgx1, "n").nics == "mlx5_0 PIX: GPUs 0,1; mlx5_1 PIX: GPUs 2,3; mlx5_2 PIX: GPUs 4,5; mlx5_3 PIX: GPUs 6,7"
     text = resolve(TopologyRequest(from_files=(DGX1_TEXT,)))
     assert host_summary(text, "n").nics == "mlx5_0 NODE: GPUs 0,1; mlx5_0 PIX: GPUs 2,3; mlx5_0 SYS: GPUs 4,5,6,7"
-    assert link_shape(resolve(TopologyRequest(machine="pcie-8gpu"))).startswith("PCIe (PIX/")
+    assert link_shape(pcie_8()).startswith("PCIe (PIX/")
 
 
 def test_nearest_nics_read_from_the_captures():
@@ -165,13 +171,13 @@ def test_nearest_nics_read_from_the_captures():
 
 
 def test_identical_hosts_have_no_cluster_findings():
-    hosts = [resolve(TopologyRequest(machine="dgx-h100", host=f"node{k}")) for k in (1, 2)]
+    hosts = [h100_like(f"node{k}") for k in (1, 2)]
     assert cluster_findings(Cluster(hosts)) == []
 
 
 def test_different_gpu_models_counts_and_wiring_are_found():
-    cluster = Cluster([resolve(TopologyRequest(machine="dgx1", host="v100")), resolve(TopologyRequest(machine="dgx-h100", host="h100")),
-                       resolve(TopologyRequest(machine="two-socket-4gpu", host="small"))])
+    cluster = Cluster([cube_mesh_8(nics=CUBE_MESH_8_NICS, name="Tesla V100-SXM2-16GB", host="v100"), h100_like("h100"),
+                       two_socket_4(name="GeForce GTX TITAN X", host="small")])
     findings = cluster_findings(cluster)
     assert codes(findings)[:3] == ["cluster-gpu-count", "cluster-gpu-model", "cluster-link-shape"]
     count = findings[0]
@@ -181,7 +187,7 @@ def test_different_gpu_models_counts_and_wiring_are_found():
 
 
 def test_driver_and_cuda_versions_are_compared_where_known():
-    a, b = (resolve(TopologyRequest(machine="dgx-h100", host=h)) for h in ("a", "b"))
+    a, b = (h100_like(h) for h in ("a", "b"))
     a.driver_version, a.cuda_driver_version = "535.104.05", "12.2"
     b.driver_version, b.cuda_driver_version = "550.54.15", "12.4"
     found = codes(cluster_findings(Cluster([a, b])))
@@ -205,7 +211,7 @@ def test_hosts_whose_gpus_have_only_far_nics():
 
 
 def test_cluster_json_round_trip():
-    cluster = cluster_with_findings([resolve(TopologyRequest(machine="dgx1", host="a")), resolve(TopologyRequest(machine="two-socket-4gpu", host="b"))])
+    cluster = cluster_with_findings([cube_mesh_8(nics=CUBE_MESH_8_NICS, host="a"), two_socket_4(host="b")])
     data = json.loads(json.dumps(cluster.to_dict()))
     assert data["schema"] == CLUSTER_SCHEMA == "gputopo.cluster/1"
     assert [h["host"] for h in data["hosts"]] == ["a", "b"] and data["diagnostics"]

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 from conftest import OWN_FIXTURES, SHARED_FIXTURES, assert_one_error_line
+from linktable import CUBE_MESH_8_NICS, NVSWITCH_8_NICS, cube_mesh_8, nvswitch, two_socket_4
 
 from gputopo.analysis.recommend.hosts import DEFAULT_PORT, PLAN_SCHEMA, check_split, plan_hosts
 from gputopo.errors import InputError
@@ -24,10 +25,17 @@ CONTRACT_HOST_KEYS = ["host", "task_index", "gpus", "cuda_visible_devices", "num
                       "warnings", "host_gpus"]  # host_gpus added later (the sbatch script asks for every GPU)
 
 
-def topo(path_or_machine: str, host: str):
-    if path_or_machine.endswith(".txt"):
-        return resolve(TopologyRequest(from_files=(path_or_machine,), host=host))
-    return resolve(TopologyRequest(machine=path_or_machine, host=host))
+TABLES = {
+    "cube-mesh-8": lambda host: cube_mesh_8(nics=CUBE_MESH_8_NICS, host=host),
+    "nvswitch-8": lambda host: nvswitch(8, nics=NVSWITCH_8_NICS, host=host),
+    "two-socket-4": lambda host: two_socket_4(host=host),
+}
+
+
+def topo(path_or_table: str, host: str):
+    if path_or_table.endswith(".txt"):
+        return resolve(TopologyRequest(from_files=(path_or_table,), host=host))
+    return TABLES[path_or_table](host)
 
 
 def nic_of_each_gpu(host_plan: dict) -> dict[int, tuple[str, str]]:
@@ -61,7 +69,7 @@ def test_two_h100_hosts_every_gpu_on_its_own_pxb_nic():
 
 
 def test_tf_config_worker_zero_is_the_chief_in_the_order_given():
-    hosts = [topo("dgx-h100", name) for name in ("b-node", "a-node", "c-node")]
+    hosts = [topo("nvswitch-8", name) for name in ("b-node", "a-node", "c-node")]
     plan = plan_hosts(hosts, gpus=6, port=23456).to_dict()
     workers = ["b-node:23456", "a-node:23456", "c-node:23456"]
     for index, host in enumerate(plan["hosts"]):
@@ -71,8 +79,8 @@ def test_tf_config_worker_zero_is_the_chief_in_the_order_given():
     assert plan_hosts(hosts, gpus=3).port == DEFAULT_PORT == 12345
 
 
-def test_dgx1_reference_four_mlx5_one_per_gpu_pair():
-    plan = plan_hosts([topo("dgx1", "n1"), topo("dgx1", "n2")], gpus=8).to_dict()
+def test_dgx1_four_mlx5_one_per_gpu_pair():
+    plan = plan_hosts([topo("cube-mesh-8", "n1"), topo("cube-mesh-8", "n2")], gpus=8).to_dict()
     for host in plan["hosts"]:
         assert host["gpus"] == [0, 1, 2, 3] and host["cuda_visible_devices"] == "0,1,2,3"
         assert host["numactl"] == ["numactl", "--cpunodebind=0", "--membind=0"]
@@ -96,7 +104,7 @@ def test_dgx1_text_one_mlx5_pix_node_and_sys():
 
 
 def test_netdevs_give_nccl_socket_ifname():
-    hosts = [topo("dgx1", "n1"), topo("dgx1", "n2")]
+    hosts = [topo("cube-mesh-8", "n1"), topo("cube-mesh-8", "n2")]
     for host in hosts:
         for k, nic in enumerate(host.nics):
             nic.netdev = f"ib{k}"
@@ -110,12 +118,12 @@ def test_netdevs_give_nccl_socket_ifname():
 
 
 def test_a_host_whose_best_group_differs_is_warned_about():
-    plan = plan_hosts([topo("dgx-h100", "h100"), topo("dgx1", "v100")], gpus=8)
+    plan = plan_hosts([topo("nvswitch-8", "h100"), topo("cube-mesh-8", "v100")], gpus=8)
     assert any("differs from h100's" in w for w in plan.hosts[1].warnings)
 
 
 def test_hosts_without_nics_have_no_nccl_ib_hca():
-    plan = plan_hosts([topo("two-socket-4gpu", "a"), topo("two-socket-4gpu", "b")], gpus=4).to_dict()
+    plan = plan_hosts([topo("two-socket-4", "a"), topo("two-socket-4", "b")], gpus=4).to_dict()
     for host in plan["hosts"]:
         assert set(host["env"]) == {"CUDA_DEVICE_ORDER", "CUDA_VISIBLE_DEVICES"}
         assert host["nics"] == [] and any("no NIC is shown" in w for w in host["warnings"])
@@ -140,7 +148,7 @@ def test_bad_splits(names, counts, gpus, per_host, fragment):
 
 
 def test_different_gpu_counts_are_fine_where_the_group_fits_every_host():
-    plan = plan_hosts([topo("dgx1", "big"), topo("two-socket-4gpu", "small")], gpus=4)
+    plan = plan_hosts([topo("cube-mesh-8", "big"), topo("two-socket-4", "small")], gpus=4)
     assert plan.gpus_per_host == 2 and [len(h.gpus) for h in plan.hosts] == [2, 2]
 
 
@@ -200,7 +208,7 @@ def test_cli_slurm_script(cli, snapshots, tmp_path, monkeypatch):
 
 
 def test_slurm_script_without_save_names_plan_json():
-    plan = plan_hosts([topo("dgx1", "n1"), topo("dgx1", "n2")], gpus=16)
+    plan = plan_hosts([topo("cube-mesh-8", "n1"), topo("cube-mesh-8", "n2")], gpus=16)
     script = format_plan_slurm(plan)
     assert "--plan plan.json" in script and "#SBATCH --gpus-per-node=8" in script
     assert "# node1" not in format_plan_env(plan) and "# n1 (worker 0, the chief)" in format_plan_env(plan)
