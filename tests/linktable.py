@@ -13,10 +13,11 @@ every fact its assertion depends on, and correcting a reference machine (gputopo
 tested once as data in tests/unit/sources/test_reference.py) breaks no test about something else.
 
 Defaults, each overridable: P2P read/write "ok" on every pair (``p2p`` sets another word for all
-pairs, None for unknown, or a dict of the pairs that are not "ok"); NVLinks not through NVSwitch (``nvswitch=True``); PCIe path word =
-the link word where it is a PCIe word (``pcie`` gives a second table for NVLinked pairs); GPU name
-"Test GPU"; PCI bus ids ``0000:01:00.0``, ``0000:02:00.0``... in index order; the socket = the NUMA
-node; CPUs ``8n-8n+7`` for NUMA node ``n``.
+pairs, None for unknown, or a dict of the pairs that are not "ok": ``no_p2p_on``); NVLinks not
+through NVSwitch (``nvswitch=True``); PCIe path word = the link word where it is a PCIe word
+(``pcie`` gives a second table for NVLinked pairs); GPU name "Test GPU"; PCI bus ids
+``0000:01:00.0``, ``0000:02:00.0``... in index order; the socket = the NUMA node; CPUs ``8n-8n+7``
+for NUMA node ``n``; no NICs (``nics`` gives their columns).
 """
 
 from __future__ import annotations
@@ -101,14 +102,6 @@ def uniform(n: int, word: str) -> list[list[str]]:
     return [["X" if a == b else word for b in range(n)] for a in range(n)]
 
 
-def from_pairs(n: int, links: Mapping[tuple[int, int], str], default: str = "SYS") -> list[list[str]]:
-    """``n`` GPUs linked by ``default`` except the pairs named (either order)."""
-    rows = uniform(n, default)
-    for (a, b), word in links.items():
-        rows[a][b] = rows[b][a] = word
-    return rows
-
-
 def nic_columns(table: str, n: int) -> dict[str, list[str]]:
     """NIC columns as ``nvidia-smi topo -m`` prints them: a header line of NIC names, then one row of
     link words per GPU -> ``{nic: [word of GPU 0, word of GPU 1, ...]}``."""
@@ -175,8 +168,8 @@ def link_table(
                                    p2p_read=p2p_word, p2p_write=p2p_word, p2p_nvlink="ok" if nvlink else "NS"))  # fmt: skip
     columns = nic_columns(nics, n) if nics else {}
     topology.setdefault("source", "test")
-    topo = Topology(gpus=gpus, links=links, nics=[Nic(name) for name in columns],
-                    nic_links=[NicLink(g, name, words[g]) for name, words in columns.items() for g in range(n)],
+    topo = Topology(gpus=gpus, links=links, nics=[Nic(nic) for nic in columns],
+                    nic_links=[NicLink(g, nic, words[g]) for nic, words in columns.items() for g in range(n)],
                     **topology)  # fmt: skip
     topo.validate()
     return topo
