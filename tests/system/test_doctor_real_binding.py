@@ -13,7 +13,7 @@ import pytest
 
 from gputopo.sources.reference import load_reference
 
-from test_fake_libnvml import _env, build_library  # a sibling test module (tests/system is on sys.path)
+from system.test_fake_libnvml import _env, build_library  # a sibling test module (tests/ is on sys.path)
 
 
 @pytest.fixture(scope="module")

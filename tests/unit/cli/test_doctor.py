@@ -8,7 +8,7 @@ import json
 import pytest
 from conftest import assert_one_error_line
 from doctor_trees import DOCTOR_FIXTURES, capture, real_acs_controls, real_links, two_gpus_under_root_ports
-from test_cli_imports import imported_by, loaded
+from unit.test_cli_imports import imported_by, loaded
 
 
 def _healthy(root):
