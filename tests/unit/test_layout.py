@@ -40,7 +40,6 @@ UNTESTED = frozenset(
         "analysis/doctor_nvml",
         "analysis/doctor_pasted",
         "analysis/doctor_pcie",
-        "analysis/nics",
         "analysis/recommend/result",
         "analysis/tf_log_findings",
         "bench/engine",

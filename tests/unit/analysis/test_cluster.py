@@ -11,7 +11,6 @@ from conftest import OWN_FIXTURES, SHARED_FIXTURES, assert_one_error_line
 from linktable import CUBE_MESH_8_NICS, NVSWITCH_8_NICS, cube_mesh_8, nvswitch, pcie_8, two_socket_4
 
 from gputopo.analysis.cluster import cluster_findings, cluster_with_findings, host_summary, link_shape
-from gputopo.analysis.nics import nearest_nics
 from gputopo.errors import InputError
 from gputopo.model import Topology
 from gputopo.model.cluster import CLUSTER_SCHEMA, Cluster
@@ -21,7 +20,6 @@ CORPUS = OWN_FIXTURES / "corpus" / "topo"
 H100_9NIC = str(CORPUS / "h100_8gpu_nv18_9nic_bond_ansi_escape_stripped.txt")
 H100_12NIC = str(CORPUS / "dgx_h100_8gpu_nv18_12nic_truncated_after_nic5.txt")
 DGX1_TEXT = str(SHARED_FIXTURES / "topo" / "dgx1_v100_8gpu_mlx5.txt")
-
 
 
 def h100_like(host: str) -> Topology:
@@ -154,17 +152,6 @@ def test_host_summaries():
     text = resolve(TopologyRequest(from_files=(DGX1_TEXT,)))
     assert host_summary(text, "n").nics == "mlx5_0 NODE: GPUs 0,1; mlx5_0 PIX: GPUs 2,3; mlx5_0 SYS: GPUs 4,5,6,7"
     assert link_shape(pcie_8()).startswith("PCIe (PIX/")
-
-
-def test_nearest_nics_read_from_the_captures():
-    """Each GPU's NIC, read off the captures by hand: the one PXB cell in its row."""
-    nine = resolve(TopologyRequest(from_files=(H100_9NIC,)))
-    assert [(e.gpu, e.path, [n.rdma_name for n in e.nics]) for e in nearest_nics(nine)] == [
-        (g, "PXB", [f"mlx5_1{g}"]) for g in range(8)]
-    twelve = resolve(TopologyRequest(from_files=(H100_12NIC,)))
-    assert [(e.path, [n.name for n in e.nics]) for e in nearest_nics(twelve)] == [
-        ("PXB", [name]) for name in ("NIC0", "NIC3", "NIC4", "NIC5", "NIC6", "NIC9", "NIC10", "NIC11")]
-    assert all(n.rdma_name is None for n in twelve.nics)  # no NIC Legend: the RDMA names are not shown
 
 
 # --- findings about the hosts together -----------------------------------------------------------
