@@ -23,6 +23,8 @@ CROSS_CUTTING = {
     "test_exit_codes.py": "the documented exit codes, across every command",
     "test_hostile_inputs.py": "hostile input files through every reader and command",
     "test_layout.py": "this file: the layout of tests/ itself",
+    "train/test_hostile_plans.py": "hostile plans, Slurm variables and TF_CONFIG across plan_file, slurm and workers",
+    "views/test_markup_injection.py": "snapshot strings through every multi-host view: never markup or terminal codes",
     "sources/test_readers_mixed.py": "pastes holding several kinds of output, through every reader and the merge",
     "test_tflog_corpus.py": "the corpus of real TensorFlow logs through the readers and the analysis",
     "test_topology_corpus.py": "the corpus of real nvidia-smi captures through the readers and the analysis",
