@@ -147,67 +147,99 @@ def _ungroupable(topology: Topology, groups: list[list[int]]) -> bool:
 
 
 def _cross_socket(topology: Topology) -> list[Finding]:
+    """GPUs on different NUMA nodes (sockets where known) with SYS pairs between them: what crosses
+    the interconnect, and whether measurements say it costs anything here."""
     sys_links = numa_crossing_links(topology)
-    if not sys_links:
+    placed = _crossing_groups(topology, sys_links) if sys_links else None
+    if placed is None:
         return []
-    crossing = {g for link in sys_links for g in (link.a, link.b)}
-    groups = [grp for grp in socket_groups(topology) if set(grp) & crossing]
-    hosts = {topology.gpu(g).host for g in crossing}
-    prefix, suffix = "", ""
-    if len(hosts) > 1:
-        # A multi-host domain (GB200 NVL72): describe one host, the others are alike.
-        first_host = min(hosts, key=lambda h: min(g.index for g in topology.gpus if g.host == h))
-        groups = [grp for grp in groups if topology.gpu(grp[0]).host == first_host]
-        prefix, suffix = f"on host {first_host}, ", f"likewise on the other {len(hosts) - 1} hosts"
-    if len(groups) < 2:
-        return []
+    grouped, groups, by_pair = placed
     where, other_side, interconnect, unit = _where(topology, groups)
-    if suffix:
+    if _several_hosts(topology, sys_links):  # the groups are the first host's
+        hosts = {topology.gpu(g).host for link in sys_links for g in (link.a, link.b)}
+        suffix = f"likewise on the other {len(hosts) - 1} hosts"
         where = where[:-1] + f"; {suffix})" if where.endswith(")") else where + f" ({suffix})"
-    grouped = f"GPUs {gpu_list(groups[0])} and {gpu_list(groups[1])}" if len(groups) == 2 else (
-        "GPU groups " + " | ".join(gpu_list(grp) for grp in groups))
-    by_pair = _ungroupable(topology, groups)  # NVLinked pairs whose NUMA sides the source does not tell
-    if by_pair:
-        grouped = "the GPU pairs " + pair_list((link.a, link.b) for link in sys_links)
-    grouped = prefix + grouped
-    grouped = grouped[0].upper() + grouped[1:]
     without_nvlink = [link for link in sys_links if not link.is_nvlink]
-    group_of = {g: n for n, grp in enumerate(groups) for g in grp}
-    nvlink_across = any(
-        link.is_nvlink and link.a in group_of and link.b in group_of and group_of[link.a] != group_of[link.b]
-        for link in topology.links
-    )
-    gpus = sorted(crossing)
+    gpus = sorted({g for link in sys_links for g in (link.a, link.b)})
     if not without_nvlink:
-        return [
-            Finding(
-                severity="info",
-                code="cross-socket",
-                message=(
-                    f"{grouped} are on {where}; GPU-to-GPU copies between them use NVLink, "
-                    f"but host-to-GPU traffic (the input pipeline) crosses {interconnect} when it runs on {other_side}"
-                ),
-                gpus=gpus,
-                fix="bind each training process's CPU work to its GPUs' NUMA node (numactl --cpunodebind=N --membind=N)",
-            )
-        ]
+        return [Finding(
+            severity="info", code="cross-socket",
+            message=(f"{grouped} are on {where}; GPU-to-GPU copies between them use NVLink, "
+                     f"but host-to-GPU traffic (the input pipeline) crosses {interconnect} when it runs on {other_side}"),
+            gpus=gpus,
+            fix="bind each training process's CPU work to its GPUs' NUMA node (numactl --cpunodebind=N --membind=N)",
+        )]
+    group_of = {g: n for n, grp in enumerate(groups) for g in grp}
+    nvlink_across = any(link.is_nvlink and link.a in group_of and link.b in group_of and group_of[link.a] != group_of[link.b]
+                        for link in topology.links)
     peers = {link.can_peer for link in without_nvlink}
     staged = " through host memory" if False in peers else (" (through host memory where they cannot peer)" if None in peers else "")
     how = f"cross {interconnect}{staged}"
     if by_pair or len(without_nvlink) == len(sys_links) and not nvlink_across:
         message = f"{grouped} are on {where}: copies between them {how}"
     else:
-        pairs = pair_list((link.a, link.b) for link in without_nvlink)
-        message = f"{grouped} are on {where}: copies between the pairs without NVLink ({pairs}) {how}"
-    return [
-        Finding(
-            severity="warning",
-            code="cross-socket",
-            message=message + f", which is slower than PCIe within one {unit}",
+        message = f"{grouped} are on {where}: copies between the pairs without NVLink ({pair_list((lk.a, lk.b) for lk in without_nvlink)}) {how}"
+    alike = _measured_alike(topology, without_nvlink)
+    if alike is not None:  # measured wins: here the interconnect costs nothing a copy can see
+        return [Finding(
+            severity="info", code="cross-socket",
+            message=message + f"; measured, they copy as fast as pairs within one {unit} "
+                              f"({alike[0]:.1f} against {alike[1]:.1f} GB/s), so placement matters only for the input pipeline",
             gpus=gpus,
-            fix="train on GPUs within one group (`gputopo recommend` picks them), or expect slower gradient exchange",
-        )
-    ]
+            fix="bind each training process's CPU work to its GPUs' NUMA node (numactl --cpunodebind=N --membind=N)",
+        )]
+    return [Finding(
+        severity="warning", code="cross-socket",
+        message=message + f", which is slower than PCIe within one {unit}",
+        gpus=gpus,
+        fix="train on GPUs within one group (`gputopo recommend` picks them), or expect slower gradient exchange",
+    )]
+
+
+def _several_hosts(topology: Topology, sys_links: list[Link]) -> bool:
+    return len({topology.gpu(g).host for link in sys_links for g in (link.a, link.b)}) > 1
+
+
+def _crossing_groups(topology: Topology, sys_links: list[Link]) -> tuple[str, list[list[int]], bool] | None:
+    """(the groups in words, the groups, whether only pairs can be named) of the GPUs on either side
+    of the NUMA crossings; a multi-host domain (GB200 NVL72) is described by its first host."""
+    crossing = {g for link in sys_links for g in (link.a, link.b)}
+    groups = [grp for grp in socket_groups(topology) if set(grp) & crossing]
+    hosts = {topology.gpu(g).host for g in crossing}
+    prefix = ""
+    if len(hosts) > 1:
+        first_host = min(hosts, key=lambda h: min(g.index for g in topology.gpus if g.host == h))
+        groups = [grp for grp in groups if topology.gpu(grp[0]).host == first_host]
+        prefix = f"on host {first_host}, "
+    if len(groups) < 2:
+        return None
+    grouped = f"GPUs {gpu_list(groups[0])} and {gpu_list(groups[1])}" if len(groups) == 2 else (
+        "GPU groups " + " | ".join(gpu_list(grp) for grp in groups))
+    by_pair = bool(_ungroupable(topology, groups))  # NVLinked pairs whose NUMA sides the source does not tell
+    if by_pair:
+        grouped = "the GPU pairs " + pair_list((link.a, link.b) for link in sys_links)
+    grouped = prefix + grouped
+    return grouped[0].upper() + grouped[1:], groups, by_pair
+
+
+# Crossing pairs measured at this share of the pairs within one NUMA node (or more) cost nothing a copy sees.
+MEASURED_ALIKE_RATIO = 0.9
+
+
+def _measured_alike(topology: Topology, crossing: list[Link]) -> tuple[float, float] | None:
+    """(slowest crossing GB/s, median within-node GB/s) where every crossing pair and some PCIe pairs
+    within one node were measured and the crossing pairs are as fast; else None."""
+    from gputopo.analysis.measured import measured_gbps
+
+    across = [measured_gbps(link) for link in crossing]
+    keys = {(link.a, link.b) for link in crossing}
+    within = sorted(v for v in (measured_gbps(link) for link in topology.links
+                                if (link.a, link.b) not in keys and not link.is_nvlink and link.type != "UNKNOWN")
+                    if v is not None)
+    if not within or any(v is None for v in across):
+        return None
+    slowest, median = min(v for v in across if v is not None), within[len(within) // 2]
+    return (slowest, median) if slowest >= MEASURED_ALIKE_RATIO * median else None
 
 
 def _p2p_unsupported(topology: Topology) -> list[Finding]:
@@ -361,74 +393,71 @@ def _version_text(gpus: list[Gpu]) -> str:
 
 
 def _nvlink_fabric(topology: Topology) -> list[Finding]:
+    """What the NVLinks are: an NVSwitch fabric, direct links (or links the source cannot place),
+    or none at all."""
     if len(topology.gpus) < 2 or not topology.links:
         return []
     switch_links = [link for link in topology.links if link.nvswitch]
     # NVLinks not known to go through NVSwitch: direct, or unknown (nvswitch None: text can't tell).
     direct_links = [link for link in topology.links if link.is_nvlink and not link.nvswitch]
-    # nvidia-smi text never names the switches: there NVSwitch is inferred from the NV<n> pattern.
-    inferred = topology.source == "nvidia-smi"
     findings = []
     if switch_links:
-        gpus = sorted({g for link in switch_links for g in (link.a, link.b)})
-        types = Counter(link.type for link in switch_links)
-        common, _ = types.most_common(1)[0]
-        version = _version_text([topology.gpu(g) for g in gpus])
-        if len(switch_links) == len(topology.links):
-            scope = "every pair"
-        else:
-            scope = f"every pair of {gpus_word(gpus)}"
-        others = [link for link in switch_links if link.type != common]
-        exceptions = f" except {pair_list((link.a, link.b) for link in others)}" if others else ""
-        findings.append(
-            Finding(
-                severity="info",
-                code="nvswitch-fabric",
-                message=(
-                    ("NVSwitch fabric (inferred: every pair shows {0}, the NVSwitch pattern; the text does not "
-                     "name the switches): ".format(common) if inferred else "NVSwitch fabric: ")
-                    + f"{scope} is {common}{exceptions} ({version}), so "
-                    + ("any GPUs of it can be grouped together at the same bandwidth; placement only matters for "
-                       "CPU/NUMA locality" if not others else "pairs with fewer links are slower; otherwise placement "
-                       "only matters for CPU/NUMA locality")
-                ),
-                gpus=gpus,
-            )
-        )
+        findings.append(_nvswitch_fabric(topology, switch_links))
     if direct_links:
-        gpus = sorted({g for link in direct_links for g in (link.a, link.b)})
-        per_gpu = sorted({topology.gpu(g).nvlink_active_links for g in gpus} - {None})
-        links_text = f", {'/'.join(str(n) for n in per_gpu)} links per GPU" if per_gpu else ""
-        counts = Counter(link.type for link in direct_links)
-        pair_text = ", ".join(
-            f"{n} pair{'s' if n != 1 else ''} {t}" for t, n in sorted(counts.items(), key=lambda kv: -int(kv[0][2:]))
-        )
-        pcie_only = [link for link in topology.links if not link.is_nvlink and link.type != "UNKNOWN"]
-        rest = ""
-        if pcie_only:
-            words = "/".join(sorted({link.type for link in pcie_only}))
-            rest = (
-                f"; the other pair uses PCIe ({words})" if len(pcie_only) == 1
-                else f"; the other {len(pcie_only)} pairs use PCIe ({words})"
-            )
-        if any(link.nvswitch is None for link in direct_links):
-            rest += "; whether through NVSwitch or direct, the source does not say"
-        findings.append(
-            Finding(
-                severity="info",
-                code="nvlink-summary",
-                message=f"{_version_text([topology.gpu(g) for g in gpus])}{links_text}: {pair_text}{rest}",
-                gpus=gpus,
-            )
-        )
+        findings.append(_nvlink_summary(topology, direct_links))
     link_types_known = all(link.type != "UNKNOWN" for link in topology.links)
-    if not switch_links and not direct_links and len(topology.gpus) >= 2 and link_types_known:
-        findings.append(
-            Finding(
-                severity="info",
-                code="no-nvlink",
-                message="no NVLink between any GPUs: every GPU-to-GPU copy uses PCIe",
-                gpus=topology.gpu_indices,
-            )
-        )
+    if not switch_links and not direct_links and link_types_known:
+        findings.append(Finding(severity="info", code="no-nvlink",
+                                message="no NVLink between any GPUs: every GPU-to-GPU copy uses PCIe",
+                                gpus=topology.gpu_indices))
     return findings
+
+
+def _nvswitch_fabric(topology: Topology, switch_links: list[Link]) -> Finding:
+    # nvidia-smi text never names the switches: there NVSwitch is inferred from the NV<n> pattern.
+    inferred = topology.source == "nvidia-smi"
+    gpus = sorted({g for link in switch_links for g in (link.a, link.b)})
+    common, _ = Counter(link.type for link in switch_links).most_common(1)[0]
+    version = _version_text([topology.gpu(g) for g in gpus])
+    scope = "every pair" if len(switch_links) == len(topology.links) else f"every pair of {gpus_word(gpus)}"
+    others = [link for link in switch_links if link.type != common]
+    exceptions = f" except {pair_list((link.a, link.b) for link in others)}" if others else ""
+    return Finding(
+        severity="info",
+        code="nvswitch-fabric",
+        message=(
+            ("NVSwitch fabric (inferred: every pair shows {0}, the NVSwitch pattern; the text does not "
+             "name the switches): ".format(common) if inferred else "NVSwitch fabric: ")
+            + f"{scope} is {common}{exceptions} ({version}), so "
+            + ("any GPUs of it can be grouped together at the same bandwidth; placement only matters for "
+               "CPU/NUMA locality" if not others else "pairs with fewer links are slower; otherwise placement "
+               "only matters for CPU/NUMA locality")
+        ),
+        gpus=gpus,
+    )
+
+
+def _nvlink_summary(topology: Topology, direct_links: list[Link]) -> Finding:
+    gpus = sorted({g for link in direct_links for g in (link.a, link.b)})
+    per_gpu = sorted({topology.gpu(g).nvlink_active_links for g in gpus} - {None})
+    links_text = f", {'/'.join(str(n) for n in per_gpu)} links per GPU" if per_gpu else ""
+    counts = Counter(link.type for link in direct_links)
+    pair_text = ", ".join(
+        f"{n} pair{'s' if n != 1 else ''} {t}" for t, n in sorted(counts.items(), key=lambda kv: -int(kv[0][2:]))
+    )
+    pcie_only = [link for link in topology.links if not link.is_nvlink and link.type != "UNKNOWN"]
+    rest = ""
+    if pcie_only:
+        words = "/".join(sorted({link.type for link in pcie_only}))
+        rest = (
+            f"; the other pair uses PCIe ({words})" if len(pcie_only) == 1
+            else f"; the other {len(pcie_only)} pairs use PCIe ({words})"
+        )
+    if any(link.nvswitch is None for link in direct_links):
+        rest += "; whether through NVSwitch or direct, the source does not say"
+    return Finding(
+        severity="info",
+        code="nvlink-summary",
+        message=f"{_version_text([topology.gpu(g) for g in gpus])}{links_text}: {pair_text}{rest}",
+        gpus=gpus,
+    )

@@ -10,13 +10,15 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass
 
-from gputopo.analysis.bandwidth import Estimate, estimate_link, fewest_nvlinks
+from gputopo.analysis.bandwidth import Estimate, estimate_link, fewest_nvlinks, line_rate_gbps
 from gputopo.errors import InputError
 from gputopo.model import Gpu, Link, Measurement, Topology
 
 # measured / expected: at or above OK_RATIO is as expected; below FAR_BELOW_RATIO is called out.
 OK_RATIO = 0.7
 FAR_BELOW_RATIO = 0.5
+# Measured above the link's line rate by more than this: the copy did not cross that link.
+LINE_RATE_SLACK = 1.05
 # Via host faster than direct by this factor: P2P does not help on this pair.
 VIA_HOST_FASTER_RATIO = 1.1
 
@@ -94,6 +96,12 @@ class Comparison:
     expected_gbps: float
     expected_explanation: str
     method: str
+    assumption: str | None = None  # where the expectation rests on a fact the source lacks (a range)
+    line_rate_gbps: float | None = None  # the most the link can carry: above it, the bytes went elsewhere
+
+    @property
+    def above_line_rate(self) -> bool:
+        return self.line_rate_gbps is not None and self.measured_gbps > self.line_rate_gbps * LINE_RATE_SLACK
 
     @property
     def ratio(self) -> float:
@@ -129,9 +137,11 @@ def compare(topology: Topology, link: Link) -> list[Comparison]:
     if expected is None:
         return []
     result = []
+    line_rate = line_rate_gbps(link, _gpu_or_none(topology, link.a), _gpu_or_none(topology, link.b))
     for src, dst, value in ((link.a, link.b, m.a_to_b_gbps), (link.b, link.a, m.b_to_a_gbps)):
         if value is not None and value > 0:
-            result.append(Comparison(src, dst, link.type, value, expected.gbps, expected.explanation, method_of(m)))
+            result.append(Comparison(src, dst, link.type, value, expected.gbps, expected.explanation, method_of(m),
+                                     expected.assumption, line_rate))
     return result
 
 

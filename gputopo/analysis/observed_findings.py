@@ -26,6 +26,7 @@ def observed_findings(topology: Topology) -> list[Finding]:
     """Every finding above that ``topology`` gives reason for."""
     return [
         *_below_expected(topology),
+        *_above_line_rate(topology),
         *_p2p_slower(topology),
         *_nccl_transports(topology),
         *_nccl_refused(topology),
@@ -46,6 +47,24 @@ def _below_expected(topology: Topology) -> list[Finding]:
         gpus=gpus,
         fix="check the PCIe link width/speed under load, ACS and IOMMU on the path (`gputopo doctor`), "
             "and measure again with `gputopo bench-p2p`",
+    )]
+
+
+def _above_line_rate(topology: Topology) -> list[Finding]:
+    """Copies measured faster than the link can carry (cuda-samples#390 reported such figures):
+    the bytes did not cross that link, or the figure is misread."""
+    fast = [c for c in comparisons(topology) if c.above_line_rate]
+    if not fast:
+        return []
+    shown = "; ".join(f"GPU {c.src}\u2192{c.dst}: {c.measured_gbps:.1f} GB/s over {c.link_type}, whose line rate is "
+                      f"{c.line_rate_gbps:.0f} GB/s ({c.method})" for c in fast[:6])
+    more = f"; and {len(fast) - 6} more" if len(fast) > 6 else ""
+    return [Finding(
+        "warning", "measured-above-line-rate",
+        f"{count_word(len(fast), 'direction')} measured faster than the link can carry: {shown}{more}; those bytes "
+        "did not cross that link (a zero-copy or cached copy, a clock error, or a misread unit)",
+        gpus=sorted({g for c in fast for g in (c.src, c.dst)}),
+        fix="check the bytes, not only the speed: `gputopo bench-p2p` compares every copy's destination with its source",
     )]
 
 

@@ -9,7 +9,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from gputopo.analysis.measured import comparisons, method_of
+from gputopo.analysis.measured import Comparison, comparisons, method_of
 from gputopo.model import Topology
 from gputopo.model.observed import CollectiveRun
 from gputopo.notation import format_size
@@ -49,7 +49,7 @@ def _measured_table(topology: Topology) -> Table | None:
             versus_expected = versus.get((src, dst))
             table.add_row(
                 f"{src} \u2192 {dst}", link.type if link.type != "UNKNOWN" else "?", f"{value:.1f}",
-                f"{versus_expected.ratio:.0%}" if versus_expected else "?",
+                _of_expected(versus_expected),
                 f"{m.latency_us:.1f} us" if m.latency_us is not None else "",
                 _plain(method_of(m)),
             )  # fmt: skip
@@ -57,9 +57,22 @@ def _measured_table(topology: Topology) -> Table | None:
     total = sum((m.a_to_b_gbps is not None) + (m.b_to_a_gbps is not None) for m in (lk.measured for lk in measured) if m)
     if total > rows:
         table.caption = f"{total - rows} more in --json"
-    table.caption = (table.caption + "; " if table.caption else "") + "'of expected': against what the link type should give; ? where the link type is not known"
+    table.caption = (table.caption + "; " if table.caption else "") + (
+        "'of expected': against what the link type should give; ? where the link type, or a fact its speed "
+        "depends on (PCIe or NVLink generation), is not in the source; ! above the link's line rate")
     table.caption_justify = "left"
     return table
+
+
+def _of_expected(comparison: Comparison | None) -> Text:
+    """The measured share of what the link should give: ``?`` where the expectation rests on an
+    assumption (it would be a guess), ``!`` where the figure is above the link's line rate."""
+    if comparison is None or comparison.assumption:
+        return Text("?", style="dim")
+    text = Text(f"{comparison.ratio:.0%}")
+    if comparison.above_line_rate:
+        text.append("!", style="bold red")
+    return text
 
 
 def _nvlink_table(topology: Topology) -> Table | None:

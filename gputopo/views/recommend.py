@@ -86,6 +86,23 @@ def _paste(console: Console, line: str, style: str = "") -> None:
 def render_recommendation(rec: Recommendation) -> None:
     """The `recommend` screen: best group, ranked alternatives, paste-ready lines, jobs, notes."""
     console = out()
+    _render_best(console, rec)
+    console.print(_ranked_table(rec))
+    for group in rec.groups:
+        ring = f" ring {group.ring_text}" if group.bottleneck_gbps is not None else ""
+        console.print(labelled(Text(f"#{group.rank}", style="dim"),
+                               Text(f"{{{number_list(group.gpus)}}}{ring}: {group.reason}", style="dim"), indent=2))
+    _render_paste_ready(console, rec.best)
+    if rec.jobs_requested > 1:
+        _render_jobs(console, rec)
+    for note in rec.notes:
+        console.print(labelled(Text("note:", style="cyan"), Text(note, style="cyan")))
+    proof = "proven optimal" if rec.proven_optimal else "NOT proven optimal"
+    console.print(labelled(Text("search:", style="dim"), Text(f"{rec.search} — {proof}", style="dim")))
+
+
+def _render_best(console: Console, rec: Recommendation) -> None:
+    """The best group: its GPUs, ring and all-reduce figure, where it sits and why."""
     best = rec.best
     title = rec.label or rec.source
     n = rec.gpus_per_group
@@ -108,6 +125,10 @@ def render_recommendation(rec: Recommendation) -> None:
         console.print(indented(Text("Any group of this size is as good for all-reduce (every pair has the same bandwidth).",
                                     style="cyan")))
 
+
+
+def _ranked_table(rec: Recommendation) -> Table:
+    """Every ranked group: slowest hop, all-reduce, CPU side, cross-device ops."""
     # Narrow enough for 80 columns: the ring order (long, and unreadable when rich folds it mid-number)
     # is in the line under the table, and the cross-device op's name is never cut.
     table = Table(title="Ranked groups", box=box.SIMPLE_HEAD, title_justify="left", pad_edge=False)
@@ -135,12 +156,11 @@ def render_recommendation(rec: Recommendation) -> None:
             where,
             group.cross_device_ops or ("multi-worker NCCL" if group.strategy == "MultiWorkerMirroredStrategy" else "-"),
         )
-    console.print(table)
-    for group in rec.groups:
-        ring = f" ring {group.ring_text}" if group.bottleneck_gbps is not None else ""
-        console.print(labelled(Text(f"#{group.rank}", style="dim"),
-                               Text(f"{{{number_list(group.gpus)}}}{ring}: {group.reason}", style="dim"), indent=2))
+    return table
 
+
+def _render_paste_ready(console: Console, best: GroupAdvice) -> None:
+    """The lines to paste for the best group: launch, strategy, cross-device ops."""
     console.print(Text("Paste-ready (best group):", style="bold"))
     for line in launch_lines(best):
         _paste(console, f"  {line}")
@@ -157,25 +177,22 @@ def render_recommendation(rec: Recommendation) -> None:
         _paste(console, f"  {strategy_line(best)}")
     console.print(indented(Text(f"cross-device ops: {best.cross_device_ops or 'none'} — {best.cross_device_ops_reason}")))
 
-    if rec.jobs_requested > 1:
-        jobs = Table(title=f"{rec.jobs_requested} concurrent jobs (fair: the worst group as good as possible)",
-                     box=box.SIMPLE_HEAD, title_justify="left")
-        jobs.add_column("job", justify="right", no_wrap=True)
-        jobs.add_column("GPUs", overflow="fold")
-        jobs.add_column("ring, slowest hop")
-        for group in rec.jobs:
-            jobs.add_row(str(group.rank), number_list(group.gpus), Text(ring_summary(group)))
-        console.print(jobs)
-        for group in rec.jobs:
-            for line in launch_lines(group):
-                _paste(console, f"  job {group.rank}: {line}")
-        if not rec.jobs_proven_optimal:
-            console.print(indented(Text("The job split was found greedily and is not proven the fairest.", style="yellow")))
 
-    for note in rec.notes:
-        console.print(labelled(Text("note:", style="cyan"), Text(note, style="cyan")))
-    proof = "proven optimal" if rec.proven_optimal else "NOT proven optimal"
-    console.print(labelled(Text("search:", style="dim"), Text(f"{rec.search} — {proof}", style="dim")))
+def _render_jobs(console: Console, rec: Recommendation) -> None:
+    """``--jobs N``: the disjoint groups and each one's launch lines."""
+    jobs = Table(title=f"{rec.jobs_requested} concurrent jobs (fair: the worst group as good as possible)",
+                 box=box.SIMPLE_HEAD, title_justify="left")
+    jobs.add_column("job", justify="right", no_wrap=True)
+    jobs.add_column("GPUs", overflow="fold")
+    jobs.add_column("ring, slowest hop")
+    for group in rec.jobs:
+        jobs.add_row(str(group.rank), number_list(group.gpus), Text(ring_summary(group)))
+    console.print(jobs)
+    for group in rec.jobs:
+        for line in launch_lines(group):
+            _paste(console, f"  job {group.rank}: {line}")
+    if not rec.jobs_proven_optimal:
+        console.print(indented(Text("The job split was found greedily and is not proven the fairest.", style="yellow")))
 
 
 def format_env(rec: Recommendation) -> str:

@@ -51,3 +51,43 @@ def test_only_tfruntime_imports_tensorflow():
     """The child script of ``scan --tf`` runs in its own interpreter and is a string, not an import."""
     importers = {_relative(p) for p in MODULES if "tensorflow" in _imported_top_modules(p)}
     assert importers == {"gputopo/tfruntime.py"}
+
+
+MAX_FUNCTION_BODY_LINES = 60
+# A function may be longer where its docstring says why, in a sentence starting with this.
+LONG_BECAUSE = "Long because"
+
+
+def _long_functions(path: Path) -> list[str]:
+    """Functions whose body (after the docstring; a typer command's option declarations are its
+    signature, not its body) runs over the limit without a reason in the docstring."""
+    long = []
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            continue
+        docstring = ast.get_docstring(node) or ""
+        body = node.body[1:] if docstring else node.body
+        if body and node.end_lineno is not None:
+            lines = node.end_lineno - body[0].lineno + 1
+            if lines > MAX_FUNCTION_BODY_LINES and LONG_BECAUSE not in docstring:
+                long.append(f"{_relative(path)}:{node.lineno} {node.name} ({lines} lines)")
+    return long
+
+
+def test_no_function_is_over_the_size_limit_without_a_reason():
+    long = [entry for path in MODULES for entry in _long_functions(path)]
+    assert not long, (f"functions over {MAX_FUNCTION_BODY_LINES} lines: split them, or say why in the docstring "
+                      f"('{LONG_BECAUSE} ...'): " + "; ".join(long))
+
+
+def test_the_size_check_sees_a_long_function(tmp_path):
+    body = "\n".join(f"    x{k} = {k}" for k in range(MAX_FUNCTION_BODY_LINES + 1))
+    source = tmp_path / "gputopo" / "m.py"
+    source.parent.mkdir()
+    source.write_text(f'def f():\n    """Doc."""\n{body}\n\ndef g():\n    """{LONG_BECAUSE} it is a table."""\n{body}\n')
+    global PACKAGE
+    saved, PACKAGE = PACKAGE, tmp_path / "gputopo"
+    try:
+        assert [entry.split(" ")[1] for entry in _long_functions(source)] == ["f"]
+    finally:
+        PACKAGE = saved

@@ -69,3 +69,16 @@ def test_long_nccl_tests_tables_are_sampled_and_say_so():
 def test_scan_shows_the_observed_part(cli):
     result = cli("scan", "--from", str(CORPUS / "p2pbw" / "asus_esc8000a_bandwidthtest_then_p2pbw_session.txt"))
     assert result.exit_code == 0 and "Measured copy bandwidth" in result.stdout
+
+
+def test_of_expected_is_unknown_where_the_expectation_is_a_guess_and_marked_above_line_rate():
+    """Review finding: 267% 'of expected' for a Gen4 card on a NODE pair whose generation the text
+    lacks (Gen3 assumed), and 900% over PCIe passed silently."""
+    unknown_gen = make_link(0, 1, "NODE", measured=Measurement(a_to_b_gbps=26.3))
+    text = shown(Topology(gpus=[Gpu(0), Gpu(1)], links=[unknown_gen]))
+    row = next(line for line in text.splitlines() if "0 → 1" in line)
+    assert "%" not in row and "?" in row
+    gen4 = [Gpu(0, pcie_gen_max=4, pcie_width_max=16), Gpu(1, pcie_gen_max=4, pcie_width_max=16)]
+    too_fast = make_link(0, 1, "NODE", measured=Measurement(a_to_b_gbps=90.0))
+    row = next(line for line in shown(Topology(gpus=gen4, links=[too_fast])).splitlines() if "0 → 1" in line)
+    assert "%!" in row
