@@ -26,13 +26,13 @@ its findings (imported lazily, and skipped where that module is not installed).
 from __future__ import annotations
 
 import importlib.util
-from collections import Counter, defaultdict
+from collections import defaultdict
 
 from gputopo.analysis.disagreements import disagreement_findings
+from gputopo.analysis.nvlink_findings import nvlink_fabric
 from gputopo.analysis.observed_findings import observed_findings
 from gputopo.analysis.locality import (
     SYS_MEANING,
-    link_crosses_numa,
     link_sides,
     numa_crossing_links,
     socket_groups,
@@ -68,7 +68,7 @@ def diagnose(topology: Topology) -> list[Finding]:
     findings += _mixed_models(topology)
     findings += _nvlinks_down(topology)
     findings += _pcie_degraded(topology)
-    findings += _nvlink_fabric(topology)
+    findings += nvlink_fabric(topology)
     findings += disagreement_findings(topology)
     findings += observed_findings(topology)
     if topology.tf is not None and importlib.util.find_spec("gputopo.analysis.tf_crosscheck") is not None:
@@ -385,79 +385,3 @@ def _pcie_degraded(topology: Topology) -> list[Finding]:
                 )
             )
     return findings
-
-
-def _version_text(gpus: list[Gpu]) -> str:
-    versions = sorted({g.nvlink_version for g in gpus if g.nvlink_version})
-    return f"NVLink {'/'.join(versions)}" if versions else "NVLink"
-
-
-def _nvlink_fabric(topology: Topology) -> list[Finding]:
-    """What the NVLinks are: an NVSwitch fabric, direct links (or links the source cannot place),
-    or none at all."""
-    if len(topology.gpus) < 2 or not topology.links:
-        return []
-    switch_links = [link for link in topology.links if link.nvswitch]
-    # NVLinks not known to go through NVSwitch: direct, or unknown (nvswitch None: text can't tell).
-    direct_links = [link for link in topology.links if link.is_nvlink and not link.nvswitch]
-    findings = []
-    if switch_links:
-        findings.append(_nvswitch_fabric(topology, switch_links))
-    if direct_links:
-        findings.append(_nvlink_summary(topology, direct_links))
-    link_types_known = all(link.type != "UNKNOWN" for link in topology.links)
-    if not switch_links and not direct_links and link_types_known:
-        findings.append(Finding(severity="info", code="no-nvlink",
-                                message="no NVLink between any GPUs: every GPU-to-GPU copy uses PCIe",
-                                gpus=topology.gpu_indices))
-    return findings
-
-
-def _nvswitch_fabric(topology: Topology, switch_links: list[Link]) -> Finding:
-    # nvidia-smi text never names the switches: there NVSwitch is inferred from the NV<n> pattern.
-    inferred = topology.source == "nvidia-smi"
-    gpus = sorted({g for link in switch_links for g in (link.a, link.b)})
-    common, _ = Counter(link.type for link in switch_links).most_common(1)[0]
-    version = _version_text([topology.gpu(g) for g in gpus])
-    scope = "every pair" if len(switch_links) == len(topology.links) else f"every pair of {gpus_word(gpus)}"
-    others = [link for link in switch_links if link.type != common]
-    exceptions = f" except {pair_list((link.a, link.b) for link in others)}" if others else ""
-    return Finding(
-        severity="info",
-        code="nvswitch-fabric",
-        message=(
-            ("NVSwitch fabric (inferred: every pair shows {0}, the NVSwitch pattern; the text does not "
-             "name the switches): ".format(common) if inferred else "NVSwitch fabric: ")
-            + f"{scope} is {common}{exceptions} ({version}), so "
-            + ("any GPUs of it can be grouped together at the same bandwidth; placement only matters for "
-               "CPU/NUMA locality" if not others else "pairs with fewer links are slower; otherwise placement "
-               "only matters for CPU/NUMA locality")
-        ),
-        gpus=gpus,
-    )
-
-
-def _nvlink_summary(topology: Topology, direct_links: list[Link]) -> Finding:
-    gpus = sorted({g for link in direct_links for g in (link.a, link.b)})
-    per_gpu = sorted({topology.gpu(g).nvlink_active_links for g in gpus} - {None})
-    links_text = f", {'/'.join(str(n) for n in per_gpu)} links per GPU" if per_gpu else ""
-    counts = Counter(link.type for link in direct_links)
-    pair_text = ", ".join(
-        f"{n} pair{'s' if n != 1 else ''} {t}" for t, n in sorted(counts.items(), key=lambda kv: -int(kv[0][2:]))
-    )
-    pcie_only = [link for link in topology.links if not link.is_nvlink and link.type != "UNKNOWN"]
-    rest = ""
-    if pcie_only:
-        words = "/".join(sorted({link.type for link in pcie_only}))
-        rest = (
-            f"; the other pair uses PCIe ({words})" if len(pcie_only) == 1
-            else f"; the other {len(pcie_only)} pairs use PCIe ({words})"
-        )
-    if any(link.nvswitch is None for link in direct_links):
-        rest += "; whether through NVSwitch or direct, the source does not say"
-    return Finding(
-        severity="info",
-        code="nvlink-summary",
-        message=f"{_version_text([topology.gpu(g) for g in gpus])}{links_text}: {pair_text}{rest}",
-        gpus=gpus,
-    )

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import signal
-from typing import Optional
+from typing import TYPE_CHECKING, Optional
 
 import typer
 from typing_extensions import Annotated
@@ -31,6 +31,10 @@ _HELP = (
     "See docs/bench-p2p.md."
 )
 
+
+
+if TYPE_CHECKING:
+    from gputopo.bench.results import BenchResult
 
 @command("bench-p2p", help=_HELP)
 def bench_p2p(
@@ -106,15 +110,7 @@ def bench_p2p(
 
     from gputopo.sources import TopologyRequest
 
-    if old_gpus is not None:
-        # --gpus is a count everywhere else (recommend, train, report): the list is --devices here.
-        if devices is not None:
-            from gputopo.errors import InputError
-
-            raise InputError("give the GPUs to measure once, with --devices (--gpus is its deprecated name)")
-        typer.echo("gputopo: warning: bench-p2p --gpus LIST is deprecated: use --devices LIST "
-                   "(--gpus is a count in every other command)", err=True)
-        devices = old_gpus
+    devices = _devices_option(devices, old_gpus)
     config, wanted = config_from_options(
         gpus=devices, cpu_devices=cpu_devices, size=size, sizes=sizes, repeat=repeat, warmup=warmup,
         via_host=via_host, allreduce=allreduce, step_timeout_s=timeout, min_sample_ms=min_sample_ms,
@@ -151,6 +147,25 @@ def bench_p2p(
     if save is not None:
         updated = save_measured_snapshot(result, setup.topology, save)
         err().print(f"saved {updated} measured links to {save}", markup=False)
+    _exit_for(result, save)
+
+
+def _devices_option(devices: Optional[str], old_gpus: Optional[str]) -> Optional[str]:
+    """``--devices``, or its deprecated name ``--gpus`` (a count everywhere else: recommend, train,
+    report), said once on standard error."""
+    if old_gpus is None:
+        return devices
+    if devices is not None:
+        from gputopo.errors import InputError
+
+        raise InputError("give the GPUs to measure once, with --devices (--gpus is its deprecated name)")
+    typer.echo("gputopo: warning: bench-p2p --gpus LIST is deprecated: use --devices LIST "
+               "(--gpus is a count in every other command)", err=True)
+    return old_gpus
+
+
+def _exit_for(result: "BenchResult", save: Optional[str]) -> None:
+    """130/143 for a run stopped by Ctrl-C/SIGTERM, 1 where a measurement failed; else nothing."""
     saved = f" (saved to {save})" if save else ""
     if result.interrupted:  # 130 for Ctrl-C, 143 (128 + 15) for SIGTERM, as a shell reports them
         code = 128 + int(signal.Signals[result.stopped_by]) if result.stopped_by else 130

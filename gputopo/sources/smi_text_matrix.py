@@ -357,7 +357,6 @@ def read_rows(lines: list[str], start: int, matrix: _Matrix) -> int:
 
     Blank lines between rows are skipped, rows wrapped over several lines are joined."""
     labels = set(matrix.columns)
-    n = len(matrix.columns)
     i = start
     blank_skipped = wrapped = 0
     while i < len(lines):

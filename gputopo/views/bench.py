@@ -250,7 +250,6 @@ def _print_header(console: Any, result: BenchResult, coloured: bool) -> None:
 def render_bench(result: BenchResult, topology: Topology | None) -> None:
     """Print the matrices, call-outs, all-reduce table and failures for people."""
     from rich.columns import Columns
-    from rich.text import Text
 
     console = out()
     expected = pair_expectations(result, topology)
@@ -302,8 +301,14 @@ def render_bench(result: BenchResult, topology: Topology | None) -> None:
         console.print(_allreduce_table(result))
         console.print("busbw = algbw * 2(n-1)/n (as nccl-tests): comparable with a link's bandwidth for any n.")
 
-    # Text, not markup: TensorFlow's error messages ("[Op:DeepCopy]", "[[{{node ...}}]]") and notes
-    # naming files must print as they are.
+    _print_callouts(console, result, expected)
+
+
+def _print_callouts(console: Any, result: BenchResult, expected: dict) -> None:
+    """Call-outs, via-host notes, failures and notes, each once. Text, not markup: TensorFlow's error
+    messages ("[Op:DeepCopy]", "[[{{node ...}}]]") and notes naming files must print as they are."""
+    from rich.text import Text
+
     for line in callouts(result, expected):
         console.print(Text(line, style="bold red"))
     for line in via_host_notes(result):

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import errno
 import functools
-import json
 import os
 import re
 import sys
@@ -22,7 +21,7 @@ from typing import TYPE_CHECKING, Any, Iterable, TextIO
 
 from gputopo.errors import OutputClosed, OutputError
 from gputopo.quoting import terminal_safe as terminal_safe  # re-exported: gputopo.quoting owns it
-from gputopo.sources.snapshot import finite_or_null, strict_json_text
+from gputopo.sources.snapshot import strict_json_text
 
 if TYPE_CHECKING:  # rich is imported where a console or table is made, never for --json
     from rich.console import Console, Group

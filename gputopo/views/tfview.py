@@ -12,7 +12,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from gputopo.model import Topology
+from gputopo.model import TfView, Topology
 from gputopo.views.common import matrix_tables
 
 
@@ -32,26 +32,7 @@ def render_tf_view(topology: Topology, console: Console) -> None:
         console.print(Text(f"{title}: TensorFlow sees no GPU", style="bold yellow"))
         return
 
-    # Titles and cells are Text: the log's file name and TF's device names are the user's strings.
-    devices = Table(title=Text(title), title_justify="left")
-    devices.add_column("TF GPU", justify="right")
-    devices.add_column("name")
-    devices.add_column("PCI bus id")
-    devices.add_column("TF allocated (MB)", justify="right")
-    devices.add_column("nvidia-smi GPU", justify="right")
-    for device in sorted(view.devices, key=lambda d: d.ordinal):
-        nvml = device.nvml_index
-        nvml_text = Text("?", style="dim") if nvml is None else Text(
-            str(nvml), style="bold yellow" if nvml != device.ordinal else ""
-        )
-        devices.add_row(
-            f"GPU:{device.ordinal}",
-            Text(device.name) if device.name else Text("?", style="dim"),
-            Text(device.pci_bus_id) if device.pci_bus_id else Text("?", style="dim"),
-            str(device.memory_mb) if device.memory_mb is not None else Text("?", style="dim"),
-            nvml_text,
-        )
-    console.print(devices)
+    console.print(_device_table(view, title))
 
     ordinals = tf_ordinals(view)
     rows: list[tuple[str, list[Text]]] = []
@@ -80,3 +61,27 @@ def render_tf_view(topology: Topology, console: Console) -> None:
         console.print(Text(f"TensorFlow: {summary}", style="bold"))
     else:
         console.print(Text("The log says nothing about peer access (see the findings for how to get it).", style="dim"))
+
+
+def _device_table(view: TfView, title: str) -> Table:
+    """TF's GPUs: ordinal, name, PCI bus id, what TF allocated, the nvidia-smi GPU it is."""
+    # Titles and cells are Text: the log's file name and TF's device names are the user's strings.
+    devices = Table(title=Text(title), title_justify="left")
+    devices.add_column("TF GPU", justify="right")
+    devices.add_column("name")
+    devices.add_column("PCI bus id")
+    devices.add_column("TF allocated (MB)", justify="right")
+    devices.add_column("nvidia-smi GPU", justify="right")
+    for device in sorted(view.devices, key=lambda d: d.ordinal):
+        nvml = device.nvml_index
+        nvml_text = Text("?", style="dim") if nvml is None else Text(
+            str(nvml), style="bold yellow" if nvml != device.ordinal else ""
+        )
+        devices.add_row(
+            f"GPU:{device.ordinal}",
+            Text(device.name) if device.name else Text("?", style="dim"),
+            Text(device.pci_bus_id) if device.pci_bus_id else Text("?", style="dim"),
+            str(device.memory_mb) if device.memory_mb is not None else Text("?", style="dim"),
+            nvml_text,
+        )
+    return devices

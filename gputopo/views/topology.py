@@ -30,7 +30,7 @@ from gputopo.model import (
     Topology,
 )
 from gputopo.views.common import matrix_tables, out
-from gputopo.views.live import fmt_bytes as _fmt_bytes
+from gputopo.views.live import fmt_bytes as _fmt_bytes  # noqa: F401  (the GPU table tests use it)
 from gputopo.views.live import memory_cell as _memory
 from gputopo.views.live import process_table
 from gputopo.views.topology_large import MAX_LISTED_GPUS, gpu_summary_table, host_summary_tree

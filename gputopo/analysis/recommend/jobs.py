@@ -266,7 +266,10 @@ def _groups_at_least(
     where no ring can pass that bottleneck, when the hosts and NUMA nodes used and the most total
     bandwidth it can still reach cannot match the floor. A group is left out, too, when the GPUs
     outside it cannot hold ``others`` more GPUs with two such links each among themselves (the
-    other jobs' groups): no split with a worst group reaching the floor holds it."""
+    other jobs' groups): no split with a worst group reaching the floor holds it.
+
+    Long because it is the search's inner kernel: the walk and its two prunings close over the same
+    bit masks; split apart they would pass a dozen values on every call of the hot path."""
     n, w = problem.n, problem.weight
     out: list[tuple[GroupKey, tuple[int, ...]]] = []
     if floor is None:
