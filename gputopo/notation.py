@@ -60,6 +60,23 @@ def ascii_int(text: str, max_digits: int = 18) -> int | None:
     return int(text)
 
 
+def parse_json_object(text: str, what: str, advice: str = "") -> dict:
+    """``text`` as a JSON object, or one ``InputError``: "{what} is nested too deeply", "is not JSON
+    (reason)" or "is not a JSON object", each followed by ``advice`` (what the user can do). The
+    one reader for the JSON documents gputopo takes from people (plan files, ``TF_CONFIG``)."""
+    import json
+
+    try:
+        value = json.loads(text)
+    except RecursionError:
+        raise InputError(f"{what} is nested too deeply{advice}") from None
+    except ValueError as exc:
+        raise InputError(f"{what} is not JSON ({exc}){advice}") from None
+    if not isinstance(value, dict):
+        raise InputError(f"{what} is not a JSON object{advice}")
+    return value
+
+
 def parse_host_port(text: str) -> tuple[str, int]:
     """``"host:port"`` -> ``(host, port)``: a port of 1 to 65535 in ASCII digits, else one ``InputError``."""
     host, sep, port_text = text.strip().rpartition(":")

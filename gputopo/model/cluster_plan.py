@@ -22,7 +22,7 @@ from typing import Any, Mapping
 from gputopo.errors import InputError
 from gputopo.model.json_text import strict_json_text
 from gputopo.model.topology import plain_data
-from gputopo.notation import parse_host_port
+from gputopo.notation import parse_host_port, parse_json_object
 from gputopo.quoting import check_text, env_name
 
 PLAN_SCHEMA = "gputopo.cluster-plan/1"
@@ -207,14 +207,7 @@ def _host_plan(obj: Any, where: str) -> HostPlan:
 
 def plan_from_json(text: str, path: str) -> ClusterPlan:
     """A plan file's text -> ``ClusterPlan``; every problem is one ``InputError`` naming the field."""
-    try:
-        data = json.loads(text)
-    except RecursionError:
-        raise InputError(f"plan file {path} is nested too deeply to be a plan") from None
-    except ValueError as exc:
-        raise InputError(f"plan file {path} is not JSON ({exc})") from None
-    if not isinstance(data, dict):
-        raise InputError(f"plan file {path} is not a gputopo cluster plan (a JSON object, schema {PLAN_SCHEMA})")
+    data = parse_json_object(text, f"plan file {path}", f" (a gputopo cluster plan, schema {PLAN_SCHEMA}: {HOW_TO_WRITE})")
     where = f"plan file {path}: "
     schema = data.get("schema")
     if schema != PLAN_SCHEMA:

@@ -12,7 +12,7 @@ import socket
 from typing import Any, Mapping, Sequence
 
 from gputopo.errors import InputError
-from gputopo.notation import parse_host_port
+from gputopo.notation import parse_host_port, parse_json_object
 
 LOOPBACK = "127.0.0.1"
 MAX_TF_CONFIG_CHARS = 1 << 20
@@ -55,14 +55,7 @@ def parse_tf_config(text: str, what: str = "TF_CONFIG", advice: str = "") -> dic
     (``advice`` ends the message: what the user can do about it)."""
     if len(text) > MAX_TF_CONFIG_CHARS:
         raise InputError(f"{what} is longer than {MAX_TF_CONFIG_CHARS} characters{advice}")
-    try:
-        value = json.loads(text)
-    except RecursionError:
-        raise InputError(f"{what} is nested too deeply{advice}") from None
-    except ValueError as exc:
-        raise InputError(f"{what} is not JSON ({exc}){advice}") from None
-    if not isinstance(value, dict):
-        raise InputError(f"{what} is not a JSON object{advice}")
+    value = parse_json_object(text, what, advice)
     problem = tf_config_problem(value)
     if problem:
         raise InputError(f"{what}: {problem}{advice}")

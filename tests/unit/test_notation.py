@@ -7,3 +7,18 @@ def test_cpu_lists():
     assert parse_cpu_list("0-11,24-35") == list(range(12)) + list(range(24, 36))
     assert parse_cpu_list("N/A") is None
     assert format_cpu_list([0, 1, 2, 3, 8, 10, 11]) == "0-3,8,10-11"
+
+
+def test_one_reader_for_json_objects_from_people():
+    import pytest
+
+    from gputopo.errors import InputError
+    from gputopo.notation import parse_json_object
+
+    assert parse_json_object('{"a": 1}', "TF_CONFIG") == {"a": 1}
+    for text, words in (("[" * 100_000 + "]" * 100_000, "TF_CONFIG is nested too deeply; set it right"),
+                        ("{cluster: 1}", "TF_CONFIG is not JSON (Expecting property name"),
+                        ("[1]", "TF_CONFIG is not a JSON object; set it right")):
+        with pytest.raises(InputError) as info:
+            parse_json_object(text, "TF_CONFIG", "; set it right")
+        assert str(info.value).startswith(words) and "\n" not in str(info.value)
