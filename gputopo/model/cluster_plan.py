@@ -27,6 +27,14 @@ from gputopo.quoting import check_text, env_name
 
 PLAN_SCHEMA = "gputopo.cluster-plan/1"
 DEFAULT_PORT = 12345  # TensorFlow's gRPC port of the first task on a node when neither plan nor --port say
+# The variables a plan may set in the training child's environment (what recommend writes).
+PLAN_ENV_PREFIXES = ("CUDA_", "NCCL_")
+# NCCL_IB_HCA / NCCL_SOCKET_IFNAME: NCCL's list syntax (an optional "=" exact-match or "^" exclude
+# prefix, then device names, an HCA with an optional ":port"); a name holding "^", "=" or anything
+# else would change what the list selects.
+NCCL_NAME_LISTS = frozenset({"NCCL_IB_HCA", "NCCL_SOCKET_IFNAME"})
+_DEVICE = r"[A-Za-z0-9_.\-]{1,64}(?::[0-9]{1,3})?"
+NCCL_NAME_LIST_RE = re.compile(rf"[=^]?{_DEVICE}(?:,{_DEVICE}){{0,255}}")
 HOW_TO_WRITE = "write it with `gputopo recommend --from a.json --from b.json --gpus N --save plan.json`"
 
 
@@ -177,9 +185,15 @@ def _host_plan(obj: Any, where: str) -> HostPlan:
     env = field_value(obj, "env", dict, f"{where}.")
     for key, value in env.items():
         env_name(one_line_field(key, f"{where}.env key"), f"{where}.env: variable")
+        if not key.startswith(PLAN_ENV_PREFIXES):
+            # A plan's variables reach the training child's environment: PYTHONPATH, LD_PRELOAD or
+            # BASH_ENV there would run code of the plan's choosing.
+            raise InputError(f"{where}.env.{key}: a plan sets only CUDA_* and NCCL_* variables")
         if not isinstance(value, str):
             raise InputError(f"{where}.env.{key} must be a string, got {json.dumps(value)[:60]}")
         one_line_field(value, f"{where}.env.{key}")
+        if key in NCCL_NAME_LISTS and not NCCL_NAME_LIST_RE.fullmatch(value):
+            raise InputError(f"{where}.env.{key} {value[:60]!r} is not NCCL's list of device names ([=|^]name,name...)")
     tf_config = field_value(obj, "tf_config", dict, f"{where}.")
     cluster = field_value(tf_config, "cluster", dict, f"{where}.tf_config.")
     for i, address in enumerate(string_list(field_value(cluster, "worker", list, f"{where}.tf_config.cluster."), "")):
@@ -187,6 +201,14 @@ def _host_plan(obj: Any, where: str) -> HostPlan:
             parse_host_port(one_line_field(address, f"{where}.tf_config.cluster.worker[{i}]"))
         except InputError:
             raise InputError(f"{where}.tf_config.cluster.worker[{i}] {address[:80]!r} is not host:port") from None
+    cuda_visible = obj.get("cuda_visible_devices")
+    if isinstance(cuda_visible, str):
+        one_line_field(cuda_visible, f"{where}.cuda_visible_devices")
+    if isinstance(cuda_visible, str) and not re.fullmatch(r"[0-9]{1,4}(?:,[0-9]{1,4}){0,4095}", cuda_visible):
+        raise InputError(f"{where}.cuda_visible_devices {cuda_visible[:60]!r} is not a list of GPU numbers (0,1,2)")
+    if isinstance(cuda_visible, str) and env.get("CUDA_VISIBLE_DEVICES", cuda_visible) != cuda_visible:
+        raise InputError(f"{where}.env.CUDA_VISIBLE_DEVICES {env['CUDA_VISIBLE_DEVICES'][:60]!r} is not the entry's "
+                         f"cuda_visible_devices {cuda_visible!r}")
     host_gpus = obj.get("host_gpus")
     if host_gpus is not None and (not isinstance(host_gpus, int) or isinstance(host_gpus, bool) or not 0 < host_gpus <= 4096):
         raise InputError(f"{where}.host_gpus must be a GPU count (1 to 4096) or null, got {json.dumps(host_gpus)[:60]}")
@@ -214,6 +236,8 @@ def plan_from_json(text: str, path: str) -> ClusterPlan:
         raise InputError(f"{where}schema is {json.dumps(schema)[:60]}, not {PLAN_SCHEMA!r} ({HOW_TO_WRITE})")
     gpus = field_value(data, "gpus", int, where)
     gpus_per_host = field_value(data, "gpus_per_host", int, where)
+    if not 0 < gpus_per_host <= 4096 or not 0 < gpus <= 4096 * 4096:
+        raise InputError(f"{where}gpus and gpus_per_host must be GPU counts (got {gpus} and {gpus_per_host})")
     reason = data.get("reason", "")
     if not isinstance(reason, str):
         raise InputError(f"{where}reason must be a string, got {json.dumps(reason)[:60]}")
@@ -221,10 +245,19 @@ def plan_from_json(text: str, path: str) -> ClusterPlan:
     if not hosts:
         raise InputError(f"{where}hosts is empty")
     seen: dict[int, int] = {}
+    used: dict[tuple[str, int], int] = {}
     for i, entry in enumerate(hosts):
         if entry.task_index in seen:
             raise InputError(f"{where}hosts[{i}].task_index {entry.task_index} repeats hosts[{seen[entry.task_index]}]'s")
+        if not 0 <= entry.task_index < len(hosts):
+            raise InputError(f"{where}hosts[{i}].task_index {entry.task_index} is not a worker of this plan "
+                             f"(0 to {len(hosts) - 1})")
         seen[entry.task_index] = i
+        for gpu in entry.gpus:  # two tasks on one host share no GPU
+            if (entry.host, gpu) in used:
+                raise InputError(f"{where}hosts[{i}] uses GPU {gpu} of {entry.host}, which hosts[{used[(entry.host, gpu)]}] "
+                                 "uses too")
+            used[(entry.host, gpu)] = i
     plan = ClusterPlan(gpus=gpus, gpus_per_host=gpus_per_host, hosts=hosts, reason=reason, path=str(path))
     plan.port = plan.first_port() or DEFAULT_PORT
     return plan

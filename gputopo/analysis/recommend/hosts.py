@@ -26,7 +26,7 @@ from gputopo.analysis.nics import FAR_PATH, NEAR_PATHS, NearestNics, nearest_nic
 from gputopo.analysis.recommend import GroupAdvice, recommend
 from gputopo.errors import InputError
 from gputopo.model import Topology
-from gputopo.model.cluster_plan import DEFAULT_PORT, PLAN_SCHEMA, ClusterPlan, HostPlan, NicUse
+from gputopo.model.cluster_plan import DEFAULT_PORT, NCCL_NAME_LIST_RE, PLAN_SCHEMA, ClusterPlan, HostPlan, NicUse
 
 __all__ = ["DEFAULT_PORT", "PLAN_SCHEMA", "ClusterPlan", "HostPlan", "NicUse", "check_split", "plan_host", "plan_hosts"]
 from gputopo.notation import count_word, gpus_word
@@ -114,6 +114,10 @@ def _nccl_env(nearest: list[NearestNics]) -> tuple[dict[str, str], list[str]]:
     elif nics:
         notes.append("NCCL_SOCKET_IFNAME is not set: the snapshot does not name the NICs' network interfaces "
                      "(a snapshot saved on the host through NVML does); NCCL picks an interface itself")
+    for key in [k for k, v in env.items() if not NCCL_NAME_LIST_RE.fullmatch(v)]:
+        # A NIC name from a snapshot that is no device name ('^lo', '=eth0'): it would change what
+        # NCCL's list selects, so the variable is left out and said.
+        notes.append(f"{key} is not set: a NIC name in the snapshot is not a device name ({env.pop(key)[:60]!r})")
     return env, notes
 
 

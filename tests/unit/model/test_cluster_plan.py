@@ -58,3 +58,34 @@ def test_fields_are_checked_at_the_door(change, words):
 
 def test_schema_constant_is_the_files():
     assert json.loads(written_plan().to_json())["schema"] == PLAN_SCHEMA
+
+
+@pytest.mark.parametrize(
+    ("change", "words"),
+    [
+        # Review 2: a plan's env reached the training child: PYTHONPATH / LD_PRELOAD ran the plan's code.
+        (lambda d: d["hosts"][0]["env"].update(PYTHONPATH="/tmp/evil"), r"env.PYTHONPATH: a plan sets only CUDA_\* and NCCL_\*"),
+        (lambda d: d["hosts"][0]["env"].update(LD_PRELOAD="/x.so"), "env.LD_PRELOAD: a plan sets only"),
+        (lambda d: d["hosts"][0]["env"].update(NCCL_SOCKET_IFNAME="==eth0,^lo"), "NCCL_SOCKET_IFNAME .* is not NCCL's list"),
+        (lambda d: d["hosts"][0].update(cuda_visible_devices="0,1;touch x"), "is not a list of GPU numbers"),
+        (lambda d: d["hosts"][0]["env"].update(CUDA_VISIBLE_DEVICES="7"), "is not the entry's cuda_visible_devices"),
+        (lambda d: d["hosts"][1].update(host="node1"), r"hosts\[1\] uses GPU 0 of node1, which hosts\[0\] uses too"),
+        (lambda d: d["hosts"][1].update(task_index=5), "task_index 5 is not a worker of this plan"),
+        (lambda d: d.update(gpus_per_host=10**18), "must be GPU counts"),
+    ],
+)
+def test_what_would_reach_the_child_is_checked(change, words):
+    data = written_plan().to_dict()
+    change(data)
+    with pytest.raises(InputError, match=words):
+        plan_from_json(json.dumps(data), "plan.json")
+
+
+def test_a_nic_name_that_is_no_device_name_is_left_out_of_the_nccl_lists_and_said():
+    hosts = [resolve(TopologyRequest(machine="dgx-h100", host=name)) for name in ("node1", "node2")]
+    for nic in hosts[0].nics:
+        nic.netdev = "^lo"
+    plan = plan_hosts(hosts, gpus=8)
+    first = plan.hosts[0]
+    assert "NCCL_SOCKET_IFNAME" not in first.env and any("not a device name" in w for w in first.warnings)
+    assert plan_from_json(plan.to_json(), "p.json").hosts[0].env == first.env
