@@ -250,11 +250,11 @@ def read_text_input(path: str | os.PathLike[str], what: str = "file", max_bytes:
         return _decode(_read_bounded(sys.stdin.buffer, "standard input", what, max_bytes), "standard input", what)
     p = Path(path)
     label = str(p)
-    if not p.exists():
-        raise InputError(f"{what} {label} does not exist")
-    if p.is_dir():
-        raise InputError(f"{what} {label} is a folder, not a file")
     try:
+        if not p.exists():
+            raise InputError(f"{what} {label} does not exist")
+        if p.is_dir():
+            raise InputError(f"{what} {label} is a folder, not a file")
         with open(p, "rb") as stream:
             data = _read_bounded(stream, label, what, max_bytes)
     except OSError as exc:

@@ -61,6 +61,39 @@ def choose_skipped(
     from gputopo.errors import InputError
     from gputopo.notation import gpu_list
 
+    lost = lost_gpus(topology)
+    lost_required = [g for g in lost if g in require and g not in exclude]
+    if lost_required:
+        raise InputError(f"required GPU {gpu_list(lost_required)} is lost: {lost[lost_required[0]]}")
+    lost_skipped = [g for g in lost if g not in exclude]
+    lost_notes = [f"left out: GPU {g} {lost[g]}" for g in lost_skipped]
+    if policy == "free-only" and not has_live_state(topology):
+        lost_notes.append("--free-only: whether the GPUs are free is not known here (the source has no live "
+                          "state: run recommend on the GPU host, through NVML)")
+    skipped, busy, notes = _choose_busy(topology, wanted, require, sorted(set(exclude) | set(lost_skipped)), limits, policy)
+    return sorted(set(skipped) | set(lost_skipped)), busy, lost_notes + notes
+
+
+LOST_CODES = ("gpu-lost", "doctor-gpu-fallen-off-bus")
+
+
+def lost_gpus(topology: Topology) -> dict[int, str]:
+    """``{gpu index: why}`` for GPUs the source found lost (NVML's GPU_IS_LOST, a GPU that fell off
+    the bus): never chosen, whatever the policy."""
+    lost: dict[int, str] = {}
+    for finding in topology.diagnostics:
+        if finding.code in LOST_CODES:
+            for gpu in finding.gpus:
+                lost.setdefault(gpu, "is lost (" + finding.code + "; see the findings)")
+    return lost
+
+
+def _choose_busy(
+    topology: Topology, wanted: int, require: list[int], exclude: list[int], limits: BusyLimits, policy: str
+) -> tuple[list[int], dict[int, list[str]], list[str]]:
+    from gputopo.errors import InputError
+    from gputopo.notation import gpu_list
+
     busy = busy_gpus(topology, limits)
     if not busy:
         return [], {}, []

@@ -54,7 +54,9 @@ class _OneLineErrorsGroup(TyperGroup):
             named = _command_named(list(args) if args is not None else sys.argv[1:])
             path = ctx.command_path if ctx is not None else f"{prog_name} {named}" if named else prog_name
             hint = f" (see '{path} --help')"
-            typer.echo(f"gputopo: error: {exc.format_message()}{hint}", err=True)
+            from gputopo.quoting import terminal_safe
+
+            typer.echo(f"gputopo: error: {terminal_safe(' '.join(exc.format_message().split()))}{hint}", err=True)
             sys.exit(EXIT_USAGE if exc.exit_code == 2 else exc.exit_code)
         except typer.Abort:
             typer.echo("gputopo: error: aborted", err=True)
@@ -93,9 +95,19 @@ def _root(
     """How your NVIDIA GPUs are wired, how fast they talk, and which ones to train on together."""
 
 
+MAX_ERROR_CHARS = 2000  # an input echoed into an error (a 12 MB table cell) is cut, not printed whole
+
+
 def fail(message: str, exit_code: int = 2) -> typer.Exit:
-    """Print ``gputopo: error: message`` on standard error and return the Exit to raise."""
-    typer.echo(f"gputopo: error: {message}", err=True)
+    """Print ``gputopo: error: message`` on standard error and return the Exit to raise: one line,
+    bounded, and no control character (an escape sequence from a file name or an NVML process name)
+    reaches the terminal."""
+    from gputopo.quoting import terminal_safe
+
+    line = terminal_safe(" ".join(message.split()))
+    if len(line) > MAX_ERROR_CHARS:
+        line = line[: MAX_ERROR_CHARS - 3] + "..."
+    typer.echo(f"gputopo: error: {line}", err=True)
     return typer.Exit(exit_code)
 
 

@@ -15,6 +15,7 @@ from gputopo.cli import FromOption, HostOption, JsonOption, MachineOption, TfLog
 from gputopo.errors import InputError
 
 if TYPE_CHECKING:
+    from gputopo.analysis.recommend import Recommendation
     from gputopo.model import Topology
 
 
@@ -127,11 +128,19 @@ def recommend_command(
 
         print_json(rec.to_dict())
         return
+    _print_recommendation(rec, fmt, busy_notes)
+
+
+def _print_recommendation(rec: "Recommendation", fmt: str, busy_notes: list[str]) -> None:
+    """The recommendation as text, env lines or a Python snippet (what was skipped as busy goes to
+    standard error where the output is for pasting)."""
     from gputopo.views import recommend as view
 
     if fmt in ("env", "python"):  # the lines are for pasting: what was skipped goes to standard error
+        from gputopo.quoting import terminal_safe
+
         for note in busy_notes:
-            typer.echo(f"gputopo: note: {note}", err=True)
+            typer.echo(f"gputopo: note: {terminal_safe(note)}", err=True)
     if fmt == "env":
         typer.echo(view.format_env(rec), nl=False)
     elif fmt == "python":

@@ -141,3 +141,16 @@ def test_an_ascii_only_stdout_gets_the_tables_with_characters_replaced():
     assert result.stderr == b""
     assert b"DGX-1" in result.stdout
     result.stdout.decode("ascii")  # nothing but ASCII reached the stream
+
+
+def test_error_lines_carry_no_control_characters_and_are_bounded(tmp_path, cli):
+    """Review 2: escape sequences in a file name, an NVML process name or an unknown option reached
+    the terminal raw through the error line; a 12 MB table cell was echoed whole."""
+    from conftest import assert_one_error_line
+
+    line = assert_one_error_line(cli("scan", "--from", str(tmp_path / "a\x1b]0;pwn\x07b")))
+    assert "\x1b" not in line and "\x07" not in line and "a]0;pwnb" in line
+    line = assert_one_error_line(cli("scan", "--bo\x1b[31mgus"))
+    assert "\x1b" not in line
+    result = cli("scan", "--from", str(tmp_path / ("q" * 200)) * 20)  # a 4 KB name echoed in the error
+    assert result.exit_code == 2 and len(result.output) < 2100 and result.output.rstrip().endswith("...")

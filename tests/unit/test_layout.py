@@ -40,7 +40,6 @@ CROSS_CUTTING = {
 UNTESTED = frozenset(
     {
         "analysis",
-        "analysis/busy",
         "analysis/disagreements",
         "analysis/doctor_common",
         "analysis/doctor_host",
