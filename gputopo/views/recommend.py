@@ -34,6 +34,9 @@ def ring_summary(group: GroupAdvice) -> str:
         return "one GPU, no ring"
     slowest = min(group.hops, key=lambda h: h.gbps)
     word = "pair" if len(group.gpus) == 2 else "ring"
+    if slowest.label.startswith("unknown"):  # the source names no link type: the figure is an assumption
+        return (f"{word} {group.ring_text}, slowest hop not known (~{_gbps(slowest.gbps)} GB/s assumed from "
+                "what the source says of peer access)")
     return f"{word} {group.ring_text}, slowest hop {slowest.label} ~ {_gbps(slowest.gbps)} GB/s"
 
 

@@ -116,7 +116,7 @@ def recommend(
         proven_optimal=proven,
         jobs_proven_optimal=jobs_proven,
         search=search,
-        interchangeable=problem.uniform and 1 < gpus < problem.n,
+        interchangeable=problem.uniform and problem.links_known and 1 < gpus < problem.n,
         notes=recommendation_notes(topology, problem, gpus),
         source=topology.source,
         label=topology.label,

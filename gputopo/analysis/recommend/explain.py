@@ -24,7 +24,9 @@ def explain_ranking(problem: Problem, groups: list[GroupAdvice], k: int) -> None
             else:
                 group.reason = "the only group asked for"
             if problem.uniform and 1 < k < problem.n and x == 0:
-                group.reason = "every pair has the same bandwidth: any group of this size is as good"
+                group.reason = ("every pair has the same bandwidth: any group of this size is as good" if problem.links_known
+                                else "the source does not say how the GPUs are connected, so no group can be told "
+                                     "better (any may be faster or slower)")
             continue
         nxt = groups[x + 1]
         if group.key != nxt.key:

@@ -100,6 +100,9 @@ class Problem:
         self.ring_budget_hit = False
         weights = [weight[i][j] for i in range(n) for j in range(i + 1, n)]
         self.max_weight = max(weights) if weights else 0
+        # Every pair has the same bandwidth -- as far as the source tells: links it does not name
+        # (a TF log alone: UNKNOWN) get one assumed figure each, which makes them look alike.
+        self.links_known = topology is None or all(link.type != "UNKNOWN" for link in topology.links)
         self.uniform = len(set(weights)) <= 1
 
     @classmethod

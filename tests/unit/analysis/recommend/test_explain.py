@@ -32,3 +32,19 @@ def test_reasons_name_the_slowest_hops_link_word_from_the_hop_itself():
     best = recommend(two_socket_4(), 2).best
     assert best.slowest_hop is not None and best.bottleneck.startswith(best.slowest_hop.label + " between")
     assert "slowest_hop" not in best.to_dict()  # JSON unchanged: the hop is already in "hops"
+
+
+def test_links_the_source_does_not_name_are_not_called_alike():
+    """Review 2 (high): a TF log alone (no link types) got "every pair has the same bandwidth: any
+    group is as good" and a made-up hop figure stated as fact, for NVLinked A100s."""
+    from conftest import OWN_FIXTURES
+
+    from gputopo.analysis.recommend import recommend
+    from gputopo.sources import TopologyRequest, resolve
+    from gputopo.views.recommend import ring_summary
+
+    log = next((OWN_FIXTURES / "corpus" / "tf_logs").glob("absl_created_device_4gpu_a100_sxm4*"))
+    rec = recommend(resolve(TopologyRequest(tf_log=str(log))), 2)
+    assert not rec.interchangeable and "the same bandwidth" not in rec.best.reason
+    assert "does not say how the GPUs are connected" in rec.best.reason
+    assert "not known" in ring_summary(rec.best) and "assumed" in ring_summary(rec.best)
