@@ -142,3 +142,22 @@ def test_hierarchical_copy_where_the_halves_peer_over_pcie_and_no_ring_is_all_nv
     )
     best = recommend(topology, 4).best
     assert best.cross_device_ops == "HierarchicalCopyAllReduce", best.cross_device_ops_reason
+
+
+def test_p2p_inferred_from_path_words_is_said_to_be_inferred():
+    """Review 2: a PHB text with no P2P status got "every pair can copy directly (P2P)" as a fact."""
+    from linktable import link_table
+
+    from gputopo.analysis.recommend import recommend
+
+    guessed = link_table("""
+        X    PHB
+        PHB  X
+    """, p2p=None)
+    reason = recommend(guessed, 2).best.cross_device_ops_reason
+    assert "inferred from the path words" in reason and "can copy directly" not in reason
+    known = link_table("""
+        X    PHB
+        PHB  X
+    """)
+    assert "every pair can copy directly (P2P)" in recommend(known, 2).best.cross_device_ops_reason
