@@ -37,6 +37,8 @@ def ring_summary(group: GroupAdvice) -> str:
     if slowest.label.startswith("unknown"):  # the source names no link type: the figure is an assumption
         return (f"{word} {group.ring_text}, slowest hop not known (~{_gbps(slowest.gbps)} GB/s assumed from "
                 "what the source says of peer access)")
+    if slowest.basis == "assumed":  # the low end of a range: say so, never a bare figure
+        return f"{word} {group.ring_text}, slowest hop {slowest.label} >= ~{_gbps(slowest.gbps)} GB/s (generation not in the source)"
     return f"{word} {group.ring_text}, slowest hop {slowest.label} ~ {_gbps(slowest.gbps)} GB/s"
 
 

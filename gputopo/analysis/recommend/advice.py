@@ -75,7 +75,8 @@ def _describe_ring(problem: Problem, members: tuple[int, ...], group: GroupAdvic
         group.bottleneck_gbps = bottleneck_centi / CENTI
         group.bottleneck = (
             f"{slowest.label} between GPU {slowest.a} and GPU {slowest.b}, ~{format_gbps(slowest.gbps)} GB/s"
-            + (" (measured)" if slowest.basis == "measured" else "")
+            + (" (measured)" if slowest.basis == "measured" else
+               " (at least: a fact its speed depends on is not in the source)" if slowest.basis == "assumed" else "")
         )
         group.allreduce_busbw_gbps = bottleneck_centi / CENTI
         group.allreduce_gbps = round(bottleneck_centi / CENTI * k / (2 * (k - 1)), 2)

@@ -137,7 +137,9 @@ class Problem:
                     weight[i][j] = weight[j][i] = max(1, weight[i][j] // UNHEALTHY_DIVISOR)
                 if link.type == "UNKNOWN" and link.can_peer is False:  # a TF log alone: where the estimates
                     weight[i][j] = weight[j][i] = weight[i][j] - 1  # tie, a pair it says cannot peer ranks below an unnamed one
-                estimate_basis[(a, b)] = estimate_basis[(b, a)] = est.basis
+                # "assumed": the figure is the low end of a range (a fact it depends on is not in the source)
+                basis = "assumed" if est.basis != "measured" and est.assumption else est.basis
+                estimate_basis[(a, b)] = estimate_basis[(b, a)] = basis
         hosts: dict[Any, int] = {}
         domains: dict[Any, int] = {}
         sockets: dict[Any, int] = {}

@@ -24,7 +24,7 @@ class RingHop:
     b: int
     link_type: str  # nvidia-smi's word, or UNKNOWN (TF log only)
     gbps: float
-    basis: str  # "measured" or "estimated"
+    basis: str  # "measured", "estimated", or "assumed" (the low end of a range: a fact is not in the source)
     label: str = ""  # the word to show: the link type, or "TF:P2P" / "TF:no-P2P" for UNKNOWN links
 
 

@@ -161,3 +161,17 @@ def test_p2p_inferred_from_path_words_is_said_to_be_inferred():
         PHB  X
     """)
     assert "every pair can copy directly (P2P)" in recommend(known, 2).best.cross_device_ops_reason
+
+
+def test_a_hop_whose_figure_rests_on_an_assumption_says_at_least():
+    """Review 2: NV18 of unknown generation printed as '~371 GB/s' in recommend (the low end of a range)."""
+    from linktable import nvswitch
+
+    from gputopo.analysis.recommend import recommend
+    from gputopo.views.recommend import ring_summary
+
+    unknown = nvswitch(8, "NV18", version=None)
+    best = recommend(unknown, 2).best
+    assert best.slowest_hop.basis == "assumed" and ">= ~" in ring_summary(best) and "at least" in best.bottleneck
+    known = recommend(nvswitch(8, "NV18", version="4.0"), 2).best
+    assert known.slowest_hop.basis == "estimated" and ">=" not in ring_summary(known)
