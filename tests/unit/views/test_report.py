@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import OWN_FIXTURES
+from conftest import OWN_FIXTURES, SHARED_FIXTURES
 from gputopo.errors import InputError
 from gputopo.model import Topology, make_link
 from gputopo.sources.registry import read_file
@@ -18,7 +18,7 @@ from gputopo.views.svg import render_svg
 from gputopo.views.svg_layout import LABEL_H, build_layout
 from gputopo.views.svg import link_label
 
-SHARED = Path("/work/shared/fixtures/topo")
+SHARED = SHARED_FIXTURES / "topo"  # the shared captures as copied into the repository
 CAPTURES = [
     p
     for p in sorted((OWN_FIXTURES / "topo").glob("*.txt")) + sorted(SHARED.glob("*.txt"))
