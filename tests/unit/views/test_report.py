@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import re
 import xml.etree.ElementTree as ET
-from pathlib import Path
 
 import pytest
 
