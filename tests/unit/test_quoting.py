@@ -300,3 +300,15 @@ def test_report_and_svg_carry_no_script_or_handler_from_input(host, gpu_name, ni
         for name, value in element.attrib.items():
             assert not name.rsplit("}", 1)[-1].lower().startswith("on"), (name, value)
             assert "javascript:" not in value.lower(), (name, value)
+
+
+def test_bidi_overrides_are_control_characters_too():
+    """Review 2: U+202E reversed how a name printed (a "Trojan Source" look-alike)."""
+    import pytest
+
+    from gputopo.quoting import check_text, one_line, terminal_safe
+
+    name = "gpu\u202e0cod.exe\u2066x\u2069"
+    assert terminal_safe(name) == one_line(name) == "gpu0cod.exex"
+    with pytest.raises(ValueError, match="control character"):
+        check_text(name, "gpus[0].name")
