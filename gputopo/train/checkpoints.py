@@ -66,6 +66,7 @@ class SavedCheckpoints:
     state_problem: str | None = None  # why the state file cannot be read, if it cannot
     unsafe: list[str] = field(default_factory=list)  # "ckpt-3.index (a symbolic link)": refused, never opened
     marker: dict[str, Any] | None = None  # gputopo's own record (MARKER_FILE), None: not written by gputopo
+    marker_problem: str | None = None  # why a record that is there cannot be read (damaged, not gputopo's)
 
     @property
     def holds_any(self) -> bool:
@@ -140,6 +141,9 @@ def saved_checkpoints(checkpoint_dir: str | os.PathLike[str]) -> SavedCheckpoint
     if not any(entry.startswith(STATE_FILE + " ") for entry in saved.unsafe):
         saved.state_step, saved.state_problem = _read_state(folder / STATE_FILE)
     saved.marker = _read_marker(folder)
+    marker_path = folder / MARKER_FILE
+    if saved.marker is None and (marker_path.is_symlink() or marker_path.exists()):
+        saved.marker_problem = f"its {MARKER_FILE} record is there but damaged or not gputopo's (not a JSON object of schema {MARKER_SCHEMA})"
     return saved
 
 
@@ -300,9 +304,10 @@ def check_written_by_gputopo(config: TrainConfig, saved: SavedCheckpoints) -> No
     """``--resume`` only from checkpoints gputopo wrote, for the same model: another program's
     ``ckpt-N`` would restore nothing, and the rotation of the new run's saves would delete them."""
     if saved.marker is None:
+        why = saved.marker_problem or f"no {MARKER_FILE} record there"
         raise InputError(
-            f"--resume: the checkpoints in {config.checkpoint_dir} were not written by gputopo train (no "
-            f"{MARKER_FILE} record there); nothing was changed. Give another --checkpoint-dir"
+            f"--resume: the checkpoints in {config.checkpoint_dir} were not written by gputopo train ({why}); "
+            "nothing was changed. Give another --checkpoint-dir"
         )
     if saved.marker.get("model") != config.model:
         raise InputError(

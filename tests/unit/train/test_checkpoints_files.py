@@ -160,6 +160,15 @@ def test_resume_refuses_checkpoints_gputopo_did_not_write_and_changes_nothing(tm
     assert sorted((p.name, p.read_bytes()) for p in ck.iterdir()) == before
 
 
+def test_a_damaged_record_is_said_to_be_damaged_not_missing(tmp_path):
+    """Review 2: a malformed .gputopo-checkpoints record was reported as "no record there"."""
+    ck = tmp_path / "ck"
+    _ckpt(ck, 7, by_gputopo=False)
+    (ck / ".gputopo-checkpoints").write_text("{not json")
+    with pytest.raises(InputError, match=r"not written by gputopo train \(its .gputopo-checkpoints record is there but damaged"):
+        _choice(ck, resume=True)
+
+
 def test_resume_refuses_another_models_checkpoints(tmp_path):
     ck = tmp_path / "ck"
     _ckpt(ck, 7, model="mobilenetv2")
