@@ -6,7 +6,7 @@ from __future__ import annotations
 import re
 from html import escape
 
-from gputopo.analysis.bandwidth import Estimate, estimate_key, estimate_link, fewest_nvlinks
+from gputopo.analysis.bandwidth import link_estimates
 from gputopo.analysis.measured import measured_gbps
 from gputopo.model import Link, Topology
 from gputopo.notation import format_gbps
@@ -34,19 +34,10 @@ def speed_hex(gbps: float | None) -> str:
 
 def link_figures(topology: Topology, link: Link) -> tuple[float, float | None, str]:
     """(expected GB/s per direction, measured GB/s or None, how the expectation was made)."""
-    gpus = topology.cached("gpus_by_index", lambda topo: {g.index: g for g in topo.gpus})
-    gpu_a, gpu_b = gpus.get(link.a), gpus.get(link.b)
-    fewest = fewest_nvlinks(topology, link.a, link.b) if link.is_nvlink else 0
-    key = (*estimate_key(link, gpu_a, gpu_b), fewest)
-    expected = _EXPECTED.get(key)
-    if expected is None:  # once per class of equal links (a 576-GPU domain: 165,600 links, a few classes)
-        if len(_EXPECTED) > 4096:
-            _EXPECTED.clear()
-        expected = _EXPECTED[key] = estimate_link(link, gpu_a, gpu_b, fewest)
+    # Once per class of equal links (a 576-GPU domain: 165,600 links, a few classes), shared with
+    # the other views of this topology.
+    expected = topology.cached("link_estimates", link_estimates)[(link.a, link.b)]
     return expected.gbps, measured_gbps(link), expected.explanation
-
-
-_EXPECTED: dict[tuple[object, ...], Estimate] = {}
 
 
 def peer_word(link: Link) -> str:
