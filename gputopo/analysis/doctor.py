@@ -40,6 +40,7 @@ def doctor(evidence: HealthEvidence, index_of: dict[str, int] | None = None) -> 
     return report
 
 
+# "narrow-link": what doctor --from a pasted lspci wrote for "downtrained" before one wording (old saved files).
 PCIE_PROBLEMS = frozenset({"acs", "iommu", "downtrained", "narrow-link"})
 
 

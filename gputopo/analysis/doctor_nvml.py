@@ -4,6 +4,7 @@ not running: CUDA error 802), pairs NVML says cannot peer, and the GPU's own PCI
 from __future__ import annotations
 
 from gputopo.analysis.doctor_common import DoctorReport, and_list
+from gputopo.analysis.doctor_links import narrow_link, slow_link_maybe_idle
 from gputopo.model import P2P_OK, Finding
 from gputopo.model.words import P2P_STATUS_MEANING
 from gputopo.sources.health import HealthEvidence
@@ -26,11 +27,12 @@ def nvml_checks(evidence: HealthEvidence, report: DoctorReport) -> None:
         return
     nvml = evidence.nvml
     report.check("nvml", "ok", f"{len(nvml.gpus)} GPU(s)")
+    nvlinked = nvml.nvlink_pairs()
     for gpu in nvml.gpus:
         _nvlinks(gpu, nvml, report)
         _fabric(gpu, report)
         if evidence.paths.get(gpu.pci_bus_id or "") is None:  # sysfs did not place it (a container)
-            _pcie(gpu, report)
+            _pcie(gpu, report, nvlinked)
     _p2p(nvml, report)
 
 
@@ -71,31 +73,21 @@ def _nvlinks(gpu: GpuNvmlHealth, nvml: NvmlHealth, report: DoctorReport) -> None
             fix="watch whether they grow (`nvidia-smi nvlink -e`); growing counts need the bridge or board checked"))
 
 
-def _pcie(gpu: GpuNvmlHealth, report: DoctorReport) -> None:
+def _pcie(gpu: GpuNvmlHealth, report: DoctorReport, nvlinked: set[tuple[str, str]]) -> None:
     """NVML's view of the GPU's own link, where sysfs could not be read: the width is judged, the
     generation only as "maybe idle" (GPUs lower it when idle)."""
     label = report.label(_bdf(gpu))
     if None not in (gpu.pcie_width_current, gpu.pcie_width_max) and gpu.pcie_width_current < gpu.pcie_width_max:  # type: ignore[operator]
-        if gpu.pci_bus_id:
-            report.mark_gpu(gpu.pci_bus_id, "downtrained")
-        report.add(Finding(
-            "warning", "pcie-link-narrow",
-            f"The PCIe link of {label} runs at x{gpu.pcie_width_current} of x{gpu.pcie_width_max}: it trained "
-            "narrower than it can (riser, slot lanes, chipset lanes, seating).",
-            gpus=[gpu.index],
-            evidence=[f"nvmlDeviceGetCurrPcieLinkWidth(GPU {gpu.index}): {gpu.pcie_width_current}, "
-                      f"nvmlDeviceGetMaxPcieLinkWidth: {gpu.pcie_width_max}"],
-            effect=f"every copy to or from {label}",
-            fix="reseat the card, use a CPU-attached x16 slot, check the riser and BIOS bifurcation settings"))
+        narrow_link(
+            report, label, gpu.pcie_width_current, gpu.pcie_width_max,
+            below=[gpu.pci_bus_id] if gpu.pci_bus_id else [], affected=label, spared=nvlinked,
+            gpus=[gpu.index], evidence=[(f"nvmlDeviceGetCurrPcieLinkWidth(GPU {gpu.index}): {gpu.pcie_width_current}, "
+                                         f"nvmlDeviceGetMaxPcieLinkWidth: {gpu.pcie_width_max}")])
     elif None not in (gpu.pcie_gen_current, gpu.pcie_gen_max) and gpu.pcie_gen_current < gpu.pcie_gen_max:  # type: ignore[operator]
-        report.add(Finding(
-            "info", "pcie-link-slow-maybe-idle",
-            f"The PCIe link of {label} runs at Gen{gpu.pcie_gen_current} of Gen{gpu.pcie_gen_max}: GPUs lower their "
-            "link speed when idle, so this may be normal.",
-            gpus=[gpu.index],
-            evidence=[f"nvmlDeviceGetCurrPcieLinkGeneration(GPU {gpu.index}): {gpu.pcie_gen_current}, "
-                      f"nvmlDeviceGetMaxPcieLinkGeneration: {gpu.pcie_gen_max}"],
-            fix="check it under load: `nvidia-smi -q -d PCIE` while `gputopo bench-p2p` (or any copy) runs"))
+        slow_link_maybe_idle(
+            report, label, f"Gen{gpu.pcie_gen_current}", f"Gen{gpu.pcie_gen_max}", gpus=[gpu.index], bdf=gpu.pci_bus_id,
+            evidence=[(f"nvmlDeviceGetCurrPcieLinkGeneration(GPU {gpu.index}): {gpu.pcie_gen_current}, "
+                       f"nvmlDeviceGetMaxPcieLinkGeneration: {gpu.pcie_gen_max}")])
 
 
 def _fabric(gpu: GpuNvmlHealth, report: DoctorReport) -> None:

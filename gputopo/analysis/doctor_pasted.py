@@ -4,10 +4,10 @@ does not say which bridge it was)."""
 
 from __future__ import annotations
 
-
 from gputopo.analysis.doctor_common import DoctorReport, and_list, gts_to_gen
 from gputopo.analysis.doctor_host import IOMMU_FIX, cmdline_iommu, passthrough_or_off
-from gputopo.analysis.doctor_pcie import UNDER_LOAD, setpci_loop
+from gputopo.analysis.doctor_links import narrow_link, slow_link_maybe_idle
+from gputopo.analysis.doctor_pcie import setpci_loop
 from gputopo.model import Finding
 from gputopo.quoting import shell_word
 from gputopo.sources.pasted_health import PastedEvidence
@@ -74,27 +74,13 @@ def _links(label: str, evidence: PastedEvidence, report: DoctorReport) -> None:
         gpu = pasted.bdf if pasted.bdf in report.gpus else None  # a GPU of the topology given with --topology
         if gpu is not None:
             who = report.label(gpu)
-        if link.width_below_max:
-            if gpu is not None:  # every pair of this GPU copies through the narrow link
-                report.mark_gpu(gpu, "narrow-link")
-                for other in report.gpus:
-                    if other != gpu:
-                        report.mark_pair(gpu, other, "narrow-link")
-            report.add(Finding(
-                "warning", "pcie-link-narrow",
-                f"The PCIe link of {who} runs at x{link.current_width} of x{link.max_width}: it trained narrower "
-                "than it can (riser, slot lanes, chipset lanes, seating).",
-                gpus=report.indices([gpu]) if gpu else [],
-                evidence=[f"{_where(label, pasted.line)}: {pasted.text}"],
-                effect=f"every copy to or from {who}",
-                fix="reseat the card, use a CPU-attached x16 slot, check the riser and BIOS bifurcation settings"))
+        if link.width_below_max:  # a GPU's pairs all copy through its narrow link
+            narrow_link(report, who, link.current_width, link.max_width, below=[gpu] if gpu else [], affected=who,
+                        evidence=[f"{_where(label, pasted.line)}: {pasted.text}"])
         if link.speed_below_max:
-            report.add(Finding(
-                "info", "pcie-link-slow-maybe-idle",
-                f"The PCIe link of {who} runs at {gts_to_gen(link.current_speed_gts)} of "
-                f"{gts_to_gen(link.max_speed_gts)}: GPUs lower their link speed when idle, so this may be normal.",
-                evidence=[f"{_where(label, pasted.line)}: {pasted.text}"],
-                fix=UNDER_LOAD.format(bdf=pasted.bdf or "<bdf>")))
+            slow_link_maybe_idle(report, who, gts_to_gen(link.current_speed_gts), gts_to_gen(link.max_speed_gts),
+                                 gpus=report.indices([gpu]) if gpu else [], bdf=pasted.bdf,
+                                 evidence=[f"{_where(label, pasted.line)}: {pasted.text}"])
 
 
 def _faults(label: str, evidence: PastedEvidence, report: DoctorReport) -> None:

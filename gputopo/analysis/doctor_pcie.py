@@ -10,13 +10,11 @@ from __future__ import annotations
 from itertools import combinations
 
 from gputopo.analysis.doctor_common import DoctorReport, and_list, gts_to_gen
+from gputopo.analysis.doctor_links import narrow_link, slow_link_maybe_idle
 from gputopo.model import Finding
 from gputopo.quoting import shell_word
 from gputopo.sources.health import HealthEvidence
 from gputopo.sources.pcie_health import GpuPciePath, PciNode
-
-UNDER_LOAD = ("check it under load: run `gputopo bench-p2p` (or any copy) and meanwhile "
-              "`nvidia-smi -q -d PCIE` or `sudo lspci -vv -s {bdf} | grep LnkSta`")
 
 
 def pcie_checks(evidence: HealthEvidence, report: DoctorReport) -> None:
@@ -114,32 +112,22 @@ def _links(paths: dict[str, GpuPciePath], report: DoctorReport, nvlinked: set[tu
         report.check("pcie-links", "not-made", "no link files (current_link_width, max_link_width) under sysfs")
         return
     report.check("pcie-links", "problem" if slow_width else "ok", f"{len(seen)} device(s) read")
+    def gpus_below(node: PciNode) -> list[str]:
+        return sorted(bdf for bdf, path in paths.items() if any(n.bdf == node.bdf for n in path.nodes))
+
     for node in slow_width:
-        below = sorted(bdf for bdf, path in paths.items() if any(n.bdf == node.bdf for n in path.nodes))
-        for gpu in below:
-            report.mark_gpu(gpu, "downtrained")
-        for a, b in combinations(sorted(paths), 2):
-            if (a in below or b in below) and (a, b) not in nvlinked:  # NVLink pairs do not copy over PCIe
-                report.mark_pair(a, b, "downtrained")
+        below = gpus_below(node)
         link = node.link
         what = "the GPU" if node.bdf in paths else "a bridge above " + and_list([report.label(b) for b in below])
-        report.add(Finding(
-            "warning", "pcie-link-narrow",
-            f"The PCIe link of {node.bdf} ({what}) runs at x{link.current_width} of x{link.max_width}: "
-            "it trained narrower than it can (a riser, a slot wired with fewer lanes, chipset lanes, a bad seat); "
-            "every copy through it gets that fraction of the bandwidth (tinygrad/open-gpu-kernel-modules#6).",
-            gpus=report.indices(below),
+        narrow_link(
+            report, f"{node.bdf} ({what})", link.current_width, link.max_width, below=below,
+            affected=and_list([report.label(b) for b in below]), spared=nvlinked,
             evidence=[f"{node.sysfs_path}/current_link_width: {link.current_width}, max_link_width: {link.max_width}",
-                      f"{node.sysfs_path}/current_link_speed: {link.current_speed_gts} GT/s, max_link_speed: {link.max_speed_gts} GT/s"],
-            effect=f"every copy to or from {and_list([report.label(b) for b in below])}",
-            fix="reseat the card, move it to a CPU-attached x16 slot (the board manual says which slots share lanes), "
-                "check the riser and the BIOS slot bifurcation / link width settings"))
+                      f"{node.sysfs_path}/current_link_speed: {link.current_speed_gts} GT/s, max_link_speed: {link.max_speed_gts} GT/s"])
     for node in maybe_idle:
         link = node.link
-        report.add(Finding(
-            "info", "pcie-link-slow-maybe-idle",
-            f"The PCIe link of {node.bdf} runs at {gts_to_gen(link.current_speed_gts)} of "
-            f"{gts_to_gen(link.max_speed_gts)} (x{link.current_width} of x{link.max_width}): GPUs lower their link "
-            "speed when idle, so this may be normal; it is a fault only if it stays low under load.",
-            evidence=[f"{node.sysfs_path}/current_link_speed: {link.current_speed_gts} GT/s, max_link_speed: {link.max_speed_gts} GT/s"],
-            fix=UNDER_LOAD.format(bdf=node.bdf)))
+        slow_link_maybe_idle(
+            report, node.bdf, gts_to_gen(link.current_speed_gts),
+            f"{gts_to_gen(link.max_speed_gts)} (x{link.current_width} of x{link.max_width})",
+            gpus=report.indices(gpus_below(node)), bdf=node.bdf,
+            evidence=[f"{node.sysfs_path}/current_link_speed: {link.current_speed_gts} GT/s, max_link_speed: {link.max_speed_gts} GT/s"])
