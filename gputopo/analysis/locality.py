@@ -251,7 +251,7 @@ def link_crosses_numa(topology: Topology, link: Link) -> bool:
         return False  # one NUMA node, whatever the link word (some PCIe boards say SYS within a node)
     path = pcie_path(link)
     if path == "SYS":
-        return True
+        return side is False or not link_sides(topology).sys_within_node
     return path is None and link.is_nvlink and side is False
 
 
@@ -262,6 +262,9 @@ class LinkSides:
     crossing: list[Link] = field(default_factory=list)  # SYS, or NVLinked GPUs on different sides
     joined: list[tuple[int, int]] = field(default_factory=list)  # below SYS, or known to share a side
     unknown_nvlink: list[Link] = field(default_factory=list)  # NVLinked, no PCIe path, sides not known
+    # SYS between GPUs of one NUMA node somewhere in the source: there SYS is a path class, not a
+    # crossing, so a SYS pair whose sides the source does not give (a cut paste) is not called one.
+    sys_within_node: bool = False
 
 
 def link_sides(topology: Topology) -> LinkSides:
@@ -273,17 +276,22 @@ def link_sides(topology: Topology) -> LinkSides:
         result = LinkSides()
         sides = numa_sides(topo)
         keys, answers = sides.keys, sides.answers
+        read = []
         for link in topo.links:
             key_a, key_b = keys.get(link.a), keys.get(link.b)
             side = None if key_a is None or key_b is None else answers.get((key_a, key_b), _BAD)
             if side is _BAD:
                 side = sides.get((link.a, link.b))
             path = link.pcie_path or (None if link.nvlink_count > 0 or link.type == "UNKNOWN" else link.type)
+            read.append((link, side, path))
+        result.sys_within_node = any(side is True and path == "SYS" for _, side, path in read)
+        for link, side, path in read:
             if (bool(side) if path is None else (path != "SYS" or side is True)):
                 result.joined.append((link.a, link.b))
             if side:
                 continue  # one NUMA node, whatever the link word (some PCIe boards say SYS within a node)
-            if path == "SYS" or (path is None and link.nvlink_count > 0 and side is False):
+            if (path == "SYS" and (side is False or not result.sys_within_node)) or (
+                    path is None and link.nvlink_count > 0 and side is False):
                 result.crossing.append(link)
             elif path is None and link.nvlink_count > 0 and side is None:
                 result.unknown_nvlink.append(link)

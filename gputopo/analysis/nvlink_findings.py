@@ -42,15 +42,19 @@ def _nvswitch_fabric(topology: Topology, switch_links: list[Link]) -> Finding:
     gpus = sorted({g for link in switch_links for g in (link.a, link.b)})
     common, _ = Counter(link.type for link in switch_links).most_common(1)[0]
     version = _version_text([topology.gpu(g) for g in gpus])
+    # A cut paste leaves some pairs UNKNOWN: "every pair" then is every pair the source shows.
+    unshown = [(link.a, link.b) for link in topology.links if link.type == "UNKNOWN"]
     scope = "every pair" if len(switch_links) == len(topology.links) else f"every pair of {gpus_word(gpus)}"
+    if unshown:
+        scope += f" but {pair_list(unshown)} (not in the source)"
     others = [link for link in switch_links if link.type != common]
     exceptions = f" except {pair_list((link.a, link.b) for link in others)}" if others else ""
     return Finding(
         severity="info",
         code="nvswitch-fabric",
         message=(
-            ("NVSwitch fabric (inferred: every pair shows {0}, the NVSwitch pattern; the text does not "
-             "name the switches): ".format(common) if inferred else "NVSwitch fabric: ")
+            (f"NVSwitch fabric (inferred: every pair {'it shows is' if unshown else 'shows'} {common}, the NVSwitch "
+             "pattern; the text does not name the switches): " if inferred else "NVSwitch fabric: ")
             + f"{scope} is {common}{exceptions} ({version}), so "
             + ("any GPUs of it can be grouped together at the same bandwidth; placement only matters for "
                "CPU/NUMA locality" if not others else "pairs with fewer links are slower; otherwise placement "

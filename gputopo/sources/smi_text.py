@@ -5,8 +5,9 @@ blog posts. It arrives tab-separated (raw), with spaces (web copies), surrounded
 and legends, from nvidia-smi versions that say ``SOC`` instead of ``SYS``, with NIC columns named
 ``mlx5_N`` or ``NICn`` plus a ``NIC Legend:`` block, and with or without the ``CPU Affinity``,
 ``NUMA Affinity`` and ``GPU NUMA ID`` columns. The parser finds the matrix wherever it is and
-reads what it says; it refuses (``InputError``, one line) only what is not such a matrix at all or
-is cut short, because a half matrix would silently give wrong recommendations.
+reads what it says; it refuses (``InputError``, one line) only what is not such a matrix at all. A
+paste cut after some GPU rows is read for what its rows say, the rest unknown and said
+(``smi_text_rows``): refusing it would throw away nearly all of a matrix an expert reads.
 
 Cells never contain spaces (``X``, ``NV2``, ``0-11,24-35``, ``N/A``), so rows are split on any
 whitespace; only the header needs care, because its attribute titles contain spaces.
@@ -45,6 +46,7 @@ from gputopo.sources.smi_text_matrix import (
 )
 from gputopo.sources.smi_text_nvswitch import infer_nvswitch
 from gputopo.sources.smi_text_paste import paste_findings, strip_line_prefix
+from gputopo.sources.smi_text_rows import UNKNOWN_LINK, rowless_gpus
 
 _P2P_FIELDS = {"r": "p2p_read", "w": "p2p_write", "a": "p2p_atomics", "n": "p2p_nvlink"}
 _P2P_CAPABILITY_NAMES = {"r": "read", "w": "write", "a": "atomics", "n": "NVLink", "p": "PCIe"}
@@ -242,20 +244,24 @@ def _attribute(matrix: _Matrix, row: str, title: str) -> str | None:
 
 def _build_topology(matrix: _Matrix, source: str, findings: list[Finding]) -> Topology:
     gpu_columns = matrix.gpu_columns
-    _check_complete(matrix, source)
-    if any(NV_RE.match(cell.upper()) for label in gpu_columns for cell in matrix.rows[label]):
+    rowless = set(rowless_gpus(matrix, source))
+    if any(NV_RE.match(cell.upper()) for label in gpu_columns for cell in matrix.rows.get(label, ())):
         matrix.pcie_only = False  # NVLink words: whatever the command line above says, this is `topo -m`
     _resolve_merged_cells(matrix, source, matrix.repairs)
     index_of = {c: int(GPU_RE.match(c).group(1)) for c in gpu_columns}  # type: ignore[union-attr]
-    gpus = [_read_gpu(matrix, column, index_of[column], source) for column in gpu_columns]
+    gpus = [Gpu(index=index_of[column]) if column in rowless else _read_gpu(matrix, column, index_of[column], source)
+            for column in gpu_columns]
 
     links: list[Link] = []
     for pos, a in enumerate(gpu_columns):
-        if _cell_word(matrix, a, a, source) != SELF_WORD:
+        if a not in rowless and _cell_word(matrix, a, a, source) != SELF_WORD:
             raise InputError(f"{source} line {matrix.row_line_no[a]}: expected X on the diagonal for {a}")
         for b in gpu_columns[pos + 1 :]:
             pair = sorted((index_of[a], index_of[b]))
-            word = _symmetric_word(matrix, a, b, source, findings, pair)
+            if a in rowless and b in rowless:  # neither row is in the paste (see smi_text_rows)
+                links.append(make_link(index_of[a], index_of[b], UNKNOWN_LINK, nvswitch=None))
+                continue
+            word = _symmetric_word(matrix, *((b, a) if a in rowless else (a, b)), source, findings, pair)
             if word == SELF_WORD:
                 raise InputError(f"{source} line {matrix.row_line_no[a]}: {a} and {b} are different GPUs but marked X")
             nvlink = NV_RE.match(word) is not None
@@ -274,26 +280,6 @@ def _build_topology(matrix: _Matrix, source: str, findings: list[Finding]) -> To
         source_detail=source,
         label=f"nvidia-smi topo -m text from {source}",
     )
-
-
-def _check_complete(matrix: _Matrix, source: str) -> None:
-    """Refuse a matrix with GPU rows missing or cut short: half a matrix would mislead."""
-    gpu_columns = matrix.gpu_columns
-    missing = [c for c in gpu_columns if c not in matrix.rows]
-    if missing:
-        found = [c for c in gpu_columns if c in matrix.rows]
-        raise InputError(
-            f"{source}: the matrix is cut short: its header (line {matrix.header_line_no}) lists "
-            f"{len(gpu_columns)} GPUs but rows were found only for {', '.join(found) or 'none'} "
-            f"(missing {', '.join(missing)})"
-        )
-    for column in gpu_columns:
-        cells = matrix.rows[column]
-        if len(cells) < len(matrix.columns):
-            raise InputError(
-                f"{source} line {matrix.row_line_no[column]}: row {column} is cut short: expected "
-                f"{len(matrix.columns)} cells ({', '.join(matrix.columns)}), found {len(cells)}"
-            )
 
 
 def _resolve_merged_cells(matrix: _Matrix, source: str, repairs: list[str]) -> None:
@@ -356,6 +342,11 @@ def _read_nics(
             )
         )
         for gpu_column in gpu_columns:
+            if gpu_column not in matrix.rows:  # a row-less GPU: its path to this NIC is in the NIC's row, if any
+                if nic in matrix.rows:
+                    nic_links.append(NicLink(gpu=index_of[gpu_column], nic=nic,
+                                             type=_symmetric_word(matrix, nic, gpu_column, source, findings, [])))
+                continue
             if (gpu_column, nic) in matrix.unreadable and (nic not in matrix.rows or (nic, gpu_column) in matrix.unreadable):
                 unreadable.append(f"{gpu_column}/{nic} ({matrix.unreadable[(gpu_column, nic)]!r})")
                 continue  # a damaged NIC cell: the GPU's other paths are still read

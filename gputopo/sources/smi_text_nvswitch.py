@@ -29,14 +29,15 @@ MIN_GPUS_FOR_SWITCH_PATTERN = 4  # three peers each: NV12/NV18 x 3 is more than 
 def nvswitch_pattern(topology: Topology) -> bool | None:
     """What the NVLink pattern of ``topology`` proves about NVSwitch (see the module's words)."""
     gpu_count = len(topology.gpus)
-    counts = [link.nvlink_count for link in topology.links]
+    known = [link for link in topology.links if link.type != "UNKNOWN"]  # pairs a cut paste does not show
+    counts = [link.nvlink_count for link in known]
     if not counts or not any(counts):
         return False  # no NVLink at all
     if not all(counts):
         return False  # NVLinks to some peers, PCIe to others: point-to-point links
     if gpu_count >= MIN_GPUS_FOR_SWITCH_PATTERN:
         per_gpu = dict.fromkeys(topology.gpu_indices, 0)
-        for link in topology.links:  # one pass (a scan per GPU was O(GPUs x pairs))
+        for link in known:  # one pass (a scan per GPU was O(GPUs x pairs))
             per_gpu[link.a] = per_gpu.get(link.a, 0) + link.nvlink_count
             per_gpu[link.b] = per_gpu.get(link.b, 0) + link.nvlink_count
         if min(per_gpu.values()) > MOST_NVLINKS_PER_GPU:
@@ -51,5 +52,5 @@ def infer_nvswitch(topology: Topology) -> None:
     """Set ``nvswitch`` on the NVLinked pairs of a text topology to what the pattern proves."""
     verdict = nvswitch_pattern(topology)
     for link in topology.links:
-        if link.is_nvlink:
+        if link.is_nvlink or (link.type == "UNKNOWN" and verdict is False):  # no switch joins these GPUs
             link.nvswitch = verdict

@@ -58,3 +58,21 @@ def test_a_flat_virtual_machine_view_concludes_nothing():
     # The same GPUs on two NUMA nodes are a real layout.
     real = link_table(uniform(4, "SYS"), numa=[0, 0, 1, 1], socket=[None] * 4)
     assert vm_evidence(real) is None and link_crosses_numa(real, real.link(0, 2))
+
+
+def test_sys_within_one_numa_node_is_not_taken_as_a_crossing_for_gpus_of_unknown_node():
+    """Every pair SYS, GPUs 0,1 on NUMA 0 and 2 on NUMA 1, GPU 3's node not given (its row was cut
+    from the paste): this box says SYS inside a node, so SYS says nothing of GPU 3's side."""
+    table = """
+        X   SYS SYS SYS
+        SYS X   SYS SYS
+        SYS SYS X   SYS
+        SYS SYS SYS X
+    """
+    topo = link_table(table, numa=[0, 0, 1, None], socket=[None] * 4)
+    assert link_crosses_numa(topo, topo.link(0, 2))  # known to be different nodes
+    assert not link_crosses_numa(topo, topo.link(0, 1))  # one node, whatever the word
+    assert not link_crosses_numa(topo, topo.link(0, 3)) and not link_crosses_numa(topo, topo.link(2, 3))
+    assert socket_groups(topo) == [[0, 1], [2], [3]]
+    plain = link_table(table, numa=[0, 1, 2, None], socket=[None] * 4)  # no SYS inside a node: the legend holds
+    assert link_crosses_numa(plain, plain.link(0, 3))

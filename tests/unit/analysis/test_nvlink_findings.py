@@ -42,3 +42,15 @@ def test_no_nvlink_only_where_every_link_is_known():
     unknown = pcie_8()
     unknown.links[0].type = "UNKNOWN"
     assert nvlink_fabric(unknown) == []
+
+
+def test_a_cut_paste_names_the_pairs_it_does_not_show_instead_of_every_pair():
+    """nvidia-smi text cut after row GPU5 of 8 (NV18 everywhere shown): 6-7 is not in the source."""
+    from gputopo.model import make_link
+
+    topo = nvswitch(8, "NV18")
+    topo.source = "nvidia-smi"
+    topo.links = [link if (link.a, link.b) != (6, 7) else make_link(6, 7, "UNKNOWN") for link in topo.links]
+    (fabric,) = [f for f in nvlink_fabric(topo) if f.code == "nvswitch-fabric"]
+    assert fabric.message.startswith("NVSwitch fabric (inferred: every pair it shows is NV18, the NVSwitch pattern")
+    assert "every pair of GPUs 0,1,2,3,4,5,6,7 but 6-7 (not in the source) is NV18" in fabric.message

@@ -1,0 +1,68 @@
+"""GPU rows a pasted ``nvidia-smi topo -m`` matrix lacks, and what the other rows still say.
+
+Pastes are cut: an issue excerpt, a terminal's scroll-back or a chat message ends after row GPU5 of
+eight, sometimes inside a row. The rows that are there still give each row-less GPU's link to every
+GPU that has a row (the cell in that row's column), so nearly the whole matrix is known; only the
+pairs between two row-less GPUs, and the row-less GPUs' CPU and NUMA affinity, are not. Those are
+read as unknown (link type ``UNKNOWN``, attributes ``None``) and the paste is said to be cut, instead
+of refusing the whole text. A row cut short is dropped only where it is the matrix's last line: a
+short row with rows after it means the columns were misread, which stays an error.
+"""
+
+from __future__ import annotations
+
+from gputopo.errors import InputError
+from gputopo.sources.smi_text_matrix import GPU_RE, _Matrix
+
+UNKNOWN_LINK = "UNKNOWN"
+
+
+def rowless_gpus(matrix: _Matrix, source: str) -> list[str]:
+    """The GPU columns of ``matrix`` without a whole row (a last row cut short is dropped to join
+    them, and said); the cut is said in ``matrix.repairs``. Raises ``InputError`` where no GPU row
+    is whole, or where a GPU row other than the matrix's last line is cut short."""
+    gpu_columns = matrix.gpu_columns
+    last_line = max(matrix.row_line_no.values(), default=0)
+    for column in gpu_columns:
+        cells = matrix.rows.get(column)
+        if cells is None or len(cells) >= len(matrix.columns):
+            continue
+        if matrix.row_line_no[column] != last_line or len(matrix.rows) == 1:
+            raise InputError(
+                f"{source} line {matrix.row_line_no[column]}: row {column} is cut short: expected "
+                f"{len(matrix.columns)} cells ({', '.join(matrix.columns)}), found {len(cells)}"
+            )
+        _drop_row(matrix, column)
+        matrix.repairs.append(f"the last row, {column}, was cut short after {len(cells)} of "
+                              f"{len(matrix.columns)} cells: left out")
+    missing = [c for c in gpu_columns if c not in matrix.rows]
+    if len(missing) == len(gpu_columns):
+        raise InputError(
+            f"{source}: the matrix is cut short: its header (line {matrix.header_line_no}) lists "
+            f"{len(gpu_columns)} GPUs but rows were found only for none"
+        )
+    if missing:
+        matrix.repairs.append(_cut_words(missing))
+    return missing
+
+
+def _drop_row(matrix: _Matrix, column: str) -> None:
+    matrix.rows.pop(column, None)
+    matrix.row_attributes.pop(column, None)
+    matrix.merged.pop(column, None)
+    for key in [key for key in matrix.unreadable if key[0] == column]:
+        del matrix.unreadable[key]
+
+
+def _cut_words(missing: list[str]) -> str:
+    """What a cut paste still says and what it does not, in words."""
+    indices = [int(GPU_RE.match(c).group(1)) for c in missing]  # type: ignore[union-attr]
+    pairs = [f"{a}-{b}" for i, a in enumerate(indices) for b in indices[i + 1 :]]
+    one = len(missing) == 1
+    unknown = (f"the pair{'s' if len(pairs) > 1 else ''} {', '.join(pairs[:6])}"
+               f"{f' and {len(pairs) - 6} more' if len(pairs) > 6 else ''} and " if pairs else "")
+    return (
+        f"the paste has no row for {', '.join(missing)} (cut short?): {'its' if one else 'their'} links to "
+        f"the other GPUs were read from those GPUs' rows; {unknown}{'its' if one else 'their'} CPU and NUMA "
+        "affinity are unknown"
+    )
