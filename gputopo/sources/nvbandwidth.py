@@ -34,6 +34,11 @@ METHOD = "nvbandwidth"
 _DEVICE_RE = re.compile(r"^\s*Device (\d+): (.+?)(?: \(([0-9a-fA-F]{4,8}):([0-9a-fA-F]{2}):([0-9a-fA-F]{2})\))?\s*$")
 _RUNNING_RE = re.compile(r"^\s*Running (\w+)\.\s*$")
 _SUM_RE = re.compile(r"^\s*SUM (\w+) ")
+_WAIVING_RE = re.compile(r"^\s*Waiving (\w+)\.\s*$")
+_VERSION_RE = re.compile(r"^\s*nvbandwidth Version: v?\d", re.MULTILINE)
+# nvbandwidth checks the bytes each copy delivered: a wrong byte stops the run with these lines.
+_WRONG_DATA_RE = re.compile(r"^\s*(?:Invalid value when checking the pattern|ASSERT in expression h_errorFlag)")
+D2D_PREFIX = "device_to_device_"
 DESCRIPTION_RE = re.compile(
     r"(?:memcpy (?P<engine>CE|SM)|memory latency SM) (?P<row>CPU|GPU)\(row\) (?P<arrow><->|->|<-) GPU\(column\)"
     r"(?: (?P<part>\w+))?(?: bandwidth \(GB/s\)| \(ns\))"
@@ -46,8 +51,11 @@ HEADLINE_TESTS = (
 
 
 def sniff(text: str) -> bool:
-    """Whether the text holds nvbandwidth text output (its matrix descriptions)."""
-    return re.search(r"memcpy (?:CE|SM) (?:CPU|GPU)\(row\)", text) is not None and '"bandwidth_matrix"' not in text
+    """Whether the text holds nvbandwidth text output: its matrix descriptions, or its version line
+    (a run whose tests were waived or stopped prints no matrix)."""
+    if '"bandwidth_matrix"' in text or '"nvbandwidth"' in text:
+        return False
+    return re.search(r"memcpy (?:CE|SM) (?:CPU|GPU)\(row\)", text) is not None or _VERSION_RE.search(text) is not None
 
 
 @dataclass
@@ -79,10 +87,16 @@ def read(text: str, source: str) -> Topology:
     matrices: list[Matrix] = []
     host_columns = 0
     test: str | None = None
+    waived: list[str] = []
+    wrong_data: list[str] = []
     i = 0
     while i < len(lines):
         line = lines[i]
-        if (m := _DEVICE_RE.match(line)) and (index := device_index(m.group(1))) is not None:
+        if m := _WAIVING_RE.match(line):
+            waived.append(m.group(1))
+        elif _WRONG_DATA_RE.match(line):
+            wrong_data.append(test or "a test")
+        elif (m := _DEVICE_RE.match(line)) and (index := device_index(m.group(1))) is not None:
             bus = hex_bus_id(m.group(3), m.group(4), m.group(5)) if m.group(3) else None
             gpus[index] = Gpu(index=index, name=m.group(2).strip()[:200], pci_bus_id=bus)
         elif m := _RUNNING_RE.match(line):
@@ -96,7 +110,7 @@ def read(text: str, source: str) -> Topology:
             matrices.append(Matrix(name, matrix_kind(m), cells))
             continue
         i += 1
-    return topology_from(gpus, matrices, host_columns, source, "nvbandwidth")
+    return topology_from(gpus, matrices, host_columns, source, "nvbandwidth", waived, list(dict.fromkeys(wrong_data)))
 
 
 def _sum_name(lines: list[str], start: int) -> str | None:
@@ -132,8 +146,10 @@ def _read_cells(lines: list[str], start: int, arrow: str) -> tuple[dict[tuple[in
     return cells, i
 
 
-def topology_from(gpus: dict[int, Gpu], matrices: list[Matrix], host_columns: int, source: str, method_label: str) -> Topology:
-    """The Topology of the GPUs named or measured, with each pair's figures from ``matrices``."""
+def topology_from(gpus: dict[int, Gpu], matrices: list[Matrix], host_columns: int, source: str, method_label: str,
+                  waived: list[str] = (), wrong_data: list[str] = ()) -> Topology:  # type: ignore[assignment]
+    """The Topology of the GPUs named or measured, with each pair's figures from ``matrices``;
+    ``waived`` the tests nvbandwidth waived, ``wrong_data`` those its byte check stopped."""
     indices = set(gpus) | {i for m in matrices for pair in m.cells for i in pair} | set(range(host_columns))
     if not indices:
         raise InputError(f"{source}: nvbandwidth output without any device or matrix")
@@ -155,11 +171,24 @@ def topology_from(gpus: dict[int, Gpu], matrices: list[Matrix], host_columns: in
                 m.bidirectional_gbps = value if m.bidirectional_gbps is None else min(m.bidirectional_gbps, value)
             elif matrix.kind == "latency":
                 m.latency_us = keep_worse(m.latency_us, value / 1000.0)
-    if not any(link.measured for link in topo.links):
+    if wrong_data:  # worse than slow: a copy between GPUs delivered wrong bytes
         topo.add_finding(Finding(
-            "info", "no-pair-measured",
-            f"{source}: nvbandwidth measured no GPU pair (device-to-device tests waived, or one GPU)",
-            fix="run `nvbandwidth -t device_to_device_memcpy_read_ce` on a box whose GPUs can peer",
+            "warning", "nvbandwidth-wrong-data",
+            f"{source}: nvbandwidth stopped in {', '.join(wrong_data)}: a copy's bytes failed its pattern check "
+            "('Invalid value when checking the pattern'), so a GPU-to-GPU copy delivered wrong data",
+            gpus=sorted(indices),
+            fix="do not trust P2P on this box until it passes: check IOMMU and ACS (`gputopo doctor`), the driver "
+                "and Fabric Manager versions, then rerun nvbandwidth",
+        ))
+    if not any(link.measured for link in topo.links):
+        d2d = [name for name in waived if name.startswith(D2D_PREFIX)] if len(indices) > 1 else []
+        why = (f"nvbandwidth waived {', '.join(d2d)}: it waives a device-to-device test where the GPUs' peer "
+               f"mapping fails, so these {len(indices)} GPUs could not peer" if d2d else
+               "the run stopped at its byte check" if wrong_data else "device-to-device tests waived, or one GPU")
+        topo.add_finding(Finding(
+            "warning" if d2d else "info", "no-pair-measured", f"{source}: nvbandwidth measured no GPU pair ({why})",
+            gpus=sorted(indices) if d2d else [],
+            fix=None if wrong_data else "run `nvbandwidth -t device_to_device_memcpy_read_ce` on a box whose GPUs can peer",
         ))
     return topo
 

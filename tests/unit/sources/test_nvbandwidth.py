@@ -82,3 +82,27 @@ def test_deep_or_cut_json_is_one_whole_line():
         read('{"nvbandwidth": ' + "[" * 100_000 + "]" * 100_000 + "}", "deep.json")
     with pytest.raises(InputError, match=r"cut or damaged \(Expecting ',' delimiter at line 1\)$"):
         read('{"nvbandwidth": {"x": [1,2', "cut.json")
+
+
+def test_a_run_without_a_matrix_is_still_nvbandwidth_and_says_why_no_pair_was_measured():
+    """nvbandwidth#13: two 2080 Ti, the D2D test waived (its peer mapping failed): no matrix at all."""
+    topo = _read("nvbandwidth13_2x_rtx2080ti_write_ce_waived_prompt.txt")
+    (note,) = [f for f in topo.diagnostics if f.code == "no-pair-measured"]
+    assert note.severity == "warning" and note.gpus == [0, 1]
+    assert "waived device_to_device_memcpy_write_ce" in note.message and "these 2 GPUs could not peer" in note.message
+
+
+def test_wrong_bytes_stop_the_run_and_are_said_before_anything_else():
+    """nvbandwidth#34: 8x A100, read_ce stopped by its pattern check: a copy delivered wrong data."""
+    topo = _read("nvbandwidth34_8x_a100_sxm_read_ce_pattern_assert.txt")
+    assert [g.pci_bus_id for g in topo.gpus][:2] == ["0000:34:00.0", "0000:35:00.0"]
+    (wrong,) = [f for f in topo.diagnostics if f.code == "nvbandwidth-wrong-data"]
+    assert wrong.severity == "warning" and "stopped in device_to_device_memcpy_read_ce" in wrong.message
+    assert "delivered wrong data" in wrong.message and wrong.gpus == list(range(8))
+    (none,) = [f for f in topo.diagnostics if f.code == "no-pair-measured"]
+    assert none.severity == "info" and "stopped at its byte check" in none.message and none.fix is None
+
+
+def test_the_version_line_alone_is_not_taken_from_a_json_document():
+    assert not nvbandwidth.sniff('{"nvbandwidth": {"version": "v0.7"}}\nnvbandwidth Version: v0.7\n')
+    assert nvbandwidth.sniff("nvbandwidth Version: v0.8\nBuilt from Git version: v0.8\n")
