@@ -8,6 +8,10 @@
   topology says they can peer (NVLink, or P2P ok), naming the setting that explains it where the
   log shows one (NCCL_P2P_DISABLE, NCCL_P2P_LEVEL);
 - ``nccl-p2p-refused``: NCCL logged that CUDA refused P2P between GPUs it considers connected;
+- ``nccl-p2p-ipc-failed``: NCCL set up a P2P connection and CUDA would not open the peer's memory
+  (``failed to open CUDA IPC handle``): the job stops there, it does not fall back;
+- ``nccl-p2p-off-by-setting``: the log shows P2P turned off by the environment (NCCL_P2P_DISABLE,
+  NCCL_P2P_LEVEL=LOC) and no connection line that says more (an info);
 - ``nvlink-inactive``: links ``nvidia-smi nvlink`` shows ``<inactive>``, a warning where the topology
   says the GPU should have more active links than it has;
 - ``collective-wrong-results``: nccl-tests counted wrong results (#wrong) or out-of-bounds values.
@@ -28,8 +32,9 @@ def observed_findings(topology: Topology) -> list[Finding]:
         *_below_expected(topology),
         *_above_line_rate(topology),
         *_p2p_slower(topology),
-        *_nccl_transports(topology),
+        *(_nccl_transports(topology) or _nccl_p2p_off(topology)),
         *_nccl_refused(topology),
+        *_nccl_ipc_failed(topology),
         *_nvlink_inactive(topology),
         *_collective_errors(topology),
     ]
@@ -130,6 +135,42 @@ def _p2p_setting(settings: dict[str, str]) -> str | None:
     if level is not None:
         return f"the log shows NCCL_P2P_LEVEL={level}, which limits P2P to paths up to {level}"
     return None
+
+
+def _nccl_p2p_off(topology: Topology) -> list[Finding]:
+    view = topology.nccl
+    why = _p2p_setting(view.settings) if view is not None else None
+    level = view.settings.get("NCCL_P2P_LEVEL", "") if view is not None else ""
+    if why is None or (level and level.upper() not in ("LOC", "0")):  # a level above LOC still allows some P2P
+        return []
+    return [Finding(
+        "info", "nccl-p2p-off-by-setting",
+        f"NCCL runs without P2P in this job: {why} (NCCL_P2P_DISABLE=1 shows as NCCL_P2P_LEVEL=LOC), so every "
+        "GPU-to-GPU copy goes through host memory or the network",
+        fix="unset NCCL_P2P_DISABLE / NCCL_P2P_LEVEL where the GPUs can peer (NVLink, or `nvidia-smi topo -p2p r` OK)",
+    )]
+
+
+def _nccl_ipc_failed(topology: Topology) -> list[Finding]:
+    view = topology.nccl
+    if view is None or not any("failed to open CUDA IPC handle" in note for note in view.notes):
+        return []
+    links = topology.link_map()
+    pairs = sorted({(min(t.a, t.b), max(t.a, t.b)) for t in view.transports if t.transport == "P2P"
+                    and t.a is not None and t.b is not None and (min(t.a, t.b), max(t.a, t.b)) in links})
+    refused = [p for p in pairs if links[p].p2p_read == "NS"]
+    named = refused or pairs
+    reason = next(note for note in view.notes if "failed to open CUDA IPC handle" in note)
+    return [Finding(
+        "warning", "nccl-p2p-ipc-failed",
+        f"NCCL set up P2P between GPU {' and GPU '.join(str(g) for g in named[0])}"
+        + (f" (and {count_word(len(named) - 1, 'more pair')})" if len(named) > 1 else "")
+        + f" and CUDA refused it ({reason!r}): NCCL does not fall back, the job fails there"
+        if named else f"NCCL could not open a peer GPU's memory ({reason!r}): its P2P connection failed",
+        gpus=sorted({g for p in named for g in p}),
+        fix="run with NCCL_P2P_DISABLE=1 (SHM through host memory) to get going; then see why CUDA refuses peer "
+            "access: a GPU without P2P (GeForce), ACS or the IOMMU, a VM (`gputopo doctor`)",
+    )]
 
 
 def _nccl_refused(topology: Topology) -> list[Finding]:

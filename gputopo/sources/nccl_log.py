@@ -3,12 +3,15 @@ every connection per channel, P2P NCCL refused, settings from the environment, r
 
 Lines look like ``host:pid:tid [cudaDev] NCCL INFO <message>`` (any prefix before ``NCCL INFO`` is
 skipped: timestamps, log collectors). Read:
-- ``comm 0x.. rank R nranks N cudaDev D [nvmlDev M] busId B`` (Init START/COMPLETE): a rank's GPU;
+- ``comm 0x.. rank R nranks N cudaDev D [nvmlDev M] busId B`` (Init START/COMPLETE): a rank's GPU
+  (NCCL 2.3's ``[comm 0x..] rank R nranks N``: the rank count only);
 - ``Channel CC[/x] : R[X] -> S[Y] [send|receive] via T`` and the older ``Ring CC : ...``: R sends to
   S over T (``P2P/IPC``, ``P2P/CUMEM/read``, ``P2P/direct pointer``, ``SHM/direct/direct``, ``direct
   shared memory``, ``NET/IB/0/GDRDMA``...). X is the rank's busId (hex, NCCL 2.5+) or CUDA device;
 - ``P2P is disabled between connected GPUs a and b`` / ``Could not enable P2P between dev a(=B) and
   dev b(=C)``: P2P CUDA refused (a and b are NCCL's GPU numbers on that host);
+- ``failed to open CUDA IPC handle : N reason`` (WARN): the P2P connections the same thread set up
+  failed; ``peer access is not supported`` (CUDA error 217, or 64 in old CUDA) says the pair cannot peer;
 - ``NCCL_X set by environment to V``, ``NCCL version V``, ``Channel CC/NN : r r r`` (rings),
   ``Trees ...`` / ``Tree N : ...``, ``NVLS multicast support is (not) available``, ``CollNet``.
 
@@ -32,9 +35,13 @@ MAX_LINE_CHARS = 4000  # a longer line is cut: no NCCL message is that long
 
 _LEVEL_RE = re.compile(r"NCCL (INFO|WARN) ?")
 _WHO_RE = re.compile(r"([A-Za-z0-9_.<>\-]+):\d+:\d+")  # host:pid:tid before " [cudaDev] NCCL INFO"
+_SOURCE_LINE_RE = re.compile(r"[\w./\-]+\.(?:cc|cu|cpp|c|h):\d+")  # transport/p2p.cc:238 before NCCL WARN
+_IPC_FAILED = "failed to open CUDA IPC handle"
+_PEER_UNSUPPORTED = "peer access is not supported"
 _DEV_RE = re.compile(r"\[\d+\]")
 _INIT_RE = re.compile(r"comm 0x[0-9a-fA-F]+ rank (\d+) nranks (\d+) cudaDev (\d+)(?: nvmlDev (\d+))? busId ([0-9a-fA-F]+)")
 _COMM_RE = re.compile(r"comm 0x[0-9a-fA-F]+ rank (\d+) nRanks (\d+) nNodes (\d+)")
+_OLD_COMM_RE = re.compile(r"^(?:comm 0x[0-9a-fA-F]+ )?rank (\d+) nranks (\d+)\s*$")  # NCCL 2.3 and before
 _CONN_RE = re.compile(
     r"(?:Channel|Ring) (\d+)(?:/\d+)? : (\d+)(?:\[([0-9a-fA-F]+)\])? -> (\d+)(?:\[([0-9a-fA-F]+)\])?"
     r"(?: \[(?:send|receive)\])? via (.+?)\s*$"
@@ -63,6 +70,8 @@ class _State:
     transports: dict[tuple[int, int, str], NcclTransport] = field(default_factory=dict)
     disabled: set[tuple[int, int]] = field(default_factory=set)
     dev_bus: dict[int, str] = field(default_factory=dict)  # NCCL's GPU number -> bus id ("Could not enable P2P")
+    thread_p2p: dict[str | None, list[tuple[int, int]]] = field(default_factory=dict)  # host:pid:tid -> P2P it set up
+    ipc_failed: list[tuple[str | None, bool]] = field(default_factory=list)  # (thread, peer access unsupported)
 
 
 def read(text: str, source: str) -> Topology:
@@ -71,10 +80,10 @@ def read(text: str, source: str) -> Topology:
     for line in lines_of(text):
         line = line[:MAX_LINE_CHARS]
         if "NCCL " in line and (m := _LEVEL_RE.search(line)):
-            host = _host_of(line[: m.start()])
+            host, thread = _host_of(line[: m.start()])
             if host and not host.startswith("<"):
                 state.hosts.add(host)
-            _message(state, m.group(1), line[m.end() :], host)
+            _message(state, m.group(1), line[m.end() :], host, thread)
         elif "NCCL version" in line and (v := _VERSION_RE.search(line)):
             state.view.version = state.view.version or v.group(1)
     view = state.view
@@ -85,21 +94,26 @@ def read(text: str, source: str) -> Topology:
     return _topology(state, source)
 
 
-def _host_of(prefix: str) -> str | None:
-    """``host`` of a ``host:pid:tid [dev] `` prefix (its last two words), else None. Linear."""
+def _host_of(prefix: str) -> tuple[str | None, str | None]:
+    """``(host, host:pid:tid)`` of a ``host:pid:tid [dev] `` prefix (its last two words; a WARN line has
+    the source ``file.cc:line`` after them), else Nones. Linear."""
     words = prefix.split()
+    if len(words) >= 3 and _SOURCE_LINE_RE.fullmatch(words[-1]):
+        words = words[:-1]
     if len(words) >= 2 and _DEV_RE.fullmatch(words[-1]) and (m := _WHO_RE.fullmatch(words[-2])):
-        return m.group(1)
-    return None
+        return m.group(1), words[-2]
+    return None, None
 
 
-def _message(state: _State, level: str, msg: str, host: str | None) -> None:
+def _message(state: _State, level: str, msg: str, host: str | None, thread: str | None) -> None:
     view = state.view
     if level == "WARN":
         if len(view.notes) < MAX_NOTES:
             view.notes.append(msg.strip()[:300])
+        if _IPC_FAILED in msg and len(state.ipc_failed) < MAX_GPUS:
+            state.ipc_failed.append((thread, _PEER_UNSUPPORTED in msg))
     elif m := _CONN_RE.search(msg):
-        _connection(state, m, host)
+        _connection(state, m, host, thread)
     elif m := _INIT_RE.search(msg):
         rank = int(m.group(1))
         view.nranks = int(m.group(2)[:9])
@@ -112,7 +126,7 @@ def _message(state: _State, level: str, msg: str, host: str | None) -> None:
             state.bus[rank] = bus
         if host:
             state.rank_host[rank] = host
-    elif m := _COMM_RE.search(msg):
+    elif (m := _COMM_RE.search(msg)) or (m := _OLD_COMM_RE.match(msg.strip())):
         view.nranks = int(m.group(2)[:9])
     elif m := _RING_RE.match(msg.strip()):
         if len(view.rings) < MAX_GPUS:
@@ -151,7 +165,7 @@ def _transport_word(detail: str) -> str:
     return {"P2P": "P2P", "SHM": "SHM", "NET": "NET", "NVLS": "NVLS", "COLLNET": "COLLNET"}.get(head, head[:20])
 
 
-def _connection(state: _State, m: re.Match[str], host: str | None) -> None:
+def _connection(state: _State, m: re.Match[str], host: str | None, thread: str | None) -> None:
     channel, src, dst = int(m.group(1)), int(m.group(2)), int(m.group(4))
     if src >= MAX_GPUS or dst >= MAX_GPUS:  # a rank past the bound is a misread (or a job too big to chart)
         return
@@ -173,6 +187,8 @@ def _connection(state: _State, m: re.Match[str], host: str | None) -> None:
         state.view.nvls = True
     if word == "COLLNET":
         state.view.collnet = True
+    if word == "P2P" and len(state.thread_p2p.setdefault(thread, [])) < MAX_GPUS:
+        state.thread_p2p[thread].append((src, dst))
     key = (src, dst, detail)
     entry = state.transports.setdefault(key, NcclTransport(src_rank=src, dst_rank=dst, transport=word, detail=detail))
     if channel not in entry.channels and len(entry.channels) < 256:
@@ -210,7 +226,8 @@ def _topology(state: _State, source: str) -> Topology:
     for t in view.transports:
         if t.transport == "P2P" and t.a is not None and t.b is not None and (t.a, t.b) in links:
             link = links[(t.a, t.b)]
-            link.p2p_read = link.p2p_write = "ok"  # NCCL moved data peer to peer: peer access works
+            link.p2p_read = link.p2p_write = "ok"  # NCCL set up a peer-to-peer connection
+    _mark_ipc_failed(state, index_of, links)
     _mark_refused(state, by_nvml or by_bus, links)
     if by_bus and len(ranks) > 1:
         topo.add_finding(Finding(
@@ -219,6 +236,21 @@ def _topology(state: _State, source: str) -> Topology:
             "where every GPU of the host is in the job; inferred)",
         ))
     return topo
+
+
+def _mark_ipc_failed(state: _State, index_of: dict[int, int], links: dict) -> None:
+    """A ``failed to open CUDA IPC handle`` WARN undoes the "ok" of the P2P connections its thread
+    set up (the thread's lines, wherever they are: processes interleave): "peer access is not
+    supported" says the pair cannot peer (NS); another reason (invalid argument) leaves it unknown.
+    A WARN without a ``host:pid:tid`` prefix is placed only where the log holds one P2P pair."""
+    every = {tuple(sorted(pair)) for pairs in state.thread_p2p.values() for pair in pairs}
+    for thread, unsupported in sorted(state.ipc_failed, key=lambda f: f[1]):  # "not supported" last: it wins
+        pairs = state.thread_p2p.get(thread) if thread is not None else (list(every) if len(every) == 1 else [])
+        for src, dst in pairs or []:
+            a, b = index_of.get(src), index_of.get(dst)
+            link = links.get((min(a, b), max(a, b))) if a is not None and b is not None else None
+            if link is not None:
+                link.p2p_read = link.p2p_write = "NS" if unsupported else None
 
 
 def _mark_refused(state: _State, numbered_like_nvml: bool, links: dict) -> None:

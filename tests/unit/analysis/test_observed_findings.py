@@ -59,3 +59,19 @@ def test_nccl_refused_p2p_and_inactive_nvlinks_and_wrong_collectives():
     run = CollectiveRun("all_reduce", gpus=[0, 1], rows=[CollectiveRow(size_bytes=8, out_wrong=0, in_wrong=2)])
     bad = Topology(gpus=[Gpu(index=0), Gpu(index=1)], collectives=[run])
     assert next(f for f in observed_findings(bad) if f.code == "collective-wrong-results").severity == "error"
+
+
+def test_nccl_p2p_that_cuda_refused_says_the_job_fails_and_what_gets_it_going():
+    topo = nccl_log.read(text_of("nccl_log", "raylightning24_2gpu_ray_pid_prefix_p2p_ipc_open_failed_217_cut.log"), "r")
+    (failed,) = [f for f in observed_findings(topo) if f.code == "nccl-p2p-ipc-failed"]
+    assert failed.severity == "warning" and failed.gpus == [0, 1]
+    assert "NCCL set up P2P between GPU 0 and GPU 1 and CUDA refused it" in failed.message
+    assert "217 peer access is not supported" in failed.message and "NCCL_P2P_DISABLE=1" in failed.fix
+
+
+def test_p2p_turned_off_by_the_environment_is_said_where_no_connection_line_says_more():
+    topo = nccl_log.read(text_of("nccl_log", "nccl428_2x_t4_p2p_disable_level_loc_nccltests_header_cut.log"), "t4")
+    (off,) = [f for f in observed_findings(topo) if f.code == "nccl-p2p-off-by-setting"]
+    assert off.severity == "info" and "NCCL_P2P_LEVEL=LOC" in off.message
+    topo.nccl.settings = {"NCCL_P2P_LEVEL": "PHB"}  # a level above LOC still lets near pairs peer
+    assert not [f for f in observed_findings(topo) if f.code == "nccl-p2p-off-by-setting"]

@@ -87,3 +87,21 @@ def test_nvml_dev_numbers_the_gpus_as_nvidia_smi_does_and_places_refused_pairs()
     merged = merge_views([topo, nccl])
     assert merged.link(1, 2).p2p_read == "NS" and merged.link(0, 1).p2p_read is None
     assert merged.gpu(1).pci_bus_id == "0000:41:00.0" and merged.disagreements == []
+
+
+def test_a_p2p_connection_cuda_refused_is_not_called_peer_access_that_works():
+    """ray_lightning#24: 0 -> 1 via P2P/IPC, then that thread's 'failed to open CUDA IPC handle : 217
+    peer access is not supported': the pair cannot peer (NS), whatever the 'via P2P' line said."""
+    topo = nccl_log.read(text_of("nccl_log", "raylightning24_2gpu_ray_pid_prefix_p2p_ipc_open_failed_217_cut.log"), "r")
+    assert topo.link(0, 1).p2p_read == "NS" and topo.link(0, 1).can_peer is False
+    # Horovod (NCCL 2.3): each process's WARN is matched to its own thread's Ring line, wherever it is.
+    old = nccl_log.read(text_of("nccl_log", "horovod785_nccl23_two_processes_ring_p2p_ipc_open_failed.log"), "h")
+    assert old.link(0, 1).p2p_read == "NS" and old.nccl.nranks == 2
+
+
+def test_an_ipc_failure_for_another_reason_leaves_the_pair_unknown_and_other_threads_alone():
+    text = ("h:1:2 [0] NCCL INFO Channel 00 : 0[1000] -> 1[2000] via P2P/IPC\n"
+            "h:3:4 [1] NCCL INFO Channel 00 : 1[2000] -> 2[3000] via P2P/IPC\n"
+            "h:1:2 [0] transport/p2p.cc:238 NCCL WARN failed to open CUDA IPC handle : 1 invalid argument\n")
+    topo = nccl_log.read(text, "x")
+    assert topo.link(0, 1).p2p_read is None and topo.link(1, 2).p2p_read == "ok"
