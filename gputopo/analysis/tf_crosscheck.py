@@ -124,8 +124,10 @@ def peer_group_summary(view: TfView) -> str | None:
         text = "; ".join(parts)
         if len(multi) > 1 or (multi and result.cross_denied):
             text += "; keep work that needs fast exchange within " + " or ".join(gpu_set(g) for g in multi)
-    if result.partial:
-        text += "; not every pair within " + " or ".join(gpu_set(g) for g in result.partial) + " can peer"
+    if result.partial:  # a group joined through peers (a cube mesh), not a clique: name the pairs that cannot
+        inside = [(a, b) for g in result.partial for i, a in enumerate(g) for b in g[i + 1 :] if peer_state(view, a, b) is False]
+        text += ("; not every pair within " + " or ".join(gpu_set(g) for g in result.partial)
+                 + f" can peer: {pair_list(inside, limit=None)} cannot")
     if result.unknown:
         text += f" (the log does not say for {pair_list(result.unknown, limit=None)})"
     return text

@@ -50,7 +50,7 @@ def test_peer_groups_are_connected_cliques():
     # A chain 0-1-2 where 0 and 2 cannot peer is one component but not a clique.
     chain = TfView(peer=[[True, True, False], [True, True, True], [False, True, True]])
     assert peer_groups(chain).partial == [[0, 1, 2]]
-    assert "not every pair within {0,1,2} can peer" in peer_group_summary(chain)
+    assert "not every pair within {0,1,2} can peer: 0-2 cannot" in peer_group_summary(chain)
     everyone = TfView(peer=[[True, True], [True, True]])
     assert peer_group_summary(everyone) == "all 2 GPUs (0,1) can peer with each other"
     assert peer_group_summary(TfView(peer=[[True, None], [None, True]])) is None
