@@ -19,10 +19,15 @@
 
 from __future__ import annotations
 
+import re
+
 from gputopo.analysis.measured import FAR_BELOW_RATIO, comparisons, measured_gbps
 from gputopo.model import Finding, Topology
 from gputopo.notation import count_word
 
+# "Tesla V100-SXM2-32GB", "NVIDIA A100-SXM4-80GB": a module on a board (an H100 SXM's name, "H100 80GB
+# HBM3", does not say so: it keeps the card wording).
+_SXM_RE = re.compile(r"\bSXM\d?\b", re.IGNORECASE)
 P2P_SLOWER_RATIO = 0.9  # P2P figure below 90% of the staged one: P2P costs, it does not pay
 
 
@@ -199,14 +204,18 @@ def _nvlink_inactive(topology: Topology) -> list[Finding]:
         wired = max((links[(gpu, other)].nvlink_count for other in topology.gpu_indices
                      if (gpu, other) in links and not links[(gpu, other)].nvswitch), default=0)
         expected_more = wired > active
+        module = _SXM_RE.search(topology.gpu(gpu).name or "")  # a module's links are all wired on its board
         findings.append(Finding(
-            "warning" if expected_more else "info", "nvlink-inactive",
+            "warning" if expected_more or module else "info", "nvlink-inactive",
             f"GPU {gpu}: NVLink {count_word(len(down), 'link')} {', '.join(map(str, down))} <inactive>, {active} active"
             + (f", while the topology shows NV{wired} to a peer" if expected_more else
+               f" ({module.group(0)} module: its board wires every NVLink, so a link down is a fault, unless the "
+               "fabric is partitioned on purpose)" if module else
                " (a card has more link slots than its bridge uses: this can be normal; a link that should be up and is "
                "not means a bridge not seated or a fault)"),
             gpus=[gpu],
-            fix="reseat the NVLink bridge; `nvidia-smi nvlink -e` shows error counters",
+            fix="`nvidia-smi nvlink -e` shows error counters; a GPU reset or the vendor (no bridge to reseat on an "
+                "SXM board)" if module else "reseat the NVLink bridge; `nvidia-smi nvlink -e` shows error counters",
         ))
     return findings
 

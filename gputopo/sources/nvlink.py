@@ -24,7 +24,8 @@ from gputopo.sources.pasted import device_index, lines_of, number
 KIND = "nvidia-smi nvlink"
 MAX_LINKS_PER_GPU = 64
 
-_GPU_RE = re.compile(r"^\s*GPU (\d+): (.+?)(?: \(UUID: (GPU-[0-9a-fA-F-]+)\))?\s*$")
+_GPU_RE = re.compile(r"^\s*GPU (\d+): (.+?)(?: \(UUID: ([^()]{0,80})\))?\s*$")  # a pasted UUID may be elided: "..."
+_UUID_RE = re.compile(r"GPU-[0-9a-fA-F-]+")
 _STATE_RE = re.compile(r"^\s*Link (\d+): (?:(<inactive>)|([0-9.]+) GB/s)\s*$")
 _REMOTE_RE = re.compile(r"^\s*Link (\d+): .*?Remote.*?((?:[0-9a-fA-F]{4,8}:)?[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7])")
 _CAPABILITY_RE = re.compile(r"^\s*Link (\d+), (.{1,60}?): (true|false)\s*$")
@@ -44,7 +45,8 @@ def read(text: str, source: str) -> Topology:
     for line in lines_of(text):
         if (m := _GPU_RE.match(line)) and (index := device_index(m.group(1))) is not None:
             current = index
-            gpus.setdefault(index, Gpu(index=index, name=m.group(2).strip()[:200], uuid=m.group(3)))
+            uuid = m.group(3).strip() if m.group(3) and _UUID_RE.fullmatch(m.group(3).strip()) else None
+            gpus.setdefault(index, Gpu(index=index, name=m.group(2).strip()[:200], uuid=uuid))
             continue
         m = _STATE_RE.match(line) or _REMOTE_RE.match(line) or _CAPABILITY_RE.match(line)
         if m is None or current is None:

@@ -75,3 +75,15 @@ def test_p2p_turned_off_by_the_environment_is_said_where_no_connection_line_says
     assert off.severity == "info" and "NCCL_P2P_LEVEL=LOC" in off.message
     topo.nccl.settings = {"NCCL_P2P_LEVEL": "PHB"}  # a level above LOC still lets near pairs peer
     assert not [f for f in observed_findings(topo) if f.code == "nccl-p2p-off-by-setting"]
+
+
+def test_an_inactive_link_of_an_sxm_module_is_a_fault_not_a_spare_bridge_slot():
+    from gputopo.sources import nvlink
+
+    topo = nvlink.read(text_of("nvlink", "azhpc73_v100_status_elided_gpu3_links_3_5_inactive.txt"), "a")
+    (down,) = [f for f in observed_findings(topo) if f.code == "nvlink-inactive"]
+    assert down.severity == "warning" and "SXM2 module: its board wires every NVLink" in down.message
+    assert "no bridge to reseat" in down.fix
+    card = nvlink.read("GPU 0: NVIDIA RTX A6000 (UUID: GPU-1)\n\t Link 0: 14.062 GB/s\n\t Link 1: <inactive>\n", "c")
+    (spare,) = [f for f in observed_findings(card) if f.code == "nvlink-inactive"]
+    assert spare.severity == "info" and "more link slots than its bridge uses" in spare.message

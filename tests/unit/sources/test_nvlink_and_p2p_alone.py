@@ -57,3 +57,11 @@ def test_topo_p2p_alone_gives_gpus_and_p2p_words(name, want):
 def test_topo_p2p_beside_topo_m_is_left_to_the_topo_m_reader():
     text = text_of("nvlink", "quadro_rtx8000_pair_status_topo_errors_session.txt")
     assert not smi_p2p.sniff(text)
+
+
+def test_an_elided_uuid_is_not_read_into_the_gpu_name():
+    """Azure/azhpc-diagnostics#73 pasted `GPU 3: Tesla V100-SXM2-32GB (UUID: ...)`."""
+    topo = nvlink.read(text_of("nvlink", "azhpc73_v100_status_elided_gpu3_links_3_5_inactive.txt"), "a")
+    assert topo.gpu(3).name == "Tesla V100-SXM2-32GB" and topo.gpu(3).uuid is None
+    real = nvlink.read("GPU 0: Tesla V100 (UUID: GPU-12ab-34cd)\n\t Link 0: 25.781 GB/s\n", "r")
+    assert real.gpu(0).uuid == "GPU-12ab-34cd" and real.gpu(0).name == "Tesla V100"
