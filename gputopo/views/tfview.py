@@ -77,8 +77,11 @@ def _device_table(view: TfView, title: str) -> Table:
         nvml_text = Text("?", style="dim") if nvml is None else Text(
             str(nvml), style="bold yellow" if nvml != device.ordinal else ""
         )
+        # TF's own number where the log prints it: a process that sees one GPU calls CUDA device 4 GPU:0.
+        label = f"GPU:{device.ordinal}" if device.tf_id in (None, device.ordinal) else (
+            f"GPU:{device.tf_id} (device {device.ordinal})")
         devices.add_row(
-            f"GPU:{device.ordinal}",
+            label,
             Text(device.name) if device.name else Text("?", style="dim"),
             Text(device.pci_bus_id) if device.pci_bus_id else Text("?", style="dim"),
             str(device.memory_mb) if device.memory_mb is not None else Text("?", style="dim"),

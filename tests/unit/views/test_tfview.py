@@ -42,3 +42,13 @@ def test_sixteen_gpu_peer_matrix_fits_80_columns():
     cells = text.split()
     for i in range(n):
         assert cells.count(f"GPU:{i}") >= 3  # device table, row label, column header
+
+
+def test_a_process_that_sees_one_gpu_shows_tfs_own_number_and_the_device():
+    """PocketFlow#86: 'device:GPU:0 ... -> physical GPU (device: 4, ...)': TF calls it GPU:0."""
+    view = TfView(devices=[TfDevice(ordinal=4, tf_id=0, name="Graphics Device", pci_bus_id="0000:0c:00.0")],
+                  peer=[[None] * 5 for _ in range(5)], source="pf.log")
+    console = Console(file=io.StringIO(), width=100, color_system=None)
+    render_tf_view(Topology(gpus=[Gpu(index=4)], source="tf-log", tf=view), console)
+    row = next(line for line in console.file.getvalue().splitlines() if "Graphics Device" in line)
+    assert "GPU:0 (device 4)" in row
