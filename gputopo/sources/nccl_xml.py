@@ -10,7 +10,10 @@ tree, as nvidia-smi would word it (inferred): another NUMA node SYS, another top
 same node NODE, the same parent bridge PIX, else PXB.
 
 The XML is parsed only after refusing what a topology file never holds: a DOCTYPE or an ENTITY
-(no entity expansion can be triggered), or more than ``MAX_XML_CHARS``.
+(no entity expansion can be triggered), or more than ``MAX_XML_CHARS``. A dump pasted cut short (no
+``</system>``) is read up to its last whole tag, the elements left open closed; the GPU whose
+``<gpu>`` element was cut keeps its place and PCIe path, but its pairs without a known NVLink are
+UNKNOWN (its NVLink list may go on), and the cut is said.
 """
 
 from __future__ import annotations
@@ -19,12 +22,13 @@ import re
 import xml.etree.ElementTree as ET
 
 from gputopo.errors import InputError
-from gputopo.model import Gpu, Nic, Topology, make_link, normalize_pci_bus_id
+from gputopo.model import Finding, Gpu, Nic, Topology, make_link, normalize_pci_bus_id
 from gputopo.sources.pasted import MAX_GPUS, device_index
 
 KIND = "NCCL topology XML"
 MAX_XML_CHARS = 4_000_000
 NVSWITCH_CLASS = "0x068000"
+_TAG_RE = re.compile(r"<(/?)([A-Za-z_][\w.\-]*)[^<>]*?(/?)>")
 _GEN_OF_SPEED = {"2.5": 1, "5": 2, "5.0": 2, "8": 3, "8.0": 3, "16": 4, "16.0": 4, "32": 5, "32.0": 5, "64": 6, "64.0": 6}
 
 
@@ -33,27 +37,41 @@ def sniff(text: str) -> bool:
     return re.search(r"<system\s+version\s*=", text) is not None
 
 
-def _document(text: str, source: str) -> ET.Element:
+def _document(text: str, source: str) -> tuple[ET.Element, list[str] | None]:
+    """The ``<system>`` element, and for a dump cut short the tags that were left open (else None)."""
     start = re.search(r"<system\s+version\s*=", text)
     if start is None:
         raise InputError(f"{source}: no NCCL topology XML (<system version=...>)")
     end = text.find("</system>", start.start())
-    if end < 0:
-        raise InputError(f"{source}: the NCCL topology XML is cut (no </system>)")
-    body = text[start.start() : end + len("</system>")]
+    body = text[start.start() : end + len("</system>")] if end >= 0 else text[start.start() : text.rfind(">") + 1]
     if len(body) > MAX_XML_CHARS:
         raise InputError(f"{source}: the NCCL topology XML is over {MAX_XML_CHARS} characters; not a real dump")
-    if re.search(r"<!(?:DOCTYPE|ENTITY)", text[: end + 9], re.IGNORECASE):
+    if re.search(r"<!(?:DOCTYPE|ENTITY)", text[: start.start() + len(body)], re.IGNORECASE):
         raise InputError(f"{source}: the XML declares a DOCTYPE or ENTITY, which NCCL topology files never do; refused")
+    open_tags = _open_tags(body) if end < 0 else None
+    if open_tags is not None:
+        body += "".join(f"</{tag}>" for tag in reversed(open_tags))
     try:
-        return ET.fromstring(body)
+        return ET.fromstring(body), open_tags
     except ET.ParseError as exc:
         raise InputError(f"{source}: the NCCL topology XML is damaged ({str(exc)[:80]})") from None
 
 
+def _open_tags(body: str) -> list[str]:
+    """The elements a cut document leaves open, outermost first."""
+    stack: list[str] = []
+    for closing, tag, empty in _TAG_RE.findall(body):
+        if closing:
+            if stack and stack[-1] == tag:
+                stack.pop()
+        elif not empty:
+            stack.append(tag)
+    return stack
+
+
 def read(text: str, source: str) -> Topology:
     """GPUs, NVLinks, PCIe paths and NICs of the NCCL topology XML in ``text``."""
-    root = _document(text, source)
+    root, open_tags = _document(text, source)
     gpus: dict[int, Gpu] = {}
     paths: dict[int, list[str]] = {}  # GPU -> its PCI bus ids from the top of its cpu down
     nvlinks: dict[int, list[tuple[str, int, str]]] = {}
@@ -61,11 +79,22 @@ def read(text: str, source: str) -> Topology:
     for numa, cpu in enumerate(root.iter("cpu")):
         node = _int(cpu.get("numaid"))
         _walk(cpu, [], node if node is not None else numa, gpus, paths, nvlinks, nics)
+    if open_tags is not None and not gpus:
+        raise InputError(f"{source}: the NCCL topology XML is cut (no </system>) before its first <gpu>")
     if len(gpus) > MAX_GPUS:
         raise InputError(f"{source}: {len(gpus)} GPUs in one topology file; more than {MAX_GPUS}")
     topo = Topology(gpus=sorted(gpus.values(), key=lambda g: g.index), nics=nics, source="nccl-xml",
                     source_detail=source, label=f"{len(gpus)} GPUs in an NCCL topology XML")
-    _links(topo, paths, nvlinks)
+    # The <gpu> left open by a cut is the last one read: its NVLink list may go on past the cut.
+    cut_gpu = list(gpus)[-1] if open_tags and "gpu" in open_tags and gpus else None
+    _links(topo, paths, nvlinks, cut_gpu)
+    if open_tags is not None:
+        topo.add_finding(Finding(
+            "info", "nccl-xml-cut",
+            f"{source}: the NCCL topology XML is cut short (no </system>): read up to its last whole tag"
+            + (f"; GPU {cut_gpu}'s NVLink list was cut, so its pairs without a known NVLink are unknown" if cut_gpu is not None else "")
+            + "; GPUs and NICs after the cut are not in the text",
+        ))
     return topo
 
 
@@ -91,7 +120,8 @@ def _gpu(index: int, pci: ET.Element, path: list[str], numa: int) -> Gpu:
                pcie_gen_current=_GEN_OF_SPEED.get(speed), pcie_width_current=width or None)
 
 
-def _links(topo: Topology, paths: dict[int, list[str]], nvlinks: dict[int, list[tuple[str, int, str]]]) -> None:
+def _links(topo: Topology, paths: dict[int, list[str]], nvlinks: dict[int, list[tuple[str, int, str]]],
+           cut_gpu: int | None = None) -> None:
     by_bus = {g.pci_bus_id: g.index for g in topo.gpus if g.pci_bus_id}
     switch_links = {i: sum(c for _, c, tclass in links if tclass == NVSWITCH_CLASS) for i, links in nvlinks.items()}
     direct: dict[tuple[int, int], int] = {}
@@ -108,6 +138,8 @@ def _links(topo: Topology, paths: dict[int, list[str]], nvlinks: dict[int, list[
             switched = min(switch_links.get(a, 0), switch_links.get(b, 0))
             if direct.get((a, b)):
                 topo.links.append(make_link(a, b, f"NV{direct[(a, b)]}", nvswitch=False, pcie_path=pcie))
+            elif cut_gpu in (a, b):  # its NVLinks past the cut are not in the text
+                topo.links.append(make_link(a, b, "UNKNOWN", nvswitch=None, pcie_path=pcie))
             elif switched:
                 topo.links.append(make_link(a, b, f"NV{switched}", nvswitch=True, pcie_path=pcie))
             else:

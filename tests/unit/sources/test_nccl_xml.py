@@ -44,3 +44,24 @@ def test_a_direct_nvlink_between_two_gpus_is_nv_count_without_nvswitch():
 def test_hostile_or_cut_xml_is_one_input_error(bad):
     with pytest.raises(InputError):
         nccl_xml.read(bad, "bad")
+
+
+def _switched_gpu(dev, bus, targets, close=True):
+    links = "".join(f'<nvlink target="0000:{t}:00.0" count="2" tclass="0x068000"/>' for t in targets)
+    return f'<pci busid="0000:{bus}:00.0"><gpu dev="{dev}">{links}' + ("</gpu></pci>" if close else "")
+
+
+def test_a_dump_cut_inside_a_gpu_is_read_and_that_gpus_pairs_are_unknown():
+    """nccl#1125 pasted a dump cut inside GPU 0's NVLink list: read, not refused."""
+    topo = nccl_xml.read(text_of("nccl_xml", "nccl1125_1xa100_amd_epyc_nvswitch_targets_cut.xml"), "cut")
+    assert [(g.index, g.pci_bus_id, g.numa_node) for g in topo.gpus] == [(0, "0000:07:00.0", 0)]
+    assert any(f.code == "nccl-xml-cut" and "GPU 0's NVLink list was cut" in f.message for f in topo.diagnostics)
+    six = ["d2", "d3", "d4", "d5", "d6", "d7"]
+    text = ('<system version="1"><cpu numaid="0">' + _switched_gpu(0, "07", six) + _switched_gpu(1, "0f", six) +
+            _switched_gpu(2, "47", six[:2], close=False))
+    cut = nccl_xml.read(text + '\n<nvlink target="0000:d4', "x")
+    assert cut.link(0, 1).type == "NV12" and cut.link(0, 2).type == "UNKNOWN" and cut.link(1, 2).nvswitch is None
+    whole_gpus = nccl_xml.read(text + "</gpu></pci>\n<pci busid", "y")
+    assert whole_gpus.link(0, 2).type == "NV4"  # GPU 2's element closed: its two switch links are all it has
+    with pytest.raises(InputError, match="DOCTYPE"):
+        nccl_xml.read('<!DOCTYPE x><system version="1"><cpu numaid="0">', "z")
