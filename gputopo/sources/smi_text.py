@@ -45,7 +45,7 @@ from gputopo.sources.smi_text_matrix import (
     strip_escapes,
 )
 from gputopo.sources.smi_text_nvswitch import infer_nvswitch
-from gputopo.sources.smi_text_paste import paste_findings, strip_line_prefix
+from gputopo.sources.smi_text_paste import paste_findings, strip_line_prefix, unpipe_table
 from gputopo.sources.smi_text_rows import UNKNOWN_LINK, rowless_gpus
 
 _P2P_FIELDS = {"r": "p2p_read", "w": "p2p_write", "a": "p2p_atomics", "n": "p2p_nvlink"}
@@ -73,6 +73,7 @@ def parse_topo_matrix(text: str, source: str) -> Topology:
     text, bare_escapes = strip_escapes(text)
     _refuse_non_text(text, source)
     lines = text.replace("\r\n", "\n").replace("\r", "\n").split("\n")
+    lines, piped = unpipe_table(lines)
     lines, prefix = strip_line_prefix(lines)
     matrices = find_matrices(lines)
     topo_matrices = [m for m in matrices if m.kind == "topo"]
@@ -98,6 +99,7 @@ def parse_topo_matrix(text: str, source: str) -> Topology:
         )
     topology = _build_topology(topo_matrices[0], source, findings)
     repairs = ([f"every line of the matrix began with {prefix[:40]!r}: taken off"] if prefix else [])
+    repairs += ["a markdown table: its '|' cell borders were read as column separators"] if piped else []
     repairs += list(dict.fromkeys(topo_matrices[0].repairs))
     if bare_escapes:
         repairs.append("underline escapes that had lost their ESC byte ('[4m', '[0m') were removed")

@@ -4,6 +4,8 @@ A matrix is a header (``GPU0 GPU1 ... CPU Affinity ...``) and rows (``GPU0  X  N
 surrounds it varies with where it was pasted from. These helpers work on lines and cells, not on
 any one decoration:
 
+- ``unpipe_table``: a matrix written as a markdown table (``| GPU0 | X | NV4 |``), read as the
+  tab-separated lines nvidia-smi prints;
 - ``strip_line_prefix``: a prefix every matrix line shares (``# ``, ``> ``, ``| ``, a log prefix
   with a time stamp, a prompt) is whatever stands before ``GPU0`` on the header (or first row); it
   is taken off every line that carries it, digits matching any digits (time stamps change);
@@ -32,6 +34,7 @@ _MERGED_CELL_RE = re.compile(r"^([A-Za-z]{1,4})(\d[\d,\-]*)$")
 
 # "GPU0" as a word: the anchor of a header or of the first row.
 _GPU0_RE = re.compile(r"(?<![A-Za-z0-9_])GPU0(?![0-9])")
+GPU_ROW_LABEL_RE = re.compile(r"GPU\d{1,4}")
 _LINK_VOCABULARY_RE = re.compile(r"X|NV\d{1,3}|PIX|PXB|PHB|NODE|SYS|SOC", re.IGNORECASE)
 _P2P_VOCABULARY_RE = re.compile(r"X|OK|CNS|GNS|TNS|DR|NS|U", re.IGNORECASE)
 _DEVICE_NAME_RE = re.compile(r"GPU\d{1,4}|NIC\d{1,4}|mlx\d_(?:bond_)?\d{1,4}", re.IGNORECASE)
@@ -80,6 +83,32 @@ def _anchor_prefix(lines: list[str]) -> str | None:
         if starts_matrix or (rest[0] == "GPU0" and len(rest) >= 2 and rest[1].upper() in ("CPU", "NIC0", "MLX5_0")):
             return line[: match.start()]
     return None
+
+
+_PIPE_ROW_RE = re.compile(r"^([^|]*)\|(.*)\|\s*$")  # what stands before the first border: a shared prefix
+_PIPE_RULE_RE = re.compile(r"^\s*:?-{3,}:?\s*$")
+_PIPE_GPU_CELL_RE = re.compile(r"\|\s*GPU\d{1,4}\s*\|")
+
+
+def unpipe_table(lines: list[str]) -> tuple[list[str], bool]:
+    """A matrix written as a markdown table (``| GPU0 | X | NV4 |``, a ``| --- |`` rule under the
+    header) as nvidia-smi's own tab-separated lines, any prefix before the first border kept for
+    ``strip_line_prefix``; whether it was one. Only where two or more such rows name a GPU: a lone
+    pipe elsewhere in a paste is left alone."""
+    split = {i: (m.group(1), [cell.strip() for cell in m.group(2).split("|")])
+             for i, line in enumerate(lines) if "|" in line and (m := _PIPE_ROW_RE.match(line))}
+    rows = [cells for i, (_, cells) in split.items() if _PIPE_GPU_CELL_RE.search(lines[i])
+            and any(GPU_ROW_LABEL_RE.fullmatch(cell) for cell in cells[:2])]
+    if len(rows) < 2:
+        return lines, False
+    # A border-style prefix ("| " before each line) gives every line one more empty first cell.
+    extra = all(cells[0] == "" and len(cells) > 1 and GPU_ROW_LABEL_RE.fullmatch(cells[1]) for cells in rows)
+    out = list(lines)
+    for i, (prefix, cells) in split.items():
+        cells = cells[1:] if extra and cells and not cells[0] else cells
+        rule = all(_PIPE_RULE_RE.match(cell) or not cell for cell in cells)
+        out[i] = "" if rule else prefix + "\t".join(cells)
+    return out, True
 
 
 def strip_line_prefix(lines: list[str]) -> tuple[list[str], str | None]:

@@ -188,3 +188,21 @@ def test_sys_within_one_numa_node_on_a_real_pcie_board():
     assert same_socket(topology, 0, 4) is None
     (cross,) = [f for f in diagnose(topology) if f.code == "cross-socket"]
     assert cross.message.startswith("GPUs 0,1,2,3 and 4,5,6,7 are on different NUMA nodes (0 and 1;")
+
+
+def test_a_markdown_pipe_table_is_read_as_the_matrix_it_shows():
+    """A machine's notes give `nvidia-smi topo -m` as `| GPU0 | X | NV4 | PHB |` rows under a `| --- |` rule."""
+    from gputopo.sources.smi_text_paste import unpipe_table
+
+    text = (OWN_FIXTURES / "corpus" / "topo" / "llamacpp_fork_7gpu_3090_nv4_pair_pxb_markdown_pipe_table.txt").read_text()
+    topology = parse_topo_matrix(text, "md")
+    words = {(link.a, link.b): link.type for link in topology.links}
+    assert len(topology.gpus) == 7 and words[(0, 1)] == "NV4" and words[(0, 6)] == "PHB" and words[(2, 6)] == "PXB"
+    assert any("a markdown table" in f.message for f in topology.diagnostics if f.code == "repaired-paste")
+    # With attribute columns too, and a lone pipe elsewhere left alone.
+    lines = ["a | b", "| | GPU0 | GPU1 | CPU Affinity | NUMA Affinity |", "|---|:---:|---|---|---|",
+             "| GPU0 | X | PIX | 0-15 | 0 |", "| GPU1 | PIX | X | 0-15 | 0 |"]
+    out, piped = unpipe_table(lines)
+    assert piped and out == ["a | b", "\tGPU0\tGPU1\tCPU Affinity\tNUMA Affinity", "", "GPU0\tX\tPIX\t0-15\t0", "GPU1\tPIX\tX\t0-15\t0"]
+    assert parse_topo_matrix("\n".join(lines), "md2").gpu(1).cpu_affinity == "0-15"
+    assert unpipe_table(["| one | GPU0 |", "text"]) == (["| one | GPU0 |", "text"], False)
