@@ -203,10 +203,11 @@ def _host_staged_gbps(gpu_a: Gpu | None, gpu_b: Gpu | None) -> tuple[float, str]
 def estimate_link(link: Link, gpu_a: Gpu | None = None, gpu_b: Gpu | None = None, fewest_links: int = 0) -> Estimate:
     """Per-direction bandwidth the two GPUs of ``link`` should get, from its type (never its measurement).
 
-    ``UNKNOWN`` links come from a TensorFlow log alone, which says only whether TF could enable
-    peer access: where it could, the two GPUs sit under one PCIe root (TF enables peer access over
-    PCIe only then), so we assume a host-bridge (PHB) path; where it could not, the copy is staged
-    through host memory across the socket interconnect (as SYS without P2P).
+    ``UNKNOWN`` links come from a source that says only whether the GPUs could enable peer access (a
+    TensorFlow log, p2pBandwidthLatencyTest's peer lines, an NCCL log, `topo -p2p`): where they
+    could, the two GPUs sit under one PCIe root (peer access over PCIe works only then), so we assume
+    a host-bridge (PHB) path; where they could not, the copy is staged through host memory across
+    the socket interconnect (as SYS without P2P).
     """
     if link.nvlink_count > 0:
         gbps, high, why, assumption = nvlink_span(link.nvlink_count, gpu_a, gpu_b, fewest_links)
@@ -225,12 +226,13 @@ def estimate_link(link: Link, gpu_a: Gpu | None = None, gpu_b: Gpu | None = None
     if link.type == "UNKNOWN":
         if link.can_peer:
             gbps, label = pcie_link_gbps("PHB", gpu_a, gpu_b)
-            return Estimate(gbps, "estimated", f"TF could peer: assumed one PCIe root ({label})")
+            return Estimate(gbps, "estimated", f"the source says they could peer: assumed one PCIe root ({label})")
         sys_gbps, _ = pcie_link_gbps("SYS", gpu_a, gpu_b)
         staged, label = _host_staged_gbps(gpu_a, gpu_b)
         if link.can_peer is False:
             return Estimate(
-                min(sys_gbps, staged), "estimated", f"TF could not peer: assumed staged through host across sockets ({label})"
+                min(sys_gbps, staged), "estimated",
+                f"the source says they could not peer: assumed staged through host across sockets ({label})"
             )
         return Estimate(sys_gbps, "estimated", f"unknown path, assumed SYS over {label}")
     gbps, label = pcie_link_gbps(link.type, gpu_a, gpu_b)

@@ -64,12 +64,20 @@ def read(text: str, source: str) -> Topology:
     """The measured pairs of the p2pBandwidthLatencyTest output in ``text`` (other lines are skipped)."""
     parsed = _parse(lines_of(text))
     indices = set(parsed.gpus) | {i for cells in parsed.matrices.values() for pair in cells for i in pair}
-    if not any(parsed.matrices.values()):
-        raise InputError(f"{source}: p2pBandwidthLatencyTest banner found but no bandwidth or latency matrix")
+    measured = any(parsed.matrices.values())
+    if not measured and not parsed.gpus:  # a cut output still names its GPUs and which can peer
+        raise InputError(f"{source}: p2pBandwidthLatencyTest banner found but no device line and no matrix")
     gpus = [parsed.gpus.get(i) or Gpu(index=i) for i in sorted(indices)]
     topo = with_all_pairs(gpus, "p2pBandwidthLatencyTest", f"{len(gpus)} GPUs measured by p2pBandwidthLatencyTest", source)
     _apply_peer(topo, parsed.peer)
     _apply_figures(topo, parsed, source)
+    if not measured:
+        topo.add_finding(Finding(
+            "info", "no-pair-measured",
+            f"{source}: the p2pBandwidthLatencyTest output ends before its first matrix: its GPUs and which pairs "
+            "can peer are read, no pair was measured",
+            fix="paste the whole output, down to its `NOTE: The CUDA Samples are not meant for performance` line",
+        ))
     if not any(g.pci_bus_id for g in topo.gpus):
         topo.add_finding(Finding(
             "info", "cuda-ordinals-only",

@@ -67,7 +67,8 @@ def _describe_ring(problem: Problem, members: tuple[int, ...], group: GroupAdvic
         for a, b in pairs:
             link = problem.links[(a, b)]
             gbps = problem.weight[problem.pos[a]][problem.pos[b]] / CENTI
-            group.hops.append(RingHop(a, b, link.type, gbps, problem.estimate_basis[(a, b)], hop_label(link)))
+            group.hops.append(RingHop(a, b, link.type, gbps, problem.estimate_basis[(a, b)],
+                                      hop_label(link, tf=problem.topology is None or problem.topology.source == "tf-log")))
     group.ring_text = "-".join(str(g) for g in ring + ring[:1]) if k > 2 else "-".join(str(g) for g in ring)
     if k >= 2:
         slowest = min(group.hops, key=lambda h: h.gbps)
@@ -122,15 +123,17 @@ def _describe_cuda_numbering(problem: Problem, group: GroupAdvice) -> None:
     group.mirrored_strategy_devices_all_visible = []
 
 
-def hop_label(link: Link) -> str:
-    """The link word users know; links read from a TF log alone only say whether TF could peer.
-    Problems `gputopo doctor` found on the pair's path follow (``PIX, doctor: acs``)."""
+def hop_label(link: Link, tf: bool = True) -> str:
+    """The link word users know; links read from a TF log alone only say whether TF could peer
+    (``TF:P2P``), those of other tools that only say it (p2pBandwidthLatencyTest's peer lines, an
+    NCCL log, `topo -p2p`) ``P2P`` / ``no-P2P``. Problems `gputopo doctor` found on the pair's path
+    follow (``PIX, doctor: acs``)."""
     health = f", doctor: {'/'.join(link.health)}" if link.health else ""
     if link.type != "UNKNOWN":
         return link.type + health
     if link.can_peer is None:
         return "unknown" + health
-    return ("TF:P2P" if link.can_peer else "TF:no-P2P") + health
+    return ("TF:" if tf else "") + ("P2P" if link.can_peer else "no-P2P") + health
 
 
 def _same_socket(problem: Problem, group: GroupAdvice) -> bool | None:

@@ -66,7 +66,7 @@ def test_tf_log_links_peer_ok_beats_cannot_peer_beats_nothing_known():
     assert peer.gbps == pytest.approx(estimate_link(make_link(0, 1, "PHB"), a, b).gbps)  # one PCIe root assumed
     assert no_peer.gbps <= estimate_link(make_link(0, 1, "SYS"), a, b).gbps
     assert unknown.gbps == pytest.approx(estimate_link(make_link(0, 1, "SYS"), a, b).gbps)
-    assert "TF could peer" in peer.explanation and "could not peer" in no_peer.explanation
+    assert "the source says they could peer" in peer.explanation and "could not peer" in no_peer.explanation
 
 
 def test_estimate_link_gives_the_estimate_only_even_where_a_measurement_is_stored():

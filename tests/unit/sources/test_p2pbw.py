@@ -35,6 +35,10 @@ def test_real_captures_read_as_the_expert_reads_them(name, want):
     for a, b in want.get("slow_pairs", []):
         slow = directed_gbps(topo, a, b)
         assert all(slow < directed_gbps(topo, a, c) for c in topo.gpu_indices if c not in (a, b))
+    if want.get("pairs_measured") == 0:  # cut before its first matrix: GPUs and peer lines only
+        assert all(link.measured is None for link in topo.links)
+        assert any(f.code == "no-pair-measured" for f in topo.diagnostics)
+        return
     for link in topo.links:
         m = link.measured
         assert m.method == "p2pBandwidthLatencyTest" and m.test.startswith("P2P=Enabled") and m.origin == name
@@ -64,6 +68,15 @@ def test_unrelated_lines_around_and_a_cut_matrix_are_left_alone():
     assert directed_gbps(topo, 0, 1, field="p2p_off_") is None and topo.link(0, 1).measured.a_to_b_gbps is None
 
 
-def test_a_banner_without_any_matrix_is_one_input_error():
-    with pytest.raises(InputError, match="no bandwidth or latency matrix"):
-        p2pbw.read("[P2P (Peer-to-Peer) GPU Bandwidth Latency Test]\nDevice: 0, X, pciBusID: 1, pciDeviceID: 0, pciDomainID:0\n", "b")
+def test_a_banner_without_any_device_or_matrix_is_one_input_error():
+    with pytest.raises(InputError, match="no device line and no matrix"):
+        p2pbw.read("[P2P (Peer-to-Peer) GPU Bandwidth Latency Test]\n", "b")
+
+
+def test_an_output_cut_before_its_matrices_still_gives_its_gpus_and_which_can_peer():
+    """aikitoria PR #29: nine mixed GPUs, cut inside the peer lines (it was refused: 'no matrix')."""
+    topo = p2pbw.read(text_of("p2pbw", "aikitoria29_9gpu_mixed_blackwell_ampere_ada_peer_lines_cut_before_matrices.txt"), "c")
+    assert len(topo.gpus) == 9 and topo.gpu(8).pci_bus_id == "0000:23:00.0"
+    assert topo.link(0, 4).can_peer is True and topo.link(1, 5).can_peer is False and topo.link(2, 3).can_peer is None
+    (note,) = [f for f in topo.diagnostics if f.code == "no-pair-measured"]
+    assert "ends before its first matrix" in note.message

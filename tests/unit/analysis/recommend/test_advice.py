@@ -175,3 +175,17 @@ def test_a_hop_whose_figure_rests_on_an_assumption_says_at_least():
     assert best.slowest_hop.basis == "assumed" and ">= ~" in ring_summary(best) and "at least" in best.bottleneck
     known = recommend(nvswitch(8, "NV18", version="4.0"), 2).best
     assert known.slowest_hop.basis == "estimated" and ">=" not in ring_summary(known)
+
+
+def test_a_hop_known_only_to_peer_names_tf_only_for_a_tf_log():
+    """p2pBandwidthLatencyTest's peer lines (aikitoria PR #29) say which pairs can peer, not TF."""
+    from gputopo.analysis.recommend.advice import hop_label
+    from gputopo.model import make_link
+    from gputopo.sources import p2pbw
+    from unit.sources.readers_corpus import text_of
+
+    assert hop_label(make_link(0, 1, "UNKNOWN", p2p_read="ok")) == "TF:P2P"
+    assert hop_label(make_link(0, 1, "UNKNOWN", p2p_read="NS"), tf=False) == "no-P2P"
+    topo = p2pbw.read(text_of("p2pbw", "aikitoria29_9gpu_mixed_blackwell_ampere_ada_peer_lines_cut_before_matrices.txt"), "c")
+    best = recommend(topo, gpus=2).best
+    assert best.slowest_hop.label == "P2P" and "TF" not in best.reason
