@@ -4,6 +4,9 @@
   GB/s, 40% of what PIX over PCIe Gen4 x16 gives"); only where the link type is known;
 - ``p2p-slower-than-staged``: with P2P on, a pair copies slower than the same tool measured with P2P
   off (through host memory): P2P hurts there (ACS, IOMMU, a bad switch);
+- ``pcie-path-narrow``: a pair whose link type the source does not give copies below what one PCIe
+  Gen3 x16 link carries both with P2P and staged through host memory: a narrow or slow link on the
+  path (x4/x8 slot, chipset lanes, a riser), not P2P;
 - ``nccl-not-p2p``: NCCL connected two GPUs of one host through SHM or the network although the
   topology says they can peer (NVLink, or P2P ok), naming the setting that explains it where the
   log shows one (NCCL_P2P_DISABLE, NCCL_P2P_LEVEL);
@@ -28,7 +31,11 @@ from gputopo.notation import count_word
 # "Tesla V100-SXM2-32GB", "NVIDIA A100-SXM4-80GB": a module on a board (an H100 SXM's name, "H100 80GB
 # HBM3", does not say so: it keeps the card wording).
 _SXM_RE = re.compile(r"\bSXM\d?\b", re.IGNORECASE)
-P2P_SLOWER_RATIO = 0.9  # P2P figure below 90% of the staged one: P2P costs, it does not pay
+P2P_SLOWER_RATIO = 0.9
+# Staged (P2P off) copies below this, per direction, are under what one PCIe Gen3 x16 link carries
+# (~10-12 GB/s staged): the path has a narrow or slow link; P2P within this factor of it does not help.
+NARROW_STAGED_GBPS = 8.0
+NARROW_P2P_FACTOR = 1.3  # P2P figure below 90% of the staged one: P2P costs, it does not pay
 
 
 def observed_findings(topology: Topology) -> list[Finding]:
@@ -37,6 +44,7 @@ def observed_findings(topology: Topology) -> list[Finding]:
         *_below_expected(topology),
         *_above_line_rate(topology),
         *_p2p_slower(topology),
+        *_narrow_path(topology),
         *(_nccl_transports(topology) or _nccl_p2p_off(topology)),
         *_nccl_refused(topology),
         *_nccl_ipc_failed(topology),
@@ -102,6 +110,32 @@ def _p2p_slower(topology: Topology) -> list[Finding]:
         fix="P2P slower than host copies points at ACS or the IOMMU redirecting peer traffic through the root "
             "complex: check `sudo lspci -vvv | grep ACSCtl` and the kernel's iommu= setting; meanwhile "
             "NCCL_P2P_DISABLE=1 is faster on this box",
+    )]
+
+
+def _narrow_path(topology: Topology) -> list[Finding]:
+    """Pairs of unknown link type slow both ways (P2P on and off): the path, not P2P (tinygrad#44)."""
+    slow: list[tuple[int, int, float, float]] = []
+    for link in topology.links:
+        m = link.measured
+        if m is None or link.type != "UNKNOWN" or m.p2p_enabled is not True:
+            continue
+        on = measured_gbps(link)
+        off = [v for v in (m.p2p_off_a_to_b_gbps, m.p2p_off_b_to_a_gbps) if v is not None and v > 0]
+        if on is not None and off and max(off) < NARROW_STAGED_GBPS and on < NARROW_P2P_FACTOR * max(off):
+            slow.append((link.a, link.b, on, max(off)))
+    if not slow:
+        return []
+    shown = "; ".join(f"{a}-{b} {on:.1f} with P2P, {off:.1f} without" for a, b, on, off in slow[:6])
+    more = f"; and {len(slow) - 6} more" if len(slow) > 6 else ""
+    return [Finding(
+        "warning", "pcie-path-narrow",
+        f"{count_word(len(slow), 'GPU pair')} {'copies' if len(slow) == 1 else 'copy'} slowly both ways (GB/s): {shown}{more}; "
+        f"staged copies below {NARROW_STAGED_GBPS:.0f} GB/s are under what one PCIe Gen3 x16 link carries, so a link "
+        "on the path is narrow or slow (an x4/x8 slot, chipset lanes, a riser); P2P is not the cause",
+        gpus=sorted({g for a, b, *_ in slow for g in (a, b)}),
+        fix="check each GPU's link under load (`nvidia-smi -q -d PCIE`: Link Width / Generation, current vs max) "
+            "and which slots hang off the chipset; `gputopo doctor` with `lspci -vvv` shows the narrow hop",
     )]
 
 

@@ -87,3 +87,14 @@ def test_an_inactive_link_of_an_sxm_module_is_a_fault_not_a_spare_bridge_slot():
     card = nvlink.read("GPU 0: NVIDIA RTX A6000 (UUID: GPU-1)\n\t Link 0: 14.062 GB/s\n\t Link 1: <inactive>\n", "c")
     (spare,) = [f for f in observed_findings(card) if f.code == "nvlink-inactive"]
     assert spare.severity == "info" and "more link slots than its bridge uses" in spare.message
+
+
+def test_a_pair_slow_with_and_without_p2p_is_a_narrow_path_not_p2p():
+    """tinygrad#44: two RTX 4090 copy 6.6 GB/s with P2P and 6.3 without (a Gen4 x16 link gives ~25)."""
+    topo = p2pbw.read(text_of("p2pbw", "tinygrad44_2x_rtx4090_visible_0_1_p2p_6gbps_prompt_cut.txt"), "t")
+    (narrow,) = [f for f in observed_findings(topo) if f.code == "pcie-path-narrow"]
+    assert narrow.gpus == [0, 1] and "0-1 6.6 with P2P, 6.3 without" in narrow.message
+    assert "P2P is not the cause" in narrow.message
+    healthy = p2pbw.read(text_of("p2pbw", "asus_esc8000a_bandwidthtest_then_p2pbw_session.txt"), "a")
+    slower = p2pbw.read(text_of("p2pbw", "aikitoria9_2x_rtx5090_p2p_writes_asymmetric_no_device_lines.txt"), "s")
+    assert "pcie-path-narrow" not in _codes(healthy) | _codes(slower)  # 22 GB/s staged; 42 staged, P2P the culprit
