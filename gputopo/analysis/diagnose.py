@@ -263,7 +263,9 @@ def _p2p_unsupported(topology: Topology) -> list[Finding]:
                     "if they cannot peer, their copies are staged through host memory"
                     if unknown
                     else f"No P2P between GPU pairs {pair_list(pairs)}: {word} = {meaning}; "
-                    "their copies are staged through host memory"
+                    "their copies go through host memory (CUDA stages them, NCCL uses its SHM transport), "
+                    "and a program that tries peer access anyway gets an error (TensorFlow logs it and goes on; NCCL "
+                    "stops: 'failed to open CUDA IPC handle')"
                 ),
                 gpus=sorted({g for pair in pairs for g in pair}),
                 fix=P2P_FIX.get(word),

@@ -36,11 +36,23 @@ def doctor(evidence: HealthEvidence, index_of: dict[str, int] | None = None) -> 
             report.gpus.setdefault(bdf, index)
     for label, pasted in evidence.pasted:
         pasted_checks(label, pasted, report)
+    for label, topology in evidence.read_as_topology:
+        _topology_checks(label, topology, report)
     report.findings = report.sorted_findings()
     return report
 
 
 # "narrow-link": what doctor --from a pasted lspci wrote for "downtrained" before one wording (old saved files).
+def _topology_checks(label: str, topology: Topology, report: DoctorReport) -> None:
+    """Another tool's output given to doctor (an NCCL log, a bandwidth test, ``topo -m``): what
+    ``scan --from`` finds in it, on the same report (a failing NCCL log names its cause here too)."""
+    from gputopo.analysis import with_findings
+
+    report.check(f"recognise {label}", "ok", f"read as {topology.source} (what `gputopo scan --from` reads)")
+    for finding in with_findings(topology).diagnostics:
+        report.add(finding)
+
+
 PCIE_PROBLEMS = frozenset({"acs", "iommu", "downtrained", "narrow-link"})
 
 

@@ -70,9 +70,32 @@ def evidence_from_files(paths: list[str]) -> Iterator[HealthEvidence]:
             evidence = evidence_of_tree(root, os.path.basename(os.path.normpath(tree)))
         else:
             evidence = HealthEvidence(source=", ".join(os.path.basename(p) if p != "-" else "standard input" for p in paths))
+        unread = []
         for path in paths:
             if path in trees:
                 continue
             text = read_text_input(path, "evidence file", MAX_PASTE_BYTES)
-            evidence.pasted.append((os.path.basename(path) if path != "-" else "standard input", parse_pasted(text)))
+            label = os.path.basename(path) if path != "-" else "standard input"
+            parsed = parse_pasted(text)
+            if not parsed.kinds and _read_as_topology(evidence, text, label):
+                continue
+            if not parsed.kinds:
+                unread.append(label)
+            evidence.pasted.append((label, parsed))
+        if not trees and len(unread) == len(paths):
+            raise InputError(f"nothing in {', '.join(unread)} is evidence doctor reads: give lspci -vvv / -tv, dmesg, "
+                             "/proc/cmdline or nvidia-smi nvlink -s text, a `gputopo gather` archive, or an output "
+                             "`gputopo scan --from` reads (an NCCL log, nvbandwidth, p2pBandwidthLatencyTest, topo -m)")
         yield evidence
+
+
+def _read_as_topology(evidence: HealthEvidence, text: str, label: str) -> bool:
+    """Whether ``text``, no health evidence, is an output ``scan --from`` reads; if so its topology
+    (as read) joins the evidence. Text no reader takes stays a check doctor could not make."""
+    from gputopo.sources.registry import read_text
+
+    try:
+        evidence.read_as_topology.append((label, read_text(text, label)))
+    except InputError:
+        return False
+    return True

@@ -35,6 +35,9 @@ class HealthEvidence:
     recorded_outputs: dict[str, str] = field(default_factory=dict)
     # The topology those outputs give (topo -m with topo -p2p r), where a gathered tree has them.
     topology: Topology | None = None
+    # Pasted files that are no health evidence but another tool's output ``scan --from`` reads (an
+    # NCCL log, nvbandwidth, topo -m ...): (label, its topology as read); analysis judges them.
+    read_as_topology: list[tuple[str, Topology]] = field(default_factory=list)
 
     def bdf_to_index(self) -> dict[str, int]:
         """Bus id -> NVML index, where NVML was read."""

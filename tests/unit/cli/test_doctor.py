@@ -119,3 +119,31 @@ def test_a_pasted_narrow_gpu_link_lands_on_that_gpu_and_recommend_avoids_it(cli,
     rec = cli("recommend", "--from", str(saved), "--gpus", "2", "--json")
     assert rec.exit_code == 0, rec.output
     assert 0 not in json.loads(rec.stdout)["groups"][0]["gpus"]
+
+
+CORPUS = DOCTOR_FIXTURES.parent / "corpus"
+
+
+def test_a_failing_nccl_log_given_to_doctor_is_judged_as_scan_reads_it(cli):
+    """A real NCCL log (ray_lightning#24: CUDA refused the P2P connection NCCL set up) is no lspci or
+    dmesg text, but doctor names its cause rather than "nothing wrong found"."""
+    (log,) = (CORPUS / "nccl_log").glob("raylightning24_*.log")
+    result = cli("doctor", "--from", str(log), "--json", "--fail-on", "warning")
+    assert result.exit_code == 1, result.output
+    report = json.loads(result.stdout)
+    assert "nccl-p2p-ipc-failed" in [f["code"] for f in report["findings"]]
+    (check,) = [c for c in report["checks"] if c["name"] == f"recognise {log.name}"]
+    assert check["status"] == "ok" and "nccl-log" in check["detail"]
+
+
+def test_text_nothing_reads_is_one_line_exit_2_and_beside_evidence_a_check_not_made(cli, tmp_path):
+    junk = tmp_path / "notes.txt"
+    junk.write_text("we rebooted the box and it still hangs\n")
+    result = cli("doctor", "--from", str(junk))
+    assert_one_error_line(result, 2)
+    assert "notes.txt" in result.stderr
+    lspci = DOCTOR_FIXTURES / "lspci_vvv_amd_starship_root_port_acs_on.txt"
+    both = cli("doctor", "--from", str(junk), "--from", str(lspci), "--json")
+    assert both.exit_code == 0, both.output
+    (check,) = [c for c in json.loads(both.stdout)["checks"] if c["name"] == "recognise notes.txt"]
+    assert check["status"] == "not-made"
