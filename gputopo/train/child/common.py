@@ -93,7 +93,7 @@ class RunningMeans:
 
     ``collect`` raises ``NonFiniteLoss`` at the first NaN or infinite loss (left uncounted)."""
 
-    pending: list[Any] = field(default_factory=list)  # reduced [loss, correct] tensors, one per step
+    pending: list[Any] = field(default_factory=list)  # reduced [loss, correct(, stop votes)] tensors, one per step
     loss_sum: float = 0.0
     correct: float = 0.0
     steps: int = 0
@@ -104,7 +104,8 @@ class RunningMeans:
 
     def collect(self, global_batch: int) -> None:
         for offset, value in enumerate(self.pending):  # tensors (synchronous loop) or fetched numpy arrays
-            loss, correct = (float(v) for v in (value.numpy() if hasattr(value, "numpy") else value))
+            values = value.numpy() if hasattr(value, "numpy") else value  # [loss, correct(, stop votes)]
+            loss, correct = float(values[0]), float(values[1])
             if not math.isfinite(loss):
                 del self.pending[: offset + 1]
                 raise NonFiniteLoss(offset, loss)
