@@ -126,7 +126,6 @@ def _stopped_child(tmp_path: Path, parent_signal: int, whole_group: bool = False
     child must not outlive its parent)."""
     import os
     import subprocess
-    import time
 
     ready = tmp_path / "stopped-by.ready"
     ready.unlink(missing_ok=True)
