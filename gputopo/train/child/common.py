@@ -20,6 +20,7 @@ from typing import Any
 
 from gputopo.errors import GputopoError, InputError, TrainingFailed
 from gputopo.train.checkpoints import (
+    check_local_folder,
     checkpoint_manager,
     remove_leftovers,
     restore_checkpoint,
@@ -161,6 +162,8 @@ class TrainingState:
             optimizer.build(model.trainable_variables)
             step_variable = tf.Variable(0, dtype=tf.int64, trainable=False, name="global_step")
         checkpoint = tf.train.Checkpoint(model=model, optimizer=optimizer, step=step_variable)
+        if config.checkpoint_dir is not None:  # checked by the parent too; a child may be run by hand
+            check_local_folder(config.checkpoint_dir)
         set_aside_damaged_state(config, lambda message: note(config, message, always=True))
         if is_chief(config):  # before any worker saves (their first save follows steps the chief joins)
             remove_leftovers(config.checkpoint_dir)
