@@ -152,6 +152,17 @@ HOSTILE = [
                                  "--dry-run"], _deep_nesting(100_000), 2, "nested too deeply"),
     ("recommend-env-and-json", ["recommend", "--from", "{input}", "--gpus", "2", "--format", "env", "--json"],
      _snapshot(), 2, "--json and --format env"),
+    # When a snapshot's live state was read: a UTC time in ISO 8601, or nothing (older snapshots).
+    ("captured-at-in-words", ["recommend", "--from", "{input}", "--gpus", "2"], _snapshot(_replace("captured_at", "now")),
+     2, "captured_at: not a UTC time in ISO 8601 (such as 2025-06-01T10:00:00Z), got 'now'"),
+    ("captured-at-local-time", ["scan", "--from", "{input}"],
+     _snapshot(_replace("captured_at", "2025-06-01T10:00:00+02:00")), 2, "captured_at: not a UTC time in ISO 8601"),
+    ("captured-at-month-13", ["scan", "--from", "{input}"], _snapshot(_replace("captured_at", "2025-13-01T10:00:00Z")),
+     2, "captured_at: not a UTC time in ISO 8601"),
+    ("captured-at-a-number", ["scan", "--from", "{input}"], _snapshot(_replace("captured_at", 1748772000)), 2,
+     "captured_at: must be"),
+    ("captured-at-with-an-escape", ["scan", "--from", "{input}"],
+     _snapshot(_replace("captured_at", "2025-06-01T10:00:00Z\x1b[2J")), 2, "captured_at: control character '\\x1b'"),
     # Paths through another user's link in a sticky world-writable folder (fs.protected_symlinks),
     # the link a folder of the path: nothing is written where it leads.
     ("save-through-another-users-folder-link", ["scan", "--machine", "dgx1", "--save", "{public}/out/box.json"],
