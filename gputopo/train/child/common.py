@@ -40,7 +40,10 @@ def note(config: TrainConfig, message: str, always: bool = False) -> None:
 
 
 class StopRequest:
-    """Turns SIGINT/SIGTERM into a flag the loop checks after each step (never mid-step or mid-save)."""
+    """Turns SIGINT/SIGTERM into a flag the loop checks after each step (never mid-step or mid-save).
+
+    The synchronous loop does not stop on it alone: it all-reduces the flag with the next step, so
+    every worker stops after the same step (``SynchronousLoop._stop_agreed``)."""
 
     def __init__(self) -> None:
         self.requested = False
@@ -59,7 +62,7 @@ class StopRequest:
         self._previous.clear()
 
     def request(self) -> None:
-        """Stop after the current step, as on a first signal (the parent died: nothing to tell)."""
+        """Ask to stop, as a first signal does (the parent died: nothing to tell)."""
         self.requested = True
         self.signal_name = self.signal_name or "parent gone"
 
