@@ -5,7 +5,8 @@ folder, then an atomic rename, so readers see the old file or the complete new o
 files are written: a device node (``/dev/null``), a FIFO or a folder is refused, never replaced. A
 symbolic link is written *through*: the file it points at is replaced and the link stays (except
 where the kernel's ``fs.protected_symlinks`` would not follow it: a link in a sticky world-writable
-folder owned by neither the folder's owner nor the writer is refused). An
+folder owned by neither the folder's owner nor the writer is refused, whether it is the file's own
+name or a folder on its path; ``protected_link``). An
 existing file keeps its permission bits (and, where allowed, its owner); a new one gets what
 ``open()`` would give it (0666 less the umask). A failed write (disk full, no permission) is one
 ``OutputError`` and leaves the old file as it was and no temporary file behind.
@@ -53,26 +54,57 @@ def _kind_of(mode: int) -> str:
     return "not a regular file"
 
 
-def _check_protected_symlinks(path: Path, shown: str) -> None:
-    """Refuse to follow a link as the kernel's ``fs.protected_symlinks`` does for ``open``: a link in
+MAX_LINK_HOPS = 40  # the kernel's limit on links followed in one path (ELOOP past it)
+
+
+def protected_link(path: str | os.PathLike[str]) -> str | None:
+    """Why the kernel's ``fs.protected_symlinks`` rule would not follow ``path`` (None: it would).
+
+    The path is walked as the kernel walks it, component by component, each symbolic link met on the
+    way followed (a folder of the path, the last name, or a link inside a link's target): a link in
     a sticky world-writable folder (``/tmp``) is followed only when its owner is the folder's owner
-    or the follower (the effective user). Root is held to it too: the shell's ``>`` is refused there,
-    and a rename onto the link's target would not be."""
-    hop, seen = path, 0
-    while hop.is_symlink() and seen < 40:
-        seen += 1
-        folder = hop.parent if str(hop.parent) else Path(".")
+    or the follower (the effective user). Root is held to it too: the shell's ``>`` is refused
+    there (where the sysctl is on), while a rename onto the link's target, or a file created in the
+    folder it leads to, would not be. The walk stops at the first name that is not there."""
+    text = os.fspath(path)
+    pending = list(reversed(Path(text).parts))
+    try:
+        current = Path("/") if text.startswith("/") else Path(os.getcwd())
+    except OSError:  # the current folder was removed: the write fails on its own
+        return None
+    hops = 0
+    while pending:
+        name = pending.pop()
+        if name.startswith("/"):  # an absolute part: the root (of the path or of a link's target)
+            current = Path("/")
+            continue
+        if name in ("", "."):
+            continue
+        if name == "..":
+            current = current.parent  # physical: ``current`` never holds a link
+            continue
+        step = current / name
         try:
-            folder_st, link_st = os.stat(folder), os.lstat(hop)
+            link_st = os.lstat(step)
         except OSError:
-            return
+            return None  # not there (yet): nothing further is followed
+        if not stat.S_ISLNK(link_st.st_mode):
+            current = step
+            continue
+        hops += 1
+        try:
+            folder_st = os.stat(current)
+            target = os.readlink(step)
+        except OSError:
+            return None
         sticky_public = folder_st.st_mode & stat.S_ISVTX and folder_st.st_mode & stat.S_IWOTH
         if sticky_public and link_st.st_uid not in (folder_st.st_uid, os.geteuid()):
-            raise OutputError(
-                f"cannot write {shown}: {hop} is a symbolic link in the sticky world-writable folder {folder}, owned "
-                f"by uid {link_st.st_uid} (neither the folder's owner nor you): not followed (as fs.protected_symlinks)"
-            )
-        hop = folder / os.readlink(hop)
+            return (f"{step} is a symbolic link in the sticky world-writable folder {current}, owned by uid "
+                    f"{link_st.st_uid} (neither the folder's owner nor you): not followed (as fs.protected_symlinks)")
+        if hops > MAX_LINK_HOPS:
+            return None  # a loop: what follows says so
+        pending.extend(reversed(Path(target).parts))
+    return None
 
 
 def write_target(path: str | os.PathLike[str]) -> Path:
@@ -85,7 +117,9 @@ def write_target(path: str | os.PathLike[str]) -> Path:
         raise InputError("the output file name is empty")
     path = Path(path)
     shown = str(path)
-    _check_protected_symlinks(path, shown)
+    refused = protected_link(path)
+    if refused is not None:
+        raise OutputError(f"cannot write {shown}: {refused}")
     target = Path(os.path.realpath(path)) if path.is_symlink() else path
     if target.is_symlink():  # realpath stops at a loop
         raise InputError(f"cannot write {shown}: the symbolic link does not lead to a file (a loop)")

@@ -302,3 +302,34 @@ def format_size(size_bytes: int) -> str:
 def format_gbps(gbps: float) -> str:
     """``722.4`` -> ``"722"``, ``6.16`` -> ``"6.2"``: whole GB/s from 10 up, one decimal below."""
     return f"{gbps:.0f}" if gbps >= 10 else f"{gbps:.1f}"
+
+
+# --- times ---------------------------------------------------------------------------------------
+
+_UTC_TIME_RE = re.compile(r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(?:\.\d{1,6})?(?:Z|\+00:00)")
+
+
+def utc_now_text() -> str:
+    """Now as a snapshot records a time: UTC, ISO 8601, to the second (``2025-06-01T10:00:00Z``)."""
+    from datetime import datetime, timezone
+
+    return datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def check_utc_time(text: str, where: str) -> str:
+    """``text`` if it is a UTC time in ISO 8601 (``2025-06-01T10:00:00Z``, ``+00:00``, fractions of a
+    second), else a ``ValueError`` naming ``where``: no other offset, no local time, a real date."""
+    from datetime import datetime
+
+    if _UTC_TIME_RE.fullmatch(text):
+        try:
+            datetime.fromisoformat(text.replace("Z", "+00:00"))
+            return text
+        except ValueError:
+            pass
+    raise ValueError(f"{where}: not a UTC time in ISO 8601 (such as 2025-06-01T10:00:00Z), got {_quoted(text)}")
+
+
+def shown_utc_time(text: str) -> str:
+    """``2025-06-01T10:00:00Z`` -> ``2025-06-01 10:00:00 UTC`` (a time ``check_utc_time`` took)."""
+    return f"{text[:10]} {text[11:19]} UTC"

@@ -1,7 +1,9 @@
 """Which GPUs are in use right now (NVML's live state): compute processes, memory used, utilisation.
 
 Pure functions over ``Gpu``'s live fields; every other source leaves them ``None`` ("not known"),
-and a GPU whose state is not known is never called busy or free.
+and a GPU whose state is not known is never called busy or free. Every word about busy GPUs says
+when the state was read (``Topology.captured_at``; ``live_state_time``): a snapshot read back
+later shows the state of then, not now.
 """
 
 from __future__ import annotations
@@ -49,6 +51,17 @@ def has_live_state(topology: Topology) -> bool:
     """Whether the source said anything about the GPUs' live state (NVML does; text never)."""
     return any(g.processes is not None or g.memory_used_bytes is not None or g.utilization_percent is not None
                for g in topology.gpus)
+
+
+def live_state_time(topology: Topology) -> str:
+    """When the live state was read, for every line that shows or uses it (a snapshot read back
+    later is not the state now): ``as of 2025-06-01 10:00:00 UTC``, or that the time is unknown (a
+    snapshot saved before gputopo recorded it)."""
+    from gputopo.notation import shown_utc_time
+
+    if topology.captured_at is None:
+        return "as of an unknown time (the snapshot does not record it)"
+    return f"as of {shown_utc_time(topology.captured_at)}"
 
 
 def choose_skipped(
@@ -100,10 +113,12 @@ def _choose_busy(
     candidates = [g for g in busy if g not in exclude]
     required_busy = [g for g in candidates if g in require]
     if policy == "free-only" and required_busy:
-        raise InputError(f"--free-only: required GPU {gpu_list(required_busy)} is busy ({'; '.join(busy[required_busy[0]])})")
+        raise InputError(f"--free-only: required GPU {gpu_list(required_busy)} is busy ({'; '.join(busy[required_busy[0]])}; "
+                         f"{live_state_time(topology)})")
     skippable = [g for g in candidates if g not in require]
     free_left = len(topology.gpus) - len(set(exclude) | set(skippable))
-    words = {g: f"GPU {g}: {'; '.join(busy[g])}" for g in candidates}
+    when = live_state_time(topology)
+    words = {g: f"GPU {g} ({when}): {'; '.join(busy[g])}" for g in candidates}
     if policy == "include" or not skippable:
         return [], busy, [f"busy, ranked like an idle GPU: {words[g]}" for g in candidates]
     if free_left < wanted:

@@ -121,6 +121,7 @@ def recommend_command(
     with status(f"Ranking groups of {gpus} GPUs...", spinner="dots"):
         rec = recommend(topology, gpus, jobs=jobs, require=required, exclude=excluded + skipped, alternatives=alternatives)
     rec.exclude, rec.busy, rec.skipped_busy = excluded, busy, skipped
+    rec.busy_as_of = topology.captured_at if busy else None
     rec.notes[:0] = busy_notes
 
     if fmt == "json":

@@ -16,6 +16,7 @@ from gputopo.model.observed import CollectiveRun, NcclView, NvLinkState
 from gputopo.model.parts import Disagreement, Finding, Gpu, Link, Nic, NicLink
 from gputopo.model.tf_view import TfView
 from gputopo.model.words import SCHEMA, SEVERITIES, is_known_link_type
+from gputopo.notation import check_utc_time
 
 
 @dataclass
@@ -32,6 +33,9 @@ class Topology:
     label: str | None = None  # human title, e.g. "DGX-1 (8x V100 SXM2) — reference machine"
     is_reference: bool = False  # built from public facts, not measured on this host
     host: str | None = None
+    # When the live state (memory in use, utilisation, compute processes) was read: UTC, ISO 8601
+    # (``2025-06-01T10:00:00Z``); None where not recorded (older snapshots load without it).
+    captured_at: str | None = None
     driver_version: str | None = None
     cuda_driver_version: str | None = None
     nvml_version: str | None = None
@@ -193,6 +197,8 @@ class Topology:
     def validate(self) -> None:
         """Check internal consistency; raises ``ValueError`` naming the first field that is wrong
         (``gpus[3].index: duplicate GPU index 2``)."""
+        if self.captured_at is not None:
+            check_utc_time(self.captured_at, "captured_at")
         known: set[int] = set()
         for k, gpu in enumerate(self.gpus):
             if gpu.index < 0:

@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from gputopo.model import P2P_STATUS_WORDS, Gpu, GpuProcess, Link, Topology
-from gputopo.notation import format_cpu_list
+from gputopo.notation import format_cpu_list, utc_now_text
 from gputopo.quoting import one_line
 from gputopo.sources.nvml_binding import (
     BITS_PER_AFFINITY_WORD,
@@ -130,7 +130,7 @@ def probe(nvml: Any = None, sysfs_root: str | os.PathLike[str] | None = None) ->
 
 
 def _probe_initialised(state: _Probe) -> Topology:
-    topo = Topology(source="nvml", host=socket.gethostname())
+    topo = Topology(source="nvml", host=socket.gethostname(), captured_at=utc_now_text())
     topo.source_detail = "NVML (nvidia-ml-py)"
     topo.driver_version = text(state.call("system", (), "nvmlSystemGetDriverVersion"))
     topo.nvml_version = text(state.call("system", (), "nvmlSystemGetNVMLVersion"))

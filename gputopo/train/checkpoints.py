@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from gputopo.errors import InputError
-from gputopo.fileio import open_regular, read_regular
+from gputopo.fileio import open_regular, protected_link, read_regular
 from gputopo.notation import ascii_int
 from gputopo.train.config import TrainConfig, is_chief
 
@@ -46,13 +46,21 @@ _STATE_LINE_RE = re.compile(r'^\s*[a-z_]+\s*:\s*("(?:[^"\\]|\\.)*"|[-+0-9.eE]+)\
 
 def check_local_folder(checkpoint_dir: str) -> None:
     """Refuse a URL (``gs://``, ``s3://``, ``hdfs://``) in one line: ``Path()`` would turn it into
-    a local folder ``gs:/bucket/x``, and the folder could be neither locked nor inspected."""
+    a local folder ``gs:/bucket/x``, and the folder could be neither locked nor inspected.
+
+    Refuse too a folder reached through another user's link in a sticky world-writable folder
+    (``/tmp/ck`` -> ``/root/.ssh``), the folder itself or any folder above it, as the kernel's
+    ``fs.protected_symlinks`` would (``fileio.protected_link``): the run would write, rotate and
+    delete checkpoint files wherever that user points it."""
     match = _URL_RE.match(checkpoint_dir)
     if match:
         raise InputError(
             f"--checkpoint-dir {checkpoint_dir}: {match.group(1)}:// URLs are not supported; give a local folder "
             "(a bucket mounted as a folder, e.g. with gcsfuse or s3fs, works)"
         )
+    refused = protected_link(checkpoint_dir)
+    if refused is not None:
+        raise InputError(f"--checkpoint-dir {checkpoint_dir}: {refused}; nothing there was opened or changed")
 
 
 @dataclass

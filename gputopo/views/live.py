@@ -1,4 +1,5 @@
-"""Live GPU state (NVML's, when the topology was read): memory in use, compute processes."""
+"""Live GPU state (NVML's, when the topology was read): memory in use, compute processes, and when
+they were read."""
 
 from __future__ import annotations
 
@@ -25,6 +26,18 @@ def memory_cell(gpu: Gpu) -> str:
         return total
     unit = 1024**3 if gpu.memory_total_bytes >= 1024**3 else 1024**2
     return f"{gpu.memory_used_bytes / unit:.0f}/{total}"
+
+
+def live_state(topo: Topology) -> list[Text | Table]:
+    """What the source read of the GPUs' live state, to print under the GPU table: when it was read
+    (a snapshot shown later is not the state now) and the compute processes; nothing without it."""
+    from gputopo.analysis.busy import has_live_state, live_state_time
+
+    if not has_live_state(topo):
+        return []
+    parts: list[Text | Table] = [Text(f"memory in use, utilisation and processes {live_state_time(topo)}", style="dim")]
+    table = process_table(topo)
+    return parts + ([table] if table is not None else [])
 
 
 def process_table(topo: Topology) -> Table | None:

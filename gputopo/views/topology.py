@@ -32,7 +32,7 @@ from gputopo.model import (
 from gputopo.views.common import matrix_tables, out
 from gputopo.views.live import fmt_bytes as _fmt_bytes  # noqa: F401  (the GPU table tests use it)
 from gputopo.views.live import memory_cell as _memory
-from gputopo.views.live import process_table
+from gputopo.views.live import live_state
 from gputopo.views.topology_large import MAX_LISTED_GPUS, gpu_summary_table, host_summary_tree
 from gputopo.views.unknowns import nvlink_cell, speed_span
 
@@ -419,9 +419,8 @@ def render_topology(topology: Topology, console: Console | None = None) -> None:
             table.caption = "hosts: see the tree below"
             table.caption_justify = "left"
         console.print(table)
-        processes = process_table(topology)
-        if processes is not None:
-            console.print(processes)
+        for part in live_state(topology):  # when it was read, and the processes
+            console.print(part)
         if any(nvlink_cell(topology, g).count(">=") for g in topology.gpus):
             console.print(Text("NVLink >=N: at least N active links, counted from the NV# words of the link "
                                "matrix (the source gives no count)", style="dim"))

@@ -380,3 +380,88 @@ def _training_child(folder: Path, task_index: int) -> int:
     children = _training_children(folder)
     assert task_index in children, f"no training child of task {task_index} in {folder}"
     return children[task_index]
+
+
+def test_scancel_stops_both_tasks_at_one_step_and_saves_it(slurm_cluster, tmp_path):
+    """``scancel`` (as a job's time limit does) sends SIGTERM to every process of every task, then
+    SIGKILL after KillWait; each worker sees it at its own step. Both stop after one agreed step,
+    save it, and end with their summaries (exit 130). Before, the first to see it entered its save
+    while the other entered the next step's all-reduce: a lost worker, nothing saved. (That needs
+    the two to see the signal at different steps, which scancel makes likely but not certain;
+    tests/system/test_train_stop.py signals one worker only, which fails every time without the fix.)"""
+    plan_path = _plan(tmp_path)
+    checkpoint_dir = tmp_path / "ckpt"
+    folder = tmp_path / "cancelled"
+    run = subprocess.Popen(_srun(slurm_cluster, folder, _train_command(
+        plan_path, checkpoint_dir, "--steps-per-epoch", "100000", "--checkpoint-every", "2")),
+        env=slurm_cluster.env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)  # fmt: skip
+    try:
+        _wait_for("the first checkpoint", lambda: any(checkpoint_dir.glob("ckpt-*.index")), slurm_cluster,
+                  wait_s=TRAIN_TIMEOUT_S, srun=(run, folder))  # fmt: skip
+        jobs = slurm_cluster.run("squeue", "-h", "-o", "%i").stdout.split()
+        assert len(jobs) == 1, jobs
+        cancel = slurm_cluster.run("scancel", jobs[0])
+        assert cancel.returncode == 0, cancel.stderr
+        run.communicate(timeout=180)
+    finally:
+        if run.poll() is None:
+            run.kill()
+            run.wait()
+    deadline_s = time.monotonic() + WAIT_S  # srun can return before every process of the step has gone
+    while _training_children(folder) and time.monotonic() < deadline_s:
+        time.sleep(0.5)
+    assert not _training_children(folder), "the cancelled run's training children did not end"
+    assert all((folder / f"task-{t}.out").read_text().strip() for t in range(2)), (
+        f"a task was killed before its summary (it waited for the other worker)\n{_errors(folder)}\n{_children_state(folder)}")
+    first, second = _results(folder)
+    assert first["status"] == second["status"] == "interrupted", _errors(folder)
+    assert first["steps"] == second["steps"]
+    assert first["weights_sha256"] == second["weights_sha256"]
+    assert (checkpoint_dir / f"ckpt-{first['steps']}.index").exists()  # the stop step, saved by the chief
+    assert "gputopo: error" not in _errors(folder)
+
+
+def _parent_of(pid: int) -> int:
+    status = Path(f"/proc/{pid}/status").read_text()
+    return int(next(line.split()[1] for line in status.splitlines() if line.startswith("PPid:")))
+
+
+def test_a_term_that_reaches_one_task_only_stops_both_at_one_saved_step(slurm_cluster, tmp_path):
+    """SIGTERM to every process of task 1 only, as slurmstepd sends it (one node's first, or a
+    user's ``kill``): task 0 is never signalled, yet stops after the same step, and the chief saves
+    it before either task exits (``srun --kill-on-bad-exit`` ends the step as soon as one task exits
+    with 130). Before, task 1 stopped alone: the chief lost it and nothing was saved, every time."""
+    plan_path = _plan(tmp_path)
+    checkpoint_dir = tmp_path / "ckpt"
+    folder = tmp_path / "one-task"
+    temp = tmp_path / "tmp"
+    temp.mkdir()
+    run = subprocess.Popen(_srun(slurm_cluster, folder, _train_command(
+        plan_path, checkpoint_dir, "--steps-per-epoch", "100000", "--checkpoint-every", "100000")),
+        env={**slurm_cluster.env, "TMPDIR": str(temp)}, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)  # fmt: skip
+    try:
+        _wait_for("both workers' first step", lambda: len(list(temp.glob("gputopo-train-*/*.started"))) == 2,
+                  slurm_cluster, wait_s=TRAIN_TIMEOUT_S, srun=(run, folder))  # fmt: skip
+        child = _training_child(folder, task_index=1)
+        task = _parent_of(child)
+        os.kill(child, signal.SIGTERM)
+        os.kill(task, signal.SIGTERM)
+        run.communicate(timeout=180)
+    finally:
+        if run.poll() is None:
+            run.kill()
+            run.wait()
+    deadline_s = time.monotonic() + WAIT_S
+    while _training_children(folder) and time.monotonic() < deadline_s:
+        time.sleep(0.5)
+    assert not _training_children(folder), "the run's training children did not end"
+    stopped = json.loads((folder / "task-1.out").read_text())
+    assert stopped["status"] == "interrupted", _errors(folder)
+    saved = sorted(int(p.name[len("ckpt-"):-len(".index")]) for p in checkpoint_dir.glob("ckpt-*.index"))
+    assert saved == [stopped["steps"]], f"saved {saved}, stopped at {stopped['steps']}\n{_errors(folder)}"
+    chief_out = (folder / "task-0.out").read_text().strip()
+    if chief_out:  # srun may end task 0 once task 1 has exited: after the save, maybe before its summary
+        chief = json.loads(chief_out)
+        assert (chief["steps"], chief["stopped_by"]) == (stopped["steps"], "another worker")
+        assert chief["weights_sha256"] == stopped["weights_sha256"]
+    assert "gputopo: error" not in _errors(folder)

@@ -61,3 +61,54 @@ def test_outside_a_sticky_folder_links_are_written_through_as_before(tmp_path):
     os.lchown(link, OTHER_UID, OTHER_UID)
     atomic_write_text(link, "new\n")
     assert target.read_text() == "new\n" and link.is_symlink()
+
+
+@pytest.fixture
+def foreign_folder_link(sticky, tmp_path):
+    """``public/out``: another user's link in the sticky folder, leading to root's own folder."""
+    folder, _secret = sticky
+    private = tmp_path / "private"
+    private.mkdir(mode=0o700)
+    (private / "report.json").write_text("root's report\n")
+    link = folder / "out"
+    link.symlink_to(private)
+    os.lchown(link, OTHER_UID, OTHER_UID)
+    return folder, private
+
+
+def _listing(folder):
+    return sorted((p.name, p.read_text()) for p in folder.iterdir())
+
+
+def test_another_users_link_as_a_folder_of_the_path_is_not_followed(foreign_folder_link, monkeypatch):
+    folder, private = foreign_folder_link
+    before = _listing(private)
+    for given in (folder / "out" / "report.json", folder / "out" / "new.json", folder / "out" / "." / "report.json"):
+        with pytest.raises(OutputError, match=rf"{folder / 'out'} is a symbolic link in the sticky world-writable folder"):
+            atomic_write_text(given, "overwritten\n")
+    monkeypatch.chdir(folder)  # a relative path is walked from the current folder
+    with pytest.raises(OutputError, match="protected_symlinks"):
+        atomic_write_text("out/report.json", "overwritten\n")
+    assert _listing(private) == before  # nothing replaced, nothing created, no temporary file
+
+
+def test_another_users_link_met_inside_a_links_target_is_not_followed(foreign_folder_link, tmp_path):
+    folder, private = foreign_folder_link
+    mine = tmp_path / "mine"
+    mine.symlink_to(folder / "out")  # root's own link, outside the sticky folder, to the foreign one
+    with pytest.raises(OutputError, match=rf"{folder / 'out'} is a symbolic link"):
+        atomic_write_text(mine / "report.json", "overwritten\n")
+    assert (private / "report.json").read_text() == "root's report\n"
+
+
+def test_a_folder_link_owned_by_the_writer_or_the_folders_owner_is_followed(sticky, tmp_path):
+    folder, _secret = sticky
+    private = tmp_path / "private"
+    private.mkdir()
+    (folder / "mine").symlink_to(private)  # root's, the writer's
+    atomic_write_text(folder / "mine" / "a.json", "a\n")
+    os.chown(folder, OTHER_UID, OTHER_UID)
+    (folder / "theirs").symlink_to(private)
+    os.lchown(folder / "theirs", OTHER_UID, OTHER_UID)  # the folder's owner's
+    atomic_write_text(folder / "theirs" / "b.json", "b\n")
+    assert _listing(private) == [("a.json", "a\n"), ("b.json", "b\n")]

@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import os
 import stat
+from pathlib import Path
 from typing import Any, Callable
 
 import pytest
@@ -53,6 +54,22 @@ def _with_tf(ordinal: int) -> Callable[[dict[str, Any]], None]:
         data["tf"] = {"devices": [{"ordinal": ordinal}], "peer": [[True]]}
 
     return change
+
+
+def _foreign_folder_link(tmp_path: Path) -> dict[str, str]:
+    """/tmp's case: the sticky world-writable ``public`` holds ``out``, another user's link to root's
+    own folder ``private`` (``{public}`` in the row's arguments)."""
+    if os.geteuid() != 0:
+        pytest.skip("needs root to chown the link to another user")
+    public = tmp_path / "public"
+    public.mkdir()
+    os.chmod(public, 0o1777)
+    private = tmp_path / "private"
+    private.mkdir(mode=0o700)
+    (private / "box.json").write_text("root's own\n")
+    (public / "out").symlink_to(private)
+    os.lchown(public / "out", 54321, 54321)
+    return {"public": str(public)}
 
 
 def _deep_nesting(depth: int) -> bytes:
@@ -135,26 +152,63 @@ HOSTILE = [
                                  "--dry-run"], _deep_nesting(100_000), 2, "nested too deeply"),
     ("recommend-env-and-json", ["recommend", "--from", "{input}", "--gpus", "2", "--format", "env", "--json"],
      _snapshot(), 2, "--json and --format env"),
+    # When a snapshot's live state was read: a UTC time in ISO 8601, or nothing (older snapshots).
+    ("captured-at-in-words", ["recommend", "--from", "{input}", "--gpus", "2"], _snapshot(_replace("captured_at", "now")),
+     2, "captured_at: not a UTC time in ISO 8601 (such as 2025-06-01T10:00:00Z), got 'now'"),
+    ("captured-at-local-time", ["scan", "--from", "{input}"],
+     _snapshot(_replace("captured_at", "2025-06-01T10:00:00+02:00")), 2, "captured_at: not a UTC time in ISO 8601"),
+    ("captured-at-month-13", ["scan", "--from", "{input}"], _snapshot(_replace("captured_at", "2025-13-01T10:00:00Z")),
+     2, "captured_at: not a UTC time in ISO 8601"),
+    ("captured-at-a-number", ["scan", "--from", "{input}"], _snapshot(_replace("captured_at", 1748772000)), 2,
+     "captured_at: must be"),
+    ("captured-at-with-an-escape", ["scan", "--from", "{input}"],
+     _snapshot(_replace("captured_at", "2025-06-01T10:00:00Z\x1b[2J")), 2, "captured_at: control character '\\x1b'"),
+    # Paths through another user's link in a sticky world-writable folder (fs.protected_symlinks),
+    # the link a folder of the path: nothing is written where it leads.
+    ("save-through-another-users-folder-link", ["scan", "--machine", "dgx1", "--save", "{public}/out/box.json"],
+     _foreign_folder_link, 3, "/public/out is a symbolic link in the sticky world-writable folder"),
+    ("report-through-another-users-folder-link", ["report", "--machine", "dgx1", "-o", "{public}/out/page.html"],
+     _foreign_folder_link, 3, "owned by uid 54321 (neither the folder's owner nor you): not followed"),
+    ("checkpoint-dir-through-another-users-link", ["train", "--cpu-devices", "1", "--checkpoint-dir",
+                                                   "{public}/out/ck", "--dry-run"], _foreign_folder_link, 2,
+     "/public/out is a symbolic link in the sticky world-writable folder"),
 ]
 
 
 @pytest.mark.parametrize(("args", "given", "exit_code", "fragment"), [row[1:] for row in HOSTILE],
                          ids=[row[0] for row in HOSTILE])
 def test_hostile_input_is_one_error_line_and_writes_nothing(cli, tmp_path, args, given, exit_code, fragment):
+    places: dict[str, str] = {}
     if isinstance(given, bytes):
         source = tmp_path / "input.json"
         source.write_bytes(given)
+    elif callable(given):  # a hostile layout of files: its places are named in the arguments
+        places = given(tmp_path)
+        source = None
     else:
         source = given
-    command = [str(source) if a == "{input}" else a for a in args]
+    command = [str(source) if a == "{input}" else a.format(**places) if places else a for a in args]
     saved = tmp_path / "saved.json"
     saved.write_text(OLD_SNAPSHOT_TEXT)
-    if command[0] == "scan":
+    if command[0] == "scan" and "--save" not in command:
         command += ["--save", str(saved)]
+    before = _tree(tmp_path)
     line = assert_one_error_line(cli(*command), exit_code)
     assert fragment in line, line
     assert saved.read_text() == OLD_SNAPSHOT_TEXT
-    assert sorted(p.name for p in tmp_path.iterdir()) == sorted({"saved.json", *(["input.json"] if isinstance(given, bytes) else [])})
+    assert _tree(tmp_path) == before  # nothing written, replaced or left behind, through links neither
+
+
+def _tree(root: Path) -> dict[str, tuple[int, bytes | str]]:
+    """Every entry under ``root`` (links not followed): its type and its bytes or link target."""
+    entries = {}
+    for folder, names, files in os.walk(root):
+        for name in names + files:
+            path = Path(folder) / name
+            mode = os.lstat(path).st_mode
+            content = os.readlink(path) if stat.S_ISLNK(mode) else path.read_bytes() if stat.S_ISREG(mode) else b""
+            entries[str(path.relative_to(root))] = (stat.S_IFMT(mode), content)
+    return entries
 
 
 def test_a_tf_config_of_the_wrong_shape_is_one_line_not_tensorflows_traceback(cli, monkeypatch):

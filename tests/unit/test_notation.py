@@ -1,4 +1,4 @@
-"""notation: CPU lists read and written as the kernel writes them."""
+"""notation: CPU lists read and written as the kernel writes them; UTC times as snapshots record them."""
 
 from gputopo.notation import format_cpu_list, parse_cpu_list
 
@@ -22,3 +22,17 @@ def test_one_reader_for_json_objects_from_people():
         with pytest.raises(InputError) as info:
             parse_json_object(text, "TF_CONFIG", "; set it right")
         assert str(info.value).startswith(words) and "\n" not in str(info.value)
+
+
+def test_utc_times_as_snapshots_record_them():
+    import pytest
+
+    from gputopo.notation import check_utc_time, shown_utc_time, utc_now_text
+
+    for good in ("2025-06-01T10:00:00Z", "2025-06-01T10:00:00.123456Z", "2025-06-01T10:00:00+00:00", utc_now_text()):
+        assert check_utc_time(good, "t") == good
+    for bad in ("2025-06-01T10:00:00", "2025-06-01T12:00:00+02:00", "2025-02-30T10:00:00Z", "2025-06-01 10:00:00Z",
+                "２０２５-06-01T10:00:00Z", "2025-06-01T10:00:00Z\n"):
+        with pytest.raises(ValueError, match="^t: not a UTC time in ISO 8601"):
+            check_utc_time(bad, "t")
+    assert shown_utc_time("2025-06-01T10:00:00.5Z") == "2025-06-01 10:00:00 UTC"

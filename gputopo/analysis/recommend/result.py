@@ -101,6 +101,7 @@ class Recommendation:
     label: str | None = None
     busy: dict[int, list[str]] = field(default_factory=dict)  # GPUs in use (NVML's live state) and why
     skipped_busy: list[int] = field(default_factory=list)  # of those, the ones left out of the ask
+    busy_as_of: str | None = None  # when that live state was read (UTC, ISO 8601); None: not recorded
 
     @property
     def best(self) -> GroupAdvice:
@@ -126,4 +127,5 @@ class Recommendation:
             "notes": self.notes,
             "busy": {str(gpu): reasons for gpu, reasons in sorted(self.busy.items())},
             "skipped_busy": self.skipped_busy,
+            "busy_as_of": self.busy_as_of,
         }

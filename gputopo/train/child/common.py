@@ -20,6 +20,7 @@ from typing import Any
 
 from gputopo.errors import GputopoError, InputError, TrainingFailed
 from gputopo.train.checkpoints import (
+    check_local_folder,
     checkpoint_manager,
     remove_leftovers,
     restore_checkpoint,
@@ -39,7 +40,10 @@ def note(config: TrainConfig, message: str, always: bool = False) -> None:
 
 
 class StopRequest:
-    """Turns SIGINT/SIGTERM into a flag the loop checks after each step (never mid-step or mid-save)."""
+    """Turns SIGINT/SIGTERM into a flag the loop checks after each step (never mid-step or mid-save).
+
+    The synchronous loop does not stop on it alone: it all-reduces the flag with the next step, so
+    every worker stops after the same step (``SynchronousLoop._stop_agreed``)."""
 
     def __init__(self) -> None:
         self.requested = False
@@ -58,7 +62,7 @@ class StopRequest:
         self._previous.clear()
 
     def request(self) -> None:
-        """Stop after the current step, as on a first signal (the parent died: nothing to tell)."""
+        """Ask to stop, as a first signal does (the parent died: nothing to tell)."""
         self.requested = True
         self.signal_name = self.signal_name or "parent gone"
 
@@ -93,7 +97,7 @@ class RunningMeans:
 
     ``collect`` raises ``NonFiniteLoss`` at the first NaN or infinite loss (left uncounted)."""
 
-    pending: list[Any] = field(default_factory=list)  # reduced [loss, correct] tensors, one per step
+    pending: list[Any] = field(default_factory=list)  # reduced [loss, correct(, stop votes)] tensors, one per step
     loss_sum: float = 0.0
     correct: float = 0.0
     steps: int = 0
@@ -104,7 +108,8 @@ class RunningMeans:
 
     def collect(self, global_batch: int) -> None:
         for offset, value in enumerate(self.pending):  # tensors (synchronous loop) or fetched numpy arrays
-            loss, correct = (float(v) for v in (value.numpy() if hasattr(value, "numpy") else value))
+            values = value.numpy() if hasattr(value, "numpy") else value  # [loss, correct(, stop votes)]
+            loss, correct = float(values[0]), float(values[1])
             if not math.isfinite(loss):
                 del self.pending[: offset + 1]
                 raise NonFiniteLoss(offset, loss)
@@ -160,6 +165,8 @@ class TrainingState:
             optimizer.build(model.trainable_variables)
             step_variable = tf.Variable(0, dtype=tf.int64, trainable=False, name="global_step")
         checkpoint = tf.train.Checkpoint(model=model, optimizer=optimizer, step=step_variable)
+        if config.checkpoint_dir is not None:  # checked by the parent too; a child may be run by hand
+            check_local_folder(config.checkpoint_dir)
         set_aside_damaged_state(config, lambda message: note(config, message, always=True))
         if is_chief(config):  # before any worker saves (their first save follows steps the chief joins)
             remove_leftovers(config.checkpoint_dir)

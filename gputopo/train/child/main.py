@@ -12,7 +12,9 @@ The loop is the one of the source documents, done right for TF 2 / Keras 3:
 Keras ``fit`` is avoided on purpose: under MultiWorkerMirroredStrategy it breaks in TF 2.21.
 
 Checkpoints (``gputopo.train.checkpoints``) are numbered by step. Ctrl-C (SIGINT) or SIGTERM asks
-the loop to stop after the current step; it then saves and exits with status 130. The
+the loop to stop; the request is a flag all-reduced with every step, so every worker of a
+multi-worker run stops after the same step (one step after the first worker asked), however late
+the signal reached the others; they save that step together and exit with status 130. The
 parameter-server strategy has its own, asynchronous loop (``gputopo.train.child.ps_loop``).
 
 The child reports through ``--result-file`` (JSON: the summary, or ``{"error": ...}``), which the
@@ -100,9 +102,13 @@ class SynchronousLoop:
         tf, strategy, model = self.tf, self.strategy, self.state.model
         replica_step = make_replica_step(tf, model, self.state.optimizer, self.global_batch)
 
+        def replica_step_and_vote(images: Any, labels: Any, stop_vote: Any) -> Any:
+            return tf.concat([replica_step(images, labels), tf.reshape(stop_vote, [1])], axis=0)
+
         @tf.function
-        def distributed_train_step(iterator: Any) -> Any:
-            per_replica = strategy.run(replica_step, args=next(iterator))
+        def distributed_train_step(iterator: Any, stop_vote: Any) -> Any:
+            # [loss, correct, stop votes]: the stop flag rides on the step's all-reduce (one scalar)
+            per_replica = strategy.run(replica_step_and_vote, args=(*next(iterator), stop_vote))
             return strategy.reduce(tf.distribute.ReduceOp.SUM, per_replica, axis=None)
 
         def replica_eval(images: Any, labels: Any) -> Any:
@@ -157,11 +163,12 @@ class SynchronousLoop:
         progress, task = progress_bar(config, self.total_steps, self.start_step)
         if self.start_step:
             note(config, f"resuming from the checkpoint at step {self.start_step} of {self.total_steps}")
+        previous: Any = None  # the step before's [loss, correct, stop votes], read one step late
         try:
             with progress:
                 while self.step < self.total_steps:
                     try:
-                        reduced = self.train_step(iterator)
+                        reduced = self.train_step(iterator, tf.constant(1.0 if self.stop.requested else 0.0))
                     except tf.errors.OpError as exc:
                         raise explain_tf_error(tf, exc, config, self.last_saved_step) from None
                     self.step += 1
@@ -170,11 +177,28 @@ class SynchronousLoop:
                     pause_start_s = time.perf_counter()
                     self._end_of_epoch_and_checkpoint()
                     self.paused_s += time.perf_counter() - pause_start_s
-                    if self.stop.requested:
+                    if self._stop_agreed(previous):
                         break
+                    previous = reduced
         except KeyboardInterrupt:  # a second Ctrl-C while TF was busy: still save what we have
             self.stop.requested = True
         return self._finish(end_s=time.perf_counter())
+
+    def _stop_agreed(self, previous: Any) -> bool:
+        """Whether any worker asked to stop by the step before this one (its votes, all-reduced).
+
+        A signal reaches the workers at different steps (Slurm's scancel, a time limit): a worker
+        that stopped on its own would enter the save while the others enter the next step's
+        all-reduce, each waiting for the other until SIGKILL. The flag goes into every step's
+        all-reduce instead, so all workers learn it from the same step and stop after the next
+        one, together; they then save that step together. Read one step late, so reading it
+        never waits for the step just started."""
+        if previous is None or float(previous.numpy()[2]) <= 0.0:
+            return False
+        if not self.stop.requested:
+            self.stop.requested = True
+            self.stop.signal_name = "another worker"
+        return True
 
     def _count(self, reduced: Any) -> None:
         self.epoch_means.add(reduced)
@@ -220,10 +244,25 @@ class SynchronousLoop:
         if config.checkpoint_every and step % config.checkpoint_every == 0 and step < self.total_steps:
             self.save(step)
 
+    def _all_saved(self) -> None:
+        """Wait until every worker has finished its last save (one all-reduce): no task exits while
+        the chief still writes (under Slurm, ``srun --kill-on-bad-exit`` would end it)."""
+        tf, strategy = self.tf, self.strategy
+
+        def arrived() -> Any:
+            return tf.distribute.get_replica_context().all_reduce(tf.distribute.ReduceOp.SUM, tf.constant(1.0))
+
+        try:
+            tf.function(lambda: strategy.run(arrived))()
+        except tf.errors.OpError as exc:
+            raise explain_tf_error(tf, exc, self.config, self.last_saved_step) from None
+
     def _finish(self, end_s: float) -> dict[str, Any]:
         config, step, manager = self.config, self.step, self.state.manager
         if manager is not None and self.last_saved_step != step:
             self.save(step)
+        if manager is not None and config.strategy == "multi-worker":
+            self._all_saved()
         self._collect(self.window)
         self._collect(self.epoch_means)
         if self.epoch_means.steps:  # a partial epoch (interrupted, or resumed mid-epoch)

@@ -217,13 +217,13 @@ def build_plan(
 
 def _refuse_busy(topology: Topology, gpus: list[int]) -> None:
     """An InputError where another process computes on one of ``gpus`` (NVML's live state)."""
-    from gputopo.analysis.busy import BusyLimits, busy_reasons
+    from gputopo.analysis.busy import BusyLimits, busy_reasons, live_state_time
 
     for index in gpus:
         reasons = busy_reasons(topology.gpu(index), BusyLimits(100.0, 100.0))
         if reasons:
-            raise InputError(f"GPU {index} is in use ({'; '.join(reasons)}): train on others (--devices, or fewer "
-                             "--gpus), wait for it, or add --allow-busy to share it")
+            raise InputError(f"GPU {index} is in use ({'; '.join(reasons)}; {live_state_time(topology)}): train on "
+                             "others (--devices, or fewer --gpus), wait for it, or add --allow-busy to share it")
 
 
 def training_processes(

@@ -44,11 +44,51 @@ def test_live_state_not_supported_is_unknown_and_other_failures_get_a_finding():
     assert "nvml-processes-unavailable" in {f.code for f in denied.diagnostics}
 
 
+CAPTURED = "2025-06-01T10:00:00Z"
+
+
 @pytest.fixture
 def busy_snapshot(tmp_path):
     path = tmp_path / "busy.json"
-    path.write_text(json.dumps(_busy_h100().to_dict()))
+    path.write_text(json.dumps(_busy_h100().to_dict() | {"captured_at": CAPTURED}))
     return str(path)
+
+
+@pytest.fixture
+def undated_snapshot(tmp_path):
+    """A busy snapshot saved before gputopo recorded when (no ``captured_at`` key at all)."""
+    data = _busy_h100().to_dict()
+    del data["captured_at"]
+    path = tmp_path / "undated.json"
+    path.write_text(json.dumps(data))
+    return str(path)
+
+
+def test_the_probe_records_when_it_read_the_live_state_in_utc():
+    from datetime import datetime, timedelta, timezone
+
+    captured = _busy_h100().captured_at
+    assert captured.endswith("Z") and len(captured) == len("2025-06-01T10:00:00Z")
+    read = datetime.fromisoformat(captured.replace("Z", "+00:00"))
+    assert abs(datetime.now(timezone.utc) - read) < timedelta(minutes=5)
+
+
+def test_live_state_read_back_from_a_snapshot_says_when_it_was_read(cli, busy_snapshot, undated_snapshot):
+    shown = " ".join(cli("scan", "--from", busy_snapshot).output.split())
+    assert "memory in use, utilisation and processes as of 2025-06-01 10:00:00 UTC" in shown
+    text = " ".join(cli("recommend", "--from", busy_snapshot, "-n", "4").output.split())
+    assert "skipped busy GPU 6 (as of 2025-06-01 10:00:00 UTC): 55% utilisation" in text
+    data = json.loads(cli("recommend", "--from", busy_snapshot, "-n", "4", "--json").output)
+    assert data["busy_as_of"] == CAPTURED
+    line = assert_one_error_line(cli("train", "--from", busy_snapshot, "--devices", "3", "--dry-run"))
+    assert "as of 2025-06-01 10:00:00 UTC" in line
+    # An older snapshot loads, and its live state is said to be of an unknown time, never of now.
+    unknown = "as of an unknown time (the snapshot does not record it)"
+    assert unknown in " ".join(cli("scan", "--from", undated_snapshot).output.split())
+    assert f"skipped busy GPU 3 ({unknown})" in " ".join(cli("recommend", "--from", undated_snapshot, "-n", "4").output.split())
+    assert json.loads(cli("recommend", "--from", undated_snapshot, "-n", "4", "--json").output)["busy_as_of"] is None
+    env = cli("recommend", "--from", undated_snapshot, "-n", "4", "--format", "env")
+    assert f"gputopo: note: skipped busy GPU 3 ({unknown})" in env.output
 
 
 def test_scan_shows_memory_used_utilisation_and_the_processes(cli, busy_snapshot):
@@ -68,7 +108,7 @@ def test_recommend_skips_busy_gpus_and_says_which_and_why(cli, busy_snapshot):
     assert not {3, 6} & set(best)  # a process on 3; 55% utilisation on 6 (over 10%)
     assert data["skipped_busy"] == [3, 6] and "python3 (PID 4242)" in data["busy"]["3"][0]
     text = " ".join(cli("recommend", "--from", busy_snapshot, "-n", "4").output.split())
-    assert "skipped busy GPU 3: 2 compute processes: python3 (PID 4242), ? (PID 4243)" in text
+    assert "skipped busy GPU 3 (as of 2025-06-01 10:00:00 UTC): 2 compute processes: python3 (PID 4242), ? (PID 4243)" in text
     env = cli("recommend", "--from", busy_snapshot, "-n", "4", "--format", "env")
     assert "gputopo: note: skipped busy GPU 3" in env.output  # on stderr (the runner mixes them)
 

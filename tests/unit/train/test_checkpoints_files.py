@@ -192,3 +192,29 @@ def test_the_marker_makes_a_missing_folder_as_the_first_save_would(tmp_path):
     ck = tmp_path / "new" / "ck"
     write_marker(TrainConfig(checkpoint_dir=str(ck)))
     assert saved_checkpoints(ck).marker == {"schema": "gputopo.checkpoints/1", "model": "cnn", "image_size": None}
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="needs root to chown the link to another user")
+@pytest.mark.parametrize("through", ["ck", "parent/ck"], ids=["the-folder-itself", "a-folder-above-it"])
+def test_a_checkpoint_folder_through_another_users_link_in_a_sticky_folder_is_refused(tmp_path, through):
+    """``--checkpoint-dir /tmp/ck`` where another user made /tmp/ck (or /tmp/parent) a link to root's
+    folder: the run would write, rotate and delete there. Refused as fs.protected_symlinks would."""
+    from gputopo.train.checkpoints import check_checkpoint_dir_writable
+
+    public = tmp_path / "public"
+    public.mkdir()
+    os.chmod(public, 0o1777)
+    victim = tmp_path / "victim"
+    (victim / "ck").mkdir(parents=True)
+    (victim / "ck" / "ckpt-1.index").write_bytes(b"root's own")
+    link = public / through.split("/")[0]
+    link.symlink_to(victim / "ck" if through == "ck" else victim)
+    os.lchown(link, 54321, 54321)
+    given = public / through
+    for check in (lambda: _choice(given), lambda: check_checkpoint_dir_writable(str(given))):
+        with pytest.raises(InputError, match=rf"--checkpoint-dir {given}: {link} is a symbolic link in the sticky"):
+            check()
+    assert sorted(p.name for p in (victim / "ck").iterdir()) == ["ckpt-1.index"]  # nothing written there
+    os.lchown(link, 0, 0)  # root's own link (the writer's) is followed: the folder holds a checkpoint
+    with pytest.raises(InputError, match="already holds a checkpoint"):
+        _choice(given)

@@ -104,7 +104,8 @@ def stop(signum, frame):
 signal.signal(signal.SIGINT, stop)
 signal.signal(signal.SIGTERM, stop)
 bind_to_parent(lambda: None)
-time.sleep(60)
+pathlib.Path(sys.argv[1] + ".ready").touch()  # its handlers are in place
+time.sleep(120)
 """
 
 
@@ -125,22 +126,24 @@ def _stopped_child(tmp_path: Path, parent_signal: int, whole_group: bool = False
     child must not outlive its parent)."""
     import os
     import subprocess
-    import time
 
+    ready = tmp_path / "stopped-by.ready"
+    ready.unlink(missing_ok=True)
     parent = subprocess.Popen([sys.executable, "-c", _PARENT, str(tmp_path), _CHILD_UNTIL_SIGNALLED],
                               stdout=subprocess.PIPE, text=True, start_new_session=True)
     try:
         child_pid = int(parent.stdout.readline())
-        time.sleep(0.5)  # the child has installed its handlers
+        # Signalled only once its handlers are in place (a fixed wait flaked on a loaded machine:
+        # Python had not started yet, and the default SIGINT action ended the child).
+        _poll(lambda: ready.exists() or parent.poll() is not None, 60.0)
+        assert ready.exists() and parent.poll() is None, "the child never got ready"
         if whole_group:
             os.killpg(parent.pid, parent_signal)
         else:
             parent.send_signal(parent_signal)
-        parent.wait(timeout=20)
-        deadline = time.monotonic() + 10
-        while Path(f"/proc/{child_pid}").exists() and time.monotonic() < deadline:
-            time.sleep(0.05)
-        alive = Path(f"/proc/{child_pid}").exists()
+        parent.wait(timeout=60)
+        _poll(lambda: not _running(child_pid), 60.0)
+        alive = _running(child_pid)
         if alive:
             os.kill(child_pid, signal.SIGKILL)
         assert not alive, "the training child outlived its parent"
@@ -148,6 +151,23 @@ def _stopped_child(tmp_path: Path, parent_signal: int, whole_group: bool = False
         parent.kill()
         parent.wait()
     return parent.returncode, (tmp_path / "stopped-by").read_text()
+
+
+def _poll(done, deadline_s: float) -> None:
+    """Wait until ``done()``, checking every 20 ms, for at most ``deadline_s`` (a bound, not a timing)."""
+    import time
+
+    deadline = time.monotonic() + deadline_s
+    while not done() and time.monotonic() < deadline:
+        time.sleep(0.02)
+
+
+def _running(pid: int) -> bool:
+    """Whether ``pid`` runs (a zombie that no one has reaped yet has ended)."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except (OSError, IndexError):
+        return False
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="/proc and PR_SET_PDEATHSIG are Linux's")
