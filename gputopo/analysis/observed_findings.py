@@ -31,11 +31,11 @@ from gputopo.notation import count_word
 # "Tesla V100-SXM2-32GB", "NVIDIA A100-SXM4-80GB": a module on a board (an H100 SXM's name, "H100 80GB
 # HBM3", does not say so: it keeps the card wording).
 _SXM_RE = re.compile(r"\bSXM\d?\b", re.IGNORECASE)
-P2P_SLOWER_RATIO = 0.9
+P2P_SLOWER_RATIO = 0.9  # P2P figure below 90% of the staged one: P2P costs, it does not pay
 # Staged (P2P off) copies below this, per direction, are under what one PCIe Gen3 x16 link carries
 # (~10-12 GB/s staged): the path has a narrow or slow link; P2P within this factor of it does not help.
 NARROW_STAGED_GBPS = 8.0
-NARROW_P2P_FACTOR = 1.3  # P2P figure below 90% of the staged one: P2P costs, it does not pay
+NARROW_P2P_FACTOR = 1.3  # P2P no more than 30% above staged: P2P does not help either
 
 
 def observed_findings(topology: Topology) -> list[Finding]:
@@ -114,7 +114,8 @@ def _p2p_slower(topology: Topology) -> list[Finding]:
 
 
 def _narrow_path(topology: Topology) -> list[Finding]:
-    """Pairs of unknown link type slow both ways (P2P on and off): the path, not P2P (tinygrad#44)."""
+    """Pairs of unknown link type slow both ways (P2P on and off): the path, not P2P (tinygrad#44).
+    A pair ``p2p-slower-than-staged`` names is left to it: there P2P is the cause."""
     slow: list[tuple[int, int, float, float]] = []
     for link in topology.links:
         m = link.measured
@@ -122,7 +123,9 @@ def _narrow_path(topology: Topology) -> list[Finding]:
             continue
         on = measured_gbps(link)
         off = [v for v in (m.p2p_off_a_to_b_gbps, m.p2p_off_b_to_a_gbps) if v is not None and v > 0]
-        if on is not None and off and max(off) < NARROW_STAGED_GBPS and on < NARROW_P2P_FACTOR * max(off):
+        if on is None or not off or on < P2P_SLOWER_RATIO * min(off):
+            continue
+        if max(off) < NARROW_STAGED_GBPS and on < NARROW_P2P_FACTOR * max(off):
             slow.append((link.a, link.b, on, max(off)))
     if not slow:
         return []
