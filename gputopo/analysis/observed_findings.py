@@ -207,7 +207,8 @@ def _nccl_ipc_failed(topology: Topology) -> list[Finding]:
         "warning", "nccl-p2p-ipc-failed",
         f"NCCL set up P2P between GPU {' and GPU '.join(str(g) for g in named[0])}"
         + (f" (and {count_word(len(named) - 1, 'more pair')})" if len(named) > 1 else "")
-        + f" and CUDA refused it ({reason!r}): NCCL does not fall back, the job fails there"
+        + f" and CUDA refused {'one of them' if len(named) > 1 and not refused else 'it'} ({reason!r}): NCCL "
+        "does not fall back, the job fails there"
         if named else f"NCCL could not open a peer GPU's memory ({reason!r}): its P2P connection failed",
         gpus=sorted({g for p in named for g in p}),
         fix="run with NCCL_P2P_DISABLE=1 (SHM through host memory) to get going; then see why CUDA refuses peer "

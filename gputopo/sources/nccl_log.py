@@ -242,15 +242,18 @@ def _mark_ipc_failed(state: _State, index_of: dict[int, int], links: dict) -> No
     """A ``failed to open CUDA IPC handle`` WARN undoes the "ok" of the P2P connections its thread
     set up (the thread's lines, wherever they are: processes interleave): "peer access is not
     supported" says the pair cannot peer (NS); another reason (invalid argument) leaves it unknown.
-    A WARN without a ``host:pid:tid`` prefix is placed only where the log holds one P2P pair."""
+    A WARN without a ``host:pid:tid`` prefix is placed only where the log holds one P2P pair. The
+    WARN does not name its peer: where the thread set up P2P with several pairs (rings of different
+    orders, trees), which one CUDA refused is not known, so all are left unknown, none called NS."""
     every = {tuple(sorted(pair)) for pairs in state.thread_p2p.values() for pair in pairs}
     for thread, unsupported in sorted(state.ipc_failed, key=lambda f: f[1]):  # "not supported" last: it wins
         pairs = state.thread_p2p.get(thread) if thread is not None else (list(every) if len(every) == 1 else [])
+        one_pair = len({tuple(sorted(pair)) for pair in pairs or []}) == 1
         for src, dst in pairs or []:
             a, b = index_of.get(src), index_of.get(dst)
             link = links.get((min(a, b), max(a, b))) if a is not None and b is not None else None
             if link is not None:
-                link.p2p_read = link.p2p_write = "NS" if unsupported else None
+                link.p2p_read = link.p2p_write = "NS" if unsupported and one_pair else None
 
 
 def _mark_refused(state: _State, numbered_like_nvml: bool, links: dict) -> None:

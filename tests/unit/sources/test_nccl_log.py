@@ -3,6 +3,7 @@ NCCL was refused, GDR, prefixes of log collectors, several hosts."""
 
 import pytest
 
+from gputopo.analysis.observed_findings import observed_findings
 from gputopo.errors import InputError
 from gputopo.sources import nccl_log
 from unit.sources.readers_corpus import cases, pair, text_of
@@ -97,6 +98,20 @@ def test_a_p2p_connection_cuda_refused_is_not_called_peer_access_that_works():
     # Horovod (NCCL 2.3): each process's WARN is matched to its own thread's Ring line, wherever it is.
     old = nccl_log.read(text_of("nccl_log", "horovod785_nccl23_two_processes_ring_p2p_ipc_open_failed.log"), "h")
     assert old.link(0, 1).p2p_read == "NS" and old.nccl.nranks == 2
+
+
+def test_an_ipc_failure_of_a_thread_with_several_p2p_pairs_calls_none_of_them_ns():
+    """nccl#1773's first line as P2P/IPC plus a second ring of that thread to another GPU (7 -> 0 and
+    7 -> 6), then its WARN 217: the WARN names no peer, so which pair CUDA refused is not known."""
+    first = text_of("nccl_log", "nccl1773_8gpu_p2p_direct_pointer_single_process_cut.log").splitlines()[0]
+    text = (first.replace("P2P/direct pointer", "P2P/IPC") + "\n"
+            "CDS-10-4-3-1:77122:77215 [7] NCCL INFO Channel 01/0 : 7[7] -> 6[6] via P2P/IPC\n"
+            "CDS-10-4-3-1:77122:77215 [7] transport/p2p.cc:238 NCCL WARN failed to open CUDA IPC handle : 217 peer "
+            "access is not supported between these two devices\n")
+    topo = nccl_log.read(text, "x")
+    assert topo.link(0, 7).p2p_read is None and topo.link(6, 7).p2p_read is None
+    (failed,) = [f for f in observed_findings(topo) if f.code == "nccl-p2p-ipc-failed"]
+    assert "and CUDA refused one of them" in failed.message and failed.gpus == [0, 6, 7]
 
 
 def test_an_ipc_failure_for_another_reason_leaves_the_pair_unknown_and_other_threads_alone():
