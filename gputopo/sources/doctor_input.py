@@ -91,11 +91,16 @@ def evidence_from_files(paths: list[str]) -> Iterator[HealthEvidence]:
 
 def _read_as_topology(evidence: HealthEvidence, text: str, label: str) -> bool:
     """Whether ``text``, no health evidence, is an output ``scan --from`` reads; if so its topology
-    (as read) joins the evidence. Text no reader takes stays a check doctor could not make."""
-    from gputopo.sources.registry import read_text
+    (as read) joins the evidence. Text no reader takes stays a check doctor could not make; text a
+    reader recognises but cannot read (cut before anything, damaged, outputs that cannot be joined)
+    is refused with that reader's reason, as ``scan --from`` refuses it, never called "nothing"."""
+    from gputopo.sources.registry import READERS, read_text
+    from gputopo.sources.snapshot import looks_like_report, looks_like_snapshot
 
     try:
         evidence.read_as_topology.append((label, read_text(text, label)))
     except InputError:
+        if any(reader.sniff(text) for reader in READERS) or looks_like_snapshot(text) or looks_like_report(text):
+            raise
         return False
     return True

@@ -147,3 +147,15 @@ def test_text_nothing_reads_is_one_line_exit_2_and_beside_evidence_a_check_not_m
     assert both.exit_code == 0, both.output
     (check,) = [c for c in json.loads(both.stdout)["checks"] if c["name"] == "recognise notes.txt"]
     assert check["status"] == "not-made"
+
+
+def test_an_output_a_reader_recognises_but_cannot_read_is_refused_with_its_reason(cli, tmp_path):
+    """tinygrad#44 cut after the banner: scan --from says why it cannot be read; doctor said "nothing
+    in banner.txt is evidence doctor reads", which is false and hides the reason."""
+    (capture_file,) = (CORPUS / "p2pbw").glob("tinygrad44_*.txt")
+    banner = tmp_path / "banner.txt"
+    banner.write_text("".join(capture_file.read_text().splitlines(keepends=True)[:3]))
+    result = cli("doctor", "--from", str(banner))
+    assert_one_error_line(result, 2)
+    assert "banner found but no device line and no matrix" in result.stderr
+    assert "nothing in" not in result.stderr
