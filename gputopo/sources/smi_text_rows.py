@@ -12,6 +12,7 @@ short row with rows after it means the columns were misread, which stays an erro
 from __future__ import annotations
 
 from gputopo.errors import InputError
+from gputopo.sources.pasted import MAX_GPUS
 from gputopo.sources.smi_text_matrix import GPU_RE, _Matrix
 
 UNKNOWN_LINK = "UNKNOWN"
@@ -20,8 +21,13 @@ UNKNOWN_LINK = "UNKNOWN"
 def rowless_gpus(matrix: _Matrix, source: str) -> list[str]:
     """The GPU columns of ``matrix`` without a whole row (a last row cut short is dropped to join
     them, and said); the cut is said in ``matrix.repairs``. Raises ``InputError`` where no GPU row
-    is whole, or where a GPU row other than the matrix's last line is cut short."""
+    is whole, where a GPU row other than the matrix's last line is cut short, or where the header
+    lists more than ``MAX_GPUS`` GPUs (a header of a few kilobytes would otherwise make millions of
+    unknown pairs)."""
     gpu_columns = matrix.gpu_columns
+    if len(gpu_columns) > MAX_GPUS:  # with rows missing, work would follow the header's pairs, not the text
+        raise InputError(f"{source} line {matrix.header_line_no}: the matrix's header lists {len(gpu_columns)} GPUs, "
+                         f"more than {MAX_GPUS}; not a real capture")
     last_line = max(matrix.row_line_no.values(), default=0)
     for column in gpu_columns:
         cells = matrix.rows.get(column)

@@ -68,3 +68,13 @@ def test_no_nvlink_in_the_rows_shown_means_no_nvswitch_for_the_unknown_pairs_too
     unknown = sorted((link.a, link.b) for link in topology.links if link.type == "UNKNOWN")
     assert unknown == [(5, 6), (5, 7), (6, 7)]
     assert all(link.nvswitch is False for link in topology.links)
+
+
+def test_a_header_of_more_gpus_than_any_host_with_one_row_is_refused():
+    """A hostile paste: a header of 1025 GPUs (11 KB) and one row would make half a million unknown
+    pairs (1024 took 18 s and 900 MB); a cut never lets the header alone set the work."""
+    n = 1025
+    header = "\t" + "\t".join(f"GPU{i}" for i in range(n)) + "\tCPU Affinity\tNUMA Affinity\n"
+    row = "GPU0\tX\t" + "\t".join("SYS" for _ in range(n - 1)) + "\t0-1\t0\n"
+    with pytest.raises(InputError, match="lists 1025 GPUs, more than 1024"):
+        parse_topo_matrix(header + row, "hostile")
