@@ -97,6 +97,7 @@ def parse_topo_matrix(text: str, source: str) -> Topology:
                 f"(line {topo_matrices[0].header_line_no}) is used",
             )
         )
+    _find_rows_apart(topo_matrices[0], matrices, lines)
     topology = _build_topology(topo_matrices[0], source, findings)
     repairs = ([f"every line of the matrix began with {prefix[:40]!r}: taken off"] if prefix else [])
     repairs += ["a markdown table: its '|' cell borders were read as column separators"] if piped else []
@@ -242,6 +243,18 @@ def _attribute(matrix: _Matrix, row: str, title: str) -> str | None:
         return None
     position = titles.index(title.lower())
     return values[position] or None if position < len(values) else None
+
+
+def _find_rows_apart(matrix: _Matrix, matrices: list[_Matrix], lines: list[str]) -> None:
+    """Where a GPU row the matrix lacks stands further down, apart from it (after a pager's prompt
+    or a long gap) and in no other matrix: that row is there, so the paste is not cut there."""
+    missing = {c for c in matrix.gpu_columns if c not in matrix.rows}
+    if not missing:
+        return
+    taken = {no for other in matrices for no in other.row_line_no.values()}
+    last = max(matrix.row_line_no.values(), default=matrix.header_line_no)
+    matrix.rows_apart_line = next((i + 1 for i in range(last, len(lines))
+                                   if (words := lines[i].split()) and words[0] in missing and i + 1 not in taken), None)
 
 
 def _build_topology(matrix: _Matrix, source: str, findings: list[Finding]) -> Topology:

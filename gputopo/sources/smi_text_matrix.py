@@ -82,6 +82,7 @@ class _Matrix:
     unreadable: dict[tuple[str, str], str] = field(default_factory=dict)  # (row, column) -> the token there
     unplaced: list[str] = field(default_factory=list)  # rows whose affinity values could not be placed
     pcie_only: bool = False  # `nvidia-smi topo -mp` (--matrix_pci): PCIe paths only, NVLink not shown
+    rows_apart_line: int | None = None  # where a row the matrix lacks stands further down, apart from it
 
     def position(self, column: str) -> int:
         """``columns.index(column)`` as a dict lookup (asked for every cell: 200 columns are 40,000),

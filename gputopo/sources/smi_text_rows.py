@@ -48,7 +48,7 @@ def rowless_gpus(matrix: _Matrix, source: str) -> list[str]:
             f"{len(gpu_columns)} GPUs but rows were found only for none"
         )
     if missing:
-        matrix.repairs.append(_cut_words(missing))
+        matrix.repairs.append(_cut_words(missing, matrix.rows_apart_line))
     return missing
 
 
@@ -60,15 +60,19 @@ def _drop_row(matrix: _Matrix, column: str) -> None:
         del matrix.unreadable[key]
 
 
-def _cut_words(missing: list[str]) -> str:
-    """What a cut paste still says and what it does not, in words."""
+def _cut_words(missing: list[str], apart_line: int | None = None) -> str:
+    """What a cut paste still says and what it does not, in words (``apart_line``: where a missing
+    row stands further down, apart from the matrix: then the paste is not cut, and that is said)."""
     indices = [int(GPU_RE.match(c).group(1)) for c in missing]  # type: ignore[union-attr]
     pairs = [f"{a}-{b}" for i, a in enumerate(indices) for b in indices[i + 1 :]]
     one = len(missing) == 1
     unknown = (f"the pair{'s' if len(pairs) > 1 else ''} {', '.join(pairs[:6])}"
                f"{f' and {len(pairs) - 6} more' if len(pairs) > 6 else ''} and " if pairs else "")
+    why = (f"the matrix has no row for {', '.join(missing)} (a row stands apart further down, line {apart_line}, "
+           "after a line that is no row: not read)" if apart_line is not None
+           else f"the paste has no row for {', '.join(missing)} (cut short?)")
     return (
-        f"the paste has no row for {', '.join(missing)} (cut short?): {'its' if one else 'their'} links to "
+        f"{why}: {'its' if one else 'their'} links to "
         f"the other GPUs were read from those GPUs' rows; {unknown}{'its' if one else 'their'} CPU and NUMA "
         "affinity are unknown"
     )

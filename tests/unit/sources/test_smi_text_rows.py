@@ -78,3 +78,12 @@ def test_a_header_of_more_gpus_than_any_host_with_one_row_is_refused():
     row = "GPU0\tX\t" + "\t".join("SYS" for _ in range(n - 1)) + "\t0-1\t0\n"
     with pytest.raises(InputError, match="lists 1025 GPUs, more than 1024"):
         parse_topo_matrix(header + row, "hostile")
+
+
+def test_rows_after_a_pager_prompt_are_said_to_stand_apart_not_to_be_missing():
+    """An H100 capture with a pager's '-- More --' line between GPU3 and GPU4 (derived: one line
+    added): GPU4-7's rows are in the paste, so "no row for GPU4 ... (cut short?)" would be false."""
+    lines = (CORPUS_TOPO / "h100_8gpu_nv18_compact_spacing.txt").read_text().splitlines(keepends=True)
+    topology = parse_topo_matrix("".join(lines[:5]) + "-- More --\n" + "".join(lines[5:]), "paged")
+    said = _repairs(topology)
+    assert "a row stands apart further down, line 7" in said and "cut short?" not in said
