@@ -4,6 +4,7 @@ exactly the keys ``gputopo recommend --from a.json --from b.json ... --save plan
 from __future__ import annotations
 
 import json
+import socket
 from pathlib import Path
 from typing import Any
 
@@ -60,3 +61,15 @@ def slurm_env(node: str, procid: int, localid: int, nodelist: str = "node[1-2]",
     return {"SLURM_PROCID": str(procid), "SLURM_LOCALID": str(localid), "SLURMD_NODENAME": node,
             "SLURM_STEP_NUM_TASKS": str(tasks), "SLURM_STEP_NODELIST": nodelist,
             "SLURM_STEP_TASKS_PER_NODE": tasks_per_node}  # fmt: skip
+
+
+def free_ports(count: int) -> list[int]:
+    """``count`` loopback ports free now, for the workers of a local multi-worker run."""
+    sockets = [socket.socket() for _ in range(count)]
+    try:
+        for sock in sockets:
+            sock.bind(("127.0.0.1", 0))
+        return [sock.getsockname()[1] for sock in sockets]
+    finally:
+        for sock in sockets:
+            sock.close()

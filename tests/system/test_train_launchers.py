@@ -6,12 +6,11 @@ from __future__ import annotations
 
 import json
 import os
-import socket
 import subprocess
 import sys
 
 import pytest
-from cluster_plans import cluster_plan, slurm_env, write_plan
+from cluster_plans import cluster_plan, free_ports, slurm_env, write_plan
 
 from gputopo.train.launch.slurm import slurm_task
 
@@ -31,20 +30,9 @@ def test_the_cluster_comes_from_tensorflows_slurm_resolver_without_its_gpu_assig
     assert os.environ["CUDA_VISIBLE_DEVICES"] == "5,6"  # auto_set_gpu=False: the plan's choice stays
 
 
-def _free_ports(count: int) -> list[int]:
-    sockets = [socket.socket() for _ in range(count)]
-    try:
-        for sock in sockets:
-            sock.bind(("127.0.0.1", 0))
-        return [sock.getsockname()[1] for sock in sockets]
-    finally:
-        for sock in sockets:
-            sock.close()
-
-
 @pytest.mark.tf
 def test_two_tasks_under_an_operators_tf_config_train_together_each_with_its_entry(tmp_path):
-    workers = [f"127.0.0.1:{port}" for port in _free_ports(2)]
+    workers = [f"127.0.0.1:{port}" for port in free_ports(2)]
     plan = cluster_plan(["hostA", "hostB"])
     path = write_plan(tmp_path / "plan.json", plan)
     tasks = []

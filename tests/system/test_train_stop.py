@@ -15,31 +15,19 @@ from __future__ import annotations
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
 from pathlib import Path
 
 import pytest
-from cluster_plans import cluster_plan, write_plan
+from cluster_plans import cluster_plan, free_ports, write_plan
 
 REPO = Path(__file__).resolve().parents[2]
 STARTUP_S = 240.0  # two TensorFlow workers forming a cluster on two loaded cores
 STOP_S = 180.0  # one more step, the save and the exit; the run hung for ever before the fix
 
 pytestmark = [pytest.mark.tf, pytest.mark.skipif(not sys.platform.startswith("linux"), reason="Linux only")]
-
-
-def _free_ports(count: int) -> list[int]:
-    sockets = [socket.socket() for _ in range(count)]
-    try:
-        for sock in sockets:
-            sock.bind(("127.0.0.1", 0))
-        return [sock.getsockname()[1] for sock in sockets]
-    finally:
-        for sock in sockets:
-            sock.close()
 
 
 def _training_child(parent_pid: int) -> int | None:
@@ -60,7 +48,7 @@ def _saved_steps(folder: Path) -> list[int]:
 
 def test_a_stop_seen_by_one_worker_stops_every_worker_at_one_saved_step(tmp_path):
     pytest.importorskip("tensorflow")
-    workers = [f"127.0.0.1:{port}" for port in _free_ports(2)]
+    workers = [f"127.0.0.1:{port}" for port in free_ports(2)]
     plan = write_plan(tmp_path / "plan.json", cluster_plan(["hostA", "hostB"]))
     checkpoint_dir = tmp_path / "ck"
     tasks = []
