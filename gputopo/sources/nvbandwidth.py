@@ -171,14 +171,15 @@ def topology_from(gpus: dict[int, Gpu], matrices: list[Matrix], host_columns: in
                 m.bidirectional_gbps = value if m.bidirectional_gbps is None else min(m.bidirectional_gbps, value)
             elif matrix.kind == "latency":
                 m.latency_us = keep_worse(m.latency_us, value / 1000.0)
-    if wrong_data:  # worse than slow: a copy between GPUs delivered wrong bytes
+    if wrong_data:  # worse than slow: a copy delivered wrong bytes
+        peer = all(name.startswith(D2D_PREFIX) for name in wrong_data)  # else a host copy, or the test unknown
         topo.add_finding(Finding(
             "warning", "nvbandwidth-wrong-data",
             f"{source}: nvbandwidth stopped in {', '.join(wrong_data)}: a copy's bytes failed its pattern check "
-            "('Invalid value when checking the pattern'), so a GPU-to-GPU copy delivered wrong data",
+            f"('Invalid value when checking the pattern'), so a {'GPU-to-GPU ' if peer else ''}copy delivered wrong data",
             gpus=sorted(indices),
-            fix="do not trust P2P on this box until it passes: check IOMMU and ACS (`gputopo doctor`), the driver "
-                "and Fabric Manager versions, then rerun nvbandwidth",
+            fix=f"do not trust {'P2P' if peer else 'copies'} on this box until it passes: check IOMMU and ACS "
+                "(`gputopo doctor`), the driver and Fabric Manager versions, then rerun nvbandwidth",
         ))
     if not any(link.measured for link in topo.links):
         d2d = [name for name in waived if name.startswith(D2D_PREFIX)] if len(indices) > 1 else []

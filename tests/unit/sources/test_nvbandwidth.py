@@ -106,3 +106,12 @@ def test_wrong_bytes_stop_the_run_and_are_said_before_anything_else():
 def test_the_version_line_alone_is_not_taken_from_a_json_document():
     assert not nvbandwidth.sniff('{"nvbandwidth": {"version": "v0.7"}}\nnvbandwidth Version: v0.7\n')
     assert nvbandwidth.sniff("nvbandwidth Version: v0.8\nBuilt from Git version: v0.8\n")
+
+
+def test_wrong_bytes_in_a_host_copy_are_not_called_a_gpu_to_gpu_copy():
+    """nvbandwidth#34 with its Running line made host_to_device_memcpy_ce (derived): the bytes a
+    host-to-GPU copy delivered were wrong; nothing says a GPU-to-GPU copy was."""
+    text = text_of("nvbandwidth", "nvbandwidth34_8x_a100_sxm_read_ce_pattern_assert.txt").replace("Running device_to_device_memcpy_read_ce.", "Running host_to_device_memcpy_ce.")
+    (wrong,) = [f for f in nvbandwidth.read(text, "h").diagnostics if f.code == "nvbandwidth-wrong-data"]
+    assert "stopped in host_to_device_memcpy_ce" in wrong.message and "GPU-to-GPU" not in wrong.message
+    assert "P2P" not in wrong.fix
