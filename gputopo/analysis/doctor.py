@@ -38,6 +38,8 @@ def doctor(evidence: HealthEvidence, index_of: dict[str, int] | None = None) -> 
         pasted_checks(label, pasted, report)
     for label, topology in evidence.read_as_topology:
         _topology_checks(label, topology, report)
+    for label, reason in evidence.unread_outputs:
+        report.check(f"read the other outputs in {label}", "not-made", reason)
     report.findings = report.sorted_findings()
     return report
 
@@ -49,8 +51,10 @@ def _topology_checks(label: str, topology: Topology, report: DoctorReport) -> No
     from gputopo.analysis import with_findings
 
     report.check(f"recognise {label}", "ok", f"read as {topology.source} (what `gputopo scan --from` reads)")
+    said = {(f.code, tuple(f.gpus)) for f in report.findings}  # a paste's nvlink part, read by doctor too
     for finding in with_findings(topology).diagnostics:
-        report.add(finding)
+        if (finding.code, tuple(finding.gpus)) not in said:
+            report.add(finding)
 
 
 PCIE_PROBLEMS = frozenset({"acs", "iommu", "downtrained", "narrow-link"})

@@ -77,7 +77,7 @@ def evidence_from_files(paths: list[str]) -> Iterator[HealthEvidence]:
             text = read_text_input(path, "evidence file", MAX_PASTE_BYTES)
             label = os.path.basename(path) if path != "-" else "standard input"
             parsed = parse_pasted(text)
-            if not parsed.kinds and _read_as_topology(evidence, text, label):
+            if _read_as_topology(evidence, text, label, beside_health=bool(parsed.kinds)) and not parsed.kinds:
                 continue
             if not parsed.kinds:
                 unread.append(label)
@@ -89,17 +89,26 @@ def evidence_from_files(paths: list[str]) -> Iterator[HealthEvidence]:
         yield evidence
 
 
-def _read_as_topology(evidence: HealthEvidence, text: str, label: str) -> bool:
-    """Whether ``text``, no health evidence, is an output ``scan --from`` reads; if so its topology
-    (as read) joins the evidence. Text no reader takes stays a check doctor could not make; text a
-    reader recognises but cannot read (cut before anything, damaged, outputs that cannot be joined)
-    is refused with that reader's reason, as ``scan --from`` refuses it, never called "nothing"."""
+def _read_as_topology(evidence: HealthEvidence, text: str, label: str, beside_health: bool = False) -> bool:
+    """Whether ``text`` holds an output ``scan --from`` reads; if so its topology (as read) joins
+    the evidence. Text no reader takes stays a check doctor could not make; text a reader
+    recognises but cannot read (cut before anything, damaged, outputs that cannot be joined) is
+    refused with that reader's reason, as ``scan --from`` refuses it, never called "nothing".
+    ``beside_health``: the text is health evidence too (dmesg with an NCCL log pasted after it): it
+    is read only where a reader other than ``nvidia-smi nvlink`` (which doctor reads itself) takes a
+    part of it, so no part of a paste is dropped silently."""
+    from gputopo.sources import nvlink
     from gputopo.sources.registry import READERS, read_text
     from gputopo.sources.snapshot import looks_like_report, looks_like_snapshot
 
+    if beside_health and not any(r.kind != nvlink.KIND and r.sniff(text) for r in READERS):
+        return False
     try:
         evidence.read_as_topology.append((label, read_text(text, label)))
-    except InputError:
+    except InputError as exc:
+        if beside_health:  # the health evidence stands; the part that could not be read is said
+            evidence.unread_outputs.append((label, str(exc)))
+            return False
         if any(reader.sniff(text) for reader in READERS) or looks_like_snapshot(text) or looks_like_report(text):
             raise
         return False

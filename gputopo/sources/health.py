@@ -38,6 +38,8 @@ class HealthEvidence:
     # Pasted files that are no health evidence but another tool's output ``scan --from`` reads (an
     # NCCL log, nvbandwidth, topo -m ...): (label, its topology as read); analysis judges them.
     read_as_topology: list[tuple[str, Topology]] = field(default_factory=list)
+    # Such outputs pasted beside health evidence that their reader refused: (label, its reason).
+    unread_outputs: list[tuple[str, str]] = field(default_factory=list)
 
     def bdf_to_index(self) -> dict[str, int]:
         """Bus id -> NVML index, where NVML was read."""

@@ -159,3 +159,21 @@ def test_an_output_a_reader_recognises_but_cannot_read_is_refused_with_its_reaso
     assert_one_error_line(result, 2)
     assert "banner found but no device line and no matrix" in result.stderr
     assert "nothing in" not in result.stderr
+
+
+def test_an_nccl_log_pasted_after_dmesg_is_judged_too(cli, tmp_path):
+    """Real dmesg (Xid 32) with the ray_lightning#24 NCCL log pasted after it in one file: doctor read
+    the dmesg and dropped the log without a word (its nccl-p2p-ipc-failed unsaid)."""
+    (log,) = (CORPUS / "nccl_log").glob("raylightning24_*.log")
+    paste = tmp_path / "paste.txt"
+    paste.write_text((DOCTOR_FIXTURES / "dmesg_nvrm_xid32_twice.txt").read_text() + log.read_text())
+    report = json.loads(cli("doctor", "--from", str(paste), "--json").stdout)
+    assert {"xid-32", "nccl-p2p-ipc-failed"} <= {f["code"] for f in report["findings"]}
+    # An output beside health evidence that cannot be read (GPUs that cannot be joined) is said, not fatal.
+    paste.write_text((DOCTOR_FIXTURES / "nvlink_s_v100_two_inactive.txt").read_text() + log.read_text())
+    result = cli("doctor", "--from", str(paste), "--json")
+    assert result.exit_code == 0, result.output
+    report = json.loads(result.stdout)
+    assert [f["code"] for f in report["findings"]].count("nvlink-inactive") == 1
+    (unread,) = [c for c in report["checks"] if c["name"] == "read the other outputs in paste.txt"]
+    assert unread["status"] == "not-made" and "number their GPUs differently" in unread["detail"]
