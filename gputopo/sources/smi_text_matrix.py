@@ -367,7 +367,8 @@ def read_rows(lines: list[str], start: int, matrix: _Matrix) -> int:
             label = lines[after].split()[0] if after is not None else None
             if after is None or label not in labels or label in matrix.rows:
                 break
-            blank_skipped += after - i
+            if matrix.rows:  # between the rows; not under the header (a markdown table's '| --- |' rule)
+                blank_skipped += after - i
             i = after
             continue
         label = tokens[0]

@@ -206,3 +206,11 @@ def test_a_markdown_pipe_table_is_read_as_the_matrix_it_shows():
     assert piped and out == ["a | b", "\tGPU0\tGPU1\tCPU Affinity\tNUMA Affinity", "", "GPU0\tX\tPIX\t0-15\t0", "GPU1\tPIX\tX\t0-15\t0"]
     assert parse_topo_matrix("\n".join(lines), "md2").gpu(1).cpu_affinity == "0-15"
     assert unpipe_table(["| one | GPU0 |", "text"]) == (["| one | GPU0 |", "text"], False)
+
+
+def test_a_markdown_tables_rule_line_is_not_called_a_blank_line_between_rows():
+    """The llama.cpp fork's table has no blank line; its '| --- |' rule under the header was said to
+    be "1 blank line between the rows were skipped"."""
+    text = (OWN_FIXTURES / "corpus" / "topo" / "llamacpp_fork_7gpu_3090_nv4_pair_pxb_markdown_pipe_table.txt").read_text()
+    said = " ".join(f.message for f in parse_topo_matrix(text, "md").diagnostics if f.code == "repaired-paste")
+    assert "a markdown table" in said and "blank line" not in said
