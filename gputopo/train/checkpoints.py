@@ -292,6 +292,12 @@ def check_checkpoint_choice(config: TrainConfig, *, scaling: bool, dry_run: bool
     if config.checkpoint_dir is None:
         return
     check_local_folder(config.checkpoint_dir)
+    try:
+        os.stat(config.checkpoint_dir)
+    except (FileNotFoundError, NotADirectoryError):
+        pass  # made by the run, or refused below with what stands in the way
+    except OSError as exc:  # EACCES (/proc/1/root/...), ENAMETOOLONG, ELOOP: one line, not a traceback
+        raise InputError(f"--checkpoint-dir cannot be looked at ({exc.strerror or exc}): {config.checkpoint_dir}") from None
     if Path(config.checkpoint_dir).exists() and not Path(config.checkpoint_dir).is_dir():
         raise InputError(f"--checkpoint-dir {config.checkpoint_dir} is a file, not a folder")
     saved = saved_checkpoints(config.checkpoint_dir)

@@ -172,3 +172,12 @@ def test_a_chmod_000_class_folder_is_one_line(cli, tmp_path: Path):
         _assert_one_line_error(cli("train", "--cpu-devices", "1", "--data", str(folder)), "cannot read folder")
     finally:
         locked.chmod(0o755)
+
+
+def test_a_checkpoint_dir_the_system_cannot_look_at_is_one_line_not_a_traceback(cli, tmp_path):
+    """A path longer than the kernel takes (ENAMETOOLONG; /proc/1/root/... gives EACCES the same
+    way): Path.exists() raised it as a traceback."""
+    too_long = str(tmp_path / "/".join(["a"] * 3000))
+    result = cli("train", "--machine", "dgx-a100", "--gpus", "2", "--checkpoint-dir", too_long, "--dry-run")
+    assert_one_error_line(result, 2)
+    assert "File name too long" in result.stderr
