@@ -120,7 +120,11 @@ def write_target(path: str | os.PathLike[str]) -> Path:
     refused = protected_link(path)
     if refused is not None:
         raise OutputError(f"cannot write {shown}: {refused}")
-    target = Path(os.path.realpath(path)) if path.is_symlink() else path
+    try:
+        is_link = path.is_symlink()
+    except OSError as exc:  # EACCES (/proc/1/root/... in a container), ENAMETOOLONG: one line, as the shell's >
+        raise OutputError(f"cannot write {shown}: {exc.strerror or exc}") from None
+    target = Path(os.path.realpath(path)) if is_link else path
     if target.is_symlink():  # realpath stops at a loop
         raise InputError(f"cannot write {shown}: the symbolic link does not lead to a file (a loop)")
     if target != path:

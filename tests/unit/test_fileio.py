@@ -8,7 +8,7 @@ import stat
 
 import pytest
 
-from gputopo.errors import InputError
+from gputopo.errors import InputError, OutputError
 from gputopo.fileio import atomic_write_text, read_text_input
 
 
@@ -209,3 +209,11 @@ def test_a_file_this_user_may_not_write_is_not_replaced(tmp_path, monkeypatch):
         atomic_write_text(target, "new")
     assert target.read_text() == "old\n"
     assert [p.name for p in tmp_path.iterdir()] == ["ro.json"]
+
+
+def test_a_path_the_kernel_will_not_look_at_is_an_output_error_not_a_traceback(tmp_path):
+    """ENAMETOOLONG (and EACCES, as /proc/1/root/... gives in a container) came out of
+    Path.is_symlink() in write_target as a traceback."""
+    too_long = tmp_path / "/".join(["a"] * 3000) / "x.json"
+    with pytest.raises(OutputError, match="File name too long"):
+        atomic_write_text(too_long, "{}")
