@@ -101,8 +101,8 @@ def protected_link(path: str | os.PathLike[str]) -> str | None:
         if sticky_public and link_st.st_uid not in (folder_st.st_uid, os.geteuid()):
             return (f"{step} is a symbolic link in the sticky world-writable folder {current}, owned by uid "
                     f"{link_st.st_uid} (neither the folder's owner nor you): not followed (as fs.protected_symlinks)")
-        if hops > MAX_LINK_HOPS:
-            return None  # a loop: what follows says so
+        if hops > MAX_LINK_HOPS:  # a loop, or a chain the kernel refuses (ELOOP); realpath would follow it
+            return f"more than {MAX_LINK_HOPS} symbolic links on the way to {text} (a loop?): not followed, as the kernel"
         pending.extend(reversed(Path(target).parts))
     return None
 

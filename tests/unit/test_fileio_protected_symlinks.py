@@ -112,3 +112,20 @@ def test_a_folder_link_owned_by_the_writer_or_the_folders_owner_is_followed(stic
     os.lchown(folder / "theirs", OTHER_UID, OTHER_UID)  # the folder's owner's
     atomic_write_text(folder / "theirs" / "b.json", "b\n")
     assert _listing(private) == [("a.json", "a\n"), ("b.json", "b\n")]
+
+
+def test_a_chain_of_more_links_than_the_kernel_follows_does_not_hide_another_users_link(sticky, tmp_path):
+    """41 links of the writer's own before another user's link in /tmp: the walk gave up at 40 and
+    let realpath (no limit) write through; the shell's > says ELOOP."""
+    folder, secret = sticky
+    theirs = folder / "theirs"
+    theirs.symlink_to(secret)
+    os.lchown(theirs, OTHER_UID, OTHER_UID)
+    chain = tmp_path / "chain"
+    chain.mkdir()
+    (chain / "l41").symlink_to(theirs)
+    for i in range(40, -1, -1):
+        (chain / f"l{i}").symlink_to(f"l{i + 1}")
+    with pytest.raises(OutputError, match="more than 40 symbolic links"):
+        atomic_write_text(chain / "l0", "overwritten\n")
+    assert secret.read_text() == "root's own\n"
