@@ -221,7 +221,7 @@ def _single_host_ops(links: dict[tuple[int, int], Link], gpus: list[int], ring: 
         guessed = [(a, b) for a, b in pairs if links[(a, b)].can_peer is None and not links[(a, b)].is_nvlink]
         if guessed:  # no P2P status in the source: PCIe within one NUMA node usually peers, not always (ACS, IOMMU)
             return "NcclAllReduce", (
-                f"every pair should copy directly over PCIe (inferred from the path words: the source gives no P2P "
+                "every pair should copy directly over PCIe (inferred from the path words: the source gives no P2P "
                 "status; ACS or a translating IOMMU can still forbid it, `gputopo doctor` tells), so NCCL's rings "
                 "run GPU to GPU; it is TF's default on GPUs"
             )
