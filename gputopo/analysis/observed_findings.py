@@ -117,6 +117,7 @@ def _narrow_path(topology: Topology) -> list[Finding]:
     """Pairs of unknown link type slow both ways (P2P on and off): the path, not P2P (tinygrad#44).
     A pair ``p2p-slower-than-staged`` names is left to it: there P2P is the cause."""
     slow: list[tuple[int, int, float, float]] = []
+    assumed = False
     for link in topology.links:
         m = link.measured
         if m is None or link.type != "UNKNOWN" or m.p2p_enabled is not True:
@@ -125,21 +126,37 @@ def _narrow_path(topology: Topology) -> list[Finding]:
         off = [v for v in (m.p2p_off_a_to_b_gbps, m.p2p_off_b_to_a_gbps) if v is not None and v > 0]
         if on is None or not off or on < P2P_SLOWER_RATIO * min(off):
             continue
+        gens = [_pcie_generation(topology, g) for g in (link.a, link.b)]
+        if any(gen is not None and gen < 3 for gen in gens):
+            continue  # a Gen2 (or older) link carries about this much: slow is normal there
         if max(off) < NARROW_STAGED_GBPS and on < NARROW_P2P_FACTOR * max(off):
             slow.append((link.a, link.b, on, max(off)))
+            assumed = assumed or None in gens
     if not slow:
         return []
+    basis = ("assuming PCIe Gen3 or newer (the source does not give the GPUs' PCIe generation; on a Gen2 card "
+             "such figures are normal)" if assumed else "the GPUs' links are PCIe Gen3 or newer")
     shown = "; ".join(f"{a}-{b} {on:.1f} with P2P, {off:.1f} without" for a, b, on, off in slow[:6])
     more = f"; and {len(slow) - 6} more" if len(slow) > 6 else ""
     return [Finding(
         "warning", "pcie-path-narrow",
         f"{count_word(len(slow), 'GPU pair')} {'copies' if len(slow) == 1 else 'copy'} slowly both ways (GB/s): {shown}{more}; "
-        f"staged copies below {NARROW_STAGED_GBPS:.0f} GB/s are under what one PCIe Gen3 x16 link carries, so a link "
-        "on the path is narrow or slow (an x4/x8 slot, chipset lanes, a riser); P2P is not the cause",
+        f"staged copies below {NARROW_STAGED_GBPS:.0f} GB/s are under what one PCIe Gen3 x16 link carries ({basis}), "
+        "so a link on the path is narrow or slow (an x4/x8 slot, chipset lanes, a riser); P2P is not the cause",
         gpus=sorted({g for a, b, *_ in slow for g in (a, b)}),
         fix="check each GPU's link under load (`nvidia-smi -q -d PCIE`: Link Width / Generation, current vs max) "
             "and which slots hang off the chipset; `gputopo doctor` with `lspci -vvv` shows the narrow hop",
     )]
+
+
+def _pcie_generation(topology: Topology, index: int) -> int | None:
+    """The PCIe generation the GPU's link reaches, where the source gives it (idle GPUs drop the
+    current one: the maximum decides)."""
+    try:
+        gpu = topology.gpu(index)
+    except KeyError:
+        return None
+    return gpu.pcie_gen_max or gpu.pcie_gen_current
 
 
 def _nccl_transports(topology: Topology) -> list[Finding]:

@@ -107,3 +107,19 @@ def test_a_pair_where_p2p_is_the_slower_way_is_not_also_called_a_narrow_path():
     text = text.replace("1015.27   6.60", "1015.27   4.60").replace("1   6.60 945.63", "1   4.60 945.63")
     codes = _codes(p2pbw.read(text, "t"))
     assert "p2p-slower-than-staged" in codes and "pcie-path-narrow" not in codes
+
+
+def test_a_narrow_path_says_it_assumes_gen3_and_is_not_claimed_for_a_gen2_card():
+    """tinygrad#44's figures: p2pBandwidthLatencyTest does not give the PCIe generation, so the Gen3
+    floor is named as an assumption; where the GPUs' links are known to be Gen2 (~6 GB/s is what a
+    Gen2 x16 link carries), there is no finding at all."""
+    topo = p2pbw.read(text_of("p2pbw", "tinygrad44_2x_rtx4090_visible_0_1_p2p_6gbps_prompt_cut.txt"), "t")
+    (narrow,) = [f for f in observed_findings(topo) if f.code == "pcie-path-narrow"]
+    assert "assuming PCIe Gen3 or newer" in narrow.message
+    for gpu in topo.gpus:
+        gpu.pcie_gen_max = 4
+    (known,) = [f for f in observed_findings(topo) if f.code == "pcie-path-narrow"]
+    assert "assuming" not in known.message and "are PCIe Gen3 or newer" in known.message
+    for gpu in topo.gpus:
+        gpu.pcie_gen_max = 2
+    assert "pcie-path-narrow" not in _codes(topo)
