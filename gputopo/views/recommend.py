@@ -14,7 +14,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from gputopo.notation import format_gbps, number_list
+from gputopo.notation import count_word, format_gbps, gpus_word, number_list
 from gputopo.quoting import comment, env_assignment, python_str
 from gputopo.views.common import indented, labelled, out
 
@@ -72,6 +72,9 @@ def placement(group: GroupAdvice) -> str:
     if not group.same_host:
         hosts = group.hosts or sorted((group.cuda_visible_devices_by_host or {}).keys())
         return f"spread over {len(hosts)} hosts ({', '.join(hosts)})"
+    if group.numa_unknown_gpus:
+        return (f"{count_word(group.numa_domains, 'NUMA node')} given; the NUMA node of "
+                f"{gpus_word(group.numa_unknown_gpus)} is not in the source")
     if group.same_socket is None and group.numa_domains > 1:
         return f"{group.numa_domains} NUMA nodes; whether on one CPU socket, the source does not say"
     if group.same_socket is None:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import itertools
 
 from gputopo.analysis.locality import same_socket
-from gputopo.analysis.recommend.problem import CENTI, Problem
+from gputopo.analysis.recommend.problem import CENTI, Problem, numa_domain_of
 from gputopo.analysis.recommend.result import GroupAdvice, GroupKey, RingHop
 from gputopo.errors import InputError
 from gputopo.model import Link, Topology
@@ -92,6 +92,12 @@ def _describe_locality(problem: Problem, group: GroupAdvice) -> None:
     group.hosts = sorted({g.host for g in gpu_objs if g.host is not None})
     group.same_host = len({g.host for g in gpu_objs}) == 1
     group.numa_domains = problem.rank_of_key(group.key).numa_nodes
+    placed = {(g.host, numa_domain_of(g)) for g in gpu_objs if numa_domain_of(g) is not None}
+    if placed and len(placed) < len({(g.host, numa_domain_of(g)) for g in gpu_objs}):
+        # The rank counts the unplaced GPUs as a node of their own (groups the source places fully
+        # rank first); in words, only the nodes the source gives are counted, the rest named.
+        group.numa_domains = len(placed)
+        group.numa_unknown_gpus = sorted(g.index for g in gpu_objs if numa_domain_of(g) is None)
     group.same_socket = _same_socket(problem, group)
     numa_nodes = {g.numa_node for g in gpu_objs}
     affinities = {g.cpu_affinity for g in gpu_objs}

@@ -9,7 +9,7 @@ from __future__ import annotations
 from gputopo.analysis.recommend.problem import CENTI, Problem
 from gputopo.analysis.recommend.result import GroupAdvice
 from gputopo.model import Topology
-from gputopo.notation import count_word, format_gbps, gpu_set
+from gputopo.notation import count_word, format_gbps, gpu_set, gpus_word
 from gputopo.numbering import pci_order_numbers
 
 
@@ -83,6 +83,9 @@ def why_better(group: GroupAdvice, worse: GroupAdvice, name_worse: bool = True, 
                 f"{same}, but nearer NUMA nodes (kernel distance {mine.distance} instead of {theirs.distance}), "
                 "keeping the input pipeline next to the GPUs"
             )
+        if worse.numa_unknown_gpus and not group.numa_unknown_gpus:
+            return (f"{same}, but on {_one_or_count(group.numa_domains, 'NUMA node')} the source gives, where the "
+                    f"NUMA node of {gpus_word(worse.numa_unknown_gpus)} in {gpu_set(worse.gpus)} is not in the source")
         numa_a, numa_b = (mine.numa_nodes, theirs.numa_nodes) if mine and theirs else (-a[2], -b[2])
         return (
             f"{same}, but on {_one_or_count(numa_a, 'NUMA node')} instead of {numa_b}, "

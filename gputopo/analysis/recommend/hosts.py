@@ -66,7 +66,8 @@ def group_shape(group: GroupAdvice) -> str:
     """``8x NV18, one NUMA node``: the ring's hops and where the group sits, to compare hosts."""
     hops = Counter(hop.label or hop.link_type for hop in group.hops)
     ring = ", ".join(f"{count}x {label}" for label, count in sorted(hops.items())) or "one GPU"
-    return f"{ring}, {count_word(group.numa_domains, 'NUMA node')}"
+    unplaced = f" and {gpus_word(group.numa_unknown_gpus)} not placed" if group.numa_unknown_gpus else ""
+    return f"{ring}, {count_word(group.numa_domains, 'NUMA node')}{unplaced}"
 
 
 def _nic_uses(nearest: list[NearestNics]) -> list[NicUse]:

@@ -49,7 +49,10 @@ class GroupAdvice:
     allreduce_gbps: float | None = None  # gradient bytes all-reduced per second: busbw * n / (2(n-1))
     total_link_gbps: float = 0.0  # sum of pair bandwidths inside the group (tie-break)
     hosts: list[str] = field(default_factory=list)
+    # NUMA nodes the group spans, counting only GPUs whose node the source gives where some of the
+    # group's do and some do not (a paste cut short): ``numa_unknown_gpus`` are the others.
     numa_domains: int = 1
+    numa_unknown_gpus: list[int] = field(default_factory=list)
     # One host and no pair crosses the SMP interconnect (no SYS path between them); None where the
     # source does not say how the GPUs are wired (a TF log alone).
     same_socket: bool | None = True

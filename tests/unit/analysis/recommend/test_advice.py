@@ -189,3 +189,28 @@ def test_a_hop_known_only_to_peer_names_tf_only_for_a_tf_log():
     topo = p2pbw.read(text_of("p2pbw", "aikitoria29_9gpu_mixed_blackwell_ampere_ada_peer_lines_cut_before_matrices.txt"), "c")
     best = recommend(topo, gpus=2).best
     assert best.slowest_hop.label == "P2P" and "TF" not in best.reason
+
+
+# --- NUMA nodes the source does not give ------------------------------------------------------------
+
+
+def test_a_gpu_whose_numa_node_is_not_given_is_named_not_counted_as_a_node():
+    """A paste cut after some rows gives the NUMA node of some GPUs only: the group's count is of the
+    nodes given, the others are named (not a node of their own), and a fully placed group ranks first."""
+    from linktable import link_table
+
+    from gputopo.views.recommend import placement
+
+    topo = link_table("""
+        X   NV2 NV2 NV2
+        NV2 X   NV2 NV2
+        NV2 NV2 X   NV2
+        NV2 NV2 NV2 X
+    """, numa=[0, 0, 1, None], socket=None, cpus=[None] * 4)
+    whole = recommend(topo, gpus=4).groups[0]
+    assert (whole.numa_domains, whole.numa_unknown_gpus) == (2, [3])
+    assert placement(whole) == "2 NUMA nodes given; the NUMA node of GPU 3 is not in the source"
+    pairs = recommend(topo, gpus=2, require=[3]).groups
+    assert pairs and all(3 in g.gpus for g in pairs)
+    assert all((g.numa_domains, g.numa_unknown_gpus) == (1, [3]) for g in pairs)
+    assert recommend(topo, gpus=2).groups[0].gpus == [0, 1]  # placed on one node: first
