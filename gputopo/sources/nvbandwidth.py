@@ -16,7 +16,7 @@ import re
 from dataclasses import dataclass, field
 
 from gputopo.errors import InputError
-from gputopo.model import Finding, Gpu, Topology
+from gputopo.model import Gpu, ReadingNote, Topology
 from gputopo.sources.pasted import (
     device_index,
     hex_bus_id,
@@ -156,11 +156,7 @@ def topology_from(gpus: dict[int, Gpu], matrices: list[Matrix], host_columns: in
             elif matrix.kind == "latency":
                 m.latency_us = keep_worse(m.latency_us, value / 1000.0)
     if not any(link.measured for link in topo.links):
-        topo.add_finding(Finding(
-            "info", "no-pair-measured",
-            f"{source}: nvbandwidth measured no GPU pair (device-to-device tests waived, or one GPU)",
-            fix="run `nvbandwidth -t device_to_device_memcpy_read_ce` on a box whose GPUs can peer",
-        ))
+        topo.reading_notes.append(ReadingNote("no-pair-measured", {"source": source}))
     return topo
 
 

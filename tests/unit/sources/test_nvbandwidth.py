@@ -33,7 +33,7 @@ def test_real_captures_read_as_the_expert_reads_them(name, want):
         assert topo.link(*pair(key, "-")).measured.bidirectional_gbps == pytest.approx(gbps)
     if want.get("pairs_measured") == 0:
         assert not any(link.measured for link in topo.links)
-        assert any(f.code == "no-pair-measured" for f in topo.diagnostics)
+        assert any(n.code == "no-pair-measured" for n in topo.reading_notes)
 
 
 def test_the_two_groups_of_the_a6000_box_stand_out():

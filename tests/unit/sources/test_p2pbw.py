@@ -17,7 +17,7 @@ def test_real_captures_read_as_the_expert_reads_them(name, want):
     bus_ids = want.get("bus_ids")
     if bus_ids is None:
         assert all(g.pci_bus_id is None for g in topo.gpus)
-        assert any(f.code == "cuda-ordinals-only" for f in topo.diagnostics)
+        assert any(n.code == "cuda-ordinals-only" for n in topo.reading_notes)
     else:
         assert {str(g.index): g.pci_bus_id for g in topo.gpus} == bus_ids
     for index, gpu_name in want.get("names", {}).items():
