@@ -14,6 +14,7 @@ whitespace; only the header needs care, because its attribute titles contain spa
 
 from __future__ import annotations
 
+import json
 import re
 from typing import Any
 
@@ -90,7 +91,7 @@ def parse_topo_matrix(text: str, source: str) -> Topology:
                                                            "line": topo_matrices[0].header_line_no}))
     topology = _build_topology(topo_matrices[0], source, notes)
     repairs = [{"repair": "line-prefix", "prefix": prefix[:40]}] if prefix else []
-    repairs += [r for k, r in enumerate(topo_matrices[0].repairs) if r not in topo_matrices[0].repairs[:k]]
+    repairs += list({json.dumps(r, sort_keys=True): r for r in topo_matrices[0].repairs}.values())  # each once
     if bare_escapes:
         repairs.append({"repair": "bare-escapes"})
     legend = nic_legend(lines)
