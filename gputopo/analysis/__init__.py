@@ -1,6 +1,7 @@
 """What a Topology means: findings, bandwidth estimates, GPU-group recommendations.
 
-Sources return a topology as read; every command gets its topology with its findings through
+Sources return a topology as read (what a reader noticed is a ``ReadingNote``, facts only; every
+sentence about it is written in ``reading_notes``); every command gets its topology with its findings through
 ``topology_for(request)`` (one host) or ``topologies_for(request)`` (one per host), so no command
 forgets them.
 """
@@ -16,9 +17,12 @@ if TYPE_CHECKING:
 
 
 def with_findings(topology: Topology) -> Topology:
-    """Attach ``diagnose(topology)``'s findings (a finding already there, same code and GPUs, is kept once)."""
+    """Attach the readers' notes in words (``reading_notes``), then ``diagnose(topology)``'s findings
+    (a finding already there, same code and GPUs, is kept once)."""
     from gputopo.analysis.diagnose import diagnose
+    from gputopo.analysis.reading_notes import add_reading_findings
 
+    add_reading_findings(topology)
     for finding in diagnose(topology):
         topology.add_finding(finding)
     return topology

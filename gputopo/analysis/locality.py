@@ -10,10 +10,10 @@ several NUMA nodes in one socket, and nvidia-smi's ``SYS`` means "between NUMA n
   tells the GPUs apart -- also where the link word is SYS (some PCIe boards say SYS within a node);
 - different NUMA nodes say nothing about sockets: ``same_socket`` is then ``None`` unless the text
   shows it: the old word ``SOC``, which nvidia-smi's legend defined as "the SMP link between CPU
-  sockets" (the reader notes it: finding ``soc-between-sockets``), or two CPU sets too large
+  sockets" (the reader notes it: reading note ``soc-between-sockets``), or two CPU sets too large
   together for any one socket (``MAX_THREADS_PER_SOCKET``);
 - a virtual machine shows the hypervisor's PCI topology: nothing is concluded from it. Evidence:
-  a line of the paste (``Hypervisor vendor: KVM``, DMI strings; the reader's finding
+  a line of the paste (``Hypervisor vendor: KVM``, DMI strings; the reader's note
   ``vm-evidence``), or every GPU showing one CPU set / NUMA set yet SYS (SOC) between every pair.
 """
 
@@ -23,7 +23,9 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import Any
 
-from gputopo.model import Finding, Gpu, Link, Topology
+from gputopo.analysis.reading_notes import vm_line
+from gputopo.model import Gpu, Link, ReadingNote, Topology
+from gputopo.model.reading_notes import SOC_BETWEEN_SOCKETS, VM_EVIDENCE
 from gputopo.notation import parse_cpu_list
 
 # What nvidia-smi's SYS means, for findings made where the sockets are not known.
@@ -35,9 +37,9 @@ BELOW_SYS = ("PIX", "PXB", "PHB", "NODE")
 # The most logical CPUs one socket has (AMD EPYC 9965: 192 cores, 2 threads each); two GPUs' CPU
 # sets that together hold more cannot be one socket's.
 MAX_THREADS_PER_SOCKET = 384
-# Findings a text reader leaves for this module: what a line of the paste shows.
-VM_EVIDENCE_CODE = "vm-evidence"
-SOC_CODE = "soc-between-sockets"
+# Reading notes a text reader leaves for this module: what a line of the paste shows.
+VM_EVIDENCE_CODE = VM_EVIDENCE
+SOC_CODE = SOC_BETWEEN_SOCKETS
 _BAD = object()
 
 
@@ -63,13 +65,13 @@ def _affinity_text(gpu: Gpu) -> str | None:
     return None if gpu.numa_node is None else str(gpu.numa_node)
 
 
-def _text_fact(topology: Topology, code: str) -> Finding | None:
-    return next((f for f in topology.diagnostics if f.code == code), None)
+def _text_fact(topology: Topology, code: str) -> ReadingNote | None:
+    return next((note for note in topology.reading_notes if note.code == code), None)
 
 
 def vm_evidence(topology: Topology) -> str | None:
     """Why the topology looks like a virtual machine's (the hypervisor's virtual PCI topology), or
-    None. A line of the paste that says so (the reader's ``vm-evidence`` finding); else,
+    None. A line of the paste that says so (the reader's ``vm-evidence`` note, in words); else,
     conservatively: every GPU that shows a CPU set / NUMA affinity shows the same one (two at
     least) yet every pair shows SYS (SOC), or they share one CPU set and a multi-node NUMA set and
     reach every NIC through PHB. Computed once per topology where no line of the paste says it (per-pair
@@ -84,8 +86,9 @@ def _vm_evidence(topology: Topology) -> str | None:
     if topology.is_reference or len({g.host for g in gpus}) > 1:
         return None
     said = _text_fact(topology, VM_EVIDENCE_CODE)
-    if said is not None:
-        return said.message
+    words = vm_line(said) if said is not None else None
+    if words is not None:
+        return words
     if len(gpus) < 2:
         return None
     cpu_known = [g.cpu_affinity for g in gpus if g.cpu_affinity]

@@ -26,6 +26,7 @@ from gputopo.model import (
 from gputopo.notation import gpu_set, number_list, pair_list
 from gputopo.numbering import index_by_bus_id
 from gputopo.analysis.locality import SYS_MEANING, same_socket, vm_evidence
+from gputopo.analysis.reading_notes import note_findings
 from gputopo.analysis.tf_log_findings import ignored_gpu_findings, peer_info_is_peer_limit_only, peer_limit_finding
 from gputopo.sources.tflog import ERA_NO_GPU, ERA_TF25, ERA_TF_ABSL, peer_state
 
@@ -138,7 +139,7 @@ def tf_findings(topology: Topology) -> list[Finding]:
     view = topology.tf
     if view is None:
         return []
-    findings: list[Finding] = list(view.notes)
+    findings: list[Finding] = note_findings(view.reading_notes)  # what the log reader noticed, first
     if view.era == ERA_NO_GPU or (not view.devices and view.visible_ordinals == []):
         findings.append(
             Finding(

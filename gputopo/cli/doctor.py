@@ -78,8 +78,10 @@ def _topology_to_annotate(topology_file: str | None, save: str):
 def _save_with_health(report, topo, save: str) -> None:
     """The topology with doctor's health on its links and its findings, saved."""
     from gputopo.analysis.doctor import apply_health
+    from gputopo.analysis.reading_notes import add_reading_findings
     from gputopo.sources.snapshot import save_snapshot
 
+    add_reading_findings(topo)  # what the reader noticed, in words, first (as every snapshot holds it)
     apply_health(topo, report)
     save_snapshot(topo, save)
 

@@ -1,7 +1,8 @@
 """The one data model every source produces and every command consumes.
 
 A ``Topology`` is plain data: GPUs, NICs, the link between every pair of GPUs (and between GPUs
-and NICs), where it all came from, and the findings made about it. It round-trips exactly through
+and NICs), where it all came from, what its readers noticed (``ReadingNote``: facts, which
+analysis words) and the findings made about it. It round-trips exactly through
 JSON (``to_dict`` / ``from_dict``) under the schema ``gputopo.topology/1``.
 
 Link words are nvidia-smi's (``nvidia-smi topo -m``):
@@ -24,6 +25,7 @@ from __future__ import annotations
 from gputopo.model.cluster import CLUSTER_SCHEMA, Cluster
 from gputopo.model.observed import CollectiveRow, CollectiveRun, NcclRank, NcclTransport, NcclView, NvLinkState
 from gputopo.model.parts import GPU_NUMBERING_SUBJECT, Disagreement, Finding, Gpu, GpuProcess, Link, Measurement, Nic, NicLink, make_link
+from gputopo.model.reading_notes import ReadingNote
 from gputopo.model.tf_view import TfDevice, TfView
 from gputopo.model.topology import Topology, plain_data
 from gputopo.model.words import (
@@ -45,6 +47,6 @@ __all__ = [
     "plain_data",
     "CLUSTER_SCHEMA", "Cluster", "CollectiveRow", "CollectiveRun", "NcclRank", "NcclTransport", "NcclView", "NvLinkState", "MAX_NVLINKS_PER_PAIR", "NVLINK_MEANING", "P2P_OK", "P2P_STATUS_MEANING", "P2P_STATUS_WORDS",
     "PCIE_PATH_MEANING", "PCIE_PATHS", "SCHEMA", "SEVERITIES", "GPU_NUMBERING_SUBJECT", "Disagreement", "Finding", "Gpu", "GpuProcess", "Link", "Measurement",
-    "Nic", "NicLink", "TfDevice", "TfView", "Topology", "is_known_link_type", "make_link",
+    "Nic", "NicLink", "ReadingNote", "TfDevice", "TfView", "Topology", "is_known_link_type", "make_link",
     "normalize_pci_bus_id", "nvlink_count_of",
 ]

@@ -66,6 +66,8 @@ def _value(value: Any, hint: Any, where: str) -> Any:
                 for k, v in value.items()}
     if dataclasses.is_dataclass(hint):
         return _build_checked(hint, value, where)  # type: ignore[arg-type]
+    if hint is Any:
+        return _plain_json(value, where)
     is_number = isinstance(value, (int, float)) and not isinstance(value, bool)
     if hint is int and is_number and isinstance(value, int) and not -(2**63) <= value < 2**63:
         raise ValueError(f"{where}: {shown(value)} is out of range")
@@ -82,6 +84,54 @@ def _value(value: Any, hint: Any, where: str) -> Any:
 
 _BAD = object()  # the fast pass met a value the careful pass must name
 _INT64 = 2**63
+# How deeply an ``Any`` field (``ReadingNote.facts``) may nest its lists and objects.
+MAX_PLAIN_DEPTH = 8
+
+
+def _plain_json(value: Any, where: str, depth: int = 0) -> Any:
+    """A field typed ``Any``: plain JSON values only (``ReadingNote.facts``). Its strings are data
+    shown as text, so free text; keys are one line; figures finite, integers 64-bit; nested at most
+    ``MAX_PLAIN_DEPTH`` deep."""
+    kind = type(value)
+    if kind in (str, bool) or value is None:
+        return value
+    if kind is int:
+        if not -_INT64 <= value < _INT64:
+            raise ValueError(f"{where}: {shown(value)} is out of range")
+        return value
+    if kind is float:
+        if not math.isfinite(value):
+            raise ValueError(f"{where}: must be a finite number, got {shown(value)}")
+        return value
+    if kind in (list, dict) and depth >= MAX_PLAIN_DEPTH:
+        raise ValueError(f"{where}: nested more than {MAX_PLAIN_DEPTH} deep")
+    if kind is list:
+        return [_plain_json(v, f"{where}[{k}]", depth + 1) for k, v in enumerate(value)]
+    if kind is dict:
+        return {check_text(k, f"{where} key"): _plain_json(v, f"{where}.{k}", depth + 1) for k, v in value.items()}
+    raise ValueError(f"{where}: must be a plain JSON value, got {shown(value)}")
+
+
+def _fast_plain_json(value: Any, depth: int = 0) -> Any:
+    """``_plain_json`` without paths: the value, or ``_BAD`` where the careful pass must name it."""
+    kind = type(value)
+    if kind in (str, bool) or value is None:
+        return value
+    if kind is int:
+        return value if -_INT64 <= value < _INT64 else _BAD
+    if kind is float:
+        return value if math.isfinite(value) else _BAD
+    if kind in (list, dict) and depth >= MAX_PLAIN_DEPTH:
+        return _BAD
+    if kind is list:
+        out = [_fast_plain_json(v, depth + 1) for v in value]
+        return _BAD if any(v is _BAD for v in out) else out
+    if kind is dict:
+        if value and first_control("".join(value)) is not None:
+            return _BAD
+        items = {k: _fast_plain_json(v, depth + 1) for k, v in value.items()}
+        return _BAD if any(v is _BAD for v in items.values()) else items
+    return _BAD
 
 
 @functools.lru_cache(maxsize=None)
@@ -121,6 +171,8 @@ def _fast_converter(hint: Any) -> Callable[[Any], Any]:
         return as_dict
     if dataclasses.is_dataclass(hint):
         return _fast_dataclass(hint)
+    if hint is Any:
+        return _fast_plain_json
     if hint is int:
         return lambda v: v if type(v) is int and -_INT64 <= v < _INT64 else _BAD
     if hint is float:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from gputopo.model.parts import Finding
+from gputopo.model.reading_notes import ReadingNote
 
 
 @dataclass
@@ -31,8 +31,9 @@ class TfView:
     era: str | None = None  # which log format was read, e.g. "tf0-gpu-init", "tf2-created-device"
     source: str | None = None  # the log file ("-" for standard input)
     visible_ordinals: list[int] | None = None  # "Adding visible gpu devices: ..."
-    # What the log reader could not read (cut lines, missing matrix rows), reported as findings.
-    notes: list[Finding] = field(default_factory=list)
+    # What the log reader noticed (cut lines, missing matrix rows, several start-ups): facts that
+    # ``analysis.tf_crosscheck.tf_findings`` words. Older snapshots' ``notes`` (findings) load here.
+    reading_notes: list[ReadingNote] = field(default_factory=list)
     # True: the true entries of ``peer`` off the diagonal are inferred, not printed (TF 0.x-1.4 log
     # only the pairs that cannot peer, and this log names every GPU on both sides of those lines).
     peer_inferred: bool = False

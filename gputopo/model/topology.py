@@ -14,6 +14,7 @@ from gputopo.model.from_json import build, shown
 from gputopo.model.json_text import gc_paused
 from gputopo.model.observed import CollectiveRun, NcclView, NvLinkState
 from gputopo.model.parts import Disagreement, Finding, Gpu, Link, Nic, NicLink
+from gputopo.model.reading_notes import ReadingNote, upgrade_legacy
 from gputopo.model.tf_view import TfView
 from gputopo.model.words import SCHEMA, SEVERITIES, is_known_link_type
 from gputopo.notation import check_utc_time
@@ -28,6 +29,9 @@ class Topology:
     nics: list[Nic] = field(default_factory=list)
     nic_links: list[NicLink] = field(default_factory=list)
     diagnostics: list[Finding] = field(default_factory=list)
+    # What the readers noticed while reading (a repaired paste, NVML queries that failed): facts that
+    # ``gputopo.analysis`` words into findings (``gputopo.model.reading_notes``).
+    reading_notes: list[ReadingNote] = field(default_factory=list)
     source: str = "unknown"  # "nvml", "nvidia-smi", "tf-log", "snapshot", "reference"
     source_detail: str | None = None  # file path, machine name, ...
     label: str | None = None  # human title, e.g. "DGX-1 (8x V100 SXM2) — reference machine"
@@ -188,7 +192,7 @@ class Topology:
         if schema != SCHEMA:
             raise ValueError(f"schema: unsupported snapshot schema {shown(schema)} (expected {SCHEMA!r})")
         try:
-            topo = build(cls, data)
+            topo = build(cls, upgrade_legacy(data))
         except (TypeError, KeyError, AttributeError) as exc:
             raise ValueError(f"malformed topology snapshot: {exc}") from None
         topo.validate()

@@ -22,6 +22,7 @@ from typing import Any, Sequence
 from gputopo.errors import InputError
 from gputopo.model import GPU_NUMBERING_SUBJECT as NUMBERING
 from gputopo.model import Disagreement, Gpu, Link, Measurement, Topology
+from gputopo.model.reading_notes import worded_note
 
 # Facts that are no facts: a field holding one of these says nothing and is filled from another source.
 _UNKNOWN_LINK_TYPE = "UNKNOWN"
@@ -78,9 +79,21 @@ def _merge_into(merged: Topology, kept_from: str, part: Topology, other_from: st
     if merged.tf is None:
         merged.tf = copy.deepcopy(part.tf)
     _merge_observed(merged, part, index_of)
-    for finding in part.diagnostics:
-        merged.add_finding(copy.deepcopy(finding))
+    _merge_notes(merged, part)
     merged.disagreements.extend(copy.deepcopy(part.disagreements))
+
+
+def _merge_notes(merged: Topology, part: Topology) -> None:
+    """The part's findings (a snapshot's) and reading notes after those of the sources before it.
+    Notes become findings only in analysis, after the findings already made: where earlier sources
+    left notes, the part's findings are carried as notes that keep their words (``worded_note``),
+    so every command lists the findings in the order of the sources."""
+    if merged.reading_notes:
+        merged.reading_notes.extend(worded_note(finding) for finding in part.diagnostics)
+    else:
+        for finding in part.diagnostics:
+            merged.add_finding(copy.deepcopy(finding))
+    merged.reading_notes.extend(copy.deepcopy(part.reading_notes))
 
 
 # Two captures of one host may disagree on a link or two (a link down, a driver change); on most of

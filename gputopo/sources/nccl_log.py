@@ -26,7 +26,7 @@ import re
 from dataclasses import dataclass, field
 
 from gputopo.errors import InputError
-from gputopo.model import Finding, Gpu, NcclRank, NcclTransport, NcclView, Topology
+from gputopo.model import Gpu, NcclRank, NcclTransport, NcclView, ReadingNote, Topology
 from gputopo.sources.pasted import MAX_GPUS, device_index, lines_of, nccl_bus_id, with_all_pairs
 
 KIND = "NCCL_DEBUG=INFO log"
@@ -230,11 +230,7 @@ def _topology(state: _State, source: str) -> Topology:
     _mark_ipc_failed(state, index_of, links)
     _mark_refused(state, by_nvml or by_bus, links)
     if by_bus and len(ranks) > 1:
-        topo.add_finding(Finding(
-            "info", "nccl-gpus-by-bus-id",
-            f"{source}: GPUs are numbered in PCI bus-id order of the ranks' busIds (nvidia-smi's order "
-            "where every GPU of the host is in the job; inferred)",
-        ))
+        topo.reading_notes.append(ReadingNote("nccl-gpus-by-bus-id", {"source": source}))
     return topo
 
 

@@ -22,7 +22,14 @@ import re
 import xml.etree.ElementTree as ET
 
 from gputopo.errors import InputError
-from gputopo.model import Finding, Gpu, Nic, Topology, make_link, normalize_pci_bus_id
+from gputopo.model import (
+    Gpu,
+    Nic,
+    ReadingNote,
+    Topology,
+    make_link,
+    normalize_pci_bus_id,
+)
 from gputopo.sources.pasted import MAX_GPUS, device_index
 
 KIND = "NCCL topology XML"
@@ -89,12 +96,7 @@ def read(text: str, source: str) -> Topology:
     cut_gpu = list(gpus)[-1] if open_tags and "gpu" in open_tags and gpus else None
     _links(topo, paths, nvlinks, cut_gpu)
     if open_tags is not None:
-        topo.add_finding(Finding(
-            "info", "nccl-xml-cut",
-            f"{source}: the NCCL topology XML is cut short (no </system>): read up to its last whole tag"
-            + (f"; GPU {cut_gpu}'s NVLink list was cut, so its pairs without a known NVLink are unknown" if cut_gpu is not None else "")
-            + "; GPUs and NICs after the cut are not in the text",
-        ))
+        topo.reading_notes.append(ReadingNote("nccl-xml-cut", {"source": source, "cut_gpu": cut_gpu}))
     return topo
 
 

@@ -16,7 +16,7 @@ import re
 from dataclasses import dataclass, field
 
 from gputopo.errors import InputError
-from gputopo.model import Finding, Gpu, Topology
+from gputopo.model import Gpu, ReadingNote, Topology
 from gputopo.sources.pasted import (
     device_index,
     hex_bus_id,
@@ -172,25 +172,14 @@ def topology_from(gpus: dict[int, Gpu], matrices: list[Matrix], host_columns: in
             elif matrix.kind == "latency":
                 m.latency_us = keep_worse(m.latency_us, value / 1000.0)
     if wrong_data:  # worse than slow: a copy delivered wrong bytes
-        peer = all(name.startswith(D2D_PREFIX) for name in wrong_data)  # else a host copy, or the test unknown
-        topo.add_finding(Finding(
-            "warning", "nvbandwidth-wrong-data",
-            f"{source}: nvbandwidth stopped in {', '.join(wrong_data)}: a copy's bytes failed its pattern check "
-            f"('Invalid value when checking the pattern'), so a {'GPU-to-GPU ' if peer else ''}copy delivered wrong data",
-            gpus=sorted(indices),
-            fix=f"do not trust {'P2P' if peer else 'copies'} on this box until it passes: check IOMMU and ACS "
-                "(`gputopo doctor`), the driver and Fabric Manager versions, then rerun nvbandwidth",
-        ))
+        topo.reading_notes.append(ReadingNote("nvbandwidth-wrong-data", {
+            "source": source, "tests": list(wrong_data),
+            "peer": all(name.startswith(D2D_PREFIX) for name in wrong_data)}, sorted(indices)))  # else a host copy
     if not any(link.measured for link in topo.links):
         d2d = [name for name in waived if name.startswith(D2D_PREFIX)] if len(indices) > 1 else []
-        why = (f"nvbandwidth waived {', '.join(d2d)}: it waives a device-to-device test where the GPUs' peer "
-               f"mapping fails, so these {len(indices)} GPUs could not peer" if d2d else
-               "the run stopped at its byte check" if wrong_data else "device-to-device tests waived, or one GPU")
-        topo.add_finding(Finding(
-            "warning" if d2d else "info", "no-pair-measured", f"{source}: nvbandwidth measured no GPU pair ({why})",
-            gpus=sorted(indices) if d2d else [],
-            fix=None if wrong_data else "run `nvbandwidth -t device_to_device_memcpy_read_ce` on a box whose GPUs can peer",
-        ))
+        topo.reading_notes.append(ReadingNote("no-pair-measured", {
+            "source": source, "tool": "nvbandwidth", "waived": d2d, "gpu_count": len(indices),
+            "stopped": bool(wrong_data)}, sorted(indices) if d2d else []))
     return topo
 
 

@@ -6,8 +6,8 @@ the P2P capabilities. The result is a ``Topology`` with ``source="nvml"``.
 
 Why it is written defensively: NVML coverage differs between GPU generations, drivers, containers
 and permission levels. A query a GPU or driver does not answer must never abort the scan; the field
-becomes ``None`` ("not known") and one grouped ``Finding`` per kind of query says which GPUs were
-affected and why. Only when NVML itself cannot start does the probe fail, with an
+becomes ``None`` ("not known") and one reading note per kind of query records which GPUs were
+affected and why (``nvml_notes``; analysis words it as one grouped finding). Only when NVML itself cannot start does the probe fail, with an
 ``NvmlUnavailable`` error that points at the sources which work without a driver.
 
 NVML itself is reached only through ``gputopo.sources.nvml_binding`` (the query door, its error
@@ -48,7 +48,7 @@ from gputopo.sources.nvml_binding import (
     mask_bits,
     text,
 )
-from gputopo.sources.nvml_findings import failure_findings
+from gputopo.sources.nvml_notes import failure_notes
 from gputopo.sources.sysfs import add_host_locality
 
 P2P_CAPS_FIELDS = (
@@ -114,7 +114,7 @@ def probe(nvml: Any = None, sysfs_root: str | os.PathLike[str] | None = None) ->
     ``nvml`` is a pynvml-like module (tests pass ``tests.fake_nvml.FakeNvml``); by default the real
     ``pynvml`` from nvidia-ml-py is imported by ``nvml_binding``, lazily, so commands that never
     probe never load it. Raises ``NvmlUnavailable`` when NVML cannot start; every other failure
-    degrades a field to ``None`` and is reported in ``Topology.diagnostics``.
+    degrades a field to ``None`` and is noted in ``Topology.reading_notes``.
 
     Sockets, NUMA distances and RDMA NICs come from sysfs under ``sysfs_root`` (default ``/``; a
     fake NVML may carry its fake host's tree as ``sysfs_root``): see ``gputopo.sources.sysfs``.
@@ -156,7 +156,7 @@ def _probe_initialised(state: _Probe) -> Topology:
             handles.pop(index, None)
 
     _probe_links(state, topo, handles, ends)
-    topo.diagnostics.extend(failure_findings(state.failures, state.lost))
+    topo.reading_notes.extend(failure_notes(state.failures, state.lost))
     return topo
 
 

@@ -21,7 +21,7 @@ import re
 from dataclasses import dataclass, field
 
 from gputopo.errors import InputError
-from gputopo.model import Finding, Gpu, Topology
+from gputopo.model import Gpu, ReadingNote, Topology
 from gputopo.sources.pasted import (
     device_index,
     hex_bus_id,
@@ -71,21 +71,10 @@ def read(text: str, source: str) -> Topology:
     topo = with_all_pairs(gpus, "p2pBandwidthLatencyTest", f"{len(gpus)} GPUs measured by p2pBandwidthLatencyTest", source)
     _apply_peer(topo, parsed.peer)
     _apply_figures(topo, parsed, source)
-    if not measured:
-        topo.add_finding(Finding(
-            "info", "no-pair-measured",
-            f"{source}: the p2pBandwidthLatencyTest output ends before its first matrix: its GPUs and which pairs "
-            "can peer are read, no pair was measured",
-            fix="paste the whole output, down to its `NOTE: The CUDA Samples are not meant for performance` line",
-        ))
+    if not measured:  # cut before its first matrix
+        topo.reading_notes.append(ReadingNote("no-pair-measured", {"source": source, "tool": "p2pBandwidthLatencyTest"}))
     if not any(g.pci_bus_id for g in topo.gpus):
-        topo.add_finding(Finding(
-            "info", "cuda-ordinals-only",
-            f"{source}: no `Device: N, ..., pciBusID` lines, so the GPUs are CUDA ordinals only; with a "
-            "`nvidia-smi topo -m` of the same box they are joined by position, which holds only where "
-            "CUDA_DEVICE_ORDER=PCI_BUS_ID or the GPUs are all alike",
-            fix="paste the whole output, from its `[P2P (Peer-to-Peer) GPU Bandwidth Latency Test]` line",
-        ))
+        topo.reading_notes.append(ReadingNote("cuda-ordinals-only", {"source": source}))
     return topo
 
 

@@ -2,7 +2,8 @@
 
 ``resolve`` gives one host's Topology (every ``--from`` of that host merged, a TF log joined);
 ``resolve_hosts`` gives one Topology per host where the files are snapshots of several hosts.
-Findings are not made here: ``gputopo.analysis.topology_for`` / ``topologies_for`` add them.
+Findings are not made here: what a reader noticed is a ``ReadingNote`` (facts), and
+``gputopo.analysis.topology_for`` / ``topologies_for`` word the notes and add the findings.
 """
 
 from __future__ import annotations
@@ -10,7 +11,7 @@ from __future__ import annotations
 from typing import Callable
 
 from gputopo.errors import InputError
-from gputopo.model import Finding, TfView, Topology
+from gputopo.model import ReadingNote, TfView, Topology
 from gputopo.sources.request import TopologyRequest, checked_host_name
 
 # TensorFlow's view of this host, started now (``scan --tf``); a parameter so tests need no TF.
@@ -116,15 +117,7 @@ def _probe_or_tf_view_alone(tf_view: TfView) -> Topology:
         return probe()
     except NvmlUnavailable:
         topology = topology_from_tf_view(tf_view)
-        topology.add_finding(
-            Finding(
-                "info",
-                "tf-log-alone",
-                "NVML is not available here (no NVIDIA driver), so TensorFlow's view is read on its own: it says "
-                "which GPUs could peer, not how they are wired",
-                fix="run the same command on the GPU host, or add --from SNAPSHOT saved there with `gputopo scan --save`",
-            )
-        )
+        topology.reading_notes.append(ReadingNote("tf-log-alone"))  # NVML is not available here
         return topology
 
 
@@ -133,4 +126,6 @@ def _join_tf_view(topology: Topology, tf_view: TfView) -> None:
     made again from the new one)."""
     if topology.tf is not None and topology.tf is not tf_view:
         topology.diagnostics = [f for f in topology.diagnostics if not f.code.startswith("tf-") or f.code == "tf-log-alone"]
+        topology.reading_notes = [n for n in topology.reading_notes  # findings merged from a snapshot, as notes
+                                  if not n.code.startswith("tf-") or n.code == "tf-log-alone"]
     topology.tf = tf_view

@@ -8,7 +8,7 @@ where ``topo -m`` is in the paste too, the ``nvidia-smi topo -m`` reader reads b
 from __future__ import annotations
 
 from gputopo.errors import InputError
-from gputopo.model import Finding, Gpu, Topology
+from gputopo.model import Gpu, Topology
 from gputopo.sources.pasted import MAX_GPUS, lines_of, with_all_pairs
 from gputopo.sources.smi_text import _merge_p2p  # noqa: PLC2701 - the one reading of a P2P matrix
 from gputopo.sources.smi_text_matrix import GPU_RE, find_matrices, strip_escapes
@@ -38,9 +38,6 @@ def read(text: str, source: str) -> Topology:
     if len(indices) > MAX_GPUS:
         raise InputError(f"{source}: {len(indices)} GPUs; more than {MAX_GPUS}")
     topo = with_all_pairs([Gpu(index=i) for i in indices], "nvidia-smi", f"{len(indices)} GPUs (nvidia-smi topo -p2p)", source)
-    findings: list[Finding] = []
     for matrix in matrices:
-        _merge_p2p(topo, matrix, source, findings)
-    for finding in findings:
-        topo.add_finding(finding)
+        _merge_p2p(topo, matrix, source, topo.reading_notes)
     return topo

@@ -15,17 +15,19 @@ whitespace; only the header needs care, because its attribute titles contain spa
 
 from __future__ import annotations
 
+import json
 import re
+from typing import Any
 
 from gputopo.errors import InputError
 from gputopo.model import (
     P2P_OK,
     PCIE_PATHS,
-    Finding,
     Gpu,
     Link,
     Nic,
     NicLink,
+    ReadingNote,
     Topology,
     make_link,
     nvlink_count_of,
@@ -45,11 +47,10 @@ from gputopo.sources.smi_text_matrix import (
     strip_escapes,
 )
 from gputopo.sources.smi_text_nvswitch import infer_nvswitch
-from gputopo.sources.smi_text_paste import paste_findings, strip_line_prefix, unpipe_table
+from gputopo.sources.smi_text_paste import paste_notes, strip_line_prefix, unpipe_table
 from gputopo.sources.smi_text_rows import UNKNOWN_LINK, rowless_gpus
 
 _P2P_FIELDS = {"r": "p2p_read", "w": "p2p_write", "a": "p2p_atomics", "n": "p2p_nvlink"}
-_P2P_CAPABILITY_NAMES = {"r": "read", "w": "write", "a": "atomics", "n": "NVLink", "p": "PCIe"}
 
 # Worse (slower) first: used to keep the worse word where a matrix disagrees with itself.
 _PCIE_RANK = {word: rank for rank, word in enumerate(reversed(PCIE_PATHS))}  # SYS 0 ... PIX 4
@@ -87,43 +88,34 @@ def parse_topo_matrix(text: str, source: str) -> Topology:
             f"{source}: expected `nvidia-smi topo -m` output (a header line of GPU0 GPU1 ... columns), "
             f"found {describe(lines)}"
         )
-    findings: list[Finding] = []
+    notes: list[ReadingNote] = []
     if len(topo_matrices) > 1:
-        findings.append(
-            Finding(
-                "info",
-                "several-topo-matrices",
-                f"{source} holds {len(topo_matrices)} `nvidia-smi topo -m` matrices; the first "
-                f"(line {topo_matrices[0].header_line_no}) is used",
-            )
-        )
+        notes.append(ReadingNote("several-topo-matrices", {"source": source, "matrices": len(topo_matrices),
+                                                           "line": topo_matrices[0].header_line_no}))
     _find_rows_apart(topo_matrices[0], matrices, lines)
-    topology = _build_topology(topo_matrices[0], source, findings)
-    repairs = ([f"every line of the matrix began with {prefix[:40]!r}: taken off"] if prefix else [])
-    repairs += ["a markdown table: its '|' cell borders were read as column separators"] if piped else []
-    repairs += list(dict.fromkeys(topo_matrices[0].repairs))
+    topology = _build_topology(topo_matrices[0], source, notes)
+    repairs = [{"repair": "line-prefix", "prefix": prefix[:40]}] if prefix else []
+    repairs += [{"repair": "markdown-table"}] if piped else []
+    repairs += list({json.dumps(r, sort_keys=True): r for r in topo_matrices[0].repairs}.values())  # each once
     if bare_escapes:
-        repairs.append("underline escapes that had lost their ESC byte ('[4m', '[0m') were removed")
+        repairs.append({"repair": "bare-escapes"})
     legend = nic_legend(lines)
     for nic in topology.nics:
         if nic.name in legend:
             nic.device = legend[nic.name]
     for matrix in matrices:
         if matrix.kind == "p2p":
-            _merge_p2p(topology, matrix, source, findings)
+            _merge_p2p(topology, matrix, source, notes)
     if repairs:
-        findings.insert(0, Finding("info", "repaired-paste", f"{source}: the paste was damaged; " + "; ".join(repairs)))
+        notes.insert(0, ReadingNote("repaired-paste", {"source": source, "repairs": repairs}))
     matrix = topo_matrices[0]
     soc = any(c.upper() == "SOC" for label in matrix.gpu_columns for c in matrix.rows.get(label, []))
-    findings += paste_findings(text, soc, source)
+    notes += paste_notes(text, soc, source)
     if topo_matrices[0].pcie_only:
-        findings.append(Finding("info", "pcie-only-matrix", "the matrix is `nvidia-smi topo -mp` (PCIe paths only): "
-                                "whether the GPUs are also NVLinked, it does not show",
-                                fix="paste `nvidia-smi topo -m` as well"))
+        notes.append(ReadingNote("pcie-only-matrix"))
     else:
         infer_nvswitch(topology)
-    for finding in findings:
-        topology.add_finding(finding)
+    topology.reading_notes.extend(notes)
     return topology
 
 
@@ -173,13 +165,13 @@ def _cell_word(matrix: _Matrix, row: str, column: str, source: str) -> str:
 
 
 def _symmetric_word(
-    matrix: _Matrix, a: str, b: str, source: str, findings: list[Finding], gpus: list[int]
+    matrix: _Matrix, a: str, b: str, source: str, notes: list[ReadingNote], gpus: list[int]
 ) -> str:
     """The word for the pair (a, b), checking (b, a) where that row exists; keep the worse one. A
     cell that could not be read (``_Matrix.unreadable``) takes the word of its mirror cell."""
     if b in matrix.rows and (a, b) in matrix.unreadable and (b, a) not in matrix.unreadable:
         word = _cell_word(matrix, b, a, source)
-        matrix.repairs.append(f"the unreadable {a}/{b} cell ({matrix.unreadable[(a, b)]!r}) was read from the {b} row")
+        matrix.repairs.append({"repair": "cell-from-mirror", "row": a, "column": b, "cell": matrix.unreadable[(a, b)]})
         return word
     forward = _cell_word(matrix, a, b, source)
     if b not in matrix.rows or (b, a) in matrix.unreadable:
@@ -194,16 +186,8 @@ def _symmetric_word(
     if forward == backward:
         return forward
     worse = forward if link_word_rank(forward) <= link_word_rank(backward) else backward
-    findings.append(
-        Finding(
-            "warning",
-            "asymmetric-matrix",
-            f"the matrix disagrees with itself: {a}->{b} is {forward} but {b}->{a} is {backward}; "
-            f"using the worse, {worse}",
-            gpus=gpus,
-            fix="capture `nvidia-smi topo -m` again; a real matrix is symmetric",
-        )
-    )
+    notes.append(ReadingNote("asymmetric-matrix", {"from": a, "to": b, "forward": forward, "backward": backward,
+                                                   "kept": worse}, gpus))
     return worse
 
 
@@ -257,7 +241,7 @@ def _find_rows_apart(matrix: _Matrix, matrices: list[_Matrix], lines: list[str])
                                    if (words := lines[i].split()) and words[0] in missing and i + 1 not in taken), None)
 
 
-def _build_topology(matrix: _Matrix, source: str, findings: list[Finding]) -> Topology:
+def _build_topology(matrix: _Matrix, source: str, notes: list[ReadingNote]) -> Topology:
     gpu_columns = matrix.gpu_columns
     rowless = set(rowless_gpus(matrix, source))
     if any(NV_RE.match(cell.upper()) for label in gpu_columns for cell in matrix.rows.get(label, ())):
@@ -276,7 +260,7 @@ def _build_topology(matrix: _Matrix, source: str, findings: list[Finding]) -> To
             if a in rowless and b in rowless:  # neither row is in the paste (see smi_text_rows)
                 links.append(make_link(index_of[a], index_of[b], UNKNOWN_LINK, nvswitch=None))
                 continue
-            word = _symmetric_word(matrix, *((b, a) if a in rowless else (a, b)), source, findings, pair)
+            word = _symmetric_word(matrix, *((b, a) if a in rowless else (a, b)), source, notes, pair)
             if word == SELF_WORD:
                 raise InputError(f"{source} line {matrix.row_line_no[a]}: {a} and {b} are different GPUs but marked X")
             nvlink = NV_RE.match(word) is not None
@@ -285,7 +269,7 @@ def _build_topology(matrix: _Matrix, source: str, findings: list[Finding]) -> To
             links.append(make_link(index_of[a], index_of[b], word, nvlink_count=nvlink_count_of(word),
                                    pcie_path=None if nvlink else word,
                                    nvswitch=None if nvlink or matrix.pcie_only else False))
-    nics, nic_links = _read_nics(matrix, index_of, source, findings)
+    nics, nic_links = _read_nics(matrix, index_of, source, notes)
     return Topology(
         gpus=gpus,
         links=links,
@@ -297,7 +281,7 @@ def _build_topology(matrix: _Matrix, source: str, findings: list[Finding]) -> To
     )
 
 
-def _resolve_merged_cells(matrix: _Matrix, source: str, repairs: list[str]) -> None:
+def _resolve_merged_cells(matrix: _Matrix, source: str, repairs: list[dict[str, Any]]) -> None:
     """Give each last device cell that ran into the CPU Affinity (``PH0-115``) its link word: the
     word in that device's own row, else the one word its letters can start; say what was read."""
     column = matrix.columns[-1]
@@ -317,12 +301,8 @@ def _resolve_merged_cells(matrix: _Matrix, source: str, repairs: list[str]) -> N
         matrix.rows[label][-1] = candidates[0]
         words.add(candidates[0])
     if matrix.merged:
-        example = next(iter(matrix.merged.values()))
-        repairs.append(
-            f"the {column} cell and the CPU Affinity ran together in {len(matrix.merged)} "
-            f"row{'s' if len(matrix.merged) != 1 else ''} ({example!r}): read as {'/'.join(sorted(words))} "
-            "and the CPU list after it"
-        )
+        repairs.append({"repair": "cell-ran-into-affinity", "column": column, "rows": len(matrix.merged),
+                        "example": next(iter(matrix.merged.values())), "words": sorted(words)})
 
 
 def _read_gpu(matrix: _Matrix, column: str, index: int, source: str) -> Gpu:
@@ -338,13 +318,13 @@ def _read_gpu(matrix: _Matrix, column: str, index: int, source: str) -> Gpu:
 
 
 def _read_nics(
-    matrix: _Matrix, index_of: dict[str, int], source: str, findings: list[Finding]
+    matrix: _Matrix, index_of: dict[str, int], source: str, notes: list[ReadingNote]
 ) -> tuple[list[Nic], list[NicLink]]:
     gpu_columns = matrix.gpu_columns
     nic_columns = [c for c in matrix.columns if c not in gpu_columns and not c.startswith(UNNAMED_PREFIX)]
     nics: list[Nic] = []
     nic_links: list[NicLink] = []
-    unreadable: list[str] = []
+    unreadable: list[list[str]] = []
     for nic in nic_columns:
         numa_value = _attribute(matrix, nic, "NUMA Affinity") if nic in matrix.rows else None
         cpu_value = _attribute(matrix, nic, "CPU Affinity") if nic in matrix.rows else None
@@ -360,47 +340,31 @@ def _read_nics(
             if gpu_column not in matrix.rows:  # a row-less GPU: its path to this NIC is in the NIC's row, if any
                 if nic in matrix.rows:
                     nic_links.append(NicLink(gpu=index_of[gpu_column], nic=nic,
-                                             type=_symmetric_word(matrix, nic, gpu_column, source, findings, [])))
+                                             type=_symmetric_word(matrix, nic, gpu_column, source, notes, [])))
                 continue
             if (gpu_column, nic) in matrix.unreadable and (nic not in matrix.rows or (nic, gpu_column) in matrix.unreadable):
-                unreadable.append(f"{gpu_column}/{nic} ({matrix.unreadable[(gpu_column, nic)]!r})")
+                unreadable.append([gpu_column, nic, matrix.unreadable[(gpu_column, nic)]])
                 continue  # a damaged NIC cell: the GPU's other paths are still read
-            word = _symmetric_word(matrix, gpu_column, nic, source, findings, [index_of[gpu_column]])
+            word = _symmetric_word(matrix, gpu_column, nic, source, notes, [index_of[gpu_column]])
             if word == SELF_WORD:
                 raise InputError(
                     f"{source} line {matrix.row_line_no[gpu_column]}: {gpu_column} and {nic} are marked X (self)"
                 )
             nic_links.append(NicLink(gpu=index_of[gpu_column], nic=nic, type=word))
     if unreadable:
-        shown = ", ".join(unreadable[:6]) + (f" and {len(unreadable) - 6} more" if len(unreadable) > 6 else "")
-        matrix.repairs.append(f"NIC cells that could not be read were left out: {shown} (those GPU-NIC paths are unknown)")
+        matrix.repairs.append({"repair": "nic-cells-left-out", "cells": unreadable})
     absent_nic_rows = [c for c in nic_columns if c not in matrix.rows]
     if absent_nic_rows:
-        findings.append(
-            Finding(
-                "info",
-                "nic-rows-missing",
-                f"the text has no rows for {', '.join(absent_nic_rows)} (cut short?); "
-                "their paths were read from the GPU rows",
-            )
-        )
+        notes.append(ReadingNote("nic-rows-missing", {"nics": absent_nic_rows}))
     return nics, nic_links
 
 
-def _merge_p2p(topology: Topology, matrix: _Matrix, source: str, findings: list[Finding]) -> None:
+def _merge_p2p(topology: Topology, matrix: _Matrix, source: str, notes: list[ReadingNote]) -> None:
     """Fill the links' P2P fields from a ``topo -p2p`` matrix (which capability: the command line)."""
     capability = matrix.p2p_capability
     if capability is None:
         capability = "r"
-        findings.append(
-            Finding(
-                "info",
-                "p2p-capability-assumed",
-                f"the `nvidia-smi topo -p2p` matrix at line {matrix.header_line_no} has no command line "
-                "above it saying which capability it shows; it was read as P2P read",
-                fix="paste the command line (`nvidia-smi topo -p2p r`, `w`, `a` or `n`) with its output",
-            )
-        )
+        notes.append(ReadingNote("p2p-capability-assumed", {"line": matrix.header_line_no}))
     attribute = _P2P_FIELDS.get(capability)
     if attribute is None:  # `p` (PCIe/prop): no field in the model
         return
@@ -423,15 +387,9 @@ def _merge_p2p(topology: Topology, matrix: _Matrix, source: str, findings: list[
                 continue
             worse = min(words, key=lambda w: _P2P_RANK[w])
             if len(set(words)) > 1:
-                findings.append(
-                    Finding(
-                        "warning",
-                        "asymmetric-p2p-matrix",
-                        f"P2P {_P2P_CAPABILITY_NAMES[capability]} is {words[0]} for {a}->{b} but "
-                        f"{words[1]} for {b}->{a}; using {worse}",
-                        gpus=[ia, ib],
-                    )
-                )
+                notes.append(ReadingNote("asymmetric-p2p-matrix", {
+                    "capability": capability, "from": a, "to": b, "forward": words[0], "backward": words[1],
+                    "kept": worse}, [ia, ib]))
             setattr(links[(ia, ib)], attribute, P2P_OK if worse == "OK" else worse)
 
 

@@ -2,7 +2,9 @@
 
 A matrix is a header (``GPU0 GPU1 ... mlx5_0 CPU Affinity NUMA Affinity GPU NUMA ID``) and one row
 per device below it. Pastes are often damaged; what can be read is read and each repair is noted
-(``_Matrix.repairs``, reported as findings by ``gputopo.sources.smi_text``):
+(``_Matrix.repairs``, each a plain record ``{"repair": kind, ...facts}``, kept by
+``gputopo.sources.smi_text`` in its ``repaired-paste`` reading note and worded by
+``gputopo.analysis.reading_notes``):
 
 - a header whose cells ran together (``GPU0GPU1GPU2...mlx5_0``) while the rows are intact: the
   columns are the row labels, in order;
@@ -26,6 +28,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
+from typing import Any
 
 from gputopo.sources.smi_text_paste import (
     ATTRIBUTE_VALUE_RE,
@@ -76,7 +79,7 @@ class _Matrix:
     row_line_no: dict[str, int] = field(default_factory=dict)
     kind: str = "topo"  # "topo" (link words) or "p2p" (status words)
     p2p_capability: str | None = None  # r/w/a/n/p, from the command line before it
-    repairs: list[str] = field(default_factory=list)  # what was repaired, in words
+    repairs: list[dict[str, Any]] = field(default_factory=list)  # what was repaired: {"repair": kind, ...}
     merged: dict[str, str] = field(default_factory=dict)  # row label -> the cell that ran into its CPUs
     title_columns: list[int] | None = None  # where each attribute title starts (space-aligned pastes)
     unreadable: dict[tuple[str, str], str] = field(default_factory=dict)  # (row, column) -> the token there
@@ -196,12 +199,8 @@ def _run_together_header(lines: list[str], index: int) -> _Matrix | None:
         return None
     if not _consecutive_gpus(labels) or not GPU_RE.match(labels[0]):
         return None
-    shown = device_part.split()[0]
-    shown = shown if len(shown) <= 24 else shown[:21] + "..."
     matrix = _Matrix(header_line_no=index + 1, columns=labels, attributes=attributes)
-    matrix.repairs.append(
-        f"the header's cells ran together (line {index + 1}: {shown!r}); the columns were read from the rows"
-    )
+    matrix.repairs.append({"repair": "header-ran-together", "line": index + 1, "cell": device_part.split()[0]})
     return matrix
 
 
@@ -233,16 +232,9 @@ def _headerless_rows(lines: list[str], index: int) -> _Matrix | None:
     columns = gpus + nics + [f"{UNNAMED_PREFIX}{k}" for k in range(unnamed)]
     matrix = _Matrix(header_line_no=index + 1, columns=columns, attributes=list(ATTRIBUTE_ORDER[:attribute_count]))
     above = next((k for k in range(index - 1, -1, -1) if lines[k].strip()), None)
-    if above is not None and _header_parts(lines[above]) is not None:
-        said = f"the header (line {above + 1}) does not match the rows"
-    else:
-        said = f"no header line above the rows (line {index + 1})"
-    said += f": the columns {gpus[0]}..{gpus[-1]} were read from the rows"
-    if unnamed:
-        said += f"; {unnamed} NIC column{'s' if unnamed != 1 else ''} left out (no header names them)"
-    if attribute_count:
-        said += f"; the cells after the links read as {', '.join(matrix.attributes)} (nvidia-smi's order)"
-    matrix.repairs.append(said)
+    mismatched = above + 1 if above is not None and _header_parts(lines[above]) is not None else None
+    matrix.repairs.append({"repair": "rows-without-header", "header_line": mismatched, "line": index + 1,
+                           "gpus": [gpus[0], gpus[-1]], "unnamed_nics": unnamed, "attributes": list(matrix.attributes)})
     return matrix
 
 
@@ -270,7 +262,7 @@ def _header_at(lines: list[str], i: int) -> tuple[_Matrix, int] | None:
     if header is not None:
         matrix = _Matrix(header_line_no=i + 1, columns=header[0], attributes=header[1])
         if end > i + 1:
-            matrix.repairs.append(f"the header was wrapped over {end - i} lines (line {i + 1}); they were joined")
+            matrix.repairs.append({"repair": "header-wrapped", "lines": end - i, "line": i + 1})
         else:
             matrix.title_columns = title_columns(lines[i], header[1])
         return matrix, end
@@ -380,14 +372,11 @@ def read_rows(lines: list[str], start: int, matrix: _Matrix) -> int:
             line, i, wrapped = line.rstrip() + " " + lines[after].strip(), after + 1, wrapped + 1
         _store_row(matrix, label, line, line_no)
     if matrix.rows and blank_skipped:
-        matrix.repairs.append(f"{blank_skipped} blank line{'s' if blank_skipped != 1 else ''} between the rows were skipped")
+        matrix.repairs.append({"repair": "blank-lines", "lines": blank_skipped})
     if matrix.unplaced:
-        matrix.repairs.append(
-            f"the affinity cells of {', '.join(matrix.unplaced)} are fewer than the titles and stand under none of "
-            "them (an empty cell in a re-spaced paste?): read as unknown"
-        )
+        matrix.repairs.append({"repair": "affinity-unplaced", "rows": list(matrix.unplaced)})
     if wrapped:
-        matrix.repairs.append(f"rows wrapped over several lines were joined ({wrapped} continuation line{'s' if wrapped != 1 else ''})")
+        matrix.repairs.append({"repair": "rows-wrapped", "lines": wrapped})
         matrix.title_columns = None
     words = {cell.upper() for cells in matrix.rows.values() for cell in cells if cell.upper() != SELF_WORD}
     if words and words <= P2P_WORDS:
@@ -406,7 +395,7 @@ def _store_row(matrix: _Matrix, label: str, line: str, line_no: int) -> None:
     if row.merged:
         matrix.merged[label] = row.merged
     for token in row.run_together:
-        matrix.repairs.append(f"cells that ran together ({token!r} in row {label}) were split into their words")
+        matrix.repairs.append({"repair": "cells-ran-together", "cell": token, "row": label})
     if row.unplaced:
         matrix.unplaced.append(label)
 

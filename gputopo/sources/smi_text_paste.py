@@ -14,15 +14,17 @@ any one decoration:
 - ``place_by_column``: the attribute cells of a space-aligned row with an empty cell (a Slurm
   cpuset's empty ``CPU Affinity``), placed under the header title they stand below, or not at all;
 - ``text_facts``: what any line of the paste says about the machine (a hypervisor, the old legend's
-  ``SOC`` = "between CPU sockets"), for ``gputopo.analysis.locality``.
+  ``SOC`` = "between CPU sockets"), for ``gputopo.analysis.locality`` (``paste_notes``: as reading notes).
 """
 
 from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
+from typing import Any
 
-from gputopo.model import PCIE_PATHS, Finding
+from gputopo.model import PCIE_PATHS, ReadingNote
+from gputopo.model.reading_notes import SOC_BETWEEN_SOCKETS, VM_EVIDENCE
 
 LINK_WORDS = set(PCIE_PATHS) | {"SOC"}
 P2P_WORDS = {"OK", "CNS", "GNS", "TNS", "DR", "NS", "U"}
@@ -229,16 +231,16 @@ def _next_stop(column: int, offset: int) -> int:
     return column + 8 - (column - offset) % 8
 
 
-def text_facts(text: str, source: str) -> tuple[str | None, bool]:
-    """``(the first line that shows a virtual machine, whether the old legend defines SOC as between
-    CPU sockets)`` from the whole paste."""
+def text_facts(text: str, source: str) -> tuple[dict[str, Any] | None, bool]:
+    """``(the first line that shows a virtual machine: {source, line, text (its first 60
+    characters)}, whether the old legend defines SOC as between CPU sockets)`` from the whole paste."""
     vm_line = None
     for pattern in _VM_LINE_RES:
         match = pattern.search(text)
         if match:
             line_no = text.count("\n", 0, match.start()) + 1
             shown = " ".join(match.group(0).split())
-            vm_line = f"line {line_no} of {source} says {shown[:60]!r}"
+            vm_line = {"source": source, "line": line_no, "text": shown[:60]}
             break
     return vm_line, _SOC_LEGEND_RE.search(text) is not None
 
@@ -343,22 +345,14 @@ def _attribute_cells(line: str, values: list[str], tabs: bool, titles: list[str]
     return placed
 
 
-VM_EVIDENCE_CODE = "vm-evidence"  # read by gputopo.analysis.locality (same codes there)
-SOC_CODE = "soc-between-sockets"
-
-
-def paste_findings(text: str, soc: bool, source: str) -> list[Finding]:
+def paste_notes(text: str, soc: bool, source: str) -> list[ReadingNote]:
     """What the paste shows beyond the matrix, for ``gputopo.analysis.locality``: a line that shows a
     virtual machine; the old word SOC (``soc``: the matrix uses it), which nvidia-smi's legend
     defined as between CPU sockets."""
-    facts = []
+    notes = []
     vm_line, _ = text_facts(text, source)
     if vm_line:
-        facts.append(Finding("info", VM_EVIDENCE_CODE, vm_line))
+        notes.append(ReadingNote(VM_EVIDENCE, vm_line))
     if soc:
-        facts.append(Finding(
-            "info", SOC_CODE,
-            "the matrix says SOC (nvidia-smi before 2017), which its legend defines as PCIe plus the SMP link "
-            "between CPU sockets: GPUs joined by SOC are read as on different CPU sockets",
-        ))
-    return facts
+        notes.append(ReadingNote(SOC_BETWEEN_SOCKETS))
+    return notes

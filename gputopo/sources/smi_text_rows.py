@@ -20,7 +20,8 @@ UNKNOWN_LINK = "UNKNOWN"
 
 def rowless_gpus(matrix: _Matrix, source: str) -> list[str]:
     """The GPU columns of ``matrix`` without a whole row (a last row cut short is dropped to join
-    them, and said); the cut is said in ``matrix.repairs``. Raises ``InputError`` where no GPU row
+    them, and said); the cut is recorded in ``matrix.repairs`` (``last-row-cut``, ``rows-missing``; worded by
+    ``analysis.reading_notes``). Raises ``InputError`` where no GPU row
     is whole, where a GPU row other than the matrix's last line is cut short, or where the header
     lists more than ``MAX_GPUS`` GPUs (a header of a few kilobytes would otherwise make millions of
     unknown pairs)."""
@@ -39,8 +40,8 @@ def rowless_gpus(matrix: _Matrix, source: str) -> list[str]:
                 f"{len(matrix.columns)} cells ({', '.join(matrix.columns)}), found {len(cells)}"
             )
         _drop_row(matrix, column)
-        matrix.repairs.append(f"the last row, {column}, was cut short after {len(cells)} of "
-                              f"{len(matrix.columns)} cells: left out")
+        matrix.repairs.append({"repair": "last-row-cut", "row": column, "cells": len(cells),
+                               "columns": len(matrix.columns)})
     missing = [c for c in gpu_columns if c not in matrix.rows]
     if len(missing) == len(gpu_columns):
         raise InputError(
@@ -48,7 +49,9 @@ def rowless_gpus(matrix: _Matrix, source: str) -> list[str]:
             f"{len(gpu_columns)} GPUs but rows were found only for none"
         )
     if missing:
-        matrix.repairs.append(_cut_words(missing, matrix.rows_apart_line))
+        indices = [int(GPU_RE.match(c).group(1)) for c in missing]  # type: ignore[union-attr]
+        matrix.repairs.append({"repair": "rows-missing", "rows": missing, "gpus": indices,
+                               "apart_line": matrix.rows_apart_line})
     return missing
 
 
@@ -58,21 +61,3 @@ def _drop_row(matrix: _Matrix, column: str) -> None:
     matrix.merged.pop(column, None)
     for key in [key for key in matrix.unreadable if key[0] == column]:
         del matrix.unreadable[key]
-
-
-def _cut_words(missing: list[str], apart_line: int | None = None) -> str:
-    """What a cut paste still says and what it does not, in words (``apart_line``: where a missing
-    row stands further down, apart from the matrix: then the paste is not cut, and that is said)."""
-    indices = [int(GPU_RE.match(c).group(1)) for c in missing]  # type: ignore[union-attr]
-    pairs = [f"{a}-{b}" for i, a in enumerate(indices) for b in indices[i + 1 :]]
-    one = len(missing) == 1
-    unknown = (f"the pair{'s' if len(pairs) > 1 else ''} {', '.join(pairs[:6])}"
-               f"{f' and {len(pairs) - 6} more' if len(pairs) > 6 else ''} and " if pairs else "")
-    why = (f"the matrix has no row for {', '.join(missing)} (a row stands apart further down, line {apart_line}, "
-           "after a line that is no row: not read)" if apart_line is not None
-           else f"the paste has no row for {', '.join(missing)} (cut short?)")
-    return (
-        f"{why}: {'its' if one else 'their'} links to "
-        f"the other GPUs were read from those GPUs' rows; {unknown}{'its' if one else 'their'} CPU and NUMA "
-        "affinity are unknown"
-    )

@@ -3,7 +3,8 @@
 A snapshot may come from anywhere (hand-edited, damaged, hostile), so reading one checks every
 field and names the first wrong one in one ``InputError`` line (``box.json: gpus[3].index:
 duplicate GPU index 2``): types and finite figures (``Topology.from_dict``), then what the values
-may claim here (GPU indices and TF ordinals 0..4095, known P2P words, NVLink counts, CPU lists).
+may claim here (GPU indices and TF ordinals 0..4095, known P2P words, NVLink counts, CPU lists,
+at most ``MAX_FINDINGS`` findings and as many reading notes).
 """
 
 from __future__ import annotations
@@ -104,7 +105,8 @@ def _check_counts(data: Any) -> None:
     n = len(gpus) if isinstance(gpus, list) else 0
     nics = data.get("nics")
     limits = {"gpus": MAX_GPU_INDEX + 1, "links": n * (n - 1) // 2, "nics": MAX_NICS,
-              "nic_links": n * min(len(nics) if isinstance(nics, list) else 0, MAX_NICS), "diagnostics": MAX_FINDINGS}
+              "nic_links": n * min(len(nics) if isinstance(nics, list) else 0, MAX_NICS), "diagnostics": MAX_FINDINGS,
+              "reading_notes": MAX_FINDINGS}
     for key, most in limits.items():
         value = data.get(key)
         if key in ("links", "nic_links") and not isinstance(gpus, list):
@@ -112,6 +114,11 @@ def _check_counts(data: Any) -> None:
         if isinstance(value, list) and len(value) > most:
             raise ValueError(f"{key}: {len(value)} entries, more than the {most} this snapshot can have"
                              + (f" ({n} GPUs)" if key in ("links", "nic_links") else ""))
+    tf = data.get("tf")
+    for key in ("reading_notes", "notes"):  # notes: an older snapshot's (findings then)
+        value = tf.get(key) if isinstance(tf, dict) else None
+        if isinstance(value, list) and len(value) > MAX_FINDINGS:
+            raise ValueError(f"tf.{key}: {len(value)} entries, more than the {MAX_FINDINGS} this snapshot can have")
 
 
 def _check_number(value: int | None, where: str, largest: int | None = None) -> None:
@@ -178,8 +185,18 @@ def _check_claims(topo: Topology) -> None:
     for k, finding in enumerate(topo.diagnostics):
         for j, gpu_index in enumerate(finding.gpus):
             _check_number(gpu_index, f"diagnostics[{k}].gpus[{j}]", MAX_GPU_INDEX)
+    _check_note_gpus(topo.reading_notes, "reading_notes")
     if topo.tf is not None:
+        _check_note_gpus(topo.tf.reading_notes, "tf.reading_notes")
         _check_tf_claims(topo)
+
+
+def _check_note_gpus(notes: list[Any], where: str) -> None:
+    """A reading note's GPUs are GPU indices (or TF ordinals): 0..4095. Its facts are plain JSON,
+    nested at most ``model.from_json.MAX_PLAIN_DEPTH`` deep (checked when built)."""
+    for k, note in enumerate(notes):
+        for j, gpu_index in enumerate(note.gpus):
+            _check_number(gpu_index, f"{where}[{k}].gpus[{j}]", MAX_GPU_INDEX)
 
 
 def _check_tf_claims(topo: Topology) -> None:

@@ -19,7 +19,7 @@ import subprocess
 import sys
 
 from gputopo.errors import GputopoError, TensorFlowUnavailable
-from gputopo.model import Finding, TfView
+from gputopo.model import ReadingNote, TfView
 
 DEFAULT_TIMEOUT_S = 180.0
 SOURCE_LABEL = "TensorFlow GPU initialisation (gputopo scan --tf)"
@@ -111,11 +111,9 @@ def tf_view_from_init_log(output: str) -> TfView:
     if gpu_count == 0:
         notes = []
         reasons = [line.strip() for line in output.splitlines() if _NO_GPU_REASON_RE.search(line)]
-        if reasons:
-            notes.append(
-                Finding("info", "tf-no-gpu-reason", f"TensorFlow said: {reasons[0][-300:]}")
-            )
-        return TfView(devices=[], peer=[], era=ERA_NO_GPU, source=source, visible_ordinals=[], notes=notes)
+        if reasons:  # the first line that says why (its last 300 characters)
+            notes.append(ReadingNote("tf-no-gpu-reason", {"said": reasons[0][-300:]}))
+        return TfView(devices=[], peer=[], era=ERA_NO_GPU, source=source, visible_ordinals=[], reading_notes=notes)
     view = parse_tf_log(output, source)
     return view
 

@@ -4,8 +4,8 @@ People meet their GPU topology first as TensorFlow log lines, copied into issues
 mixed with other output. This reader takes what is there and never fails on a broken line
 (``tflog_lines`` finds each message by its own words, in linear time); a file with several
 start-ups is split (``tflog_runs``) and one is read: the one that says most about peers, or ``run=N``. What
-cannot be read becomes a ``Finding`` in ``TfView.notes`` (which ``tf_findings`` reports); only a
-text with no GPU line at all is an ``InputError``.
+cannot be read becomes a ``ReadingNote`` in ``TfView.reading_notes`` (facts, which ``tf_findings``
+words); only a text with no GPU line at all is an ``InputError``.
 
 Eras (newest last):
 
@@ -39,9 +39,11 @@ own memory, so the diagonal of ``TfView.peer`` is ``True`` for every ordinal the
 
 from __future__ import annotations
 
+from typing import Any
+
 from gputopo.errors import InputError
 from gputopo.fileio import read_text_input
-from gputopo.model import P2P_OK, Finding, Gpu, TfView, Topology, make_link
+from gputopo.model import P2P_OK, Gpu, ReadingNote, TfView, Topology, make_link
 from gputopo.sources.tflog_lines import CREATED, MATRIX, PEER_LIMIT, message_of, scan_lines
 from gputopo.sources.tflog_runs import StartUp, chosen_startup, last_complete, peer_entries, split_startups
 from gputopo.sources.tflog_startup import (
@@ -74,7 +76,7 @@ def parse_tf_log(text: str, source: str, run: int | None = None) -> TfView:
     """TensorFlow's view of the GPUs from a log; ``InputError`` only when no GPU line is there, or
     ``run`` names a start-up the log does not hold.
 
-    What could not be read (cut lines, missing matrix rows) is listed in ``TfView.notes``.
+    What could not be read (cut lines, missing matrix rows) is noted in ``TfView.reading_notes``.
     """
     if "\x00" in text:
         raise InputError(f"TensorFlow log {source} is binary, not text")
@@ -96,37 +98,33 @@ def parse_tf_log(text: str, source: str, run: int | None = None) -> TfView:
     view = view_of_startup(startups[index], source)
     view.startups, view.startup = len(startups), index + 1
     if len(startups) > 1:
-        view.notes.insert(0, _startups_note(startups, index, run))
+        view.reading_notes.insert(0, _startups_note(startups, index, run))
     return view
 
 
-def _startups_note(startups: list[StartUp], index: int, run: int | None) -> Finding:
-    """Which of several start-ups the view reads, why, what the others are, and how to pick another."""
+def _startups_note(startups: list[StartUp], index: int, run: int | None) -> ReadingNote:
+    """Which of several start-ups the view reads (``chosen``, from 1), why (``how``: ``asked`` with
+    --tf-run, ``last-complete``, ``most-peers``, ``none-complete``), and the first six others."""
     chosen = startups[index]
     if run is not None:
-        using = f"using #{run} (--tf-run {run})"
+        how = "asked"
     elif index == last_complete(startups) and all(peer_entries(s) <= peer_entries(chosen) for s in startups[index + 1 :]):
-        later = len(startups) - 1 - index
-        skipped = f"; {'the one after it is' if later == 1 else f'the {later} after it are'} incomplete" if later else ""
-        using = f"using the last complete one (#{index + 1}{skipped})"
+        how = "last-complete"
     elif peer_entries(chosen):
-        using = f"using #{index + 1}, the one that says most about which GPUs can peer"
+        how = "most-peers"
     else:
-        using = f"none is complete; using the last (#{index + 1})"
-    others = [f"#{k + 1} from line {s.first_line} ({_summary(s)})" for k, s in enumerate(startups) if k != index][:6]
-    return Finding(
-        "info",
-        "tf-log-startups",
-        f"the log holds {len(startups)} TensorFlow start-ups; {using}, from line {chosen.first_line}; "
-        f"the other{'s' if len(others) > 1 else ''}: {', '.join(others)}; pick another with --tf-run N",
-    )
+        how = "none-complete"
+    others = [_summary(k + 1, s) for k, s in enumerate(startups) if k != index][:6]
+    return ReadingNote("tf-log-startups", {"startups": len(startups), "chosen": index + 1, "how": how,
+                                           "first_line": chosen.first_line, "others": others})
 
 
-def _summary(startup: StartUp) -> str:
-    named = startup.names() | startup.created
-    gpus = f"GPU{'s' if len(named) != 1 else ''} {','.join(map(str, sorted(named)[:8]))}{'...' if len(named) > 8 else ''}"
-    peers = f"{peer_entries(startup)} peer entries" if peer_entries(startup) else "nothing about peers"
-    return f"{gpus}, {peers}{'' if startup.complete else ', incomplete'}"
+def _summary(number: int, startup: StartUp) -> dict[str, Any]:
+    """One other start-up: where it starts, the GPUs it names (the first eight, and how many), how
+    many peer entries it has, whether it is complete."""
+    named = sorted(startup.names() | startup.created)
+    return {"number": number, "first_line": startup.first_line, "gpus": named[:8], "gpu_count": len(named),
+            "peer_entries": peer_entries(startup), "complete": startup.complete}
 
 
 def _names_any_gpu(startup: StartUp) -> bool:

@@ -82,7 +82,7 @@ class LogEvent:
     memory_mb: int | None = None  # CREATED: "with N MB memory"
     diagonal_is_self: bool = True  # MATRIX: DMA matrices print Y on the diagonal, edge matrices N
     header_missing: bool = False  # MATRIX: an edge matrix whose column header line is not there (yet)
-    cut: str | None = None  # what of the line is cut off, in words
+    cut: str | None = None  # CREATED: where the line is cut: "details" (before its device details), "number" (before its device number)
     process: str | None = None  # which process wrote the line, where its prefix says (MPI rank, thread id)
 
 
@@ -235,17 +235,12 @@ def _created_event(message: str, match: re.Match[str], line_no: int) -> LogEvent
     event = LogEvent(CREATED, line_no, era=era, tf_id=int(tf_id.group(1)) if tf_id else None)
     event.memory_mb = int(mb.group(1)) if mb else None
     if arrow < 0:
-        what = f"the `Created device` line for GPU:{event.tf_id}" if tf_id else "a `Created device` line"
-        event.cut = f"{what} is cut before its device details"
+        event.cut = "details"
         return event
     rest = after[arrow + 2 :]
     fields = _DEVICE_FIELDS_RE.match(rest)
     if fields is None:
-        event.cut = (
-            f"the `Created device` line for GPU:{event.tf_id} is cut short"
-            if tf_id
-            else "a `Created device` line is cut before its device number"
-        )
+        event.cut = "number"
         return event
     event.ordinals = [int(fields.group(1))]
     event.text = rest[fields.end() :]

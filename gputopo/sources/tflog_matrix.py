@@ -8,8 +8,12 @@ own ordinals where there are as many rows as columns), and the missing header is
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
-from gputopo.model import Finding
+from gputopo.model import ReadingNote
+
+# The reading note of every place a TensorFlow log is cut (facts: ``{"cut": kind, ...}``).
+TF_LOG_CUT = "tf-log-cut"
 
 
 @dataclass
@@ -35,12 +39,11 @@ class PeerMatrix:
         return set(self.columns()) | set(self.rows)
 
 
-def apply_matrix(matrix: PeerMatrix, peer: list[list[bool | None]], notes: list[Finding]) -> None:
+def apply_matrix(matrix: PeerMatrix, peer: list[list[bool | None]], notes: list[ReadingNote]) -> None:
     """Copy a matrix into ``peer`` (by ordinal) and note a missing header, rows or cells."""
     columns = matrix.columns()
     if not matrix.ordinals and matrix.rows:
-        span = f"{columns[0]}-{columns[-1]}" if len(columns) > 1 else str(columns[0])
-        notes.append(_cut(f"line {matrix.line_no}: the peer matrix has no header line; columns read as ordinals {span}"))
+        notes.append(_cut({"cut": "matrix-header", "line": matrix.line_no, "columns": [columns[0], columns[-1]]}))
     for row_ordinal, values in matrix.rows.items():
         if row_ordinal >= len(peer):
             continue
@@ -49,18 +52,11 @@ def apply_matrix(matrix: PeerMatrix, peer: list[list[bool | None]], notes: list[
                 continue  # the diagonal: DMA says Y, edge matrices N; a device always reaches itself
             peer[row_ordinal][column] = value
         if len(values) < len(columns):
-            notes.append(
-                _cut(f"the peer matrix row for GPU {row_ordinal} is cut short ({len(values)} of {len(columns)} entries)")
-            )
+            notes.append(_cut({"cut": "matrix-row", "gpu": row_ordinal, "entries": len(values), "of": len(columns)}))
     missing = [o for o in columns if o not in matrix.rows]
     if missing:
-        notes.append(
-            _cut(
-                f"line {matrix.line_no}: the peer matrix has no rows for GPU "
-                f"{', '.join(map(str, missing))}; those entries are unknown unless other lines say"
-            )
-        )
+        notes.append(_cut({"cut": "matrix-rows", "line": matrix.line_no, "gpus": missing}))
 
 
-def _cut(what: str) -> Finding:
-    return Finding("info", "tf-log-cut", what)
+def _cut(place: dict[str, Any]) -> ReadingNote:
+    return ReadingNote(TF_LOG_CUT, place)

@@ -10,9 +10,10 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
+from typing import Any
 
 from gputopo.errors import InputError
-from gputopo.model import Finding, TfDevice, TfView, normalize_pci_bus_id
+from gputopo.model import ReadingNote, TfDevice, TfView, normalize_pci_bus_id
 from gputopo.sources.tflog_lines import (
     CREATED,
     DENIED,
@@ -32,7 +33,7 @@ from gputopo.sources.tflog_lines import (
     XLA,
     LogEvent,
 )
-from gputopo.sources.tflog_matrix import PeerMatrix, apply_matrix
+from gputopo.sources.tflog_matrix import TF_LOG_CUT, PeerMatrix, apply_matrix
 from gputopo.sources.tflog_runs import StartUp
 
 ERA_TF0 = "tf0-gpu-init"
@@ -61,7 +62,7 @@ _PROP_CC_RE = re.compile(r"(?:computeCapability:[ \t]*(\d{1,3}\.\d{1,3}))|(?:maj
 class _Facts:
     """What one start-up's lines say, before the peer matrix is built."""
 
-    notes: list[Finding] = field(default_factory=list)
+    notes: list[ReadingNote] = field(default_factory=list)
     eras: set[str] = field(default_factory=set)
     weak_eras: set[str] = field(default_factory=set)  # from lines several eras print alike
     devices: dict[int, TfDevice] = field(default_factory=dict)
@@ -101,11 +102,7 @@ def view_of_startup(startup: StartUp, source: str) -> TfView:
     inferred = _infer_unnamed_pairs(facts.denied, facts.matrices, facts.notes, sorted(named), peer)
     count, at_least = _gpu_count(startup, facts)
     if at_least and count > len(facts.devices):
-        facts.notes.append(Finding(
-            "info", "tf-gpus-implied",
-            f"the log implies at least {count} GPUs (it names {_gpu_word(len(facts.devices))} "
-            f"{', '.join(map(str, sorted(facts.devices)))}); the others are in a part of the log that is not there",
-        ))
+        facts.notes.append(ReadingNote("tf-gpus-implied", {"count": count, "named": sorted(facts.devices)}))
     return TfView(
         gpu_count=count,
         gpu_count_at_least=at_least,
@@ -114,15 +111,11 @@ def view_of_startup(startup: StartUp, source: str) -> TfView:
         era=max(facts.eras, key=_ERA_ORDER.index) if facts.eras else None,
         source=source,
         visible_ordinals=facts.visible,
-        notes=_merge_cut_notes(facts.notes, source),
+        reading_notes=_merge_cut_notes(facts.notes, source),
         peer_inferred=inferred,
         enable_failed=facts.enable_failed,
         too_many_peers=facts.too_many_peers,
     )
-
-
-def _gpu_word(n: int) -> str:
-    return "GPU" if n == 1 else "GPUs"
 
 
 def _gpu_count(startup: StartUp, facts: _Facts) -> tuple[int, bool]:
@@ -203,7 +196,7 @@ def _drop_implausible(facts: _Facts) -> set[int]:
     def keep(ordinals: list[int]) -> bool:
         return max(ordinals, default=0) <= MAX_TF_ORDINAL
 
-    facts.notes.append(_cut_note(f"GPU ordinal {too_large[0]} is not plausible and was ignored"))
+    facts.notes.append(_cut_note({"cut": "implausible-ordinal", "ordinal": too_large[0]}))
     facts.devices = {o: d for o, d in facts.devices.items() if o <= MAX_TF_ORDINAL}
     facts.denied = {pair: n for pair, n in facts.denied.items() if keep(list(pair))}
     facts.enable_failed = [pair for pair in facts.enable_failed if keep(pair)]
@@ -217,27 +210,21 @@ def _drop_implausible(facts: _Facts) -> set[int]:
     return named - set(too_large)
 
 
-def _apply_denied(denied: dict[tuple[int, int], int], peer: list[list[bool | None]], source: str, notes: list[Finding]) -> None:
+def _apply_denied(denied: dict[tuple[int, int], int], peer: list[list[bool | None]], source: str,
+                  notes: list[ReadingNote]) -> None:
     for (i, j), line_no in sorted(denied.items()):
         if i == j:
             continue
-        if peer[i][j] is True:
-            notes.append(
-                Finding(
-                    "warning",
-                    "tf-log-contradiction",
-                    f"{source} line {line_no}: TensorFlow could not enable peer access {i}->{j} although "
-                    "its matrix says Y; taken as no peer access",
-                    gpus=sorted({i, j}),
-                )
-            )
+        if peer[i][j] is True:  # the matrix said Y: taken as no peer access
+            notes.append(ReadingNote("tf-log-contradiction", {"source": source, "line": line_no, "from": i, "to": j},
+                                     sorted({i, j})))
         peer[i][j] = False
 
 
 def _infer_unnamed_pairs(
     denied: dict[tuple[int, int], int],
     matrices: list[PeerMatrix],
-    notes: list[Finding],
+    notes: list[ReadingNote],
     ordinals: list[int],
     peer: list[list[bool | None]],
 ) -> bool:
@@ -250,27 +237,14 @@ def _infer_unnamed_pairs(
     if not unnamed:
         return False
     sources, targets = {i for i, _ in denied}, {j for _, j in denied}
-    cut = any(n.code == "tf-log-cut" for n in notes)
+    cut = any(n.code == TF_LOG_CUT for n in notes)
     if set(ordinals) <= sources and set(ordinals) <= targets and not cut:
         for a, b in unnamed:
             peer[a][b] = peer[b][a] = True
         return True
-    missing = sorted((set(ordinals) - sources) | (set(ordinals) - targets))
-    why = (
-        "the log looks cut short"
-        if cut or not missing
-        else f"GPU {', '.join(map(str, missing))} {'is' if len(missing) == 1 else 'are'} not named on both sides of those lines (cut short?)"
-    )
-    notes.append(
-        Finding(
-            "info",
-            "tf-peer-unknown",
-            "TensorFlow logs only the pairs that cannot peer, but " + why + ", so whether "
-            + ", ".join(f"{a}-{b}" for a, b in unnamed[:12]) + ("..." if len(unnamed) > 12 else "")
-            + " can peer is unknown",
-            gpus=sorted({o for pair in unnamed for o in pair}),
-        )
-    )
+    missing = sorted((set(ordinals) - sources) | (set(ordinals) - targets))  # not named on both sides
+    notes.append(ReadingNote("tf-peer-unknown", {"cut": cut, "missing": missing, "pairs": [list(p) for p in unnamed]},
+                             sorted({o for pair in unnamed for o in pair})))
     return False
 
 
@@ -283,31 +257,23 @@ def _note_devices_not_created(startup: StartUp, facts: _Facts) -> None:
         return
     missing = sorted(listed - created)
     if missing:
-        facts.notes.append(
-            _cut_note(
-                f"TensorFlow listed GPU {', '.join(map(str, missing))} but the log ends before it created "
-                f"{'it' if len(missing) == 1 else 'them'} (PCI bus ids and memory unknown)"
-            )
-        )
+        facts.notes.append(_cut_note({"cut": "not-created", "gpus": missing}))
 
 
-def _merge_cut_notes(notes: list[Finding], source: str) -> list[Finding]:
-    """One finding for all the cut places: findings are told apart by code and GPUs, and a list of
-    places reads better than a dozen near-identical lines."""
-    cut = [n for n in notes if n.code == "tf-log-cut"]
+def _merge_cut_notes(notes: list[ReadingNote], source: str) -> list[ReadingNote]:
+    """One note for all the cut places, first: findings are told apart by code and GPUs, and a list
+    of places reads better than a dozen near-identical lines."""
+    cut = [n for n in notes if n.code == TF_LOG_CUT]
     if not cut:
         return notes
-    rest = [n for n in notes if n.code != "tf-log-cut"]
-    places = f"{len(cut)} place{'s' if len(cut) > 1 else ''}"
-    merged = Finding("info", "tf-log-cut", f"{source} is cut short in {places}; what is there was read: " + "; ".join(n.message for n in cut))
-    return [merged, *rest]
+    rest = [n for n in notes if n.code != TF_LOG_CUT]
+    return [ReadingNote(TF_LOG_CUT, {"source": source, "cuts": [n.facts for n in cut]}), *rest]
 
 
-def _read_created(event: LogEvent, devices: dict[int, TfDevice], notes: list[Finding]) -> None:
+def _read_created(event: LogEvent, devices: dict[int, TfDevice], notes: list[ReadingNote]) -> None:
     """One ``Creat(ed|ing) ... device`` line: fill the device it names, note what is cut off."""
-    where = f"line {event.line_no}"
     if event.cut:
-        notes.append(_cut_note(f"{where}: {event.cut}"))
+        notes.append(_cut_note({"cut": "created-line", "line": event.line_no, "before": event.cut, "tf_id": event.tf_id}))
     ordinal = event.ordinals[0] if event.ordinals else event.tf_id  # cut before "device: N": TF's own number
     if ordinal is None:
         return
@@ -317,10 +283,10 @@ def _read_created(event: LogEvent, devices: dict[int, TfDevice], notes: list[Fin
     if not event.ordinals:
         return
     device.tf_id = event.tf_id
-    _read_created_details(device, event.text, notes, where, ordinal)
+    _read_created_details(device, event.text, notes, event.line_no, ordinal)
 
 
-def _read_created_details(device: TfDevice, detail: str, notes: list[Finding] | None = None, where: str = "",
+def _read_created_details(device: TfDevice, detail: str, notes: list[ReadingNote] | None = None, line_no: int = 0,
                           ordinal: int = 0) -> None:
     """Name, PCI bus id (a cut one noted where ``notes`` is given) and compute capability."""
     name = _NAME_RE.search(detail)
@@ -332,9 +298,9 @@ def _read_created_details(device: TfDevice, detail: str, notes: list[Finding] | 
         if normalized:
             device.pci_bus_id = normalized
         elif notes is not None:
-            notes.append(_cut_note(f"{where}: the PCI bus id of GPU {ordinal} is cut short ({bus.group(1)!r})"))
+            notes.append(_cut_note({"cut": "bus-id", "line": line_no, "gpu": ordinal, "bus_id": bus.group(1)}))
     elif notes is not None:  # every era prints the bus id after the name: the line is cut
-        notes.append(_cut_note(f"{where}: the `Created device` line for GPU {ordinal} is cut before its PCI bus id"))
+        notes.append(_cut_note({"cut": "before-bus-id", "line": line_no, "gpu": ordinal}))
     cc = _CC_RE.search(detail)
     if cc and device.compute_capability is None:
         device.compute_capability = cc.group(1)
@@ -353,5 +319,6 @@ def _read_properties(device: TfDevice, text: str) -> None:
         device.compute_capability = cc.group(1) or f"{cc.group(2)}.{cc.group(3)}"
 
 
-def _cut_note(what: str) -> Finding:
-    return Finding("info", "tf-log-cut", what)
+def _cut_note(place: dict[str, Any]) -> ReadingNote:
+    """One place the log is cut (``{"cut": kind, ...}``); ``_merge_cut_notes`` gathers them."""
+    return ReadingNote(TF_LOG_CUT, place)

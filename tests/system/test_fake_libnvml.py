@@ -26,6 +26,7 @@ import pytest
 from conftest import REPO, corpus_known_gaps
 from fake_nvml import FakeNvml
 
+from gputopo.analysis.reading_notes import note_findings
 from gputopo.errors import EXIT_ENVIRONMENT, NvmlUnavailable
 from gputopo.model import Gpu, Topology
 from gputopo.sources.registry import read_file
@@ -211,7 +212,8 @@ def test_both_fakes_agree_on_every_reference_machine_and_the_corpus(libnvml: Pat
     assert len(cases) > 40
     got = assert_fakes_agree(libnvml, cases)
     for case, answer in zip(cases[: len(MACHINES)], got):
-        assert answer["topology"]["diagnostics"] == [], case.name  # a reference machine answers everything
+        assert answer["topology"]["reading_notes"] == [], case.name  # a reference machine answers everything
+        assert answer["topology"]["diagnostics"] == [], case.name
     dgx1 = Topology.from_dict(got[0]["topology"])
     assert dgx1.driver_version == "550.54.15" and dgx1.cuda_driver_version == "12.4"
     assert dgx1.link(0, 3).type == "NV2" and dgx1.gpu(0).pci_bus_id == "0000:06:00.0"
@@ -280,8 +282,8 @@ def test_injected_failures_give_the_same_topology_as_the_python_fake(libnvml: Pa
     got = assert_fakes_agree(libnvml, cases)
     by_name = {case.name: answer for case, answer in zip(cases, got)}
     lost = Topology.from_dict(by_name["lost-own"]["topology"])
-    assert [f.code for f in lost.diagnostics] == ["gpu-lost"] and lost.gpu(2).pci_bus_id == "0000:3a:00.0"
-    assert [f.code for f in Topology.from_dict(by_name["lost-pair"]["topology"]).diagnostics] == ["gpu-lost"]
+    assert [f.code for f in note_findings(lost.reading_notes)] == ["gpu-lost"] and lost.gpu(2).pci_bus_id == "0000:3a:00.0"
+    assert [f.code for f in note_findings(Topology.from_dict(by_name["lost-pair"]["topology"]).reading_notes)] == ["gpu-lost"]
     assert "could not count the GPUs (unknown error)" in by_name["count"]["error"]
     assert "kernel driver is not loaded" in by_name["NVMLError_DriverNotLoaded"]["error"]
     assert "versions differ" in by_name["NVMLError_LibRmVersionMismatch"]["error"]
@@ -305,9 +307,10 @@ def test_a_symbol_the_driver_lacks_is_function_not_found(tmp_path: Path) -> None
         data["fake_nvml"]["errors"].pop("nvmlDeviceGetNvLinkRemoteDeviceType")
         case.snapshot.write_text(json.dumps(data))
     a100, dgx1 = (Topology.from_dict(answer["topology"]) for answer in assert_fakes_agree(older, cases))
-    finding = next(f for f in a100.diagnostics if f.code == "nvml-nvlink-remote-unavailable")
+    findings = note_findings(a100.reading_notes)  # what the probe noted, as analysis words it
+    finding = next(f for f in findings if f.code == "nvml-nvlink-remote-unavailable")
     assert a100.link(0, 1).type == "PXB" and "not in this driver" in finding.message
-    assert next(f for f in a100.diagnostics if f.code == "nvml-numa-unavailable").gpus == list(range(8))
+    assert next(f for f in findings if f.code == "nvml-numa-unavailable").gpus == list(range(8))
     assert dgx1.link(0, 3).type == "NV2"
 
 

@@ -91,3 +91,40 @@ def test_the_size_check_sees_a_long_function(tmp_path):
         assert [entry.split(" ")[1] for entry in _long_functions(source)] == ["f"]
     finally:
         PACKAGE = saved
+
+
+SOURCES = PACKAGE / "sources"
+
+
+def _finding_uses(text: str, name: str) -> list[str]:
+    """Where a module's ``text`` names ``Finding`` at all: imports it (``from gputopo.model import
+    Finding``, ``as`` another name, ``*`` from the model), or reaches it as a name or an attribute
+    (``model.Finding(...)``). Sources give the topology as read and record ``ReadingNote``s;
+    findings are made in ``gputopo.analysis`` only."""
+    uses = []
+    for node in ast.walk(ast.parse(text)):
+        if isinstance(node, ast.ImportFrom) and any(alias.name in ("Finding", "*") for alias in node.names):
+            uses.append(f"{name}:{node.lineno} imports {', '.join(a.name for a in node.names)} from {node.module}")
+        elif isinstance(node, ast.Name) and node.id == "Finding" or isinstance(node, ast.Attribute) and node.attr == "Finding":
+            uses.append(f"{name}:{node.lineno} uses Finding")
+    return uses
+
+
+def test_no_source_imports_or_makes_a_finding():
+    uses = [use for path in sorted(SOURCES.rglob("*.py")) for use in _finding_uses(path.read_text(encoding="utf-8"), _relative(path))]
+    assert not uses, "findings are made in gputopo/analysis/ only (a source records a ReadingNote): " + "; ".join(uses)
+
+
+@pytest.mark.parametrize(
+    ("text", "count"),
+    [
+        ("from gputopo.model import Finding, Gpu\n", 1),
+        ("from gputopo.model.parts import Finding as F\n", 1),
+        ("from gputopo.model import *\n", 1),
+        ("import gputopo.model as m\nx = m.Finding('info', 'c', 'm')\n", 1),
+        ("def f(t):\n    return [Finding for _ in t]\n", 1),
+        ("from gputopo.model import ReadingNote\nnote = ReadingNote('c')  # a Finding in a comment is none\n", 0),
+    ],
+)
+def test_the_finding_check_sees_every_way_in(text, count):
+    assert len(_finding_uses(text, "m.py")) == count

@@ -64,7 +64,6 @@ UNTESTED = frozenset(
         "sources/gathered",
         "sources/host_health",
         "sources/nvbandwidth_json",
-        "sources/nvml_findings",
         "sources/nvml_health",
         "sources/pasted",
         "sources/pasted_health",

@@ -17,6 +17,7 @@ from conftest import OWN_FIXTURES, corpus_known_gaps
 
 from gputopo.analysis.diagnose import diagnose
 from gputopo.analysis.locality import SOC_CODE, SYS_MEANING, same_socket
+from gputopo.analysis.reading_notes import note_findings
 from gputopo.errors import InputError
 from gputopo.model import Finding, Topology
 from gputopo.sources.smi_text import parse_topo_matrix
@@ -44,7 +45,8 @@ def _read(name: str) -> Topology | None:
 
 
 def _findings(topology: Topology) -> list[Finding]:
-    return list(topology.diagnostics) + diagnose(topology)
+    """Every finding about the capture: what its reader noticed, in words, then ``diagnose``'s."""
+    return note_findings(topology.reading_notes) + diagnose(topology)
 
 
 def _nvswitch(topology: Topology) -> bool | None:
@@ -108,7 +110,7 @@ def test_mangled_pastes_are_read_and_repairs_said(name: str) -> None:
     topology = _read(name)
     if topology is None:
         return
-    repaired = [f for f in topology.diagnostics if f.code == "repaired-paste"]
+    repaired = [f for f in note_findings(topology.reading_notes) if f.code == "repaired-paste"]
     if repaired:
         assert EXPECTED[name]["mangled"], repaired[0].message
         assert repaired[0].severity == "info" and "the paste was damaged" in repaired[0].message

@@ -145,3 +145,26 @@ def test_two_machines_are_not_merged_as_one():
     one_down = smi()
     one_down.links[0].type, one_down.links[0].nvlink_count = "NV1", 1  # one link down: same host, said
     assert [d.subject for d in merge_views([smi(), one_down]).disagreements] == ["link 0-1 type"]
+
+
+def test_findings_come_in_the_order_of_the_sources_whether_made_or_noted():
+    """A paste's reading notes become findings in analysis, a snapshot's findings are made already:
+    merged either way round, the first source's come first."""
+    from gputopo.analysis import with_findings
+    from gputopo.model import Finding, ReadingNote
+
+    paste = smi()
+    paste.reading_notes = [ReadingNote("pcie-only-matrix")]
+    snapshot = measured(0, 1, 48.3)
+    snapshot.diagnostics = [Finding("info", "carried", "made when the snapshot was saved", [0, 1], evidence=["e"])]
+    snapshot.reading_notes = [ReadingNote("cuda-ordinals-only", {"source": "p2p.txt"})]
+
+    def codes(parts: list[Topology]) -> list[str]:
+        return [f.code for f in with_findings(merge_views(parts)).diagnostics]
+
+    assert codes([paste, snapshot])[:3] == ["pcie-only-matrix", "carried", "cuda-ordinals-only"]
+    assert codes([snapshot, paste])[:3] == ["carried", "cuda-ordinals-only", "pcie-only-matrix"]
+    merged = merge_views([paste, snapshot])
+    carried = [n for n in merged.reading_notes if n.code == "carried"]  # kept in words, evidence and all
+    assert carried[0].facts["worded"]["evidence"] == ["e"] and merged.diagnostics == []
+    assert snapshot.diagnostics[0].code == "carried" and paste.reading_notes == [ReadingNote("pcie-only-matrix")]

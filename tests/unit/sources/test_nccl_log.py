@@ -51,7 +51,7 @@ def test_two_processes_are_numbered_by_bus_id_and_say_so():
     assert [g.pci_bus_id for g in topo.gpus] == ["0000:3d:00.0", "0000:89:00.0"]
     transport = topo.nccl.transports[0]
     assert (transport.a, transport.b, transport.channels) == (1, 0, [0, 1])
-    assert any(f.code == "nccl-gpus-by-bus-id" for f in topo.diagnostics)
+    assert [(n.code, n.facts) for n in topo.reading_notes] == [("nccl-gpus-by-bus-id", {"source": "z"})]
 
 
 def test_lines_of_other_programs_and_damaged_lines_are_skipped():

@@ -4,6 +4,7 @@ as NV<n> to every peer, NICs; hostile XML refused before parsing."""
 import pytest
 
 from gputopo.errors import InputError
+from gputopo.analysis.reading_notes import note_findings
 from gputopo.sources import nccl_xml
 from unit.sources.readers_corpus import cases, text_of
 
@@ -55,7 +56,7 @@ def test_a_dump_cut_inside_a_gpu_is_read_and_that_gpus_pairs_are_unknown():
     """nccl#1125 pasted a dump cut inside GPU 0's NVLink list: read, not refused."""
     topo = nccl_xml.read(text_of("nccl_xml", "nccl1125_1xa100_amd_epyc_nvswitch_targets_cut.xml"), "cut")
     assert [(g.index, g.pci_bus_id, g.numa_node) for g in topo.gpus] == [(0, "0000:07:00.0", 0)]
-    assert any(f.code == "nccl-xml-cut" and "GPU 0's NVLink list was cut" in f.message for f in topo.diagnostics)
+    assert any(f.code == "nccl-xml-cut" and "GPU 0's NVLink list was cut" in f.message for f in note_findings(topo.reading_notes))
     six = ["d2", "d3", "d4", "d5", "d6", "d7"]
     text = ('<system version="1"><cpu numaid="0">' + _switched_gpu(0, "07", six) + _switched_gpu(1, "0f", six) +
             _switched_gpu(2, "47", six[:2], close=False))

@@ -6,6 +6,7 @@ import json
 import pytest
 
 from gputopo.errors import InputError
+from gputopo.analysis.reading_notes import note_findings
 from gputopo.sources import nvbandwidth, nvbandwidth_json
 from unit.sources.readers_corpus import cases, directed_gbps, pair, text_of
 
@@ -33,7 +34,7 @@ def test_real_captures_read_as_the_expert_reads_them(name, want):
         assert topo.link(*pair(key, "-")).measured.bidirectional_gbps == pytest.approx(gbps)
     if want.get("pairs_measured") == 0:
         assert not any(link.measured for link in topo.links)
-        assert any(f.code == "no-pair-measured" for f in topo.diagnostics)
+        assert any(n.code == "no-pair-measured" for n in topo.reading_notes)
 
 
 def test_the_two_groups_of_the_a6000_box_stand_out():
@@ -87,7 +88,7 @@ def test_deep_or_cut_json_is_one_whole_line():
 def test_a_run_without_a_matrix_is_still_nvbandwidth_and_says_why_no_pair_was_measured():
     """nvbandwidth#13: two 2080 Ti, the D2D test waived (its peer mapping failed): no matrix at all."""
     topo = _read("nvbandwidth13_2x_rtx2080ti_write_ce_waived_prompt.txt")
-    (note,) = [f for f in topo.diagnostics if f.code == "no-pair-measured"]
+    (note,) = [f for f in note_findings(topo.reading_notes) if f.code == "no-pair-measured"]
     assert note.severity == "warning" and note.gpus == [0, 1]
     assert "waived device_to_device_memcpy_write_ce" in note.message and "these 2 GPUs could not peer" in note.message
 
@@ -96,10 +97,10 @@ def test_wrong_bytes_stop_the_run_and_are_said_before_anything_else():
     """nvbandwidth#34: 8x A100, read_ce stopped by its pattern check: a copy delivered wrong data."""
     topo = _read("nvbandwidth34_8x_a100_sxm_read_ce_pattern_assert.txt")
     assert [g.pci_bus_id for g in topo.gpus][:2] == ["0000:34:00.0", "0000:35:00.0"]
-    (wrong,) = [f for f in topo.diagnostics if f.code == "nvbandwidth-wrong-data"]
+    (wrong,) = [f for f in note_findings(topo.reading_notes) if f.code == "nvbandwidth-wrong-data"]
     assert wrong.severity == "warning" and "stopped in device_to_device_memcpy_read_ce" in wrong.message
     assert "delivered wrong data" in wrong.message and wrong.gpus == list(range(8))
-    (none,) = [f for f in topo.diagnostics if f.code == "no-pair-measured"]
+    (none,) = [f for f in note_findings(topo.reading_notes) if f.code == "no-pair-measured"]
     assert none.severity == "info" and "stopped at its byte check" in none.message and none.fix is None
 
 
@@ -112,6 +113,6 @@ def test_wrong_bytes_in_a_host_copy_are_not_called_a_gpu_to_gpu_copy():
     """nvbandwidth#34 with its Running line made host_to_device_memcpy_ce (derived): the bytes a
     host-to-GPU copy delivered were wrong; nothing says a GPU-to-GPU copy was."""
     text = text_of("nvbandwidth", "nvbandwidth34_8x_a100_sxm_read_ce_pattern_assert.txt").replace("Running device_to_device_memcpy_read_ce.", "Running host_to_device_memcpy_ce.")
-    (wrong,) = [f for f in nvbandwidth.read(text, "h").diagnostics if f.code == "nvbandwidth-wrong-data"]
+    (wrong,) = [f for f in note_findings(nvbandwidth.read(text, "h").reading_notes) if f.code == "nvbandwidth-wrong-data"]
     assert "stopped in host_to_device_memcpy_ce" in wrong.message and "GPU-to-GPU" not in wrong.message
     assert "P2P" not in wrong.fix

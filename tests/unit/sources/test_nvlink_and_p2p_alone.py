@@ -51,7 +51,7 @@ def test_topo_p2p_alone_gives_gpus_and_p2p_words(name, want):
         a, b = (int(x) for x in key.split("-"))
         link = topo.link(a, b)
         assert link.type == "UNKNOWN" and link.p2p_read == word
-    assert any(f.code == "p2p-capability-assumed" for f in topo.diagnostics)
+    assert any(n.code == "p2p-capability-assumed" for n in topo.reading_notes)
 
 
 def test_topo_p2p_beside_topo_m_is_left_to_the_topo_m_reader():

@@ -13,6 +13,7 @@ import pytest
 from conftest import REPO
 from fake_nvml import FakeNvml
 
+from gputopo.analysis.reading_notes import note_findings
 from gputopo.errors import EXIT_ENVIRONMENT, NvmlUnavailable
 from gputopo.model import Gpu, Topology
 from gputopo.sources.nvml import probe
@@ -29,12 +30,19 @@ def _host_of(topo: Topology) -> str | None:
     return hosts[1] if len(hosts) > 1 else None
 
 
+def _findings(topo: Topology) -> list:
+    """What the probe noted (``Topology.reading_notes``: facts), as analysis words it; the words
+    themselves are tested in tests/unit/analysis/test_reading_notes.py."""
+    assert topo.diagnostics == []  # the probe makes no findings
+    return note_findings(topo.reading_notes)
+
+
 def _codes(topo: Topology) -> list[str]:
-    return [f.code for f in topo.diagnostics]
+    return [f.code for f in _findings(topo)]
 
 
 def _finding(topo: Topology, code: str):
-    matches = [f for f in topo.diagnostics if f.code == code]
+    matches = [f for f in _findings(topo) if f.code == code]
     assert len(matches) == 1, (code, _codes(topo))
     return matches[0]
 
@@ -51,7 +59,7 @@ def test_probe_reproduces_reference_machine(machine: str, strings: str) -> None:
 
     assert probed.source == "nvml"
     assert probed.host == socket.gethostname()
-    assert probed.diagnostics == []
+    assert probed.diagnostics == [] and probed.reading_notes == []
     assert fake.shutdown_calls == 1 and fake.initialized == 0
     assert len(probed.gpus) == len(fake.original_index)
     for local, orig_index in fake.original_index.items():
@@ -124,7 +132,7 @@ def test_globally_unsupported_query_gives_one_grouped_finding() -> None:
     assert finding.severity == "info"
     assert finding.gpus == list(range(8))
     assert "CPU affinity" in finding.message and "not supported" in finding.message
-    assert len(probed.diagnostics) == 1
+    assert len(probed.reading_notes) == 1
 
 
 def test_per_gpu_no_permission_is_a_warning_with_a_fix() -> None:

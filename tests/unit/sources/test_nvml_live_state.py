@@ -29,7 +29,7 @@ def test_the_probe_reads_memory_used_utilisation_and_processes():
     assert gpu3.memory_used_bytes == 70 * GIB and gpu3.utilization_percent == 97
     assert [(p.pid, p.name, p.used_memory_bytes) for p in gpu3.processes] == [(4242, "python3", 70 * GIB), (4243, None, None)]
     assert topology.gpu(0).processes == [] and topology.gpu(0).utilization_percent == 0
-    assert topology.diagnostics == []  # a process name NVML will not give is no finding
+    assert topology.reading_notes == [] and topology.diagnostics == []  # a process name NVML will not give is no finding
 
 
 def test_live_state_not_supported_is_unknown_and_other_failures_get_a_finding():
@@ -37,11 +37,12 @@ def test_live_state_not_supported_is_unknown_and_other_failures_get_a_finding():
 
     quiet = probe(FakeNvml(load_reference("dgx-h100")))  # the fake's default: "not supported"
     assert all(g.utilization_percent is None and g.processes is None for g in quiet.gpus)
-    assert quiet.diagnostics == []
+    assert quiet.reading_notes == [] and quiet.diagnostics == []
     denied = probe(FakeNvml(load_reference("dgx-h100"), processes={0: []},
                             unsupported={"nvmlDeviceGetComputeRunningProcesses": pynvml.NVMLError_NoPermission}))
     assert all(g.processes is None for g in denied.gpus)
-    assert "nvml-processes-unavailable" in {f.code for f in denied.diagnostics}
+    assert {"query": "processes", "failed": [{"gpu": g, "reason": "no permission"} for g in range(8)]} in [
+        n.facts for n in denied.reading_notes if n.code == "nvml-query-failed"]  # nvml-processes-unavailable
 
 
 CAPTURED = "2025-06-01T10:00:00Z"

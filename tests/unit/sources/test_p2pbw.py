@@ -4,6 +4,7 @@ direction, bidirectional and latency, and the writes-vs-reads direction rule."""
 import pytest
 
 from gputopo.errors import InputError
+from gputopo.analysis.reading_notes import note_findings
 from gputopo.sources import p2pbw
 from unit.sources.readers_corpus import cases, directed_gbps, pair, text_of
 
@@ -17,7 +18,7 @@ def test_real_captures_read_as_the_expert_reads_them(name, want):
     bus_ids = want.get("bus_ids")
     if bus_ids is None:
         assert all(g.pci_bus_id is None for g in topo.gpus)
-        assert any(f.code == "cuda-ordinals-only" for f in topo.diagnostics)
+        assert any(n.code == "cuda-ordinals-only" for n in topo.reading_notes)
     else:
         assert {str(g.index): g.pci_bus_id for g in topo.gpus} == bus_ids
     for index, gpu_name in want.get("names", {}).items():
@@ -37,7 +38,7 @@ def test_real_captures_read_as_the_expert_reads_them(name, want):
         assert all(slow < directed_gbps(topo, a, c) for c in topo.gpu_indices if c not in (a, b))
     if want.get("pairs_measured") == 0:  # cut before its first matrix: GPUs and peer lines only
         assert all(link.measured is None for link in topo.links)
-        assert any(f.code == "no-pair-measured" for f in topo.diagnostics)
+        assert any(f.code == "no-pair-measured" for f in note_findings(topo.reading_notes))
         return
     for link in topo.links:
         m = link.measured
@@ -78,5 +79,5 @@ def test_an_output_cut_before_its_matrices_still_gives_its_gpus_and_which_can_pe
     topo = p2pbw.read(text_of("p2pbw", "aikitoria29_9gpu_mixed_blackwell_ampere_ada_peer_lines_cut_before_matrices.txt"), "c")
     assert len(topo.gpus) == 9 and topo.gpu(8).pci_bus_id == "0000:23:00.0"
     assert topo.link(0, 4).can_peer is True and topo.link(1, 5).can_peer is False and topo.link(2, 3).can_peer is None
-    (note,) = [f for f in topo.diagnostics if f.code == "no-pair-measured"]
+    (note,) = [f for f in note_findings(topo.reading_notes) if f.code == "no-pair-measured"]
     assert "ends before its first matrix" in note.message

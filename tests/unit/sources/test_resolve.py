@@ -64,12 +64,12 @@ def test_without_nvml_a_tf_view_alone_is_the_topology(monkeypatch):
 
     monkeypatch.setattr(nvml, "probe", no_driver)
     topology = resolve(TopologyRequest(tf_log=TF0_LOG))
-    assert topology.source == "tf-log" and "tf-log-alone" in {f.code for f in topology.diagnostics}
+    assert topology.source == "tf-log" and "tf-log-alone" in {n.code for n in topology.reading_notes}
     # TensorFlow started now (scan --tf) takes the same road, with the view handed in
     view = resolve(TopologyRequest(tf_log=TF0_LOG)).tf
     assert isinstance(view, TfView)
     live = resolve(TopologyRequest(tf_now=True), tf_now=lambda: view)
-    assert live.tf is view and "tf-log-alone" in {f.code for f in live.diagnostics}
+    assert live.tf is view and "tf-log-alone" in {n.code for n in live.reading_notes}
 
 
 def test_without_a_source_this_host_is_probed(monkeypatch):

@@ -74,3 +74,28 @@ def test_shared_fixtures_are_present():
 
     assert len(TOPO_FIXTURES) >= 3, f"no nvidia-smi captures under {SHARED_FIXTURES / 'topo'}"
     assert len(TF_LOG_FIXTURES) >= 3, f"no TensorFlow logs under {SHARED_FIXTURES / 'tf_logs'}"
+
+
+def test_a_tf_log_given_now_also_replaces_the_old_logs_findings_merged_as_notes(tmp_path, monkeypatch):
+    """A paste with reading notes, then a snapshot saved with a TF log: the snapshot's findings are
+    carried as worded notes (sources.merge); those about the old log go all the same."""
+    from conftest import OWN_FIXTURES
+
+    from gputopo.sources.snapshot import save_snapshot
+
+    def no_driver():
+        raise NvmlUnavailable("no driver")
+
+    monkeypatch.setattr(nvml_source, "probe", no_driver)
+    snapshot = tmp_path / "tf.json"
+    save_snapshot(with_findings(resolve(TopologyRequest(tf_log=TF0_LOG))), snapshot)
+    paste = tmp_path / "topo.txt"
+    paste.write_text("# \tGPU0\tGPU1\tGPU2\tGPU3\n# GPU0\t X \tPIX\tSYS\tSYS\n# GPU1\tPIX\t X \tSYS\tSYS\n"
+                     "# GPU2\tSYS\tSYS\t X \tPIX\n# GPU3\tSYS\tSYS\tPIX\t X \n")
+    merged = resolve(TopologyRequest(from_files=(str(paste), str(snapshot))))
+    assert merged.reading_notes[0].code == "repaired-paste"
+    assert {n.code for n in merged.reading_notes if "worded" in n.facts} >= {"tf-log-alone", "tf-peer-groups"}
+    new_log = str(OWN_FIXTURES / "tf_logs" / "tf15_edge_matrix_visible_order_differs.log")
+    topo = resolve(TopologyRequest(from_files=(str(paste), str(snapshot)), tf_log=new_log))
+    kept = [n.code for n in topo.reading_notes if n.code.startswith("tf-")]
+    assert set(kept) == {"tf-log-alone"} and topo.tf.source == new_log

@@ -74,7 +74,7 @@ def test_every_shared_capture_parses_to_what_the_file_says(path):
     assert topology.source_detail == str(path)
     topology.validate()
     assert len(topology.links) == len(topology.gpus) * (len(topology.gpus) - 1) // 2
-    assert not [f for f in topology.diagnostics if f.code == "asymmetric-matrix"]
+    assert not [n for n in topology.reading_notes if n.code == "asymmetric-matrix"]
 
 
 @pytest.mark.parametrize(
@@ -166,7 +166,7 @@ def test_p2p_matrices_merge_into_links_by_capability():
     assert all(link.p2p_atomics == "NS" for link in topology.links)
     assert all(link.p2p_write is None for link in topology.links)  # no `-p2p w` matrix given
     assert topology.link(0, 1).can_peer is True and topology.link(2, 3).can_peer is False
-    assert not [f for f in topology.diagnostics if f.code == "p2p-capability-assumed"]
+    assert not [n for n in topology.reading_notes if n.code == "p2p-capability-assumed"]
 
 
 def test_p2p_matrix_without_command_line_is_read_as_read_and_said_so():
@@ -174,7 +174,7 @@ def test_p2p_matrix_without_command_line_is_read_as_read_and_said_so():
     text = text.replace("$ nvidia-smi topo -p2p r\n", "").split("$ nvidia-smi topo -p2p a")[0]
     topology = parse_topo_matrix(text, "p2p")
     assert topology.link(2, 3).p2p_read == "DR"
-    assert [f.code for f in topology.diagnostics] == ["p2p-capability-assumed"]
+    assert [(n.code, n.facts) for n in topology.reading_notes] == [("p2p-capability-assumed", {"line": 14})]
 
 
 def test_asymmetric_matrix_keeps_the_worse_word_and_says_so():
@@ -182,9 +182,10 @@ def test_asymmetric_matrix_keeps_the_worse_word_and_says_so():
     assert topology.link(0, 1).type == "NV1"  # NV1 vs NV2: fewer links is worse
     assert topology.link(0, 2).type == "SYS"  # PHB vs SYS
     assert topology.link(1, 2).type == "PHB"
-    asym = [f for f in topology.diagnostics if f.code == "asymmetric-matrix"]
-    assert sorted(f.gpus for f in asym) == [[0, 1], [0, 2]]
-    assert all(f.severity == "warning" for f in asym)
+    asym = [n for n in topology.reading_notes if n.code == "asymmetric-matrix"]
+    assert sorted(n.gpus for n in asym) == [[0, 1], [0, 2]]
+    assert asym[0].facts == {"from": "GPU0", "to": "GPU1", "forward": "NV1", "backward": "NV2", "kept": "NV1"}
+    # (a warning: tests/unit/analysis/test_reading_notes.py)
 
 
 def test_single_gpu_matrix_has_no_links():
@@ -361,10 +362,12 @@ def test_two_gpus_with_nv12_are_not_evidence_of_nvswitch():
     assert json.loads(json.dumps(parse_topo_matrix(text, "two").to_dict()))["links"][0]["nvswitch"] is None
 
 
-def _repair(topology) -> str:
-    (finding,) = [f for f in topology.diagnostics if f.code == "repaired-paste"]
-    assert finding.severity == "info"
-    return finding.message
+def _repairs(topology) -> dict:
+    """The repairs of the one ``repaired-paste`` note, by kind (their words and severity:
+    tests/unit/analysis/test_reading_notes.py)."""
+    (note,) = [n for n in topology.reading_notes if n.code == "repaired-paste"]
+    assert note.facts["source"] == topology.source_detail
+    return {repair["repair"]: repair for repair in note.facts["repairs"]}
 
 
 def test_header_whose_cells_ran_together_is_read_from_the_rows():
@@ -372,29 +375,29 @@ def test_header_whose_cells_ran_together_is_read_from_the_rows():
     assert len(topology.gpus) == 8 and [n.name for n in topology.nics] == ["mlx5_0", "mlx5_2", "mlx5_1", "mlx5_3"]
     assert topology.link(0, 4).type == "NV1" and topology.link(0, 5).type == "SYS"
     assert {(l.gpu, l.nic): l.type for l in topology.nic_links}[(2, "mlx5_1")] == "PIX"
-    assert "the header's cells ran together (line 1: 'GPU0GPU1GPU2" in _repair(topology)
-    assert "the columns were read from the rows" in _repair(topology)
+    repair = _repairs(topology)["header-ran-together"]
+    assert repair["line"] == 1 and repair["cell"].startswith("GPU0GPU1GPU2")
 
 
 def test_run_together_header_made_by_hand_and_one_that_does_not_match():
     rows = "GPU0\t X \tNV2\tPHB\t0-7\nGPU1\tNV2\t X \tPHB\t0-7\nmlx5_0\tPHB\tPHB\t X \n"
     topology = parse_topo_matrix("\tGPU0GPU1mlx5_0\tCPU Affinity\n" + rows, "glued")
     assert topology.link(0, 1).type == "NV2" and [g.cpu_affinity for g in topology.gpus] == ["0-7", "0-7"]
-    assert "the header's cells ran together" in _repair(topology)
+    assert "header-ran-together" in _repairs(topology)
     # Not the rows' labels: the rows are read on their own, and the message says the header was not used.
     other = parse_topo_matrix("\tGPU0GPU1mlx5_9\tCPU Affinity\n" + rows, "glued")
     assert [n.name for n in other.nics] == ["mlx5_0"] and [g.cpu_affinity for g in other.gpus] == ["0-7", "0-7"]
-    assert "the header (line 1) does not match the rows" in _repair(other)
+    assert _repairs(other)["rows-without-header"]["header_line"] == 1
 
 
 def test_rows_without_a_header_are_read_and_unnamed_nics_left_out():
     topology = _corpus("h100_8gpu_nv18_rows_only_no_header.txt")
     assert len(topology.gpus) == 8 and topology.nics == [] and topology.nic_links == []
     assert [(g.cpu_affinity, g.numa_node) for g in topology.gpus][3:5] == [("0-31,64-95", 0), ("32-63,96-127", 1)]
-    message = _repair(topology)
-    assert "no header line above the rows" in message and "12 NIC columns left out" in message
+    repair = _repairs(topology)["rows-without-header"]
+    assert repair["header_line"] is None and repair["unnamed_nics"] == 12
     two = parse_topo_matrix("GPU0\t X \tNV1\nGPU1\tNV1\t X \n", "rows")
-    assert two.link(0, 1).type == "NV1" and "no header line" in _repair(two)
+    assert two.link(0, 1).type == "NV1" and _repairs(two)["rows-without-header"]["header_line"] is None
 
 
 def test_last_nic_cell_run_into_the_cpu_affinity_is_split():
@@ -402,11 +405,12 @@ def test_last_nic_cell_run_into_the_cpu_affinity_is_split():
     assert {(l.gpu, l.nic): l.type for l in topology.nic_links}[(0, "NIC7")] == "PHB"
     assert [g.cpu_affinity for g in topology.gpus] == ["0-115"] * 8
     assert [g.numa_affinity for g in topology.gpus] == ["0-3"] * 8
-    assert "the NIC7 cell and the CPU Affinity ran together in 8 rows ('PH0-115')" in _repair(topology)
+    assert _repairs(topology)["cell-ran-into-affinity"] == {
+        "repair": "cell-ran-into-affinity", "column": "NIC7", "rows": 8, "example": "PH0-115", "words": ["PHB"]}
 
 
 def test_underline_escape_without_its_esc_byte():
     topology = _corpus("h100_8gpu_nv18_9nic_bond_ansi_escape_stripped.txt")
     assert len(topology.gpus) == 8 and [g.gpu_numa_id for g in topology.gpus] == [None] * 8
     assert topology.nics[-1].device == "mlx5_bond_0"
-    assert "lost their ESC byte" in _repair(topology)
+    assert _repairs(topology)["bare-escapes"] == {"repair": "bare-escapes"}

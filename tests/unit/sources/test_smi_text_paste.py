@@ -10,6 +10,7 @@ from conftest import OWN_FIXTURES
 
 from gputopo.analysis.diagnose import diagnose
 from gputopo.analysis.locality import same_socket, vm_evidence
+from gputopo.analysis.reading_notes import note_findings
 from gputopo.errors import InputError
 from gputopo.model import Topology
 from gputopo.sources.smi_text import parse_topo_matrix
@@ -26,7 +27,8 @@ def _links(topology: Topology) -> list[tuple[int, int, str]]:
 
 
 def _repair(topology: Topology) -> str:
-    return next(f.message for f in topology.diagnostics if f.code == "repaired-paste")
+    """The ``repaired-paste`` note in words (the reader notes the repairs; analysis words them)."""
+    return next(f.message for f in note_findings(topology.reading_notes) if f.code == "repaired-paste")
 
 
 @pytest.mark.parametrize("prefix", ["# ", "> ", "| ", "[2023-01-01 12:00:00] "])
@@ -89,7 +91,7 @@ def test_an_empty_cpu_affinity_in_a_space_aligned_paste_does_not_shift_the_numa_
     topology = parse_topo_matrix(text, "slurm")
     assert [(g.cpu_affinity, g.numa_node) for g in topology.gpus] == [("0", 0), ("0", 0), (None, 1), (None, 1)]
     assert same_socket(topology, 0, 2) is None and same_socket(topology, 2, 3) is True
-    assert not [f for f in topology.diagnostics if f.code == "repaired-paste"]  # an empty cell is no damage
+    assert not [n for n in topology.reading_notes if n.code == "repaired-paste"]  # an empty cell is no damage
 
 
 def test_affinity_values_that_stand_under_no_title_are_unknown_not_shifted():
@@ -169,7 +171,7 @@ def test_topo_mp_shows_pcie_paths_only_so_nvswitch_stays_unknown():
     topology = parse_topo_matrix("\n".join(["# $ nvidia-smi topo -mp", *("# " + line for line in pcie)]), "mp")
     assert {link.type for link in topology.links} == {"SYS"}
     assert {link.nvswitch for link in topology.links} == {None}  # -m would say False: no NVLink
-    assert "pcie-only-matrix" in {f.code for f in topology.diagnostics}
+    assert "pcie-only-matrix" in {n.code for n in topology.reading_notes}
 
 
 def test_slurm_cpuset_paste_with_expanded_tabs_keeps_numa_out_of_the_cpu_column():
@@ -198,7 +200,7 @@ def test_a_markdown_pipe_table_is_read_as_the_matrix_it_shows():
     topology = parse_topo_matrix(text, "md")
     words = {(link.a, link.b): link.type for link in topology.links}
     assert len(topology.gpus) == 7 and words[(0, 1)] == "NV4" and words[(0, 6)] == "PHB" and words[(2, 6)] == "PXB"
-    assert any("a markdown table" in f.message for f in topology.diagnostics if f.code == "repaired-paste")
+    assert any("a markdown table" in f.message for f in note_findings(topology.reading_notes) if f.code == "repaired-paste")
     # With attribute columns too, and a lone pipe elsewhere left alone.
     lines = ["a | b", "| | GPU0 | GPU1 | CPU Affinity | NUMA Affinity |", "|---|:---:|---|---|---|",
              "| GPU0 | X | PIX | 0-15 | 0 |", "| GPU1 | PIX | X | 0-15 | 0 |"]
@@ -212,5 +214,5 @@ def test_a_markdown_tables_rule_line_is_not_called_a_blank_line_between_rows():
     """The llama.cpp fork's table has no blank line; its '| --- |' rule under the header was said to
     be "1 blank line between the rows were skipped"."""
     text = (OWN_FIXTURES / "corpus" / "topo" / "llamacpp_fork_7gpu_3090_nv4_pair_pxb_markdown_pipe_table.txt").read_text()
-    said = " ".join(f.message for f in parse_topo_matrix(text, "md").diagnostics if f.code == "repaired-paste")
+    said = " ".join(f.message for f in note_findings(parse_topo_matrix(text, "md").reading_notes) if f.code == "repaired-paste")
     assert "a markdown table" in said and "blank line" not in said

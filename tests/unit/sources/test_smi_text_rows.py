@@ -5,6 +5,7 @@ import pytest
 from conftest import OWN_FIXTURES
 
 from gputopo.errors import InputError
+from gputopo.analysis.reading_notes import note_findings
 from gputopo.sources.smi_text import parse_topo_matrix
 
 OWN_TOPO = OWN_FIXTURES / "topo"
@@ -12,7 +13,7 @@ CORPUS_TOPO = OWN_FIXTURES / "corpus" / "topo"
 
 
 def _repairs(topology) -> str:
-    return " ".join(f.message for f in topology.diagnostics if f.code == "repaired-paste")
+    return " ".join(f.message for f in note_findings(topology.reading_notes) if f.code == "repaired-paste")
 
 
 def test_rows_cut_after_gpu1_of_four_keep_every_pair_a_row_gives():

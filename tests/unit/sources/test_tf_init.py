@@ -78,4 +78,5 @@ def test_child_output_with_gpus_is_parsed_and_without_keeps_tfs_reason():
         "E0000 00:00:1 123 cuda_executor.cc:1] failed call to cuInit: CUDA_ERROR_NO_DEVICE\nGPUTOPO_TF_GPUS 0\n"
     )
     assert empty.devices == [] and empty.era == ERA_NO_GPU and empty.visible_ordinals == []
-    assert "CUDA_ERROR_NO_DEVICE" in empty.notes[0].message
+    assert empty.reading_notes[0].code == "tf-no-gpu-reason"
+    assert "CUDA_ERROR_NO_DEVICE" in empty.reading_notes[0].facts["said"]

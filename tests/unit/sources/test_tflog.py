@@ -71,7 +71,8 @@ def test_shared_logs_eras_and_the_cut_excerpt_is_reported():
     tf1 = by_name["tf1_peer_access_not_supported_4gpu.log"]
     assert tf1.era == ERA_TF12
     assert tf1.peer[2][3] is None and tf1.peer[0][2] is False  # 0->2 from the matrix row only
-    assert [n.code for n in tf1.notes] == ["tf-log-cut"] and "no rows for GPU 2, 3" in tf1.notes[0].message
+    assert [n.code for n in tf1.reading_notes] == ["tf-log-cut"]
+    assert tf1.reading_notes[0].facts["cuts"] == [{"cut": "matrix-rows", "line": 8, "gpus": [2, 3]}]  # no rows for GPU 2, 3
     tf2 = by_name["tf2_created_device_4gpu_3090.log"]
     assert tf2.era == ERA_TF25
     assert [d.memory_mb for d in tf2.devices] == [16045, 22298, 22298, 22298]  # lines were out of order
@@ -96,7 +97,7 @@ def test_absl_prefixes_vlog_matrix_interleaved_output_and_trailing_spaces():
     assert view.peer == [[True] * 3] * 3
     assert [d.pci_bus_id for d in view.devices] == ["0000:19:00.0", "0000:3b:00.0", "0000:4c:00.0"]
     assert view.devices[0].compute_capability == "9.0" and view.devices[0].name == "NVIDIA H100 80GB HBM3"
-    assert view.notes == []
+    assert view.reading_notes == []
 
 
 def test_tf0_creating_device_and_multiline_found_device():
@@ -119,10 +120,11 @@ def test_cut_lines_and_missing_matrix_rows_use_what_is_there_and_report_the_rest
     assert view.peer[0] == [True, True, False, False]
     assert view.peer[1] == [True, True, None, None]  # the row has 2 of 4 entries
     assert view.peer[3] == [None, None, None, True]
-    (note,) = view.notes
+    (note,) = view.reading_notes  # every cut place in one note (in words: tests/unit/analysis/test_reading_notes.py)
     assert note.code == "tf-log-cut"
-    for place in ("line 8", "line 9", "line 10", "row for GPU 1", "no rows for GPU 2, 3"):
-        assert place in note.message
+    places = [(cut["cut"], cut.get("line"), cut.get("gpu", cut.get("gpus"))) for cut in note.facts["cuts"]]
+    assert places[:5] == [("bus-id", 8, 1), ("before-bus-id", 9, 2), ("created-line", 10, None),
+                          ("matrix-row", None, 1), ("matrix-rows", 3, [2, 3])]
 
 
 def test_contradiction_between_peer_line_and_matrix_takes_no_peer():
@@ -132,14 +134,15 @@ def test_contradiction_between_peer_line_and_matrix_takes_no_peer():
     )
     view = parse_tf_log(text, "log")
     assert view.peer[0][1] is False and view.peer[1][0] is True
-    assert [n.code for n in view.notes] == ["tf-log-contradiction"]
+    assert [(n.code, n.facts, n.gpus) for n in view.reading_notes] == [
+        ("tf-log-contradiction", {"source": "log", "line": 1, "from": 0, "to": 1}, [0, 1])]
 
 
 def test_matrix_without_header_line_reads_columns_as_ordinals():
     text = "Device interconnect StreamExecutor with strength 1 edge matrix:\n0:   N Y\n1:   Y N\n"
     view = parse_tf_log(text, "log")
     assert view.peer == [[True, True], [True, True]]
-    assert "no header line" in view.notes[0].message
+    assert view.reading_notes[0].facts["cuts"] == [{"cut": "matrix-header", "line": 1, "columns": [0, 1]}]  # no header line
 
 
 @pytest.mark.parametrize(
@@ -164,7 +167,7 @@ def test_implausible_ordinal_from_a_damaged_line_is_ignored_not_allocated():
     )
     view = parse_tf_log(text, "log")
     assert len(view.peer) == 2 and view.peer[0][1] is False
-    assert "98765432 is not plausible" in view.notes[0].message
+    assert view.reading_notes[0].facts["cuts"] == [{"cut": "implausible-ordinal", "ordinal": 98765432}]  # not plausible
 
 
 def test_read_tf_log_from_standard_input(monkeypatch):
@@ -216,7 +219,7 @@ def test_topology_from_a_log_alone():
     assert words[(0, 2)] == ("NS", None) and words[(1, 3)] == ("NS", None)
     assert words[(2, 3)] == (None, None)  # the excerpt is cut before saying
     again = Topology.from_dict(json.loads(json.dumps(topology.to_dict())))
-    assert again.tf.peer == view.peer and again.tf.notes == view.notes
+    assert again.tf.peer == view.peer and again.tf.reading_notes == view.reading_notes and view.reading_notes
 
 
 def test_topology_from_log_keeps_device_facts():

@@ -44,6 +44,6 @@ def test_an_absurd_ordinal_is_ignored_with_a_note_and_sizes_nothing():
         "log",
     )
     assert len(view.peer) == 2 and [d.ordinal for d in view.devices] == [0, 1]
-    assert "1023 is not plausible and was ignored" in view.notes[0].message
+    assert view.reading_notes[0].facts["cuts"] == [{"cut": "implausible-ordinal", "ordinal": 1023}]  # ignored
     big = parse_tf_log(f"cannot enable peer access from device ordinal 0 to device ordinal {MAX_TF_ORDINAL}\n", "log")
     assert [d.ordinal for d in big.devices] == [0, MAX_TF_ORDINAL]  # the GPUs named, not 128 of them

@@ -20,14 +20,14 @@ def test_created_gpu7_alone_implies_at_least_eight_gpus():
     view = parse_tf_log("\n".join(last), "cut.log")
     assert [d.ordinal for d in view.devices] == [7]  # the ordinals named ...
     assert (view.gpu_count, view.gpu_count_at_least) == (8, True)  # ... apart from what they imply
-    (note,) = [n for n in view.notes if n.code == "tf-gpus-implied"]
-    assert note.message.startswith("the log implies at least 8 GPUs (it names GPU 7)")
+    (note,) = [n for n in view.reading_notes if n.code == "tf-gpus-implied"]
+    assert note.facts == {"count": 8, "named": [7]}  # at least 8 GPUs; it names GPU 7
 
 
 def test_a_whole_log_says_its_count_exactly():
     view = parse_tf_log((CORPUS / "tf15_edge_matrix_two_islands_8gpu_1080ti.log").read_text(), "log")
     assert (view.gpu_count, view.gpu_count_at_least) == (8, False)
-    assert not [n for n in view.notes if n.code == "tf-gpus-implied"]
+    assert not [n for n in view.reading_notes if n.code == "tf-gpus-implied"]
 
 
 def test_a_peer_matrix_cut_after_three_rows_still_says_eight():
@@ -60,9 +60,10 @@ def test_default_startup_is_the_one_that_says_most_about_peers():
     view = parse_tf_log("\n".join(first + restart), "job.log")
     assert (view.startup, view.startups) == (1, 2)
     assert peer_state(view, 0, 1) is True and peer_state(view, 0, 4) is False
-    (note,) = [n for n in view.notes if n.code == "tf-log-startups"]
-    assert "using #1, the one that says most about which GPUs can peer" in note.message
-    assert "the other: #2 from line 12 (GPUs 0,1,2,3,4,5,6,7, nothing about peers)" in note.message
+    (note,) = [n for n in view.reading_notes if n.code == "tf-log-startups"]
+    assert (note.facts["chosen"], note.facts["how"]) == (1, "most-peers")  # says most about which GPUs can peer
+    assert note.facts["others"] == [{"number": 2, "first_line": 12, "gpus": [0, 1, 2, 3, 4, 5, 6, 7], "gpu_count": 8,
+                                     "peer_entries": 0, "complete": True}]  # nothing about peers
     assert parse_tf_log("\n".join(first + restart), "job.log", run=2).startup == 2  # --tf-run still picks
 
 

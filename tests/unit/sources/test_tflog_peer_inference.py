@@ -76,7 +76,7 @@ def test_headerless_and_titleless_8gpu_matrices_keep_all_rows(name):
     view = parse_tf_log((OWN_LOGS / name).read_text(), name)
     whole = parse_tf_log((CORPUS / "tf15_edge_matrix_two_islands_8gpu_1080ti.log").read_text(), "whole")
     assert len(view.peer) == 8 and view.peer == whole.peer
-    assert "no header line" in view.notes[0].message
+    assert view.reading_notes[0].facts["cuts"] == [{"cut": "matrix-header", "line": 3, "columns": [0, 7]}]  # no header line
 
 
 def test_headerless_matrix_with_fewer_created_lines_than_rows():
@@ -85,4 +85,4 @@ def test_headerless_matrix_with_fewer_created_lines_than_rows():
     assert [d.ordinal for d in view.devices] == [0, 1, 2, 3]
     assert all(peer_state(view, a, b) is False for a in range(4) for b in range(a + 1, 4))
     assert [d.pci_bus_id for d in view.devices] == ["0000:05:00.0", "0000:06:00.0", None, None]
-    assert "log ends before it created them" in view.notes[0].message
+    assert view.reading_notes[0].facts["cuts"][-1] == {"cut": "not-created", "gpus": [2, 3]}  # the log ends before

@@ -23,10 +23,10 @@ def test_two_machines_in_one_readme_are_not_merged():
     first = parse_tf_log(text, "readme", run=1)
     assert (first.startup, len(first.devices)) == (1, 2)
     assert {d.name for d in first.devices} == {"GeForce RTX 2080 Ti"} and peer_state(first, 0, 1) is False
-    (note,) = [n for n in last.notes if n.code == "tf-log-startups"]
-    assert note.message.startswith("the log holds 2 TensorFlow start-ups; using the last complete one (#2)")
-    assert "--tf-run N" in note.message
-    assert "(--tf-run 1)" in [n for n in first.notes if n.code == "tf-log-startups"][0].message
+    (note,) = [n for n in last.reading_notes if n.code == "tf-log-startups"]
+    assert (note.facts["startups"], note.facts["chosen"], note.facts["how"]) == (2, 2, "last-complete")
+    assert [other["number"] for other in note.facts["others"]] == [1]  # the one --tf-run N picks instead
+    assert [(n.facts["chosen"], n.facts["how"]) for n in first.reading_notes if n.code == "tf-log-startups"] == [(1, "asked")]
 
 
 def test_readme_first_run_with_one_gpu_then_four():
@@ -39,8 +39,9 @@ def test_interleaved_ranks_use_the_last_complete_one():
     view = parse_tf_log(_log("tf15_horovod_ranks_interleaved_cut_2gpu.log"), "horovod")
     assert (view.startup, view.startups) == (2, 3)
     assert [(d.ordinal, d.pci_bus_id) for d in view.devices] == [(0, "0000:1b:00.0")]
-    note = [n for n in view.notes if n.code == "tf-log-startups"][0].message
-    assert "(#2; the one after it is incomplete)" in note
+    note = [n for n in view.reading_notes if n.code == "tf-log-startups"][0].facts
+    assert (note["chosen"], note["how"], note["startups"]) == (2, "last-complete", 3)  # the one after it is incomplete
+    assert [(other["number"], other["complete"]) for other in note["others"]] == [(1, True), (3, False)]
 
 
 def test_eight_mpi_ranks_each_creating_gpu0():
@@ -54,7 +55,7 @@ def test_restarted_job_whose_last_run_is_cut_reads_the_complete_one():
     text = _log("tf15_edge_matrix_two_islands_8gpu_1080ti.log")
     cut_restart = text + "\n".join(text.splitlines()[:8])  # restarted, cut in its matrix
     view = parse_tf_log(cut_restart, "job.log")
-    assert (view.startup, view.startups) == (1, 2) and len(view.devices) == 8 and not view.notes[1:]
+    assert (view.startup, view.startups) == (1, 2) and len(view.devices) == 8 and not view.reading_notes[1:]
 
 
 @pytest.mark.parametrize("run", [0, 3, -1, 99])
@@ -73,4 +74,4 @@ def test_read_tf_log_takes_the_run():
 
 def test_a_single_startup_has_no_startup_note():
     view = parse_tf_log(_log("tf25_created_device_4gpu_a100_pcie.log"), "log")
-    assert (view.startup, view.startups) == (1, 1) and view.notes == []
+    assert (view.startup, view.startups) == (1, 1) and view.reading_notes == []
