@@ -58,3 +58,37 @@ def test_a_flat_virtual_machine_view_concludes_nothing():
     # The same GPUs on two NUMA nodes are a real layout.
     real = link_table(uniform(4, "SYS"), numa=[0, 0, 1, 1], socket=[None] * 4)
     assert vm_evidence(real) is None and link_crosses_numa(real, real.link(0, 2))
+
+
+def _link_by_link(topology):
+    """What ``link_crosses_numa`` and ``same_numa_side`` say of each link, one by one."""
+    from gputopo.analysis.locality import LinkSides, _verdict, numa_sides
+
+    sides = numa_sides(topology)
+    result = LinkSides()
+    for link in topology.links:
+        joined, what = _verdict(sides.get((link.a, link.b)), link.pcie_path, link.type, link.nvlink_count)
+        if joined:
+            result.joined.append((link.a, link.b))
+        if what:
+            (result.crossing if what == 1 else result.unknown_nvlink).append(link)
+    result.crossing_gpus = sorted({g for link in result.crossing for g in (link.a, link.b)})
+    return result
+
+
+def test_link_sides_in_columns_say_what_each_link_says():
+    from linktable import nvl72
+
+    from gputopo.analysis.locality import link_sides
+    from gputopo.sources.reference import MACHINES, load_reference
+
+    hosts = nvl72(trays=6)
+    for gpu in hosts.gpus[:4]:
+        gpu.cpu_affinity, gpu.numa_node = "0-3", None  # one tray known by CPU lists only
+    hosts.links[3].pcie_path, hosts.links[4].type, hosts.links[4].nvlink_count = "SYS", "SYS", 0
+    machines = [load_reference(name) for name in MACHINES] + [hosts, cube_mesh_8(**NO_SOCKETS),
+                                                               link_table(PCIE_8, **NO_SOCKETS)]
+    for topology in machines:
+        expected = _link_by_link(topology)
+        assert link_sides(topology) == expected, topology.label
+        assert [link for link in topology.links if link_crosses_numa(topology, link)] == expected.crossing

@@ -1,0 +1,59 @@
+"""A topology's links as a table: their ends as two columns of integers, and each link's kind.
+
+Links of one kind have the same values in every field but their ends, measurement and health
+(``KIND_FIELDS``: the link word, NVLink count, NVSwitch, PCIe path, P2P words). A 576-GPU NVLink
+domain has 165,600 links and a handful of kinds, so what depends on those fields alone (an estimate,
+a verdict, a row of JSON) is decided once per kind and spread over the links in whole columns,
+without a Python object or call per link. Built once per topology (``Topology.cached``), like the
+other facts about the whole topology: read it, never change it.
+"""
+
+from __future__ import annotations
+
+import itertools
+import operator
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any
+
+from gputopo.model.parts import Link
+
+KIND_FIELDS = ("type", "nvlink_count", "nvswitch", "pcie_path", "p2p_read", "p2p_write", "p2p_atomics", "p2p_nvlink")
+_KIND_FACTS = operator.attrgetter(*KIND_FIELDS)
+END_A, END_B = operator.attrgetter("a"), operator.attrgetter("b")
+
+
+@dataclass(frozen=True)
+class LinkTable:
+    """``ends_a[i]``, ``ends_b[i]``, ``kind_of[i]``: link ``i``'s GPUs and kind (``0..len(kinds)-1``,
+    in order of first appearance); ``kinds[k]``: the values of ``KIND_FIELDS`` of kind ``k``, and
+    ``examples[k]`` its first link."""
+
+    ends_a: list[int]
+    ends_b: list[int]
+    kind_of: list[int]
+    kinds: list[tuple[Any, ...]]
+    examples: list[Link]
+
+    @classmethod
+    def of(cls, links: list[Link]) -> LinkTable:
+        facts = list(map(_KIND_FACTS, links))
+        dense = {key: k for k, key in enumerate(dict.fromkeys(facts))}
+        kind_of = list(map(dense.__getitem__, facts))
+        first = dict(zip(reversed(kind_of), range(len(links) - 1, -1, -1)))  # kind -> its first link
+        return cls(list(map(END_A, links)), list(map(END_B, links)), kind_of, list(dense),
+                   [links[first[k]] for k in range(len(dense))])
+
+    def kinds_where(self, wanted: Iterable[int]) -> list[bool]:
+        """Per link, whether its kind is one of ``wanted``."""
+        chosen = frozenset(wanted)
+        return list(map(chosen.__contains__, self.kind_of))
+
+    def links_where(self, links: list[Link], wanted: Iterable[int]) -> list[Link]:
+        """The links (of the topology this table is of, in order) whose kind is one of ``wanted``."""
+        return list(itertools.compress(links, self.kinds_where(wanted)))
+
+    def kind_fact(self, field: str) -> list[Any]:
+        """Per kind, the value of ``field`` (one of ``KIND_FIELDS``)."""
+        position = KIND_FIELDS.index(field)
+        return [kind[position] for kind in self.kinds]
