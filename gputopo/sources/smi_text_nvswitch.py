@@ -17,6 +17,9 @@ What the pattern proves:
 
 from __future__ import annotations
 
+import operator
+from collections import Counter
+
 from gputopo.model import Topology
 
 MOST_NVLINKS_PER_GPU = 18  # H100, B200: the most NVLinks any NVIDIA GPU has
@@ -29,27 +32,37 @@ MIN_GPUS_FOR_SWITCH_PATTERN = 4  # three peers each: NV12/NV18 x 3 is more than 
 def nvswitch_pattern(topology: Topology) -> bool | None:
     """What the NVLink pattern of ``topology`` proves about NVSwitch (see the module's words)."""
     gpu_count = len(topology.gpus)
-    counts = [link.nvlink_count for link in topology.links]
+    counts = list(map(operator.attrgetter("nvlink_count"), topology.links))
     if not counts or not any(counts):
         return False  # no NVLink at all
     if not all(counts):
         return False  # NVLinks to some peers, PCIe to others: point-to-point links
-    if gpu_count >= MIN_GPUS_FOR_SWITCH_PATTERN:
-        per_gpu = dict.fromkeys(topology.gpu_indices, 0)
-        for link in topology.links:  # one pass (a scan per GPU was O(GPUs x pairs))
-            per_gpu[link.a] = per_gpu.get(link.a, 0) + link.nvlink_count
-            per_gpu[link.b] = per_gpu.get(link.b, 0) + link.nvlink_count
-        if min(per_gpu.values()) > MOST_NVLINKS_PER_GPU:
-            return True
     same = len(set(counts)) == 1
+    if gpu_count >= MIN_GPUS_FOR_SWITCH_PATTERN and min(_nvlinks_per_gpu(topology, counts[0] if same else None)) > MOST_NVLINKS_PER_GPU:
+        return True
     if same and counts[0] * (gpu_count - 1) <= MOST_NVLINKS_PER_GPU and counts[0] not in SWITCH_LINK_COUNTS:
         return False
     return None
+
+
+def _nvlinks_per_gpu(topology: Topology, same: int | None) -> list[int]:
+    """Each GPU's NVLinks, summed over its links; ``same``: the one NVLink count of every link
+    (then a GPU's links counted in C, times it: a 576-GPU matrix has 165,600 pairs)."""
+    ends_a, ends_b = map(operator.attrgetter("a"), topology.links), map(operator.attrgetter("b"), topology.links)
+    if same is not None:
+        degree = Counter(ends_a)
+        degree.update(ends_b)
+        return [degree[g] * same for g in {**dict.fromkeys(topology.gpu_indices), **degree}]
+    per_gpu = dict.fromkeys(topology.gpu_indices, 0)
+    for link in topology.links:  # one pass (a scan per GPU was O(GPUs x pairs))
+        per_gpu[link.a] = per_gpu.get(link.a, 0) + link.nvlink_count
+        per_gpu[link.b] = per_gpu.get(link.b, 0) + link.nvlink_count
+    return list(per_gpu.values())
 
 
 def infer_nvswitch(topology: Topology) -> None:
     """Set ``nvswitch`` on the NVLinked pairs of a text topology to what the pattern proves."""
     verdict = nvswitch_pattern(topology)
     for link in topology.links:
-        if link.is_nvlink:
+        if link.nvlink_count > 0:  # (is_nvlink, without a call per link)
             link.nvswitch = verdict
