@@ -273,10 +273,12 @@ def estimate_key(link: Link, gpu_a: Gpu | None, gpu_b: Gpu | None) -> tuple[obje
 
 
 def estimate_key_of_gpu(gpu: Gpu | None) -> tuple[object, ...] | None:
-    """What of a GPU the estimate reads (``_pcie_gbps``, ``nvlink_gbps``): ``estimate_key``'s last two."""
+    """What of a GPU the estimate reads (``_pcie_gbps``, ``nvlink_gbps``, whether it is a GA102 card
+    by its name): ``estimate_key``'s last two."""
     if gpu is None:
         return None
-    return (gpu.pcie_gen_max, gpu.pcie_gen_current, gpu.pcie_width_current, gpu.pcie_width_max, gpu.nvlink_version)
+    return (gpu.pcie_gen_max, gpu.pcie_gen_current, gpu.pcie_width_current, gpu.pcie_width_max, gpu.nvlink_version,
+            _is_ga102(gpu))
 
 
 def pair_bandwidth_matrix(topology: Topology) -> dict[tuple[int, int], float]:

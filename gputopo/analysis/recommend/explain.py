@@ -119,7 +119,7 @@ def recommendation_notes(topology: Topology, problem: Problem, k: int) -> list[s
         notes.append(
             f"{problem.tf_peer_pairs} pair(s) without P2P facts in the topology use TensorFlow's peer view from the log."
         )
-    measured = sum(1 for basis in problem.estimate_basis.values() if basis == "measured") // 2
+    measured = problem.measured_pairs
     if measured:
         from gputopo.analysis.measured import method_of
 
