@@ -13,7 +13,7 @@ from __future__ import annotations
 import itertools
 import operator
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from gputopo.model.parts import Link
@@ -34,6 +34,7 @@ class LinkTable:
     kind_of: list[int]
     kinds: list[tuple[Any, ...]]
     examples: list[Link]
+    _counted: dict[Any, int | None] = field(default_factory=dict, compare=False, repr=False)
 
     @classmethod
     def of(cls, links: list[Link]) -> LinkTable:
@@ -57,3 +58,34 @@ class LinkTable:
         """Per kind, the value of ``field`` (one of ``KIND_FIELDS``)."""
         position = KIND_FIELDS.index(field)
         return [kind[position] for kind in self.kinds]
+
+    def pairs_linked(self, where: list[bool] | None = None) -> int | None:
+        """How many distinct pairs of two GPUs the links (those ``where`` says, else all) join, in
+        either order, counted in whole columns (each pair as one number, ``low * width + high``);
+        None where the ends are not numbers to count with (the caller looks pair by pair)."""
+        ends_a, ends_b = self.ends_a, self.ends_b
+        if where is not None:
+            ends_a, ends_b = list(itertools.compress(ends_a, where)), list(itertools.compress(ends_b, where))
+        if not ends_a:
+            return 0
+        if set(map(type, ends_a)) | set(map(type, ends_b)) != {int} or min(min(ends_a), min(ends_b)) < 0:
+            return None
+        width = max(max(ends_a), max(ends_b)) + 1
+        if not all(map(operator.lt, ends_a, ends_b)):  # (a snapshot's links are a < b: no min and max per link)
+            ends_a, ends_b = list(map(min, ends_a, ends_b)), list(map(max, ends_a, ends_b))
+        numbers = set(map(operator.add, map(operator.mul, ends_a, itertools.repeat(width)), ends_b))
+        return len(numbers - {g * width + g for g in set(ends_a) & set(ends_b)})  # (a link to itself is no pair)
+
+    def one_per_pair(self) -> bool:
+        """Whether no two links join the same pair of GPUs, and none joins a GPU to itself."""
+        if None not in self._counted:
+            self._counted[None] = self.pairs_linked()
+        return self._counted[None] == len(self.ends_a)
+
+    def covers_every_pair(self, gpus: list[int]) -> bool:
+        """Whether every pair of distinct GPUs of ``gpus`` has a link (in either order)."""
+        members = frozenset(gpus)
+        if members not in self._counted:
+            inside = list(map(operator.and_, map(members.__contains__, self.ends_a), map(members.__contains__, self.ends_b)))
+            self._counted[members] = self.pairs_linked(inside)
+        return self._counted[members] == len(members) * (len(members) - 1) // 2

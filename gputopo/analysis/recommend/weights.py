@@ -17,11 +17,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from gputopo.analysis.bandwidth import (
-    estimate_key_of_gpu,
-    estimate_link,
-    implied_nvlinks,
-)
+from gputopo.analysis.bandwidth import estimate_link, implied_nvlinks
+from gputopo.analysis.estimates import pair_classes
 from gputopo.analysis.measured import best_estimate
 from gputopo.errors import InputError
 from gputopo.model import Gpu, Link, Topology
@@ -83,7 +80,7 @@ def pair_weights(topology: Topology, index: Sequence[int], links: dict[tuple[int
     map the figures are read from (TF's peer view filled in ``filled`` of them); ``InputError`` where a
     pair has no link."""
     ends = set(map(operator.attrgetter("a"), topology.links)) | set(map(operator.attrgetter("b"), topology.links))
-    if filled or not ends <= gpus.keys():
+    if filled or not ends <= gpus.keys() or not pair_classes(topology).complete:
         return _pair_by_pair(topology, index, links, gpus)
     return _by_class(topology, index, links, gpus)
 
@@ -106,27 +103,17 @@ def _pair_by_pair(topology: Topology, index: Sequence[int], links: dict[tuple[in
 
 
 def _by_class(topology: Topology, index: Sequence[int], links: Any, gpus: dict[int, Gpu]) -> PairWeights:
-    """Long because it is one pass in columns: each link's class as a number (its kind and its two
-    GPUs' kinds), a figure per class, the measured and unhealthy links on their own, the matrix."""
+    """Long because it is one pass in columns: each link's class of pair (``analysis.estimates``), a
+    figure per class, the measured and unhealthy links on their own, then the matrix."""
+    classes = pair_classes(topology)
     table = topology.link_table()
-    gpu_kinds: dict[tuple[Any, ...], int] = {}
-    kind_of_gpu = {g: gpu_kinds.setdefault((estimate_key_of_gpu(gpu), implied_nvlinks(topology, g) or 0), len(gpu_kinds))
-                   for g, gpu in gpus.items()}
-    one_of = {kind: gpus[g] for g, kind in reversed(kind_of_gpu.items())}
-    count, link_kinds = len(gpu_kinds), len(table.kinds)
-    codes = list(map(operator.add, table.kind_of, map(operator.mul, itertools.repeat(link_kinds), map(
-        operator.add, map(operator.mul, map(kind_of_gpu.__getitem__, table.ends_a), itertools.repeat(count)),
-        map(kind_of_gpu.__getitem__, table.ends_b)))))
+    codes = classes.code_of
     figures = {}
     for code in set(codes):
-        pair, kind = divmod(code, link_kinds)
-        gpu_a, gpu_b = one_of[pair // count], one_of[pair % count]
-        example = table.examples[kind]  # (only its kind's fields are read: no measurement, no health)
-        fewest = max(implied_nvlinks(topology, gpu_a.index) or 0, implied_nvlinks(topology, gpu_b.index) or 0) \
-            if example.is_nvlink else 0
-        plain = Link(example.a, example.b, example.type, example.nvlink_count, example.nvswitch, example.pcie_path,
-                     example.p2p_read, example.p2p_write, example.p2p_atomics, example.p2p_nvlink)
-        figures[code] = figure(plain, gpu_a, gpu_b, fewest)[0]
+        example = table.examples[code % len(table.kinds)]  # (only its kind's fields are read)
+        figures[code] = round(classes.estimate_of_code(code).gbps * CENTI)
+        if example.type == "UNKNOWN" and example.can_peer is False:  # as ``figure`` does
+            figures[code] -= 1
     values = list(map(figures.__getitem__, codes))
     every = topology.links
     special = itertools.compress(range(len(every)), map(operator.or_, map(operator.truth, map(operator.attrgetter("measured"), every)),

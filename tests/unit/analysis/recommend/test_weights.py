@@ -9,7 +9,12 @@ import pytest
 from linktable import cube_mesh_8, nvl72, pcie_8, two_socket_4
 
 from gputopo.analysis.recommend.problem import LinkLookup, Problem
-from gputopo.analysis.recommend.weights import _by_class, _pair_by_pair, figure, pair_weights
+from gputopo.analysis.recommend.weights import (
+    _by_class,
+    _pair_by_pair,
+    figure,
+    pair_weights,
+)
 from gputopo.errors import InputError
 from gputopo.model import Gpu, Measurement, Topology, make_link
 from gputopo.sources.reference import MACHINES, load_reference
