@@ -23,13 +23,12 @@ from gputopo.model import (
     PCIE_PATHS,
     Finding,
     Gpu,
-    Link,
     Nic,
     NicLink,
     Topology,
-    nvlink_count_of,
 )
 from gputopo.notation import ascii_int, format_cpu_list, parse_cpu_list
+from gputopo.sources.smi_text_links import gpu_links
 from gputopo.sources.smi_text_matrix import (
     GPU_RE,
     LINK_WORDS,
@@ -249,7 +248,7 @@ def _build_topology(matrix: _Matrix, source: str, findings: list[Finding]) -> To
     index_of = {c: int(GPU_RE.match(c).group(1)) for c in gpu_columns}  # type: ignore[union-attr]
     gpus = [_read_gpu(matrix, column, index_of[column], source) for column in gpu_columns]
 
-    links = _gpu_links(matrix, index_of, source, findings)
+    links = gpu_links(matrix, index_of, lambda a, b: _careful_word(matrix, a, b, source, findings, index_of))
     nics, nic_links = _read_nics(matrix, index_of, source, findings)
     return Topology(
         gpus=gpus,
@@ -262,53 +261,17 @@ def _build_topology(matrix: _Matrix, source: str, findings: list[Finding]) -> To
     )
 
 
-def _gpu_links(matrix: _Matrix, index_of: dict[str, int], source: str, findings: list[Finding]) -> list[Link]:
-    """The link of every pair of GPU columns. The cells are read as words once per distinct cell
-    (a 576-column matrix: 331,776 cells, a handful of words); a row whose cells right of the
-    diagonal are the words below it in its column (as a real matrix is) gives its links at once,
-    and only where they differ (or a cell is unknown or unreadable) does ``_symmetric_word`` decide
-    each pair and say why."""
-    gpu_columns = matrix.gpu_columns
-    words = _row_words(matrix, gpu_columns)
-    order = [matrix.position(column) for column in gpu_columns]
-    grid = [list(map(words[column].__getitem__, order)) for column in gpu_columns]  # GPU columns only
-    below = list(zip(*grid))  # below[k][j]: the word of row j in column k
-    indices = [index_of[column] for column in gpu_columns]
-    facts: dict[str, tuple[int, bool | None, str | None]] = {}  # word -> (nvlink_count, nvswitch, pcie_path)
-    careful = bool(matrix.unreadable)
-    links: list[Link] = []
-    for pos, a in enumerate(gpu_columns):
-        if grid[pos][pos] != SELF_WORD and _cell_word(matrix, a, a, source) != SELF_WORD:
+def _careful_word(matrix: _Matrix, a: str, b: str, source: str, findings: list[Finding], index_of: dict[str, int]) -> str:
+    """The word of the pair (a, b) where its cells need a closer look (``smi_text_links``): what
+    ``_symmetric_word`` decides; for a == b, the diagonal's check."""
+    if a == b:
+        if _cell_word(matrix, a, a, source) != SELF_WORD:
             raise InputError(f"{source} line {matrix.row_line_no[a]}: expected X on the diagonal for {a}")
-        right, first = grid[pos][pos + 1 :], indices[pos]
-        if careful or right != list(below[pos][pos + 1 :]) or None in right or SELF_WORD in right:
-            right = [_pair_word(matrix, a, b, source, findings, sorted((first, index_of[b]))) for b in gpu_columns[pos + 1 :]]
-        for word in set(right) - facts.keys():
-            nvlink = NV_RE.match(word) is not None
-            # A PCIe word says there is no NVLink, so no NVSwitch either (but `topo -mp` shows PCIe
-            # paths only: there it says nothing of NVLink); NVLinks: see infer_nvswitch.
-            facts[word] = (nvlink_count_of(word), None if nvlink or matrix.pcie_only else False, None if nvlink else word)
-        links += [Link(first, other, word, *facts[word]) if first < other else Link(other, first, word, *facts[word])
-                  for other, word in zip(indices[pos + 1 :], right)]  # (a, b, type, nvlink_count, nvswitch, pcie_path)
-    return links
-
-
-def _pair_word(matrix: _Matrix, a: str, b: str, source: str, findings: list[Finding], gpus: list[int]) -> str:
-    word = _symmetric_word(matrix, a, b, source, findings, gpus)
+        return SELF_WORD
+    word = _symmetric_word(matrix, a, b, source, findings, sorted((index_of[a], index_of[b])))
     if word == SELF_WORD:
         raise InputError(f"{source} line {matrix.row_line_no[a]}: {a} and {b} are different GPUs but marked X")
     return word
-
-
-def _row_words(matrix: _Matrix, columns: list[str]) -> dict[str, list[str | None]]:
-    """Each row's cells as ``_cell_word`` reads them (None: not a word, which it refuses)."""
-    cells = {column: matrix.rows[column] for column in columns}
-    normal: dict[str, str | None] = {}
-    for cell in set(itertools.chain.from_iterable(cells.values())):
-        word = cell.upper()
-        word = "SYS" if word == "SOC" else word  # nvidia-smi before 2017 (r384) said SOC for what is now SYS
-        normal[cell] = word if word == SELF_WORD or word in LINK_WORDS or NV_RE.match(word) else None
-    return {column: list(map(normal.__getitem__, row)) for column, row in cells.items()}
 
 
 def _check_complete(matrix: _Matrix, source: str) -> None:
