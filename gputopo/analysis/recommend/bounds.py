@@ -17,6 +17,7 @@ them two bounds the branch and bound prunes with:
 from __future__ import annotations
 
 import itertools
+import math
 from collections.abc import Callable
 from typing import Any
 
@@ -26,6 +27,8 @@ from gputopo.analysis.recommend.ring import INF
 
 # Choices of NUMA nodes ``beyond_reach`` tries at one node before it gives up (and prunes nothing).
 MAX_PLACE_CHOICES = 32
+# Ways to finish a group up to which ``beyond_reach`` finds the best total among them, not a bound.
+EXACT_COMPLETIONS = 300
 # Pools above this many GPUs are not peeled (a 576-GPU domain: its twin classes settle it anyway).
 MAX_PEELED_POOL = 160
 
@@ -131,11 +134,15 @@ class Pools:
         largest values of w(u, chosen) + (u's ``remaining - 1`` fastest links to candidates) / 2.
         Counted twice, to stay in integers."""
         w = problem.weight
+        towards = {u: sum(w[u][v] for v in chosen) for u in kept}  # each GPU's links to the chosen ones
+        if math.comb(len(kept), remaining) <= EXACT_COMPLETIONS:  # few ways to finish: the best of them
+            return total + max(sum(towards[u] for u in added) + sum(w[a][b] for a, b in itertools.combinations(added, 2))
+                               for added in itertools.combinations(kept, remaining))
         prefix = self._prefix(problem, key, candidates)
         values = []
         for u in kept:
-            row, sums = w[u], prefix[u]
-            values.append(2 * sum(row[v] for v in chosen) + sums[min(remaining - 1, len(sums) - 1)])
+            sums = prefix[u]
+            values.append(2 * towards[u] + sums[min(remaining - 1, len(sums) - 1)])
         values.sort(reverse=True)
         return (2 * total + sum(values[:remaining])) // 2
 

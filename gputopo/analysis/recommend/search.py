@@ -15,10 +15,12 @@ from typing import Any
 from gputopo.analysis.recommend.bounds import Pools
 from gputopo.analysis.recommend.problem import Problem, negated_key
 from gputopo.analysis.recommend.result import GroupKey
+from gputopo.analysis.recommend.rings import fastest_ring_groups
 from gputopo.analysis.recommend.ring import INF, ring_reaches
 
 EXACT_LIMIT = 16  # candidate GPUs up to which the search has no node budget (always exact)
 NODE_BUDGET = 20_000  # search nodes allowed beyond EXACT_LIMIT before settling for "best found"
+WALK_BEFORE_RINGS = 3_000  # nodes beyond EXACT_LIMIT before the rings of the fastest links are listed
 MAX_SEEDS = 16  # greedy starting groups that set the first bar for the branch and bound
 
 
@@ -65,6 +67,7 @@ class SearchResult:
     nodes: int
     classes: int
     node_budget: int | None = None
+    listed: bool = False  # settled by listing the rings of the fastest links (``rings``)
 
 
 class _Best:
@@ -133,13 +136,14 @@ def search_groups(problem: Problem, k: int, required: set[int], keep: int, node_
     offer = best.offer
     nodes = 0
     stopped = False
+    limit = node_budget if node_budget is None else min(node_budget, WALK_BEFORE_RINGS)
 
     def walk(ci: int, chosen: list[int], remaining: int, total: int) -> None:
         nonlocal nodes, stopped
         if stopped:
             return
         nodes += 1
-        if node_budget is not None and nodes > node_budget and ranked:
+        if limit is not None and nodes > limit and ranked:
             stopped = True  # the budget only stops a search that has an answer to give
             return
         if remaining == 0:
@@ -166,6 +170,13 @@ def search_groups(problem: Problem, k: int, required: set[int], keep: int, node_
     for seed in _greedy_seeds(problem, k, required, classes, class_of) + _ring_seeds(problem, k, required, classes, class_of):
         offer(seed)
     walk(0, [], k, 0)
+    if stopped:  # a long search: the rings of the fastest links may settle it at once
+        listed = fastest_ring_groups(problem, k, required, keep, lambda group: _canonical(group, classes, class_of))
+        if listed is not None:
+            return SearchResult(ranked=listed, exhausted=True, nodes=nodes, classes=c_count, node_budget=node_budget, listed=True)
+        if limit != node_budget:  # else the whole budget, from the start (the groups found so far kept as the bar)
+            nodes, stopped, limit = 0, False, node_budget
+            walk(0, [], k, 0)
     return SearchResult(ranked=ranked, exhausted=not stopped, nodes=nodes, classes=c_count, node_budget=node_budget)
 
 
