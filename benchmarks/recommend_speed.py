@@ -190,7 +190,7 @@ def issue_14_targets() -> None:
     for seed in RANDOM_72_SEEDS:
         topo = random_topology(72, seed)
         for k in (4, 8):
-            rec, cpu, wall = timed(lambda: recommend(topo, k))
+            rec, cpu, wall = timed(lambda topo=topo, k=k: recommend(topo, k))
             print(
                 f"  random-72 #{seed:<4} k={k}: {cpu * 1000:7.1f} ms CPU ({wall * 1000:7.1f} ms wall)  "
                 f"[target < 1 s, proven: {verdict(cpu, 1.0, rec.proven_optimal)}]"

@@ -43,8 +43,8 @@ class Pools:
         top1 = [max((w[i][j] for j in range(n) if j != i), default=0) for i in range(n)]
         count = len(classes)
         self.size = [0] * (count + 1)
-        self.hosts: list[dict[int, int]] = [dict() for _ in range(count + 1)]
-        self.domains: list[dict[int, int]] = [dict() for _ in range(count + 1)]
+        self.hosts: list[dict[int, int]] = [{} for _ in range(count + 1)]
+        self.domains: list[dict[int, int]] = [{} for _ in range(count + 1)]
         self.top2: list[list[tuple[int, int]]] = [[(-1, -1)] * n for _ in range(count + 1)]
         self.best = [0] * (count + 1)
         self.required = [0] * (count + 1)

@@ -15,8 +15,8 @@ from typing import Any
 from gputopo.analysis.recommend.bounds import Pools
 from gputopo.analysis.recommend.problem import Problem, negated_key
 from gputopo.analysis.recommend.result import GroupKey
-from gputopo.analysis.recommend.rings import fastest_ring_groups
 from gputopo.analysis.recommend.ring import INF, ring_reaches
+from gputopo.analysis.recommend.rings import fastest_ring_groups
 
 EXACT_LIMIT = 16  # candidate GPUs up to which the search has no node budget (always exact)
 NODE_BUDGET = 20_000  # search nodes allowed beyond EXACT_LIMIT before settling for "best found"
