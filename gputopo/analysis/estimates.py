@@ -98,6 +98,14 @@ def estimate_of(topology: Topology, link: Link) -> Estimate:
     return found
 
 
+def distinct_estimates(topology: Topology, where: list[bool]) -> list[Estimate]:
+    """The estimates of the links ``where`` says (one flag per link), each class of pair once."""
+    classes = pair_classes(topology)
+    if classes.complete:
+        return [classes.estimate_of_code(code) for code in sorted(set(itertools.compress(classes.code_of, where)))]
+    return list({id(estimate): estimate for estimate in itertools.compress(estimate_column(topology), where)}.values())
+
+
 def estimate_column(topology: Topology) -> list[Estimate]:
     """Every link's estimate, in ``topology.links`` order (once per topology)."""
     return topology.cached("estimate_column", _estimate_column)

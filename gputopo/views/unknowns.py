@@ -4,10 +4,8 @@ it is inferred."""
 
 from __future__ import annotations
 
-import itertools
-
 from gputopo.analysis.bandwidth import implied_nvlinks
-from gputopo.analysis.estimates import estimate_column
+from gputopo.analysis.estimates import distinct_estimates
 from gputopo.model import Gpu, Topology
 
 
@@ -21,7 +19,7 @@ def speed_span(topo: Topology, word: str) -> tuple[str, float, list[str]] | None
         return None
     table = topo.link_table()  # once per class of pair, for every word
     of_word = table.kinds_where(k for k, kind in enumerate(table.kinds) if kind[0] == word)
-    estimates = set(itertools.compress(estimate_column(topo), of_word))
+    estimates = distinct_estimates(topo, of_word)
     if not estimates:
         return None
     low = min(e.span[0] for e in estimates)
