@@ -190,10 +190,12 @@ def _columns_converter(cls: Any, take: bool) -> Callable[[list[Any]], Any]:
             return None
         names = tuple(name for name, *_ in plan)
         columns: dict[str, Any] = {}
-        if all(map(operator.eq, map(tuple, map(dict.keys, items)), itertools.repeat(names))):
-            # every field, in order, in every item (as to_dict writes them): the columns in one pass
-            columns = dict(zip(names, zip(*map(tuple, map(dict.values, items)))))
-        whole = bool(columns) or all(map(operator.eq, map(dict.keys, items), itertools.repeat(frozenset(names))))
+        if all(map(operator.eq, map(len, items), itertools.repeat(len(names)))):
+            try:  # as many keys as fields, every field among them: every item has every field
+                columns = dict(zip(names, zip(*map(operator.itemgetter(*names), items)))) if len(names) > 1 else {}
+            except KeyError:
+                pass
+        whole = bool(columns)
         if not whole and not _keys_fit(items, frozenset(names), {name for name, _, needed, _ in plan if needed}):
             return None
         text_fields = _text_fields(cls)

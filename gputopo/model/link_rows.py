@@ -17,6 +17,7 @@ from collections.abc import Callable
 from typing import Any
 
 from gputopo.model.json_text import EncodedRows, finite_or_null
+from gputopo.model.link_table import KIND_FIELDS, LinkTable
 from gputopo.model.parts import Link
 
 _ENCODER = json.JSONEncoder(allow_nan=False)
@@ -26,18 +27,28 @@ _SHARED = tuple(name for name in _FIELDS if name not in ("a", "b", "measured", "
 _SHARED_FACTS = operator.attrgetter(*_SHARED)
 
 
-def link_rows(links: list[Link], plain: Callable[[Any], Any]) -> EncodedRows | None:
+def link_rows(links: list[Link], plain: Callable[[Any], Any], table: LinkTable | None = None) -> EncodedRows | None:
     """Each link as its compact JSON text (``_ENCODER.encode(plain(link))``, non-finite figures as
     null), in order; None where the fields are not the ones this module knows how to write (a
-    subclass, an end that is no plain integer, a value that is not a plain scalar)."""
+    subclass, an end that is no plain integer, a value that is not a plain scalar). ``table``: the
+    links' ``LinkTable`` where the topology has it (its kinds are the fields written once per kind)."""
     if _FIELDS[:2] != ("a", "b") or _FIELDS[-2:] != ("measured", "health") or {type(link) for link in links} - {Link}:
         return None
-    ends_a, ends_b = list(map(operator.attrgetter("a"), links)), list(map(operator.attrgetter("b"), links))
+    if table is not None and (_SHARED != KIND_FIELDS or len(table.kind_of) != len(links)):
+        table = None
+    ends_a, ends_b = (table.ends_a, table.ends_b) if table is not None else \
+        (list(map(operator.attrgetter("a"), links)), list(map(operator.attrgetter("b"), links)))
     if set(map(type, ends_a)) | set(map(type, ends_b)) != {int}:
         return None
     healths = list(map(operator.attrgetter("health"), links))
     if not any(map(operator.attrgetter("measured"), links)) and set(map(type, healths)) == {list} and not any(healths):
-        return _shared_rows(links, ends_a, ends_b, plain)  # (every link: one of a few kinds)
+        if table is not None:  # every link: one of a few kinds, each written once
+            tails = [_tail(example, plain) for example in table.examples]
+            if None in tails:
+                return None
+            return EncodedRows([f'{{"a": {a}, "b": {b}, {tail}'
+                                for a, b, tail in zip(ends_a, ends_b, map(tails.__getitem__, table.kind_of))])
+        return _shared_rows(links, ends_a, ends_b, plain)
     tails: dict[tuple[Any, ...], str | None] = {}
     rows = EncodedRows()
     try:

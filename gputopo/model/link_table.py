@@ -38,12 +38,11 @@ class LinkTable:
 
     @classmethod
     def of(cls, links: list[Link]) -> LinkTable:
-        facts = list(map(_KIND_FACTS, links))
-        dense = {key: k for k, key in enumerate(dict.fromkeys(facts))}
-        kind_of = list(map(dense.__getitem__, facts))
-        first = dict(zip(reversed(kind_of), range(len(links) - 1, -1, -1)))  # kind -> its first link
-        return cls(list(map(END_A, links)), list(map(END_B, links)), kind_of, list(dense),
-                   [links[first[k]] for k in range(len(dense))])
+        first: dict[tuple[Any, ...], int] = {}  # kind -> the position of its first link (each hashed once)
+        at_first = list(map(first.setdefault, map(_KIND_FACTS, links), itertools.count()))
+        number = {position: k for k, position in enumerate(first.values())}
+        return cls(list(map(END_A, links)), list(map(END_B, links)), list(map(number.__getitem__, at_first)),
+                   list(first), [links[position] for position in first.values()])
 
     def kinds_where(self, wanted: Iterable[int]) -> list[bool]:
         """Per link, whether its kind is one of ``wanted``."""

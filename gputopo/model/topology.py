@@ -149,7 +149,10 @@ class Topology:
 
     def link_table(self) -> LinkTable:
         """The links as columns, each with its kind (``model.link_table``): built once and shared
-        while ``links`` is the same list of the same length (``cached``): read it, never change it."""
+        while ``links`` is the same list of the same length (``cached``): read it, never change it.
+        Like every fact kept about the topology, it holds while the links' words are not changed in
+        place (sources change them while reading, before anything is asked; measurements and
+        health, which doctor and bench-p2p add later, are no part of a kind)."""
         return self.cached("link_table", _link_table)
 
     def numa_distance(self, a: int, b: int) -> int | None:
@@ -203,7 +206,11 @@ class Topology:
         written by ``link_rows`` (once per class of equal links), not built as dicts and encoded."""
         if len(self.links) * _VALUES_PER_LINK > LARGE_DOCUMENT_VALUES:  # large whatever else it holds
             with gc_paused():
-                rows = link_rows(self.links, plain_data)
+                try:
+                    table: LinkTable | None = self.link_table()
+                except TypeError:  # an unhashable word: written as the dicts are
+                    table = None
+                rows = link_rows(self.links, plain_data, table)
             if rows is not None:
                 return strict_json_text(self._data(rows), indent, large=True)
         return strict_json_text(self.to_dict(), indent)
