@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import itertools
 import math
+import operator
 from collections.abc import Callable
 from typing import Any
 
@@ -40,12 +41,13 @@ class Pools:
 
     def __init__(self, problem: Problem, classes: list[list[int]], required: set[int]):
         n, w = problem.n, problem.weight
-        top1 = [max((w[i][j] for j in range(n) if j != i), default=0) for i in range(n)]
+        top1 = [max(row[:i] + row[i + 1 :], default=0) for i, row in enumerate(w)]
         count = len(classes)
         self.size = [0] * (count + 1)
         self.hosts: list[dict[int, int]] = [{} for _ in range(count + 1)]
         self.domains: list[dict[int, int]] = [{} for _ in range(count + 1)]
-        self.top2: list[list[tuple[int, int]]] = [[(-1, -1)] * n for _ in range(count + 1)]
+        # Every GPU's best two links into the pool, as two columns per pool (first and second).
+        self.top2: list[tuple[list[int], list[int]]] = [([-1] * n, [-1] * n)] * (count + 1)
         self.best = [0] * (count + 1)
         self.required = [0] * (count + 1)
         for ci in range(count - 1, -1, -1):
@@ -58,18 +60,7 @@ class Pools:
                 domains[problem.domain_id[i]] = domains.get(problem.domain_id[i], 0) + 1
             self.hosts[ci] = hosts
             self.domains[ci] = domains
-            tops = list(self.top2[ci + 1])
-            for v in range(n):
-                a, b = tops[v]
-                for j in members:
-                    if j != v:
-                        x = w[v][j]
-                        if x > a:
-                            a, b = x, a
-                        elif x > b:
-                            b = x
-                tops[v] = (a, b)
-            self.top2[ci] = tops
+            self.top2[ci] = _with_class(self.top2[ci + 1], members, w)
             self.best[ci] = max([self.best[ci + 1]] + [top1[i] for i in members])
             self.required[ci] = self.required[ci + 1] + sum(1 for i in members if i in required)
         # For beyond_reach (built when first asked): per pool and choice of NUMA nodes, its GPUs'
@@ -181,9 +172,9 @@ class Pools:
                 bottleneck = best[ci]
             else:
                 bottleneck = INF
-                tops = top2[ci]
+                firsts, seconds = top2[ci]
                 for v in chosen:
-                    a, b = tops[v]
+                    a, b = firsts[v], seconds[v]
                     row = w[v]
                     for u in chosen:
                         if u != v:
@@ -204,6 +195,31 @@ class Pools:
 
         return optimistic
 
+
+
+def _with_class(tops: tuple[list[int], list[int]], members: list[int], w: list[list[int]]) -> tuple[list[int], list[int]]:
+    """Every GPU's best two links into a pool (``tops``: first and second) once the twin class
+    ``members`` joins it. Twins have the same link to every other GPU, so a GPU outside the class
+    meets one figure ``len(members)`` times: merged in whole columns; the members themselves (their
+    links to each other) one by one."""
+    firsts, seconds = tops
+    column = list(map(operator.itemgetter(members[0]), w))  # every GPU's link to the class
+    new_firsts = list(map(max, firsts, column))
+    if len(members) > 1:  # two of the figure at least: it is the second too, where it is not below
+        new_seconds = list(map(max, seconds, column))
+    else:
+        new_seconds = list(map(max, seconds, map(min, firsts, column)))
+    for v in members:
+        a, b = firsts[v], seconds[v]
+        for j in members:
+            if j != v:
+                x = w[v][j]
+                if x > a:
+                    a, b = x, a
+                elif x > b:
+                    b = x
+        new_firsts[v], new_seconds[v] = a, b
+    return new_firsts, new_seconds
 
 
 def core(chosen: list[int], candidates: list[int], fast: list[set[int]], links_needed: int) -> list[int] | None:

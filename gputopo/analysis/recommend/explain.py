@@ -104,7 +104,8 @@ def recommendation_notes(topology: Topology, problem: Problem, k: int) -> list[s
             "run `gputopo scan` on the host, or bench-p2p, for a real answer."
         )
     elif problem.uniform and k > 1 and problem.n > k:
-        nvswitch = all(link.nvswitch for link in topology.links)
+        table = topology.link_table()  # (once per kind of link)
+        nvswitch = all(table.examples[kind].nvswitch for kind in set(table.kind_of))
         inferred = " (inferred from the NV<n> pattern of the text)" if topology.source == "nvidia-smi" else ""
         notes.append(
             (f"Every pair is linked through NVSwitch{inferred}" if nvswitch else "Every pair has the same bandwidth")

@@ -204,7 +204,7 @@ class Problem:
         w = self.weight
         ceilings = []
         for i in range(self.n):
-            links = sorted((w[i][j] for j in range(self.n) if j != i), reverse=True)
+            links = sorted(w[i][:i] + w[i][i + 1 :], reverse=True)
             if k == 1 or not links:
                 ceilings.append(INF)
             else:

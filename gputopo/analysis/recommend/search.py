@@ -9,6 +9,8 @@ with a budget of ``NODE_BUDGET`` search nodes and says whether it finished.
 
 from __future__ import annotations
 
+import itertools
+import operator
 from dataclasses import dataclass
 from typing import Any
 
@@ -42,7 +44,7 @@ def twin_classes(problem: Problem, required: set[int]) -> list[list[int]]:
         if i in required:
             buckets[("required", i)] = [i]
             continue
-        row = sorted(w[i][j] for j in range(problem.n) if j != i)
+        row = sorted(w[i][:i] + w[i][i + 1 :])
         buckets.setdefault((problem.host_id[i], problem.domain_id[i], tuple(row)), []).append(i)
     classes: list[list[int]] = []
     for members in buckets.values():
@@ -50,7 +52,7 @@ def twin_classes(problem: Problem, required: set[int]) -> list[list[int]]:
         for i in members:
             for cls in reps:
                 r = cls[0]
-                if all(w[i][j] == w[r][j] for j in range(problem.n) if j != i and j != r):
+                if _without(w[i], i, r) == _without(w[r], i, r):  # the same link to every third GPU
                     cls.append(i)
                     break
             else:
@@ -58,6 +60,12 @@ def twin_classes(problem: Problem, required: set[int]) -> list[list[int]]:
         classes.extend(reps)
     classes.sort(key=lambda c: c[0])
     return classes
+
+
+def _without(row: list[int], i: int, j: int) -> list[int]:
+    """``row`` without positions ``i`` and ``j``."""
+    low, high = (i, j) if i < j else (j, i)
+    return row[:low] + row[low + 1 : high] + row[high + 1 :]
 
 
 @dataclass
@@ -206,10 +214,8 @@ def _greedy_seeds(
             hosts.add(host[g])
             domains.add(domain[g])
             row = w[g]
-            for c in range(n):
-                if row[c] < min_link[c]:
-                    min_link[c] = row[c]
-                link_sum[c] += row[c]
+            min_link[:] = map(min, min_link, row)
+            link_sum[:] = map(operator.add, link_sum, row)
 
         for g in group:
             add(g)
@@ -244,7 +250,7 @@ def _ring_seeds(
     speeds = sorted({w[i][j] for i in range(n) for j in range(i + 1, n)}, reverse=True)
     steps = 0
     for t in speeds:
-        adjacent = [[j for j in range(n) if j != i and w[i][j] >= t] for i in range(n)]
+        adjacent = [[j for j in itertools.compress(range(n), map(t.__le__, w[i])) if j != i] for i in range(n)]
         found: list[tuple[int, ...]] = []
         for start in range(n):
             path, seen = [start], {start}
