@@ -110,9 +110,8 @@ class Topology:
         cached = indexes.get(name)
         if cached is not None and cached[0] is items and cached[1] == len(items):
             return cached[2]
-        positions: dict[Any, int] = {}
-        for position, item in enumerate(items):
-            positions.setdefault(key(item), position)
+        # (in C: each key written last to first, so the first of duplicates is the one kept)
+        positions = dict(zip(reversed(list(map(key, items))), range(len(items) - 1, -1, -1)))
         indexes[name] = (items, len(items), positions)
         return positions
 
@@ -380,12 +379,8 @@ def _link_map(topology: Topology) -> dict[tuple[int, int], Link]:
     return result
 
 
-def _gpu_key(gpu: Gpu) -> int:
-    return gpu.index
-
-
-def _link_key(link: Link) -> tuple[int, int]:
-    return (link.a, link.b)
+_gpu_key: Callable[[Gpu], int] = operator.attrgetter("index")
+_link_key: Callable[[Link], tuple[int, int]] = operator.attrgetter("a", "b")  # (a, b), made in C
 
 
 def _finding_key(finding: Finding) -> tuple[str, tuple[int, ...]]:
