@@ -181,7 +181,8 @@ def legend(topology: Topology, layout: Layout) -> str:
     notes = ["labels: link word ~expected GB/s, or measured (~expected)"]
     if layout.hub is not None:
         notes.append("GPUs on the NVSwitch hub reach each other through it")
-    unknown = sum(1 for lk in topology.links if lk.type == "UNKNOWN")
+    table = topology.link_table()  # (counted per kind of link)
+    unknown = sum(table.kinds_where(k for k, kind in enumerate(table.kinds) if kind[0] == "UNKNOWN"))
     if unknown:
         notes.append(f"{unknown} links of unknown kind (the source says only whether TF could peer)")
     if layout.missing_pairs:
