@@ -26,6 +26,8 @@ Figures, per direction:
 
 from __future__ import annotations
 
+import itertools
+from collections import Counter
 from dataclasses import dataclass
 
 from gputopo.model import Gpu, Link, Topology
@@ -141,16 +143,24 @@ def implied_nvlinks(topology: Topology, index: int) -> int | None:
 
 
 def _implied_nvlinks_of_all(topology: Topology) -> dict[int, int]:
-    direct: dict[int, int] = {}
+    """Per GPU with NVLinks: the sum of its direct links' counts, or the largest switched bond.
+    Counted in whole columns, once per NVLink count (``Topology.link_table``)."""
+    table = topology.link_table()
+    direct: Counter[int] = Counter()
     switched: dict[int, int] = {}
-    for link in topology.links:
-        if not link.is_nvlink:
-            continue
-        for end in (link.a, link.b):
-            if link.nvswitch is False:
-                direct[end] = direct.get(end, 0) + link.nvlink_count
+    by_count: dict[tuple[bool, int], list[int]] = {}  # (direct, NVLink count) -> the kinds of link
+    for k, link in enumerate(table.examples):
+        if link.is_nvlink:
+            by_count.setdefault((link.nvswitch is False, link.nvlink_count), []).append(k)
+    for (is_direct, count), kinds in sorted(by_count.items(), key=lambda item: -item[0][1]):
+        chosen = table.kinds_where(kinds)
+        ends = Counter(itertools.compress(table.ends_a, chosen))
+        ends.update(itertools.compress(table.ends_b, chosen))
+        for gpu, links in ends.items():
+            if is_direct:
+                direct[gpu] += count * links
             else:
-                switched[end] = max(switched.get(end, 0), link.nvlink_count)
+                switched.setdefault(gpu, count)  # (largest count first)
     return {gpu: max(direct.get(gpu, 0), switched.get(gpu, 0)) for gpu in direct.keys() | switched.keys()}
 
 
@@ -275,10 +285,12 @@ def estimate_key(link: Link, gpu_a: Gpu | None, gpu_b: Gpu | None) -> tuple[obje
 
 
 def estimate_key_of_gpu(gpu: Gpu | None) -> tuple[object, ...] | None:
-    """What of a GPU the estimate reads (``_pcie_gbps``, ``nvlink_gbps``): ``estimate_key``'s last two."""
+    """What of a GPU the estimate reads (``_pcie_gbps``, ``nvlink_gbps``, whether it is a GA102 card
+    by its name): ``estimate_key``'s last two."""
     if gpu is None:
         return None
-    return (gpu.pcie_gen_max, gpu.pcie_gen_current, gpu.pcie_width_current, gpu.pcie_width_max, gpu.nvlink_version)
+    return (gpu.pcie_gen_max, gpu.pcie_gen_current, gpu.pcie_width_current, gpu.pcie_width_max, gpu.nvlink_version,
+            _is_ga102(gpu))
 
 
 def pair_bandwidth_matrix(topology: Topology) -> dict[tuple[int, int], float]:

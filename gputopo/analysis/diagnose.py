@@ -26,6 +26,8 @@ its findings (imported lazily, and skipped where that module is not installed).
 from __future__ import annotations
 
 import importlib.util
+import itertools
+import operator
 from collections import defaultdict
 
 from gputopo.analysis.disagreements import disagreement_findings
@@ -155,12 +157,12 @@ def _cross_socket(topology: Topology) -> list[Finding]:
         return []
     grouped, groups, by_pair = placed
     where, other_side, interconnect, unit = _where(topology, groups)
-    if _several_hosts(topology, sys_links):  # the groups are the first host's
-        hosts = {topology.gpu(g).host for link in sys_links for g in (link.a, link.b)}
+    gpus = link_sides(topology).crossing_gpus  # the GPUs of sys_links
+    hosts = {topology.gpu(g).host for g in gpus}
+    if len(hosts) > 1:  # the groups are the first host's
         suffix = f"likewise on the other {len(hosts) - 1} hosts"
         where = where[:-1] + f"; {suffix})" if where.endswith(")") else where + f" ({suffix})"
-    without_nvlink = [link for link in sys_links if not link.is_nvlink]
-    gpus = sorted({g for link in sys_links for g in (link.a, link.b)})
+    without_nvlink = [link for link in sys_links if link.nvlink_count <= 0]  # (not is_nvlink, without a call per link)
     if not without_nvlink:
         return [Finding(
             severity="info", code="cross-socket",
@@ -196,14 +198,10 @@ def _cross_socket(topology: Topology) -> list[Finding]:
     )]
 
 
-def _several_hosts(topology: Topology, sys_links: list[Link]) -> bool:
-    return len({topology.gpu(g).host for link in sys_links for g in (link.a, link.b)}) > 1
-
-
 def _crossing_groups(topology: Topology, sys_links: list[Link]) -> tuple[str, list[list[int]], bool] | None:
     """(the groups in words, the groups, whether only pairs can be named) of the GPUs on either side
     of the NUMA crossings; a multi-host domain (GB200 NVL72) is described by its first host."""
-    crossing = {g for link in sys_links for g in (link.a, link.b)}
+    crossing = set(link_sides(topology).crossing_gpus)  # the GPUs of sys_links
     groups = [grp for grp in socket_groups(topology) if set(grp) & crossing]
     hosts = {topology.gpu(g).host for g in crossing}
     prefix = ""
@@ -244,11 +242,14 @@ def _measured_alike(topology: Topology, crossing: list[Link]) -> tuple[float, fl
 
 def _p2p_unsupported(topology: Topology) -> list[Finding]:
     by_word: dict[str, list[tuple[int, int]]] = defaultdict(list)
-    for link in topology.links:
+    table = topology.link_table()  # the words are read once per kind of link
+    word_of_kind = []
+    for link in table.examples:
         read, write = link.p2p_read, link.p2p_write
-        word = read if read is not None and read != P2P_OK else (write if write is not None and write != P2P_OK else None)
-        if word is not None:
-            by_word[word].append((link.a, link.b))
+        word_of_kind.append(read if read is not None and read != P2P_OK else (write if write is not None and write != P2P_OK else None))
+    for word in [w for w in dict.fromkeys(word_of_kind) if w is not None]:  # (in order of first link)
+        chosen = table.kinds_where(k for k, w in enumerate(word_of_kind) if w == word)
+        by_word[word] = list(zip(itertools.compress(table.ends_a, chosen), itertools.compress(table.ends_b, chosen)))
     findings = []
     for word in sorted(by_word, key=lambda w: list(P2P_STATUS_MEANING).index(w) if w in P2P_STATUS_MEANING else 99):
         pairs = sorted(by_word[word])
@@ -294,7 +295,7 @@ def _mig(topology: Topology) -> list[Finding]:
 
 
 def _mixed_models(topology: Topology) -> list[Finding]:
-    if any(link.measured is not None and link.measured.device_kind != "GPU" for link in topology.links):
+    if any(m.device_kind != "GPU" for m in filter(None, map(operator.attrgetter("measured"), topology.links))):
         return []  # bench-p2p --cpu-devices: each logical CPU device has its own name, none is a model
     by_model: dict[str, list[int]] = defaultdict(list)
     for g in topology.gpus:

@@ -19,12 +19,15 @@ several NUMA nodes in one socket, and nvidia-smi's ``SYS`` means "between NUMA n
 
 from __future__ import annotations
 
+import itertools
+import operator
 from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import Any
 
 from gputopo.analysis.reading_notes import vm_line
 from gputopo.model import Gpu, Link, ReadingNote, Topology
+from gputopo.model.link_table import KIND_FIELDS
 from gputopo.model.reading_notes import SOC_BETWEEN_SOCKETS, VM_EVIDENCE
 from gputopo.notation import parse_cpu_list
 
@@ -178,6 +181,12 @@ def _same_numa_side(topology: Topology, a: Gpu, b: Gpu) -> bool | None:
         return False
     if vm_evidence(topology) is not None:
         return None
+    return _same_node(topology, a, b)
+
+
+def _same_node(topology: Topology, a: Gpu, b: Gpu) -> bool | None:
+    """``_same_numa_side`` of two GPUs of one host, outside a virtual machine's flat view: from
+    their affinities alone (``_side_key`` but the host)."""
     nodes_a, nodes_b = a.numa_nodes, b.numa_nodes
     if nodes_a is not None and nodes_b is not None:
         if nodes_a == nodes_b:
@@ -268,39 +277,106 @@ class LinkSides:
     # SYS between GPUs of one NUMA node somewhere in the source: there SYS is a path class, not a
     # crossing, so a SYS pair whose sides the source does not give (a cut paste) is not called one.
     sys_within_node: bool = False
+    crossing_gpus: list[int] = field(default_factory=list)  # the GPUs of ``crossing``, in order
+
+
+_CROSSING, _UNKNOWN_NVLINK = 1, 2
+_END_A, _END_B = operator.attrgetter("a"), operator.attrgetter("b")
+_LINK_FACTS = operator.attrgetter("pcie_path", "type", "nvlink_count")  # what _verdict reads of a link
 
 
 def link_sides(topology: Topology) -> LinkSides:
     """``LinkSides`` of the topology: per link its PCIe path word, else (NVLink only) whether its
-    GPUs share a NUMA side, answered once per pair of kinds of GPU (a 576-GPU domain: 165,600
-    links in one pass)."""
+    GPUs share a NUMA side. What a link says depends only on its words and its two GPUs' kinds
+    (their affinities): decided once per distinct combination, and the links sorted by it in whole
+    columns (a 576-GPU domain: 165,600 links, a few dozen combinations)."""
+    return topology.cached("link_sides", _link_sides)
 
-    def compute(topo: Topology) -> LinkSides:
-        result = LinkSides()
-        sides = numa_sides(topo)
-        keys, answers = sides.keys, sides.answers
-        read = []
-        for link in topo.links:
-            key_a, key_b = keys.get(link.a), keys.get(link.b)
-            side = None if key_a is None or key_b is None else answers.get((key_a, key_b), _BAD)
-            if side is _BAD:
-                side = sides.get((link.a, link.b))
-            path = link.pcie_path or (None if link.nvlink_count > 0 or link.type == "UNKNOWN" else link.type)
-            read.append((link, side, path))
-        result.sys_within_node = any(side is True and path == "SYS" for _, side, path in read)
-        for link, side, path in read:
-            if (bool(side) if path is None else (path != "SYS" or side is True)):
-                result.joined.append((link.a, link.b))
-            if side:
-                continue  # one NUMA node, whatever the link word (some PCIe boards say SYS within a node)
-            if (path == "SYS" and (side is False or not result.sys_within_node)) or (
-                    path is None and link.nvlink_count > 0 and side is False):
-                result.crossing.append(link)
-            elif path is None and link.nvlink_count > 0 and side is None:
-                result.unknown_nvlink.append(link)
-        return result
 
-    return topology.cached("link_sides", compute)
+def _link_sides(topology: Topology) -> LinkSides:
+    """The links' verdicts in whole columns (``Topology.link_table``): two GPUs of different hosts
+    are on different sides; within a host, the sides depend on the two GPUs' affinities alone
+    (``_same_node``). A verdict is made once per (kind of link, kinds of its GPUs) and each link
+    gets its own by a code, ``kind + kinds * pair`` (pair: 0 across hosts, else from the GPUs' kinds)."""
+    gpus = {g.index: g for g in topology.gpus}
+    table = topology.link_table()
+    links, ends_a, ends_b = topology.links, table.ends_a, table.ends_b
+    if not (gpus.keys() >= set(ends_a) and gpus.keys() >= set(ends_b)):
+        return _link_sides_one_by_one(topology)  # links to GPUs the list lacks (a damaged source)
+    gpu_kinds: dict[tuple[Any, ...], int] = {}
+    kind_of = {g: gpu_kinds.setdefault(_side_key(gpu)[1:], len(gpu_kinds)) for g, gpu in gpus.items()}
+    one_of_kind = {kind: gpus[g] for g, kind in reversed(kind_of.items())}
+    hosts: dict[str | None, int] = {}
+    host_of = {g: hosts.setdefault(gpu.host, len(hosts)) for g, gpu in gpus.items()}
+    count, link_kinds = len(gpu_kinds), len(table.kinds)
+    pair = map(operator.add, map(operator.mul, map(kind_of.__getitem__, ends_a), itertools.repeat(count)),
+               map(kind_of.__getitem__, ends_b))
+    pair = map(operator.add, pair, itertools.repeat(1))
+    if len(hosts) > 1:  # 0 across hosts
+        pair = map(operator.mul, pair, map(operator.eq, map(host_of.__getitem__, ends_a), map(host_of.__getitem__, ends_b)))
+    codes = list(map(operator.add, map(operator.mul, pair, itertools.repeat(link_kinds)), table.kind_of))
+    flat_view = vm_evidence(topology) is not None
+    facts = {}
+    for code in set(codes):
+        which, kind = divmod(code, link_kinds)
+        gpu_a, gpu_b = divmod(which - 1, count)
+        side = False if not which else None if flat_view else _same_node(topology, one_of_kind[gpu_a], one_of_kind[gpu_b])
+        facts[code] = (side, *(table.kinds[kind][KIND_FIELDS.index(name)] for name in ("pcie_path", "type", "nvlink_count")))
+    sys_within_node = any(_sys_within_node(*fact) for fact in facts.values())
+    marks = {}
+    for code, fact in facts.items():
+        joined, what = _verdict(*fact, sys_within_node)
+        marks[code] = what * 2 + joined
+    mark = list(map(marks.__getitem__, codes))
+    joined_links = list(itertools.compress(links, map((1).__and__, mark)))
+    crossing = list(itertools.compress(links, map((_CROSSING * 2).__eq__, map((~1).__and__, mark))))
+    return LinkSides(
+        crossing=crossing,
+        joined=list(zip(map(_END_A, joined_links), map(_END_B, joined_links))),
+        unknown_nvlink=list(itertools.compress(links, map((_UNKNOWN_NVLINK * 2).__eq__, map((~1).__and__, mark)))),
+        crossing_gpus=sorted(set(map(_END_A, crossing)) | set(map(_END_B, crossing))),
+        sys_within_node=sys_within_node,
+    )
+
+
+def _path(pcie: str | None, word: str, nvlinks: int) -> str | None:
+    """A link's PCIe path word: the pcie_path, else the link word where it is a PCIe word."""
+    return pcie or (None if nvlinks > 0 or word == "UNKNOWN" else word)
+
+
+def _sys_within_node(side: bool | None, pcie: str | None, word: str, nvlinks: int) -> bool:
+    """SYS between two GPUs of one NUMA node: there SYS is a path class, not a crossing."""
+    return side is True and _path(pcie, word, nvlinks) == "SYS"
+
+
+def _verdict(side: bool | None, pcie: str | None, word: str, nvlinks: int, sys_within_node: bool) -> tuple[bool, int]:
+    """(whether the link joins its GPUs' sides, 0 / ``_CROSSING`` / ``_UNKNOWN_NVLINK``). Where the
+    source shows SYS within one NUMA node (``sys_within_node``), a SYS pair whose sides it does not
+    give (a cut paste) is not called a crossing."""
+    path = _path(pcie, word, nvlinks)
+    joined = bool(side) if path is None else (path != "SYS" or side is True)
+    if side:  # one NUMA node, whatever the link word (some PCIe boards say SYS within a node)
+        return joined, 0
+    if (path == "SYS" and (side is False or not sys_within_node)) or (path is None and nvlinks > 0 and side is False):
+        return joined, _CROSSING
+    return joined, _UNKNOWN_NVLINK if path is None and nvlinks > 0 and side is None else 0
+
+
+def _link_sides_one_by_one(topology: Topology) -> LinkSides:
+    result = LinkSides()
+    sides = numa_sides(topology)
+    facts = [(link, (sides.get((link.a, link.b)), *_LINK_FACTS(link))) for link in topology.links]
+    result.sys_within_node = any(_sys_within_node(*fact) for _, fact in facts)
+    for link, fact in facts:
+        joined, what = _verdict(*fact, result.sys_within_node)
+        if joined:
+            result.joined.append((link.a, link.b))
+        if what == _CROSSING:
+            result.crossing.append(link)
+        elif what == _UNKNOWN_NVLINK:
+            result.unknown_nvlink.append(link)
+    result.crossing_gpus = sorted({g for link in result.crossing for g in (link.a, link.b)})
+    return result
 
 
 def numa_crossing_links(topology: Topology) -> list[Link]:

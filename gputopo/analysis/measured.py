@@ -147,7 +147,7 @@ def compare(topology: Topology, link: Link) -> list[Comparison]:
 
 def comparisons(topology: Topology) -> list[Comparison]:
     """Every measured direction of every link against its expectation, in link order."""
-    return [c for link in topology.links for c in compare(topology, link)]
+    return [c for link in topology.links if link.measured is not None for c in compare(topology, link)]
 
 
 def merge_measurements(topology: Topology, bench: Topology, bench_path: str) -> int:

@@ -7,6 +7,7 @@ from __future__ import annotations
 from collections import Counter
 
 from gputopo.model import Finding, Gpu, Link, Topology
+from gputopo.model.link_table import END_A, END_B, LinkTable
 from gputopo.notation import gpus_word, pair_list
 
 
@@ -20,15 +21,18 @@ def nvlink_fabric(topology: Topology) -> list[Finding]:
     or none at all."""
     if len(topology.gpus) < 2 or not topology.links:
         return []
-    switch_links = [link for link in topology.links if link.nvswitch]
+    table = topology.link_table()  # (what is asked of every link, asked once per kind of link)
+    switched = [k for k, link in enumerate(table.examples) if link.nvswitch]
+    switch_links = table.links_where(topology.links, switched)
     # NVLinks not known to go through NVSwitch: direct, or unknown (nvswitch None: text can't tell).
-    direct_links = [link for link in topology.links if link.is_nvlink and not link.nvswitch]
+    direct_links = table.links_where(topology.links, [k for k, link in enumerate(table.examples)
+                                                      if link.is_nvlink and not link.nvswitch])
     findings = []
     if switch_links:
-        findings.append(_nvswitch_fabric(topology, switch_links))
+        findings.append(_nvswitch_fabric(topology, switch_links, table, switched))
     if direct_links:
         findings.append(_nvlink_summary(topology, direct_links))
-    link_types_known = all(link.type != "UNKNOWN" for link in topology.links)
+    link_types_known = all(link.type != "UNKNOWN" for link in table.examples)
     if not switch_links and not direct_links and link_types_known:
         findings.append(Finding(severity="info", code="no-nvlink",
                                 message="no NVLink between any GPUs: every GPU-to-GPU copy uses PCIe",
@@ -36,18 +40,23 @@ def nvlink_fabric(topology: Topology) -> list[Finding]:
     return findings
 
 
-def _nvswitch_fabric(topology: Topology, switch_links: list[Link]) -> Finding:
+def _nvswitch_fabric(topology: Topology, switch_links: list[Link], table: LinkTable, switched: list[int]) -> Finding:
     # nvidia-smi text never names the switches: there NVSwitch is inferred from the NV<n> pattern.
     inferred = topology.source == "nvidia-smi"
-    gpus = sorted({g for link in switch_links for g in (link.a, link.b)})
-    common, _ = Counter(link.type for link in switch_links).most_common(1)[0]
+    gpus = sorted(set(map(END_A, switch_links)) | set(map(END_B, switch_links)))
+    per_kind = Counter(table.kind_of)
+    words: Counter[str] = Counter()
+    for k in switched:  # (most_common keeps the first counted of equal counts: kinds in order of first link)
+        words[table.examples[k].type] += per_kind[k]
+    common, _ = words.most_common(1)[0]
     version = _version_text([topology.gpu(g) for g in gpus])
     # A cut paste leaves some pairs UNKNOWN: "every pair" then is every pair the source shows.
-    unshown = [(link.a, link.b) for link in topology.links if link.type == "UNKNOWN"]
+    unshown = ([(link.a, link.b) for link in topology.links if link.type == "UNKNOWN"]
+               if any(kind[0] == "UNKNOWN" for kind in table.kinds) else [])
     scope = "every pair" if len(switch_links) == len(topology.links) else f"every pair of {gpus_word(gpus)}"
     if unshown:
         scope += f" but {pair_list(unshown)} (not in the source)"
-    others = [link for link in switch_links if link.type != common]
+    others = table.links_where(topology.links, [k for k in switched if table.examples[k].type != common])
     exceptions = f" except {pair_list((link.a, link.b) for link in others)}" if others else ""
     return Finding(
         severity="info",
@@ -65,20 +74,22 @@ def _nvswitch_fabric(topology: Topology, switch_links: list[Link]) -> Finding:
 
 
 def _nvlink_summary(topology: Topology, direct_links: list[Link]) -> Finding:
-    gpus = sorted({g for link in direct_links for g in (link.a, link.b)})
+    gpus = sorted(set(map(END_A, direct_links)) | set(map(END_B, direct_links)))
     per_gpu = sorted({topology.gpu(g).nvlink_active_links for g in gpus} - {None})
     links_text = f", {'/'.join(str(n) for n in per_gpu)} links per GPU" if per_gpu else ""
     counts = Counter(link.type for link in direct_links)
     pair_text = ", ".join(
         f"{n} pair{'s' if n != 1 else ''} {t}" for t, n in sorted(counts.items(), key=lambda kv: -int(kv[0][2:]))
     )
-    pcie_only = [link for link in topology.links if not link.is_nvlink and link.type != "UNKNOWN"]
+    table = topology.link_table()
+    pcie_kinds = [k for k, link in enumerate(table.examples) if not link.is_nvlink and link.type != "UNKNOWN"]
+    pcie_only = sum(table.kinds_where(pcie_kinds))  # pairs
     rest = ""
     if pcie_only:
-        words = "/".join(sorted({link.type for link in pcie_only}))
+        words = "/".join(sorted({table.examples[k].type for k in pcie_kinds}))
         rest = (
-            f"; the other pair uses PCIe ({words})" if len(pcie_only) == 1
-            else f"; the other {len(pcie_only)} pairs use PCIe ({words})"
+            f"; the other pair uses PCIe ({words})" if pcie_only == 1
+            else f"; the other {pcie_only} pairs use PCIe ({words})"
         )
     if any(link.nvswitch is None for link in direct_links):
         rest += "; whether through NVSwitch or direct, the source does not say"

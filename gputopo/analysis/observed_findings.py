@@ -253,7 +253,7 @@ def _nvlink_inactive(topology: Topology) -> list[Finding]:
     for state in topology.nvlinks:
         if state.active is False:
             by_gpu.setdefault(state.gpu, []).append(state.link)
-    links = topology.link_map()
+    links = topology.link_map() if by_gpu else {}
     for gpu, down in sorted(by_gpu.items()):
         active = sum(1 for s in topology.nvlinks if s.gpu == gpu and s.active)
         wired = max((links[(gpu, other)].nvlink_count for other in topology.gpu_indices

@@ -76,9 +76,9 @@ def scan(
         atomic_write_text(svg, render_svg(topo))
         typer.echo(f"saved {svg}", err=True)
     if json_output:
-        from gputopo.views.common import print_json
+        from gputopo.views.common import print_json_text
 
-        print_json(topo.to_dict())
+        print_json_text(topo.to_json_text())
     else:
         from gputopo.views.topology import render_topology
 

@@ -25,12 +25,14 @@ FREE_TEXT_FIELDS = frozenset({"message", "fix", "label", "source_detail", "ignor
                               "effect", "notes", "detail", "kept", "other", "kept_from", "other_from", "origin"})
 
 
-def build(cls: type, data: Any, path: str = "") -> Any:
+def build(cls: type, data: Any, path: str = "", take: bool = False) -> Any:
     """A ``cls`` from JSON ``data``; a wrong field is a ``ValueError`` naming it (``gpus[3].index``).
 
     A fast pass first (one check per field, no paths built: a 576-GPU domain has 165,600 links);
-    only where it meets a wrong value does the careful pass run again to name the field."""
-    result = _fast_converter(cls)(data)
+    only where it meets a wrong value does the careful pass run again to name the field. ``take``:
+    ``data`` is the caller's no longer (``json.loads``'s result, read once): the dicts of a long list
+    of objects become those objects' attributes, not copied."""
+    result = _fast_converter(cls, take)(data)
     if result is not _BAD:
         return result
     return _build_checked(cls, data, path)
@@ -135,18 +137,18 @@ def _fast_plain_json(value: Any, depth: int = 0) -> Any:
 
 
 @functools.lru_cache(maxsize=None)
-def _fast_converter(hint: Any) -> Callable[[Any], Any]:
+def _fast_converter(hint: Any, take: bool = False) -> Callable[[Any], Any]:
     """A function JSON value -> the value as ``hint`` wants it, or ``_BAD``; it accepts exactly
     what ``_value`` accepts (anything else goes to ``_value``, which names the field)."""
     origin = typing.get_origin(hint)
     if origin in (typing.Union, types.UnionType):
         (inner,) = [arg for arg in typing.get_args(hint) if arg is not type(None)]
-        convert = _fast_converter(inner)
+        convert = _fast_converter(inner, take)
         return lambda v: None if v is None else convert(v)
     if origin is list:
         item_hint = typing.get_args(hint)[0]
-        item = _fast_converter(item_hint)
-        columns = _columns_converter(item_hint) if dataclasses.is_dataclass(item_hint) else None
+        item = _fast_converter(item_hint, take)
+        columns = _columns_converter(item_hint, take) if dataclasses.is_dataclass(item_hint) else None
 
         def as_list(v: Any) -> Any:
             if type(v) is not list:
@@ -160,7 +162,7 @@ def _fast_converter(hint: Any) -> Callable[[Any], Any]:
 
         return as_list
     if origin is dict:
-        item = _fast_converter(typing.get_args(hint)[1])
+        item = _fast_converter(typing.get_args(hint)[1], take)
 
         def as_dict(v: Any) -> Any:
             if type(v) is not dict or (v and first_control("".join(v)) is not None):  # keys are one line too
@@ -170,7 +172,7 @@ def _fast_converter(hint: Any) -> Callable[[Any], Any]:
 
         return as_dict
     if dataclasses.is_dataclass(hint):
-        return _fast_dataclass(hint)
+        return _fast_dataclass(hint, take)
     if hint is Any:
         return _fast_plain_json
     if hint is int:
@@ -184,7 +186,7 @@ def _fast_converter(hint: Any) -> Callable[[Any], Any]:
     return lambda v: _BAD
 
 
-def _fast_dataclass(cls: Any) -> Callable[[Any], Any]:
+def _fast_dataclass(cls: Any, take: bool) -> Callable[[Any], Any]:
     """One loop over the fields with the plain types checked inline (a call per field would double
     the time of a large snapshot); nested values go to their own converter."""
     hints = _field_types(cls)
@@ -195,7 +197,7 @@ def _fast_dataclass(cls: Any) -> Callable[[Any], Any]:
         if type(data) is not dict:
             return _BAD
         if not plan:  # filled on first use: the field types may refer to this class
-            plan.extend(_field_plan(cls, hints, nested))
+            plan.extend(_field_plan(cls, hints, nested, take))
         text_fields = _text_fields(cls)
         kwargs = {}
         for name, allowed, required, inner in plan:
@@ -223,55 +225,122 @@ def _fast_dataclass(cls: Any) -> Callable[[Any], Any]:
     return convert
 
 
-def _columns_converter(cls: Any) -> Callable[[list[Any]], Any]:
+def _columns_converter(cls: Any, take: bool) -> Callable[[list[Any]], Any]:
     """A long list of objects of one dataclass (a domain's links) checked column by column: the
-    set of types of each field's values, the range of its integers, each done in C. None where
-    that does not settle it (an unknown key, a nested object, a missing field...): the caller then
-    converts item by item."""
+    set of types of each field's values, the range of its integers, its distinct strings, each done
+    in C; a nested value (``Link.measured``, ``Link.health``) is converted on its own only where it
+    is not null or an empty list. None where that does not settle it (an unknown key, a missing
+    field, a wrong value): the caller then converts item by item, and names what is wrong."""
     hints = _field_types(cls)
     nested: dict[str, Callable[[Any], Any]] = {}
     plan: list[tuple[str, frozenset[type], bool, Any]] = []
 
     def convert(items: list[Any]) -> Any:
         if not plan:
-            plan.extend(_field_plan(cls, hints, nested))
-        names = {name for name, *_ in plan}
-        required = {name for name, _, needed, _ in plan if needed}
-        text_fields = _text_fields(cls)
+            plan.extend(_field_plan(cls, hints, nested, take))
         if set(map(type, items)) != {dict}:
             return None
-        keys = list(map(dict.keys, items))
-        if not all(map(operator.ge, keys, itertools.repeat(required))) or \
-                not all(map(operator.le, keys, itertools.repeat(names))):
+        names = tuple(name for name, *_ in plan)
+        columns: dict[str, Any] = {}
+        if all(map(operator.eq, map(len, items), itertools.repeat(len(names)))):
+            try:  # as many keys as fields, every field among them: every item has every field
+                columns = dict(zip(names, zip(*map(operator.itemgetter(*names), items)))) if len(names) > 1 else {}
+            except KeyError:
+                pass
+        whole = bool(columns)
+        if not whole and not _keys_fit(items, frozenset(names), {name for name, _, needed, _ in plan if needed}):
             return None
-        for name, allowed, _, _ in plan:
-            column = [d[name] for d in items if name in d]
+        text_fields = _text_fields(cls)
+        later: list[tuple[str, list[tuple[int, Any]] | None]] = []  # None: a new empty list each
+        for name, allowed, _, inner in plan:
+            column = columns.get(name) or (list(map(operator.itemgetter(name), items)) if whole
+                                           else [d[name] for d in items if name in d])
             kinds = set(map(type, column))
-            if not kinds <= allowed:
+            if kinds <= allowed:
+                if not _plain_column_ok(column, kinds, name in text_fields):
+                    return None
+                continue
+            if inner is None:
                 return None
-            if int in kinds and column and not _ints_in_range(column):
+            if whole and kinds == {list} and name in _list_fields(cls) and not any(column):  # every one []
+                if not take:
+                    later.append((name, None))
+                continue
+            values = _nested_column(items, name, allowed, nested[name], name in _list_fields(cls))
+            if values is None:
                 return None
-            if float in kinds and not all(map(math.isfinite, (v for v in column if type(v) is float))):
-                return None
-            if str in kinds and name in text_fields and first_control("".join(v for v in column if type(v) is str)):
-                return None
-        return _instances(cls, items)
+            later.append((name, values))
+        made = _instances(cls, items, whole, take)
+        for name, values in later:
+            if values is None:
+                for obj in made:
+                    obj.__dict__[name] = []
+                continue
+            for position, value in values:  # (a taken item stays as it was: the careful pass may read it)
+                obj = made[position]
+                obj.__dict__ = {**obj.__dict__, name: value}
+        return made
 
     return convert
 
 
-def _instances(cls: Any, items: list[dict[str, Any]]) -> list[Any]:
+def _keys_fit(items: list[dict[str, Any]], every: frozenset[str], required: set[str]) -> bool:
+    keys = list(map(dict.keys, items))
+    return all(map(operator.ge, keys, itertools.repeat(required))) and all(map(operator.le, keys, itertools.repeat(every)))
+
+
+def _plain_column_ok(column: list[Any], kinds: set[type], one_line: bool) -> bool:
+    """Whether a column of plain values (types checked already) holds only what the careful pass
+    takes: 64-bit integers, finite floats, and strings without control characters where they must
+    be one line (each distinct string checked once)."""
+    if int in kinds:
+        ints = column if len(kinds) == 1 else [v for v in column if type(v) is int]
+        if not (-_INT64 <= min(ints) and max(ints) < _INT64):
+            return False
+    if float in kinds and not all(map(math.isfinite, (v for v in column if type(v) is float))):
+        return False
+    if str in kinds and one_line:
+        strings = set(column) if len(kinds) == 1 else {v for v in column if type(v) is str}
+        if first_control("".join(strings)) is not None:
+            return False
+    return True
+
+
+def _nested_column(items: list[dict[str, Any]], name: str, allowed: frozenset[type], convert: Callable[[Any], Any],
+                   is_list: bool) -> list[tuple[int, Any]] | None:
+    """``(position, value)`` for each item whose ``name`` is not a plain value the field takes as it
+    is (null): converted by its own converter; an empty list becomes a new one (nothing to check).
+    None where one is wrong."""
+    result = []
+    for position, d in enumerate(items):
+        value = d.get(name, _BAD)
+        if value is _BAD or type(value) in allowed:
+            continue
+        value = [] if is_list and type(value) is list and not value else convert(value)
+        if value is _BAD:
+            return None
+        result.append((position, value))
+    return result
+
+
+def _instances(cls: Any, items: list[dict[str, Any]], whole: bool = False, take: bool = False) -> list[Any]:
     """``[cls(**d) for d in items]``; for a dataclass without ``__post_init__``, its objects are
-    made with their ``__dict__`` directly (the same attributes in field order, a fresh value from
-    each default factory where the item has none: 3x faster for a domain's 165,600 links)."""
+    made with their ``__dict__`` directly (the same attributes, a fresh value from each default
+    factory where the item has none): several times faster for a domain's 165,600 links. An item
+    with every field becomes its object's ``__dict__`` itself where it is ``take``n, else a copy."""
     fields = dataclasses.fields(cls)
     plain = not hasattr(cls, "__post_init__") and all(f.init for f in fields)
     if not plain or cls.__dataclass_params__.frozen or getattr(cls, "__slots__", None) is not None:
         return [cls(**d) for d in items]
-    defaults = {f.name: (None if f.default is dataclasses.MISSING else f.default) for f in fields}
-    factories = [(f.name, f.default_factory) for f in fields if f.default_factory is not dataclasses.MISSING]
     new = object.__new__
     made = []
+    if whole:
+        made = list(map(new, itertools.repeat(cls, len(items))))
+        for _ in map(setattr, made, itertools.repeat("__dict__"), items if take else map(dict, items)):
+            pass
+        return made
+    defaults = {f.name: (None if f.default is dataclasses.MISSING else f.default) for f in fields}
+    factories = [(f.name, f.default_factory) for f in fields if f.default_factory is not dataclasses.MISSING]
     for d in items:
         obj = new(cls)
         data = {**defaults, **d}
@@ -283,9 +352,13 @@ def _instances(cls: Any, items: list[dict[str, Any]]) -> list[Any]:
     return made
 
 
-def _ints_in_range(column: list[Any]) -> bool:
-    ints = [v for v in column if type(v) is int]
-    return not ints or (-_INT64 <= min(ints) and max(ints) < _INT64)
+@functools.cache
+def _list_fields(cls: Any) -> frozenset[str]:
+    """The fields of ``cls`` that hold a list (or null)."""
+    hints = _field_types(cls)
+    return frozenset(name for name, hint in hints.items()
+                     if any(typing.get_origin(arg) is list for arg in (typing.get_args(hint) or (hint,)))
+                     or typing.get_origin(hint) is list)
 
 
 @functools.lru_cache(maxsize=None)
@@ -301,7 +374,8 @@ def _text_fields(cls: Any) -> frozenset[str]:
     return frozenset(names)
 
 
-def _field_plan(cls: Any, hints: dict[str, Any], nested: dict[str, Callable[[Any], Any]]) -> list[tuple[str, frozenset[type], bool, Any]]:
+def _field_plan(cls: Any, hints: dict[str, Any], nested: dict[str, Callable[[Any], Any]],
+                take: bool = False) -> list[tuple[str, frozenset[type], bool, Any]]:
     """(name, the JSON types taken as they are, required, whether another converter is needed)."""
     plain = {int: {int}, float: {float, int}, str: {str}, bool: {bool}}
     plan = []
@@ -316,7 +390,7 @@ def _field_plan(cls: Any, hints: dict[str, Any], nested: dict[str, Callable[[Any
             allowed |= plain[inner]
             plan.append((f.name, frozenset(allowed), required, None))
         else:
-            nested[f.name] = _fast_converter(inner) if inner is not None else (lambda v: _BAD)
+            nested[f.name] = _fast_converter(inner, take) if inner is not None else (lambda v: _BAD)
             plan.append((f.name, frozenset(allowed), required, True))
     return plan
 

@@ -16,20 +16,39 @@ from typing import Any, Iterator
 def gc_paused() -> Iterator[None]:
     """No cyclic garbage collection while building or writing a large document: JSON values make no
     cycles, and a 576-GPU domain's 165,600 link objects made the collector scan the heap again and
-    again (a second of a five-second read-analyse-write). Restored as it was, whatever happens."""
+    again (a second of a five-second read-analyse-write). Restored as it was, whatever happens.
+
+    A block that made more than ``FREEZE_AFTER_OBJECTS`` objects leaves them to no collection
+    (``gc.freeze``: they are the command's data, made of plain values; reference counting still
+    frees them): else the first allocation after the block would scan them all, and each older
+    generation again (half a second for a domain's links)."""
     was_enabled = gc.isenabled()
     gc.disable()
     try:
         yield
     finally:
         if was_enabled:
+            if gc.get_count()[0] > FREEZE_AFTER_OBJECTS:
+                gc.freeze()
             gc.enable()
+
+
+# Tracked objects made in a ``gc_paused`` block past which they are frozen (``gc.freeze``) on leaving it.
+FREEZE_AFTER_OBJECTS = 100_000
+
+
+class EncodedRows(list):  # type: ignore[type-arg]
+    """The items of a long list already written as compact JSON text, one string per item
+    (``model.link_rows``): ``strict_json_text`` writes them one per line as they are, exactly as
+    it writes such a list's items."""
 
 
 def finite_or_null(value: Any) -> Any:
     """``value`` with every NaN or infinity replaced by None, recursively (strict JSON)."""
     if isinstance(value, float) and not math.isfinite(value):
         return None
+    if isinstance(value, EncodedRows):  # strict already
+        return value
     if isinstance(value, dict):
         return {k: finite_or_null(v) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
@@ -44,14 +63,15 @@ LARGE_DOCUMENT_VALUES = 20_000
 ROWS_FROM_ITEMS = 100
 
 
-def strict_json_text(data: Any, indent: int = 2) -> str:
+def strict_json_text(data: Any, indent: int = 2, large: bool = False) -> str:
     """``data`` as strict JSON (a non-finite figure written as null), indented; in a large document
-    each list of more than ``ROWS_FROM_ITEMS`` items has one compact item per line."""
+    each list of more than ``ROWS_FROM_ITEMS`` items has one compact item per line. ``large``: the
+    caller knows the document is large (its ``EncodedRows`` stand for more values than it counts)."""
     with gc_paused():
         try:
-            return _json_text(data, indent) + "\n"
+            return _json_text(data, indent, large) + "\n"
         except ValueError:  # NaN or infinity somewhere: replace them (a rare, slower path)
-            return _json_text(finite_or_null(data), indent) + "\n"
+            return _json_text(finite_or_null(data), indent, large) + "\n"
 
 
 def _count_values(data: Any, budget: int) -> int:
@@ -71,28 +91,39 @@ def _count_values(data: Any, budget: int) -> int:
 _STRICT_ENCODER = json.JSONEncoder(allow_nan=False)
 
 
-def _json_text(data: Any, indent: int) -> str:
-    if _count_values(data, LARGE_DOCUMENT_VALUES) > 0:
+def _json_text(data: Any, indent: int, large: bool = False) -> str:
+    if not large and _count_values(data, LARGE_DOCUMENT_VALUES) > 0:
         return json.dumps(data, indent=indent, allow_nan=False)
-    return _rows_text(data, indent, "")
+    parts: list[str] = []
+    _rows_text(data, indent, "", parts)
+    return "".join(parts)  # (joined once: a domain's text is tens of megabytes)
 
 
-def _rows_text(data: Any, indent: int, margin: str) -> str:
+def _rows_text(data: Any, indent: int, margin: str, parts: list[str]) -> None:
+    """``data``'s text, after ``margin`` on its first line, appended to ``parts``."""
     inner = margin + " " * indent
     if isinstance(data, list) and len(data) > ROWS_FROM_ITEMS:
-        whole = _rows_of_objects(data, inner)
-        if whole is not None:
-            return "[\n" + whole + "\n" + margin + "]"
-        encode = _STRICT_ENCODER.encode  # one encoder for every row (json.dumps makes one per call)
-        rows = [inner + encode(item) for item in data]
-    elif isinstance(data, list) and data:
-        rows = [inner + _rows_text(item, indent, inner) for item in data]
-    elif isinstance(data, dict) and data:
-        rows = [inner + json.dumps(k) + ": " + _rows_text(v, indent, inner) for k, v in data.items()]
-    else:
-        return json.dumps(data, allow_nan=False)
+        if type(data) is EncodedRows:
+            whole = inner + (",\n" + inner).join(data)
+        else:
+            whole = _rows_of_objects(data, inner)
+        if whole is None:
+            encode = _STRICT_ENCODER.encode  # one encoder for every row (json.dumps makes one per call)
+            whole = ",\n".join([inner + encode(item) for item in data])
+        parts += ("[\n", whole, "\n", margin, "]")
+        return
+    if not (isinstance(data, (list, dict)) and data):
+        parts.append(json.dumps(data, allow_nan=False))
+        return
     opening, closing = ("[", "]") if isinstance(data, list) else ("{", "}")
-    return opening + "\n" + ",\n".join(rows) + "\n" + margin + closing
+    parts.append(opening)
+    for k, item in enumerate(data.items() if isinstance(data, dict) else data):
+        parts.append(("\n" if k == 0 else ",\n") + inner)
+        if isinstance(data, dict):
+            parts.append(json.dumps(item[0]) + ": ")
+            item = item[1]
+        _rows_text(item, indent, inner, parts)
+    parts += ("\n", margin, closing)
 
 
 def _rows_of_objects(items: list[Any], inner: str) -> str | None:

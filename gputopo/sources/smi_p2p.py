@@ -7,6 +7,8 @@ where ``topo -m`` is in the paste too, the ``nvidia-smi topo -m`` reader reads b
 
 from __future__ import annotations
 
+import functools
+
 from gputopo.errors import InputError
 from gputopo.model import Gpu, Topology
 from gputopo.sources.pasted import MAX_GPUS, lines_of, with_all_pairs
@@ -20,11 +22,16 @@ def _matrices(text: str):
     return find_matrices(lines_of(strip_escapes(text)[0]))
 
 
+@functools.lru_cache(maxsize=1)  # asked twice of one text: alone, and beside the `topo -m` reader's sniff
+def _kinds(text: str) -> frozenset[str]:
+    return frozenset(m.kind for m in _matrices(text))
+
+
 def sniff(text: str) -> bool:
     """Whether the text holds a ``topo -p2p`` matrix and no ``topo -m`` matrix."""
     if "GPU0" not in text and "GPU 0" not in text:
         return False
-    kinds = {m.kind for m in _matrices(text)}
+    kinds = _kinds(text)
     return "p2p" in kinds and "topo" not in kinds
 
 

@@ -15,6 +15,7 @@ whitespace; only the header needs care, because its attribute titles contain spa
 
 from __future__ import annotations
 
+import itertools
 import json
 import re
 from typing import Any
@@ -24,15 +25,13 @@ from gputopo.model import (
     P2P_OK,
     PCIE_PATHS,
     Gpu,
-    Link,
     Nic,
     NicLink,
     ReadingNote,
     Topology,
-    make_link,
-    nvlink_count_of,
 )
 from gputopo.notation import ascii_int, format_cpu_list, parse_cpu_list
+from gputopo.sources.smi_text_links import gpu_links
 from gputopo.sources.smi_text_matrix import (
     GPU_RE,
     LINK_WORDS,
@@ -48,7 +47,7 @@ from gputopo.sources.smi_text_matrix import (
 )
 from gputopo.sources.smi_text_nvswitch import infer_nvswitch
 from gputopo.sources.smi_text_paste import paste_notes, strip_line_prefix, unpipe_table
-from gputopo.sources.smi_text_rows import UNKNOWN_LINK, rowless_gpus
+from gputopo.sources.smi_text_rows import links_with_rowless, rowless_gpus
 
 _P2P_FIELDS = {"r": "p2p_read", "w": "p2p_write", "a": "p2p_atomics", "n": "p2p_nvlink"}
 
@@ -244,31 +243,17 @@ def _find_rows_apart(matrix: _Matrix, matrices: list[_Matrix], lines: list[str])
 def _build_topology(matrix: _Matrix, source: str, notes: list[ReadingNote]) -> Topology:
     gpu_columns = matrix.gpu_columns
     rowless = set(rowless_gpus(matrix, source))
-    if any(NV_RE.match(cell.upper()) for label in gpu_columns for cell in matrix.rows.get(label, ())):
+    if any(NV_RE.match(cell.upper()) for cell in set(itertools.chain.from_iterable(matrix.rows.get(label, ()) for label in gpu_columns))):
         matrix.pcie_only = False  # NVLink words: whatever the command line above says, this is `topo -m`
     _resolve_merged_cells(matrix, source, matrix.repairs)
     index_of = {c: int(GPU_RE.match(c).group(1)) for c in gpu_columns}  # type: ignore[union-attr]
     gpus = [Gpu(index=index_of[column]) if column in rowless else _read_gpu(matrix, column, index_of[column], source)
             for column in gpu_columns]
 
-    links: list[Link] = []
-    for pos, a in enumerate(gpu_columns):
-        if a not in rowless and _cell_word(matrix, a, a, source) != SELF_WORD:
-            raise InputError(f"{source} line {matrix.row_line_no[a]}: expected X on the diagonal for {a}")
-        for b in gpu_columns[pos + 1 :]:
-            pair = sorted((index_of[a], index_of[b]))
-            if a in rowless and b in rowless:  # neither row is in the paste (see smi_text_rows)
-                links.append(make_link(index_of[a], index_of[b], UNKNOWN_LINK, nvswitch=None))
-                continue
-            word = _symmetric_word(matrix, *((b, a) if a in rowless else (a, b)), source, notes, pair)
-            if word == SELF_WORD:
-                raise InputError(f"{source} line {matrix.row_line_no[a]}: {a} and {b} are different GPUs but marked X")
-            nvlink = NV_RE.match(word) is not None
-            # A PCIe word says there is no NVLink, so no NVSwitch either (but `topo -mp` shows PCIe
-            # paths only: there it says nothing of NVLink); NVLinks: see infer_nvswitch.
-            links.append(make_link(index_of[a], index_of[b], word, nvlink_count=nvlink_count_of(word),
-                                   pcie_path=None if nvlink else word,
-                                   nvswitch=None if nvlink or matrix.pcie_only else False))
+    def careful(a: str, b: str) -> str:
+        return _careful_word(matrix, a, b, source, notes, index_of)
+
+    links = links_with_rowless(matrix, index_of, rowless, careful) if rowless else gpu_links(matrix, index_of, careful)
     nics, nic_links = _read_nics(matrix, index_of, source, notes)
     return Topology(
         gpus=gpus,
@@ -279,6 +264,19 @@ def _build_topology(matrix: _Matrix, source: str, notes: list[ReadingNote]) -> T
         source_detail=source,
         label=f"nvidia-smi topo -m text from {source}",
     )
+
+
+def _careful_word(matrix: _Matrix, a: str, b: str, source: str, notes: list[ReadingNote], index_of: dict[str, int]) -> str:
+    """The word of the pair (a, b) where its cells need a closer look (``smi_text_links``): what
+    ``_symmetric_word`` decides; for a == b, the diagonal's check."""
+    if a == b:
+        if _cell_word(matrix, a, a, source) != SELF_WORD:
+            raise InputError(f"{source} line {matrix.row_line_no[a]}: expected X on the diagonal for {a}")
+        return SELF_WORD
+    word = _symmetric_word(matrix, a, b, source, notes, sorted((index_of[a], index_of[b])))
+    if word == SELF_WORD:
+        raise InputError(f"{source} line {matrix.row_line_no[a]}: {a} and {b} are different GPUs but marked X")
+    return word
 
 
 def _resolve_merged_cells(matrix: _Matrix, source: str, repairs: list[dict[str, Any]]) -> None:

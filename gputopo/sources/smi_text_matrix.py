@@ -26,6 +26,7 @@ whitespace; only the header needs care, because its attribute titles contain spa
 
 from __future__ import annotations
 
+import itertools
 import re
 from dataclasses import dataclass, field
 from typing import Any
@@ -378,7 +379,7 @@ def read_rows(lines: list[str], start: int, matrix: _Matrix) -> int:
     if wrapped:
         matrix.repairs.append({"repair": "rows-wrapped", "lines": wrapped})
         matrix.title_columns = None
-    words = {cell.upper() for cells in matrix.rows.values() for cell in cells if cell.upper() != SELF_WORD}
+    words = {cell.upper() for cell in set(itertools.chain.from_iterable(matrix.rows.values()))} - {SELF_WORD}
     if words and words <= P2P_WORDS:
         matrix.kind = "p2p"
     return i

@@ -17,7 +17,10 @@ What the pattern proves:
 
 from __future__ import annotations
 
-from gputopo.model import Topology
+import operator
+from collections import Counter
+
+from gputopo.model import Link, Topology
 
 MOST_NVLINKS_PER_GPU = 18  # H100, B200: the most NVLinks any NVIDIA GPU has
 # What nvidia-smi shows between two GPUs of an NVSwitch system: every link of the GPU goes to the
@@ -29,28 +32,40 @@ MIN_GPUS_FOR_SWITCH_PATTERN = 4  # three peers each: NV12/NV18 x 3 is more than 
 def nvswitch_pattern(topology: Topology) -> bool | None:
     """What the NVLink pattern of ``topology`` proves about NVSwitch (see the module's words)."""
     gpu_count = len(topology.gpus)
-    known = [link for link in topology.links if link.type != "UNKNOWN"]  # pairs a cut paste does not show
-    counts = [link.nvlink_count for link in known]
+    links = topology.links
+    if "UNKNOWN" in set(map(operator.attrgetter("type"), links)):  # pairs a cut paste does not show
+        links = [link for link in links if link.type != "UNKNOWN"]
+    counts = list(map(operator.attrgetter("nvlink_count"), links))
     if not counts or not any(counts):
         return False  # no NVLink at all
     if not all(counts):
         return False  # NVLinks to some peers, PCIe to others: point-to-point links
-    if gpu_count >= MIN_GPUS_FOR_SWITCH_PATTERN:
-        per_gpu = dict.fromkeys(topology.gpu_indices, 0)
-        for link in known:  # one pass (a scan per GPU was O(GPUs x pairs))
-            per_gpu[link.a] = per_gpu.get(link.a, 0) + link.nvlink_count
-            per_gpu[link.b] = per_gpu.get(link.b, 0) + link.nvlink_count
-        if min(per_gpu.values()) > MOST_NVLINKS_PER_GPU:
-            return True
     same = len(set(counts)) == 1
+    if gpu_count >= MIN_GPUS_FOR_SWITCH_PATTERN and min(_nvlinks_per_gpu(topology, links, counts[0] if same else None)) > MOST_NVLINKS_PER_GPU:
+        return True
     if same and counts[0] * (gpu_count - 1) <= MOST_NVLINKS_PER_GPU and counts[0] not in SWITCH_LINK_COUNTS:
         return False
     return None
+
+
+def _nvlinks_per_gpu(topology: Topology, links: list[Link], same: int | None) -> list[int]:
+    """Each GPU's NVLinks, summed over ``links`` (those the source shows); ``same``: the one NVLink
+    count of every link (then a GPU's links counted in C, times it: a 576-GPU matrix has 165,600 pairs)."""
+    ends_a, ends_b = map(operator.attrgetter("a"), links), map(operator.attrgetter("b"), links)
+    if same is not None:
+        degree = Counter(ends_a)
+        degree.update(ends_b)
+        return [degree[g] * same for g in {**dict.fromkeys(topology.gpu_indices), **degree}]
+    per_gpu = dict.fromkeys(topology.gpu_indices, 0)
+    for link in links:  # one pass (a scan per GPU was O(GPUs x pairs))
+        per_gpu[link.a] = per_gpu.get(link.a, 0) + link.nvlink_count
+        per_gpu[link.b] = per_gpu.get(link.b, 0) + link.nvlink_count
+    return list(per_gpu.values())
 
 
 def infer_nvswitch(topology: Topology) -> None:
     """Set ``nvswitch`` on the NVLinked pairs of a text topology to what the pattern proves."""
     verdict = nvswitch_pattern(topology)
     for link in topology.links:
-        if link.is_nvlink or (link.type == "UNKNOWN" and verdict is False):  # no switch joins these GPUs
+        if link.nvlink_count > 0 or (verdict is False and link.type == "UNKNOWN"):  # no switch joins these GPUs
             link.nvswitch = verdict

@@ -19,6 +19,7 @@ any one decoration:
 
 from __future__ import annotations
 
+import functools
 import re
 from dataclasses import dataclass, field
 from typing import Any
@@ -245,6 +246,7 @@ def text_facts(text: str, source: str) -> tuple[dict[str, Any] | None, bool]:
     return vm_line, _SOC_LEGEND_RE.search(text) is not None
 
 
+@functools.lru_cache(maxsize=4096)  # a 576-column matrix has 331,776 cells and a handful of words
 def is_cell_word(word: str) -> bool:
     upper = word.upper()
     return upper == SELF_WORD or upper in LINK_WORDS or upper in P2P_WORDS or bool(NV_RE.match(upper))
@@ -275,7 +277,7 @@ def _tab_fields(line: str) -> list[str] | None:
     if "\t" not in line:
         return None
     parts = [part.strip() for part in line.strip().split("\t")]
-    if any(len(part.split()) > 1 for part in parts):
+    if len(" ".join(parts).split()) != len(parts) - parts.count(""):  # a part with a space inside
         return None
     return parts
 
@@ -295,6 +297,8 @@ def split_row(line: str, device_count: int, titles: list[str], columns: list[int
     row = RowCells()
     device_fields = [f for f in body[:k] if f]
     bad: list[int] = []
+    if all(map(is_cell_word, device_fields)):  # (the usual row: every token a word, nothing to repair)
+        row.cells, device_fields = list(device_fields), []
     for position, token in enumerate(device_fields):
         words = None if is_cell_word(token) else split_run_together(token)
         merged = _MERGED_CELL_RE.match(token) if words is None and not is_cell_word(token) else None

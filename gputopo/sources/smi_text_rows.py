@@ -11,9 +11,12 @@ short row with rows after it means the columns were misread, which stays an erro
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from gputopo.errors import InputError
+from gputopo.model import Link, make_link, nvlink_count_of
 from gputopo.sources.pasted import MAX_GPUS
-from gputopo.sources.smi_text_matrix import GPU_RE, _Matrix
+from gputopo.sources.smi_text_matrix import GPU_RE, NV_RE, _Matrix
 
 UNKNOWN_LINK = "UNKNOWN"
 
@@ -61,3 +64,28 @@ def _drop_row(matrix: _Matrix, column: str) -> None:
     matrix.merged.pop(column, None)
     for key in [key for key in matrix.unreadable if key[0] == column]:
         del matrix.unreadable[key]
+
+
+def links_with_rowless(matrix: _Matrix, index_of: dict[str, int], rowless: set[str],
+                       careful: Callable[[str, str], str]) -> list[Link]:
+    """The links of a matrix some of whose GPU rows are missing (``rowless``), pair by pair (a cut
+    paste is small; a whole matrix goes through ``smi_text_links.gpu_links``). A pair with one row
+    is read from that row (``careful(a, b)``: the word of the pair from row ``a``; ``careful(a, a)``
+    checks the diagonal); a pair with none is ``UNKNOWN``."""
+    gpu_columns = matrix.gpu_columns
+    links: list[Link] = []
+    for pos, a in enumerate(gpu_columns):
+        if a not in rowless:
+            careful(a, a)
+        for b in gpu_columns[pos + 1 :]:
+            if a in rowless and b in rowless:  # neither row is in the paste
+                links.append(make_link(index_of[a], index_of[b], UNKNOWN_LINK, nvswitch=None))
+                continue
+            word = careful(b, a) if a in rowless else careful(a, b)
+            nvlink = NV_RE.match(word) is not None
+            # A PCIe word says there is no NVLink, so no NVSwitch either (but `topo -mp` shows PCIe
+            # paths only: there it says nothing of NVLink); NVLinks: see infer_nvswitch.
+            links.append(make_link(index_of[a], index_of[b], word, nvlink_count=nvlink_count_of(word),
+                                   pcie_path=None if nvlink else word,
+                                   nvswitch=None if nvlink or matrix.pcie_only else False))
+    return links

@@ -10,6 +10,7 @@ at most ``MAX_FINDINGS`` findings and as many reading notes).
 from __future__ import annotations
 
 import json
+import operator
 import os
 import re
 from typing import Any
@@ -44,7 +45,7 @@ def report_snapshot_script(topology: Topology) -> str:
 
     ``<``, ``>`` and ``&`` are written as JSON escapes, so no text from the topology (GPU names,
     paths) can close the element or start markup; ``json.loads`` reads them back unchanged."""
-    body = strict_json_text(topology.to_dict(), indent=1).rstrip("\n")
+    body = topology.to_json_text(indent=1).rstrip("\n")
     body = body.replace("&", "\\u0026").replace("<", "\\u003c").replace(">", "\\u003e")
     return f'<script type="application/json" id="{REPORT_SNAPSHOT_ID}">{body}</script>'
 
@@ -80,7 +81,7 @@ def _parse_checked(text: str, source: str) -> Topology:
         raise InputError(f"{source} is not a usable snapshot: {str(exc).split(';')[0]}") from None
     try:
         _check_counts(data)
-        topology = Topology.from_dict(data)
+        topology = Topology.from_dict(data, take=True)  # data is ours: read once, never used again
         _check_claims(topology)
     except ValueError as exc:
         raise InputError(f"{source}: {exc}") from None
@@ -165,19 +166,8 @@ def _check_claims(topo: Topology) -> None:
         except ValueError as exc:
             raise ValueError(f"gpus[{k}].cpu_affinity: {exc}") from None
     paths = {None, *PCIE_PATHS}
-    for k, link in enumerate(topo.links):
-        if not 0 <= link.nvlink_count <= MAX_NVLINKS_PER_PAIR:
-            _check_number(link.nvlink_count, f"links[{k}].nvlink_count", MAX_NVLINKS_PER_PAIR)
-        if link.measured is not None:
-            _check_measured(link.measured, f"links[{k}].measured")
-        if link.pcie_path not in paths:
-            raise ValueError(f"links[{k}].pcie_path: unknown PCIe path word {link.pcie_path[:40]!r}")
-        for name in ("p2p_read", "p2p_write", "p2p_atomics", "p2p_nvlink"):
-            word = getattr(link, name)
-            if word is not None and word not in _P2P_WORDS:
-                raise ValueError(
-                    f"links[{k}].{name}: unknown P2P word {word[:40]!r} (expected {', '.join(P2P_STATUS_WORDS.values())})"
-                )
+    if not _links_plausible(topo, paths):
+        _name_wrong_link(topo.links, paths)
     known = set(topo.gpu_indices)
     for k, nic_link in enumerate(topo.nic_links):
         if nic_link.gpu not in known:
@@ -199,6 +189,43 @@ def _check_note_gpus(notes: list[Any], where: str) -> None:
             _check_number(gpu_index, f"{where}[{k}].gpus[{j}]", MAX_GPU_INDEX)
 
 
+_P2P_FIELD_NAMES = ("p2p_read", "p2p_write", "p2p_atomics", "p2p_nvlink")
+
+
+def _links_plausible(topo: Topology, paths: set[str | None]) -> bool:
+    """The links' checks once per kind of link (``Topology.link_table``: a 576-GPU domain has
+    165,600 links and a handful of kinds): True where every link passes; else ``_name_wrong_link``
+    finds the first that does not."""
+    try:
+        table = topo.link_table()
+    except TypeError:  # an unhashable word
+        return False
+    words = {None, *_P2P_WORDS}
+    for link in table.examples:
+        if not 0 <= link.nvlink_count <= MAX_NVLINKS_PER_PAIR or link.pcie_path not in paths:
+            return False
+        if not all(getattr(link, name) in words for name in _P2P_FIELD_NAMES):
+            return False
+    return not any(map(operator.attrgetter("measured"), topo.links))  # measured links: checked one by one
+
+
+def _name_wrong_link(links: list[Any], paths: set[str | None]) -> None:
+    """The first link whose values are not plausible, named in a ``ValueError``."""
+    for k, link in enumerate(links):
+        if not 0 <= link.nvlink_count <= MAX_NVLINKS_PER_PAIR:
+            _check_number(link.nvlink_count, f"links[{k}].nvlink_count", MAX_NVLINKS_PER_PAIR)
+        if link.measured is not None:
+            _check_measured(link.measured, f"links[{k}].measured")
+        if link.pcie_path not in paths:
+            raise ValueError(f"links[{k}].pcie_path: unknown PCIe path word {link.pcie_path[:40]!r}")
+        for name in _P2P_FIELD_NAMES:
+            word = getattr(link, name)
+            if word is not None and word not in _P2P_WORDS:
+                raise ValueError(
+                    f"links[{k}].{name}: unknown P2P word {word[:40]!r} (expected {', '.join(P2P_STATUS_WORDS.values())})"
+                )
+
+
 def _check_tf_claims(topo: Topology) -> None:
     tf = topo.tf
     assert tf is not None
@@ -218,7 +245,7 @@ def _check_tf_claims(topo: Topology) -> None:
 def snapshot_json(topology: Topology) -> str:
     """The snapshot as strict JSON: a non-finite figure (a failed measurement) is written as null,
     so the file reads back (NaN and Infinity are refused on reading)."""
-    return strict_json_text(topology.to_dict())
+    return topology.to_json_text()
 
 
 def save_snapshot(topology: Topology, path: str | os.PathLike[str]) -> None:

@@ -160,8 +160,13 @@ def print_json(data: Any) -> None:
     parsers such as jq and JSON.parse reject), so a non-finite figure becomes null. Control
     characters in strings are JSON escapes (``\\u001b``), never raw. A failed write is one
     ``OutputError``."""
+    print_json_text(strict_json_text(data))
+
+
+def print_json_text(text: str) -> None:
+    """``print_json`` of JSON text made already (``Topology.to_json_text``)."""
     stream = _GuardedStream(sys.stdout, "standard output")
-    stream.write(strict_json_text(data))
+    stream.write(text)
     stream.flush()
 
 

@@ -17,6 +17,7 @@ from gputopo.notation import format_gbps, pair_list
 from gputopo.sources.snapshot import report_snapshot_script
 from gputopo.views.report_tables import heatmaps
 from gputopo.views.svg import render_svg
+from gputopo.views.svg_layout import missing_pairs
 from gputopo.views.svg_links import esc
 
 if TYPE_CHECKING:
@@ -138,18 +139,19 @@ def _findings(topology: Topology) -> str:
 
 def unknowns(topology: Topology) -> list[str]:
     """What the source did not say, in sentences (the page says it rather than guessing silently)."""
-    links = topology.link_map()
-    missing = [p for p in topology.pairs() if p not in links]
+    missing = missing_pairs(topology)
     notes = []
     if missing:
         notes.append(f"No link is known between GPUs {pair_list(missing)}: those pairs are not drawn.")
-    unknown = [(lk.a, lk.b) for lk in topology.links if lk.type == "UNKNOWN"]
+    table = topology.link_table()  # (what each link says, once per kind of link)
+    unknown_links = table.links_where(topology.links, [k for k, kind in enumerate(table.kinds) if kind[0] == "UNKNOWN"])
+    unknown = [(lk.a, lk.b) for lk in unknown_links]
     if unknown:
         notes.append(f"The kind of link between GPUs {pair_list(unknown)} is not known (drawn dotted grey).")
     placed = [g.index for g in topology.gpus if g.numa_node is None and not g.cpu_affinity]
     if placed:
         notes.append(f"NUMA node and CPU affinity are not known for GPU {','.join(map(str, placed))} (the 'placement unknown' box).")
-    if topology.links and all(lk.can_peer is None for lk in topology.links):
+    if topology.links and all(link.can_peer is None for link in table.examples):
         notes.append("P2P support is not in the source (nvidia-smi topo -m alone does not say it; topo -p2p does).")
     return notes
 

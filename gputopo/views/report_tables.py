@@ -7,7 +7,8 @@ alone, so counting those attributes in the page counts the drawing). Large unifo
 
 from __future__ import annotations
 
-from collections import Counter
+import itertools
+import operator
 from typing import Callable
 
 from gputopo.model import P2P_OK, P2P_STATUS_MEANING, Link, Topology
@@ -108,8 +109,11 @@ def _ratio_cell(topology: Topology) -> Callable[[int, int, Link], Cell | None]:
     return cell
 
 
-def _uniform(topology: Topology, key: Callable[[Link], object]) -> object | None:
-    values = Counter(key(lk) for lk in topology.links)
+def _uniform_kind(topology: Topology) -> tuple[str, bool | None] | None:
+    """(link word, whether the GPUs can peer) where every pair says the same, else None (once per
+    kind of link: a 576-GPU domain has 165,600 links)."""
+    table = topology.link_table()
+    values = {(table.kinds[k][0], table.examples[k].can_peer) for k in set(table.kind_of)}
     complete = len(topology.links) == len(topology.gpus) * (len(topology.gpus) - 1) // 2
     return next(iter(values)) if len(values) == 1 and complete else None
 
@@ -120,7 +124,7 @@ def heatmaps(topology: Topology) -> str:
         return "<p>One GPU: no pairs to show.</p>"
     parts: list[str] = []
     big = len(topology.gpus) > MAX_TABLE_GPUS
-    same_kind = _uniform(topology, lambda lk: (lk.type, lk.can_peer)) if big else None
+    same_kind = _uniform_kind(topology) if big else None
     if same_kind is not None:
         word, peer = same_kind  # type: ignore[misc]
         peer_text = {True: "ok", False: "not possible", None: "not known"}[peer]
@@ -133,11 +137,12 @@ def heatmaps(topology: Topology) -> str:
         parts.append(matrix(topology, "kind", "Link kind (colour: expected GB/s per direction)", _kind_cell(topology)))
         if topology.source != "tf-log":  # TF reports peer access, not read/write capability
             parts.append(matrix(topology, "p2p", "P2P read/write status (nvidia-smi topo -p2p words)", _p2p_cell))
-    if any(_measured(lk) for lk in topology.links):
+    measured = list(itertools.compress(topology.links, map(operator.attrgetter("measured"), topology.links)))
+    if any(_measured(lk) for lk in measured):
         parts.append(matrix(topology, "measured-one-way", "Measured GB/s, row GPU -> column GPU", _one_way_cell))
         parts.append(matrix(topology, "measured-both-ways", "Measured GB/s both ways at once", _both_ways_cell))
         parts.append(matrix(topology, "measured-vs-expected", "Measured / expected, row -> column", _ratio_cell(topology)))
-    elif any(lk.measured for lk in topology.links):
+    elif measured:
         parts.append("<p>The measurements in this snapshot were taken on logical CPU devices (host memory), not GPUs.</p>")
     else:
         parts.append('<p class="muted">No measurements: add <code>--bench SNAPSHOT</code> (saved by '

@@ -3,9 +3,17 @@ it) and the legend of the topology drawing."""
 
 from __future__ import annotations
 
+import itertools
+import operator
 from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
 
-from gputopo.model import Topology
+from gputopo.analysis.bandwidth import Estimate
+from gputopo.analysis.estimates import estimate_column, pair_classes
+from gputopo.analysis.measured import measured_gbps
+from gputopo.model import Link, Topology
 from gputopo.notation import format_gbps
 from gputopo.views.svg_layout import Layout
 from gputopo.views.svg_links import (
@@ -27,20 +35,59 @@ from gputopo.views.topology import SPEED_STYLES
 MAX_HUB_PAIR_ELEMENTS = 5000
 
 
-def hub_text(topology: Topology, layout: Layout,
-             known: dict[tuple[int, int], tuple[float, float | None, str]] | None = None) -> tuple[str, str]:
-    """(label on the hub, its tooltip); ``known``: the pairs' ``link_figures`` where already made."""
+@dataclass
+class _HubPairs:
+    """The links between two GPUs of the hub, in link order, with what the drawing says of each:
+    read in whole columns (a 576-GPU domain has 165,600 of them and a handful of classes)."""
+
+    links: list[Link]
+    classes: list[int]  # each link's class: its kind and its estimate say what it is drawn as
+    kind: dict[int, int]  # class -> its kind of link (``Topology.link_table``)
+    expected: dict[int, Estimate]  # class -> its estimate (``analysis.estimates``)
+    measured: dict[int, float]  # position in ``links`` -> measured GB/s, where measured
+
+    @classmethod
+    def of(cls, topology: Topology, members: set[int]) -> _HubPairs:
+        table = topology.link_table()
+        inside = list(map(operator.and_, map(members.__contains__, table.ends_a), map(members.__contains__, table.ends_b)))
+        links = list(itertools.compress(topology.links, inside))
+        measured = {}
+        for k in itertools.compress(range(len(links)), map(operator.attrgetter("measured"), links)):
+            value = measured_gbps(links[k])
+            if value is not None:
+                measured[k] = value
+        kinds, estimates = list(itertools.compress(table.kind_of, inside)), list(itertools.compress(estimate_column(topology), inside))
+        pairs = pair_classes(topology)
+        if pairs.complete:  # the class of pair names both (an integer each: counted in C)
+            classes = list(itertools.compress(pairs.code_of, inside))
+        else:  # (links to GPUs the list lacks: one class per kind and estimate)
+            numbers: dict[Any, int] = {}
+            classes = [numbers.setdefault((kind, id(estimate)), len(numbers)) for kind, estimate in zip(kinds, estimates)]
+        first = dict(zip(reversed(classes), range(len(classes) - 1, -1, -1)))
+        return cls(links, classes, {c: kinds[k] for c, k in first.items()}, {c: estimates[k] for c, k in first.items()}, measured)
+
+    def most_common(self, value: Callable[[int, Estimate], Any]) -> Any:
+        """The most common ``value(kind, estimate)`` over the links (ties: the first link's), counted
+        once per class."""
+        counts: Counter[Any] = Counter()
+        for code, n in Counter(self.classes).items():  # (in order of first link)
+            counts[value(self.kind[code], self.expected[code])] += n
+        return counts.most_common(1)[0][0]
+
+
+def hub_text(topology: Topology, layout: Layout, pairs: _HubPairs | None = None) -> tuple[str, str]:
+    """(label on the hub, its tooltip); ``pairs``: the hub's pairs where already read."""
     members = set(layout.hub_members)
-    links = [lk for lk in topology.links if lk.a in members and lk.b in members]
-    figures = [known[(lk.a, lk.b)] if known else link_figures(topology, lk) for lk in links]
-    word = Counter(lk.type for lk in links).most_common(1)[0][0]
-    expected = Counter(round(f[0], 1) for f in figures).most_common(1)[0][0]
+    pairs = pairs or _HubPairs.of(topology, members)
+    table = topology.link_table()
+    word = pairs.most_common(lambda kind, _: table.kinds[kind][0])
+    expected = pairs.most_common(lambda _, estimate: round(estimate.gbps, 1))
     # nvidia-smi text never names the switches: its nvswitch=True is inferred from the NV<n> pattern.
-    inferred = topology.source == "nvidia-smi" or not all(lk.nvswitch for lk in links)
+    inferred = topology.source == "nvidia-smi" or not all(table.examples[kind].nvswitch for kind in set(pairs.kind.values()))
     hosts = {topology.gpu(g).host for g in members}
     what = f"NVLink domain (NVSwitch) of {len(members)} GPUs on {len(hosts)} hosts" if len(hosts) > 1 else "NVSwitch"
     label = f"{what} · {word} between every pair · expected ~{format_gbps(expected)} GB/s per direction"
-    measured = [f[1] for f in figures if f[1] is not None]
+    measured = list(pairs.measured.values())
     if measured:
         label += f" · measured {format_gbps(min(measured))}-{format_gbps(max(measured))}"
     detail = label + (
@@ -56,14 +103,18 @@ def hub_elements(topology: Topology, layout: Layout, best: set[int]) -> list[str
         return []
     members = set(layout.hub_members)
     hx, hy, hw, hh = layout.hub
-    pairs = [lk for lk in topology.links if lk.a in members and lk.b in members]
-    figures = {(lk.a, lk.b): link_figures(topology, lk) for lk in pairs}
-    label, detail = hub_text(topology, layout, figures)
-    kinds = [(lk.type, round(figures[(lk.a, lk.b)][0], 1), lk.can_peer) for lk in pairs]
-    common = Counter(kinds).most_common(1)[0][0]
+    hub = _HubPairs.of(topology, members)
+    label, detail = hub_text(topology, layout, hub)
+    table = topology.link_table()
+    common = hub.most_common(lambda kind, estimate: (table.kinds[kind][0], round(estimate.gbps, 1), table.examples[kind].can_peer))
+    pairs = hub.links
     drawn = pairs
     if len(pairs) > MAX_HUB_PAIR_ELEMENTS:  # a large domain: only the pairs unlike the hub's word
-        drawn = [lk for lk, kind in zip(pairs, kinds) if kind != common or figures[(lk.a, lk.b)][1] is not None]
+        alike = {code for code, kind in hub.kind.items()
+                 if (table.kinds[kind][0], round(hub.expected[code].gbps, 1), table.examples[kind].can_peer) == common}
+        unlike = itertools.compress(range(len(pairs)), map(operator.not_, map(alike.__contains__, hub.classes)))
+        drawn = [pairs[k] for k in sorted({*unlike, *hub.measured})]
+    figures = {(lk.a, lk.b): link_figures(topology, lk) for lk in drawn}
     summarised = len(pairs) - len(drawn)
     if summarised:
         detail += (f"\n{summarised} of the {len(pairs)} pairs are {common[0]} at the same expected figure: "
@@ -130,7 +181,8 @@ def legend(topology: Topology, layout: Layout) -> str:
     notes = ["labels: link word ~expected GB/s, or measured (~expected)"]
     if layout.hub is not None:
         notes.append("GPUs on the NVSwitch hub reach each other through it")
-    unknown = sum(1 for lk in topology.links if lk.type == "UNKNOWN")
+    table = topology.link_table()  # (counted per kind of link)
+    unknown = sum(table.kinds_where(k for k, kind in enumerate(table.kinds) if kind[0] == "UNKNOWN"))
     if unknown:
         notes.append(f"{unknown} links of unknown kind (the source says only whether TF could peer)")
     if layout.missing_pairs:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import re
 from html import escape
 
-from gputopo.analysis.bandwidth import link_estimates
+from gputopo.analysis.estimates import estimate_of
 from gputopo.analysis.measured import measured_gbps
 from gputopo.model import Link, Topology
 from gputopo.notation import format_gbps
@@ -34,9 +34,9 @@ def speed_hex(gbps: float | None) -> str:
 
 def link_figures(topology: Topology, link: Link) -> tuple[float, float | None, str]:
     """(expected GB/s per direction, measured GB/s or None, how the expectation was made)."""
-    # Once per class of equal links (a 576-GPU domain: 165,600 links, a few classes), shared with
-    # the other views of this topology.
-    expected = topology.cached("link_estimates", link_estimates)[(link.a, link.b)]
+    # Once per class of pair (a 576-GPU domain: 165,600 links, a few classes), shared with the other
+    # views of this topology.
+    expected = estimate_of(topology, link)
     return expected.gbps, measured_gbps(link), expected.explanation
 
 

@@ -15,6 +15,7 @@ Topologies with more than 16 GPUs are drawn compact: GPUs as small chips, hosts 
 
 from __future__ import annotations
 
+import itertools
 from dataclasses import dataclass, field
 from typing import Union
 
@@ -77,17 +78,23 @@ def pcie_word(link: Link) -> str | None:
 
 def hub_members(topology: Topology) -> list[int]:
     """The GPUs drawn around one NVSwitch hub (empty: no hub). See the module text for the rule."""
-    flagged = sorted({g for link in topology.links if link.nvswitch for g in (link.a, link.b)})
-    links = topology.link_map()
+    table = topology.link_table()  # (a 576-GPU domain: 165,600 links, a few kinds: read in whole columns)
+    switched = table.kinds_where(k for k, link in enumerate(table.examples) if link.nvswitch)
+    flagged = sorted(set(itertools.compress(table.ends_a, switched)) | set(itertools.compress(table.ends_b, switched)))
+    single = table.one_per_pair()  # (else each pair's link is the last listed: looked up pair by pair)
     if len(flagged) >= 3:
-        pairs = [(a, b) for i, a in enumerate(flagged) for b in flagged[i + 1 :]]
-        if all(links.get(p) is not None and links[p].nvswitch for p in pairs):
-            return flagged
-        return []
+        if single:  # every pair of the flagged GPUs switched: as many switched pairs as pairs
+            return flagged if table.pairs_linked(switched) == len(flagged) * (len(flagged) - 1) // 2 else []
+        links = topology.link_map()
+        return flagged if all(links.get(p) is not None and links[p].nvswitch for p in itertools.combinations(flagged, 2)) else []
     members = topology.gpu_indices
     if len(members) < 5:
         return []
-    types = {links[p].type if p in links else None for p in topology.pairs()}
+    if single and table.covers_every_pair(members) and len(table.ends_a) == len(members) * (len(members) - 1) // 2:
+        types = {table.kinds[k][0] for k in set(table.kind_of)}  # (every link joins two of them)
+    else:
+        links = topology.link_map()
+        types = {links[p].type if p in links else None for p in topology.pairs()}
     if len(types) == 1 and next(iter(types)) is not None and next(iter(types)).startswith("NV"):
         return sorted(members)
     return []

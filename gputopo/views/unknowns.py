@@ -4,7 +4,8 @@ it is inferred."""
 
 from __future__ import annotations
 
-from gputopo.analysis.bandwidth import implied_nvlinks, link_estimates
+from gputopo.analysis.bandwidth import implied_nvlinks
+from gputopo.analysis.estimates import distinct_estimates
 from gputopo.model import Gpu, Topology
 
 
@@ -16,8 +17,9 @@ def speed_span(topo: Topology, word: str) -> tuple[str, float, list[str]] | None
 
     if word == "UNKNOWN" or (not word.startswith("NV") and vm_evidence(topo) is not None):
         return None
-    by_pair = topo.cached("link_estimates", link_estimates)  # once per class of equal links, for every word
-    estimates = [by_pair[(link.a, link.b)] for link in topo.links if link.type == word]
+    table = topo.link_table()  # once per class of pair, for every word
+    of_word = table.kinds_where(k for k, kind in enumerate(table.kinds) if kind[0] == word)
+    estimates = distinct_estimates(topo, of_word)
     if not estimates:
         return None
     low = min(e.span[0] for e in estimates)

@@ -126,7 +126,12 @@ def recommend(
 def _search_text(problem: Problem, result: SearchResult) -> str:
     """How the groups were found, in words."""
     classes = count_word(result.classes, "class", "classes")
-    if result.exhausted:
+    if result.listed:
+        search = (
+            f"exact over {problem.n} GPUs in {classes}: after {count_word(result.nodes, 'search node')} of branch "
+            "and bound, every group of one NUMA node on a ring of the fastest links was listed, and none other can rank above them"
+        )
+    elif result.exhausted:
         search = (
             f"exact branch and bound over {problem.n} GPUs in {classes} "
             f"of interchangeable GPUs ({count_word(result.nodes, 'search node')})"

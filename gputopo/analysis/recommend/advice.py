@@ -9,6 +9,7 @@ CUDA numbering comes from ``gputopo.numbering`` (the one owner of ``CUDA_DEVICE_
 from __future__ import annotations
 
 import itertools
+from typing import Any
 
 from gputopo.analysis.locality import same_socket
 from gputopo.analysis.recommend.problem import CENTI, Problem, numa_domain_of
@@ -211,7 +212,7 @@ def _choose_cross_device_ops(problem: Problem, group: GroupAdvice) -> None:
     _set_ops(group, *_single_host_ops(problem.links, group.gpus, group.ring))
 
 
-def _single_host_ops(links: dict[tuple[int, int], Link], gpus: list[int], ring: list[int]) -> tuple[str, str]:
+def _single_host_ops(links: Any, gpus: list[int], ring: list[int]) -> tuple[str, str]:
     """(cross-device ops, reason) for two or more GPUs on one host; see ``_choose_cross_device_ops``."""
     pairs = list(itertools.combinations(gpus, 2))
     not_peering = [(a, b) for a, b in pairs if _peers(links[(a, b)]) is False]

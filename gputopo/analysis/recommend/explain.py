@@ -107,7 +107,8 @@ def recommendation_notes(topology: Topology, problem: Problem, k: int) -> list[s
             "run `gputopo scan` on the host, or bench-p2p, for a real answer."
         )
     elif problem.uniform and k > 1 and problem.n > k:
-        nvswitch = all(link.nvswitch for link in topology.links)
+        table = topology.link_table()  # (once per kind of link)
+        nvswitch = all(table.examples[kind].nvswitch for kind in set(table.kind_of))
         inferred = " (inferred from the NV<n> pattern of the text)" if topology.source == "nvidia-smi" else ""
         notes.append(
             (f"Every pair is linked through NVSwitch{inferred}" if nvswitch else "Every pair has the same bandwidth")
@@ -122,7 +123,7 @@ def recommendation_notes(topology: Topology, problem: Problem, k: int) -> list[s
         notes.append(
             f"{problem.tf_peer_pairs} pair(s) without P2P facts in the topology use TensorFlow's peer view from the log."
         )
-    measured = sum(1 for basis in problem.estimate_basis.values() if basis == "measured") // 2
+    measured = problem.measured_pairs
     if measured:
         from gputopo.analysis.measured import method_of
 

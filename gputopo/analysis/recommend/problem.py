@@ -16,22 +16,15 @@ count (so the search's optimistic bound on it stays optimistic, if looser).
 from __future__ import annotations
 
 import dataclasses
+import itertools
 from typing import Any, Sequence
 
-from gputopo.analysis.bandwidth import estimate_key_of_gpu, estimate_link, fewest_nvlinks
-from gputopo.analysis.measured import best_estimate
 from gputopo.analysis.recommend.result import GroupKey
 from gputopo.analysis.recommend.ring import INF, best_ring
-from gputopo.errors import InputError
+from gputopo.analysis.recommend.weights import CENTI, UNHEALTHY_DIVISOR, pair_weights  # noqa: F401 - re-exported
 from gputopo.model import Gpu, Link, Topology
 from gputopo.numbering import tf_ordinal_to_index
 
-# Bandwidths are compared as integers in hundredths of a GB/s, so sums and ties are exact.
-CENTI = 100
-# A pair whose path `gputopo doctor` found unhealthy (``Link.health``: ACS redirect, a link trained
-# down, NVLinks down, a translating IOMMU, P2P turned off) counts a quarter of its estimate: its
-# copies go through the root complex or host memory, or at a fraction of the lanes.
-UNHEALTHY_DIVISOR = 4
 LOCALITY_SCALE = 1000  # one "digit" of the encoded locality: sockets, NUMA nodes, NUMA distance
 
 
@@ -72,16 +65,17 @@ class Problem:
         domain_id: list[int],
         *,
         topology: Topology | None = None,
-        links: dict[tuple[int, int], Link] | None = None,
+        links: Any = None,  # a mapping from either order of a pair to its link (LinkLookup, a dict)
         gpus: dict[int, Gpu] | None = None,
-        estimate_basis: dict[tuple[int, int], str] | None = None,
+        estimate_basis: Any = None,  # a Mapping (a, b) -> "measured" / "estimated" / "assumed"
         tf_peer_pairs: int = 0,
+        measured_pairs: int = 0,
         socket_id: list[int | None] | None = None,
         numa_node: list[int | None] | None = None,
     ):
         self.index = list(index)  # position -> GPU index
         self.pos = {g: p for p, g in enumerate(self.index)}
-        self.n = n = len(self.index)
+        self.n = len(self.index)
         self.weight = weight
         self.host_id = host_id
         self.domain_id = domain_id
@@ -90,6 +84,7 @@ class Problem:
         self.gpus = gpus if gpus is not None else {}
         self.estimate_basis = estimate_basis if estimate_basis is not None else {}
         self.tf_peer_pairs = tf_peer_pairs
+        self.measured_pairs = measured_pairs  # candidate pairs ranked by a measurement
         # Sockets ((host, socket) ids) and NUMA node numbers per position, where the source knows them.
         self.socket_id = socket_id if socket_id is not None else [None] * len(self.index)
         self.numa_node = numa_node if numa_node is not None else [None] * len(self.index)
@@ -98,48 +93,21 @@ class Problem:
         self.locality_scaled = self._locality_beyond_numa_count()
         self.ring_cache: dict[tuple[int, ...], tuple[int, list[int], bool]] = {}
         self.ring_budget_hit = False
-        weights = [weight[i][j] for i in range(n) for j in range(i + 1, n)]
-        self.max_weight = max(weights) if weights else 0
+        figures = set(itertools.chain.from_iterable(row[i + 1 :] for i, row in enumerate(weight)))  # each pair once
+        self.max_weight = max(figures, default=0)
         # Every pair has the same bandwidth -- as far as the source tells: links it does not name
         # (a TF log alone: UNKNOWN) get one assumed figure each, which makes them look alike.
-        self.links_known = topology is None or all(link.type != "UNKNOWN" for link in topology.links)
-        self.uniform = len(set(weights)) <= 1
+        self.links_known = topology is None or "UNKNOWN" not in topology.link_table().kind_fact("type")
+        self.uniform = len(figures) <= 1
 
     @classmethod
     def from_topology(cls, topology: Topology, candidates: Sequence[int]) -> Problem:
         """The problem over ``candidates`` (GPU indices) of ``topology``; ``InputError`` if a pair has
         no link."""
         index = list(candidates)
-        n = len(index)
         links, tf_peer_pairs = links_with_tf_peer_view(topology)
         gpus = {g.index: g for g in topology.gpus}
-        weight = [[0] * n for _ in range(n)]  # centi-GB/s
-        estimate_basis: dict[tuple[int, int], str] = {}
-        by_class: dict[tuple[object, ...], Any] = {}  # a 576-GPU domain: 165,600 links, a few classes
-        gpu_keys = {g: estimate_key_of_gpu(gpu) for g, gpu in gpus.items()}
-        for i in range(n):
-            for j in range(i + 1, n):
-                a, b = index[i], index[j]
-                link = links.get((a, b))
-                if link is None:
-                    raise InputError(f"the topology has no link between GPU {a} and GPU {b}; cannot rank groups")
-                fewest = fewest_nvlinks(topology, a, b) if link.is_nvlink else 0
-                if link.measured is None:
-                    key = (link.type, link.nvlink_count, link.nvswitch, link.pcie_path, link.p2p_read,
-                           link.p2p_write, gpu_keys.get(link.a), gpu_keys.get(link.b), fewest)  # = estimate_key
-                    est = by_class.get(key)
-                    if est is None:
-                        est = by_class[key] = estimate_link(link, gpus.get(link.a), gpus.get(link.b), fewest)
-                else:
-                    est = best_estimate(link, gpus.get(link.a), gpus.get(link.b), fewest)  # measured GB/s win
-                weight[i][j] = weight[j][i] = int(round(est.gbps * CENTI))
-                if link.health:  # doctor found this pair's path unhealthy (ACS, link down, ...): below healthy pairs
-                    weight[i][j] = weight[j][i] = max(1, weight[i][j] // UNHEALTHY_DIVISOR)
-                if link.type == "UNKNOWN" and link.can_peer is False:  # a TF log alone: where the estimates
-                    weight[i][j] = weight[j][i] = weight[i][j] - 1  # tie, a pair it says cannot peer ranks below an unnamed one
-                # "assumed": the figure is the low end of a range (a fact it depends on is not in the source)
-                basis = "assumed" if est.basis != "measured" and est.assumption else est.basis
-                estimate_basis[(a, b)] = estimate_basis[(b, a)] = basis
+        weights = pair_weights(topology, index, links, gpus, tf_peer_pairs)  # centi-GB/s
         hosts: dict[Any, int] = {}
         domains: dict[Any, int] = {}
         sockets: dict[Any, int] = {}
@@ -152,8 +120,8 @@ class Problem:
         socket_id = [None if gpus[g].socket is None else sockets.setdefault((gpus[g].host, gpus[g].socket), len(sockets))
                      for g in index]
         return cls(
-            index, weight, host_id, domain_id, topology=topology, links=links, gpus=gpus,
-            estimate_basis=estimate_basis, tf_peer_pairs=tf_peer_pairs,
+            index, weights.weight, host_id, domain_id, topology=topology, links=links, gpus=gpus,
+            estimate_basis=weights.basis, tf_peer_pairs=tf_peer_pairs, measured_pairs=weights.measured_pairs,
             socket_id=socket_id, numa_node=[gpus[g].numa_node for g in index],
         )
 
@@ -167,7 +135,7 @@ class Problem:
             [self.host_id[p] for p in positions],
             [self.domain_id[p] for p in positions],
             topology=self.topology, links=self.links, gpus=self.gpus,
-            estimate_basis=self.estimate_basis, tf_peer_pairs=self.tf_peer_pairs,
+            estimate_basis=self.estimate_basis, tf_peer_pairs=self.tf_peer_pairs, measured_pairs=self.measured_pairs,
             socket_id=[self.socket_id[p] for p in positions], numa_node=[self.numa_node[p] for p in positions],
         )
 
@@ -236,7 +204,7 @@ class Problem:
         w = self.weight
         ceilings = []
         for i in range(self.n):
-            links = sorted((w[i][j] for j in range(self.n) if j != i), reverse=True)
+            links = sorted(w[i][:i] + w[i][i + 1 :], reverse=True)
             if k == 1 or not links:
                 ceilings.append(INF)
             else:
@@ -249,19 +217,40 @@ def negated_key(key: GroupKey) -> tuple[int, ...]:
     return tuple(-x for x in key)
 
 
-def links_with_tf_peer_view(topology: Topology) -> tuple[dict[tuple[int, int], Link], int]:
+class LinkLookup:
+    """``links[(a, b)]`` (either order, ``get``, ``in``) of a topology, looked up in its index
+    (``Topology.link``), not in a map of every pair in both orders: a 576-GPU domain's would hold
+    331,200 keys, and the search asks for the links of a few groups' hops."""
+
+    def __init__(self, topology: Topology):
+        self.topology = topology
+
+    def __getitem__(self, pair: tuple[int, int]) -> Link:
+        return self.topology.link(*pair)
+
+    def get(self, pair: tuple[int, int], default: Any = None) -> Any:
+        try:
+            return self.topology.link(*pair)
+        except KeyError:
+            return default
+
+    def __contains__(self, pair: object) -> bool:
+        return isinstance(pair, tuple) and len(pair) == 2 and self.get(pair) is not None
+
+
+def links_with_tf_peer_view(topology: Topology) -> tuple[Any, int]:
     """The topology's links, with TensorFlow's peer view filled in where the source did not say.
 
     A TF log read beside another source (``--tf-log`` with ``--from``/``--machine``/NVML) says which
     GPU pairs TF could enable peer access between. Where a link's P2P capability is unknown (pasted
     ``nvidia-smi topo -m`` text has none) and the TF GPUs join the topology's GPUs by PCI bus id, the
     link is taken as peering (``ok``) or not (``NS``) as TF found. Known capabilities stand. The
-    topology itself is not changed: these are copies. Returns the links and how many were filled in."""
-    links = topology.link_map()
+    topology itself is not changed: these are copies. Returns the links (a mapping from either order
+    of a pair) and how many were filled in."""
     view = topology.tf
     if view is None or not view.peer or topology.source == "tf-log":
-        return links, 0
-    links = dict(links)  # the topology's shared map is read-only: these links are copies
+        return LinkLookup(topology), 0
+    links = dict(topology.link_map())  # the topology's shared map is read-only: these links are copies
     index_of = tf_ordinal_to_index(topology, view)
     can_peer: dict[tuple[int, int], bool] = {}
     for i, row in enumerate(view.peer):

@@ -10,15 +10,19 @@ with a budget of ``NODE_BUDGET`` search nodes and says whether it finished.
 from __future__ import annotations
 
 import itertools
+import operator
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
+from gputopo.analysis.recommend.bounds import Pools
 from gputopo.analysis.recommend.problem import Problem, negated_key
 from gputopo.analysis.recommend.result import GroupKey
 from gputopo.analysis.recommend.ring import INF, ring_reaches
+from gputopo.analysis.recommend.rings import fastest_ring_groups
 
 EXACT_LIMIT = 16  # candidate GPUs up to which the search has no node budget (always exact)
 NODE_BUDGET = 20_000  # search nodes allowed beyond EXACT_LIMIT before settling for "best found"
+WALK_BEFORE_RINGS = 3_000  # nodes beyond EXACT_LIMIT before the rings of the fastest links are listed
 MAX_SEEDS = 16  # greedy starting groups that set the first bar for the branch and bound
 
 
@@ -40,7 +44,7 @@ def twin_classes(problem: Problem, required: set[int]) -> list[list[int]]:
         if i in required:
             buckets[("required", i)] = [i]
             continue
-        row = sorted(w[i][j] for j in range(problem.n) if j != i)
+        row = sorted(w[i][:i] + w[i][i + 1 :])
         buckets.setdefault((problem.host_id[i], problem.domain_id[i], tuple(row)), []).append(i)
     classes: list[list[int]] = []
     for members in buckets.values():
@@ -48,7 +52,7 @@ def twin_classes(problem: Problem, required: set[int]) -> list[list[int]]:
         for i in members:
             for cls in reps:
                 r = cls[0]
-                if all(w[i][j] == w[r][j] for j in range(problem.n) if j != i and j != r):
+                if _without(w[i], i, r) == _without(w[r], i, r):  # the same link to every third GPU
                     cls.append(i)
                     break
             else:
@@ -58,6 +62,12 @@ def twin_classes(problem: Problem, required: set[int]) -> list[list[int]]:
     return classes
 
 
+def _without(row: list[int], i: int, j: int) -> list[int]:
+    """``row`` without positions ``i`` and ``j``."""
+    low, high = (i, j) if i < j else (j, i)
+    return row[:low] + row[low + 1 : high] + row[high + 1 :]
+
+
 @dataclass
 class SearchResult:
     ranked: list[tuple[GroupKey, tuple[int, ...]]]  # best first
@@ -65,6 +75,7 @@ class SearchResult:
     nodes: int
     classes: int
     node_budget: int | None = None
+    listed: bool = False  # settled by listing the rings of the fastest links (``rings``)
 
 
 class _Best:
@@ -101,137 +112,6 @@ class _Best:
         return reaches or not complete
 
 
-class _Pools:
-    """Facts about the GPUs still available from twin class ``ci`` on (``classes[ci:]``), per ``ci``:
-    how many, how many per host / NUMA node, every GPU's best two links into them, the fastest link
-    any of them has, and how many are required."""
-
-    def __init__(self, problem: Problem, classes: list[list[int]], required: set[int]):
-        n, w = problem.n, problem.weight
-        top1 = [max((w[i][j] for j in range(n) if j != i), default=0) for i in range(n)]
-        count = len(classes)
-        self.size = [0] * (count + 1)
-        self.hosts: list[dict[int, int]] = [dict() for _ in range(count + 1)]
-        self.domains: list[dict[int, int]] = [dict() for _ in range(count + 1)]
-        self.top2: list[list[tuple[int, int]]] = [[(-1, -1)] * n for _ in range(count + 1)]
-        self.best = [0] * (count + 1)
-        self.required = [0] * (count + 1)
-        for ci in range(count - 1, -1, -1):
-            members = classes[ci]
-            self.size[ci] = self.size[ci + 1] + len(members)
-            hosts = dict(self.hosts[ci + 1])
-            domains = dict(self.domains[ci + 1])
-            for i in members:
-                hosts[problem.host_id[i]] = hosts.get(problem.host_id[i], 0) + 1
-                domains[problem.domain_id[i]] = domains.get(problem.domain_id[i], 0) + 1
-            self.hosts[ci] = hosts
-            self.domains[ci] = domains
-            tops = list(self.top2[ci + 1])
-            for v in range(n):
-                a, b = tops[v]
-                for j in members:
-                    if j != v:
-                        x = w[v][j]
-                        if x > a:
-                            a, b = x, a
-                        elif x > b:
-                            b = x
-                tops[v] = (a, b)
-            self.top2[ci] = tops
-            self.best[ci] = max([self.best[ci + 1]] + [top1[i] for i in members])
-            self.required[ci] = self.required[ci + 1] + sum(1 for i in members if i in required)
-        # For the total tie-break: each GPU's links fastest first, and per pool (built when first
-        # asked) its GPUs and their links into it as prefix sums.
-        self._desc: list[list[int]] | None = None  # each GPU's links fastest first, when first needed
-        self.classes = classes
-        self.pool_members: dict[int, list[int]] = {}
-        self.pool_prefixes: dict[int, dict[int, list[int]]] = {}
-
-    def members_from(self, ci: int) -> list[int]:
-        found = self.pool_members.get(ci)
-        if found is None:
-            found = self.pool_members[ci] = [i for members in self.classes[ci:] for i in members]
-        return found
-
-    def pool_prefix(self, problem: Problem, ci: int) -> dict[int, list[int]]:
-        """Per GPU u of pool ``ci``: prefix sums of u's links to the other GPUs of the pool, fastest
-        first (the GPUs added to a group come from the pool). Built once per pool, when first asked."""
-        found = self.pool_prefixes.get(ci)
-        if found is None:
-            w = problem.weight
-            pool = self.members_from(ci)
-            found = {}
-            for u in pool:
-                row = w[u]
-                found[u] = [0] + list(itertools.accumulate(sorted((row[v] for v in pool if v != u), reverse=True)))
-            self.pool_prefixes[ci] = found
-        return found
-
-    def total_bound(self, problem: Problem, chosen: list[int], remaining: int, ci: int, total: int, need: int,
-                    k: int) -> int:
-        """At most the total pair bandwidth of a group grown from ``chosen`` by ``remaining`` GPUs of
-        pool ``ci`` whose ring is at least ``need`` fast (the tie-break once the bottleneck and
-        locality tie with the bar). The added total is the sum over added GPUs u of w(u, chosen) plus
-        half of u's links to the other added GPUs, so it is at most the ``remaining`` largest values
-        of w(u, chosen) + (u's ``remaining - 1`` fastest links) / 2 among the GPUs that can be on
-        such a ring (two links at least ``need``; one for a pair). Counted twice, to stay in integers."""
-        w = problem.weight
-        if self._desc is None:
-            n = problem.n
-            self._desc = [sorted((w[i][j] for j in range(n) if j != i), reverse=True) for i in range(n)]
-        desc = self._desc
-        prefix = self.pool_prefix(problem, ci)
-        links_needed = 2 if k >= 3 else 1
-        values = []
-        for u in self.members_from(ci):
-            row = desc[u]
-            if len(row) < links_needed or row[links_needed - 1] < need:
-                continue
-            weights = w[u]
-            sums = prefix[u]
-            values.append(2 * sum(weights[v] for v in chosen) + sums[min(remaining - 1, len(sums) - 1)])
-        if len(values) < remaining:
-            return -1  # no such group at all
-        values.sort(reverse=True)
-        return (2 * total + sum(values[:remaining])) // 2
-
-    def bound(self, problem: Problem, k: int) -> Callable[[list[int], int, int, int], GroupKey]:
-        """``optimistic(chosen, remaining, ci, total)``: a key no group grown from ``chosen`` with
-        ``remaining`` GPUs from pool ``ci`` can beat. (A closure over locals: it runs at every node.)"""
-        w, host_id, domain_id = problem.weight, problem.host_id, problem.domain_id
-        top2, best, pool_hosts, pool_domains = self.top2, self.best, self.hosts, self.domains
-
-        def optimistic(chosen: list[int], remaining: int, ci: int, total: int) -> GroupKey:
-            if k == 1:
-                bottleneck = INF
-            elif not chosen:
-                bottleneck = best[ci]
-            else:
-                bottleneck = INF
-                tops = top2[ci]
-                for v in chosen:
-                    a, b = tops[v]
-                    row = w[v]
-                    for u in chosen:
-                        if u != v:
-                            x = row[u]
-                            if x > a:
-                                a, b = x, a
-                            elif x > b:
-                                b = x
-                    bound = b if k >= 3 else a
-                    if bound < bottleneck:
-                        bottleneck = bound
-            used_hosts = {host_id[i] for i in chosen}
-            used_domains = {domain_id[i] for i in chosen}
-            hosts = len(used_hosts) + _places_needed(remaining, pool_hosts[ci], used_hosts)
-            domains = len(used_domains) + _places_needed(remaining, pool_domains[ci], used_domains)
-            total_bound = total + (remaining * len(chosen) + remaining * (remaining - 1) // 2) * best[ci]
-            return (bottleneck, -hosts, -domains, total_bound)
-
-        return optimistic
-
-
 def search_groups(problem: Problem, k: int, required: set[int], keep: int, node_budget: int | None) -> SearchResult:
     """The ``keep`` best groups of ``k`` positions containing ``required`` (branch and bound).
 
@@ -256,7 +136,7 @@ def search_groups(problem: Problem, k: int, required: set[int], keep: int, node_
     classes.sort(key=lambda c: (-strength[c[0]], c[0]))
     c_count = len(classes)
     class_of = {i: ci for ci, members in enumerate(classes) for i in members}
-    pools = _Pools(problem, classes, required)
+    pools = Pools(problem, classes, required)
     optimistic = pools.bound(problem, k)
 
     best = _Best(problem, keep)
@@ -264,13 +144,14 @@ def search_groups(problem: Problem, k: int, required: set[int], keep: int, node_
     offer = best.offer
     nodes = 0
     stopped = False
+    limit = node_budget if node_budget is None else min(node_budget, WALK_BEFORE_RINGS)
 
     def walk(ci: int, chosen: list[int], remaining: int, total: int) -> None:
         nonlocal nodes, stopped
         if stopped:
             return
         nodes += 1
-        if node_budget is not None and nodes > node_budget and ranked:
+        if limit is not None and nodes > limit and ranked:
             stopped = True  # the budget only stops a search that has an answer to give
             return
         if remaining == 0:
@@ -282,10 +163,8 @@ def search_groups(problem: Problem, k: int, required: set[int], keep: int, node_
         if len(ranked) >= keep:
             bar = ranked[-1][0]
             bound = optimistic(chosen, remaining, ci, total)
-            if bound <= bar:
+            if bound <= bar or pools.beyond_reach(problem, chosen, remaining, ci, total, bar, k, bound):
                 return
-            if bound[:3] == bar[:3] and pools.total_bound(problem, chosen, remaining, ci, total, bar[0], k) <= bar[3]:
-                return  # ties the bar but for the total, which cannot pass it
         members = classes[ci]
         must = sum(1 for i in members if i in required)
         for count in range(min(len(members), remaining), must - 1, -1):
@@ -299,6 +178,13 @@ def search_groups(problem: Problem, k: int, required: set[int], keep: int, node_
     for seed in _greedy_seeds(problem, k, required, classes, class_of) + _ring_seeds(problem, k, required, classes, class_of):
         offer(seed)
     walk(0, [], k, 0)
+    if stopped:  # a long search: the rings of the fastest links may settle it at once
+        listed = fastest_ring_groups(problem, k, required, keep, lambda group: _canonical(group, classes, class_of))
+        if listed is not None:
+            return SearchResult(ranked=listed, exhausted=True, nodes=nodes, classes=c_count, node_budget=node_budget, listed=True)
+        if limit != node_budget:  # else the whole budget, from the start (the groups found so far kept as the bar)
+            nodes, stopped, limit = 0, False, node_budget
+            walk(0, [], k, 0)
     return SearchResult(ranked=ranked, exhausted=not stopped, nodes=nodes, classes=c_count, node_budget=node_budget)
 
 
@@ -328,10 +214,8 @@ def _greedy_seeds(
             hosts.add(host[g])
             domains.add(domain[g])
             row = w[g]
-            for c in range(n):
-                if row[c] < min_link[c]:
-                    min_link[c] = row[c]
-                link_sum[c] += row[c]
+            min_link[:] = map(min, min_link, row)
+            link_sum[:] = map(operator.add, link_sum, row)
 
         for g in group:
             add(g)
@@ -366,7 +250,7 @@ def _ring_seeds(
     speeds = sorted({w[i][j] for i in range(n) for j in range(i + 1, n)}, reverse=True)
     steps = 0
     for t in speeds:
-        adjacent = [[j for j in range(n) if j != i and w[i][j] >= t] for i in range(n)]
+        adjacent = [[j for j in itertools.compress(range(n), map(t.__le__, w[i])) if j != i] for i in range(n)]
         found: list[tuple[int, ...]] = []
         for start in range(n):
             path, seen = [start], {start}
@@ -402,18 +286,3 @@ def _canonical(group: tuple[int, ...], classes: list[list[int]], class_of: dict[
     for i in group:
         counts[class_of[i]] = counts.get(class_of[i], 0) + 1
     return tuple(sorted(i for ci, c in counts.items() for i in classes[ci][:c]))
-
-
-def _places_needed(remaining: int, offered: dict[int, int], used: set[int]) -> int:
-    """How many more hosts (or NUMA nodes) at least ``remaining`` GPUs need: what the used ones still
-    offer is filled first, then the places offering the most GPUs."""
-    remaining -= sum(offered.get(place, 0) for place in used)
-    if remaining <= 0:
-        return 0
-    extra = 0
-    for size in sorted((n for place, n in offered.items() if place not in used), reverse=True):
-        remaining -= size
-        extra += 1
-        if remaining <= 0:
-            break
-    return extra

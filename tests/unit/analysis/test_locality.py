@@ -76,3 +76,39 @@ def test_sys_within_one_numa_node_is_not_taken_as_a_crossing_for_gpus_of_unknown
     assert socket_groups(topo) == [[0, 1], [2], [3]]
     plain = link_table(table, numa=[0, 1, 2, None], socket=[None] * 4)  # no SYS inside a node: the legend holds
     assert link_crosses_numa(plain, plain.link(0, 3))
+
+
+def _link_by_link(topology):
+    """What ``link_crosses_numa`` and ``same_numa_side`` say of each link, one by one."""
+    from gputopo.analysis.locality import LinkSides, _verdict, numa_sides
+
+    sides = numa_sides(topology)
+    result = LinkSides()
+    facts = [(link, (sides.get((link.a, link.b)), link.pcie_path, link.type, link.nvlink_count)) for link in topology.links]
+    result.sys_within_node = any(side is True and (pcie or word) == "SYS" for _, (side, pcie, word, _) in facts)
+    for link, fact in facts:
+        joined, what = _verdict(*fact, result.sys_within_node)
+        if joined:
+            result.joined.append((link.a, link.b))
+        if what:
+            (result.crossing if what == 1 else result.unknown_nvlink).append(link)
+    result.crossing_gpus = sorted({g for link in result.crossing for g in (link.a, link.b)})
+    return result
+
+
+def test_link_sides_in_columns_say_what_each_link_says():
+    from linktable import nvl72
+
+    from gputopo.analysis.locality import link_sides
+    from gputopo.sources.reference import MACHINES, load_reference
+
+    hosts = nvl72(trays=6)
+    for gpu in hosts.gpus[:4]:
+        gpu.cpu_affinity, gpu.numa_node = "0-3", None  # one tray known by CPU lists only
+    hosts.links[3].pcie_path, hosts.links[4].type, hosts.links[4].nvlink_count = "SYS", "SYS", 0
+    machines = [load_reference(name) for name in MACHINES] + [hosts, cube_mesh_8(**NO_SOCKETS),
+                                                               link_table(PCIE_8, **NO_SOCKETS)]
+    for topology in machines:
+        expected = _link_by_link(topology)
+        assert link_sides(topology) == expected, topology.label
+        assert [link for link in topology.links if link_crosses_numa(topology, link)] == expected.crossing

@@ -294,3 +294,25 @@ def test_a_gathered_topo_m_becomes_doctors_topology_and_its_p2p_words_are_judged
     report = doctor(HealthEvidence(source="x", root=str(tmp_path / "empty"), topology=load_reference("pcie-8gpu")))
     tns = next(f for f in report.findings if f.code == "p2p-status-tns")
     assert tns.severity == "info" and "topo -p2p r (gathered)" in tns.evidence[0] and 0 in tns.gpus
+
+
+def test_an_archive_is_what_tarfile_takes_for_one_in_every_format(tmp_path):
+    """is_archive tries a plain tar and an xz opener (which also takes a bare lzma stream) after the
+    compression magic: the same answers as tarfile.is_tarfile, without its four opens per file."""
+    import lzma
+    import tarfile
+
+    from gputopo.sources.archive import is_archive
+
+    member = tmp_path / "a.txt"
+    member.write_text("x")
+    for mode, name in (("w", "p.tar"), ("w:gz", "g.tgz"), ("w:bz2", "b.tbz"), ("w:xz", "x.txz")):
+        with tarfile.open(tmp_path / name, mode) as archive:
+            archive.add(member, "a.txt")
+    (tmp_path / "alone.lzma").write_bytes(lzma.compress((tmp_path / "p.tar").read_bytes(), format=lzma.FORMAT_ALONE))
+    (tmp_path / "snapshot.json").write_text('{"schema": "gputopo.topology/1"}')
+    (tmp_path / "cut.tgz").write_bytes((tmp_path / "g.tgz").read_bytes()[:12])
+    (tmp_path / "empty").write_bytes(b"")
+    for path in sorted(tmp_path.iterdir()):
+        expected = path.name == "cut.tgz" or tarfile.is_tarfile(path)  # a cut gzip: read, and refused as damaged
+        assert is_archive(str(path)) == expected, path.name

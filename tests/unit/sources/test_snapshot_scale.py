@@ -46,3 +46,43 @@ def test_a_small_document_is_written_as_json_dumps_writes_it():
     data = load_reference("dgx1").to_dict()
     assert snapshot.strict_json_text(data) == json.dumps(data, indent=2) + "\n"
     assert snapshot.strict_json_text({"x": float("nan")}) == '{\n  "x": null\n}\n'
+
+
+def _rack() -> dict:
+    return load_reference("gb200-nvl72").to_dict()  # 2556 links: the column-wise checks run
+
+
+def test_measurements_and_health_in_a_long_list_are_read_as_the_careful_pass_reads_them():
+    data = _rack()
+    data["links"][10]["measured"] = {"a_to_b_gbps": 700.5, "method": "nvbandwidth"}
+    data["links"][11]["health"] = ["acs"]
+    data["links"][12] = dict(reversed(list(data["links"][12].items())))  # keys in another order
+    topology = snapshot.parse_snapshot(json.dumps(data), "rack.json")
+    assert topology.links[10].measured.a_to_b_gbps == 700.5 and topology.links[10].measured.method == "nvbandwidth"
+    assert topology.links[11].health == ["acs"] and topology.links[12].type == data["links"][12]["type"]
+    assert len({id(link.health) for link in topology.links}) == len(topology.links)  # a list of its own each
+    assert snapshot.parse_snapshot(snapshot.snapshot_json(topology), "again.json") == topology
+
+
+@pytest.mark.parametrize(("where", "value", "message"), [
+    ("nvlink_count", True, r"links\[2000\]\.nvlink_count: must be an integer, got true"),
+    ("nvlink_count", 18.0, r"links\[2000\]\.nvlink_count: must be an integer, got 18.0"),
+    ("health", None, r"links\[2000\]\.health: must be a list, got null"),
+    ("health", ["x\ny"], r"links\[2000\]\.health\[0\]: control character"),
+    ("measured", {"a_to_b_gbps": "fast"}, r"links\[2000\]\.measured\.a_to_b_gbps: must be"),
+    ("p2p_read", "YES", r"links\[2000\]\.p2p_read: unknown P2P word 'YES'"),
+    ("pcie_path", "XYZ", r"links\[2000\]\.pcie_path: unknown PCIe path word 'XYZ'"),
+    ("b", 3, r"links\[2000\]: link \d+-3 must have a < b|listed twice"),
+])
+def test_a_wrong_value_in_a_long_list_of_links_is_named(where, value, message):
+    data = _rack()
+    data["links"][2000][where] = value
+    with pytest.raises(InputError, match=message):
+        snapshot.parse_snapshot(json.dumps(data), "rack.json")
+
+
+def test_a_link_listed_twice_in_a_long_list_is_named():
+    data = _rack()
+    data["links"][2000] = dict(data["links"][1999])
+    with pytest.raises(InputError, match=r"links\[2000\]: link \d+-\d+ is listed twice"):
+        snapshot.parse_snapshot(json.dumps(data), "rack.json")

@@ -1,0 +1,90 @@
+"""recommend.weights: the pair figures made once per class of pair (kind of link, kinds of its two
+GPUs) are the figures each pair gets on its own, measured and unhealthy pairs included."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+from linktable import cube_mesh_8, nvl72, pcie_8, two_socket_4
+
+from gputopo.analysis.recommend.problem import LinkLookup, Problem
+from gputopo.analysis.recommend.weights import (
+    _by_class,
+    _pair_by_pair,
+    figure,
+    pair_weights,
+)
+from gputopo.errors import InputError
+from gputopo.model import Gpu, Measurement, Topology, make_link
+from gputopo.sources.reference import MACHINES, load_reference
+
+WORDS = ["NV1", "NV2", "NV4", "NV12", "PIX", "PXB", "PHB", "NODE", "SYS", "UNKNOWN"]
+
+
+def _random(n: int, seed: int) -> Topology:
+    rng = random.Random(seed)
+    names = ["NVIDIA RTX A6000", "NVIDIA A100", None]  # a GA102 card among others: its own estimate
+    gpus = [Gpu(index=i, name=rng.choice(names), numa_node=i % 2, nvlink_version=rng.choice(["2.0", "3.0", None]),
+                pcie_gen_current=rng.choice([3, 4, None]), pcie_width_current=16, host=f"h{i // 6}") for i in range(n)]
+    links = []
+    for a in range(n):
+        for b in range(a + 1, n):
+            word = rng.choice(WORDS)
+            p2p = rng.choice(["ok", "TNS", None])
+            link = make_link(a, b, word, p2p_read=p2p, p2p_write=p2p, nvswitch=rng.choice([False, None, True]))
+            if rng.random() < 0.05:
+                link.measured = Measurement(a_to_b_gbps=rng.uniform(1, 90), b_to_a_gbps=rng.uniform(1, 90), method="nvbandwidth")
+            if rng.random() < 0.05:
+                link.health = ["acs"]
+            links.append(link)
+    return Topology(gpus=gpus, links=links, source="test")
+
+
+def _both(topology: Topology, index: list[int]):
+    gpus = {g.index: g for g in topology.gpus}
+    return (_by_class(topology, index, LinkLookup(topology), gpus),
+            _pair_by_pair(topology, index, topology.link_map(), gpus))
+
+
+@pytest.mark.parametrize("name", sorted(MACHINES))
+def test_reference_machines_get_the_figures_of_each_pair(name):
+    topology = load_reference(name)
+    fast, slow = _both(topology, topology.gpu_indices)
+    assert fast.weight == slow.weight and fast.measured_pairs == slow.measured_pairs
+    for a, b in topology.pairs():
+        assert fast.basis[(a, b)] == slow.basis[(a, b)] == fast.basis[(b, a)]
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_random_topologies_with_measured_and_unhealthy_pairs_get_the_figures_of_each_pair(seed):
+    topology = _random(14, seed)
+    index = [g for g in topology.gpu_indices if g % 5 != seed % 5]  # some GPUs excluded, in another order
+    index.reverse()
+    fast, slow = _both(topology, index)
+    assert fast.weight == slow.weight and fast.measured_pairs == slow.measured_pairs > 0
+    assert all(fast.basis[pair] == slow.basis[pair] for pair in slow.basis)
+
+
+def test_a_pair_the_topology_does_not_link_is_refused_in_either_way():
+    topology = two_socket_4()
+    topology.links = [link for link in topology.links if (link.a, link.b) != (1, 3)]
+    message = "the topology has no link between GPU 1 and GPU 3; cannot rank groups"
+    for weigh in (_by_class, _pair_by_pair):
+        with pytest.raises(InputError, match=message):
+            weigh(topology, topology.gpu_indices, LinkLookup(topology), {g.index: g for g in topology.gpus})
+
+
+def test_a_rack_is_figured_per_class_and_the_problem_says_so():
+    topology = nvl72()
+    problem = Problem.from_topology(topology, topology.gpu_indices)
+    assert isinstance(problem.links, LinkLookup) and problem.uniform
+    link = topology.link(0, 5)
+    assert problem.weight[0][5] == figure(link, topology.gpu(0), topology.gpu(5), 18)[0]
+
+
+def test_the_figures_of_small_machines_come_out_as_before():
+    for topology in (cube_mesh_8(), pcie_8(), two_socket_4()):
+        gpus = {g.index: g for g in topology.gpus}
+        weights = pair_weights(topology, topology.gpu_indices, LinkLookup(topology), gpus, 0)
+        assert weights.weight == _pair_by_pair(topology, topology.gpu_indices, topology.link_map(), gpus).weight

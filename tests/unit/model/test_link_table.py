@@ -1,0 +1,53 @@
+"""``LinkTable``: a topology's links as columns, each link with its kind (every field but its ends,
+measurement and health)."""
+
+from __future__ import annotations
+
+import copy
+
+from linktable import cube_mesh_8, nvl72
+
+from gputopo.model import Measurement, make_link
+from gputopo.model.link_table import KIND_FIELDS, LinkTable
+
+
+def test_links_of_one_kind_differ_only_in_their_ends_measurement_and_health():
+    topo = cube_mesh_8()
+    table = LinkTable.of(topo.links)
+    assert (table.ends_a, table.ends_b) == ([lk.a for lk in topo.links], [lk.b for lk in topo.links])
+    for link, kind in zip(topo.links, table.kind_of):
+        assert tuple(getattr(link, name) for name in KIND_FIELDS) == table.kinds[kind]
+    assert len(set(table.kinds)) == len(table.kinds)  # each kind once, numbered in order of its first link
+    assert table.kind_of[0] == 0 and sorted(set(table.kind_of)) == list(range(len(table.kinds)))
+    assert [table.kind_of.index(k) for k in range(len(table.kinds))] == sorted(
+        table.kind_of.index(k) for k in range(len(table.kinds)))
+    assert all(table.examples[k] is topo.links[table.kind_of.index(k)] for k in range(len(table.kinds)))
+
+
+def test_a_measurement_or_a_health_finding_does_not_make_another_kind():
+    plain = [make_link(0, 1, "NV2"), make_link(0, 2, "NV2"), make_link(1, 2, "SYS")]
+    plain[1].measured = Measurement(a_to_b_gbps=40.0)
+    plain[1].health = ["acs"]
+    table = LinkTable.of(plain)
+    assert table.kind_of == [0, 0, 1]
+    assert table.kind_fact("type") == ["NV2", "SYS"]
+    assert table.links_where(plain, [1]) == [plain[2]]
+    assert table.kinds_where([0]) == [True, True, False]
+
+
+def test_a_rack_has_a_handful_of_kinds_and_the_topology_keeps_its_table():
+    topo = nvl72()
+    table = topo.link_table()
+    assert len(topo.links) == 72 * 71 // 2 and len(table.kinds) <= 4
+    assert topo.link_table() is table  # built once
+    topo.links = list(topo.links)
+    assert topo.link_table() is not table  # another list: built again
+
+
+def test_a_deep_copy_keeps_no_table_of_the_original():
+    topo = cube_mesh_8()
+    topo.link_table()
+    copied = copy.deepcopy(topo)
+    copied.links[0].type = "SYS"  # a copy is changed (sources.merge), then analysed
+    assert copied.link_table().kinds[copied.link_table().kind_of[0]][0] == "SYS"
+    assert copied == copy.deepcopy(copied) and topo.links[0].type != "SYS"
