@@ -22,7 +22,7 @@ from gputopo.analysis.recommend.rings import fastest_ring_groups
 
 EXACT_LIMIT = 16  # candidate GPUs up to which the search has no node budget (always exact)
 NODE_BUDGET = 20_000  # search nodes allowed beyond EXACT_LIMIT before settling for "best found"
-WALK_BEFORE_RINGS = 3_000  # nodes beyond EXACT_LIMIT before the rings of the fastest links are listed
+WALK_BEFORE_RINGS = 1_000  # nodes beyond EXACT_LIMIT before the rings of the fastest links are listed
 MAX_SEEDS = 16  # greedy starting groups that set the first bar for the branch and bound
 
 
