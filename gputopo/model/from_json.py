@@ -71,7 +71,8 @@ def _value(value: Any, hint: Any, where: str) -> Any:
     if hint is Any:
         return _plain_json(value, where)
     is_number = isinstance(value, (int, float)) and not isinstance(value, bool)
-    if hint is int and is_number and isinstance(value, int) and not -(2**63) <= value < 2**63:
+    if hint in (int, float) and is_number and isinstance(value, int) and not -(2**63) <= value < 2**63:
+        # (a figure too: math.isfinite(10**400) raises OverflowError)
         raise ValueError(f"{where}: {shown(value)} is out of range")
     if hint is str and isinstance(value, str) and where.rsplit(".", 1)[-1].split("[", 1)[0] not in FREE_TEXT_FIELDS:
         check_text(value, where)
@@ -178,7 +179,7 @@ def _fast_converter(hint: Any, take: bool = False) -> Callable[[Any], Any]:
     if hint is int:
         return lambda v: v if type(v) is int and -_INT64 <= v < _INT64 else _BAD
     if hint is float:
-        return lambda v: v if (type(v) is float and math.isfinite(v)) or type(v) is int else _BAD
+        return lambda v: v if (type(v) is float and math.isfinite(v)) or (type(v) is int and -_INT64 <= v < _INT64) else _BAD
     if hint is str:  # a list item or a dict value: one line, as the careful pass checks
         return lambda v: v if type(v) is str and first_control(v) is None else _BAD
     if hint is bool:

@@ -87,6 +87,8 @@ HOSTILE = [
      "not a usable snapshot: Exceeds the limit"),
     ("float-1e400", ["scan", "--from", "{input}"], _raw("1e400", "links.0.measured.a_to_b_gbps"), 2,
      "links[0].measured.a_to_b_gbps: must be a finite number or null, got Infinity"),
+    ("figure-integer-10-to-the-400", ["scan", "--from", "{input}"], _raw(str(10**400), "links.0.measured.a_to_b_gbps"), 2,
+     "links[0].measured.a_to_b_gbps: 1000000000000000000000000000000000000... is out of range"),  # was OverflowError
     ("nan-figure", ["scan", "--from", "{input}"], _raw("NaN", "links.0.measured.a_to_b_gbps"), 2,
      "links[0].measured.a_to_b_gbps: must be a finite number or null, got NaN"),
     ("infinity-figure", ["scan", "--from", "{input}"], _raw("-Infinity", "links.0.measured.latency_us"), 2,
