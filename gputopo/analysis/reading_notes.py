@@ -34,7 +34,9 @@ from typing import Any
 
 from gputopo.analysis.reading_notes_tools import TOOL_WORDINGS, Words
 from gputopo.model import Finding, ReadingNote, Topology
+from gputopo.model.from_json import build
 from gputopo.model.reading_notes import SOC_BETWEEN_SOCKETS, VM_EVIDENCE, WORDED
+from gputopo.model.words import SEVERITIES
 from gputopo.notation import gpu_list
 
 
@@ -61,8 +63,10 @@ def note_finding(note: ReadingNote) -> Finding | None:
     worded = note.facts.get(WORDED)
     try:
         if isinstance(worded, dict):  # a finding as it was worded (an older snapshot's, a merged one's)
-            return Finding(worded["severity"], note.code, worded["message"], gpus=list(note.gpus), fix=worded.get("fix"),
-                           evidence=list(worded.get("evidence") or []), effect=worded.get("effect"))
+            # (checked as a snapshot's finding is: a hand-edited note's words may be of any JSON type)
+            finding = build(Finding, {**worded, "code": note.code, "gpus": list(note.gpus),
+                                      "evidence": worded.get("evidence") or []}, "worded")
+            return finding if finding.severity in SEVERITIES else None
         wording = _WORDINGS.get(note.code)
         if wording is None:
             return None

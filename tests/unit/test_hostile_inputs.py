@@ -314,3 +314,13 @@ def test_commands_that_read_one_topology_refuse_a_second_host(cli, tmp_path, mon
 def test_tf_is_refused_with_a_reference_machine(cli):
     """--tf checks this host's TensorFlow; a reference machine is not this host."""
     assert "--machine is a reference machine" in assert_one_error_line(cli("scan", "--machine", "dgx-h100", "--tf"))
+
+
+def test_a_hand_edited_worded_note_of_the_wrong_types_is_left_out_not_a_traceback(cli, tmp_path):
+    """A worded reading note whose severity is a list made ``scan`` sort findings by an unhashable key."""
+    source = tmp_path / "notes.json"
+    source.write_bytes(_snapshot(_replace("reading_notes", [
+        {"code": "hand-edited", "facts": {"worded": {"severity": ["error"], "message": 5}}, "gpus": [0]}])))
+    result = cli("scan", "--from", str(source))
+    assert result.exit_code == 0, result.output
+    assert "hand-edited" not in result.output

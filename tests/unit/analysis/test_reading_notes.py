@@ -317,3 +317,22 @@ def test_notes_come_after_the_findings_already_made_in_their_order_each_once():
     assert [f.code for f in topology.diagnostics] == ["carried", "pcie-only-matrix", "asymmetric-matrix"]
     assert "GPU0->NIC0" in topology.diagnostics[2].message  # the first of one code and GPUs is kept
     assert len(topology.reading_notes) == 4  # the facts stay as read
+
+
+@pytest.mark.parametrize("words", [
+    {"severity": ["error"], "message": "m"},  # an unhashable severity: sorting findings raised TypeError
+    {"severity": "fatal", "message": "m"},  # no severity of a finding
+    {"severity": "error", "message": 5},
+    {"severity": "error", "message": "m", "fix": {"a": 1}},
+    {"severity": "error", "message": "m", "evidence": "not a list"},
+    {"severity": "error", "message": "m", "evidence": [1]},
+])
+def test_a_worded_note_whose_words_are_of_the_wrong_type_is_left_out(words):
+    """A snapshot's ``reading_notes`` may be hand-edited: its worded notes are checked as the
+    snapshot's findings are, and one that would not pass as a finding is not a finding."""
+    assert note_finding(ReadingNote("hand-edited", {"worded": words}, [0])) is None
+
+
+def test_a_worded_note_is_the_finding_it_words():
+    words = {"severity": "warning", "message": "m", "fix": "f", "evidence": ["e"], "effect": None}
+    assert note_finding(ReadingNote("c", {"worded": words}, [1])) == Finding("warning", "c", "m", [1], "f", ["e"])
