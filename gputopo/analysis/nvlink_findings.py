@@ -8,6 +8,7 @@ from collections import Counter
 
 from gputopo.model import Finding, Gpu, Link, Topology
 from gputopo.model.link_table import END_A, END_B, LinkTable
+from gputopo.model.words import nvlink_count_of
 from gputopo.notation import gpus_word, pair_list
 
 
@@ -79,7 +80,7 @@ def _nvlink_summary(topology: Topology, direct_links: list[Link]) -> Finding:
     links_text = f", {'/'.join(str(n) for n in per_gpu)} links per GPU" if per_gpu else ""
     counts = Counter(link.type for link in direct_links)
     pair_text = ", ".join(
-        f"{n} pair{'s' if n != 1 else ''} {t}" for t, n in sorted(counts.items(), key=lambda kv: -int(kv[0][2:]))
+        f"{n} pair{'s' if n != 1 else ''} {t}" for t, n in sorted(counts.items(), key=lambda kv: (-nvlink_count_of(kv[0]), kv[0]))
     )
     table = topology.link_table()
     pcie_kinds = [k for k, link in enumerate(table.examples) if not link.is_nvlink and link.type != "UNKNOWN"]

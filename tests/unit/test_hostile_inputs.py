@@ -324,3 +324,14 @@ def test_a_hand_edited_worded_note_of_the_wrong_types_is_left_out_not_a_tracebac
     result = cli("scan", "--from", str(source))
     assert result.exit_code == 0, result.output
     assert "hand-edited" not in result.output
+
+
+def test_a_link_with_nvlinks_under_a_pcie_word_is_summarised_not_a_traceback(cli, tmp_path):
+    """``type: PIX`` with ``nvlink_count: 1`` passes the door (each value is plausible); the NVLink
+    summary sorted its words by ``int(word[2:])`` and raised ValueError on ``'X'``."""
+    source = tmp_path / "mixed.json"
+    source.write_bytes(_snapshot(lambda d: d["links"][0].update(type="PIX", nvlink_count=1)))
+    for command in (["scan"], ["recommend", "--gpus", "2", "--format", "env"]):
+        result = cli(*command, "--from", str(source))
+        assert result.exit_code == 0, result.output
+        assert result.exception is None or isinstance(result.exception, SystemExit), repr(result.exception)
