@@ -29,6 +29,7 @@ Codes (the facts of each: where its source makes it):
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from typing import Any
 
@@ -86,8 +87,15 @@ def vm_line(note: ReadingNote) -> str | None:
 def _code(note: ReadingNote) -> str:
     """The finding's code: the note's, but ``nvml-<query>-unavailable`` for a failed NVML query."""
     if note.code == "nvml-query-failed":
-        return f"nvml-{note.facts['query']}-unavailable"
+        query = note.facts["query"]
+        if not (isinstance(query, str) and _QUERY_WORD.fullmatch(query)):  # a hand-edited note's: no code of it
+            raise ValueError(f"not an NVML query word: {query!r:.40}")
+        return f"nvml-{query}-unavailable"
     return note.code
+
+
+# What a query may be called in a finding's code (a code is one word: ``nvml-pcie-width-unavailable``).
+_QUERY_WORD = re.compile(r"[a-z0-9][a-z0-9-]{0,39}")
 
 
 # --- nvidia-smi topo -m text --------------------------------------------------------------------

@@ -336,3 +336,14 @@ def test_a_worded_note_whose_words_are_of_the_wrong_type_is_left_out(words):
 def test_a_worded_note_is_the_finding_it_words():
     words = {"severity": "warning", "message": "m", "fix": "f", "evidence": ["e"], "effect": None}
     assert note_finding(ReadingNote("c", {"worded": words}, [1])) == Finding("warning", "c", "m", [1], "f", ["e"])
+
+
+@pytest.mark.parametrize("query", ["x\x1b]0;title\x07", "a\nb", "$(id)", "Pcie Width", ["pcie-width"], 5])
+def test_a_failed_nvml_query_of_no_query_word_is_left_out(query):
+    """The query names the finding's code (``nvml-<query>-unavailable``), a one-line word that a
+    saved snapshot must read back: a hand-edited note's query with control characters made a code
+    that ``scan --save`` wrote and could not read again."""
+    failed = [{"gpu": 0, "reason": "not supported"}]
+    assert note_finding(ReadingNote("nvml-query-failed", {"query": query, "failed": failed}, [0])) is None
+    named = note_finding(ReadingNote("nvml-query-failed", {"query": "pcie-width", "failed": failed}, [0]))
+    assert named is not None and named.code == "nvml-pcie-width-unavailable"
