@@ -85,11 +85,17 @@ def nvlink_generation(version: str | None) -> int | None:
     return _NVLINK_VERSION_TO_GENERATION.get(version)
 
 
+def pcie_generation(gpu: Gpu | None) -> int | None:
+    """The PCIe generation a GPU's link reaches, where the source gives it: ``pcie_gen_max``, else
+    the current one (idle GPUs drop to Gen1 to save power: the current one alone would make every
+    path look slow)."""
+    return (gpu.pcie_gen_max or gpu.pcie_gen_current) if gpu is not None else None
+
+
 def _pcie_gbps(gpu: Gpu | None) -> tuple[float, str]:
-    """A GPU's own PCIe link. The generation is the maximum the link reached (``pcie_gen_max``, else
-    the current one): idle GPUs drop to Gen1 to save power, so the current generation read from an
-    idle box would make every path look slow. The width is the current one (a x8 slot stays x8)."""
-    gen = (gpu.pcie_gen_max or gpu.pcie_gen_current) if gpu else None
+    """A GPU's own PCIe link: its generation (``pcie_generation``) and its current width (a x8 slot
+    stays x8)."""
+    gen = pcie_generation(gpu)
     width = (gpu.pcie_width_current or gpu.pcie_width_max) if gpu else None
     assumed = gen is None or width is None
     gen = gen or DEFAULT_PCIE_GENERATION
@@ -109,7 +115,7 @@ def pcie_link_gbps(link_type: str, gpu_a: Gpu | None, gpu_b: Gpu | None) -> tupl
 
 
 def _pcie_known(gpu: Gpu | None) -> bool:
-    return gpu is not None and (gpu.pcie_gen_max or gpu.pcie_gen_current) is not None
+    return pcie_generation(gpu) is not None
 
 
 def pcie_span(factor: float, gpu_a: Gpu | None, gpu_b: Gpu | None) -> tuple[float, float] | None:
@@ -325,7 +331,7 @@ def line_rate_gbps(link: Link, gpu_a: Gpu | None = None, gpu_b: Gpu | None = Non
         known = [g for g in gens if g is not None]
         gen = min(known) if known else max(NVLINK_RAW_GBPS_PER_LINK)
         return link.nvlink_count * NVLINK_RAW_GBPS_PER_LINK[gen]
-    gens = [g.pcie_gen_max or g.pcie_gen_current for g in (gpu_a, gpu_b) if g is not None]
+    gens = [pcie_generation(g) for g in (gpu_a, gpu_b) if g is not None]
     widths = [g.pcie_width_max or g.pcie_width_current for g in (gpu_a, gpu_b) if g is not None]
     gen = min(gens) if gens and all(gens) else max(PCIE_RAW_GBPS_PER_LANE)
     width = min(widths) if widths and all(widths) else 16

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import re
 
+from gputopo.analysis.bandwidth import pcie_generation
 from gputopo.analysis.measured import FAR_BELOW_RATIO, comparisons, measured_gbps
 from gputopo.model import Finding, Topology
 from gputopo.notation import count_word
@@ -118,6 +119,7 @@ def _narrow_path(topology: Topology) -> list[Finding]:
     A pair ``p2p-slower-than-staged`` names is left to it: there P2P is the cause."""
     slow: list[tuple[int, int, float, float]] = []
     assumed = False
+    gpus = {gpu.index: gpu for gpu in topology.gpus}
     for link in topology.links:
         m = link.measured
         if m is None or link.type != "UNKNOWN" or m.p2p_enabled is not True:
@@ -126,7 +128,7 @@ def _narrow_path(topology: Topology) -> list[Finding]:
         off = [v for v in (m.p2p_off_a_to_b_gbps, m.p2p_off_b_to_a_gbps) if v is not None and v > 0]
         if on is None or not off or on < P2P_SLOWER_RATIO * min(off):
             continue
-        gens = [_pcie_generation(topology, g) for g in (link.a, link.b)]
+        gens = [pcie_generation(gpus.get(g)) for g in (link.a, link.b)]
         if any(gen is not None and gen < 3 for gen in gens):
             continue  # a Gen2 (or older) link carries about this much: slow is normal there
         if max(off) < NARROW_STAGED_GBPS and on < NARROW_P2P_FACTOR * max(off):
@@ -147,16 +149,6 @@ def _narrow_path(topology: Topology) -> list[Finding]:
         fix="check each GPU's link under load (`nvidia-smi -q -d PCIE`: Link Width / Generation, current vs max) "
             "and which slots hang off the chipset; `gputopo doctor` with `lspci -vvv` shows the narrow hop",
     )]
-
-
-def _pcie_generation(topology: Topology, index: int) -> int | None:
-    """The PCIe generation the GPU's link reaches, where the source gives it (idle GPUs drop the
-    current one: the maximum decides)."""
-    try:
-        gpu = topology.gpu(index)
-    except KeyError:
-        return None
-    return gpu.pcie_gen_max or gpu.pcie_gen_current
 
 
 def _nccl_transports(topology: Topology) -> list[Finding]:

@@ -93,12 +93,13 @@ def _describe_locality(problem: Problem, group: GroupAdvice) -> None:
     group.hosts = sorted({g.host for g in gpu_objs if g.host is not None})
     group.same_host = len({g.host for g in gpu_objs}) == 1
     group.numa_domains = problem.rank_of_key(group.key).numa_nodes
-    placed = {(g.host, numa_domain_of(g)) for g in gpu_objs if numa_domain_of(g) is not None}
-    if placed and len(placed) < len({(g.host, numa_domain_of(g)) for g in gpu_objs}):
+    domains = [(g.host, numa_domain_of(g)) for g in gpu_objs]
+    placed = {domain for domain in domains if domain[1] is not None}
+    if placed and len(placed) < len(set(domains)):
         # The rank counts the unplaced GPUs as a node of their own (groups the source places fully
         # rank first); in words, only the nodes the source gives are counted, the rest named.
         group.numa_domains = len(placed)
-        group.numa_unknown_gpus = sorted(g.index for g in gpu_objs if numa_domain_of(g) is None)
+        group.numa_unknown_gpus = sorted(g.index for g, domain in zip(gpu_objs, domains) if domain[1] is None)
     group.same_socket = _same_socket(problem, group)
     numa_nodes = {g.numa_node for g in gpu_objs}
     affinities = {g.cpu_affinity for g in gpu_objs}
