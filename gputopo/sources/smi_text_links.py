@@ -34,13 +34,18 @@ def gpu_links(matrix: _Matrix, index_of: dict[str, int], careful: Callable[[str,
         if matrix.unreadable or right != list(below[pos][pos + 1 :]) or None in right or SELF_WORD in right:
             right = [careful(a, b) for b in gpu_columns[pos + 1 :]]
         for word in set(right) - facts.keys():
-            nvlink = NV_RE.match(word) is not None
-            # A PCIe word says there is no NVLink, so no NVSwitch either (but `topo -mp` shows PCIe
-            # paths only: there it says nothing of NVLink); NVLinks: see infer_nvswitch.
-            facts[word] = (nvlink_count_of(word), None if nvlink or matrix.pcie_only else False, None if nvlink else word)
+            facts[word] = link_facts(word, matrix.pcie_only)
         links += [Link(first, other, word, *facts[word]) if first < other else Link(other, first, word, *facts[word])
                   for other, word in zip(indices[pos + 1 :], right)]  # (a, b, type, nvlink_count, nvswitch, pcie_path)
     return links
+
+
+def link_facts(word: str, pcie_only: bool) -> tuple[int, bool | None, str | None]:
+    """What a matrix cell's word says of its pair: (nvlink_count, nvswitch, pcie_path). A PCIe word
+    says there is no NVLink, so no NVSwitch either (but ``topo -mp`` shows PCIe paths only: there it
+    says nothing of NVLink); NVLinks: see ``infer_nvswitch``."""
+    nvlink = NV_RE.match(word) is not None
+    return nvlink_count_of(word), None if nvlink or pcie_only else False, None if nvlink else word
 
 
 def row_words(matrix: _Matrix, columns: list[str]) -> dict[str, list[str | None]]:

@@ -14,9 +14,10 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from gputopo.errors import InputError
-from gputopo.model import Link, make_link, nvlink_count_of
+from gputopo.model import Link, make_link
 from gputopo.sources.pasted import MAX_GPUS
-from gputopo.sources.smi_text_matrix import GPU_RE, NV_RE, _Matrix
+from gputopo.sources.smi_text_links import link_facts
+from gputopo.sources.smi_text_matrix import GPU_RE, _Matrix
 
 UNKNOWN_LINK = "UNKNOWN"
 
@@ -82,10 +83,7 @@ def links_with_rowless(matrix: _Matrix, index_of: dict[str, int], rowless: set[s
                 links.append(make_link(index_of[a], index_of[b], UNKNOWN_LINK, nvswitch=None))
                 continue
             word = careful(b, a) if a in rowless else careful(a, b)
-            nvlink = NV_RE.match(word) is not None
-            # A PCIe word says there is no NVLink, so no NVSwitch either (but `topo -mp` shows PCIe
-            # paths only: there it says nothing of NVLink); NVLinks: see infer_nvswitch.
-            links.append(make_link(index_of[a], index_of[b], word, nvlink_count=nvlink_count_of(word),
-                                   pcie_path=None if nvlink else word,
-                                   nvswitch=None if nvlink or matrix.pcie_only else False))
+            nvlink_count, nvswitch, pcie_path = link_facts(word, matrix.pcie_only)
+            links.append(make_link(index_of[a], index_of[b], word, nvlink_count=nvlink_count,
+                                   pcie_path=pcie_path, nvswitch=nvswitch))
     return links
