@@ -52,8 +52,8 @@ def _nvswitch_fabric(topology: Topology, switch_links: list[Link], table: LinkTa
     common, _ = words.most_common(1)[0]
     version = _version_text([topology.gpu(g) for g in gpus])
     # A cut paste leaves some pairs UNKNOWN: "every pair" then is every pair the source shows.
-    unshown = ([(link.a, link.b) for link in topology.links if link.type == "UNKNOWN"]
-               if any(kind[0] == "UNKNOWN" for kind in table.kinds) else [])
+    unknown_kinds = [k for k, word in enumerate(table.kind_fact("type")) if word == "UNKNOWN"]
+    unshown = [(link.a, link.b) for link in table.links_where(topology.links, unknown_kinds)] if unknown_kinds else []
     scope = "every pair" if len(switch_links) == len(topology.links) else f"every pair of {gpus_word(gpus)}"
     if unshown:
         scope += f" but {pair_list(unshown)} (not in the source)"
