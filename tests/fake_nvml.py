@@ -32,7 +32,8 @@ Health (``gputopo doctor``): ``nvlink_errors`` ({(gpu, link): {counter: count}} 
 GPUs not named answer NotSupported, as on machines without NVSwitch).
 
 Live state, as the C fake (tests/fake_libnvml) answers it: ``memory_used`` (bytes per GPU; default
-0), ``utilization`` (percent per GPU; a GPU not given answers ``NotSupported``), ``processes`` (per
+0), ``memory_reserved`` (the driver's own reserve, bytes per GPU; default 0: version 1 of the memory
+query counts it as used, version 2 gives it apart), ``memory_v2=False`` (a driver before R510), ``utilization`` (percent per GPU; a GPU not given answers ``NotSupported``), ``processes`` (per
 GPU a list of ``(pid, name, used bytes or None)``; a GPU not given answers ``NotSupported``; the
 name as ``nvmlSystemGetProcessName`` gives it, always ``bytes`` like the real binding; a process
 without a name, or an unknown PID, answers ``NotFound``).
@@ -166,6 +167,8 @@ class FakeNvml:
         fabric: dict[int, tuple[int, int, int]] | None = None,
 
         memory_used: dict[int, int] | None = None,
+        memory_reserved: dict[int, int] | None = None,
+        memory_v2: bool = True,
         utilization: dict[int, int] | None = None,
         processes: dict[int, list[tuple[int, str | None, int | None]]] | None = None,
         driver_version: str = "550.54.15",
@@ -184,6 +187,8 @@ class FakeNvml:
         self.fabric = dict(fabric or {})
 
         self.memory_used = dict(memory_used or {})
+        self.memory_reserved = dict(memory_reserved or {})
+        self.memory_v2 = memory_v2
         self.utilization = dict(utilization or {})
         self.processes = {gpu: list(procs) for gpu, procs in (processes or {}).items()}
         # A saved scan carries the versions NVML gave ("12.4" is 12040); a reference machine does not.
@@ -255,8 +260,11 @@ class FakeNvml:
         return object.__getattribute__(self, name)
 
     def __getattr__(self, name: str) -> Any:
-        # Exception classes and constants come from the real module.
-        if name.startswith(("NVML", "c_nvmlGpuFabricInfo", "nvmlGpuFabricInfo_v")):
+        # Exception classes and constants come from the real module (unless ``missing`` names them:
+        # Python falls back here when __getattribute__ refuses).
+        if name in object.__getattribute__(self, "_missing"):
+            raise AttributeError(f"module 'pynvml' has no attribute {name!r}")
+        if name.startswith(("NVML", "c_nvmlGpuFabricInfo", "nvmlGpuFabricInfo_v", "nvmlMemory_v")):
             return getattr(pynvml, name)
         raise AttributeError(f"module 'pynvml' has no attribute {name!r}")
 
@@ -359,10 +367,21 @@ class FakeNvml:
         return self._pci_info(self._known(self._gpu("nvmlDeviceGetPciInfo", handle).pci_bus_id))
 
     def nvmlDeviceGetMemoryInfo(self, handle: Any, version: Any = None) -> Any:
+        """As the real binding: no version asks ``nvmlDeviceGetMemoryInfo``, whose ``used`` counts the
+        driver's reserve as in use; a version asks ``..._v2`` (reserve apart), FunctionNotFound on a
+        driver without it (``memory_v2=False``)."""
         total = self._known(self._gpu("nvmlDeviceGetMemoryInfo", handle).memory_total_bytes)
         used = self.memory_used.get(handle.index, 0)
-        memory = pynvml.c_nvmlMemory_t()
-        memory.total, memory.free, memory.used = total, total - used, used
+        reserved = self.memory_reserved.get(handle.index, 0)
+        if not version:
+            memory = pynvml.c_nvmlMemory_t()
+            memory.total, memory.free, memory.used = total, total - used - reserved, used + reserved
+            return memory
+        if not self.memory_v2:
+            raise pynvml.NVMLError_FunctionNotFound()
+        memory = pynvml.c_nvmlMemory_v2_t()
+        memory.version = version
+        memory.total, memory.reserved, memory.free, memory.used = total, reserved, total - used - reserved, used
         return memory
 
     def nvmlDeviceGetUtilizationRates(self, handle: Any) -> Any:

@@ -170,7 +170,7 @@ def _probe_gpu(state: _Probe, gpu: Gpu, handle: Any) -> _NvlinkEnds | None:
         state.record("pci", gpu.index, "unreadable answer")
     gpu.name = text(call("name", i, "nvmlDeviceGetName", handle))
     gpu.uuid = text(call("uuid", i, "nvmlDeviceGetUUID", handle))
-    memory = call("memory", i, "nvmlDeviceGetMemoryInfo", handle)
+    memory = _memory(state, gpu.index, handle)
     gpu.memory_total_bytes = int(memory.total) if memory is not None else None
     gpu.memory_used_bytes = int(memory.used) if memory is not None else None
     _probe_live_state(state, gpu, handle)
@@ -189,6 +189,23 @@ def _probe_gpu(state: _Probe, gpu: Gpu, handle: Any) -> _NvlinkEnds | None:
         major, minor = capability
         gpu.compute_capability = f"{int(major)}.{int(minor)}"
     return _probe_nvlinks(state, gpu, handle)
+
+
+def _memory(state: _Probe, index: int, handle: Any) -> Any:
+    """``nvmlDeviceGetMemoryInfo``, version 2 where the binding and driver have it.
+
+    Version 1's ``used`` counts the memory the driver reserves for itself as in use: an idle H200
+    answered 616 MiB used where ``nvidia-smi`` said 0 MiB used and 616 MiB reserved (a real device
+    run, tests/hardware/README.md). Version 2 gives the reserve apart and ``used`` as nvidia-smi
+    shows it. A binding without ``nvmlMemory_v2`` (nvidia-ml-py before 11.510) cannot ask for it,
+    and a driver without ``nvmlDeviceGetMemoryInfo_v2`` (before R510) answers FunctionNotFound:
+    then version 1, where ``used`` includes the reserve (docs/nvml.md)."""
+    version = getattr(state.nvml.module, "nvmlMemory_v2", None)
+    if version is not None:
+        answer = state.ask((index,), "nvmlDeviceGetMemoryInfo", handle, version)
+        if not isinstance(answer, Failed):
+            return answer
+    return state.call("memory", (index,), "nvmlDeviceGetMemoryInfo", handle)
 
 
 def _probe_live_state(state: _Probe, gpu: Gpu, handle: Any) -> None:

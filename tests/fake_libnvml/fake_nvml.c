@@ -712,31 +712,36 @@ API nvmlReturn_t nvmlDeviceGetPciInfo(nvmlDevice_t device, nvmlPciInfo_t *pci) {
 typedef struct { unsigned long long total, free, used; } nvmlMemory_t;
 typedef struct { unsigned int version; unsigned long long total, reserved, free, used; } nvmlMemory_v2_t;
 
-static int memory(nvmlDevice_t device, unsigned long long *total, unsigned long long *used) {
-    long long value, in_use = 0;
+/* used: what processes hold (nvidia-smi's "Used"); reserved: the driver's own reserve, which version 1
+ * counts as used (a real idle H200 answered 616 MiB used to version 1, 0 to version 2). */
+static int memory(nvmlDevice_t device, unsigned long long *total, unsigned long long *used,
+                  unsigned long long *reserved) {
+    long long value, in_use = 0, kept = 0;
     ENTER("nvmlDeviceGetMemoryInfo", 1, device, NULL);
     if (!jint(device->gpu, "memory_total_bytes", &value)) return NVML_ERROR_NOT_SUPPORTED;
     jint(device->extra, "memory_used_bytes", &in_use);
+    jint(device->extra, "memory_reserved_bytes", &kept);
     *total = (unsigned long long)value;
     *used = (unsigned long long)in_use;
+    *reserved = (unsigned long long)kept;
     return NVML_SUCCESS;
 }
 
 API nvmlReturn_t nvmlDeviceGetMemoryInfo(nvmlDevice_t device, nvmlMemory_t *out) {
-    unsigned long long total, used;
+    unsigned long long total, used, reserved;
     if (!out) return NVML_ERROR_INVALID_ARGUMENT;
-    int rc = memory(device, &total, &used);
+    int rc = memory(device, &total, &used, &reserved);
     if (rc) return rc;
-    out->total = total, out->used = used, out->free = total - used;
+    out->total = total, out->used = used + reserved, out->free = total - used - reserved;
     return NVML_SUCCESS;
 }
 
 API nvmlReturn_t nvmlDeviceGetMemoryInfo_v2(nvmlDevice_t device, nvmlMemory_v2_t *out) {
-    unsigned long long total, used;
+    unsigned long long total, used, reserved;
     if (!out) return NVML_ERROR_INVALID_ARGUMENT;
-    int rc = memory(device, &total, &used);
+    int rc = memory(device, &total, &used, &reserved);
     if (rc) return rc;
-    out->total = total, out->reserved = 0, out->used = used, out->free = total - used;
+    out->total = total, out->reserved = reserved, out->used = used, out->free = total - used - reserved;
     return NVML_SUCCESS;
 }
 

@@ -400,6 +400,8 @@ ask("errors_none", lambda: pynvml.nvmlDeviceGetNvLinkErrorCounter(h0, 0, 0))
 ask("errors_link_down", lambda: pynvml.nvmlDeviceGetNvLinkErrorCounter(h0, 17, 0))
 ask("errors_bad_counter", lambda: pynvml.nvmlDeviceGetNvLinkErrorCounter(h0, 1, 5))
 ask("memory", lambda: [pynvml.nvmlDeviceGetMemoryInfo(h0).used, pynvml.nvmlDeviceGetMemoryInfo(h0).free])
+ask("memory_v2", lambda: [getattr(pynvml.nvmlDeviceGetMemoryInfo(h0, pynvml.nvmlMemory_v2), f)
+                          for f in ("used", "reserved", "free")])
 pynvml.nvmlShutdown()
 print(json.dumps(out))
 """
@@ -414,7 +416,7 @@ def test_doctor_answers_come_from_the_injection_section_else_not_supported(libnv
         "utilization": {"gpu": 97, "memory": 40},
         "processes": [{"pid": 4242, "used_memory_bytes": 1 << 30, "name": "python train.py"}, {"pid": 77}],
         "nvlink_errors": {"1": {"0": 0, "1": 3, "2": 0, "3": 12, "4": 0}, "17": {"0": 9}},  # link 17 is down
-        "memory_used_bytes": 1 << 30,
+        "memory_used_bytes": 1 << 30, "memory_reserved_bytes": 616 << 20,
     }}}
     snapshot = tmp_path / "doctor.json"
     snapshot.write_text(json.dumps(data))
@@ -432,4 +434,19 @@ def test_doctor_answers_come_from_the_injection_section_else_not_supported(libnv
     assert got["errors"] == [0, 3, 0, 12, 0]
     assert got["errors_link_down"] == "NVMLError_NotSupported" and got["errors_bad_counter"] == "NVMLError_InvalidArgument"
     assert got["fabric_v1_denied"] == "NVMLError_NoPermission"  # the V call on GPU 1 answered NotSupported
-    assert got["memory"] == [1 << 30, total - (1 << 30)]
+    reserve = 616 << 20  # version 1 counts the driver's reserve as used, as a real H200 did
+    assert got["memory"] == [(1 << 30) + reserve, total - (1 << 30) - reserve]
+    assert got["memory_v2"] == [1 << 30, reserve, total - (1 << 30) - reserve]
+
+
+def test_the_probe_reads_memory_used_without_the_drivers_reserve(libnvml: Path, tmp_path: Path) -> None:
+    """Through the real binding: version 2 of the memory query, as nvidia-smi shows "Used" (a real
+    idle H200 answered 616 MiB to version 1 and 0 to version 2; tests/hardware/README.md)."""
+    data = load_reference("dgx-h100").to_dict()
+    data["fake_nvml"] = {"gpus": {"0": {"memory_used_bytes": 0, "memory_reserved_bytes": 616 << 20},
+                                  "1": {"memory_used_bytes": 3 << 30, "memory_reserved_bytes": 616 << 20}}}
+    snapshot = tmp_path / "reserve.json"
+    snapshot.write_text(json.dumps(data))
+    [got] = run_real(libnvml, [{"snapshot": str(snapshot), "sysfs_root": None}])
+    gpus = got["topology"]["gpus"]
+    assert [g["memory_used_bytes"] for g in gpus[:2]] == [0, 3 << 30]

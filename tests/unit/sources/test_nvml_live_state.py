@@ -32,6 +32,33 @@ def test_the_probe_reads_memory_used_utilisation_and_processes():
     assert topology.reading_notes == [] and topology.diagnostics == []  # a process name NVML will not give is no finding
 
 
+MIB = 1024**2
+
+
+def test_memory_used_leaves_out_the_drivers_reserve_as_nvidia_smi_does():
+    """A real idle H200 (tests/hardware/README.md): version 1 of the memory query said 616 MiB used,
+    nvidia-smi 0 MiB used and 616 MiB reserved. The probe asks version 2 where it can."""
+    topology = probe(FakeNvml(load_reference("dgx-h100"), memory_reserved={g: 616 * MIB for g in range(8)},
+                              memory_used={2: 5 * GIB}))
+    assert topology.gpu(0).memory_used_bytes == 0
+    assert topology.gpu(2).memory_used_bytes == 5 * GIB
+    assert topology.reading_notes == []
+
+
+def test_a_driver_without_memory_v2_gives_version_1_with_no_note():
+    topology = probe(FakeNvml(load_reference("dgx-h100"), memory_reserved={0: 616 * MIB}, memory_v2=False))
+    assert topology.gpu(0).memory_used_bytes == 616 * MIB  # version 1: the reserve counts as used
+    assert topology.gpu(0).memory_total_bytes == load_reference("dgx-h100").gpu(0).memory_total_bytes
+    assert topology.reading_notes == []
+
+
+def test_a_binding_without_memory_v2_asks_version_1():
+    """nvidia-ml-py before 11.510 has no ``nvmlMemory_v2`` and a one-argument query."""
+    fake = FakeNvml(load_reference("dgx-h100"), memory_reserved={0: 616 * MIB}, missing=("nvmlMemory_v2",))
+    topology = probe(fake)
+    assert topology.gpu(0).memory_used_bytes == 616 * MIB and topology.reading_notes == []
+
+
 def test_live_state_not_supported_is_unknown_and_other_failures_get_a_finding():
     import pynvml
 
