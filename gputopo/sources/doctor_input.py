@@ -46,12 +46,12 @@ def evidence_of_tree(root: str, label: str) -> HealthEvidence:
         parsed = parse_pasted(text)
         if parsed.kinds:
             evidence.pasted.append((f"{label}:{SMI_FOLDER}/{name}", parsed))
-    matrices = [evidence.recorded_outputs[n] for n in ("topo-m.txt", "topo-p2p-r.txt") if n in evidence.recorded_outputs]
     if "topo-m.txt" in evidence.recorded_outputs:
+        from gputopo.sources.gathered import read_smi_outputs
         from gputopo.sources.registry import read_text
 
         try:
-            evidence.topology = read_text("\n".join(matrices), f"{label}:{SMI_FOLDER}/topo-m.txt")
+            evidence.topology = read_smi_outputs(root, label, read_text)
         except InputError:
             evidence.topology = None  # an output doctor cannot read is no evidence; scan --from says why
     return evidence

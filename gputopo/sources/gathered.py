@@ -15,6 +15,7 @@ from gputopo.errors import InputError
 from gputopo.fileio import read_text_input
 from gputopo.model import Topology
 from gputopo.sources.archive import unpacked
+from gputopo.sources.merge import merge_views
 from gputopo.sources.sysfs import add_host_locality
 
 SMI_OUTPUTS = ("gputopo/nvidia-smi/topo-m.txt", "gputopo/nvidia-smi/topo-p2p-r.txt")
@@ -25,12 +26,27 @@ def read_gathered(path: str, read_text: Callable[[str, str], Topology]) -> Topol
     (text, label) -> Topology (passed in: the registry calls us)."""
     label = os.path.basename(path)
     with unpacked(path) as root:
-        texts = [read_text_input(os.path.join(root, name), "gathered nvidia-smi output")
-                 for name in SMI_OUTPUTS if os.path.isfile(os.path.join(root, name))]
-        if not texts:
+        topology = read_smi_outputs(root, label, read_text)
+        if topology is None:
             raise InputError(f"{label} holds no `nvidia-smi topo -m` output (gathered where nvidia-smi was missing "
                              "or failed); `gputopo doctor --from` still reads its host files")
-        topology = read_text("\n".join(texts), f"{label}:{SMI_OUTPUTS[0]}")
         add_host_locality(topology, root)
     topology.source_detail = label
     return topology
+
+
+def read_smi_outputs(root: str, label: str, read_text: Callable[[str, str], Topology]) -> Topology | None:
+    """The gathered nvidia-smi outputs under ``root``, each read as its own file and merged as
+    ``scan --from a --from b`` merges files of one host (None where there is none).
+
+    Not one concatenated text: with one GPU, ``topo -p2p r``'s matrix holds only "X" and cannot be
+    told from a second ``topo -m`` matrix (a real one-GPU H200 archive, tests/hardware)."""
+    parts, names = [], []
+    for name in SMI_OUTPUTS:
+        full = os.path.join(root, name)
+        if os.path.isfile(full):
+            names.append(f"{label}:{name}")
+            parts.append(read_text(read_text_input(full, "gathered nvidia-smi output"), names[-1]))
+    if not parts:
+        return None
+    return parts[0] if len(parts) == 1 else merge_views(parts, names)
