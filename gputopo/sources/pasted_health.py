@@ -6,7 +6,8 @@
 - NCCL's ACS check script (``0000:03:00.0 (ecap 000d @2a0) @2a6 0000``): each bridge's control word;
 - ``dmesg`` / journal: ``AMD-Vi: Event logged [IO_PAGE_FAULT ...]``, ``DMAR: [DMA Read] ... fault``,
   ``NVRM: Xid (PCI:0000:44:00): 79, ...``, ``fallen off the bus``, and ``Command line:``;
-- ``/proc/cmdline`` (a ``BOOT_IMAGE=`` or ``root=`` line);
+- ``/proc/cmdline``: a ``BOOT_IMAGE=`` or ``root=`` line, or (a VM booted straight into its kernel,
+  with neither) one line of kernel parameters, read by shape (``_looks_like_kernel_parameters``);
 - ``nvidia-smi nvlink -s``: ``GPU N: ...`` then ``Link K: <inactive>`` or a speed.
 
 Every value is data: kept as read, never evaluated. Lines that match nothing are ignored.
@@ -33,6 +34,15 @@ _FALLEN_GPU = re.compile(r"NVRM: (?:The NVIDIA GPU|GPU at(?: PCI:)?)\s+" + _BDF_
 _CMDLINE_DMESG = re.compile(r"(?:Kernel c|C)ommand line:\s*(.*)$")
 _NVLINK_GPU = re.compile(r"^GPU (\d+):")
 _NVLINK_LINK = re.compile(r"^\s+Link (\d+):\s*(.*?)\s*$")
+_KERNEL_PARAMETER = re.compile(r"^[a-z][a-z0-9_.-]*(?:=\S*)?$")
+# Parameters of the kernel itself (Documentation/admin-guide/kernel-parameters.txt) common enough
+# that a line of parameters holds one: a line of lower-case words alone is not taken for a command line.
+_KERNEL_KEYS = frozenset({
+    "console", "root", "init", "rdinit", "ro", "rw", "quiet", "panic", "reboot", "mitigations", "crashkernel",
+    "pci", "iommu", "intel_iommu", "amd_iommu", "nomodeset", "swiotlb", "hugepages", "default_hugepagesz",
+    "isolcpus", "nohz_full", "rcu_nocbs", "transparent_hugepage", "selinux", "apparmor", "audit", "earlyprintk",
+    "loglevel", "rootfstype", "initrd", "numa_balancing", "processor.max_cstate", "intel_idle.max_cstate",
+})
 _TREE = re.compile(r"-\[[0-9a-fA-F]{4}:[0-9a-fA-F]{2}\]-|[+\\]-[0-9a-fA-F]{2}\.[0-7]")
 
 
@@ -186,6 +196,19 @@ def _scan_log(evidence: PastedEvidence, line: str, recent: list[str]) -> None:
         evidence.add_kind("dmesg")
         evidence.cmdline = evidence.cmdline or cmd.group(1).strip()[:MAX_CMDLINE_CHARS]
         return
-    if evidence.cmdline is None and re.match(r"^\s*(BOOT_IMAGE=|root=)\S*", line):
+    if evidence.cmdline is None and (re.match(r"^\s*(BOOT_IMAGE=|root=)\S*", line)
+                                     or _looks_like_kernel_parameters(line)):
         evidence.add_kind("/proc/cmdline")
         evidence.cmdline = line.strip()[:MAX_CMDLINE_CHARS]
+
+
+def _looks_like_kernel_parameters(line: str) -> bool:
+    """One line that is a kernel command line by its shape: the words before any `` -- `` (after it
+    come the init's own arguments) are kernel parameters (``word`` or ``word=value``, lower case),
+    at least two of them with a value and at least two named in the kernel's own list. A real
+    Firecracker microVM's line starts ``mitigations=auto,... console=ttyS0 quiet reboot=k panic=1``."""
+    words = line[:MAX_CMDLINE_CHARS].split(" -- ")[0].split()
+    if len(words) < 3 or not all(_KERNEL_PARAMETER.match(w) for w in words):
+        return False
+    keys = {w.split("=", 1)[0] for w in words}
+    return sum("=" in w for w in words) >= 2 and len(keys & _KERNEL_KEYS) >= 2

@@ -231,7 +231,11 @@ def test_no_nvml_says_the_check_was_not_made(tmp_path):
 @pytest.mark.parametrize("name", sorted(EXPECTED))
 def test_real_pasted_captures_match_the_expert(name):
     expected = EXPECTED[name]
-    report = doctor(HealthEvidence(source=name, pasted=[(name, parse_pasted(capture(name)))]))
+    parsed = parse_pasted(capture(name))
+    assert parsed.kinds, f"{name} is not recognised as any kind of evidence"
+    if expected["kind"] == "cmdline":
+        assert "/proc/cmdline" in parsed.kinds and parsed.cmdline
+    report = doctor(HealthEvidence(source=name, pasted=[(name, parsed)]))
     codes = _codes(report)
     acs = [f for f in report.findings if f.code == "acs-redirect"]
     if expected.get("acs_redirect_on"):
