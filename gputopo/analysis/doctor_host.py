@@ -38,7 +38,7 @@ def host_checks(evidence: HealthEvidence, report: DoctorReport) -> None:
     _shm(host, report)
     _environment(evidence, host, report)
     _visibility(host, report)
-    _virtual(host, report)
+    _virtual(host, len(evidence.gpu_bdfs), report)
 
 
 def passthrough_or_off(options: dict[str, str]) -> str | None:
@@ -183,15 +183,25 @@ def _visibility(host: HostHealth, report: DoctorReport) -> None:
             "`--gpus-per-task`) and pick the device per rank with CUDA_VISIBLE_DEVICES or the local rank"))
 
 
-def _virtual(host: HostHealth, report: DoctorReport) -> None:
+def _virtual(host: HostHealth, gpus_seen: int, report: DoctorReport) -> None:
+    """A VM: what the guest sees of PCIe, NUMA and ACS is the hypervisor's. With one GPU in the guest
+    no peer-to-peer happens inside it, so the finding says so instead of warning about P2P (a real
+    one-GPU H200 microVM, tests/hardware/README.md)."""
     if host.is_vm:
         what = " ".join(x for x in (host.dmi_vendor, host.dmi_product) if x) or "the CPU's hypervisor flag"
+        if gpus_seen == 1:
+            message = (f"This is a virtual machine ({what}) with one GPU: no GPU peer-to-peer happens inside it. "
+                       "The PCIe tree, NUMA nodes and ACS seen here are the hypervisor's.")
+            fix = ("nothing for one GPU; for an instance with several GPUs, ask the provider whether GPU "
+                   "peer-to-peer is enabled for that instance type")
+        else:
+            message = (f"This is a virtual machine ({what}): the PCIe tree, NUMA nodes and ACS seen here are the "
+                       "hypervisor's; P2P may be blocked or slow for reasons only the host shows.")
+            fix = "ask the provider whether GPU peer-to-peer is enabled for this instance type"
         report.add(Finding(
-            "info", "virtual-machine",
-            f"This is a virtual machine ({what}): the PCIe tree, NUMA nodes and ACS seen here are the hypervisor's; "
-            "P2P may be blocked or slow for reasons only the host shows.",
+            "info", "virtual-machine", message,
             evidence=[x for x in (f"/sys/class/dmi/id/sys_vendor: {host.dmi_vendor}" if host.dmi_vendor else None,
                                   "/proc/cpuinfo: hypervisor flag" if host.hypervisor_flag else None) if x],
-            fix="ask the provider whether GPU peer-to-peer is enabled for this instance type"))
+            fix=fix))
     if host.container:
         report.check("container", "ok", f"in a container ({host.container}): the host's /sys may be partly hidden")

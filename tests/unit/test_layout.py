@@ -42,7 +42,6 @@ UNTESTED = frozenset(
         "analysis",
         "analysis/disagreements",
         "analysis/doctor_common",
-        "analysis/doctor_host",
         "analysis/doctor_nvml",
         "analysis/doctor_pasted",
         "analysis/doctor_pcie",
