@@ -23,7 +23,7 @@ raw topo-m.txt nvidia-smi topo -m
 raw topo-p2p-r.txt nvidia-smi topo -p2p r
 raw nvlink-s.txt nvidia-smi nvlink -s
 raw nvlink-status.txt nvidia-smi nvlink --status
-raw fabric-q.txt nvidia-smi -q -d FABRIC
+raw q-pcie-memory.txt nvidia-smi -q -d PCIE,MEMORY
 raw lspci-vvv.txt lspci -vvv
 raw lspci-tv.txt lspci -tv
 raw proc-cmdline.txt cat /proc/cmdline
@@ -31,6 +31,7 @@ raw dmesg.txt dmesg
 raw cpuinfo-flags.txt sh -c "grep -m1 flags /proc/cpuinfo; nproc; grep -c ^processor /proc/cpuinfo"
 raw sys-pci.txt sh -c 'for d in /sys/bus/pci/devices/*; do echo "$d $(cat $d/vendor $d/device $d/class 2>/dev/null | tr "\n" " ") numa=$(cat $d/numa_node 2>/dev/null) speed=$(cat $d/current_link_speed 2>/dev/null)/$(cat $d/max_link_speed 2>/dev/null) width=$(cat $d/current_link_width 2>/dev/null)/$(cat $d/max_link_width 2>/dev/null)"; done; ls /sys/kernel/iommu_groups 2>&1 | head; ls /sys/class/iommu 2>&1; ls /sys/devices/system/node 2>&1; cat /sys/class/dmi/id/sys_vendor /sys/class/dmi/id/product_name 2>&1; df -h /dev/shm'
 raw nvml-raw.json python3 tests/hardware/nvml_raw_dump.py
+raw nvml-recording.txt env PYTHONPATH="$PYTHONPATH:$PWD/tests" python3 tests/hardware/record_nvml.py "$R/nvml-recording.json"
 g() { local f="$1"; shift; echo "== gputopo $* > $f"; timeout 180 python3 -m gputopo "$@" >"$R/$f" 2>"$R/$f.err"; echo "rc=$?"; head -c 3000 "$R/$f.err"; }
 g scan.txt scan
 g scan.json scan --json

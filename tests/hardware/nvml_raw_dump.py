@@ -62,6 +62,10 @@ def main():
             r = call(q, h)
             r["gpu"] = i
             out.append(r)
+        if hasattr(N, "nvmlMemory_v2"):
+            r = call("nvmlDeviceGetMemoryInfo", h, N.nvmlMemory_v2)
+            r["gpu"], r["version"] = i, 2
+            out.append(r)
         for q in ("nvmlDeviceGetCpuAffinity", "nvmlDeviceGetMemoryAffinity"):
             r = call(q, h, 4)
             if q == "nvmlDeviceGetMemoryAffinity" and "exception" in r:

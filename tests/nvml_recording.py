@@ -1,0 +1,174 @@
+"""NVML recorded on real hardware, and replayed: a fake of the NVML *library* built from what a real
+driver answered to gputopo's own queries (the idea of DCGM's NVML injection, run backwards).
+
+``Recorder(pynvml)`` stands where the pynvml module would (``probe(nvml=...)``,
+``read_nvml_health(nvml=...)``) and passes every call through to the real binding, writing down the
+function, its arguments (a device handle as its GPU index, a ``ctypes.byref`` structure as its
+type), and the answer: a value, the NVML error code, or another exception. A structure the caller
+passed by reference is written down as the call left it. ``tests/hardware/record_nvml.py`` runs it
+on a machine with a GPU; the recording is kept under ``tests/fixtures/hardware/``.
+
+``Replay(recording)`` answers the same calls with the same answers: structures as objects with the
+recorded fields, NVML errors as the installed ``pynvml``'s real exception classes, a ``byref``
+structure filled as the driver filled it. A call that was not recorded fails the test
+(``NotRecorded``) instead of being made up: when the probe asks something new, record again.
+Constants and structure types come from the installed ``pynvml``.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import types
+from collections import defaultdict, deque
+from typing import Any
+
+import pynvml
+
+_CArg = type(ctypes.byref(ctypes.c_int()))
+
+
+class NotRecorded(AssertionError):
+    """The code asked NVML something the real driver was never asked."""
+
+
+def plain(value: Any) -> Any:
+    """A JSON-able copy of an NVML answer: structures as ``{"__struct__": name, field: ...}``."""
+    if isinstance(value, (bytes, bytearray)):
+        return {"__bytes__": bytes(value).decode("latin-1")}
+    if isinstance(value, (str, int, float, bool)) or value is None:
+        return value
+    if isinstance(value, ctypes.Array):
+        return [plain(v) for v in value]
+    if isinstance(value, (list, tuple)):
+        return [plain(v) for v in value]
+    if isinstance(value, ctypes.Structure):
+        fields = {name: plain(getattr(value, name)) for name, *_ in value._fields_}
+        return {"__struct__": type(value).__name__, **fields}
+    if isinstance(value, (ctypes.c_uint, ctypes.c_int, ctypes.c_ulonglong)):
+        return value.value
+    return {"__repr__": repr(value)}
+
+
+def _revived(value: Any) -> Any:
+    if isinstance(value, list):
+        return [_revived(v) for v in value]
+    if isinstance(value, dict):
+        if "__bytes__" in value:
+            return value["__bytes__"].encode("latin-1")
+        return types.SimpleNamespace(**{k: _revived(v) for k, v in value.items() if k != "__struct__"})
+    return value
+
+
+class Recorder:
+    """The real pynvml, every function call written down in ``self.calls``."""
+
+    def __init__(self, module: Any = pynvml) -> None:
+        self._module = module
+        self._handles: dict[int, int] = {}  # address of the handle's device struct -> GPU index
+        self.calls: list[dict[str, Any]] = []
+
+    def _arg(self, arg: Any) -> Any:
+        if isinstance(arg, _CArg):
+            return f"byref:{type(arg._obj).__name__}"
+        address = _handle_address(arg)
+        if address is not None and address in self._handles:
+            return {"gpu": self._handles[address]}
+        return plain(arg)
+
+    def __getattr__(self, name: str) -> Any:
+        real = getattr(self._module, name)
+        if not (name.startswith("nvml") and callable(real)) or isinstance(real, type):
+            return real
+
+        def call(*args: Any) -> Any:
+            entry: dict[str, Any] = {"fn": name, "args": [self._arg(a) for a in args]}
+            self.calls.append(entry)
+            try:
+                answer = real(*args)
+            except pynvml.NVMLError as exc:
+                entry["error"] = int(exc.value)
+                raise
+            except Exception as exc:
+                entry["exception"] = [type(exc).__name__, str(exc)]
+                raise
+            finally:
+                filled = [plain(a._obj) for a in args if isinstance(a, _CArg)]
+                if filled:
+                    entry["filled"] = filled
+            if name == "nvmlDeviceGetHandleByIndex":
+                self._handles[_handle_address(answer)] = int(args[0])
+                entry["answer"] = {"handle": int(args[0])}
+            else:
+                entry["answer"] = plain(answer)
+            return answer
+
+        return call
+
+
+def _handle_address(value: Any) -> int | None:
+    try:
+        return ctypes.addressof(value.contents)
+    except (AttributeError, TypeError, ValueError):
+        return None
+
+
+class ReplayHandle:
+    def __init__(self, index: int) -> None:
+        self.index = index
+
+    def __repr__(self) -> str:
+        return f"<replayed handle of GPU {self.index}>"
+
+
+class Replay:
+    """A pynvml-like module answering from a recording (see the module docstring)."""
+
+    def __init__(self, calls: list[dict[str, Any]]) -> None:
+        self._answers: dict[tuple[str, str], deque[dict[str, Any]]] = defaultdict(deque)
+        for entry in calls:
+            self._answers[(entry["fn"], repr(entry["args"]))].append(entry)
+        self.asked: list[str] = []
+
+    def _key_arg(self, arg: Any) -> Any:
+        if isinstance(arg, _CArg):
+            return f"byref:{type(arg._obj).__name__}"
+        if isinstance(arg, ReplayHandle):
+            return {"gpu": arg.index}
+        return plain(arg)
+
+    def __getattr__(self, name: str) -> Any:
+        if not name.startswith("nvml") or not callable(getattr(pynvml, name, None)) \
+                or isinstance(getattr(pynvml, name), type):
+            return getattr(pynvml, name)
+
+        def call(*args: Any) -> Any:
+            key = (name, repr([self._key_arg(a) for a in args]))
+            self.asked.append(name)
+            queue = self._answers.get(key)
+            if not queue:
+                raise NotRecorded(f"{name}{key[1]} was not asked of the real driver")
+            entry = queue[0] if len(queue) == 1 else queue.popleft()
+            for arg, filled in zip([a for a in args if isinstance(a, _CArg)], entry.get("filled", [])):
+                _fill(arg._obj, filled)
+            if "error" in entry:
+                raise pynvml.NVMLError(entry["error"])
+            if "exception" in entry:
+                kind, text = entry["exception"]
+                raise {"TypeError": TypeError, "AttributeError": AttributeError}.get(kind, RuntimeError)(text)
+            if name == "nvmlDeviceGetHandleByIndex":
+                return ReplayHandle(entry["answer"]["handle"])
+            return _revived(entry["answer"])
+
+        return call
+
+
+def _fill(struct: Any, filled: dict[str, Any]) -> None:
+    for field, value in filled.items():
+        if field == "__struct__":
+            continue
+        target = getattr(struct, field)
+        if isinstance(target, ctypes.Array):
+            for i, v in enumerate(value[: len(target)]):
+                target[i] = v
+        else:
+            setattr(struct, field, value)
