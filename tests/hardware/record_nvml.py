@@ -8,6 +8,7 @@ that today's code makes the same of them.
 Usage: PYTHONPATH=<repo>:<repo>/tests python3 tests/hardware/record_nvml.py OUT.json
 """
 import json
+from importlib.metadata import version as _version
 import sys
 
 import pynvml
@@ -22,7 +23,7 @@ def main() -> None:
     topology = probe(nvml=recorder)
     health = read_nvml_health(nvml=recorder)
     data = {"calls": recorder.calls, "topology": topology.to_dict(), "nvml_health": repr(health),
-            "nvidia_ml_py": getattr(pynvml, "__version__", None)}
+            "nvidia_ml_py": _version("nvidia-ml-py")}
     with open(sys.argv[1], "w") as out:
         json.dump(data, out, indent=1)
         out.write("\n")

@@ -9,7 +9,7 @@ from doctor_trees import two_gpus_under_root_ports
 from gputopo.analysis.doctor import doctor
 from gputopo.sources.doctor_input import evidence_from_files, evidence_of_host
 
-H200 = REPO / "tests/fixtures/hardware/2026-11-26-h200-firecracker"
+H200 = REPO / "tests/fixtures/hardware/2026-11-26-h200-firecracker-run2"
 
 
 def _vm_finding(report):

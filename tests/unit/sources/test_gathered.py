@@ -10,7 +10,7 @@ from conftest import REPO
 from gputopo.sources.doctor_input import evidence_from_files
 from gputopo.sources.registry import read_file
 
-H200 = REPO / "tests/fixtures/hardware/2026-11-26-h200-firecracker"
+H200 = REPO / "tests/fixtures/hardware/2026-11-26-h200-firecracker-run2"
 
 
 def test_each_gathered_output_is_read_as_its_own_file_and_merged():
