@@ -155,45 +155,99 @@ def _new_file_mode() -> int:
 
 
 def atomic_write_text(path: str | os.PathLike[str], text: str) -> Path:
-    """Write ``text`` (UTF-8) to the regular file ``path`` via a temporary file and an atomic rename.
+    """``atomic_write_bytes`` of ``text`` in UTF-8."""
+    return atomic_write_bytes(path, text.encode("utf-8"))
+
+
+def atomic_write_bytes(path: str | os.PathLike[str], data: bytes) -> Path:
+    """Write ``data`` to the regular file ``path`` via a temporary file and an atomic rename.
 
     Readers see either the old file or the complete new one, never a partial write. Returns
     ``path`` as given. Raises ``InputError`` for a target that is not a regular file (nothing is
-    touched) and ``OutputError`` when the write itself fails (the old file stays as it was)."""
+    touched) and ``OutputError`` when the write itself fails (the old file stays as it was).
+
+    Checked once, then held: the target's folder is resolved when checked (``write_target``) and
+    opened one name at a time without following links (``_open_folder``), and the temporary file,
+    the rename and the clean-up all work relative to that open folder. A folder on the path swapped
+    for a link after the check (to send root's write elsewhere) fails the write instead."""
     target = write_target(path)
     given = Path(path)
     folder = target.parent if str(target.parent) else Path(".")
+    resolved = Path(os.path.realpath(folder))  # what was checked: every link on the way followed now
     try:
-        old = os.stat(target)
+        dir_fd = _open_folder(resolved)
+    except OSError as exc:
+        raise OutputError(f"cannot write {given}: folder {folder} changed or cannot be opened "
+                          f"({exc.strerror or exc})") from None
+    try:
+        _write_in_folder(dir_fd, target.name, data, given)
+    finally:
+        os.close(dir_fd)
+    return given
+
+
+def _open_folder(folder: Path) -> int:
+    """A descriptor of the absolute, link-free ``folder``, opened from ``/`` one name at a time with
+    ``O_NOFOLLOW``: a name that has become a link since it was resolved fails (ELOOP)."""
+    flags = os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC
+    fd = os.open("/", flags)
+    try:
+        for name in folder.parts[1:]:
+            next_fd = os.open(name, flags | os.O_NOFOLLOW, dir_fd=fd)
+            os.close(fd)
+            fd = next_fd
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
+
+
+def _create_temp(dir_fd: int, name: str) -> tuple[int, str]:
+    """A new temporary file beside ``name`` in the open folder (never an existing one, never a link)."""
+    import secrets  # here, not at the top: reading commands never need it
+
+    for _ in range(100):
+        tmp_name = f".{name}.{secrets.token_hex(6)}.tmp"
+        try:
+            fd = os.open(tmp_name, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600,
+                         dir_fd=dir_fd)
+        except FileExistsError:
+            continue
+        return fd, tmp_name
+    raise OSError(17, "no free temporary file name")
+
+
+def _write_in_folder(dir_fd: int, name: str, data: bytes, given: Path) -> None:
+    try:
+        old = os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
     except FileNotFoundError:
         old = None
-    import tempfile  # here, not at the top: reading commands (scan, recommend) never need it
-
+    if old is not None and not stat.S_ISREG(old.st_mode):  # swapped since it was checked
+        raise OutputError(f"cannot write {given}: it changed to {_kind_of(old.st_mode)} while being written")
     try:
-        fd, tmp_name = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=folder)
+        fd, tmp_name = _create_temp(dir_fd, name)
     except OSError as exc:
         raise OutputError(f"cannot write {given}: {exc.strerror or exc}") from None
     try:
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+        with os.fdopen(fd, "wb") as handle:
             os.fchmod(handle.fileno(), stat.S_IMODE(old.st_mode) if old else _new_file_mode())
             if old is not None and (old.st_uid, old.st_gid) != (os.geteuid(), os.getegid()):
                 try:  # root replacing someone else's file keeps it theirs; others cannot, and need not
                     os.fchown(handle.fileno(), old.st_uid, old.st_gid)
                 except OSError:
                     pass
-            handle.write(text)
+            handle.write(data)
             handle.flush()
             os.fsync(handle.fileno())
-        os.replace(tmp_name, target)
+        os.replace(tmp_name, name, src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
     except BaseException as exc:
         try:
-            os.unlink(tmp_name)
+            os.unlink(tmp_name, dir_fd=dir_fd)
         except FileNotFoundError:
             pass
         if isinstance(exc, OSError):
             raise OutputError(f"cannot write {given}: {exc.strerror or exc}") from None
         raise
-    return given
 
 
 # --- files in folders others may write (checkpoint folders) -------------------------------------

@@ -115,10 +115,12 @@ def gather_command(
     import os
     import sys
 
-    from gputopo.fileio import write_target
+    from gputopo.fileio import atomic_write_bytes, write_target
     from gputopo.sources.gather import gather
     from gputopo.views.common import err
 
+    if output != "-":
+        write_target(output)  # refuse a bad target before packing
     buffer = io.BytesIO()
     packer = gather(buffer, root=root or "/", env=dict(os.environ), smi=None if no_smi else "nvidia-smi")
     data = buffer.getvalue()
@@ -126,23 +128,6 @@ def gather_command(
         sys.stdout.buffer.write(data)
         sys.stdout.buffer.flush()
     else:
-        _write_bytes(write_target(output), data)
+        atomic_write_bytes(output, data)
     err().print(f"gather: {packer.files} files, {len(data)} bytes compressed"
                 + (f"; left out {len(packer.skipped)}" if packer.skipped else ""), markup=False, highlight=False)
-
-
-def _write_bytes(path, data: bytes) -> None:
-    """Write ``data`` to ``path`` through a temporary file in the same folder (never half-written)."""
-    import os
-    import tempfile
-
-    from gputopo.errors import OutputError
-
-    folder = os.path.dirname(os.path.abspath(path)) or "."
-    try:
-        fd, tmp = tempfile.mkstemp(dir=folder, prefix=".gputopo-gather-")
-        with os.fdopen(fd, "wb") as out:
-            out.write(data)
-        os.replace(tmp, path)
-    except OSError as exc:
-        raise OutputError(f"cannot write {os.fspath(path)!r}: {exc.strerror or exc}") from None

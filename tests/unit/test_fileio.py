@@ -26,7 +26,7 @@ def test_writing_onto_a_folder_is_one_input_error(tmp_path):
 
 
 def test_an_os_error_while_writing_is_an_input_error_and_leaves_no_temp_file(tmp_path, monkeypatch):
-    def refuse(src, dst):
+    def refuse(src, dst, **dir_fds):
         raise OSError(errno.EACCES, "Permission denied")
 
     monkeypatch.setattr(os, "replace", refuse)
@@ -36,12 +36,14 @@ def test_an_os_error_while_writing_is_an_input_error_and_leaves_no_temp_file(tmp
 
 
 def test_a_folder_where_no_temp_file_can_be_made_is_an_input_error(tmp_path, monkeypatch):
-    import tempfile
+    real_open = os.open
 
-    def refuse(**kwargs):
-        raise OSError(errno.EROFS, "Read-only file system")
+    def refuse(name, flags, *args, **kwargs):
+        if flags & os.O_CREAT:
+            raise OSError(errno.EROFS, "Read-only file system")
+        return real_open(name, flags, *args, **kwargs)
 
-    monkeypatch.setattr(tempfile, "mkstemp", refuse)
+    monkeypatch.setattr(os, "open", refuse)
     with pytest.raises(InputError, match="Read-only file system"):
         atomic_write_text(tmp_path / "out.json", "x")
 
@@ -140,6 +142,45 @@ def test_a_full_disk_is_an_output_error_and_keeps_the_old_file(tmp_path, monkeyp
     assert caught.value.exit_code == EXIT_ENVIRONMENT
     assert target.read_text() == "old"
     assert [p.name for p in tmp_path.iterdir()] == ["out.json"]
+
+
+def test_a_folder_swapped_for_a_link_after_the_check_does_not_send_the_write_elsewhere(tmp_path, monkeypatch):
+    """The race ``protected_link`` alone left open: between the check and the write, a folder on the
+    path becomes a link to another folder (an attacker's, or /etc). The write now fails there."""
+    import gputopo.fileio as fileio
+
+    work, elsewhere = tmp_path / "work", tmp_path / "elsewhere"
+    work.mkdir()
+    elsewhere.mkdir()
+    real_open_folder = fileio._open_folder
+
+    def swap_then_open(folder):  # the window: the path checked and resolved, the folder not yet open
+        work.rename(tmp_path / "work.moved")
+        (tmp_path / "work").symlink_to(elsewhere)
+        return real_open_folder(folder)
+
+    monkeypatch.setattr(fileio, "_open_folder", swap_then_open)
+    with pytest.raises(OutputError, match=r"cannot write .*plan.json: folder .*work changed or cannot be opened"):
+        atomic_write_text(work / "plan.json", "x")
+    assert list(elsewhere.iterdir()) == [] and list((tmp_path / "work.moved").iterdir()) == []
+
+
+def test_a_file_swapped_for_a_fifo_after_the_check_is_not_replaced(tmp_path, monkeypatch):
+    import gputopo.fileio as fileio
+
+    target = tmp_path / "plan.json"
+    target.write_text("old")
+    real_open_folder = fileio._open_folder
+
+    def swap_then_open(folder):
+        target.unlink()
+        os.mkfifo(target)
+        return real_open_folder(folder)
+
+    monkeypatch.setattr(fileio, "_open_folder", swap_then_open)
+    with pytest.raises(OutputError, match="changed to a named pipe"):
+        atomic_write_text(target, "new")
+    assert stat.S_ISFIFO(os.lstat(target).st_mode) and [p.name for p in tmp_path.iterdir()] == ["plan.json"]
 
 
 # --- reading: bounded, byte-order marks, pipes ---------------------------------------------------
