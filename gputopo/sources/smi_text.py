@@ -22,6 +22,7 @@ from typing import Any
 
 from gputopo.errors import InputError
 from gputopo.model import (
+    MAX_NVLINKS_PER_PAIR,
     P2P_OK,
     PCIE_PATHS,
     Gpu,
@@ -29,6 +30,7 @@ from gputopo.model import (
     NicLink,
     ReadingNote,
     Topology,
+    is_known_link_type,
 )
 from gputopo.notation import ascii_int, format_cpu_list, parse_cpu_list
 from gputopo.sources.smi_text_links import gpu_links
@@ -153,7 +155,13 @@ def _cell_word(matrix: _Matrix, row: str, column: str, source: str) -> str:
     word = cell.upper()
     if word == "SOC":  # nvidia-smi before 2017 (r384) said SOC for what is now SYS
         word = "SYS"
-    if word == SELF_WORD or word in LINK_WORDS or NV_RE.match(word):
+    nv = NV_RE.match(word)
+    if nv and not is_known_link_type(word):  # the snapshot loader refuses it too: one rule, model.words
+        raise InputError(
+            f"{source} line {line_no}: {cells[position]!r} between {row} and {column} is not a count of "
+            f"NVLinks a pair of GPUs can have (NV1 to NV{MAX_NVLINKS_PER_PAIR})"
+        )
+    if word == SELF_WORD or word in LINK_WORDS or nv:
         if len(_WORDS_SEEN) < 1024:
             _WORDS_SEEN[cell] = word
         return word

@@ -12,7 +12,7 @@ from __future__ import annotations
 import itertools
 from collections.abc import Callable
 
-from gputopo.model import Link, nvlink_count_of
+from gputopo.model import Link, is_known_link_type, nvlink_count_of
 from gputopo.sources.smi_text_matrix import LINK_WORDS, NV_RE, SELF_WORD, _Matrix
 
 
@@ -55,5 +55,6 @@ def row_words(matrix: _Matrix, columns: list[str]) -> dict[str, list[str | None]
     for cell in set(itertools.chain.from_iterable(cells.values())):
         word = cell.upper()
         word = "SYS" if word == "SOC" else word  # nvidia-smi before 2017 (r384) said SOC for what is now SYS
-        normal[cell] = word if word == SELF_WORD or word in LINK_WORDS or NV_RE.match(word) else None
+        known = word == SELF_WORD or word in LINK_WORDS or (NV_RE.match(word) and is_known_link_type(word))
+        normal[cell] = word if known else None  # NV0, NV65: the careful reading says why not
     return {column: list(map(normal.__getitem__, row)) for column, row in cells.items()}

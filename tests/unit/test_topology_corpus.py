@@ -226,3 +226,31 @@ def test_numa_distances_prefer_nearer_nodes_where_sockets_are_unknown() -> None:
     rec = recommend(topology, gpus=4)
     assert rec.best.gpus == [0, 1, 2, 3]
     assert "nearer NUMA nodes (kernel distance 12 instead of 32)" in rec.best.reason
+
+
+def _every_readable_capture() -> list[str]:
+    from gputopo.sources.registry import read_file
+
+    names = []
+    for path in sorted(OWN_FIXTURES.rglob("*")):
+        if path.is_file() and path.suffix != ".md" and path.name != "EXPECTED.json":
+            try:
+                read_file(str(path))
+            except InputError:
+                continue
+            names.append(str(path.relative_to(OWN_FIXTURES)))
+    return names
+
+
+def test_every_capture_a_reader_reads_saves_to_a_snapshot_that_loads_back():
+    """What a reader makes of real input must be what the snapshot loader accepts (one set of rules
+    in gputopo.model): `scan --from X --save S` then `scan --from S` never fails on S."""
+    from gputopo.sources.registry import read_file
+    from gputopo.sources.snapshot import parse_snapshot, snapshot_json
+
+    names = _every_readable_capture()
+    assert len(names) >= 100
+    for name in names:
+        topology = read_file(str(OWN_FIXTURES / name))
+        again = parse_snapshot(snapshot_json(topology), name)
+        assert [(l.a, l.b, l.type) for l in again.links] == [(l.a, l.b, l.type) for l in topology.links], name

@@ -12,6 +12,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from gputopo.errors import InputError
+from gputopo.model import MAX_NVLINKS_PER_PAIR
 from gputopo.notation import parse_cpu_list
 from gputopo.sources.smi_text import parse_topo_matrix
 
@@ -414,3 +415,21 @@ def test_underline_escape_without_its_esc_byte():
     assert len(topology.gpus) == 8 and [g.gpu_numa_id for g in topology.gpus] == [None] * 8
     assert topology.nics[-1].device == "mlx5_bond_0"
     assert _repairs(topology)["bare-escapes"] == {"repair": "bare-escapes"}
+
+
+@settings(max_examples=60, deadline=None)
+@given(count=st.one_of(st.integers(0, 70), st.integers(0, 10**30)))
+def test_an_nvlink_count_is_read_only_where_a_saved_snapshot_loads_it_back(count):
+    """One rule for NV<n> (model.words): a cell the snapshot loader would refuse (NV0, NV65,
+    NV99999999999) is refused by the reader with one line, not read and then saved unreadable."""
+    from gputopo.sources.snapshot import parse_snapshot, snapshot_json
+
+    text = (f"\tGPU0\tGPU1\tCPU Affinity\tNUMA Affinity\nGPU0\t X \tNV{count}\t0-15\t0\n"
+            f"GPU1\tNV{count}\t X \t0-15\t0\n")
+    if 1 <= count <= MAX_NVLINKS_PER_PAIR:
+        topology = parse_topo_matrix(text, "t")
+        again = parse_snapshot(snapshot_json(topology), "saved")
+        assert [(l.type, l.nvlink_count) for l in again.links] == [(f"NV{count}", count)]
+    else:
+        with pytest.raises(InputError, match=r"is not a count of NVLinks a pair of GPUs can have \(NV1 to NV64\)"):
+            parse_topo_matrix(text, "t")
