@@ -24,7 +24,7 @@ Codes (the facts of each: where its source makes it):
   only say the GPU or driver does not have it);
 - TensorFlow logs (``sources.tflog*``, ``tf_init``): ``tf-log-cut`` (every cut place in one, each
   in ``tf_cut_words``), ``tf-log-startups``, ``tf-gpus-implied``, ``tf-log-contradiction``
-  (warning), ``tf-peer-unknown``, ``tf-no-gpu-reason``.
+  (warning), ``tf-peer-unknown``, ``tf-peer-walk-order``, ``tf-no-gpu-reason``.
 """
 
 from __future__ import annotations
@@ -384,6 +384,15 @@ def _tf_peer_unknown(facts: dict[str, Any], gpus: list[int]) -> Words:
     return "info", f"TensorFlow logs only the pairs that cannot peer, but {why}, so whether {shown} can peer is unknown", None
 
 
+def _tf_peer_walk_order(facts: dict[str, Any], gpus: list[int]) -> Words:
+    i, j = facts["last"]
+    after = ("and the walk's end is in the log" if facts["complete"]
+             else f"the log is cut after {i}->{j}, so pairs after it are unknown")
+    return "info", (f"which pairs can peer is inferred from the order of TensorFlow's 'cannot peer' lines: it "
+                    f"walks every ordered pair of its {facts['gpus']} GPUs source by source and logs only those "
+                    f"that cannot peer, so the pairs it passed without a line could peer; {after}"), None
+
+
 def _tf_no_gpu_reason(facts: dict[str, Any], gpus: list[int]) -> Words:
     return "info", f"TensorFlow said: {facts['said']}", None
 
@@ -408,6 +417,7 @@ _WORDINGS: dict[str, Callable[[dict[str, Any], list[int]], Words]] = {
     "tf-gpus-implied": _tf_gpus_implied,
     "tf-log-contradiction": _tf_log_contradiction,
     "tf-peer-unknown": _tf_peer_unknown,
+    "tf-peer-walk-order": _tf_peer_walk_order,
     "tf-no-gpu-reason": _tf_no_gpu_reason,
 }
 

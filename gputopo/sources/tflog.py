@@ -80,7 +80,8 @@ def parse_tf_log(text: str, source: str, run: int | None = None) -> TfView:
     """
     if "\x00" in text:
         raise InputError(f"TensorFlow log {source} is binary, not text")
-    events = scan_lines(text.replace("\r\n", "\n").replace("\r", "\n"))
+    text = text.replace("\r\n", "\n").replace("\r", "\n")
+    events = scan_lines(text)
     startups = [s for s in split_startups(events) if _names_any_gpu(s)]
     if not startups:
         raise InputError(
@@ -95,7 +96,7 @@ def parse_tf_log(text: str, source: str, run: int | None = None) -> TfView:
     else:
         held = "one TensorFlow start-up" if len(startups) == 1 else f"{len(startups)} TensorFlow start-ups (1-{len(startups)})"
         raise InputError(f"--tf-run {run}: {source} holds {held}")
-    view = view_of_startup(startups[index], source)
+    view = view_of_startup(startups[index], source, text.split("\n"))
     view.startups, view.startup = len(startups), index + 1
     if len(startups) > 1:
         view.reading_notes.insert(0, _startups_note(startups, index, run))

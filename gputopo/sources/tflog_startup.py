@@ -34,6 +34,7 @@ from gputopo.sources.tflog_lines import (
     LogEvent,
 )
 from gputopo.sources.tflog_matrix import TF_LOG_CUT, PeerMatrix, apply_matrix
+from gputopo.sources.tflog_order import infer_from_walk_order, walk_facts
 from gputopo.sources.tflog_runs import StartUp
 
 ERA_TF0 = "tf0-gpu-init"
@@ -80,8 +81,9 @@ class _Facts:
         return named
 
 
-def view_of_startup(startup: StartUp, source: str) -> TfView:
-    """One start-up's events -> TfView (``InputError`` when no plausible ordinal is left)."""
+def view_of_startup(startup: StartUp, source: str, lines: list[str] | None = None) -> TfView:
+    """One start-up's events -> TfView (``InputError`` when no plausible ordinal is left); ``lines``:
+    the log's lines, for what the order of its "cannot peer" lines says (``tflog_order``)."""
     facts = _collect(startup)
     named = _drop_implausible(facts)
     if not named:
@@ -100,6 +102,8 @@ def view_of_startup(startup: StartUp, source: str) -> TfView:
         facts.devices.setdefault(o, TfDevice(ordinal=o))
     _note_devices_not_created(startup, facts)
     inferred = _infer_unnamed_pairs(facts.denied, facts.matrices, facts.notes, sorted(named), peer)
+    if not inferred and lines is not None and not facts.matrices:
+        inferred = _infer_from_walk(startup, lines, named, peer, facts.notes)
     count, at_least = _gpu_count(startup, facts)
     if at_least and count > len(facts.devices):
         facts.notes.append(ReadingNote("tf-gpus-implied", {"count": count, "named": sorted(facts.devices)}))
@@ -246,6 +250,27 @@ def _infer_unnamed_pairs(
     notes.append(ReadingNote("tf-peer-unknown", {"cut": cut, "missing": missing, "pairs": [list(p) for p in unnamed]},
                              sorted({o for pair in unnamed for o in pair})))
     return False
+
+
+def _infer_from_walk(startup: StartUp, lines: list[str], named: set[int], peer: list[list[bool | None]],
+                     notes: list[ReadingNote]) -> bool:
+    """``tflog_order``'s inference where the whole-log rule could not be made: what it proves, named
+    as an inference in a note, and the ``tf-peer-unknown`` note narrowed to what is still unknown."""
+    walk = walk_facts(startup.events, lines)
+    if walk is None or not infer_from_walk_order(startup.events, lines, named, peer):
+        return False
+    notes.append(ReadingNote("tf-peer-walk-order", walk, sorted(named)))
+    for k, note in enumerate(notes):
+        if note.code == "tf-peer-unknown":
+            left = [[a, b] for a, b in note.facts["pairs"] if peer[a][b] is None and peer[b][a] is None]
+            if left:
+                cut = note.facts["cut"] or not walk["complete"]
+                notes[k] = ReadingNote("tf-peer-unknown", {**note.facts, "pairs": left, "cut": cut},
+                                       sorted({o for p in left for o in p}))
+            else:
+                del notes[k]
+            break
+    return True
 
 
 def _note_devices_not_created(startup: StartUp, facts: _Facts) -> None:
