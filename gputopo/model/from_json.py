@@ -45,16 +45,17 @@ def _build_checked(cls: type, data: Any, path: str = "") -> Any:
     for f in dataclasses.fields(cls):
         where = f"{path}.{f.name}" if path else f.name
         if f.name in data:
-            kwargs[f.name] = _value(data[f.name], _field_types(cls)[f.name], where)
+            kwargs[f.name] = _value(data[f.name], _field_types(cls)[f.name], where, f.name in FREE_TEXT_FIELDS)
         elif f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING:
             raise ValueError(f"{where}: missing")
     return cls(**kwargs)
 
 
-def _value(value: Any, hint: Any, where: str) -> Any:
+def _value(value: Any, hint: Any, where: str, free: bool = False) -> Any:
     """A JSON ``value`` as the annotation ``hint`` wants it (nested dataclasses built), else a
     ``ValueError`` naming ``where``. NaN, Infinity and 1e400 (read as infinity) are no figures, and
-    integers are 64-bit."""
+    integers are 64-bit. ``free``: the value is (in) a free-text field, by the field's name; a
+    dictionary's values never are, whatever their keys say (a key "message" names no field)."""
     expected, origin = hint, typing.get_origin(hint)
     if origin in (typing.Union, types.UnionType):
         if value is None and type(None) in typing.get_args(hint):
@@ -62,7 +63,7 @@ def _value(value: Any, hint: Any, where: str) -> Any:
         (hint,) = [arg for arg in typing.get_args(hint) if arg is not type(None)]  # our unions: X | None
         origin = typing.get_origin(hint)
     if origin is list and isinstance(value, list):
-        return [_value(v, typing.get_args(hint)[0], f"{where}[{k}]") for k, v in enumerate(value)]
+        return [_value(v, typing.get_args(hint)[0], f"{where}[{k}]", free) for k, v in enumerate(value)]
     if origin is dict and isinstance(value, dict):
         return {check_text(k, f"{where} key"): _value(v, typing.get_args(hint)[1], f"{where}.{k}")
                 for k, v in value.items()}
@@ -74,7 +75,7 @@ def _value(value: Any, hint: Any, where: str) -> Any:
     if hint in (int, float) and is_number and isinstance(value, int) and not -(2**63) <= value < 2**63:
         # (a figure too: math.isfinite(10**400) raises OverflowError)
         raise ValueError(f"{where}: {shown(value)} is out of range")
-    if hint is str and isinstance(value, str) and where.rsplit(".", 1)[-1].split("[", 1)[0] not in FREE_TEXT_FIELDS:
+    if hint is str and isinstance(value, str) and not free:
         check_text(value, where)
     if (
         (hint is float and is_number and math.isfinite(value))

@@ -98,3 +98,13 @@ def test_malformed_numa_distances_are_refused(field, value):
     data[field] = value
     with pytest.raises(ValueError, match="numa_distances"):
         Topology.from_dict(data)
+
+
+@pytest.mark.parametrize("key", ["message", "fix", "evidence", "x.message", "NCCL_P2P_LEVEL"])
+def test_a_dictionary_value_is_one_line_whatever_its_key_is_called(key):
+    """nccl.settings is a dictionary of NCCL variables: a key named like a free-text field
+    ("message") does not make its value free text (a terminal escape got in that way)."""
+    data = load_reference("dgx-h100").to_dict()
+    data["nccl"] = {"settings": {key: "1\x1b[2J"}}
+    with pytest.raises(ValueError, match=r"nccl\.settings\..*control character|nccl\.settings\..*one line"):
+        Topology.from_dict(data)
