@@ -28,8 +28,9 @@ def nvml_checks(evidence: HealthEvidence, report: DoctorReport) -> None:
     nvml = evidence.nvml
     report.check("nvml", "ok", f"{len(nvml.gpus)} GPU(s)")
     nvlinked = nvml.nvlink_pairs()
+    in_vm = evidence.host is not None and evidence.host.is_vm
     for gpu in nvml.gpus:
-        _nvlinks(gpu, nvml, report)
+        _nvlinks(gpu, nvml, report, in_vm)
         _fabric(gpu, report)
         if evidence.paths.get(gpu.pci_bus_id or "") is None:  # sysfs did not place it (a container)
             _pcie(gpu, report, nvlinked)
@@ -40,12 +41,28 @@ def _bdf(gpu: GpuNvmlHealth) -> str:
     return gpu.pci_bus_id or f"index {gpu.index}"
 
 
-def _nvlinks(gpu: GpuNvmlHealth, nvml: NvmlHealth, report: DoctorReport) -> None:
+def _nvlinks(gpu: GpuNvmlHealth, nvml: NvmlHealth, report: DoctorReport, in_vm: bool = False) -> None:
+    """Some NVLinks up and some down: on bare metal a bridge, a link or the board. In a VM that holds
+    fewer than 8 GPUs, most often the links to the board's GPUs the VM was not given (down by design:
+    4 of an 8-GPU V100 board, say), so said as a question; a VM with 8 or more holds a whole direct-NVLink
+    board (they have at most 8 GPUs), and a down link there is a fault as on bare metal."""
     if not gpu.nvlinks:
         return
     down = [link.link for link in gpu.nvlinks if link.active is False]
     active = [link for link in gpu.nvlinks if link.active]
-    if down and active:
+    if down and active and in_vm and len(nvml.gpus) < 8:
+        report.add(Finding(
+            "info", "nvlink-inactive",
+            f"{report.label(_bdf(gpu))} has {len(down)} of {len(gpu.nvlinks)} NVLinks inactive "
+            f"(link {and_list([str(n) for n in down])}). This is a virtual machine: links to GPUs of the same "
+            "board that this VM was not given are inactive by design, so this is a fault only if this instance "
+            "type should have them up (inferred: NVML does not say where an inactive link leads).",
+            gpus=[gpu.index],
+            evidence=[f"nvmlDeviceGetNvLinkState(GPU {gpu.index}, link {n}): inactive" for n in down[:6]],
+            effect="none if by design; else the NVLink bandwidth of pairs with this GPU",
+            fix="compare `nvidia-smi nvlink -s` with another instance of the same type; if its links are up, "
+                "ask the provider"))
+    elif down and active:
         report.mark_gpu(_bdf(gpu), "nvlink-down")
         for other in nvml.gpus:
             if other.index != gpu.index and other.pci_bus_id and gpu.pci_bus_id:

@@ -346,3 +346,24 @@ def test_acs_spares_pairs_joined_by_nvlink(tmp_path):
     acs = [f for f in report.findings if f.code == "acs-redirect"]
     assert len(acs) == 2 and "joined by NVLink" in acs[0].effect
     assert ("0000:41:00.0", "0000:61:00.0") not in report.pair_problems
+
+
+def test_nvml_inactive_nvlinks_in_a_vm_are_a_question_not_a_fault(tmp_path):
+    """A VM given some GPUs of an NVLink board: links to the GPUs it was not given are down by design."""
+    _nvml_host(tmp_path).proc("cpuinfo", "processor\t: 0\nflags\t\t: fpu hypervisor sse\n")
+    four = load_reference("dgx1")
+    four.gpus = four.gpus[:4]  # a VM given 4 of the board's 8 GPUs
+    four.links = [link for link in four.links if link.b < 4]
+    report = _report(tmp_path, nvml=FakeNvml(four, inactive_links={2: 2}))
+    inactive = next(f for f in report.findings if f.code == "nvlink-inactive")
+    assert inactive.severity == "info" and inactive.gpus == [2] and "2 of 6" in inactive.message
+    assert "virtual machine" in inactive.message and "inferred" in inactive.message
+    assert "nvlink-down" not in report.gpu_problems.get(four.gpu(2).pci_bus_id, set())
+
+
+def test_nvml_inactive_nvlinks_in_a_vm_holding_a_whole_8_gpu_board_are_a_fault(tmp_path):
+    """Azure NDv2 gives a VM all 8 V100s of the board (Azure/azhpc-diagnostics#73): no link leads out."""
+    _nvml_host(tmp_path).proc("cpuinfo", "processor\t: 0\nflags\t\t: fpu hypervisor sse\n")
+    report = _report(tmp_path, nvml=FakeNvml(load_reference("dgx1"), inactive_links={2: 2}))
+    inactive = next(f for f in report.findings if f.code == "nvlink-inactive")
+    assert inactive.severity == "warning" and "virtual machine" not in inactive.message
