@@ -1,8 +1,9 @@
 """``scan --from box.tar.gz``: the topology in a ``gputopo gather`` archive.
 
 The archive's ``gputopo/nvidia-smi/topo-m.txt`` (and ``topo-p2p-r.txt`` where present) is read
-through the registry like any pasted text; the host's files packed beside it then add what sysfs
-tells the live probe: CPU sockets, NUMA distances, RDMA NICs and their paths to the GPUs.
+through the registry like any pasted text, and its ``nvidia-smi -q`` (``q.txt``) merged in
+(``smi_q.with_gathered_q``: names, bus ids, memory, PCIe links); the host's files packed beside it
+then add what sysfs tells the live probe: CPU sockets, NUMA distances, RDMA NICs and their paths to the GPUs.
 The archive is unpacked safely (``gputopo.sources.archive``) and removed afterwards.
 """
 
@@ -18,6 +19,7 @@ from gputopo.sources.archive import unpacked
 from gputopo.sources.sysfs import add_host_locality
 
 SMI_OUTPUTS = ("gputopo/nvidia-smi/topo-m.txt", "gputopo/nvidia-smi/topo-p2p-r.txt")
+SMI_Q = "gputopo/nvidia-smi/q.txt"
 
 
 def read_gathered(path: str, read_text: Callable[[str, str], Topology]) -> Topology:
@@ -31,6 +33,11 @@ def read_gathered(path: str, read_text: Callable[[str, str], Topology]) -> Topol
             raise InputError(f"{label} holds no `nvidia-smi topo -m` output (gathered where nvidia-smi was missing "
                              "or failed); `gputopo doctor --from` still reads its host files")
         topology = read_text("\n".join(texts), f"{label}:{SMI_OUTPUTS[0]}")
+        if os.path.isfile(os.path.join(root, SMI_Q)):
+            from gputopo.sources.smi_q import with_gathered_q
+
+            q_text = read_text_input(os.path.join(root, SMI_Q), "gathered nvidia-smi output")
+            topology = with_gathered_q(topology, q_text, f"{label}:{SMI_Q}")
         add_host_locality(topology, root)
     topology.source_detail = label
     return topology
