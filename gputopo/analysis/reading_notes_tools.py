@@ -8,7 +8,10 @@
 - ``nvbandwidth-wrong-data``: nvbandwidth stopped at its pattern check: a copy delivered wrong bytes
   (a warning; "GPU-to-GPU" only where every stopped test was a device-to-device one);
 - ``nccl-gpus-by-bus-id``: an NCCL log numbers GPUs by the ranks' bus ids (inferred);
-- ``nccl-xml-cut``: an NCCL topology XML cut short, read up to its last whole tag.
+- ``nccl-xml-cut``: an NCCL topology XML cut short, read up to its last whole tag;
+- ``nvidia-smi -q`` (``sources.smi_q``): ``smi-q-gpus-not-listed`` (``Attached GPUs`` says more than
+  the text lists), ``smi-q-unavailable`` (values printed as N/A), ``smi-q-grep-gaps`` (grep's ``--``
+  lines), ``smi-q-gpu-repeated`` (a second block of one bus id), ``smi-q-no-bus-id``.
 """
 
 from __future__ import annotations
@@ -64,10 +67,50 @@ def _nccl_xml_cut(facts: dict[str, Any], gpus: list[int]) -> Words:
              + "; GPUs and NICs after the cut are not in the text"), None)
 
 
+def _smi_q_gpus_not_listed(facts: dict[str, Any], gpus: list[int]) -> Words:
+    return ("info", (f"{facts['source']}: `nvidia-smi -q` says {facts['attached']} GPUs are attached but the text lists "
+            f"{facts['listed']} (run with -i, or cut short): the others are not in the text, and which indices the "
+            "listed ones hold cannot be told, so they are matched to other sources by PCI bus id only"),
+            "paste the whole `nvidia-smi -q` output (without -i)")
+
+
+_FIELD_WORDS = {"name": "name", "memory_total_bytes": "memory total", "pcie_gen_current": "current PCIe generation",
+                "pcie_gen_max": "maximum PCIe generation", "pcie_width_current": "current PCIe width",
+                "pcie_width_max": "maximum PCIe width"}
+
+
+def _smi_q_unavailable(facts: dict[str, Any], gpus: list[int]) -> Words:
+    fields = ", ".join(_FIELD_WORDS.get(name, name) for name in facts["fields"])
+    return ("info", (f"{facts['source']}: `nvidia-smi -q` prints N/A for the {fields} of GPU "
+                     f"{', '.join(map(str, gpus))}: unknown"), None)
+
+
+def _smi_q_grep_gaps(facts: dict[str, Any], gpus: list[int]) -> Words:
+    lines = ", ".join(map(str, facts["lines"])) + ("..." if facts["count"] > len(facts["lines"]) else "")
+    return ("info", (f"{facts['source']}: the `nvidia-smi -q` output was cut by grep ('--' at line{'s' if facts['count'] > 1 else ''} "
+            f"{lines}): what grep left out is unknown"), None)
+
+
+def _smi_q_gpu_repeated(facts: dict[str, Any], gpus: list[int]) -> Words:
+    return ("info", (f"{facts['source']}: line {facts['line']} starts another block of GPU {facts['bus_id']} (a second "
+            f"output of the same GPU, e.g. `nvidia-smi vgpu -q`): read as GPU {gpus[0]}, its first values kept"), None)
+
+
+def _smi_q_no_bus_id(facts: dict[str, Any], gpus: list[int]) -> Words:
+    return ("info", (f"{facts['source']}: the `GPU` line{'s' if len(facts['lines']) > 1 else ''} at line "
+            f"{', '.join(map(str, facts['lines']))} of `nvidia-smi -q` hold no readable PCI bus id: GPU "
+            f"{', '.join(map(str, gpus))} cannot be matched to other sources by bus id"), None)
+
+
 TOOL_WORDINGS: dict[str, Callable[[dict[str, Any], list[int]], Words]] = {
     "cuda-ordinals-only": _cuda_ordinals_only,
     "no-pair-measured": _no_pair_measured,
     "nvbandwidth-wrong-data": _nvbandwidth_wrong_data,
     "nccl-gpus-by-bus-id": _nccl_gpus_by_bus_id,
     "nccl-xml-cut": _nccl_xml_cut,
+    "smi-q-gpus-not-listed": _smi_q_gpus_not_listed,
+    "smi-q-unavailable": _smi_q_unavailable,
+    "smi-q-grep-gaps": _smi_q_grep_gaps,
+    "smi-q-gpu-repeated": _smi_q_gpu_repeated,
+    "smi-q-no-bus-id": _smi_q_no_bus_id,
 }

@@ -1,8 +1,9 @@
 """``scan --from box.tar.gz``: the topology in a ``gputopo gather`` archive.
 
 The archive's ``gputopo/nvidia-smi/topo-m.txt`` (and ``topo-p2p-r.txt`` where present) is read
-through the registry like any pasted text; the host's files packed beside it then add what sysfs
-tells the live probe: CPU sockets, NUMA distances, RDMA NICs and their paths to the GPUs.
+through the registry like any pasted text, and its ``nvidia-smi -q`` (``q.txt``) merged in
+(``smi_q.with_gathered_q``: names, bus ids, memory, PCIe links); the host's files packed beside it
+then add what sysfs tells the live probe: CPU sockets, NUMA distances, RDMA NICs and their paths to the GPUs.
 The archive is unpacked safely (``gputopo.sources.archive``) and removed afterwards.
 """
 
@@ -19,6 +20,7 @@ from gputopo.sources.merge import merge_views
 from gputopo.sources.sysfs import add_host_locality
 
 SMI_OUTPUTS = ("gputopo/nvidia-smi/topo-m.txt", "gputopo/nvidia-smi/topo-p2p-r.txt")
+SMI_Q = "gputopo/nvidia-smi/q.txt"
 
 
 def read_gathered(path: str, read_text: Callable[[str, str], Topology]) -> Topology:
@@ -49,4 +51,10 @@ def read_smi_outputs(root: str, label: str, read_text: Callable[[str, str], Topo
             parts.append(read_text(read_text_input(full, "gathered nvidia-smi output"), names[-1]))
     if not parts:
         return None
-    return parts[0] if len(parts) == 1 else merge_views(parts, names)
+    topology = parts[0] if len(parts) == 1 else merge_views(parts, names)
+    if os.path.isfile(os.path.join(root, SMI_Q)):  # names, bus ids, memory and PCIe links (smi_q)
+        from gputopo.sources.smi_q import with_gathered_q
+
+        q_text = read_text_input(os.path.join(root, SMI_Q), "gathered nvidia-smi output")
+        topology = with_gathered_q(topology, q_text, f"{label}:{SMI_Q}")
+    return topology

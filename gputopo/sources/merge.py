@@ -30,8 +30,9 @@ _UNKNOWN_LINK_TYPE = "UNKNOWN"
 _GPU_FIELDS_NOT_COMPARED = frozenset({"index"})
 _LINK_FIELDS_NOT_COMPARED = frozenset({"a", "b", "measured", "nvlink_count", "health"})
 # Sources that number GPUs in PCI bus order, as NVML does: joined by index without a doubt.
-# (NCCL's topology XML numbers a GPU by ``dev``, its NVML index; ``nvidia-smi nvlink`` by nvidia-smi's.)
-_PCI_ORDER_SOURCES = frozenset({"nvml", "nvidia-smi", "nvidia-smi-nvlink", "nccl-xml", "snapshot", "reference"})
+# (NCCL's topology XML numbers a GPU by ``dev``, its NVML index; ``nvidia-smi nvlink`` and ``-q`` by nvidia-smi's.)
+_PCI_ORDER_SOURCES = frozenset({"nvml", "nvidia-smi", "nvidia-smi-nvlink", "nvidia-smi-q", "nccl-xml", "snapshot",
+                                "reference"})
 _P2P_FIELDS = frozenset({"p2p_read", "p2p_write", "p2p_atomics", "p2p_nvlink"})
 
 

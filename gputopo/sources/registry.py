@@ -59,7 +59,7 @@ def _reader_of(module: str) -> Reader:
 READERS: tuple[Reader, ...] = (
     Reader("nvidia-smi topo -m", _sniff_topo_matrix, _read_topo_matrix),
     *(_reader_of(module) for module in (
-        "smi_p2p", "nccl_xml", "p2pbw", "nvbandwidth", "nvbandwidth_json", "nccl_log", "nccl_tests", "nvlink",
+        "smi_p2p", "nccl_xml", "p2pbw", "nvbandwidth", "nvbandwidth_json", "nccl_log", "nccl_tests", "nvlink", "smi_q",
     )),
 )
 

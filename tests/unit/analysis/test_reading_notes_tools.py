@@ -22,7 +22,9 @@ def _one(notes, code):
 def test_every_tool_note_code_has_words_and_a_severity():
     for code, wording in TOOL_WORDINGS.items():
         severity, message, _ = wording({"source": "s", "tool": "nvbandwidth", "waived": [], "gpu_count": 1,
-                                        "stopped": False, "tests": ["t"], "peer": False, "cut_gpu": None}, [])
+                                        "stopped": False, "tests": ["t"], "peer": False, "cut_gpu": None,
+                                        "attached": 2, "listed": 1, "fields": ["pcie_gen_max"], "lines": [3],
+                                        "count": 1, "line": 3, "bus_id": "0000:01:00.0"}, [0])
         assert severity in ("info", "warning") and message.startswith("s"), code
 
 
@@ -55,3 +57,20 @@ def test_a_cut_nccl_xml_names_the_gpu_whose_nvlink_list_was_cut():
     assert "GPU 0's NVLink list was cut" in finding.message
     whole = _one([ReadingNote("nccl-xml-cut", {"source": "x", "cut_gpu": None})], "nccl-xml-cut")
     assert "NVLink list" not in whole.message
+
+
+def test_q_notes_say_what_the_paste_lacks_in_its_own_terms():
+    """A vGPU host's README: `-q` cut by grep, then `nvidia-smi vgpu -q` repeating the GPU's line."""
+    from gputopo.sources import smi_q
+
+    (path,) = (CORPUS / "smi_q").glob("rtx4088_*")
+    notes = smi_q.read(path.read_text(), "readme").reading_notes
+    assert "cut by grep ('--' at line 27)" in _one(notes, "smi-q-grep-gaps").message
+    repeated = _one(notes, "smi-q-gpu-repeated")
+    assert "line 281 starts another block of GPU 0000:01:00.0" in repeated.message and repeated.gpus == [0]
+    listed = _one([ReadingNote("smi-q-gpus-not-listed", {"source": "q", "attached": 4, "listed": 1})],
+                  "smi-q-gpus-not-listed")
+    assert "4 GPUs are attached but the text lists 1" in listed.message and "without -i" in listed.fix
+    unavailable = _one([ReadingNote("smi-q-unavailable", {"source": "q", "fields": ["pcie_gen_max"]}, [1])],
+                       "smi-q-unavailable")
+    assert unavailable.message == "q: `nvidia-smi -q` prints N/A for the maximum PCIe generation of GPU 1: unknown"
