@@ -87,6 +87,10 @@ def _virtual_machine(topology: Topology) -> list[Finding]:
     evidence = vm_evidence(topology)
     if evidence is None:
         return []
+    if len(topology.gpus) == 1:  # no pair: what the hypervisor hides of the wiring changes nothing
+        return [Finding(severity="info", code="virtual-machine", gpus=topology.gpu_indices, fix=None,
+                        message=f"this looks like a virtual machine ({evidence}) with one GPU: no GPU-to-GPU "
+                                "path is involved")]
     return [
         Finding(
             severity="info",

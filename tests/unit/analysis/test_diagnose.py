@@ -343,3 +343,14 @@ def test_nvswitch_from_text_is_inferred_and_said() -> None:
     assert "nvswitch-fabric" not in {f.code for f in diagnose(nv6)}  # 12 links each: direct or switched
     assert {f.code: f for f in diagnose(nv6)}["nvlink-summary"].message == (
         "NVLink: 3 pairs NV6; whether through NVSwitch or direct, the source does not say")
+
+
+def test_a_vm_with_one_gpu_is_not_told_to_measure_gpu_to_gpu_copies():
+    """The real one-GPU H200 microVM's archive: its -q says Pass-Through, and there is no pair."""
+    from conftest import REPO
+
+    from gputopo.sources.registry import read_file
+
+    topology = read_file(str(REPO / "tests/fixtures/hardware/2026-11-26-h200-firecracker-run2/gather.tar.gz"))
+    [vm] = [f for f in diagnose(topology) if f.code == "virtual-machine"]
+    assert vm.message.endswith("with one GPU: no GPU-to-GPU path is involved") and vm.fix is None
