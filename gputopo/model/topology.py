@@ -13,9 +13,10 @@ import typing
 from typing import Any, Callable, Iterator
 
 from gputopo.model.from_json import build, shown
+from gputopo.model.from_json_kinds import build_kinds
 from gputopo.model.json_text import LARGE_DOCUMENT_VALUES, gc_paused, strict_json_text
 from gputopo.model.link_rows import link_rows
-from gputopo.model.link_table import LinkTable
+from gputopo.model.link_table import KIND_FIELDS, LinkTable
 from gputopo.model.observed import CollectiveRun, NcclView, NvLinkState
 from gputopo.model.parts import Disagreement, Finding, Gpu, Link, Nic, NicLink
 from gputopo.model.reading_notes import ReadingNote, upgrade_legacy
@@ -233,17 +234,24 @@ class Topology:
         schema = data.get("schema")
         if schema != SCHEMA:
             raise ValueError(f"schema: unsupported snapshot schema {shown(schema)} (expected {SCHEMA!r})")
+        links = data.get("links")
+        kinds = build_kinds(Link, links, KIND_FIELDS, take) if take and type(links) is list and len(links) > 16 else None
         try:
-            topo = build(cls, upgrade_legacy(data), take=take)
+            topo = build(cls, upgrade_legacy(data if kinds is None else {**data, "links": []}), take=take)
         except (TypeError, KeyError, AttributeError) as exc:
             raise ValueError(f"malformed topology snapshot: {exc}") from None
         if not take:
             topo.validate()
             return topo
-        try:
-            table = LinkTable.of(topo.links)
-        except TypeError:  # an unhashable word: validate names it
-            table = None
+        if kinds is not None:  # the links checked once per kind: their table is made of those kinds
+            topo.links = kinds.objects
+            table: LinkTable | None = LinkTable(kinds.columns["a"], kinds.columns["b"], kinds.kind_of, kinds.kinds,
+                                                [kinds.objects[position] for position in kinds.first])
+        else:
+            try:
+                table = LinkTable.of(topo.links)
+            except TypeError:  # an unhashable word: validate names it
+                table = None
         topo.validate(table)
         if table is not None:
             topo.cached("link_table", lambda _: table)
