@@ -14,7 +14,7 @@ from typing import Any, Callable, Iterator
 
 from gputopo.model.from_json import build, shown
 from gputopo.model.from_json_kinds import build_kinds
-from gputopo.model.json_text import LARGE_DOCUMENT_VALUES, gc_paused, strict_json_text
+from gputopo.model.json_text import LARGE_DOCUMENT_VALUES, gc_paused, strict_json_parts
 from gputopo.model.link_rows import link_rows
 from gputopo.model.link_table import KIND_FIELDS, LinkTable
 from gputopo.model.observed import CollectiveRun, NcclView, NvLinkState
@@ -212,6 +212,11 @@ class Topology:
     def to_json_text(self, indent: int = 2) -> str:
         """``strict_json_text(self.to_dict(), indent)``, the same text: a large domain's links are
         written by ``link_rows`` (once per class of equal links), not built as dicts and encoded."""
+        return "".join(self.json_parts(indent))
+
+    def json_parts(self, indent: int = 2) -> Iterator[str]:
+        """``to_json_text`` in parts, made as they are asked for: a 576-GPU domain's text (35 MB)
+        is written without being held whole."""
         if len(self.links) * _VALUES_PER_LINK > LARGE_DOCUMENT_VALUES:  # large whatever else it holds
             with gc_paused():
                 try:
@@ -220,8 +225,8 @@ class Topology:
                     table = None
                 rows = link_rows(self.links, plain_data, table)
             if rows is not None:
-                return strict_json_text(self._data(rows), indent, large=True)
-        return strict_json_text(self.to_dict(), indent)
+                return strict_json_parts(self._data(rows), indent, large=True)
+        return strict_json_parts(self.to_dict(), indent)
 
     @classmethod
     def from_dict(cls, data: dict[str, Any], take: bool = False) -> Topology:
