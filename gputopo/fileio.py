@@ -293,11 +293,22 @@ def read_regular(path: str | os.PathLike[str], what: str, max_bytes: int) -> byt
 # --- reading -------------------------------------------------------------------------------------
 
 
-def _read_bounded(stream: BinaryIO, label: str, what: str, max_bytes: int) -> bytes:
+def _read_bounded(stream: BinaryIO, label: str, what: str, max_bytes: int) -> bytes | bytearray:
     """At most ``max_bytes`` from ``stream``, in chunks; more is an ``InputError``, and so is a
-    first chunk with NUL bytes that is not UTF-16 (``/dev/zero`` stops after one chunk)."""
+    first chunk with NUL bytes that is not UTF-16 (``/dev/zero`` stops after one chunk). A regular
+    file within the bound is read in one go into one buffer (a 34 MB snapshot: no chunks to join)."""
     chunks: list[bytes] = []
     total = 0
+    whole = _read_regular(stream, max_bytes)
+    if whole is not None:
+        if b"\x00" in whole[:_READ_CHUNK_BYTES] and not whole.startswith(_UTF16_BOMS):
+            raise InputError(f"{what} {label} is binary, not text")
+        more = stream.read(1)
+        if not more:
+            return whole
+        chunks, total = [bytes(whole), more], len(whole) + 1  # it grew since: read on, bounded, below
+        if total > max_bytes:
+            raise InputError(f"{what} {label} is larger than the {max_bytes // (1024 * 1024)} MiB limit for inputs")
     while True:
         chunk = stream.read(min(_READ_CHUNK_BYTES, max_bytes + 1 - total))
         if not chunk:
@@ -311,7 +322,22 @@ def _read_bounded(stream: BinaryIO, label: str, what: str, max_bytes: int) -> by
     return b"".join(chunks)
 
 
-def _decode(data: bytes, label: str, what: str) -> str:
+def _read_regular(stream: BinaryIO, max_bytes: int) -> bytearray | None:
+    """A regular file of at most ``max_bytes`` read at once, up to the size it has now; None for
+    anything else (a pipe, a terminal, a file over the bound: read in bounded chunks)."""
+    try:
+        info = os.fstat(stream.fileno())
+    except (OSError, AttributeError, ValueError):  # (a stream without a file: a test's)
+        return None
+    if not stat.S_ISREG(info.st_mode) or info.st_size > max_bytes or info.st_size < _READ_CHUNK_BYTES:
+        return None
+    buffer = bytearray(info.st_size)
+    count = stream.readinto(buffer)  # type: ignore[attr-defined]
+    del buffer[count or 0 :]  # (a file cut since: what it holds now)
+    return buffer
+
+
+def _decode(data: bytes | bytearray, label: str, what: str) -> str:
     """Text from bytes: a UTF-8 or UTF-16 byte-order mark decides; else UTF-8, else Latin-1."""
     if data.startswith(_UTF8_BOM):
         data = data[len(_UTF8_BOM) :]

@@ -16,13 +16,17 @@ if TYPE_CHECKING:
     from gputopo.sources.resolve import TfNow
 
 
-def with_findings(topology: Topology) -> Topology:
+def with_findings(topology: Topology, diagnosed: bool = True) -> Topology:
     """Attach the readers' notes in words (``reading_notes``), then ``diagnose(topology)``'s findings
-    (a finding already there, same code and GPUs, is kept once)."""
-    from gputopo.analysis.diagnose import diagnose
+    (a finding already there, same code and GPUs, is kept once). ``diagnosed=False``: the readers'
+    findings only (a GPU the reader found lost), for a command that shows no finding."""
     from gputopo.analysis.reading_notes import add_reading_findings
 
     add_reading_findings(topology)
+    if not diagnosed:
+        return topology
+    from gputopo.analysis.diagnose import diagnose
+
     for finding in diagnose(topology):
         topology.add_finding(finding)
     return topology
@@ -35,9 +39,11 @@ def topology_for(request: TopologyRequest, tf_now: TfNow | None = None) -> Topol
     return with_findings(resolve(request, tf_now))
 
 
-def topologies_for(request: TopologyRequest, tf_now: TfNow | None = None) -> list[Topology]:
+def topologies_for(request: TopologyRequest, tf_now: TfNow | None = None, diagnosed: bool = True) -> list[Topology]:
     """One topology per host the request names (one, unless ``--from`` names snapshots of several
-    hosts), each with its findings."""
+    hosts), each with its findings (``diagnosed=False``: the readers' only, see ``with_findings``:
+    `recommend` shows no finding and reads only which GPUs are lost, which readers say; diagnosing
+    a 576-GPU domain is a sixth of its run)."""
     from gputopo.sources import resolve_hosts
 
-    return [with_findings(topology) for topology in resolve_hosts(request, tf_now)]
+    return [with_findings(topology, diagnosed) for topology in resolve_hosts(request, tf_now)]

@@ -160,13 +160,14 @@ def _implied_nvlinks_of_all(topology: Topology) -> dict[int, int]:
             by_count.setdefault((link.nvswitch is False, link.nvlink_count), []).append(k)
     for (is_direct, count), kinds in sorted(by_count.items(), key=lambda item: -item[0][1]):
         chosen = table.kinds_where(kinds)
+        if not is_direct:  # through NVSwitch: which GPUs, not how many links each
+            for gpu in table.gpus_of(chosen):
+                switched.setdefault(gpu, count)  # (largest count first)
+            continue
         ends = Counter(itertools.compress(table.ends_a, chosen))
         ends.update(itertools.compress(table.ends_b, chosen))
         for gpu, links in ends.items():
-            if is_direct:
-                direct[gpu] += count * links
-            else:
-                switched.setdefault(gpu, count)  # (largest count first)
+            direct[gpu] += count * links
     return {gpu: max(direct.get(gpu, 0), switched.get(gpu, 0)) for gpu in direct.keys() | switched.keys()}
 
 

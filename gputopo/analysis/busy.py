@@ -87,6 +87,8 @@ def choose_skipped(
     return sorted(set(skipped) | set(lost_skipped)), busy, lost_notes + notes
 
 
+# Findings a reader makes (NVML's lost GPU, worded from its note) or a snapshot carries (doctor's): never
+# ``diagnose``'s, which `recommend` does not run (``analysis.topologies_for(..., diagnosed=False)``).
 LOST_CODES = ("gpu-lost", "doctor-gpu-fallen-off-bus")
 
 

@@ -31,6 +31,7 @@ import operator
 from collections import defaultdict
 
 from gputopo.analysis.disagreements import disagreement_findings
+from gputopo.analysis.measured import measured_links
 from gputopo.analysis.nvlink_findings import nvlink_fabric
 from gputopo.analysis.observed_findings import observed_findings
 from gputopo.analysis.locality import (
@@ -45,6 +46,7 @@ from gputopo.model import P2P_OK, P2P_STATUS_MEANING, Finding, Gpu, Link, Topolo
 from gputopo.notation import gpu_list, gpus_word, pair_list
 
 DEFAULT_INTERCONNECT = "QPI/UPI"
+_NVLINKS = operator.attrgetter("nvlink_count")
 
 P2P_FIX = {
     "DR": (
@@ -166,7 +168,7 @@ def _cross_socket(topology: Topology) -> list[Finding]:
     if len(hosts) > 1:  # the groups are the first host's
         suffix = f"likewise on the other {len(hosts) - 1} hosts"
         where = where[:-1] + f"; {suffix})" if where.endswith(")") else where + f" ({suffix})"
-    without_nvlink = [link for link in sys_links if link.nvlink_count <= 0]  # (not is_nvlink, without a call per link)
+    without_nvlink = list(itertools.compress(sys_links, map((0).__ge__, map(_NVLINKS, sys_links))))  # (not is_nvlink, in C)
     if not without_nvlink:
         return [Finding(
             severity="info", code="cross-socket",
@@ -299,7 +301,7 @@ def _mig(topology: Topology) -> list[Finding]:
 
 
 def _mixed_models(topology: Topology) -> list[Finding]:
-    if any(m.device_kind != "GPU" for m in filter(None, map(operator.attrgetter("measured"), topology.links))):
+    if any(link.measured.device_kind != "GPU" for link in measured_links(topology)):
         return []  # bench-p2p --cpu-devices: each logical CPU device has its own name, none is a model
     by_model: dict[str, list[int]] = defaultdict(list)
     for g in topology.gpus:

@@ -281,7 +281,6 @@ class LinkSides:
 
 
 _CROSSING, _UNKNOWN_NVLINK = 1, 2
-_END_A, _END_B = operator.attrgetter("a"), operator.attrgetter("b")
 _LINK_FACTS = operator.attrgetter("pcie_path", "type", "nvlink_count")  # what _verdict reads of a link
 
 
@@ -309,12 +308,13 @@ def _link_sides(topology: Topology) -> LinkSides:
     hosts: dict[str | None, int] = {}
     host_of = {g: hosts.setdefault(gpu.host, len(hosts)) for g, gpu in gpus.items()}
     count, link_kinds = len(gpu_kinds), len(table.kinds)
-    pair = map(operator.add, map(operator.mul, map(kind_of.__getitem__, ends_a), itertools.repeat(count)),
-               map(kind_of.__getitem__, ends_b))
-    pair = map(operator.add, pair, itertools.repeat(1))
-    if len(hosts) > 1:  # 0 across hosts
+    # code = (kind_a * count + kind_b + 1) * link_kinds, 0 across hosts, + the link's kind
+    first = {g: (kind * count + 1) * link_kinds for g, kind in kind_of.items()}
+    second = {g: kind * link_kinds for g, kind in kind_of.items()}
+    pair = map(operator.add, map(first.__getitem__, ends_a), map(second.__getitem__, ends_b))
+    if len(hosts) > 1:
         pair = map(operator.mul, pair, map(operator.eq, map(host_of.__getitem__, ends_a), map(host_of.__getitem__, ends_b)))
-    codes = list(map(operator.add, map(operator.mul, pair, itertools.repeat(link_kinds)), table.kind_of))
+    codes = list(map(operator.add, pair, table.kind_of))
     flat_view = vm_evidence(topology) is not None
     facts = {}
     for code in set(codes):
@@ -323,18 +323,15 @@ def _link_sides(topology: Topology) -> LinkSides:
         side = False if not which else None if flat_view else _same_node(topology, one_of_kind[gpu_a], one_of_kind[gpu_b])
         facts[code] = (side, *(table.kinds[kind][KIND_FIELDS.index(name)] for name in ("pcie_path", "type", "nvlink_count")))
     sys_within_node = any(_sys_within_node(*fact) for fact in facts.values())
-    marks = {}
-    for code, fact in facts.items():
-        joined, what = _verdict(*fact, sys_within_node)
-        marks[code] = what * 2 + joined
-    mark = list(map(marks.__getitem__, codes))
-    joined_links = list(itertools.compress(links, map((1).__and__, mark)))
-    crossing = list(itertools.compress(links, map((_CROSSING * 2).__eq__, map((~1).__and__, mark))))
+    verdicts = {code: _verdict(*fact, sys_within_node) for code, fact in facts.items()}
+    joined = list(map({code: joined for code, (joined, _) in verdicts.items()}.__getitem__, codes))
+    crossing = list(map({code: what == _CROSSING for code, (_, what) in verdicts.items()}.__getitem__, codes))
+    unknown = map({code: what == _UNKNOWN_NVLINK for code, (_, what) in verdicts.items()}.__getitem__, codes)
     return LinkSides(
-        crossing=crossing,
-        joined=list(zip(map(_END_A, joined_links), map(_END_B, joined_links))),
-        unknown_nvlink=list(itertools.compress(links, map((_UNKNOWN_NVLINK * 2).__eq__, map((~1).__and__, mark)))),
-        crossing_gpus=sorted(set(map(_END_A, crossing)) | set(map(_END_B, crossing))),
+        crossing=list(itertools.compress(links, crossing)),
+        joined=list(zip(itertools.compress(ends_a, joined), itertools.compress(ends_b, joined))),
+        unknown_nvlink=list(itertools.compress(links, unknown)),
+        crossing_gpus=sorted(set(itertools.compress(ends_a, crossing)) | set(itertools.compress(ends_b, crossing))),
         sys_within_node=sys_within_node,
     )
 

@@ -8,6 +8,8 @@ their ratio and its rating, and the best figure to rank by (a measurement wins o
 from __future__ import annotations
 
 import dataclasses
+import itertools
+import operator
 from dataclasses import dataclass
 
 from gputopo.analysis.bandwidth import Estimate, estimate_link, fewest_nvlinks, line_rate_gbps
@@ -147,7 +149,18 @@ def compare(topology: Topology, link: Link) -> list[Comparison]:
 
 def comparisons(topology: Topology) -> list[Comparison]:
     """Every measured direction of every link against its expectation, in link order."""
-    return [c for link in topology.links if link.measured is not None for c in compare(topology, link)]
+    return [c for link in measured_links(topology) for c in compare(topology, link)]
+
+
+def measured_links(topology: Topology) -> list[Link]:
+    """The links with a measurement, in order: one pass in C (a 576-GPU domain has 165,600 links,
+    and usually none measured), not a Python step per link. Asked afresh each time: measurements
+    are added to links in place (``merge_measurements``)."""
+    links = topology.links
+    return list(itertools.compress(links, map(_MEASURED, links)))
+
+
+_MEASURED = operator.attrgetter("measured")
 
 
 def merge_measurements(topology: Topology, bench: Topology, bench_path: str) -> int:

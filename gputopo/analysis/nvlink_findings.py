@@ -24,28 +24,29 @@ def nvlink_fabric(topology: Topology) -> list[Finding]:
         return []
     table = topology.link_table()  # (what is asked of every link, asked once per kind of link)
     switched = [k for k, link in enumerate(table.examples) if link.nvswitch]
-    switch_links = table.links_where(topology.links, switched)
     # NVLinks not known to go through NVSwitch: direct, or unknown (nvswitch None: text can't tell).
     direct_links = table.links_where(topology.links, [k for k, link in enumerate(table.examples)
                                                       if link.is_nvlink and not link.nvswitch])
     findings = []
-    if switch_links:
-        findings.append(_nvswitch_fabric(topology, switch_links, table, switched))
+    if switched:
+        findings.append(_nvswitch_fabric(topology, table, switched))
     if direct_links:
         findings.append(_nvlink_summary(topology, direct_links))
     link_types_known = all(link.type != "UNKNOWN" for link in table.examples)
-    if not switch_links and not direct_links and link_types_known:
+    if not switched and not direct_links and link_types_known:
         findings.append(Finding(severity="info", code="no-nvlink",
                                 message="no NVLink between any GPUs: every GPU-to-GPU copy uses PCIe",
                                 gpus=topology.gpu_indices))
     return findings
 
 
-def _nvswitch_fabric(topology: Topology, switch_links: list[Link], table: LinkTable, switched: list[int]) -> Finding:
+def _nvswitch_fabric(topology: Topology, table: LinkTable, switched: list[int]) -> Finding:
+    """The links of the ``switched`` kinds (through NVSwitch) in words, from the table's columns."""
     # nvidia-smi text never names the switches: there NVSwitch is inferred from the NV<n> pattern.
     inferred = topology.source == "nvidia-smi"
-    gpus = sorted(set(map(END_A, switch_links)) | set(map(END_B, switch_links)))
-    per_kind = Counter(table.kind_of)
+    every = len(switched) == len(table.kinds)
+    gpus = sorted(table.gpus_of(None if every else table.kinds_where(switched)))
+    per_kind = table.kind_counts()
     words: Counter[str] = Counter()
     for k in switched:  # (most_common keeps the first counted of equal counts: kinds in order of first link)
         words[table.examples[k].type] += per_kind[k]
@@ -54,7 +55,7 @@ def _nvswitch_fabric(topology: Topology, switch_links: list[Link], table: LinkTa
     # A cut paste leaves some pairs UNKNOWN: "every pair" then is every pair the source shows.
     unknown_kinds = [k for k, word in enumerate(table.kind_fact("type")) if word == "UNKNOWN"]
     unshown = [(link.a, link.b) for link in table.links_where(topology.links, unknown_kinds)] if unknown_kinds else []
-    scope = "every pair" if len(switch_links) == len(topology.links) else f"every pair of {gpus_word(gpus)}"
+    scope = "every pair" if every else f"every pair of {gpus_word(gpus)}"
     if unshown:
         scope += f" but {pair_list(unshown)} (not in the source)"
     others = table.links_where(topology.links, [k for k in switched if table.examples[k].type != common])

@@ -25,8 +25,14 @@ from __future__ import annotations
 import re
 
 from gputopo.analysis.bandwidth import pcie_generation
-from gputopo.analysis.measured import FAR_BELOW_RATIO, comparisons, measured_gbps
-from gputopo.model import Finding, Topology
+from gputopo.analysis.measured import (
+    FAR_BELOW_RATIO,
+    Comparison,
+    compare,
+    measured_gbps,
+    measured_links,
+)
+from gputopo.model import Finding, Link, Topology
 from gputopo.notation import count_word
 
 # "Tesla V100-SXM2-32GB", "NVIDIA A100-SXM4-80GB": a module on a board (an H100 SXM's name, "H100 80GB
@@ -41,11 +47,13 @@ NARROW_P2P_FACTOR = 1.3  # P2P no more than 30% above staged: P2P does not help 
 
 def observed_findings(topology: Topology) -> list[Finding]:
     """Every finding above that ``topology`` gives reason for."""
+    measured = measured_links(topology)  # (looked for once: a domain's links are many, its measured ones few)
+    compared = [c for link in measured for c in compare(topology, link)]  # = comparisons(topology)
     return [
-        *_below_expected(topology),
-        *_above_line_rate(topology),
-        *_p2p_slower(topology),
-        *_narrow_path(topology),
+        *_below_expected(compared),
+        *_above_line_rate(compared),
+        *_p2p_slower(measured),
+        *_narrow_path(topology, measured),
         *(_nccl_transports(topology) or _nccl_p2p_off(topology)),
         *_nccl_refused(topology),
         *_nccl_ipc_failed(topology),
@@ -54,8 +62,8 @@ def observed_findings(topology: Topology) -> list[Finding]:
     ]
 
 
-def _below_expected(topology: Topology) -> list[Finding]:
-    slow = [c for c in comparisons(topology) if c.ratio < FAR_BELOW_RATIO]
+def _below_expected(compared: list[Comparison]) -> list[Finding]:
+    slow = [c for c in compared if c.ratio < FAR_BELOW_RATIO]
     if not slow:
         return []
     shown = "; ".join(c.text() for c in slow[:6]) + (f"; and {len(slow) - 6} more" if len(slow) > 6 else "")
@@ -69,10 +77,10 @@ def _below_expected(topology: Topology) -> list[Finding]:
     )]
 
 
-def _above_line_rate(topology: Topology) -> list[Finding]:
+def _above_line_rate(compared: list[Comparison]) -> list[Finding]:
     """Copies measured faster than the link can carry (cuda-samples#390 reported such figures):
     the bytes did not cross that link, or the figure is misread."""
-    fast = [c for c in comparisons(topology) if c.above_line_rate]
+    fast = [c for c in compared if c.above_line_rate]
     if not fast:
         return []
     shown = "; ".join(f"GPU {c.src}\u2192{c.dst}: {c.measured_gbps:.1f} GB/s over {c.link_type}, whose line rate is "
@@ -87,12 +95,12 @@ def _above_line_rate(topology: Topology) -> list[Finding]:
     )]
 
 
-def _p2p_slower(topology: Topology) -> list[Finding]:
+def _p2p_slower(measured: list[Link]) -> list[Finding]:
     """One finding for every pair that copies slower with P2P on than staged through host memory."""
     slow: list[tuple[int, int, float, float, str]] = []
-    for link in topology.links:
+    for link in measured:
         m = link.measured
-        if m is None or m.p2p_enabled is not True:
+        if m.p2p_enabled is not True:
             continue
         on = measured_gbps(link)
         off = [v for v in (m.p2p_off_a_to_b_gbps, m.p2p_off_b_to_a_gbps) if v is not None and v > 0]
@@ -114,15 +122,15 @@ def _p2p_slower(topology: Topology) -> list[Finding]:
     )]
 
 
-def _narrow_path(topology: Topology) -> list[Finding]:
+def _narrow_path(topology: Topology, measured: list[Link]) -> list[Finding]:
     """Pairs of unknown link type slow both ways (P2P on and off): the path, not P2P (tinygrad#44).
     A pair ``p2p-slower-than-staged`` names is left to it: there P2P is the cause."""
     slow: list[tuple[int, int, float, float]] = []
     assumed = False
     gpus = {gpu.index: gpu for gpu in topology.gpus}
-    for link in topology.links:
+    for link in measured:
         m = link.measured
-        if m is None or link.type != "UNKNOWN" or m.p2p_enabled is not True:
+        if link.type != "UNKNOWN" or m.p2p_enabled is not True:
             continue
         on = measured_gbps(link)
         off = [v for v in (m.p2p_off_a_to_b_gbps, m.p2p_off_b_to_a_gbps) if v is not None and v > 0]

@@ -92,7 +92,7 @@ def recommend_command(
     request = TopologyRequest(from_files=tuple(from_files or ()), machine=machine, tf_log=tf_log, tf_run=tf_run, host=host)
     if len(request.from_files) <= 1:  # one host for sure: refuse plan options before reading anything
         _check_one_host_options(fmt, output_format, gpus_per_host, port, save)
-    topologies = topologies_for(request)
+    topologies = topologies_for(request, diagnosed=False)  # it shows no finding: only lost GPUs matter (busy.py)
     if len(topologies) > 1:
         single_host = {"--jobs": jobs != 1, "--require": require, "--exclude": exclude}
         given = [option for option, value in single_host.items() if value]

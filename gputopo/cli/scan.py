@@ -78,7 +78,7 @@ def scan(
     if json_output:
         from gputopo.views.common import print_json_text
 
-        print_json_text(topo.to_json_text())
+        print_json_text(topo.json_parts())
     else:
         from gputopo.views.topology import render_topology
 

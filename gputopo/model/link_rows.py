@@ -13,10 +13,10 @@ from __future__ import annotations
 import dataclasses
 import json
 import operator
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
-from gputopo.model.json_text import EncodedRows, finite_or_null
+from gputopo.model.json_text import EncodedRows, LazyRows, finite_or_null
 from gputopo.model.link_table import KIND_FIELDS, LinkTable
 from gputopo.model.parts import Link
 
@@ -27,7 +27,7 @@ _SHARED = tuple(name for name in _FIELDS if name not in ("a", "b", "measured", "
 _SHARED_FACTS = operator.attrgetter(*_SHARED)
 
 
-def link_rows(links: list[Link], plain: Callable[[Any], Any], table: LinkTable | None = None) -> EncodedRows | None:
+def link_rows(links: list[Link], plain: Callable[[Any], Any], table: LinkTable | None = None) -> EncodedRows | LazyRows | None:
     """Each link as its compact JSON text (``_ENCODER.encode(plain(link))``, non-finite figures as
     null), in order; None where the fields are not the ones this module knows how to write (a
     subclass, an end that is no plain integer, a value that is not a plain scalar). ``table``: the
@@ -46,8 +46,7 @@ def link_rows(links: list[Link], plain: Callable[[Any], Any], table: LinkTable |
             tails = [_tail(example, plain) for example in table.examples]
             if None in tails:
                 return None
-            return EncodedRows([f'{{"a": {a}, "b": {b}, {tail}'
-                                for a, b, tail in zip(ends_a, ends_b, map(tails.__getitem__, table.kind_of))])
+            return RowsByKind(ends_a, ends_b, table.kind_of, tails)  # type: ignore[arg-type]
         return _shared_rows(links, ends_a, ends_b, plain)
     tails: dict[tuple[Any, ...], str | None] = {}
     rows = EncodedRows()
@@ -64,6 +63,30 @@ def link_rows(links: list[Link], plain: Callable[[Any], Any], table: LinkTable |
     except TypeError:  # an unhashable value where a word belongs
         return None
     return rows
+
+
+class RowsByKind(LazyRows):
+    """The rows of links that all have no measurement and no health finding, each ``{"a": A, "b": B, ``
+    and its kind's tail, made ``BLOCK_ROWS`` at a time as the text is written."""
+
+    def __init__(self, ends_a: list[int], ends_b: list[int], kind_of: list[int], tails: list[str]):
+        self.ends_a, self.ends_b, self.kind_of, self.tails = ends_a, ends_b, kind_of, tails
+
+    def __len__(self) -> int:
+        return len(self.ends_a)
+
+    def joined(self, separator: str) -> Iterator[str]:
+        tail_of = self.tails.__getitem__
+        for start in range(0, len(self.ends_a), BLOCK_ROWS):
+            end = start + BLOCK_ROWS
+            if start:
+                yield separator
+            yield separator.join([f'{{"a": {a}, "b": {b}, {tail}' for a, b, tail in
+                                  zip(self.ends_a[start:end], self.ends_b[start:end], map(tail_of, self.kind_of[start:end]))])
+
+
+# Rows made at once when writing a domain's links: a block's text is about a megabyte.
+BLOCK_ROWS = 4096
 
 
 def _shared_rows(links: list[Link], ends_a: list[int], ends_b: list[int], plain: Callable[[Any], Any]) -> EncodedRows | None:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import itertools
 import operator
+from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
@@ -52,6 +53,24 @@ class LinkTable:
     def links_where(self, links: list[Link], wanted: Iterable[int]) -> list[Link]:
         """The links (of the topology this table is of, in order) whose kind is one of ``wanted``."""
         return list(itertools.compress(links, self.kinds_where(wanted)))
+
+    def kind_counts(self) -> list[int]:
+        """Per kind, how many links are of it (counted once, in C)."""
+        if "counts" not in self._counted:
+            per_kind = [0] * len(self.kinds)
+            if len(self.kinds) <= 8:  # a few kinds: a count over the column each
+                per_kind = list(map(self.kind_of.count, range(len(self.kinds))))
+            else:
+                for kind, count in Counter(self.kind_of).items():
+                    per_kind[kind] = count
+            self._counted["counts"] = per_kind  # type: ignore[assignment]
+        return self._counted["counts"]  # type: ignore[return-value]
+
+    def gpus_of(self, where: list[bool] | None = None) -> set[int]:
+        """The GPUs at either end of the links (those ``where`` says, else all)."""
+        if where is None:
+            return set(self.ends_a) | set(self.ends_b)
+        return set(itertools.compress(self.ends_a, where)) | set(itertools.compress(self.ends_b, where))
 
     def kind_fact(self, field: str) -> list[Any]:
         """Per kind, the value of ``field`` (one of ``KIND_FIELDS``)."""

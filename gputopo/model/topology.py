@@ -13,9 +13,10 @@ import typing
 from typing import Any, Callable, Iterator
 
 from gputopo.model.from_json import build, shown
-from gputopo.model.json_text import LARGE_DOCUMENT_VALUES, gc_paused, strict_json_text
+from gputopo.model.from_json_kinds import build_kinds
+from gputopo.model.json_text import LARGE_DOCUMENT_VALUES, gc_paused, strict_json_parts
 from gputopo.model.link_rows import link_rows
-from gputopo.model.link_table import LinkTable
+from gputopo.model.link_table import KIND_FIELDS, LinkTable
 from gputopo.model.observed import CollectiveRun, NcclView, NvLinkState
 from gputopo.model.parts import Disagreement, Finding, Gpu, Link, Nic, NicLink
 from gputopo.model.reading_notes import ReadingNote, upgrade_legacy
@@ -211,6 +212,11 @@ class Topology:
     def to_json_text(self, indent: int = 2) -> str:
         """``strict_json_text(self.to_dict(), indent)``, the same text: a large domain's links are
         written by ``link_rows`` (once per class of equal links), not built as dicts and encoded."""
+        return "".join(self.json_parts(indent))
+
+    def json_parts(self, indent: int = 2) -> Iterator[str]:
+        """``to_json_text`` in parts, made as they are asked for: a 576-GPU domain's text (35 MB)
+        is written without being held whole."""
         if len(self.links) * _VALUES_PER_LINK > LARGE_DOCUMENT_VALUES:  # large whatever else it holds
             with gc_paused():
                 try:
@@ -219,8 +225,8 @@ class Topology:
                     table = None
                 rows = link_rows(self.links, plain_data, table)
             if rows is not None:
-                return strict_json_text(self._data(rows), indent, large=True)
-        return strict_json_text(self.to_dict(), indent)
+                return strict_json_parts(self._data(rows), indent, large=True)
+        return strict_json_parts(self.to_dict(), indent)
 
     @classmethod
     def from_dict(cls, data: dict[str, Any], take: bool = False) -> Topology:
@@ -233,17 +239,24 @@ class Topology:
         schema = data.get("schema")
         if schema != SCHEMA:
             raise ValueError(f"schema: unsupported snapshot schema {shown(schema)} (expected {SCHEMA!r})")
+        links = data.get("links")
+        kinds = build_kinds(Link, links, KIND_FIELDS, take) if take and type(links) is list and len(links) > 16 else None
         try:
-            topo = build(cls, upgrade_legacy(data), take=take)
+            topo = build(cls, upgrade_legacy(data if kinds is None else {**data, "links": []}), take=take)
         except (TypeError, KeyError, AttributeError) as exc:
             raise ValueError(f"malformed topology snapshot: {exc}") from None
         if not take:
             topo.validate()
             return topo
-        try:
-            table = LinkTable.of(topo.links)
-        except TypeError:  # an unhashable word: validate names it
-            table = None
+        if kinds is not None:  # the links checked once per kind: their table is made of those kinds
+            topo.links = kinds.objects
+            table: LinkTable | None = LinkTable(kinds.columns["a"], kinds.columns["b"], kinds.kind_of, kinds.kinds,
+                                                [kinds.objects[position] for position in kinds.first])
+        else:
+            try:
+                table = LinkTable.of(topo.links)
+            except TypeError:  # an unhashable word: validate names it
+                table = None
         topo.validate(table)
         if table is not None:
             topo.cached("link_table", lambda _: table)

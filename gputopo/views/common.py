@@ -163,10 +163,12 @@ def print_json(data: Any) -> None:
     print_json_text(strict_json_text(data))
 
 
-def print_json_text(text: str) -> None:
-    """``print_json`` of JSON text made already (``Topology.to_json_text``)."""
+def print_json_text(text: str | Iterable[str]) -> None:
+    """``print_json`` of JSON text made already, or of its parts (``Topology.json_parts``: written
+    as they are made, a large domain's text never held whole)."""
     stream = _GuardedStream(sys.stdout, "standard output")
-    stream.write(text)
+    for part in (text,) if isinstance(text, str) else text:
+        stream.write(part)
     stream.flush()
 
 

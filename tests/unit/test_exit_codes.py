@@ -97,7 +97,7 @@ def _snapshot_with_findings(tmp_path, severities):
 def test_fail_on_exits_1_with_the_count_after_showing_the_topology(cli, monkeypatch, tmp_path):
     import gputopo.analysis
 
-    monkeypatch.setattr(gputopo.analysis, "with_findings", lambda topology: topology)  # the snapshot's findings only
+    monkeypatch.setattr(gputopo.analysis, "with_findings", lambda topology, diagnosed=True: topology)  # the snapshot's findings only
     box = _snapshot_with_findings(tmp_path, ["info", "warning", "error", "warning"])
     result = cli("scan", "--from", box, "--fail-on", "warning", "--json")
     assert result.exit_code == EXIT_CHECK_FAILED

@@ -258,3 +258,32 @@ def test_a_path_the_kernel_will_not_look_at_is_an_output_error_not_a_traceback(t
     too_long = tmp_path / "/".join(["a"] * 3000) / "x.json"
     with pytest.raises(OutputError, match="File name too long"):
         atomic_write_text(too_long, "{}")
+
+
+def test_a_large_regular_file_is_read_whole_and_checked_as_chunks_are(tmp_path):
+    """Issue 21: a regular file within the bound is read in one go (no chunks joined); its first
+    megabyte is still checked for NUL bytes, and a UTF-8 BOM still dropped."""
+    path = tmp_path / "box.json"
+    text = '{"x": "' + "é" * (3 * 1024 * 1024) + '"}'
+    path.write_bytes(b"\xef\xbb\xbf" + text.encode())
+    assert read_text_input(path) == text
+    path.write_bytes(b"{" + b"\x00" + b"a" * (2 * 1024 * 1024))
+    with pytest.raises(InputError, match="binary"):
+        read_text_input(path)
+
+
+def test_a_regular_file_that_grows_while_read_is_read_on_to_the_bound(tmp_path, monkeypatch):
+    import gputopo.fileio
+
+    path = tmp_path / "box.txt"
+    path.write_bytes(b"a" * (3 * 1024 * 1024))
+    real_fstat = os.fstat
+
+    def smaller(fd):  # the size it had a moment before: the rest was written since
+        info = real_fstat(fd)
+        return os.stat_result((*info[:6], info.st_size - 1024 * 1024 - 5, *info[7:]))
+
+    monkeypatch.setattr(gputopo.fileio.os, "fstat", smaller)
+    assert read_text_input(path) == "a" * (3 * 1024 * 1024)
+    with pytest.raises(InputError, match="larger than the 2 MiB limit"):
+        read_text_input(path, max_bytes=2 * 1024 * 1024)

@@ -11,6 +11,7 @@ doctor found unhealthy are figured one by one. Where TensorFlow's peer view fill
 
 from __future__ import annotations
 
+import collections
 import itertools
 import operator
 from collections.abc import Sequence
@@ -22,6 +23,7 @@ from gputopo.analysis.estimates import pair_classes
 from gputopo.analysis.measured import best_estimate
 from gputopo.errors import InputError
 from gputopo.model import Gpu, Link, Topology
+from gputopo.model.link_table import LinkTable
 
 # Bandwidths are compared as integers in hundredths of a GB/s, so sums and ties are exact.
 CENTI = 100
@@ -79,8 +81,7 @@ def pair_weights(topology: Topology, index: Sequence[int], links: dict[tuple[int
     """The figures of every pair of ``index`` (GPU numbers, in position order); ``links``: the link
     map the figures are read from (TF's peer view filled in ``filled`` of them); ``InputError`` where a
     pair has no link."""
-    ends = set(map(operator.attrgetter("a"), topology.links)) | set(map(operator.attrgetter("b"), topology.links))
-    if filled or not ends <= gpus.keys() or not pair_classes(topology).complete:
+    if filled or not topology.link_table().gpus_of() <= gpus.keys() or not pair_classes(topology).complete:
         return _pair_by_pair(topology, index, links, gpus)
     return _by_class(topology, index, links, gpus)
 
@@ -102,6 +103,28 @@ def _pair_by_pair(topology: Topology, index: Sequence[int], links: dict[tuple[in
     return PairWeights(weight, basis, sum(1 for value in basis.values() if value == "measured") // 2)
 
 
+_MEASURED, _HEALTH = operator.attrgetter("measured"), operator.attrgetter("health")
+
+
+def _matrix(n: int, position: dict[int, int], table: LinkTable, values: list[int]) -> list[list[Any]]:
+    """The ``n`` x ``n`` matrix of ``values`` at the positions of each link's ends (None where no
+    link): set in whole columns, through one flat list, where every end has a position and no pair
+    has two links; else link by link (the later of two links wins), the links of GPUs left out skipped."""
+    ends_a, ends_b = table.ends_a, table.ends_b
+    if not (table.one_per_pair() and position.keys() >= set(ends_a) and position.keys() >= set(ends_b)):
+        weight: list[list[Any]] = [[None] * n for _ in range(n)]
+        for i, j, value in zip(map(position.get, ends_a), map(position.get, ends_b), values):
+            if i is not None and j is not None:
+                weight[i][j] = weight[j][i] = value
+        return weight
+    flat: list[Any] = [None] * (n * n)
+    rows_a = list(map(operator.mul, map(position.__getitem__, ends_a), itertools.repeat(n)))
+    rows_b = list(map(operator.mul, map(position.__getitem__, ends_b), itertools.repeat(n)))
+    collections.deque(map(flat.__setitem__, map(operator.add, rows_a, map(position.__getitem__, ends_b)), values), maxlen=0)
+    collections.deque(map(flat.__setitem__, map(operator.add, rows_b, map(position.__getitem__, ends_a)), values), maxlen=0)
+    return [flat[start:start + n] for start in range(0, n * n, n)]
+
+
 def _by_class(topology: Topology, index: Sequence[int], links: Any, gpus: dict[int, Gpu]) -> PairWeights:
     """Long because it is one pass in columns: each link's class of pair (``analysis.estimates``), a
     figure per class, the measured and unhealthy links on their own, then the matrix."""
@@ -116,19 +139,16 @@ def _by_class(topology: Topology, index: Sequence[int], links: Any, gpus: dict[i
             figures[code] -= 1
     values = list(map(figures.__getitem__, codes))
     every = topology.links
-    special = itertools.compress(range(len(every)), map(operator.or_, map(operator.truth, map(operator.attrgetter("measured"), every)),
-                                                        map(operator.truth, map(operator.attrgetter("health"), every))))
+    positions = range(len(every))
+    special = sorted(set(itertools.compress(positions, map(_MEASURED, every)))
+                     | set(itertools.compress(positions, map(_HEALTH, every))))
     measured = 0
     position = {g: p for p, g in enumerate(index)}
     for k in special:  # measured, or doctor found the path unhealthy
         link = every[k]
         values[k], basis = figure(link, gpus[link.a], gpus[link.b], _fewest(topology, link))
         measured += basis == "measured" and link.a in position and link.b in position
-    n = len(index)
-    weight: list[list[Any]] = [[None] * n for _ in range(n)]
-    for i, j, value in zip(map(position.get, table.ends_a), map(position.get, table.ends_b), values):
-        if i is not None and j is not None:
-            weight[i][j] = weight[j][i] = value
+    weight = _matrix(len(index), position, table, values)
     for i, row in enumerate(weight):
         row[i] = 0
         if None in row:  # the first pair without a link, in the order the pairs are ranked

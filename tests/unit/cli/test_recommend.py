@@ -109,3 +109,25 @@ def test_garbage_topology_text_fails_in_one_line(cli, tmp_path):
     junk = tmp_path / "junk.txt"
     junk.write_text("hello\nthis is not nvidia-smi output\n")
     assert_one_error_line(cli("recommend", "--from", str(junk), "--gpus", "2"))
+
+
+def test_recommend_diagnoses_nothing_yet_leaves_a_lost_gpu_out(cli, monkeypatch, tmp_path):
+    """Issue 21: recommend shows no finding, so it does not diagnose (a sixth of a 576-GPU domain's
+    run); the one finding it reads, a lost GPU, is a reader's, and still keeps that GPU out."""
+    import gputopo.analysis.diagnose
+    from gputopo.sources.reference import load_reference
+
+    def refuse(topology):
+        raise AssertionError("recommend diagnosed the topology")
+
+    monkeypatch.setattr(gputopo.analysis.diagnose, "diagnose", refuse)
+    data = load_reference("dgx1").to_dict()
+    data["reading_notes"] = [{"code": "gpu-lost", "facts": {"bus_id": None}, "gpus": [1]}]
+    path = tmp_path / "box.json"
+    path.write_text(json.dumps(data))
+    result = cli("recommend", "--from", str(path), "--gpus", "4", "--json")
+    assert result.exit_code == 0, result.output
+    data = json.loads(result.stdout)
+    assert all(1 not in group["gpus"] for group in data["groups"])
+    assert any(note.startswith("left out: GPU 1 is lost") for note in data["notes"])
+    assert cli("scan", "--from", str(path)).exit_code != 0  # scan still diagnoses (and meets the refusal)

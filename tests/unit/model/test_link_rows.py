@@ -7,7 +7,7 @@ import json
 
 from linktable import cube_mesh_8, nvl72
 
-from gputopo.model import Measurement, Topology, make_link, plain_data
+from gputopo.model import Gpu, Measurement, Topology, make_link, plain_data
 from gputopo.model.json_text import strict_json_text
 from gputopo.model.link_rows import link_rows
 
@@ -52,3 +52,17 @@ def test_a_domain_whose_links_are_all_of_one_kind_round_trips():
     topo = Topology(gpus=nvl72().gpus[:n], links=[make_link(a, b, "NV18", nvswitch=True)
                                                  for a in range(n) for b in range(a + 1, n)])
     assert Topology.from_dict(json.loads(topo.to_json_text())) == topo
+
+
+def test_a_large_domains_text_is_made_in_blocks_of_rows_not_whole():
+    """Issue 21: scan --json writes a domain's parts as they are made (35 MB for 576 GPUs, never
+    held whole); joined, they are the text of its dicts."""
+    from gputopo.model.link_rows import BLOCK_ROWS
+
+    n = 100  # 4950 links: two blocks
+    topo = Topology(gpus=[Gpu(index=k, name="GB200") for k in range(n)],
+                    links=[make_link(a, b, "NV18", nvswitch=True) for a in range(n) for b in range(a + 1, n)])
+    parts = list(topo.json_parts())
+    assert "".join(parts) == strict_json_text(topo.to_dict()) == topo.to_json_text()
+    blocks = [part for part in parts if part.count('{"a": ') > 1]
+    assert len(blocks) == 2 and blocks[0].count('{"a": ') == BLOCK_ROWS

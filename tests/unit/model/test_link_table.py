@@ -51,3 +51,16 @@ def test_a_deep_copy_keeps_no_table_of_the_original():
     copied.links[0].type = "SYS"  # a copy is changed (sources.merge), then analysed
     assert copied.link_table().kinds[copied.link_table().kind_of[0]][0] == "SYS"
     assert copied == copy.deepcopy(copied) and topo.links[0].type != "SYS"
+
+
+def test_kind_counts_and_gpus_of_are_those_of_the_links():
+    """Issue 21: what findings ask of every link (how many of each kind, which GPUs) from the columns."""
+    from collections import Counter
+
+    topo = nvl72()
+    table = LinkTable.of(topo.links)
+    counts = Counter(table.kind_of)
+    assert table.kind_counts() == [counts[k] for k in range(len(table.kinds))]
+    assert table.gpus_of() == {g for link in topo.links for g in (link.a, link.b)}
+    where = table.kinds_where([0])
+    assert table.gpus_of(where) == {g for link, w in zip(topo.links, where) if w for g in (link.a, link.b)}

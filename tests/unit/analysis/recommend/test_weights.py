@@ -66,6 +66,15 @@ def test_random_topologies_with_measured_and_unhealthy_pairs_get_the_figures_of_
     assert all(fast.basis[pair] == slow.basis[pair] for pair in slow.basis)
 
 
+@pytest.mark.parametrize("seed", range(3))
+def test_every_gpu_in_another_order_gets_the_figures_of_each_pair(seed):
+    """The matrix set in whole columns (every GPU ranked, one link per pair) is the one set pair by pair."""
+    topology = _random(13, seed)
+    index = topology.gpu_indices[::-1]
+    fast, slow = _both(topology, index)
+    assert fast.weight == slow.weight and fast.measured_pairs == slow.measured_pairs > 0
+
+
 def test_a_pair_the_topology_does_not_link_is_refused_in_either_way():
     topology = two_socket_4()
     topology.links = [link for link in topology.links if (link.a, link.b) != (1, 3)]
