@@ -273,17 +273,24 @@ def _columns_converter(cls: Any, take: bool) -> Callable[[list[Any]], Any]:
                 return None
             later.append((name, values))
         made = _instances(cls, items, whole, take)
-        for name, values in later:
-            if values is None:
-                for obj in made:
-                    obj.__dict__[name] = []
-                continue
-            for position, value in values:  # (a taken item stays as it was: the careful pass may read it)
-                obj = made[position]
-                obj.__dict__ = {**obj.__dict__, name: value}
+        apply_later(made, later)
         return made
 
     return convert
+
+
+def apply_later(made: list[Any], later: list[tuple[str, list[tuple[int, Any]] | None]]) -> None:
+    """Set the fields a column pass left for after the objects were made: ``None`` values mean every
+    object gets a fresh ``[]``; else ``(position, value)`` pairs. Each changed object gets a new
+    ``__dict__`` (a taken item stays as it was: the careful pass may read it)."""
+    for name, values in later:
+        if values is None:
+            for obj in made:
+                obj.__dict__[name] = []
+            continue
+        for position, value in values:
+            obj = made[position]
+            obj.__dict__ = {**obj.__dict__, name: value}
 
 
 def _keys_fit(items: list[dict[str, Any]], every: frozenset[str], required: set[str]) -> bool:

@@ -25,6 +25,7 @@ from gputopo.model.from_json import (
     _nested_column,
     _plain_column_ok,
     _text_fields,
+    apply_later,
 )
 
 _NUMBERS = frozenset({int, float, bool})
@@ -74,13 +75,7 @@ def build_kinds(cls: Any, items: Any, shared: tuple[str, ...], take: bool = Fals
         if name not in shared and not _column_ok(cls, items, name, by_name[name], nested, take, columns, later):
             return None
     objects = _instances(cls, items, True, take)
-    for name, values in later:
-        if values is None:
-            for obj in objects:
-                obj.__dict__[name] = []
-            continue
-        for position, value in values:  # (a taken item stays as it was, as in from_json)
-            objects[position].__dict__ = {**objects[position].__dict__, name: value}
+    apply_later(objects, later)
     number = {position: k for k, position in enumerate(first.values())}
     return Kinds(objects, list(map(number.__getitem__, at_first)), kinds, list(first.values()), columns)
 
