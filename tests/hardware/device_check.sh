@@ -23,7 +23,6 @@ raw topo-m.txt nvidia-smi topo -m
 raw topo-p2p-r.txt nvidia-smi topo -p2p r
 raw nvlink-s.txt nvidia-smi nvlink -s
 raw nvlink-status.txt nvidia-smi nvlink --status
-raw q-pcie-memory.txt nvidia-smi -q -d PCIE,MEMORY
 raw lspci-vvv.txt lspci -vvv
 raw lspci-tv.txt lspci -tv
 raw proc-cmdline.txt cat /proc/cmdline
@@ -47,9 +46,12 @@ g report.txt report -o "$R/report.html"
 g gather.txt gather -o "$R/gather.tar.gz"
 g doctor-from-gather.txt doctor --from "$R/gather.tar.gz"
 g scan-from-topo.txt scan --from "$R/topo-m.txt"
+g scan-from-q.txt scan --from "$R/nvidia-smi-q.txt"
+g scan-from-gather.txt scan --from "$R/gather.tar.gz"
+g doctor-from-cmdline.txt doctor --from "$R/proc-cmdline.txt"
 g doctor-from-lspci.txt doctor --from "$R/lspci-vvv.txt"
 echo "== timings (wall s, scan --json x3)"
 TIMEFORMAT="%R s wall %U s user"; for i in 1 2 3; do time python3 -m gputopo scan --json >/dev/null; done
-for f in scan.txt doctor.txt recommend1.txt recommend2.txt doctor-from-gather.txt; do echo "---- $f"; head -c 6000 "$R/$f"; done
+for f in scan.txt doctor.txt recommend1.txt scan-from-q.txt scan-from-gather.txt doctor-from-gather.txt; do echo "---- $f"; head -c 6000 "$R/$f"; done
 tar czf "$OUT/device-run.tar.gz" -C "$OUT" run && rm -rf "$R"
 ls -la "$OUT"
