@@ -56,11 +56,12 @@ def has_live_state(topology: Topology) -> bool:
 def live_state_time(topology: Topology) -> str:
     """When the live state was read, for every line that shows or uses it (a snapshot read back
     later is not the state now): ``as of 2025-06-01 10:00:00 UTC``, or that the time is unknown (a
-    snapshot saved before gputopo recorded it)."""
+    snapshot saved before gputopo recorded it, or a text such as `nvidia-smi -q` whose timestamp has
+    no time zone)."""
     from gputopo.notation import shown_utc_time
 
     if topology.captured_at is None:
-        return "as of an unknown time (the snapshot does not record it)"
+        return "as of an unknown time (the source does not record when it was read)"
     return f"as of {shown_utc_time(topology.captured_at)}"
 
 

@@ -20,65 +20,78 @@ from gputopo.sources.nvml import probe
 from gputopo.sources.nvml_health import read_nvml_health
 from gputopo.sources.snapshot import parse_snapshot
 
-RUN = REPO / "tests/fixtures/hardware/2026-11-26-h200-firecracker-run2"
-RECORDING = json.loads((RUN / "nvml-recording.json").read_text())
+HARDWARE = REPO / "tests/fixtures/hardware"
+RUNS = sorted(p.parent.name for p in HARDWARE.glob("*/nvml-recording.json"))
 MACHINE_ONLY = ("captured_at", "host")  # when and on which host name: not NVML's answers
 
 
-@pytest.fixture(scope="module")
-def gathered_root(tmp_path_factory):
+@pytest.fixture(params=RUNS)
+def run(request):
+    return HARDWARE / request.param
+
+
+@pytest.fixture
+def recording(run):
+    return json.loads((run / "nvml-recording.json").read_text())
+
+
+@pytest.fixture
+def gathered_root(run, tmp_path):
     """The machine's own sysfs/procfs files, as `gputopo gather` packed them in the same run."""
-    root = tmp_path_factory.mktemp("h200")
-    with tarfile.open(RUN / "gather.tar.gz") as archive:
-        archive.extractall(root, filter="data")
-    return root
+    with tarfile.open(run / "gather.tar.gz") as archive:
+        archive.extractall(tmp_path, filter="data")
+    return tmp_path
+
+
+def test_every_recorded_run_is_replayed():
+    assert len(RUNS) >= 2, RUNS
 
 
 def _without(data: dict, keys=MACHINE_ONLY) -> dict:
     return {k: v for k, v in data.items() if k not in keys}
 
 
-def test_the_probe_makes_of_the_recorded_answers_what_it_made_on_the_machine(gathered_root):
-    replayed = probe(nvml=Replay(RECORDING["calls"]), sysfs_root=gathered_root)
-    assert _without(replayed.to_dict()) == _without(RECORDING["topology"])
+def test_the_probe_makes_of_the_recorded_answers_what_it_made_on_the_machine(recording, gathered_root):
+    replayed = probe(nvml=Replay(recording["calls"]), sysfs_root=gathered_root)
+    assert _without(replayed.to_dict()) == _without(recording["topology"])
 
 
-def test_what_the_real_driver_said_of_this_h200():
+def test_what_the_real_driver_said_of_this_h200(recording):
     """The facts the expert's expectations were about (tests/hardware/README.md)."""
-    [gpu] = RECORDING["topology"]["gpus"]
+    [gpu] = recording["topology"]["gpus"]
     assert gpu["name"] == "NVIDIA H200" and gpu["compute_capability"] == "9.0"
     assert (gpu["pcie_gen_current"], gpu["pcie_gen_max"], gpu["pcie_width_current"], gpu["pcie_width_max"]) == (5, 5, 16, 16)
     assert gpu["nvlink_active_links"] == 0 and gpu["nvlink_version"] is None  # NVLink: Not Supported in the VM
     assert gpu["memory_used_bytes"] == 0  # version 2: nvidia-smi's "Used"; version 1 said 615 MiB
-    nvlink_answers = {c.get("error") for c in RECORDING["calls"] if c["fn"] == "nvmlDeviceGetNvLinkState"}
+    nvlink_answers = {c.get("error") for c in recording["calls"] if c["fn"] == "nvmlDeviceGetNvLinkState"}
     assert nvlink_answers == {3}  # NVML_ERROR_NOT_SUPPORTED
 
 
-def test_doctors_nvml_reader_makes_the_same_health_of_the_recorded_answers():
-    assert repr(read_nvml_health(nvml=Replay(RECORDING["calls"]))) == RECORDING["nvml_health"]
+def test_doctors_nvml_reader_makes_the_same_health_of_the_recorded_answers(recording):
+    assert repr(read_nvml_health(nvml=Replay(recording["calls"]))) == recording["nvml_health"]
 
 
-def test_doctor_on_the_recorded_machine_finds_only_that_it_is_a_one_gpu_vm(gathered_root):
-    report = doctor(evidence_of_host(str(gathered_root), env={}, nvml=Replay(RECORDING["calls"])))
+def test_doctor_on_the_recorded_machine_finds_only_that_it_is_a_one_gpu_vm(recording, gathered_root):
+    report = doctor(evidence_of_host(str(gathered_root), env={}, nvml=Replay(recording["calls"])))
     assert [(f.severity, f.code) for f in report.findings] == [("info", "virtual-machine")]
     assert "with one GPU" in report.findings[0].message
     checks = {c.name: c.status for c in report.checks}
     assert checks["nvml"] == "ok" and checks["p2p-status"] == "ok"
 
 
-def test_the_python_fake_answers_the_probe_as_the_real_driver_did(gathered_root):
+def test_the_python_fake_answers_the_probe_as_the_real_driver_did(recording, gathered_root):
     """FakeNvml built from what the machine's probe saw gives the probe the same topology back:
     NVLink queries answered Not Supported, the fabric state, the affinity masks."""
-    seen = parse_snapshot(json.dumps(RECORDING["topology"]), "recording")
+    seen = parse_snapshot(json.dumps(recording["topology"]), "recording")
     assert isinstance(seen, Topology)
     faked = probe(nvml=FakeNvml(seen, utilization={0: 0}, processes={0: []}), sysfs_root=gathered_root)
     live = ("memory_used_bytes",)  # the fake's default is 0, as the machine's was
-    got, want = faked.to_dict(), RECORDING["topology"]
+    got, want = faked.to_dict(), recording["topology"]
     assert [_without(g, live) for g in got["gpus"]] == [_without(g, live) for g in want["gpus"]]
     assert _without(got, MACHINE_ONLY + ("gpus", "driver_version", "cuda_driver_version", "nvml_version")) == \
         _without(want, MACHINE_ONLY + ("gpus", "driver_version", "cuda_driver_version", "nvml_version"))
 
 
-def test_a_query_the_real_driver_was_never_asked_fails_instead_of_being_made_up():
+def test_a_query_the_real_driver_was_never_asked_fails_instead_of_being_made_up(recording):
     with pytest.raises(NotRecorded):
-        Replay(RECORDING["calls"]).nvmlDeviceGetPowerUsage(None)
+        Replay(recording["calls"]).nvmlDeviceGetPowerUsage(None)

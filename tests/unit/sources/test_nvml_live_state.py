@@ -111,7 +111,7 @@ def test_live_state_read_back_from_a_snapshot_says_when_it_was_read(cli, busy_sn
     line = assert_one_error_line(cli("train", "--from", busy_snapshot, "--devices", "3", "--dry-run"))
     assert "as of 2025-06-01 10:00:00 UTC" in line
     # An older snapshot loads, and its live state is said to be of an unknown time, never of now.
-    unknown = "as of an unknown time (the snapshot does not record it)"
+    unknown = "as of an unknown time (the source does not record when it was read)"
     assert unknown in " ".join(cli("scan", "--from", undated_snapshot).output.split())
     assert f"skipped busy GPU 3 ({unknown})" in " ".join(cli("recommend", "--from", undated_snapshot, "-n", "4").output.split())
     assert json.loads(cli("recommend", "--from", undated_snapshot, "-n", "4", "--json").output)["busy_as_of"] is None
