@@ -160,15 +160,16 @@ def _join_gpus(merged: Topology, kept_from: str, part: Topology, other_from: str
             subject=NUMBERING, kept="by PCI bus order (every GPU of the host assumed to be in both)",
             kept_from=kept_from, other=None, other_from=other_from, gpus=sorted(by_bus.values())))
         return by_bus
+    lacking = [name for name, gpus in ((kept_from, merged.gpus), (other_from, part.gpus))
+               if not all(g.pci_bus_id for g in gpus)]
     if not same_count:
+        which = "neither says their PCI bus ids" if len(lacking) == 2 else f"{lacking[0]} does not say every GPU's PCI bus id"
         raise InputError(
             f"{kept_from} ({len(merged.gpus)} GPUs) and {other_from} ({len(part.gpus)} GPUs) number their GPUs "
-            "differently and neither says their PCI bus ids, so which GPUs they share cannot be told: give a "
+            f"differently and {which}, so which GPUs they share cannot be told: give a "
             "snapshot with bus ids (`gputopo scan --save` on that host), or run the tool with "
             "CUDA_DEVICE_ORDER=PCI_BUS_ID on every GPU")
     _check_indices(merged, kept_from, part, other_from)
-    lacking = [name for name, gpus in ((kept_from, merged.gpus), (other_from, part.gpus))
-               if not all(g.pci_bus_id for g in gpus)]
     merged.disagreements.append(Disagreement(
         subject=NUMBERING, kept=f"by index ({' and '.join(lacking)} without PCI bus ids)",
         kept_from=kept_from, other=None, other_from=other_from, gpus=sorted(identity)))

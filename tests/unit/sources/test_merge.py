@@ -58,6 +58,15 @@ def test_different_counts_numbered_differently_are_refused_with_the_way_out():
         merge_views([smi(), two])
 
 
+def test_the_refusal_names_the_one_source_without_bus_ids():
+    """A CUDA program that saw 2 of 4 GPUs, with their bus ids, and a topo -m without: only the
+    topo -m lacks them, and the refusal says so (not "neither")."""
+    two = measured(0, 1, 9.9, bus_ids=["0000:1a:00.0", "0000:1b:00.0", "0000:3d:00.0"])
+    two.gpus = two.gpus[:2]
+    with pytest.raises(InputError, match=r"differently and .* does not say every GPU's PCI bus id, so"):
+        merge_views([smi(), two], ["topo.txt", "p2pbw.txt"])
+
+
 def test_sources_that_number_like_nvml_join_by_index_whatever_their_counts():
     from gputopo.model import NvLinkState
 
