@@ -188,8 +188,10 @@ def atomic_write_bytes(path: str | os.PathLike[str], data: bytes) -> Path:
 
 def _open_folder(folder: Path) -> int:
     """A descriptor of the absolute, link-free ``folder``, opened from ``/`` one name at a time with
-    ``O_NOFOLLOW``: a name that has become a link since it was resolved fails (ELOOP)."""
-    flags = os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC
+    ``O_NOFOLLOW``: a name that has become a link since it was resolved fails (ENOTDIR or ELOOP).
+    ``O_PATH`` where there is one: holding a folder needs only the right to search it, as a write by
+    path does (a 0711 home, a --x folder on the way), not the right to list it."""
+    flags = getattr(os, "O_PATH", os.O_RDONLY) | os.O_DIRECTORY | os.O_CLOEXEC
     fd = os.open("/", flags)
     try:
         for name in folder.parts[1:]:
