@@ -290,6 +290,32 @@ def test_a_regular_file_that_grows_while_read_is_read_on_to_the_bound(tmp_path, 
         read_text_input(path, max_bytes=2 * 1024 * 1024)
 
 
+def test_a_folder_swapped_for_a_link_while_the_rest_is_checked_does_not_send_the_write_elsewhere(
+        tmp_path, monkeypatch):
+    """The folder must be the one the link check walked: a swap just after that walk (here, while
+    the write checks that the folder exists) used to be followed, because the folder was resolved
+    again (``realpath``) after the check."""
+    from gputopo import fileio
+
+    work, elsewhere = tmp_path / "work", tmp_path / "elsewhere"
+    work.mkdir()
+    elsewhere.mkdir()
+    real_is_dir = fileio.Path.is_dir
+    swapped = []
+
+    def swap_then_is_dir(self):
+        if not swapped and self == work:
+            work.rename(tmp_path / "work.moved")
+            work.symlink_to(elsewhere)
+            swapped.append(True)
+        return real_is_dir(self)
+
+    monkeypatch.setattr(fileio.Path, "is_dir", swap_then_is_dir)
+    with pytest.raises(OutputError, match=r"cannot write .*plan.json: folder .*work changed or cannot be opened"):
+        atomic_write_text(work / "plan.json", "x")
+    assert swapped and list(elsewhere.iterdir()) == [] and list((tmp_path / "work.moved").iterdir()) == []
+
+
 def _exit_code_as_another_user(action) -> int:
     """``action()`` in a child process, as nobody when we are root (as ourselves otherwise)."""
     import sys
