@@ -253,8 +253,10 @@ def _process(block: _Block, path: tuple[str, ...], value: str) -> None:
         return
     if path[-1] == "type":
         block.process_type = value.upper()
-        if "C" in block.process_type and block.process not in (gpu.processes or []):
-            (gpu.processes or []).append(block.process)
+        if gpu.processes is None:
+            gpu.processes = []
+        if "C" in block.process_type and block.process not in gpu.processes:
+            gpu.processes.append(block.process)
     elif path[-1] in ("name", "process name"):
         block.process.name = value[:256] or None
     elif path[-1] == "used gpu memory" and (number := _NUMBER_RE.match(value)) is not None and number.group(2) == "MiB":
