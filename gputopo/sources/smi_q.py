@@ -63,7 +63,7 @@ _HEADER_RE = re.compile(r"^(?P<prefix>[ \t]*(?:[^\w\s][ \t]*){0,4})GPU (?P<bus>[
 _SNIFF_RE = re.compile(rf"(?m)^[ \t]*(?:[^\w\s][ \t]*){{0,4}}GPU {_BUS}[ \t\\]*\r?\n[ \t]*(?:[^\w\s][ \t]*){{0,4}}(?<=[ \t])[A-Z][A-Za-z]")
 _KEY_RE = re.compile(r"^(?P<key>[A-Za-z][^:]{0,80}?)[ \t]*(?::[ \t]?(?P<value>.*))?$")
 _TOP_RE = re.compile(r"^[ \t]*(?:[^\w\s][ \t]*){0,4}(?P<key>Attached GPUs|Driver Version)[ \t]*:[ \t]*(?P<value>\S{1,40})")
-_NUMBER_RE = re.compile(r"^(\d{1,9})[ \t]*(MiB|x|%)?$")
+_NUMBER_RE = re.compile(r"^([0-9]{1,9})[ \t]*(MiB|x|%)?$")
 # The unit each figure is printed with: a value cut mid-line (``81`` of ``81559 MiB``) lacks it.
 _UNITS = {"memory_total_bytes": "MiB", "memory_used_bytes": "MiB", "pcie_width_max": "x", "pcie_width_current": "x",
           "utilization_percent": "%", "pcie_gen_max": None, "pcie_gen_current": None}
@@ -139,13 +139,18 @@ def read(text: str, source: str) -> Topology:
             _close(state, state.block)
             state.block = None
         top = _TOP_RE.match(line)
-        if top and top.group("key") == "Attached GPUs" and state.attached is None and top.group("value").isdigit():
+        if top and top.group("key") == "Attached GPUs" and state.attached is None and _ascii_digits(top.group("value")):
             state.attached = int(top.group("value")[:5])
         elif top and top.group("key") == "Driver Version" and state.driver is None:
             state.driver = top.group("value")
     if not state.gpus:
         raise InputError(f"{source}: `nvidia-smi -q` lines without a readable `GPU <bus id>` line above them")
     return _topology(state)
+
+
+def _ascii_digits(text: str) -> bool:
+    """Whether ``text`` is a figure in ASCII digits (``str.isdigit`` takes ``²``, which ``int`` refuses)."""
+    return text.isascii() and text.isdigit()
 
 
 def _without_md_break(line: str) -> str:
@@ -244,7 +249,7 @@ def _process(block: _Block, path: tuple[str, ...], value: str) -> None:
         return
     if path[-1] == "process id":
         block.process, block.process_type = None, None
-        if value.isdigit() and len(value) <= 10 and len(gpu.processes or []) < MAX_PROCESSES:
+        if _ascii_digits(value) and len(value) <= 10 and len(gpu.processes or []) < MAX_PROCESSES:
             block.process = GpuProcess(pid=int(value))
             if gpu.processes is None:
                 gpu.processes = []

@@ -244,3 +244,16 @@ def test_the_compute_processes_listed_are_read_not_dropped():
     (gpu,) = smi_q.read(RUNNING, "running").gpus
     assert [(p.pid, p.name, p.used_memory_bytes) for p in gpu.processes] == [
         (41735, "python", 310 * 1024 * 1024), (41790, "./train", 1024 * 1024 * 1024)]
+
+
+@pytest.mark.parametrize("digits", ["\u00b2", "\u0661\u0666", "\uff11"])
+def test_numbers_in_other_scripts_are_not_read_and_are_no_traceback(digits):
+    """Only ASCII digits are figures (docs/security.md). A superscript two passed str.isdigit() and
+    then failed int(): a ValueError traceback from 'Process ID : ²' or 'Attached GPUs : ²'; Arabic-Indic
+    digits were read as a memory size."""
+    text = (f"Attached GPUs : {digits}\nGPU 00000000:3B:00.0\n    Product Name : A\n    FB Memory Usage\n"
+            f"        Total : {digits} MiB\n    Processes\n        Process ID : {digits}\n            Type : C\n\n")
+    topology = smi_q.read(text, "digits")
+    (gpu,) = topology.gpus
+    assert gpu.memory_total_bytes is None and gpu.processes in (None, [])
+    assert topology.gpu_numbering != "listed"
