@@ -3,7 +3,8 @@ repeated until the paste is 1, 4 and 16 MiB (the bound of an input is 64 MiB), a
 whole door (every sniff, then every matching reader and the merge) reads it. Linear readers take
 about 4x as long for 4x the text; the figures and the ratios are printed, nothing is asserted.
 Adversarial lines are timed too: one NCCL-looking line of 4000 characters of `a:1:` repeated, and a
-paste of 200,000 `Link N: <inactive>` lines without a GPU line.
+paste of 200,000 `Link N: <inactive>` lines without a GPU line, and an `nvidia-smi -q` block of
+4000 lines of 1000 blanks each.
 
 Usage: python benchmarks/readers_speed.py [--sizes 1 4 16]
 """
@@ -56,6 +57,7 @@ def main() -> None:
     adversarial = {
         "long NCCL-looking lines": ("a:1:" * 1000 + " NCCL INFO x\n") * 2000,
         "200k inactive links, no GPU": "\t Link 0: <inactive>\n" * 200_000,
+        "-q block of 1000-blank lines": "GPU 0000:01:00.0\n" + ("    Ab" + " " * 1000 + "c\n") * 4000,
     }
     for label, text in adversarial.items():
         seconds, outcome = _time(text)

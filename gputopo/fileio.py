@@ -66,12 +66,20 @@ def protected_link(path: str | os.PathLike[str]) -> str | None:
     or the follower (the effective user). Root is held to it too: the shell's ``>`` is refused
     there (where the sysctl is on), while a rename onto the link's target, or a file created in the
     folder it leads to, would not be. The walk stops at the first name that is not there."""
+    return _walk(path)[0]
+
+
+def _walk(path: str | os.PathLike[str]) -> tuple[str | None, Path | None]:
+    """``protected_link``'s walk: why a link on the way would not be followed (None: all would be),
+    and where the path leads as walked (absolute, every link followed, what is not there yet
+    appended as named; None when the current folder is gone). A write goes to that place and no
+    other: it is resolved once, here, by the same walk that checked the links on the way."""
     text = os.fspath(path)
     pending = list(reversed(Path(text).parts))
     try:
         current = Path("/") if text.startswith("/") else Path(os.getcwd())
     except OSError:  # the current folder was removed: the write fails on its own
-        return None
+        return None, None
     hops = 0
     while pending:
         name = pending.pop()
@@ -87,7 +95,7 @@ def protected_link(path: str | os.PathLike[str]) -> str | None:
         try:
             link_st = os.lstat(step)
         except OSError:
-            return None  # not there (yet): nothing further is followed
+            return None, current.joinpath(name, *reversed(pending))  # not there (yet): nothing further is followed
         if not stat.S_ISLNK(link_st.st_mode):
             current = step
             continue
@@ -96,15 +104,15 @@ def protected_link(path: str | os.PathLike[str]) -> str | None:
             folder_st = os.stat(current)
             target = os.readlink(step)
         except OSError:
-            return None
+            return None, current.joinpath(name, *reversed(pending))
         sticky_public = folder_st.st_mode & stat.S_ISVTX and folder_st.st_mode & stat.S_IWOTH
         if sticky_public and link_st.st_uid not in (folder_st.st_uid, os.geteuid()):
             return (f"{step} is a symbolic link in the sticky world-writable folder {current}, owned by uid "
-                    f"{link_st.st_uid} (neither the folder's owner nor you): not followed (as fs.protected_symlinks)")
+                    f"{link_st.st_uid} (neither the folder's owner nor you): not followed (as fs.protected_symlinks)"), None
         if hops > MAX_LINK_HOPS:  # a loop, or a chain the kernel refuses (ELOOP); realpath would follow it
-            return f"more than {MAX_LINK_HOPS} symbolic links on the way to {text} (a loop?): not followed, as the kernel"
+            return f"more than {MAX_LINK_HOPS} symbolic links on the way to {text} (a loop?): not followed, as the kernel", None
         pending.extend(reversed(Path(target).parts))
-    return None
+    return None, current
 
 
 def write_target(path: str | os.PathLike[str]) -> Path:
@@ -113,11 +121,16 @@ def write_target(path: str | os.PathLike[str]) -> Path:
     existing file this user may not write, with one ``OutputError`` (as the shell's ``>`` would).
     Commands that work for long before they save (``bench-p2p --save``) call it first, to refuse a
     bad target at once."""
+    return _checked_target(path)[0]
+
+
+def _checked_target(path: str | os.PathLike[str]) -> tuple[Path, Path | None]:
+    """``write_target``'s checks; also where the link check's walk resolved the path (``_walk``)."""
     if not os.fspath(path):
         raise InputError("the output file name is empty")
     path = Path(path)
     shown = str(path)
-    refused = protected_link(path)
+    refused, walked = _walk(path)
     if refused is not None:
         raise OutputError(f"cannot write {shown}: {refused}")
     try:
@@ -135,7 +148,7 @@ def write_target(path: str | os.PathLike[str]) -> Path:
     try:
         mode = os.stat(target).st_mode
     except FileNotFoundError:
-        return target
+        return target, walked
     except OSError as exc:
         raise OutputError(f"cannot write {shown}: {exc.strerror or exc}") from None
     if stat.S_ISDIR(mode):
@@ -144,7 +157,7 @@ def write_target(path: str | os.PathLike[str]) -> Path:
         raise InputError(f"cannot write {shown}: it is {_kind_of(mode)}, not a regular file")
     if not os.access(target, os.W_OK):  # the rename would replace a file its owner protected
         raise OutputError(f"cannot write {shown}: Permission denied")
-    return target
+    return target, walked
 
 
 def _new_file_mode() -> int:
@@ -166,21 +179,22 @@ def atomic_write_bytes(path: str | os.PathLike[str], data: bytes) -> Path:
     ``path`` as given. Raises ``InputError`` for a target that is not a regular file (nothing is
     touched) and ``OutputError`` when the write itself fails (the old file stays as it was).
 
-    Checked once, then held: the target's folder is resolved when checked (``write_target``) and
+    Checked once, then held: the target's folder is resolved by the walk that checks its links (``_walk``) and
     opened one name at a time without following links (``_open_folder``), and the temporary file,
     the rename and the clean-up all work relative to that open folder. A folder on the path swapped
     for a link after the check (to send root's write elsewhere) fails the write instead."""
-    target = write_target(path)
+    target, walked = _checked_target(path)
     given = Path(path)
     folder = target.parent if str(target.parent) else Path(".")
-    resolved = Path(os.path.realpath(folder))  # what was checked: every link on the way followed now
-    try:
-        dir_fd = _open_folder(resolved)
+    if walked is None:  # (the current folder is gone)
+        raise OutputError(f"cannot write {given}: the current folder no longer exists")
+    try:  # the place the check walked to, not the path resolved again (a link swapped in since would be followed)
+        dir_fd = _open_folder(walked.parent)
     except OSError as exc:
         raise OutputError(f"cannot write {given}: folder {folder} changed or cannot be opened "
                           f"({exc.strerror or exc})") from None
     try:
-        _write_in_folder(dir_fd, target.name, data, given)
+        _write_in_folder(dir_fd, walked.name, data, given)
     finally:
         os.close(dir_fd)
     return given
@@ -188,8 +202,10 @@ def atomic_write_bytes(path: str | os.PathLike[str], data: bytes) -> Path:
 
 def _open_folder(folder: Path) -> int:
     """A descriptor of the absolute, link-free ``folder``, opened from ``/`` one name at a time with
-    ``O_NOFOLLOW``: a name that has become a link since it was resolved fails (ELOOP)."""
-    flags = os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC
+    ``O_NOFOLLOW``: a name that has become a link since it was resolved fails (ENOTDIR or ELOOP).
+    ``O_PATH`` where there is one: holding a folder needs only the right to search it, as a write by
+    path does (a 0711 home, a --x folder on the way), not the right to list it."""
+    flags = getattr(os, "O_PATH", os.O_RDONLY) | os.O_DIRECTORY | os.O_CLOEXEC
     fd = os.open("/", flags)
     try:
         for name in folder.parts[1:]:

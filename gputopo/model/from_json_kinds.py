@@ -71,9 +71,12 @@ def build_kinds(cls: Any, items: Any, shared: tuple[str, ...], take: bool = Fals
             return None
     columns: dict[str, list[Any]] = {}
     later: list[tuple[str, list[tuple[int, Any]] | None]] = []
-    for name in names:
-        if name not in shared and not _column_ok(cls, items, name, by_name[name], nested, take, columns, later):
-            return None
+    try:
+        for name in names:
+            if name not in shared and not _column_ok(cls, items, name, by_name[name], nested, take, columns, later):
+                return None
+    except KeyError:  # a field missing, its count made up by an unknown key: the careful path names it
+        return None
     objects = _instances(cls, items, True, take)
     apply_later(objects, later)
     number = {position: k for k, position in enumerate(first.values())}

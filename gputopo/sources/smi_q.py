@@ -61,9 +61,8 @@ _BUS = r"[0-9A-Fa-f]{4,8}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}\.[0-7]"
 # The first line of a GPU's block, after any decoration (up to 4 non-word characters).
 _HEADER_RE = re.compile(r"^(?P<prefix>[ \t]*(?:[^\w\s][ \t]*){0,4})GPU (?P<bus>[0-9A-Fa-f]{0,8}:[0-9A-Fa-f:.]{1,12})[ \t]*$")
 _SNIFF_RE = re.compile(rf"(?m)^[ \t]*(?:[^\w\s][ \t]*){{0,4}}GPU {_BUS}[ \t\\]*\r?\n[ \t]*(?:[^\w\s][ \t]*){{0,4}}(?<=[ \t])[A-Z][A-Za-z]")
-_KEY_RE = re.compile(r"^(?P<key>[A-Za-z][^:]{0,80}?)[ \t]*(?::[ \t]?(?P<value>.*))?$")
 _TOP_RE = re.compile(r"^[ \t]*(?:[^\w\s][ \t]*){0,4}(?P<key>Attached GPUs|Driver Version)[ \t]*:[ \t]*(?P<value>\S{1,40})")
-_NUMBER_RE = re.compile(r"^(\d{1,9})[ \t]*(MiB|x|%)?$")
+_NUMBER_RE = re.compile(r"^([0-9]{1,9})[ \t]*(MiB|x|%)?$")
 # The unit each figure is printed with: a value cut mid-line (``81`` of ``81559 MiB``) lacks it.
 _UNITS = {"memory_total_bytes": "MiB", "memory_used_bytes": "MiB", "pcie_width_max": "x", "pcie_width_current": "x",
           "utilization_percent": "%", "pcie_gen_max": None, "pcie_gen_current": None}
@@ -139,13 +138,18 @@ def read(text: str, source: str) -> Topology:
             _close(state, state.block)
             state.block = None
         top = _TOP_RE.match(line)
-        if top and top.group("key") == "Attached GPUs" and state.attached is None and top.group("value").isdigit():
+        if top and top.group("key") == "Attached GPUs" and state.attached is None and _ascii_digits(top.group("value")):
             state.attached = int(top.group("value")[:5])
         elif top and top.group("key") == "Driver Version" and state.driver is None:
             state.driver = top.group("value")
     if not state.gpus:
         raise InputError(f"{source}: `nvidia-smi -q` lines without a readable `GPU <bus id>` line above them")
     return _topology(state)
+
+
+def _ascii_digits(text: str) -> bool:
+    """Whether ``text`` is a figure in ASCII digits (``str.isdigit`` takes ``²``, which ``int`` refuses)."""
+    return text.isascii() and text.isdigit()
 
 
 def _without_md_break(line: str) -> str:
@@ -194,17 +198,29 @@ def _block_line(state: _Reading, block: _Block, line: str, number: int) -> bool:
     indent = len(line) - len(body)
     if indent <= block.indent:
         return False
-    key = _KEY_RE.match(body)
-    if key is None:
+    parts = _key_value(body)
+    if parts is None:
         return True
     while block.stack and block.stack[-1][0] >= indent:
         block.stack.pop()
-    path = (*(title for _, title in block.stack), key.group("key").strip().lower())
+    path = (*(title for _, title in block.stack), parts[0].strip().lower())
     if len(block.stack) < MAX_DEPTH:
         block.stack.append((indent, path[-1]))
-    if key.group("value") is not None:
-        _value(state, block, path, key.group("value").strip(), number)
+    if parts[1] is not None:
+        _value(state, block, path, parts[1].strip(), number)
     return True
+
+
+def _key_value(body: str) -> tuple[str, str | None] | None:
+    """A line's ``key : value``, or its ``key`` alone (a title): the key starts with an ASCII letter,
+    holds no colon and is at most 81 characters before its blanks; None for any other line. One
+    split, no regex: a lazy key followed by blanks backtracked in the key's length times the line's
+    (a paste of lines of blanks read 20 times slower than a real one)."""
+    head, colon, value = body.partition(":")
+    key = head.rstrip(" \t")
+    if not key or len(key) > 81 or not (key[0].isascii() and key[0].isalpha()):
+        return None
+    return key, (value if colon else None)
 
 
 def _value(state: _Reading, block: _Block, path: tuple[str, ...], value: str, number: int) -> None:
@@ -244,7 +260,7 @@ def _process(block: _Block, path: tuple[str, ...], value: str) -> None:
         return
     if path[-1] == "process id":
         block.process, block.process_type = None, None
-        if value.isdigit() and len(value) <= 10 and len(gpu.processes or []) < MAX_PROCESSES:
+        if _ascii_digits(value) and len(value) <= 10 and len(gpu.processes or []) < MAX_PROCESSES:
             block.process = GpuProcess(pid=int(value))
             if gpu.processes is None:
                 gpu.processes = []
@@ -253,8 +269,10 @@ def _process(block: _Block, path: tuple[str, ...], value: str) -> None:
         return
     if path[-1] == "type":
         block.process_type = value.upper()
-        if "C" in block.process_type and block.process not in (gpu.processes or []):
-            (gpu.processes or []).append(block.process)
+        if gpu.processes is None:
+            gpu.processes = []
+        if "C" in block.process_type and block.process not in gpu.processes:
+            gpu.processes.append(block.process)
     elif path[-1] in ("name", "process name"):
         block.process.name = value[:256] or None
     elif path[-1] == "used gpu memory" and (number := _NUMBER_RE.match(value)) is not None and number.group(2) == "MiB":

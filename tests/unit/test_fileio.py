@@ -5,6 +5,7 @@ from __future__ import annotations
 import errno
 import os
 import stat
+from pathlib import Path
 
 import pytest
 
@@ -287,3 +288,73 @@ def test_a_regular_file_that_grows_while_read_is_read_on_to_the_bound(tmp_path, 
     assert read_text_input(path) == "a" * (3 * 1024 * 1024)
     with pytest.raises(InputError, match="larger than the 2 MiB limit"):
         read_text_input(path, max_bytes=2 * 1024 * 1024)
+
+
+def test_a_folder_swapped_for_a_link_while_the_rest_is_checked_does_not_send_the_write_elsewhere(
+        tmp_path, monkeypatch):
+    """The folder must be the one the link check walked: a swap just after that walk (here, while
+    the write checks that the folder exists) used to be followed, because the folder was resolved
+    again (``realpath``) after the check."""
+    from gputopo import fileio
+
+    work, elsewhere = tmp_path / "work", tmp_path / "elsewhere"
+    work.mkdir()
+    elsewhere.mkdir()
+    real_is_dir = fileio.Path.is_dir
+    swapped = []
+
+    def swap_then_is_dir(self):
+        if not swapped and self == work:
+            work.rename(tmp_path / "work.moved")
+            work.symlink_to(elsewhere)
+            swapped.append(True)
+        return real_is_dir(self)
+
+    monkeypatch.setattr(fileio.Path, "is_dir", swap_then_is_dir)
+    with pytest.raises(OutputError, match=r"cannot write .*plan.json: folder .*work changed or cannot be opened"):
+        atomic_write_text(work / "plan.json", "x")
+    assert swapped and list(elsewhere.iterdir()) == [] and list((tmp_path / "work.moved").iterdir()) == []
+
+
+def _exit_code_as_another_user(action) -> int:
+    """``action()`` in a child process, as nobody when we are root (as ourselves otherwise)."""
+    import sys
+
+    pid = os.fork()
+    if pid == 0:  # pragma: no cover (the child)
+        code = 0
+        try:
+            if os.geteuid() == 0:
+                os.setgroups([])
+                os.setgid(65534)
+                os.setuid(65534)
+            action()
+        except BaseException as exc:  # noqa: BLE001 (reported through the exit code)
+            sys.stderr.write(f"{exc}\n")
+            code = 1
+        os._exit(code)
+    _, status = os.waitpid(pid, 0)
+    return os.waitstatus_to_exitcode(status)
+
+
+def test_a_folder_this_user_may_search_but_not_list_is_written_as_the_shell_would():
+    """A folder on the path with --x for us (a 0711 home, a drop-box) lets the shell's `>` write
+    below it; opening each folder for reading (to hold it) refused it with Permission denied."""
+    import shutil
+    import tempfile
+
+    base = Path(tempfile.mkdtemp(prefix="gputopo-test-"))  # (tmp_path's parents are 0700: nobody cannot pass)
+    try:
+        outer = base / "outer"
+        inner = outer / "inner"
+        inner.mkdir(parents=True)
+        os.chmod(base, 0o711)
+        os.chmod(outer, 0o311)
+        os.chmod(inner, 0o777)
+        code = _exit_code_as_another_user(lambda: atomic_write_text(inner / "out.json", "{}"))
+        assert code == 0
+        assert (inner / "out.json").read_text() == "{}"
+        assert [p.name for p in inner.iterdir()] == ["out.json"]
+    finally:
+        os.chmod(outer, 0o755)
+        shutil.rmtree(base)

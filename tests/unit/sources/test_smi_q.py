@@ -210,3 +210,50 @@ def test_other_kinds_captures_are_not_taken_for_q_output():
     for path in sorted(CORPUS.rglob("*.txt")):
         if path.parent.name != KIND:
             assert not smi_q.sniff(path.read_text(errors="replace")), path
+
+
+RUNNING = """GPU 00000000:3B:00.0
+    Product Name                          : Tesla V100-SXM2-16GB
+    Processes
+        GPU instance ID                   : N/A
+        Compute instance ID               : N/A
+        Process ID                        : 41735
+            Type                          : C
+            Name                          : python
+            Used GPU Memory               : 310 MiB
+        GPU instance ID                   : N/A
+        Compute instance ID               : N/A
+        Process ID                        : 2210
+            Type                          : G
+            Name                          : /usr/lib/xorg/Xorg
+            Used GPU Memory               : 4 MiB
+        GPU instance ID                   : N/A
+        Compute instance ID               : N/A
+        Process ID                        : 41790
+            Type                          : C+G
+            Name                          : ./train
+            Used GPU Memory               : 1024 MiB
+
+"""
+
+
+def test_the_compute_processes_listed_are_read_not_dropped():
+    """The Processes section as nvidia-smi -q prints it for a GPU in use (C, G and C+G types): the
+    compute ones are the GPU's processes. An empty list (\"no process\") was read instead: the first
+    process was appended to a throw-away list, so a busy GPU looked free to recommend."""
+    (gpu,) = smi_q.read(RUNNING, "running").gpus
+    assert [(p.pid, p.name, p.used_memory_bytes) for p in gpu.processes] == [
+        (41735, "python", 310 * 1024 * 1024), (41790, "./train", 1024 * 1024 * 1024)]
+
+
+@pytest.mark.parametrize("digits", ["\u00b2", "\u0661\u0666", "\uff11"])
+def test_numbers_in_other_scripts_are_not_read_and_are_no_traceback(digits):
+    """Only ASCII digits are figures (docs/security.md). A superscript two passed str.isdigit() and
+    then failed int(): a ValueError traceback from 'Process ID : ²' or 'Attached GPUs : ²'; Arabic-Indic
+    digits were read as a memory size."""
+    text = (f"Attached GPUs : {digits}\nGPU 00000000:3B:00.0\n    Product Name : A\n    FB Memory Usage\n"
+            f"        Total : {digits} MiB\n    Processes\n        Process ID : {digits}\n            Type : C\n\n")
+    topology = smi_q.read(text, "digits")
+    (gpu,) = topology.gpus
+    assert gpu.memory_total_bytes is None and gpu.processes in (None, [])
+    assert topology.gpu_numbering != "listed"
