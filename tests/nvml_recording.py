@@ -9,14 +9,18 @@ passed by reference is written down as the call left it. ``tests/hardware/record
 on a machine with a GPU; the recording is kept under ``tests/fixtures/hardware/``.
 
 ``Replay(recording)`` answers the same calls with the same answers: structures as objects with the
-recorded fields, NVML errors as the installed ``pynvml``'s real exception classes, a ``byref``
-structure filled as the driver filled it. A call that was not recorded fails the test
-(``NotRecorded``) instead of being made up: when the probe asks something new, record again.
+recorded fields, NVML errors as the installed ``pynvml``'s real exception classes (other exceptions
+as the same built-in type, else ``NotRecorded``), a ``byref`` structure filled as the driver filled
+it. A call that was not recorded fails the test (``NotRecorded``) instead of being made up: when the
+probe asks something new, record again. The same call asked more times than recorded gets the last
+recorded answer to that very call (function and arguments): NVML's static answers do not change
+between two asks, and a probe and doctor replayed apart each ask them once more.
 Constants and structure types come from the installed ``pynvml``.
 """
 
 from __future__ import annotations
 
+import builtins
 import ctypes
 import types
 from collections import defaultdict, deque
@@ -154,7 +158,10 @@ class Replay:
                 raise pynvml.NVMLError(entry["error"])
             if "exception" in entry:
                 kind, text = entry["exception"]
-                raise {"TypeError": TypeError, "AttributeError": AttributeError}.get(kind, RuntimeError)(text)
+                error = getattr(builtins, kind, None)
+                if not (isinstance(error, type) and issubclass(error, Exception)):
+                    raise NotRecorded(f"{name}: the real binding raised {kind}, which this replay cannot raise")
+                raise error(text)
             if name == "nvmlDeviceGetHandleByIndex":
                 return ReplayHandle(entry["answer"]["handle"])
             return _revived(entry["answer"])

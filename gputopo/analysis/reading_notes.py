@@ -387,7 +387,9 @@ def _tf_peer_unknown(facts: dict[str, Any], gpus: list[int]) -> Words:
 def _tf_peer_walk_order(facts: dict[str, Any], gpus: list[int]) -> Words:
     i, j = facts["last"]
     after = ("and the walk's end is in the log" if facts["complete"]
-             else f"the log is cut after {i}->{j}, so pairs after it are unknown")
+             else f"the log is cut after {i}->{j}, so pairs after it are unknown, and which pairs came before it "
+                  "assumes TF walked the GPUs in number order (it does unless gpu_options.visible_device_list "
+                  "reorders them)")
     return "info", (f"which pairs can peer is inferred from the order of TensorFlow's 'cannot peer' lines: it "
                     f"walks every ordered pair of its {facts['gpus']} GPUs source by source and logs only those "
                     f"that cannot peer, so the pairs it passed without a line could peer; {after}"), None

@@ -12,6 +12,11 @@ and the rest is unknown).
 
 ``tflog_startup._infer_unnamed_pairs`` covers a whole log (every GPU named on both sides); this
 covers a log cut short, or one where some GPU can peer with every other (and so is never named).
+Where the walk is seen to its end, order does not matter: every pair without a line could peer. Where
+it is cut, which pairs came before the cut assumes the walk went in number order, as TF 0.x's
+``gpu_init.cc`` always did and TF 1.x does unless ``gpu_options.visible_device_list`` reorders the
+GPUs (then the lines name CUDA ids in that order); the finding says so.
+
 It is an inference, and is only made where the lines allow no other reading:
 
 - the "cannot peer" lines are on consecutive lines of the file, from one process, in strictly

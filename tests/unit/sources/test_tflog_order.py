@@ -39,7 +39,7 @@ def test_a_log_cut_inside_the_walk_proves_the_pairs_passed_and_leaves_the_rest_u
     assert view.peer[2][3] is None and view.peer[3][2] is None  # after the cut
     assert peer_state(view, 0, 1) is True and peer_state(view, 2, 3) is None and peer_state(view, 0, 2) is False
     words = [f.message for f in note_findings(view.reading_notes)]
-    assert any("inferred from the order" in w and "cut after 1->3" in w for w in words)
+    assert any("inferred from the order" in w and "cut after 1->3" in w and "number order" in w for w in words)
     assert any("whether 2-3 can peer is unknown" in w for w in words)
 
 
