@@ -26,6 +26,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Mapping
 
+from gputopo.notation import ascii_int
+
 IOMMU_GROUPS = "sys/kernel/iommu_groups"
 SHM_SIZE_FILE = "gputopo/dev-shm-bytes"  # what `gather` recorded from statvfs on the host
 MAX_READ = 1 << 20
@@ -111,8 +113,8 @@ def shm_size(root: str | os.PathLike[str] = "/") -> tuple[int | None, str | None
                 unit = {"": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30}[match.group(2).lower()]
                 return int(match.group(1)) * unit, f"/proc/mounts: {fields[0]} on /dev/shm {fields[3]}"
     recorded = (_read(Path(root) / SHM_SIZE_FILE, 64) or "").strip()
-    if recorded.isdigit():
-        return int(recorded), "statvfs(/dev/shm), recorded by gputopo gather"
+    if ascii_int(recorded, 20) is not None:
+        return ascii_int(recorded, 20), "statvfs(/dev/shm), recorded by gputopo gather"
     if os.fspath(root) == "/":
         try:
             stat = os.statvfs("/dev/shm")

@@ -16,6 +16,7 @@ import re
 
 from gputopo.errors import InputError
 from gputopo.model import CollectiveRow, CollectiveRun, Gpu, Topology
+from gputopo.notation import ascii_int
 from gputopo.sources.pasted import MAX_GPUS, bus_id, device_index, hex_bus_id, lines_of, number
 
 KIND = "nccl-tests"
@@ -85,7 +86,7 @@ def _rows(lines: list[str], start: int, run: CollectiveRun, has_root: bool) -> i
         if tokens and tokens[0] == "#" and not run.rows:  # the (B) (elements) units line
             i += 1
             continue
-        if not tokens or not tokens[0].isdigit():
+        if not tokens or ascii_int(tokens[0], 20) is None:
             break
         row = _row(tokens, has_root)
         if row is None:
@@ -100,12 +101,12 @@ def _row(tokens: list[str], has_root: bool) -> CollectiveRow | None:
     head = 5 if has_root else 4
     if len(tokens) < head + 4:
         return None
-    size = int(tokens[0]) if len(tokens[0]) <= 20 else None
+    size = ascii_int(tokens[0], 20)
     if size is None:
         return None
     figures = tokens[head:]
     out, inplace = figures[:4], figures[4:8]
-    row = CollectiveRow(size_bytes=size, count=int(tokens[1]) if tokens[1].isdigit() else None,
+    row = CollectiveRow(size_bytes=size, count=ascii_int(tokens[1], 20),
                         dtype=tokens[2][:20], redop=tokens[3][:20],
                         root=int(tokens[4]) if has_root and re.fullmatch(r"-?\d+", tokens[4]) else None)
     row.out_time_us, row.out_algbw_gbps, row.out_busbw_gbps = (number(t) for t in out[:3])
@@ -118,8 +119,8 @@ def _row(tokens: list[str], has_root: bool) -> CollectiveRow | None:
 
 def _wrong(token: str) -> int | None:
     """``#wrong`` as a count; an older ``error`` column (a float) counts as 0 when it is 0, else 1."""
-    if token.isdigit():
-        return int(token)
+    if ascii_int(token, 20) is not None:
+        return ascii_int(token, 20)
     value = number(token)
     return None if value is None else (0 if value == 0 else 1)
 

@@ -13,6 +13,7 @@ import re
 
 from gputopo.errors import InputError
 from gputopo.model import Gpu, Link, Measurement, Topology, make_link
+from gputopo.notation import ascii_int
 
 MAX_GPUS = 1024  # more devices than any one host or job log shows; a bigger index is a misread
 MAX_LINES = 2_000_000  # the bounded read (fileio) already caps the text; this caps the split
@@ -24,7 +25,10 @@ def lines_of(text: str) -> list[str]:
 
 
 def number(token: str) -> float | None:
-    """A finite, non-negative figure, or ``None`` (``N/A``, ``inf``, ``nan``, words)."""
+    """A finite, non-negative figure, or ``None`` (``N/A``, ``inf``, ``nan``, words, and digits of
+    other scripts, which ``float`` reads: the tools print ASCII, as ``notation.ascii_int`` reads it)."""
+    if not token.isascii():
+        return None
     try:
         value = float(token)
     except ValueError:
@@ -34,10 +38,8 @@ def number(token: str) -> float | None:
 
 def device_index(token: str) -> int | None:
     """A device number 0..MAX_GPUS-1, or ``None``."""
-    if not token.isdigit() or len(token) > 4:
-        return None
-    value = int(token)
-    return value if value < MAX_GPUS else None
+    value = ascii_int(token, 4)
+    return value if value is not None and value < MAX_GPUS else None
 
 
 def bus_id(domain: int, bus: int, device: int = 0, function: int = 0) -> str | None:

@@ -25,6 +25,8 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from gputopo.notation import ascii_int
+
 PCI_DEVICES = "sys/bus/pci/devices"
 ACS_EXT_CAP_ID = 0x000D
 ACS_CONTROL_OFFSET = 6
@@ -185,7 +187,8 @@ def _speed(text: str | None) -> float | None:
 
 def _width(text: str | None) -> int | None:
     text = (text or "").lstrip("x")
-    return int(text) if text.isdigit() and 0 < int(text) <= 64 else None
+    width = ascii_int(text, 2)
+    return width if width is not None and 0 < width <= 64 else None
 
 
 def acs_from_config(config: bytes | None) -> AcsState:

@@ -80,3 +80,9 @@ _PASTE_WORDS = st.sampled_from([
 def test_any_paste_is_read_without_error(lines):
     evidence = parse_pasted("\n".join(lines))
     assert all(len(a.text) <= 300 for a in evidence.acs)
+
+
+def test_a_link_width_in_other_digits_is_unknown_not_a_traceback():
+    from gputopo.sources.pcie_health import _width
+
+    assert [_width(t) for t in ("x16", "16", "x²", "x٣", "x65", None)] == [16, 16, None, None, None, None]

@@ -48,3 +48,21 @@ def test_wrong_counts_and_na_are_kept_as_read():
 def test_a_header_without_rows_is_one_input_error():
     with pytest.raises(InputError, match="without any row"):
         nccl_tests.read("#       size         count      type   redop    root     time   algbw   busbw #wrong\nnothing\n", "h")
+
+
+@pytest.mark.parametrize("digit", ["²", "٣", "３"])
+def test_digits_of_other_scripts_are_no_figures_and_no_traceback(digit):
+    """`str.isdigit` is true for '²' and '٣', which `int` refuses or reads as another number."""
+    header = ("#       size         count      type   redop    root     time   algbw   busbw #wrong     time   algbw   busbw #wrong\n"
+              "#        (B)    (elements)                               (us)  (GB/s)  (GB/s)            (us)  (GB/s)  (GB/s)\n")
+    with pytest.raises(InputError):
+        nccl_tests.read(header + f"{digit}  2 float sum -1 5.1 0.00 0.00 0 5.0 0.00 0.00 0\n", "t")
+    topology = nccl_tests.read(header + f" 8 {digit} float sum -1 5.1 0.00 0.00 {digit} 5.0 0.00 0.00 0\n", "t")
+    [row] = topology.collectives[0].rows
+    assert (row.size_bytes, row.count, row.out_wrong) == (8, None, None)
+
+
+def test_a_device_number_in_other_digits_is_no_device():
+    from gputopo.sources.pasted import device_index
+
+    assert [device_index(t) for t in ("²", "٣", "3", "0003", "99999")] == [None, None, 3, 3, None]
