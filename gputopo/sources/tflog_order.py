@@ -30,37 +30,41 @@ Only pairs of GPUs the log names are set (an ordinal the excerpt never names is 
 
 from __future__ import annotations
 
+from typing import Any
+
 from gputopo.sources.tflog_lines import DENIED, FOUND, IGNORED, PROPS, LogEvent, message_of
 
+
 def infer_from_walk_order(events: list[LogEvent], lines: list[str], named: set[int],
-                          peer: list[list[bool | None]]) -> list[tuple[int, int]]:
+                          peer: list[list[bool | None]]) -> dict[str, Any] | None:
     """Set ``peer[i][j] = True`` for the ordered pairs the walk order proves could peer (only where
-    ``peer[i][j]`` is still unknown and both ordinals are named); returns those pairs."""
+    ``peer[i][j]`` is still unknown and both ordinals are named). Returns the walk's plain facts for
+    a reading note (GPU count, the last pair printed, whether the walk is seen to its end), or None
+    where nothing was inferred."""
     walk = _walk(events, lines)
     if walk is None:
-        return []
-    gpus, first, last, complete = walk
+        return None
+    gpus, last, complete = walk
     order = [(i, j) for i in range(gpus) for j in range(gpus) if i != j]
     position = {pair: k for k, pair in enumerate(order)}
     denied = {position[pair] for pair in _denied_pairs(events)}
-    end = len(order) if complete else position[last] + 1
-    inferred = []
-    for k in range(0, end):
+    inferred = False
+    for k in range(len(order) if complete else position[last] + 1):
         i, j = order[k]
         if k in denied or i not in named or j not in named or peer[i][j] is not None:
             continue
         peer[i][j] = True
-        inferred.append((i, j))
-    return inferred
+        inferred = True
+    return {"gpus": gpus, "last": list(last), "complete": complete} if inferred else None
 
 
 def _denied_pairs(events: list[LogEvent]) -> list[tuple[int, int]]:
     return [(e.ordinals[0], e.ordinals[1]) for e in events if e.kind == DENIED]
 
 
-def _walk(events: list[LogEvent], lines: list[str]) -> tuple[int, tuple[int, int], tuple[int, int], bool] | None:
-    """(GPU count, first pair, last pair, whether the walk is seen to its end), or None where the
-    lines do not allow the inference (module docstring)."""
+def _walk(events: list[LogEvent], lines: list[str]) -> tuple[int, tuple[int, int], bool] | None:
+    """(GPU count, last pair, whether the walk is seen to its end), or None where the lines do not
+    allow the inference (module docstring)."""
     denied = [e for e in events if e.kind == DENIED]
     if not denied or any(e.kind == IGNORED for e in events):
         return None
@@ -84,19 +88,10 @@ def _walk(events: list[LogEvent], lines: list[str]) -> tuple[int, tuple[int, int
         return None
     after = [e for e in events if e.line_no > denied[-1].line_no]
     complete = bool(after) and _adjacent(lines, denied[-1], after[0])
-    return gpus, pairs[0], pairs[-1], complete
+    return gpus, pairs[-1], complete
 
 
 def _adjacent(lines: list[str], a: LogEvent, b: LogEvent) -> bool:
     """Nothing but blank lines between the two events' lines (a paste may double its line breaks)."""
     return b.line_no > a.line_no and not any(line.strip() for line in lines[a.line_no: b.line_no - 1])
 
-
-def walk_facts(events: list[LogEvent], lines: list[str]) -> dict | None:
-    """The plain facts of the walk for a reading note: GPU count, the last pair printed, whether
-    the walk is seen to its end (None where no inference can be made)."""
-    walk = _walk(events, lines)
-    if walk is None:
-        return None
-    gpus, _, last, complete = walk
-    return {"gpus": gpus, "last": list(last), "complete": complete}

@@ -34,7 +34,7 @@ from gputopo.sources.tflog_lines import (
     LogEvent,
 )
 from gputopo.sources.tflog_matrix import TF_LOG_CUT, PeerMatrix, apply_matrix
-from gputopo.sources.tflog_order import infer_from_walk_order, walk_facts
+from gputopo.sources.tflog_order import infer_from_walk_order
 from gputopo.sources.tflog_runs import StartUp
 
 ERA_TF0 = "tf0-gpu-init"
@@ -256,8 +256,8 @@ def _infer_from_walk(startup: StartUp, lines: list[str], named: set[int], peer: 
                      notes: list[ReadingNote]) -> bool:
     """``tflog_order``'s inference where the whole-log rule could not be made: what it proves, named
     as an inference in a note, and the ``tf-peer-unknown`` note narrowed to what is still unknown."""
-    walk = walk_facts(startup.events, lines)
-    if walk is None or not infer_from_walk_order(startup.events, lines, named, peer):
+    walk = infer_from_walk_order(startup.events, lines, named, peer)
+    if walk is None:
         return False
     notes.append(ReadingNote("tf-peer-walk-order", walk, sorted(named)))
     for k, note in enumerate(notes):
