@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
+from collections.abc import Callable
 from typing import Any
 
 from gputopo.errors import InputError
@@ -101,9 +102,8 @@ def view_of_startup(startup: StartUp, source: str, lines: list[str] | None = Non
     for o in named:
         facts.devices.setdefault(o, TfDevice(ordinal=o))
     _note_devices_not_created(startup, facts)
-    inferred = _infer_unnamed_pairs(facts.denied, facts.matrices, facts.notes, sorted(named), peer)
-    if not inferred and lines is not None and not facts.matrices:
-        inferred = _infer_from_walk(startup, lines, named, peer, facts.notes)
+    walk = (lambda: None) if lines is None else (lambda: infer_from_walk_order(startup.events, lines, named, peer))
+    inferred = _infer_unnamed_pairs(facts.denied, facts.matrices, facts.notes, sorted(named), peer, walk)
     count, at_least = _gpu_count(startup, facts)
     if at_least and count > len(facts.devices):
         facts.notes.append(ReadingNote("tf-gpus-implied", {"count": count, "named": sorted(facts.devices)}))
@@ -231,46 +231,32 @@ def _infer_unnamed_pairs(
     notes: list[ReadingNote],
     ordinals: list[int],
     peer: list[list[bool | None]],
+    walk: Callable[[], dict[str, Any] | None],
 ) -> bool:
     """TF 0.x-1.4 log a line for each ordered pair that cannot peer: with no matrix, when those lines
     name every GPU as a source and as a target and nothing looks cut, the unnamed pairs could peer.
-    Sets them True and returns whether any was; otherwise notes what stays unknown."""
+    Otherwise ``walk`` (``tflog_order``: what the lines' order proves, setting those pairs) is asked,
+    and what stays unknown is noted, then the walk's inference, named as one. Returns whether any
+    pair was inferred."""
     if not denied or matrices:
         return False
     unnamed = [(a, b) for pos, a in enumerate(ordinals) for b in ordinals[pos + 1 :] if peer[a][b] is None and peer[b][a] is None]
-    if not unnamed:
-        return False
     sources, targets = {i for i, _ in denied}, {j for _, j in denied}
     cut = any(n.code == TF_LOG_CUT for n in notes)
-    if set(ordinals) <= sources and set(ordinals) <= targets and not cut:
+    if unnamed and set(ordinals) <= sources and set(ordinals) <= targets and not cut:
         for a, b in unnamed:
             peer[a][b] = peer[b][a] = True
         return True
-    missing = sorted((set(ordinals) - sources) | (set(ordinals) - targets))  # not named on both sides
-    notes.append(ReadingNote("tf-peer-unknown", {"cut": cut, "missing": missing, "pairs": [list(p) for p in unnamed]},
-                             sorted({o for pair in unnamed for o in pair})))
-    return False
-
-
-def _infer_from_walk(startup: StartUp, lines: list[str], named: set[int], peer: list[list[bool | None]],
-                     notes: list[ReadingNote]) -> bool:
-    """``tflog_order``'s inference where the whole-log rule could not be made: what it proves, named
-    as an inference in a note, and the ``tf-peer-unknown`` note narrowed to what is still unknown."""
-    walk = infer_from_walk_order(startup.events, lines, named, peer)
-    if walk is None:
-        return False
-    notes.append(ReadingNote("tf-peer-walk-order", walk, sorted(named)))
-    for k, note in enumerate(notes):
-        if note.code == "tf-peer-unknown":
-            left = [[a, b] for a, b in note.facts["pairs"] if peer[a][b] is None and peer[b][a] is None]
-            if left:
-                cut = note.facts["cut"] or not walk["complete"]
-                notes[k] = ReadingNote("tf-peer-unknown", {**note.facts, "pairs": left, "cut": cut},
-                                       sorted({o for p in left for o in p}))
-            else:
-                del notes[k]
-            break
-    return True
+    walked = walk()
+    left = [[a, b] for a, b in unnamed if peer[a][b] is None and peer[b][a] is None]
+    if left:
+        missing = sorted((set(ordinals) - sources) | (set(ordinals) - targets))  # not named on both sides
+        cut = cut or (walked is not None and not walked["complete"])
+        notes.append(ReadingNote("tf-peer-unknown", {"cut": cut, "missing": missing, "pairs": left},
+                                 sorted({o for pair in left for o in pair})))
+    if walked is not None:
+        notes.append(ReadingNote("tf-peer-walk-order", walked, ordinals))
+    return walked is not None
 
 
 def _note_devices_not_created(startup: StartUp, facts: _Facts) -> None:
