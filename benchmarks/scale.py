@@ -17,10 +17,13 @@ the wall clock is stretched by other processes.
 
 With ``--baseline DIR`` (another checkout's root: ``git worktree add /tmp/base <commit>``) each
 command also runs on that code, alternating with this one's: before/after side by side. A command
-over ``--limit`` seconds is killed and shown as ``>limit``.
+over ``--limit`` seconds is killed and shown as ``>limit``. With ``--repeat N`` each command runs N
+times (this and baseline alternating every time): the row shows the run of least CPU time (the one
+other processes disturbed least, as ``timeit`` advises) and the range of CPU seconds over the N runs;
+the growth exponents use the least times.
 
 Run:  .venv/bin/python benchmarks/scale.py [--gpus 8,72,144,288,576] [--hosts 2,64,1000]
-      [--baseline DIR] [--limit 120] [--only scan-json,recommend,...]
+      [--baseline DIR] [--limit 120] [--repeat 3] [--only "scan --json,recommend"]
 """
 
 from __future__ import annotations
@@ -193,7 +196,7 @@ def exponent(points: list[tuple[int, float]]) -> float | None:
     return sum((x - mx) * (y - my) for x, y in pts) / den if den else None
 
 
-def show(child: Child | None, limit_s: float) -> str:
+def show(child: Child | None, limit_s: float, cpu_range: tuple[float, float] | None = None) -> str:
     if child is None:
         return "-"
     if child.note == "timeout":
@@ -201,7 +204,17 @@ def show(child: Child | None, limit_s: float) -> str:
     if not child.ok:
         return child.note[:60]
     tail = f" {child.note}" if child.note else ""
-    return f"{child.wall_s:6.2f} s cpu {child.cpu_s:6.2f} {child.peak_rss_bytes / MB:5.0f} MiB{tail}"
+    spread = f" ({cpu_range[0]:.2f}-{cpu_range[1]:.2f})" if cpu_range and cpu_range[0] != cpu_range[1] else ""
+    return f"{child.wall_s:6.2f} s cpu {child.cpu_s:6.2f}{spread} {child.peak_rss_bytes / MB:5.0f} MiB{tail}"
+
+
+def least(children: list[Child]) -> tuple[Child, tuple[float, float] | None]:
+    """The run of least CPU time among those that finished (else the first), and the CPU range."""
+    done = [c for c in children if c.ok]
+    if not done:
+        return children[0], None
+    cpu = [c.cpu_s for c in done]
+    return min(done, key=lambda c: c.cpu_s), (min(cpu), max(cpu))
 
 
 def main() -> None:
@@ -211,6 +224,7 @@ def main() -> None:
     parser.add_argument("--baseline", type=Path, help="another checkout's root: before/after side by side")
     parser.add_argument("--limit", type=float, default=120.0, help="seconds before a run is killed")
     parser.add_argument("--only", default="", help="comma-separated prefixes of the case names to run")
+    parser.add_argument("--repeat", type=int, default=1, help="runs of each command; the least CPU time is shown")
     parser.add_argument("--write-inputs", type=Path, help=argparse.SUPPRESS)  # the child that writes them
     args = parser.parse_args()
     gpu_counts = [int(x) for x in args.gpus.split(",") if x]
@@ -226,15 +240,20 @@ def main() -> None:
         table: dict[tuple[str, str], list[tuple[int, Child]]] = {}
         skip: set[tuple[str, str]] = set()  # a size that timed out: larger ones would too
         for what, size, cmd in runs:
+            tries: dict[str, list[Child]] = {name: [] for name, _ in roots}
+            for _ in range(max(1, args.repeat)):
+                for name, root in roots:
+                    if (name, what) not in skip:
+                        child = run_child(cmd, root, args.limit)
+                        tries[name].append(child)
+                        if child.note == "timeout":
+                            skip.add((name, what))
             cells = []
-            for name, root in roots:
-                child = None
-                if (name, what) not in skip:
-                    child = run_child(cmd, root, args.limit)
-                    table.setdefault((name, what), []).append((size, child))
-                    if child.note == "timeout":
-                        skip.add((name, what))
-                cells.append(f"{name}: {show(child, args.limit)}")
+            for name, _ in roots:
+                shown, cpu_range = least(tries[name]) if tries[name] else (None, None)
+                if shown is not None:
+                    table.setdefault((name, what), []).append((size, shown))
+                cells.append(f"{name}: {show(shown, args.limit, cpu_range)}")
             print(f"{what:28} {size:5}  " + "   ".join(cells), flush=True)
         print()
         for (name, what), points in table.items():
