@@ -1,0 +1,22 @@
+"""Doctor's conclusions (gputopo/analysis/doctor_nvml.py) from every shape of answer NVML gives to the
+fabric queries (tests/fabric_cases.py), read through the fake pynvml: no finding where the GPU or
+driver has no fabric to report (before Hopper, off any NVSwitch, a driver without the query) or where
+Fabric Manager has registered it; an error where registration has not finished or failed, a warning
+where the fabric reports degraded bandwidth."""
+
+from __future__ import annotations
+
+import pytest
+from fabric_cases import CASES, FabricCase, fabric_conclusions
+from fake_nvml import FakeNvml
+
+from gputopo.sources.health import HealthEvidence
+from gputopo.sources.nvml_health import read_nvml_health
+
+
+@pytest.mark.parametrize("case", CASES, ids=str)
+def test_doctor_concludes_from_each_fabric_answer(case: FabricCase) -> None:
+    health = read_nvml_health(nvml=FakeNvml(case.machine(), **case.knobs))
+    findings, marked = fabric_conclusions(HealthEvidence(nvml=health))
+    assert findings == case.findings
+    assert marked == [gpu for severity, _, gpus in case.findings if severity == "error" for gpu in gpus]
