@@ -12,6 +12,7 @@ import sys
 import tarfile
 from pathlib import Path
 
+import pynvml
 import pytest
 from fabric_cases import CASES, RECORDED_H200, fabric_conclusions, recorded_h200
 from fake_nvml import FakeNvml
@@ -130,3 +131,27 @@ def test_the_c_fake_answers_every_call_a_real_h200_was_asked_as_its_driver_did(l
                             capture_output=True, text=True, timeout=120, cwd=Path(__file__).resolve().parents[2])
     assert result.returncode == 0, result.stderr[-3000:]
     assert differences(json.loads(result.stdout), recording["calls"]) == []
+
+
+_READ_WITH_THE_13_610_LAYOUT = """
+import ctypes, json, pynvml
+class FabricInfo(ctypes.Structure):  # c_nvmlGpuFabricInfo_t as nvidia-ml-py 13.610.43 declares it
+    _fields_ = [("clusterUuid", ctypes.c_uint8 * 80), ("status", ctypes.c_int), ("cliqueId", ctypes.c_uint32),
+                ("state", ctypes.c_uint)]
+pynvml.c_nvmlGpuFabricInfo_t = FabricInfo
+from gputopo.sources.nvml_health import read_nvml_health
+print(json.dumps([[gpu.fabric_state, gpu.fabric_status] for gpu in read_nvml_health().gpus]))
+"""
+
+
+def test_the_plain_fabric_call_reads_the_state_whatever_layout_the_binding_declares(libnvml: Path, tmp_path: Path) -> None:
+    """A driver before R550 answers only the plain call; nvidia-ml-py 13.610.43's structure for it has an
+    80-byte cluster UUID, so read through it the state would always be 0, "not supported", and Fabric
+    Manager not running would go unseen (gputopo/sources/nvml_binding.py, fabric_info_v1)."""
+    case = Case(tmp_path, "r535", load_reference("dgx-h100"), driver_version="535.129.03",
+                fabric={3: (pynvml.NVML_GPU_FABRIC_STATE_NOT_STARTED, 0, 0)})
+    result = subprocess.run([sys.executable, "-c", _READ_WITH_THE_13_610_LAYOUT], env=_env(libnvml, case.snapshot),
+                            capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr[-3000:]
+    states = json.loads(result.stdout)
+    assert states[3] == ["not-started", 0] and states[0] == ["completed", 0]
