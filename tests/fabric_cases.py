@@ -41,13 +41,15 @@ def recorded_h200() -> Topology:
     return topology
 
 
-def fabric_conclusions(evidence: HealthEvidence) -> tuple[list[tuple[str, str, list[int]]], list[int]]:
-    """Doctor's fabric findings (severity, code, GPUs), and the GPUs it marks as having NVLink down."""
+def fabric_conclusions(evidence: HealthEvidence) -> tuple[list[tuple[str, str, list[int]]], list[int], str | None]:
+    """Doctor's fabric findings (severity, code, GPUs), the GPUs it marks as having NVLink down, and the
+    status of its ``nvswitch-fabric`` check (None: no such check)."""
     report = DoctorReport("test")
     nvml_checks(evidence, report)
     index_of = evidence.bdf_to_index()
     marked = sorted(index_of[bdf] for bdf, words in report.gpu_problems.items() if "nvlink-down" in words)
-    return [(f.severity, f.code, f.gpus) for f in report.findings if f.code.startswith("fabric")], marked
+    (check, *_) = [c.status for c in report.checks if c.name == "nvswitch-fabric"] or [None]
+    return [(f.severity, f.code, f.gpus) for f in report.findings if f.code.startswith("fabric")], marked, check
 
 
 @dataclass(frozen=True)
@@ -58,6 +60,7 @@ class FabricCase:
     gpu: int  # the GPU the shape is about
     health: tuple[str | None, int | None, bool | None]  # its fabric_state, fabric_status, fabric_degraded_bandwidth
     asked: tuple[str, ...]  # the fabric calls doctor's reader asks of it, in order
+    check: str | None  # the status of doctor's nvswitch-fabric check (None: not listed, no fabric)
     findings: list[tuple[str, str, list[int]]] = field(default_factory=list)  # doctor's fabric findings
 
     def __str__(self) -> str:
@@ -65,28 +68,30 @@ class FabricCase:
 
 
 CASES = [
+    # An A100 on NVSwitches answers NotSupported: its Fabric Manager cannot be seen through NVML.
     FabricCase("before-hopper-not-supported", lambda: load_reference("dgx-a100"), {}, 0,
-               (None, None, None), (V, PLAIN)),
+               (None, None, None), (V, PLAIN), "not-made"),
     FabricCase("hopper-off-nvswitch-state-not-supported", recorded_h200, {}, 0,
-               ("not-supported", 0, None), (V,)),
+               ("not-supported", 0, None), (V,), None),
     FabricCase("hopper-on-nvswitch-registered", lambda: load_reference("dgx-h100"), {}, 0,
-               ("completed", 0, None), (V,)),
+               ("completed", 0, None), (V,), "ok"),
     FabricCase("fabric-manager-not-started", lambda: load_reference("dgx-h100"), {"fabric": {3: (NOT_STARTED, 0, 0)}}, 3,
-               ("not-started", 0, None), (V,), [("error", "fabric-not-ready", [3])]),
+               ("not-started", 0, None), (V,), "problem", [("error", "fabric-not-ready", [3])]),
     FabricCase("registration-in-progress", lambda: load_reference("hgx-b200"), {"fabric": {5: (IN_PROGRESS, 0, 0)}}, 5,
-               ("in-progress", 0, None), (V,), [("error", "fabric-not-ready", [5])]),
+               ("in-progress", 0, None), (V,), "problem", [("error", "fabric-not-ready", [5])]),
     FabricCase("registration-failed", lambda: load_reference("dgx-h100"),
                {"fabric": {2: (COMPLETED, pynvml.NVML_ERROR_INSUFFICIENT_RESOURCES, NOT_DEGRADED)}}, 2,
-               ("completed", pynvml.NVML_ERROR_INSUFFICIENT_RESOURCES, False), (V,), [("error", "fabric-not-ready", [2])]),
+               ("completed", pynvml.NVML_ERROR_INSUFFICIENT_RESOURCES, False), (V,), "problem",
+               [("error", "fabric-not-ready", [2])]),
     FabricCase("degraded-bandwidth", lambda: load_reference("dgx-h100"), {"fabric": {1: (COMPLETED, 0, DEGRADED)}}, 1,
-               ("completed", 0, True), (V,), [("warning", "fabric-degraded", [1])]),
+               ("completed", 0, True), (V,), "problem", [("warning", "fabric-degraded", [1])]),
     FabricCase("bandwidth-not-degraded", lambda: load_reference("dgx-h100"), {"fabric": {1: (COMPLETED, 0, NOT_DEGRADED)}}, 1,
-               ("completed", 0, False), (V,)),
+               ("completed", 0, False), (V,), "ok"),
     # R525-R549: no V call (FunctionNotFound), the plain one answers, without a health mask.
     FabricCase("driver-535-plain-call-only", lambda: load_reference("dgx-h100"),
                {"driver_version": "535.129.03", "fabric": {3: (NOT_STARTED, 0, 0)}}, 3,
-               ("not-started", 0, None), (V, PLAIN), [("error", "fabric-not-ready", [3])]),
+               ("not-started", 0, None), (V, PLAIN), "problem", [("error", "fabric-not-ready", [3])]),
     # R520 (the first Hopper driver, CUDA 11.8): neither call exists; the fabric cannot be read.
     FabricCase("driver-520-no-fabric-query", lambda: load_reference("dgx-h100"), {"driver_version": "520.61.05"}, 0,
-               (None, None, None), (V, PLAIN)),
+               (None, None, None), (V, PLAIN), "not-made"),
 ]

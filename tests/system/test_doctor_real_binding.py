@@ -70,7 +70,8 @@ for snapshot in json.load(sys.stdin):
     report = DoctorReport("fake")
     nvml_checks(HealthEvidence(nvml=health), report)
     out.append({"health": repr(health),
-                "findings": [[f.severity, f.code, f.gpus] for f in report.findings if f.code.startswith("fabric")]})
+                "findings": [[f.severity, f.code, f.gpus] for f in report.findings if f.code.startswith("fabric")],
+                "check": next((c.status for c in report.checks if c.name == "nvswitch-fabric"), None)})
 print(json.dumps(out))
 """
 
@@ -85,8 +86,9 @@ def test_every_fabric_answer_reads_and_judges_as_through_the_python_fake(libnvml
         assert got["health"] == repr(health), case.name  # the two fakes agree, every field of every GPU
         gpu = health.gpus[fabric_case.gpu]
         assert (gpu.fabric_state, gpu.fabric_status, gpu.fabric_degraded_bandwidth) == fabric_case.health, case.name
-        findings, _ = fabric_conclusions(HealthEvidence(nvml=health))
+        findings, _, check = fabric_conclusions(HealthEvidence(nvml=health))
         assert [tuple(f) for f in got["findings"]] == findings == fabric_case.findings, case.name
+        assert got["check"] == check == fabric_case.check, case.name
 
 
 def test_a_fabric_state_for_a_gpu_before_hopper_is_refused_at_init(libnvml: Path, tmp_path: Path) -> None:
