@@ -28,8 +28,12 @@ for a dual-GPU board), ``gpu_numa_ids`` (``nvmlDeviceGetNumaNodeId`` answers, as
 Health (``gputopo doctor``): ``nvlink_errors`` ({(gpu, link): {counter: count}} for
 ``nvmlDeviceGetNvLinkErrorCounter``, counters as NVML numbers them: 0 replay, 1 recovery, 2 CRC flit,
 3 CRC data) and ``fabric`` ({gpu: (state, status, healthMask)} for ``nvmlDeviceGetGpuFabricInfo`` /
-``...InfoV``, which fill the caller's structure through ``ctypes.byref`` as the real binding does;
-GPUs not named answer NotSupported, as on machines without NVSwitch).
+``...InfoV``, which fill the caller's structure through ``ctypes.byref`` as the real binding does).
+A GPU not named there answers as the real driver answers for it (``fabric_answer``): a GPU before
+Hopper NotSupported; a Hopper or newer GPU SUCCESS, its state NOT_SUPPORTED off any NVSwitch (as a
+real H200 answered), COMPLETED where its NVLinks end at NVSwitches; a driver before R525 (R550 for
+the V call) has no such function (FunctionNotFound). Naming a GPU before Hopper is a ``ValueError``:
+no driver answers a fabric state for it.
 
 Live state, as the C fake (tests/fake_libnvml) answers it: ``memory_used`` (bytes per GPU; default
 0), ``memory_reserved`` (the driver's own reserve, bytes per GPU; default 0: version 1 of the memory
@@ -81,6 +85,53 @@ _NVLINK_VERSION_TO_ENUM = {
     "4.0": pynvml.NVML_NVLINK_VERSION_4_0,
     "5.0": pynvml.NVML_NVLINK_VERSION_5_0,
 }
+# nvmlDeviceGetGpuFabricInfo / ...InfoV, as the real driver answers them (the C fake,
+# tests/fake_libnvml/fake_nvml.c fabric_support(), answers the same):
+# - nvml.h (NVML 13, NVIDIA/go-nvml gen/nvml/nvml.h): both are "For Hopper or newer fully supported
+#   devices" and return NVML_ERROR_NOT_SUPPORTED "If device doesn't support gpu fabric": a GPU before
+#   Hopper (compute capability below 9.0) answers NotSupported (go-nvlib's IsFabricAttached reads
+#   that answer as "not attached", NVIDIA/go-nvlib#44).
+# - A Hopper GPU that is on no NVSwitch fabric answers SUCCESS with state NVML_GPU_FABRIC_STATE_NOT_SUPPORTED
+#   (0), status SUCCESS, health mask 0: a real H200 alone in a VM (driver 580.159.04,
+#   tests/fixtures/hardware/2026-11-26-h200-firecracker-run3/nvml-recording.json, the
+#   nvmlDeviceGetGpuFabricInfoV call; nvml-raw.json: the plain call too); an H100 PCIe
+#   (leptonai/gpud#1147: "state=Not Supported").
+# - On Hopper + NVSwitch "GPU is registered with the NVIDIA Fabric Manager" (nvml.h): a GPU whose
+#   NVLinks end at NVSwitches answers COMPLETED with status SUCCESS, as once Fabric Manager has
+#   registered it (no capture of a registered GPU here: its health mask is left 0, "not supported").
+# - The plain call came with NVML 12.0 (go-nvml 399f8e0, "Update nvml.h to NVML 12.0": driver R525),
+#   the V call with NVML 12.4 (go-nvml f7ceebd; leptonai/gpud#1183: "introduced in driver 550"): an
+#   older driver has no such symbol, and the binding raises FunctionNotFound.
+FABRIC_FROM_DRIVER = {"nvmlDeviceGetGpuFabricInfo": 525, "nvmlDeviceGetGpuFabricInfoV": 550}
+FABRIC_FROM_COMPUTE_CAPABILITY = 9  # Hopper
+
+
+def hopper_or_newer(compute_capability: str | None) -> bool | None:
+    """``"9.0"`` -> True, ``"8.0"`` -> False, unknown -> None."""
+    try:
+        return int((compute_capability or "").split(".")[0]) >= FABRIC_FROM_COMPUTE_CAPABILITY
+    except ValueError:
+        return None
+
+
+def fabric_answer(gpu: Gpu, on_switch: bool, configured: tuple[int, int, int] | None) -> tuple[int, int, int] | None:
+    """(state, status, healthMask) a driver fills in for this GPU, or None for NotSupported."""
+    if configured is not None:
+        return configured
+    if not hopper_or_newer(gpu.compute_capability):
+        return None
+    state = pynvml.NVML_GPU_FABRIC_STATE_COMPLETED if on_switch else pynvml.NVML_GPU_FABRIC_STATE_NOT_SUPPORTED
+    return (state, pynvml.NVML_SUCCESS, 0)
+
+
+def driver_major(version: str | None) -> int | None:
+    """``"535.129.03"`` -> 535."""
+    try:
+        return int((version or "").split(".")[0])
+    except ValueError:
+        return None
+
+
 # GPU families with MIG (others answer NotSupported to nvmlDeviceGetMigMode).
 _MIG_CAPABLE = ("A100", "A30", "H100", "H200", "H800", "B200", "GB200")
 _CAPS_FIELD = {0: "p2p_read", 1: "p2p_write", 2: "p2p_nvlink", 3: "p2p_atomics", 4: "p2p_read"}
@@ -112,6 +163,11 @@ class _FakeGpu:
     gpu: Gpu
     nvlinks: list[_FakeLink] | None  # None: this GPU has no NVLink (NotSupported)
     calls: int = 0
+
+    @property
+    def on_switch(self) -> bool:
+        """Its NVLinks end at NVSwitches (an NVSwitch fabric, which Fabric Manager registers it on)."""
+        return any(link.remote_type == pynvml.NVML_NVLINK_DEVICE_TYPE_SWITCH for link in self.nvlinks or [])
     lost: bool = False
 
 
@@ -215,6 +271,11 @@ class FakeNvml:
                 self._links[(b, a)] = link
         self._gpus = [_FakeGpu(g, self._nvlinks_of(local, g, (inactive_links or {}).get(local, 0)))
                       for local, g in enumerate(chosen)]
+        for local in self.fabric:
+            gpu = self._gpus[local].gpu
+            if hopper_or_newer(gpu.compute_capability) is False:
+                raise ValueError(f"fabric for GPU {local} ({gpu.name}, compute capability {gpu.compute_capability}): "
+                                 "NVML answers NotSupported to the fabric queries before Hopper")
         # The fake host's /sys (CPU sockets, NUMA distances), read by the probe through sysfs_root.
         in_memory = "/dev/shm" if os.path.isdir("/dev/shm") else None  # hundreds of tiny files: fast there
         self.sysfs_root = tempfile.mkdtemp(prefix="fake-sysfs-", dir=in_memory)
@@ -533,16 +594,27 @@ class FakeNvml:
         return self.nvlink_errors.get((device.index, link), {}).get(counter, 0)
 
     def _fill_fabric(self, fn_name: str, device: Any, info_ref: Any, versioned: bool) -> int:
-        self._enter(fn_name, device)
-        if device.index not in self.fabric:
+        """As the real library: FunctionNotFound from a driver without the function, else ``fabric_answer``
+        written into the caller's structure (version 2 or 3 for the V call, by its ``version``)."""
+        driver = driver_major(self.driver_version)
+        if self.initialized and driver is not None and driver < FABRIC_FROM_DRIVER[fn_name]:
+            self.calls.append(fn_name)
+            raise pynvml.NVMLError_FunctionNotFound()  # the binding finds no such symbol: NVML never asked
+        fake = self._enter(fn_name, device)[0]
+        answer = fabric_answer(fake.gpu, fake.on_switch, self.fabric.get(device.index))
+        if answer is None:
             raise pynvml.NVMLError_NotSupported()
         info = getattr(info_ref, "_obj", None)  # what ctypes.byref wraps
-        expected = pynvml.c_nvmlGpuFabricInfoV_t if versioned else pynvml.c_nvmlGpuFabricInfo_t
-        if not isinstance(info, expected):
+        layouts = {pynvml.nvmlGpuFabricInfo_v2: pynvml.c_nvmlGpuFabricInfo_v2_t}
+        if hasattr(pynvml, "nvmlGpuFabricInfo_v3"):
+            layouts[pynvml.nvmlGpuFabricInfo_v3] = pynvml.c_nvmlGpuFabricInfo_v3_t
+        if not isinstance(info, tuple(layouts.values()) if versioned else pynvml.c_nvmlGpuFabricInfo_t):
             raise pynvml.NVMLError_InvalidArgument()
-        if versioned and info.version != pynvml.nvmlGpuFabricInfo_v2:
+        if versioned and info.version not in layouts:
             raise pynvml.NVMLError_ArgumentVersionMismatch()
-        state, status, health = self.fabric[device.index]
+        if versioned and not isinstance(info, layouts[info.version]):
+            raise pynvml.NVMLError_InvalidArgument()  # a version the structure is too small for
+        state, status, health = answer
         info.state, info.status = state, status
         if versioned:
             info.healthMask = health

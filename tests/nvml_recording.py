@@ -16,6 +16,10 @@ probe asks something new, record again. The same call asked more times than reco
 recorded answer to that very call (function and arguments): NVML's static answers do not change
 between two asks, and a probe and doctor replayed apart each ask them once more.
 Constants and structure types come from the installed ``pynvml``.
+
+``Recorder`` also records a fake (``Recorder(FakeNvml(...))``, or the real binding over the C fake
+library) so that ``differences(fake_calls, recorded_calls)`` can say where a fake answers otherwise
+than the real driver did.
 """
 
 from __future__ import annotations
@@ -68,13 +72,16 @@ class Recorder:
 
     def __init__(self, module: Any = pynvml) -> None:
         self._module = module
-        self._handles: dict[int, int] = {}  # address of the handle's device struct -> GPU index
+        self._handles: dict[int, int] = {}  # address of the handle's device struct (a fake's: its id) -> GPU index
+        self._kept: list[Any] = []  # a fake's handles, kept alive so that no other object takes their id
         self.calls: list[dict[str, Any]] = []
 
     def _arg(self, arg: Any) -> Any:
         if isinstance(arg, _CArg):
             return f"byref:{type(arg._obj).__name__}"
         address = _handle_address(arg)
+        if address is None and any(arg is kept for kept in self._kept):
+            address = id(arg)
         if address is not None and address in self._handles:
             return {"gpu": self._handles[address]}
         return plain(arg)
@@ -100,7 +107,11 @@ class Recorder:
                 if filled:
                     entry["filled"] = filled
             if name == "nvmlDeviceGetHandleByIndex":
-                self._handles[_handle_address(answer)] = int(args[0])
+                address = _handle_address(answer)
+                if address is None:  # a fake's handle (tests/fake_nvml.py FakeHandle)
+                    self._kept.append(answer)
+                    address = id(answer)
+                self._handles[address] = int(args[0])
                 entry["answer"] = {"handle": int(args[0])}
             else:
                 entry["answer"] = plain(answer)
@@ -179,3 +190,41 @@ def _fill(struct: Any, filled: dict[str, Any]) -> None:
                 target[i] = v
         else:
             setattr(struct, field, value)
+
+
+# What a gputopo snapshot does not carry, so that no fake built from one can answer it as the machine
+# did: the PCI device and subsystem ids (both fakes answer 0; gputopo reads neither).
+NOT_IN_A_SNAPSHOT = {"nvmlDeviceGetPciInfo": ("pciDeviceId", "pciSubSystemId")}
+
+
+def _comparable(entry: dict[str, Any]) -> dict[str, Any]:
+    entry = dict(entry)
+    left_out = NOT_IN_A_SNAPSHOT.get(entry["fn"], ())
+    if left_out and isinstance(entry.get("answer"), dict):
+        entry["answer"] = {k: v for k, v in entry["answer"].items() if k not in left_out}
+    return entry
+
+
+def differences(got: list[dict[str, Any]], want: list[dict[str, Any]]) -> list[str]:
+    """Where the calls ``got`` (a fake, recorded) differ from ``want`` (the real driver, recorded): the
+    same calls in the same order, each with the same answer, error or filled structure, leaving out
+    what ``NOT_IN_A_SNAPSHOT`` names. One line per difference."""
+    lines = []
+    for number, (mine, real) in enumerate(zip(map(_comparable, got), map(_comparable, want))):
+        if mine != real:
+            shown = {k: v for k, v in mine.items() if mine.get(k) != real.get(k)}
+            expected = {k: v for k, v in real.items() if mine.get(k) != real.get(k)}
+            lines.append(f"call {number} {real['fn']}{real['args']}: the fake gave {shown}, the driver {expected}")
+    if len(got) != len(want):
+        lines.append(f"the fake was asked {len(got)} calls, the driver {len(want)}")
+    return lines
+
+
+def live_state(recording: dict[str, Any]) -> dict[str, dict[int, Any]]:
+    """A one-GPU recording's live state (which a snapshot does not carry), as FakeNvml's knobs:
+    ``utilization``, ``processes``, ``memory_used``, ``memory_reserved``."""
+    answers = {c["fn"]: c.get("answer") for c in recording["calls"] if c["args"][:1] == [{"gpu": 0}]}
+    memory = answers["nvmlDeviceGetMemoryInfo"]
+    return {"utilization": {0: answers["nvmlDeviceGetUtilizationRates"]["gpu"]},
+            "processes": {0: answers["nvmlDeviceGetComputeRunningProcesses"]},
+            "memory_used": {0: memory["used"]}, "memory_reserved": {0: memory["reserved"]}}

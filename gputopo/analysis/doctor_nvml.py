@@ -34,6 +34,7 @@ def nvml_checks(evidence: HealthEvidence, report: DoctorReport) -> None:
         _fabric(gpu, report)
         if evidence.paths.get(gpu.pci_bus_id or "") is None:  # sysfs did not place it (a container)
             _pcie(gpu, report, nvlinked)
+    _fabric_check(nvml, report)
     _p2p(nvml, report)
 
 
@@ -128,6 +129,25 @@ def _fabric(gpu: GpuNvmlHealth, report: DoctorReport) -> None:
         effect="every CUDA program on this GPU",
         fix="`sudo systemctl enable --now nvidia-fabricmanager` with the package at exactly the driver's version "
             "(`nvidia-smi` shows it); see `journalctl -u nvidia-fabricmanager`"))
+
+
+def _fabric_check(nvml: NvmlHealth, report: DoctorReport) -> None:
+    """The fabric as a check: made where NVML gave a fabric state; not made where GPUs sit on NVSwitches
+    but NVML gave none (it reports the fabric of Hopper and newer GPUs, from driver R525; an A100's
+    Fabric Manager cannot be seen through it); no check where there is no fabric (a GPU on no NVSwitch
+    answers the state "not supported")."""
+    answered = [gpu for gpu in nvml.gpus if gpu.fabric_state not in (None, "not-supported")]
+    registered = [gpu for gpu in answered if gpu.fabric_state == "completed" and gpu.fabric_status == 0]
+    on_switch = [gpu for gpu in nvml.gpus if gpu.fabric_state is None and not gpu.lost
+                 and any(link.active and link.remote == "switch" for link in gpu.nvlinks or [])]
+    if answered:
+        troubled = len(answered) - len(registered) + sum(1 for gpu in registered if gpu.fabric_degraded_bandwidth)
+        report.check("nvswitch-fabric", "problem" if troubled else "ok",
+                     f"{len(registered)} of {len(answered)} GPU(s) registered by Fabric Manager")
+    elif on_switch:
+        report.check("nvswitch-fabric", "not-made",
+                     f"NVML gave no fabric state for the {len(on_switch)} GPU(s) on NVSwitches: it reports the fabric "
+                     "of Hopper and newer GPUs only, from driver R525")
 
 
 def _p2p(nvml: NvmlHealth, report: DoctorReport) -> None:

@@ -23,10 +23,16 @@ Binding-version traps live here and nowhere else, each with its evidence:
 - Older bindings and drivers lack newer functions: pynvml raises ``NVMLError_FunctionNotFound`` (or
   the module has no such attribute): "not in this driver". tests/system/test_fake_libnvml.py
   runs these paths through the real binding over a fake libnvidia-ml.so.1.
+- nvidia-ml-py 13.610.43 (what the hardware runs of tests/fixtures/hardware/ had) declares
+  ``c_nvmlGpuFabricInfo_t.clusterUuid`` with ``NVML_DEVICE_UUID_BUFFER_SIZE`` (80) bytes where nvml.h
+  has ``NVML_GPU_FABRIC_UUID_LEN`` (16; 13.615.71 has 16): ``status``, ``cliqueId`` and ``state``
+  are then read 64 bytes past where the driver writes them, always 0 ("not supported").
+  ``fabric_info_v1`` gives a structure laid out as nvml.h has it.
 """
 
 from __future__ import annotations
 
+import ctypes
 from dataclasses import dataclass
 from typing import Any
 
@@ -90,6 +96,16 @@ _INIT_REASONS = {
     "NVMLError_LibRmVersionMismatch": "the NVML library and the kernel driver versions differ (reboot after a driver update?)",
     "NVMLError_GpuIsLost": "a GPU fell off the bus while NVML started (see `dmesg` for Xid 79)",
 }
+
+
+FABRIC_UUID_BYTES = 16  # nvml.h NVML_GPU_FABRIC_UUID_LEN
+
+
+class GpuFabricInfo(ctypes.Structure):
+    """``nvmlGpuFabricInfo_t`` as nvml.h lays it out (``state``, one byte there, read as the binding reads it)."""
+
+    _fields_ = [("clusterUuid", ctypes.c_ubyte * FABRIC_UUID_BYTES), ("status", ctypes.c_int),
+                ("cliqueId", ctypes.c_uint), ("state", ctypes.c_uint)]
 
 
 class GpuLost(Exception):
@@ -217,6 +233,17 @@ class NvmlBinding:
                 f"NVML started but could not count the GPUs ({count.reason}); {FALLBACK_HINT}"
             ) from None
         return int(count)
+
+    def fabric_info_v1(self) -> Any:
+        """A structure for ``nvmlDeviceGetGpuFabricInfo``: the binding's, unless it is laid out otherwise
+        than nvml.h (see the module: nvidia-ml-py 13.610.43); None where the binding has no such call."""
+        declared = getattr(self.module, "c_nvmlGpuFabricInfo_t", None)
+        if declared is None:
+            return None
+        uuid = getattr(declared, "clusterUuid", None)  # the field's descriptor: offset and size
+        if uuid is not None and (uuid.offset, uuid.size) == (0, FABRIC_UUID_BYTES):
+            return declared()
+        return GpuFabricInfo()
 
     def max_nvlinks(self) -> int:
         """How many NVLink indices to try per GPU (the binding's ``NVML_NVLINK_MAX_LINKS``)."""

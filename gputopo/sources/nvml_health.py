@@ -182,10 +182,9 @@ def _fabric(binding: NvmlBinding, gpu: GpuNvmlHealth, handle: Any) -> None:
             info = candidate
             mask = int(candidate.healthMask)
             gpu.fabric_degraded_bandwidth = (mask & 0b11) == FABRIC_DEGRADED_BW_TRUE if mask & 0b11 else None
-    if info is None and getattr(module, "c_nvmlGpuFabricInfo_t", None) is not None:
-        candidate = module.c_nvmlGpuFabricInfo_t()
-        if _answer(binding, "nvmlDeviceGetGpuFabricInfo", handle, ctypes.byref(candidate)) is not None:
-            info = candidate
+    plain = binding.fabric_info_v1() if info is None else None
+    if plain is not None and _answer(binding, "nvmlDeviceGetGpuFabricInfo", handle, ctypes.byref(plain)) is not None:
+        info = plain
     if info is not None:
         gpu.fabric_state = FABRIC_STATES.get(int(info.state), f"state {int(info.state)}")
         gpu.fabric_status = int(info.status)

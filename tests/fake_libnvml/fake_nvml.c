@@ -31,7 +31,8 @@ typedef int nvmlReturn_t;
 enum {
     NVML_SUCCESS = 0, NVML_ERROR_UNINITIALIZED = 1, NVML_ERROR_INVALID_ARGUMENT = 2,
     NVML_ERROR_NOT_SUPPORTED = 3, NVML_ERROR_NO_PERMISSION = 4, NVML_ERROR_NOT_FOUND = 6,
-    NVML_ERROR_INSUFFICIENT_SIZE = 7, NVML_ERROR_DRIVER_NOT_LOADED = 9, NVML_ERROR_GPU_IS_LOST = 15,
+    NVML_ERROR_INSUFFICIENT_SIZE = 7, NVML_ERROR_DRIVER_NOT_LOADED = 9, NVML_ERROR_FUNCTION_NOT_FOUND = 13,
+    NVML_ERROR_GPU_IS_LOST = 15,
     NVML_ERROR_ARGUMENT_VERSION_MISMATCH = 25, NVML_ERROR_UNKNOWN = 999
 };
 enum { LINK_GPU = 0, LINK_IBMNPU = 1, LINK_SWITCH = 2, LINK_UNKNOWN = 0xFF };
@@ -287,7 +288,7 @@ typedef struct fake_gpu {
     const jval *gpu;   /* the snapshot's entry */
     const jval *extra; /* fake_nvml.gpus["<local index>"], or NULL */
     int local;
-    int has_nvlink;
+    int has_nvlink, on_switch; /* on_switch: its NVLinks end at NVSwitches */
     fake_link *links;
     int nlinks;
     long long calls, lost_after;
@@ -411,7 +412,16 @@ static int build_nvlinks(fake_gpu *g, const jval *gpus, const jval *links, const
     const jval *per_gpu = jgeti(jget(S.fake, "inactive_links"), g->local);
     if (per_gpu && per_gpu->t == J_NUM) inactive = per_gpu->inum;
     for (long long k = 0; k < inactive && k < g->nlinks; k++) g->links[g->nlinks - 1 - k].active = 0;
+    for (int k = 0; k < g->nlinks; k++) g->on_switch |= g->links[k].type == LINK_SWITCH;
     return 0;
+}
+
+/* 1 for compute capability 9.0 or above (Hopper or newer), 0 below, -1 unknown. */
+static int hopper_or_newer(const jval *gpu) {
+    const char *text = jstr(gpu, "compute_capability");
+    int major;
+    if (!text || sscanf(text, "%d", &major) != 1) return -1;
+    return major >= 9;
 }
 
 static const char *load_error;
@@ -476,6 +486,12 @@ static int load(void) {
             return NVML_ERROR_UNKNOWN;
         }
     free(local_of);
+    for (int i = 0; i < S.count; i++)
+        if (jget(S.gpus[i].extra, "fabric") && hopper_or_newer(S.gpus[i].gpu) == 0) {
+            unload(); /* as tests/fake_nvml.py refuses it: no driver answers a fabric state before Hopper */
+            load_error = "a fabric is given for a GPU before Hopper, which answers NOT_SUPPORTED";
+            return NVML_ERROR_UNKNOWN;
+        }
     return NVML_SUCCESS;
 }
 
@@ -885,7 +901,8 @@ API nvmlReturn_t nvmlDeviceGetNvLinkRemoteDeviceType(nvmlDevice_t device, unsign
     return NVML_SUCCESS;
 }
 
-/* Only from the injection section: fake_nvml.gpus["<i>"].nvlink_errors["<link>"]["<counter>"]. */
+/* From the injection section, fake_nvml.gpus["<i>"].nvlink_errors["<link>"]["<counter>"]; a count not
+ * given is 0, as an active link counts nothing yet (tests/fake_nvml.py answers the same). */
 API nvmlReturn_t nvmlDeviceGetNvLinkErrorCounter(nvmlDevice_t device, unsigned int link, unsigned int counter,
                                                  unsigned long long *value) {
     fake_link *l;
@@ -896,7 +913,7 @@ API nvmlReturn_t nvmlDeviceGetNvLinkErrorCounter(nvmlDevice_t device, unsigned i
     if (!value || counter > 4) return NVML_ERROR_INVALID_ARGUMENT; /* NVML_NVLINK_ERROR_DL_* 0..4 */
     if (!l->active) return NVML_ERROR_NOT_SUPPORTED;
     snprintf(key, sizeof key, "%u", counter);
-    if (!jint(jgeti(jget(device->extra, "nvlink_errors"), link), key, &count)) return NVML_ERROR_NOT_SUPPORTED;
+    if (!jint(jgeti(jget(device->extra, "nvlink_errors"), link), key, &count)) count = 0;
     *value = (unsigned long long)count;
     return NVML_SUCCESS;
 }
@@ -937,40 +954,64 @@ API nvmlReturn_t nvmlDeviceGetP2PStatus(nvmlDevice_t a, nvmlDevice_t b, int caps
 
 /* ---- for doctor: fabric, utilization, processes (only from the injection section) ------------- */
 
+/* As nvml.h declares them: the state is an nvmlGpuFabricState_t, one unsigned char (pynvml reads it
+ * as a c_uint over the padding the caller's zeroed structure holds). */
 typedef struct {
     unsigned char clusterUuid[16];
     int status;
-    unsigned int cliqueId, state;
+    unsigned int cliqueId;
+    unsigned char state;
 } nvmlGpuFabricInfo_t;
 
 typedef struct {
     unsigned int version;
     unsigned char clusterUuid[16];
     int status;
-    unsigned int cliqueId, state, healthMask;
+    unsigned int cliqueId;
+    unsigned char state;
+    unsigned int healthMask;
     unsigned char healthSummary; /* v3 only */
 } nvmlGpuFabricInfo_v3_t;
 
 #define FABRIC_INFO_V2 0x02000024u /* pynvml nvmlGpuFabricInfo_v2: version 2, 36 bytes */
 #define FABRIC_INFO_V3 0x03000028u /* pynvml nvmlGpuFabricInfo_v3: version 3, 40 bytes */
 
-static int fabric(const char *fn, nvmlDevice_t device, unsigned char uuid[16], int *status, unsigned *clique, unsigned *state,
-                  unsigned *health_mask, unsigned *summary) {
+/* A driver before R525 has no nvmlDeviceGetGpuFabricInfo, one before R550 no ...InfoV: the binding
+ * finds no symbol and raises FunctionNotFound before NVML is asked anything. */
+static int fabric_symbol(int since_driver) {
+    if (!S.refcount) return NVML_ERROR_UNINITIALIZED;
+    int major = atoi(driver_version());
+    return major > 0 && major < since_driver ? NVML_ERROR_FUNCTION_NOT_FOUND : NVML_SUCCESS;
+}
+
+/* What the real driver answers, as tests/fake_nvml.py fabric_answer() (the sources are cited there):
+ * a driver before R525 (R550 for the V call) has no such function; a GPU before Hopper (compute
+ * capability below 9.0, or unknown) NOT_SUPPORTED; a Hopper or newer GPU SUCCESS with state
+ * NOT_SUPPORTED off any NVSwitch (a real H200 alone in a VM), COMPLETED where its NVLinks end at
+ * NVSwitches; the injection section's gpus.N.fabric, where given, says what it answers. */
+static int fabric(const char *fn, nvmlDevice_t device, unsigned char uuid[16], int *status,
+                  unsigned *clique, unsigned char *state, unsigned *health_mask, unsigned *summary) {
     static const char *states[] = {"NOT_SUPPORTED", "NOT_STARTED", "IN_PROGRESS", "COMPLETED"};
     long long value;
     ENTER(fn, 1, device, NULL);
     const jval *info = jget(device->extra, "fabric");
-    if (!info) return NVML_ERROR_NOT_SUPPORTED;
+    memset(uuid, 0, 16);
+    *status = NVML_SUCCESS;
+    *clique = *health_mask = *summary = 0;
+    if (!info) {
+        if (hopper_or_newer(device->gpu) != 1) return NVML_ERROR_NOT_SUPPORTED;
+        *state = device->on_switch ? 3 : 0; /* COMPLETED : NOT_SUPPORTED */
+        return NVML_SUCCESS;
+    }
     const jval *st = jget(info, "state");
     *state = 0;
-    if (st && st->t == J_NUM) *state = (unsigned)st->inum;
-    for (unsigned i = 0; st && st->t == J_STR && i < 4; i++)
+    if (st && st->t == J_NUM) *state = (unsigned char)st->inum;
+    for (unsigned char i = 0; st && st->t == J_STR && i < 4; i++)
         if (!strcmp(st->str, states[i])) *state = i;
     *status = error_code(jget(info, "status"));
     *clique = jint(info, "clique_id", &value) ? (unsigned)value : 0;
     *health_mask = jint(info, "health_mask", &value) ? (unsigned)value : 0;
     *summary = jint(info, "health_summary", &value) ? (unsigned)value : 0;
-    memset(uuid, 0, 16);
     const char *text = jstr(info, "cluster_uuid");
     for (int k = 0, n = 0; text && text[k] && n < 32; k++) {
         if (!isxdigit((unsigned char)text[k])) continue;
@@ -983,16 +1024,20 @@ static int fabric(const char *fn, nvmlDevice_t device, unsigned char uuid[16], i
 
 API nvmlReturn_t nvmlDeviceGetGpuFabricInfo(nvmlDevice_t device, nvmlGpuFabricInfo_t *out) {
     unsigned mask, summary;
+    int rc = fabric_symbol(525);
+    if (rc) return rc;
     if (!out) return NVML_ERROR_INVALID_ARGUMENT;
-    return fabric("nvmlDeviceGetGpuFabricInfo", device, out->clusterUuid, &out->status, &out->cliqueId, &out->state,
-                  &mask, &summary);
+    return fabric("nvmlDeviceGetGpuFabricInfo", device, out->clusterUuid, &out->status, &out->cliqueId,
+                  &out->state, &mask, &summary);
 }
 
 API nvmlReturn_t nvmlDeviceGetGpuFabricInfoV(nvmlDevice_t device, nvmlGpuFabricInfo_v3_t *out) {
     unsigned summary;
+    int rc = fabric_symbol(550);
+    if (rc) return rc;
     if (!out) return NVML_ERROR_INVALID_ARGUMENT;
     if (out->version != FABRIC_INFO_V2 && out->version != FABRIC_INFO_V3) return NVML_ERROR_ARGUMENT_VERSION_MISMATCH;
-    int rc = fabric("nvmlDeviceGetGpuFabricInfoV", device, out->clusterUuid, &out->status, &out->cliqueId,
+    rc = fabric("nvmlDeviceGetGpuFabricInfoV", device, out->clusterUuid, &out->status, &out->cliqueId,
                     &out->state, &out->healthMask, &summary);
     if (!rc && out->version == FABRIC_INFO_V3) out->healthSummary = (unsigned char)summary;
     return rc;

@@ -123,6 +123,11 @@ class Case:
             injection["ancestor_overrides"] = {f"{a}-{b}": level for (a, b), level in knobs["ancestor_overrides"].items()}
         if knobs.get("init_error"):
             injection["init_error"] = _code(knobs["init_error"])
+        if knobs.get("driver_version"):
+            injection["driver_version"] = knobs["driver_version"]
+        per_gpu = _per_gpu_injection(knobs)
+        if per_gpu:
+            injection["gpus"] = per_gpu
         data = topology.to_dict()
         if injection:
             data["fake_nvml"] = injection
@@ -137,6 +142,23 @@ class Case:
             return {"topology": probe(self.fake).to_dict()}
         except NvmlUnavailable as exc:
             return {"error": str(exc)}
+
+
+def _per_gpu_injection(knobs: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """FakeNvml's per-GPU knobs (fabric, live state) as the injection section's ``gpus``."""
+    gpus: dict[str, dict[str, Any]] = {}
+    for gpu, (state, status, mask) in (knobs.get("fabric") or {}).items():
+        gpus.setdefault(str(gpu), {})["fabric"] = {"state": state, "status": status, "health_mask": mask}
+    for gpu, percent in (knobs.get("utilization") or {}).items():
+        gpus.setdefault(str(gpu), {})["utilization"] = {"gpu": percent, "memory": 0}
+    for gpu, procs in (knobs.get("processes") or {}).items():
+        gpus.setdefault(str(gpu), {})["processes"] = [
+            {"pid": pid, **({"name": name} if name is not None else {}),
+             **({"used_memory_bytes": used} if used is not None else {})} for pid, name, used in procs]
+    for knob, key in (("memory_used", "memory_used_bytes"), ("memory_reserved", "memory_reserved_bytes")):
+        for gpu, value in (knobs.get(knob) or {}).items():
+            gpus.setdefault(str(gpu), {})[key] = value
+    return gpus
 
 
 def assert_fakes_agree(lib_dir: Path, cases: list[Case]) -> list[dict[str, Any]]:
@@ -407,7 +429,7 @@ print(json.dumps(out))
 """
 
 
-def test_doctor_answers_come_from_the_injection_section_else_not_supported(libnvml: Path, tmp_path: Path) -> None:
+def test_doctor_answers_come_from_the_injection_section_else_as_the_driver_answers(libnvml: Path, tmp_path: Path) -> None:
     data = load_reference("dgx-h100").to_dict()
     data["fake_nvml"] = {"inactive_links": {"0": 1}, "errors": {"nvmlDeviceGetGpuFabricInfo@1": "NO_PERMISSION"},
                          "gpus": {"0": {
@@ -427,13 +449,16 @@ def test_doctor_answers_come_from_the_injection_section_else_not_supported(libnv
     total = 85899345920
     assert got["fabric_v3"] == [pynvml.NVML_GPU_FABRIC_STATE_IN_PROGRESS, 27, 7, 0x21, 2, "0123456789abcdef0123456789abcdef"]
     assert got["fabric_v2"] == [2, 0x21] and got["fabric_v1"] == [2, 7]
-    assert got["fabric_none"] == got["util_none"] == got["procs_none"] == got["errors_none"] == "NVMLError_NotSupported"
+    # GPU 1 (no fabric given): an H100 on NVSwitches, registered as Fabric Manager leaves it.
+    assert got["fabric_none"] == [pynvml.NVML_GPU_FABRIC_STATE_COMPLETED, 0, 0, 0, 0, "00" * 16]
+    assert got["util_none"] == got["procs_none"] == "NVMLError_NotSupported"
+    assert got["errors_none"] == 0  # an active link, no count given: nothing counted yet
     assert got["util"] == [97, 40]
     assert got["procs"] == [[4242, 1 << 30], [77, None]]  # no figure: NVML_VALUE_NOT_AVAILABLE -> None
     assert got["name"] == "python train.py" and got["name_none"] == "NVMLError_NotFound"
     assert got["errors"] == [0, 3, 0, 12, 0]
     assert got["errors_link_down"] == "NVMLError_NotSupported" and got["errors_bad_counter"] == "NVMLError_InvalidArgument"
-    assert got["fabric_v1_denied"] == "NVMLError_NoPermission"  # the V call on GPU 1 answered NotSupported
+    assert got["fabric_v1_denied"] == "NVMLError_NoPermission"  # injected for the plain call on GPU 1 only
     reserve = 616 << 20  # version 1 counts the driver's reserve as used, as a real H200 did
     assert got["memory"] == [(1 << 30) + reserve, total - (1 << 30) - reserve]
     assert got["memory_v2"] == [1 << 30, reserve, total - (1 << 30) - reserve]

@@ -11,7 +11,7 @@ import tarfile
 import pytest
 from conftest import REPO
 from fake_nvml import FakeNvml
-from nvml_recording import NotRecorded, Replay
+from nvml_recording import NotRecorded, Recorder, Replay, differences, live_state
 
 from gputopo.analysis.doctor import doctor
 from gputopo.model import Topology
@@ -90,6 +90,18 @@ def test_the_python_fake_answers_the_probe_as_the_real_driver_did(recording, gat
     assert [_without(g, live) for g in got["gpus"]] == [_without(g, live) for g in want["gpus"]]
     assert _without(got, MACHINE_ONLY + ("gpus", "driver_version", "cuda_driver_version", "nvml_version")) == \
         _without(want, MACHINE_ONLY + ("gpus", "driver_version", "cuda_driver_version", "nvml_version"))
+
+
+def test_the_python_fake_answers_every_recorded_call_as_the_real_driver_did(recording, gathered_root):
+    """Call by call, the probe and doctor's NVML reader on FakeNvml built from what the probe saw (and
+    the machine's live state): the same calls, the same answers, errors and filled structures, the
+    fabric's too (SUCCESS with state NOT_SUPPORTED on this Hopper GPU off any NVSwitch)."""
+    seen = parse_snapshot(json.dumps(recording["topology"]), "recording")
+    assert isinstance(seen, Topology)
+    recorder = Recorder(FakeNvml(seen, **live_state(recording)))
+    probe(nvml=recorder, sysfs_root=gathered_root)
+    read_nvml_health(nvml=recorder)
+    assert differences(recorder.calls, recording["calls"]) == []
 
 
 def test_a_query_the_real_driver_was_never_asked_fails_instead_of_being_made_up(recording):

@@ -203,7 +203,7 @@ def test_nvml_inactive_nvlink_and_errors(tmp_path):
 
 def test_nvml_fabric_manager_not_started_is_an_error(tmp_path):
     _nvml_host(tmp_path)
-    topo = load_reference("dgx-a100")
+    topo = load_reference("dgx-h100")  # NVML reports the fabric of Hopper and newer GPUs only
     fake = FakeNvml(topo, fabric={i: (1 if i == 3 else 3, 0, 2) for i in range(len(topo.gpus))})
     report = _report(tmp_path, nvml=fake)
     fabric = [f for f in report.findings if f.code == "fabric-not-ready"]

@@ -94,3 +94,25 @@ def test_decoding_helpers():
     assert mask_bits([0b101, 1]) == [0, 2, 64]
     assert cuda_version_text(12040) == "12.4" and cuda_version_text(0) is None
     assert NvmlBinding(FakeNvml(load_reference("dgx1"))).max_nvlinks() >= 18
+
+
+class FabricInfoOf13_610(ctypes.Structure):
+    """``c_nvmlGpuFabricInfo_t`` as nvidia-ml-py 13.610.43 declares it: an 80-byte cluster UUID
+    (NVML_DEVICE_UUID_BUFFER_SIZE) where nvml.h has 16."""
+
+    _fields_ = [("clusterUuid", ctypes.c_uint8 * 80), ("status", ctypes.c_int), ("cliqueId", ctypes.c_uint32),
+                ("state", ctypes.c_uint)]
+
+
+def test_the_plain_fabric_structure_is_laid_out_as_nvml_h_whatever_the_binding_declares():
+    class Binding13_610:
+        c_nvmlGpuFabricInfo_t = FabricInfoOf13_610
+
+    class BindingWithoutTheCall:
+        pass
+
+    assert type(NvmlBinding(pynvml).fabric_info_v1()) is pynvml.c_nvmlGpuFabricInfo_t  # laid out right: its own
+    ours = NvmlBinding(Binding13_610()).fabric_info_v1()
+    layout = {name: (getattr(type(ours), name).offset, getattr(type(ours), name).size) for name, *_ in ours._fields_}
+    assert layout == {"clusterUuid": (0, 16), "status": (16, 4), "cliqueId": (20, 4), "state": (24, 4)}
+    assert NvmlBinding(BindingWithoutTheCall()).fabric_info_v1() is None
