@@ -15,6 +15,13 @@ it. A call that was not recorded fails the test (``NotRecorded``) instead of bei
 probe asks something new, record again. The same call asked more times than recorded gets the last
 recorded answer to that very call (function and arguments): NVML's static answers do not change
 between two asks, and a probe and doctor replayed apart each ask them once more.
+
+A function the code came to ask after a recording was made is no answer the driver gave: the replay
+does not invent one. Named in ``predates`` (by the test, with the reason), it is *absent* from the
+replayed module, as from an older nvidia-ml-py (``getattr`` finds no such function; the query door
+says "not in this driver"), so what the probe reads from it stays unknown and everything else is
+replayed as recorded. Only a function the recording never saw may be named: once a new recording
+holds its real answers, ``predates`` refuses it and the real answers are replayed.
 Constants and structure types come from the installed ``pynvml``.
 """
 
@@ -127,10 +134,14 @@ class ReplayHandle:
 class Replay:
     """A pynvml-like module answering from a recording (see the module docstring)."""
 
-    def __init__(self, calls: list[dict[str, Any]]) -> None:
+    def __init__(self, calls: list[dict[str, Any]], predates: frozenset[str] = frozenset()) -> None:
         self._answers: dict[tuple[str, str], deque[dict[str, Any]]] = defaultdict(deque)
         for entry in calls:
             self._answers[(entry["fn"], repr(entry["args"]))].append(entry)
+        recorded = {entry["fn"] for entry in calls}
+        if predates & recorded:
+            raise ValueError(f"the recording holds {sorted(predates & recorded)}: replay its answers, do not hide them")
+        self._absent = frozenset(predates)
         self.asked: list[str] = []
 
     def _key_arg(self, arg: Any) -> Any:
@@ -141,6 +152,8 @@ class Replay:
         return plain(arg)
 
     def __getattr__(self, name: str) -> Any:
+        if name in self._absent:  # asked only since the recording: absent, as from an older binding
+            raise AttributeError(f"{name} was not asked when this recording was made")
         if not name.startswith("nvml") or not callable(getattr(pynvml, name, None)) \
                 or isinstance(getattr(pynvml, name), type):
             return getattr(pynvml, name)

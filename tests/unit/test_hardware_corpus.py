@@ -23,6 +23,10 @@ from gputopo.sources.snapshot import parse_snapshot
 HARDWARE = REPO / "tests/fixtures/hardware"
 RUNS = sorted(p.parent.name for p in HARDWARE.glob("*/nvml-recording.json"))
 MACHINE_ONLY = ("captured_at", "host")  # when and on which host name: not NVML's answers
+# Functions the probe or doctor came to ask after the recordings kept here were made, and the GPU
+# fields they fill. A recording that never saw one replays without it (absent, as from an older
+# binding: tests/nvml_recording.py), its field unknown; a recording made since holds the real answers.
+ASKED_SINCE = {"nvmlDeviceGetPerformanceState": "performance_state"}  # record on the next device run
 
 
 @pytest.fixture(params=RUNS)
@@ -33,6 +37,15 @@ def run(request):
 @pytest.fixture
 def recording(run):
     return json.loads((run / "nvml-recording.json").read_text())
+
+
+def _predated(recording: dict) -> frozenset[str]:
+    """The functions of ASKED_SINCE this recording never saw."""
+    return frozenset(ASKED_SINCE) - {call["fn"] for call in recording["calls"]}
+
+
+def _replay(recording: dict) -> Replay:
+    return Replay(recording["calls"], predates=_predated(recording))
 
 
 @pytest.fixture
@@ -52,8 +65,11 @@ def _without(data: dict, keys=MACHINE_ONLY) -> dict:
 
 
 def test_the_probe_makes_of_the_recorded_answers_what_it_made_on_the_machine(recording, gathered_root):
-    replayed = probe(nvml=Replay(recording["calls"]), sysfs_root=gathered_root)
-    assert _without(replayed.to_dict()) == _without(recording["topology"])
+    replayed = _without(probe(nvml=_replay(recording), sysfs_root=gathered_root).to_dict())
+    newer = [ASKED_SINCE[fn] for fn in _predated(recording)]
+    for gpu in replayed["gpus"]:
+        assert all(gpu.pop(name) is None for name in newer)  # not recorded: unknown, never made up
+    assert replayed == _without(recording["topology"])
 
 
 def test_what_the_real_driver_said_of_this_h200(recording):
@@ -68,11 +84,15 @@ def test_what_the_real_driver_said_of_this_h200(recording):
 
 
 def test_doctors_nvml_reader_makes_the_same_health_of_the_recorded_answers(recording):
-    assert repr(read_nvml_health(nvml=Replay(recording["calls"]))) == recording["nvml_health"]
+    health = repr(read_nvml_health(nvml=_replay(recording)))
+    for fn in _predated(recording):  # a field the recorded health had not yet: unknown, taken off
+        assert f", {ASKED_SINCE[fn]}=None)" in health
+        health = health.replace(f", {ASKED_SINCE[fn]}=None)", ")")
+    assert health == recording["nvml_health"]
 
 
 def test_doctor_on_the_recorded_machine_finds_only_that_it_is_a_one_gpu_vm(recording, gathered_root):
-    report = doctor(evidence_of_host(str(gathered_root), env={}, nvml=Replay(recording["calls"])))
+    report = doctor(evidence_of_host(str(gathered_root), env={}, nvml=_replay(recording)))
     assert [(f.severity, f.code) for f in report.findings] == [("info", "virtual-machine")]
     assert "with one GPU" in report.findings[0].message
     checks = {c.name: c.status for c in report.checks}
@@ -85,7 +105,7 @@ def test_the_python_fake_answers_the_probe_as_the_real_driver_did(recording, gat
     seen = parse_snapshot(json.dumps(recording["topology"]), "recording")
     assert isinstance(seen, Topology)
     faked = probe(nvml=FakeNvml(seen, utilization={0: 0}, processes={0: []}), sysfs_root=gathered_root)
-    live = ("memory_used_bytes",)  # the fake's default is 0, as the machine's was
+    live = ("memory_used_bytes", *ASKED_SINCE.values())  # the fake's default is 0, as the machine's was
     got, want = faked.to_dict(), recording["topology"]
     assert [_without(g, live) for g in got["gpus"]] == [_without(g, live) for g in want["gpus"]]
     assert _without(got, MACHINE_ONLY + ("gpus", "driver_version", "cuda_driver_version", "nvml_version")) == \
@@ -95,3 +115,17 @@ def test_the_python_fake_answers_the_probe_as_the_real_driver_did(recording, gat
 def test_a_query_the_real_driver_was_never_asked_fails_instead_of_being_made_up(recording):
     with pytest.raises(NotRecorded):
         Replay(recording["calls"]).nvmlDeviceGetPowerUsage(None)
+    with pytest.raises(NotRecorded):
+        _replay(recording).nvmlDeviceGetPowerUsage(None)  # hiding the newer calls hides nothing else
+
+
+def test_a_call_asked_since_the_recording_is_absent_not_answered(recording):
+    """The query door finds no such function, as with an older binding: "not in this driver", never
+    an answer the driver did not give; and a function the recording holds cannot be hidden."""
+    from gputopo.sources.nvml_binding import FUNCTION_NOT_FOUND, Failed, NvmlBinding
+
+    for fn in _predated(recording):
+        answer = NvmlBinding(_replay(recording)).query(fn, None)
+        assert answer == Failed(FUNCTION_NOT_FOUND, "not in this driver")
+    with pytest.raises(ValueError, match="replay its answers"):
+        Replay(recording["calls"], predates=frozenset({"nvmlDeviceGetCount"}))
