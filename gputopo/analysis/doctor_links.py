@@ -155,7 +155,7 @@ def slow_link(report: DoctorReport, who: str, speed_now: str, speed_max: str, *,
             gpus=gpus, evidence=shown,
             fix="nothing to fix; " + UNDER_LOAD.format(bdf=bdf or "<bdf>")))
         return False
-    named = state is not None and state.gen == gen_now
+    named = state is not None and gen_now is not None and state.gen == gen_now  # an intermediate state, read with it
     report.add(Finding(
         "info", "pcie-link-slow-maybe-idle",
         f"The PCIe link of {who} runs at {speed_now} of {speed_max}: GPUs lower their link speed when idle, "

@@ -98,6 +98,8 @@ def test_an_intermediate_state_or_a_state_read_at_another_speed_stays_maybe():
     assert p2.code == moved.code == "pcie-link-slow-maybe-idle" and report.pair_problems == {}
     assert "in P2, an intermediate state" in p2.message and p2.evidence == ["e", "state 2 read with Gen3"]
     assert "P0" not in moved.message and moved.evidence == ["e"]  # read at Gen4: the state changed between the reads
+    slow_link(report, "GPU 0", "20.0 GT/s", "Gen4", gpus=[0], evidence=["e"], bdf=A, state=_state(0, gen=None), gen_now=None)
+    assert "intermediate" not in report.findings[2].message and report.findings[2].evidence == ["e"]  # no generation to match
 
 
 def test_at_p0_a_link_its_state_source_read_at_its_max_is_the_slots_best_and_no_finding():
