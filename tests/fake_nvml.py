@@ -40,7 +40,9 @@ Live state, as the C fake (tests/fake_libnvml) answers it: ``memory_used`` (byte
 query counts it as used, version 2 gives it apart), ``memory_v2=False`` (a driver before R510), ``utilization`` (percent per GPU; a GPU not given answers ``NotSupported``), ``processes`` (per
 GPU a list of ``(pid, name, used bytes or None)``; a GPU not given answers ``NotSupported``; the
 name as ``nvmlSystemGetProcessName`` gives it, always ``bytes`` like the real binding; a process
-without a name, or an unknown PID, answers ``NotFound``).
+without a name, or an unknown PID, answers ``NotFound``), ``performance_state`` (per GPU the number
+``nvmlDeviceGetPerformanceState`` answers, 0 for P0; a GPU not given answers ``NotSupported``; 32
+is NVML's "unknown" state).
 """
 
 from __future__ import annotations
@@ -227,6 +229,7 @@ class FakeNvml:
         memory_v2: bool = True,
         utilization: dict[int, int] | None = None,
         processes: dict[int, list[tuple[int, str | None, int | None]]] | None = None,
+        performance_state: dict[int, int] | None = None,
         driver_version: str = "550.54.15",
         cuda_driver_version: int = 12040,
     ) -> None:
@@ -247,6 +250,7 @@ class FakeNvml:
         self.memory_v2 = memory_v2
         self.utilization = dict(utilization or {})
         self.processes = {gpu: list(procs) for gpu, procs in (processes or {}).items()}
+        self.performance_state = dict(performance_state or {})
         # A saved scan carries the versions NVML gave ("12.4" is 12040); a reference machine does not.
         self.driver_version = topology.driver_version or driver_version
         self.cuda_driver_version = _cuda_version_number(topology.cuda_driver_version) or cuda_driver_version
@@ -453,6 +457,13 @@ class FakeNvml:
         rates.gpu = self.utilization[handle.index]
         rates.memory = 0
         return rates
+
+    def nvmlDeviceGetPerformanceState(self, handle: Any) -> int:
+        """As the real binding: the ``nvmlPstates_t`` number (``c_pstate.value``)."""
+        self._enter("nvmlDeviceGetPerformanceState", handle)
+        if handle.index not in self.performance_state:
+            raise pynvml.NVMLError_NotSupported()
+        return self.performance_state[handle.index]
 
     def nvmlDeviceGetComputeRunningProcesses(self, handle: Any) -> list[Any]:
         self._enter("nvmlDeviceGetComputeRunningProcesses", handle)

@@ -15,11 +15,19 @@ it. A call that was not recorded fails the test (``NotRecorded``) instead of bei
 probe asks something new, record again. The same call asked more times than recorded gets the last
 recorded answer to that very call (function and arguments): NVML's static answers do not change
 between two asks, and a probe and doctor replayed apart each ask them once more.
+
+A function the code came to ask after a recording was made is no answer the driver gave: the replay
+does not invent one. Named in ``predates`` (by the test, with the reason), it is *absent* from the
+replayed module, as from an older nvidia-ml-py (``getattr`` finds no such function; the query door
+says "not in this driver"), so what the probe reads from it stays unknown and everything else is
+replayed as recorded. Only a function the recording never saw may be named: once a new recording
+holds its real answers, ``predates`` refuses it and the real answers are replayed.
 Constants and structure types come from the installed ``pynvml``.
 
 ``Recorder`` also records a fake (``Recorder(FakeNvml(...))``, or the real binding over the C fake
 library) so that ``differences(fake_calls, recorded_calls)`` can say where a fake answers otherwise
-than the real driver did.
+than the real driver did; a fake's calls to a function the recording predates (``predated``) are no
+difference: the driver was never asked them.
 """
 
 from __future__ import annotations
@@ -31,6 +39,16 @@ from collections import defaultdict, deque
 from typing import Any
 
 import pynvml
+
+# Functions the probe or doctor came to ask after the recordings kept in tests/fixtures/hardware/ were
+# made, and the GPU fields they fill. A recording that never saw one replays without it (absent, as
+# from an older binding), its field unknown; a recording made since holds the real answers.
+ASKED_SINCE = {"nvmlDeviceGetPerformanceState": "performance_state"}  # record on the next device run
+
+
+def predated(recording: dict[str, Any]) -> frozenset[str]:
+    """The functions of ``ASKED_SINCE`` this recording never saw."""
+    return frozenset(ASKED_SINCE) - {call["fn"] for call in recording["calls"]}
 
 _CArg = type(ctypes.byref(ctypes.c_int()))
 
@@ -138,10 +156,14 @@ class ReplayHandle:
 class Replay:
     """A pynvml-like module answering from a recording (see the module docstring)."""
 
-    def __init__(self, calls: list[dict[str, Any]]) -> None:
+    def __init__(self, calls: list[dict[str, Any]], predates: frozenset[str] = frozenset()) -> None:
         self._answers: dict[tuple[str, str], deque[dict[str, Any]]] = defaultdict(deque)
         for entry in calls:
             self._answers[(entry["fn"], repr(entry["args"]))].append(entry)
+        recorded = {entry["fn"] for entry in calls}
+        if predates & recorded:
+            raise ValueError(f"the recording holds {sorted(predates & recorded)}: replay its answers, do not hide them")
+        self._absent = frozenset(predates)
         self.asked: list[str] = []
 
     def _key_arg(self, arg: Any) -> Any:
@@ -152,6 +174,8 @@ class Replay:
         return plain(arg)
 
     def __getattr__(self, name: str) -> Any:
+        if name in self._absent:  # asked only since the recording: absent, as from an older binding
+            raise AttributeError(f"{name} was not asked when this recording was made")
         if not name.startswith("nvml") or not callable(getattr(pynvml, name, None)) \
                 or isinstance(getattr(pynvml, name), type):
             return getattr(pynvml, name)
@@ -208,7 +232,10 @@ def _comparable(entry: dict[str, Any]) -> dict[str, Any]:
 def differences(got: list[dict[str, Any]], want: list[dict[str, Any]]) -> list[str]:
     """Where the calls ``got`` (a fake, recorded) differ from ``want`` (the real driver, recorded): the
     same calls in the same order, each with the same answer, error or filled structure, leaving out
-    what ``NOT_IN_A_SNAPSHOT`` names. One line per difference."""
+    what ``NOT_IN_A_SNAPSHOT`` names and the calls to functions ``want`` predates. One line per
+    difference."""
+    unasked = predated({"calls": want})
+    got = [call for call in got if call["fn"] not in unasked]
     lines = []
     for number, (mine, real) in enumerate(zip(map(_comparable, got), map(_comparable, want))):
         if mine != real:

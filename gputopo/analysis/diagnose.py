@@ -7,7 +7,9 @@ the GPUs it is about, and a ``fix`` where one exists. Codes:
 ``virtual-machine``      nvidia-smi shows a hypervisor's flat virtual PCI topology (nothing is concluded from it)
 ``cross-socket``         GPUs split over NUMA nodes with SYS pairs between them; "CPU sockets" only where known
 ``pcie-width-degraded``  a GPU's PCIe link runs with fewer lanes than it can (x8 of x16)
-``pcie-gen-below-max``   a GPU's PCIe link runs below its top generation (often just idle)
+``pcie-gen-degraded``    a GPU at P0 runs its link below its top generation: it trained down (inferred)
+``pcie-gen-below-max-idle``  a GPU at P8 or lower power runs below its top generation: idle, by design
+``pcie-gen-below-max``   a GPU's PCIe link runs below its top generation, its state unknown (often just idle)
 ``p2p-<word>``           pairs without P2P, one finding per NVML reason word (``p2p-tns``, ``p2p-dr``)
 ``nvswitch-fabric``      NVSwitch: every pair has the same NVLink bandwidth
 ``nvlink-summary``       direct NVLinks (no switch): generation, links per GPU, which pairs have them
@@ -34,6 +36,7 @@ from gputopo.analysis.disagreements import disagreement_findings
 from gputopo.analysis.measured import measured_links
 from gputopo.analysis.nvlink_findings import nvlink_fabric
 from gputopo.analysis.observed_findings import observed_findings
+from gputopo.analysis.pcie_findings import pcie_degraded
 from gputopo.analysis.locality import (
     SYS_MEANING,
     link_sides,
@@ -71,7 +74,7 @@ def diagnose(topology: Topology) -> list[Finding]:
     findings += _mig(topology)
     findings += _mixed_models(topology)
     findings += _nvlinks_down(topology)
-    findings += _pcie_degraded(topology)
+    findings += pcie_degraded(topology)
     findings += nvlink_fabric(topology)
     findings += disagreement_findings(topology)
     findings += observed_findings(topology)
@@ -355,42 +358,4 @@ def _nvlinks_down(topology: Topology) -> list[Finding]:
                 ),
             )
         )
-    return findings
-
-
-# (field, severity, code, how a GPU's value reads, what it means, fix) for each PCIe link property
-# that NVML reports as current and max.
-_PCIE_BELOW_MAX = (
-    (
-        "width", "warning", "pcie-width-degraded", "x{}",
-        "fewer lanes mean proportionally less host and PCIe peer bandwidth",
-        "check that the card sits in an x16 slot (not one wired x8 or shared), reseat it and its riser",
-    ),
-    (
-        "gen", "info", "pcie-gen-below-max", "Gen{}",
-        "idle GPUs drop the link generation to save power, so this is only a problem if it stays low under load",
-        "check again while training runs: nvidia-smi --query-gpu=index,pcie.link.gen.current --format=csv",
-    ),
-)
-
-
-def _pcie_degraded(topology: Topology) -> list[Finding]:
-    """GPUs whose PCIe link runs narrower (a warning) or at a lower generation (a hint) than it can."""
-    findings = []
-    for field, severity, code, value_text, meaning, fix in _PCIE_BELOW_MAX:
-        below = [(g, *values) for g in topology.gpus if (values := g.pcie_below_max(field)) is not None]
-        if below:
-            details = "; ".join(
-                f"GPU {g.index} runs at PCIe {value_text.format(current)} (max {value_text.format(maximum)})"
-                for g, current, maximum in below
-            )
-            findings.append(
-                Finding(
-                    severity=severity,
-                    code=code,
-                    message=f"{details}: {meaning}",
-                    gpus=[g.index for g, _, _ in below],
-                    fix=fix,
-                )
-            )
     return findings

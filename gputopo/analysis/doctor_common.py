@@ -83,7 +83,14 @@ def and_list(items: list[str]) -> str:
     return ", ".join(items[:-1]) + " and " + items[-1]
 
 
+_GENS = {2.5: 1, 5.0: 2, 8.0: 3, 16.0: 4, 32.0: 5, 64.0: 6}
+
+
 def gts_to_gen(gts: float | None) -> str:
     """``16.0`` -> ``Gen4``; ``None`` -> ``?``."""
-    gens = {2.5: 1, 5.0: 2, 8.0: 3, 16.0: 4, 32.0: 5, 64.0: 6}
-    return f"Gen{gens[gts]}" if gts in gens else f"{gts} GT/s" if gts is not None else "?"
+    return f"Gen{_GENS[gts]}" if gts in _GENS else f"{gts} GT/s" if gts is not None else "?"
+
+
+def gen_number(gts: float | None) -> int | None:
+    """``16.0`` -> ``4``; a rate that is no PCIe generation's, or None -> None."""
+    return _GENS.get(gts) if gts is not None else None

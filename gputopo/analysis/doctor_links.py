@@ -1,21 +1,40 @@
 """A PCIe link trained below what it can do, whoever read it (sysfs, NVML where sysfs does not
-place the GPU, a pasted ``lspci -vv``): the one wording of ``pcie-link-narrow`` and
-``pcie-link-slow-maybe-idle`` and the one way the GPUs and pairs behind a narrow link are marked.
+place the GPU, a pasted ``lspci -vv``): the one wording of ``pcie-link-narrow``, ``pcie-link-slow``,
+``pcie-link-slow-idle`` and ``pcie-link-slow-maybe-idle``, and the one way the GPUs and pairs behind
+a link that trained down are marked.
 
 A width below max is a fault: every copy through the link gets that fraction of the bandwidth. A
-speed below max is only "maybe": idle GPUs lower their link speed to save power, so a speed read
-once on an idle box says nothing until it is read again under load.
+speed below max is judged by the GPU's performance state where one was read *with* that speed
+(``analysis.pstates`` says why): at P0 the link trained down (``pcie-link-slow``, a warning, worded
+as inferred); at P8 or lower power the GPU is idle and lowers its link by design
+(``pcie-link-slow-idle``, info); otherwise, and where no state was read (a pasted lspci, a bridge
+higher up, an intermediate state), it is only "maybe" idle (``pcie-link-slow-maybe-idle``: a
+speed read once on an idle box says nothing until it is read again under load).
+
+Where a state comes from (``states_read``): NVML, read with its own link generation (the live
+host), or the ``nvidia-smi -q`` of a gathered archive (read with the link in that output). It is
+put on a sysfs reading of the GPU's link (the GPU, or the port right above it: the other end of the
+same link) only where its source read the link at the same generation; two reads apart could
+straddle a change of state. At P0, a source that read the link at its own Max (the lower of the GPU's
+and the slot's) says the link is at the best the slot allows, though sysfs's ``max_link_speed`` is
+the GPU's own: no finding.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable
+from dataclasses import dataclass
 
-from gputopo.analysis.doctor_common import DoctorReport
+from gputopo.analysis import pstates
+from gputopo.analysis.doctor_common import DoctorReport, and_list
 from gputopo.model import Finding
+from gputopo.sources.health import HealthEvidence
 
+# Not `nvidia-smi -q -d PCIE`: a real nvidia-smi 580 refused `-q -d PCIE,MEMORY` (MEMORY is a display
+# type, so PCIE is not; tests/hardware/README.md). The query shows the state the speed follows.
 UNDER_LOAD = ("check it under load: run `gputopo bench-p2p` (or any copy) and meanwhile "
-              "`nvidia-smi -q -d PCIE` or `sudo lspci -vv -s {bdf} | grep LnkSta`")
+              "`nvidia-smi --query-gpu=index,pstate,pcie.link.gen.current,pcie.link.gen.max --format=csv -l 1` "
+              "or `sudo lspci -vv -s {bdf} | grep LnkSta`")
 # The pair-problem word recommend and report read (doctor_common.PAIR_PROBLEMS).
 DOWNTRAINED = "downtrained"
 
@@ -29,14 +48,7 @@ def narrow_link(report: DoctorReport, who: str, current_width: int | None, max_w
     and so is every pair with one of them, except the ``spared`` pairs (NVLink pairs do not copy
     over PCIe). ``affected``: those GPUs as the words name them. ``gpus``: the finding's GPU
     indices where the bus ids do not give them (NVML's index of a GPU without a bus id)."""
-    spared_pairs = {tuple(sorted(pair)) for pair in spared}
-    for gpu in below:
-        report.mark_gpu(gpu, DOWNTRAINED)
-    known = sorted(report.gpus)
-    for k, a in enumerate(known):
-        for b in known[k + 1:]:
-            if (a in below or b in below) and (a, b) not in spared_pairs:
-                report.mark_pair(a, b, DOWNTRAINED)
+    _mark_downtrained(report, below, spared)
     report.add(Finding(
         "warning", "pcie-link-narrow",
         f"The PCIe link of {who} runs at x{current_width} of x{max_width}: it trained narrower than it can "
@@ -49,15 +61,107 @@ def narrow_link(report: DoctorReport, who: str, current_width: int | None, max_w
             "check the riser and the BIOS slot bifurcation / link width settings"))
 
 
-def slow_link_maybe_idle(report: DoctorReport, who: str, speed_now: str, speed_max: str, *,
-                         gpus: list[int], evidence: list[str], bdf: str | None) -> None:
-    """``pcie-link-slow-maybe-idle``: the link of ``who`` runs at ``speed_now`` of ``speed_max``
-    (``Gen3 of Gen4``, with the widths where they are known); ``bdf`` is put in the command that
-    checks it under load."""
+def _mark_downtrained(report: DoctorReport, below: list[str], spared: Iterable[tuple[str, str]]) -> None:
+    """Each GPU in ``below`` and every pair with one of them (but the ``spared``: NVLink pairs do not
+    copy over PCIe) marked downtrained."""
+    spared_pairs = {tuple(sorted(pair)) for pair in spared}
+    for gpu in below:
+        report.mark_gpu(gpu, DOWNTRAINED)
+    known = sorted(report.gpus)
+    for k, a in enumerate(known):
+        for b in known[k + 1:]:
+            if (a in below or b in below) and (a, b) not in spared_pairs:
+                report.mark_pair(a, b, DOWNTRAINED)
+
+
+@dataclass(frozen=True)
+class StateRead:
+    """A GPU's performance state (0 = P0), the link generation and Max its source read with it (None
+    where it did not say), and that reading in words for the evidence."""
+
+    state: int
+    gen: int | None
+    gen_max: int | None
+    evidence: str
+
+
+def states_read(evidence: HealthEvidence) -> dict[str, StateRead]:
+    """Bus id -> the state read with the GPU's link: NVML's (a live host), else a gathered archive's
+    ``nvidia-smi -q`` (its GPUs that two merged outputs do not disagree on)."""
+    found: dict[str, StateRead] = {}
+    topology = evidence.topology
+    if topology is not None:
+        mixed = {d.subject for d in topology.disagreements}
+        for g in topology.gpus:
+            if g.pci_bus_id and pstates.known(g.performance_state) and not any(
+                    f"GPU {g.index} {name}" in mixed for name in ("performance_state", "pcie_gen_current", "pcie_gen_max")):
+                found[g.pci_bus_id] = StateRead(
+                    g.performance_state, g.pcie_gen_current, g.pcie_gen_max,  # type: ignore[arg-type]
+                    f"nvidia-smi -q in {evidence.source}: GPU {g.index} Performance State {pstates.word(g.performance_state)}, "
+                    f"PCIe Generation Current {g.pcie_gen_current or '?'}, Max {g.pcie_gen_max or '?'}")
+    for gpu in evidence.nvml.gpus if evidence.nvml is not None else []:
+        if gpu.pci_bus_id and pstates.known(gpu.performance_state):
+            found[gpu.pci_bus_id] = nvml_state(gpu.index, gpu.performance_state, gpu.pcie_gen_current, gpu.pcie_gen_max)  # type: ignore[arg-type]
+    return found
+
+
+def nvml_state(index: int, state: int, gen: int | None, gen_max: int | None) -> StateRead:
+    return StateRead(state, gen, gen_max,
+                     f"nvmlDeviceGetPerformanceState(GPU {index}): {state} ({pstates.word(state)}), read with "
+                     f"nvmlDeviceGetCurrPcieLinkGeneration {gen if gen is not None else '?'}")
+
+
+def speed_reading(state: StateRead | None, gen_now: int | None) -> str:
+    """``pstates.TOP``/``IDLE``/``UNKNOWN`` for a link read at generation ``gen_now`` with ``state``;
+    ``"at-max"``: at P0 the state's source read the link at its own Max (the slot's limit)."""
+    if state is None or gen_now is None or state.gen != gen_now:
+        return pstates.UNKNOWN  # no state, or read at another moment
+    reading = pstates.link_reading(state.state)
+    if reading == pstates.TOP and state.gen_max is not None and state.gen >= state.gen_max:
+        return "at-max"
+    return reading
+
+
+def slow_link(report: DoctorReport, who: str, speed_now: str, speed_max: str, *, gpus: list[int],
+              evidence: list[str], bdf: str | None, state: StateRead | None = None, gen_now: int | None = None,
+              below: list[str] | None = None, spared: Iterable[tuple[str, str]] = ()) -> bool:
+    """The link of ``who`` runs at ``speed_now`` of ``speed_max`` (``Gen3 of Gen4``, with the widths
+    where they are known), read at generation ``gen_now``; ``state``: the GPU's state read with it,
+    if any; ``below``: the GPUs (bus ids) whose copies go through it, marked where it trained down;
+    ``bdf`` is put in the command that checks it under load. True where it is a fault (a warning)."""
+    reading = speed_reading(state, gen_now)
+    if reading == "at-max":
+        return False
+    shown = [*evidence, state.evidence] if state is not None else evidence
+    if reading == pstates.TOP:
+        _mark_downtrained(report, below or [], spared)
+        report.add(Finding(
+            "warning", "pcie-link-slow",
+            f"The PCIe link of {who} runs at {speed_now} of {speed_max} while the GPU is in P0, where the driver "
+            "runs the link at the best generation it can train to: it trained down (inferred from the performance "
+            "state read with it; a riser, the slot, or the BIOS's PCIe speed setting). Each generation down "
+            "roughly halves the bandwidth per lane.",
+            gpus=gpus, evidence=shown,
+            effect=f"every copy to or from {and_list([report.label(b) for b in below])}" if below else f"every copy through {who}",
+            fix="reseat the card and check its riser or cable, set the slot's PCIe speed in the BIOS to Auto (or the "
+                "highest generation) and update the BIOS; then " + UNDER_LOAD.format(bdf=bdf or "<bdf>")))
+        return True
+    if reading == pstates.IDLE:
+        report.add(Finding(
+            "info", "pcie-link-slow-idle",
+            f"The PCIe link of {who} runs at {speed_now} of {speed_max} while the GPU is in "
+            f"{pstates.word(state.state if state else None)}: idle GPUs lower their link speed by design in P8 and "
+            "lower-power states, so this is no sign of a fault (the speed under load was not read).",
+            gpus=gpus, evidence=shown,
+            fix="nothing to fix; " + UNDER_LOAD.format(bdf=bdf or "<bdf>")))
+        return False
+    named = state is not None and gen_now is not None and state.gen == gen_now  # an intermediate state, read with it
     report.add(Finding(
         "info", "pcie-link-slow-maybe-idle",
         f"The PCIe link of {who} runs at {speed_now} of {speed_max}: GPUs lower their link speed when idle, "
-        "so this may be normal; it is a fault only if it stays low under load.",
-        gpus=gpus,
-        evidence=evidence,
+        "so this may be normal; it is a fault only if it stays low under load."
+        + (f" The GPU was in {pstates.word(state.state)}, an intermediate state: some GPUs lower their link there "  # type: ignore[union-attr]
+           "and some do not." if named else ""),
+        gpus=gpus, evidence=shown if named else evidence,
         fix=UNDER_LOAD.format(bdf=bdf or "<bdf>")))
+    return False

@@ -3,8 +3,9 @@ not running: CUDA error 802), pairs NVML says cannot peer, and the GPU's own PCI
 
 from __future__ import annotations
 
+from gputopo.analysis import pstates
 from gputopo.analysis.doctor_common import DoctorReport, and_list
-from gputopo.analysis.doctor_links import narrow_link, slow_link_maybe_idle
+from gputopo.analysis.doctor_links import narrow_link, nvml_state, slow_link
 from gputopo.model import P2P_OK, Finding
 from gputopo.model.words import P2P_STATUS_MEANING
 from gputopo.sources.health import HealthEvidence
@@ -93,7 +94,7 @@ def _nvlinks(gpu: GpuNvmlHealth, nvml: NvmlHealth, report: DoctorReport, in_vm: 
 
 def _pcie(gpu: GpuNvmlHealth, report: DoctorReport, nvlinked: set[tuple[str, str]]) -> None:
     """NVML's view of the GPU's own link, where sysfs could not be read: the width is judged, the
-    generation only as "maybe idle" (GPUs lower it when idle)."""
+    generation by the performance state NVML read with it (``doctor_links``)."""
     label = report.label(_bdf(gpu))
     if None not in (gpu.pcie_width_current, gpu.pcie_width_max) and gpu.pcie_width_current < gpu.pcie_width_max:  # type: ignore[operator]
         narrow_link(
@@ -102,8 +103,11 @@ def _pcie(gpu: GpuNvmlHealth, report: DoctorReport, nvlinked: set[tuple[str, str
             gpus=[gpu.index], evidence=[(f"nvmlDeviceGetCurrPcieLinkWidth(GPU {gpu.index}): {gpu.pcie_width_current}, "
                                          f"nvmlDeviceGetMaxPcieLinkWidth: {gpu.pcie_width_max}")])
     elif None not in (gpu.pcie_gen_current, gpu.pcie_gen_max) and gpu.pcie_gen_current < gpu.pcie_gen_max:  # type: ignore[operator]
-        slow_link_maybe_idle(
+        state = (nvml_state(gpu.index, gpu.performance_state, gpu.pcie_gen_current, gpu.pcie_gen_max)  # type: ignore[arg-type]
+                 if pstates.known(gpu.performance_state) else None)
+        slow_link(
             report, label, f"Gen{gpu.pcie_gen_current}", f"Gen{gpu.pcie_gen_max}", gpus=[gpu.index], bdf=gpu.pci_bus_id,
+            state=state, gen_now=gpu.pcie_gen_current, below=[gpu.pci_bus_id] if gpu.pci_bus_id else [], spared=nvlinked,
             evidence=[(f"nvmlDeviceGetCurrPcieLinkGeneration(GPU {gpu.index}): {gpu.pcie_gen_current}, "
                        f"nvmlDeviceGetMaxPcieLinkGeneration: {gpu.pcie_gen_max}")])
 

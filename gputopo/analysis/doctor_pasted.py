@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from gputopo.analysis.doctor_common import DoctorReport, and_list, gts_to_gen
 from gputopo.analysis.doctor_host import IOMMU_FIX, cmdline_iommu, passthrough_or_off
-from gputopo.analysis.doctor_links import narrow_link, slow_link_maybe_idle
+from gputopo.analysis.doctor_links import narrow_link, slow_link
 from gputopo.analysis.doctor_pcie import setpci_loop
 from gputopo.model import Finding
 from gputopo.quoting import shell_word
@@ -78,9 +78,9 @@ def _links(label: str, evidence: PastedEvidence, report: DoctorReport) -> None:
             narrow_link(report, who, link.current_width, link.max_width, below=[gpu] if gpu else [], affected=who,
                         evidence=[f"{_where(label, pasted.line)}: {pasted.text}"])
         if link.speed_below_max:
-            slow_link_maybe_idle(report, who, gts_to_gen(link.current_speed_gts), gts_to_gen(link.max_speed_gts),
-                                 gpus=report.indices([gpu]) if gpu else [], bdf=pasted.bdf,
-                                 evidence=[f"{_where(label, pasted.line)}: {pasted.text}"])
+            slow_link(report, who, gts_to_gen(link.current_speed_gts), gts_to_gen(link.max_speed_gts),  # no state in a paste
+                      gpus=report.indices([gpu]) if gpu else [], bdf=pasted.bdf,
+                      evidence=[f"{_where(label, pasted.line)}: {pasted.text}"])
 
 
 def _faults(label: str, evidence: PastedEvidence, report: DoctorReport) -> None:

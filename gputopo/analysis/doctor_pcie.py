@@ -1,16 +1,24 @@
 """Doctor's PCIe checks on the paths read from sysfs: ACS on a bridge above a GPU, and links trained
 below what they can do (on the GPU or any bridge above it).
 
-Idle GPUs lower their link speed to save power: a speed below max, read once on an idle box, is not
-a fault, only "maybe idle" (info, with how to check under load). A width below max is a fault.
+Idle GPUs lower their link speed to save power: a speed below max is judged by the GPU's performance
+state where one was read with it (NVML on a live host, a gathered archive's ``nvidia-smi -q``), on
+the GPU's own link (the GPU, and the port right above it: the other end of that link): at P0 a
+fault, at P8 or lower power idle; elsewhere (no state, a bridge higher up, whose link no GPU's state
+governs) only "maybe idle" (info, with how to check under load). A width below max is a fault.
 """
 
 from __future__ import annotations
 
 from itertools import combinations
 
-from gputopo.analysis.doctor_common import DoctorReport, and_list, gts_to_gen
-from gputopo.analysis.doctor_links import narrow_link, slow_link_maybe_idle
+from gputopo.analysis.doctor_common import (
+    DoctorReport,
+    and_list,
+    gen_number,
+    gts_to_gen,
+)
+from gputopo.analysis.doctor_links import StateRead, narrow_link, slow_link, states_read
 from gputopo.model import Finding
 from gputopo.quoting import shell_word
 from gputopo.sources.health import HealthEvidence
@@ -29,7 +37,7 @@ def pcie_checks(evidence: HealthEvidence, report: DoctorReport) -> None:
         report.check("pcie-paths", "not-made", f"sysfs does not place {and_list(unplaced)} in the PCI tree" + hidden)
     nvlinked = evidence.nvml.nvlink_pairs() if evidence.nvml is not None else set()
     _acs(paths, report, nvlinked)
-    _links(paths, report, nvlinked)
+    _links(paths, report, nvlinked, states_read(evidence))
 
 
 def _affected_pairs(bridge: str, paths: dict[str, GpuPciePath]) -> list[tuple[str, str]]:
@@ -95,10 +103,15 @@ def setpci_loop(bdfs: list[str]) -> str:
             'do sudo setpci -s "$b" ECAP_ACS+6.w=0000; done`')
 
 
-def _links(paths: dict[str, GpuPciePath], report: DoctorReport, nvlinked: set[tuple[str, str]]) -> None:
+def _links(paths: dict[str, GpuPciePath], report: DoctorReport, nvlinked: set[tuple[str, str]],
+           states: dict[str, StateRead]) -> None:
     seen: set[str] = set()
-    slow_width, maybe_idle, any_link = [], [], False
+    slow_width, slow_speed, any_link = [], [], False
+    own_link: dict[str, str] = {}  # the GPU and the port right above it -> that GPU (both read its own link)
     for gpu_bdf, path in sorted(paths.items()):
+        own_link[gpu_bdf] = gpu_bdf
+        if len(path.nodes) >= 2:
+            own_link.setdefault(path.nodes[-2].bdf, gpu_bdf)
         for node in path.nodes:
             if node.bdf in seen:
                 continue
@@ -107,11 +120,10 @@ def _links(paths: dict[str, GpuPciePath], report: DoctorReport, nvlinked: set[tu
             if node.link.width_below_max:
                 slow_width.append(node)
             elif node.link.speed_below_max:
-                maybe_idle.append(node)
+                slow_speed.append(node)
     if not any_link:
         report.check("pcie-links", "not-made", "no link files (current_link_width, max_link_width) under sysfs")
         return
-    report.check("pcie-links", "problem" if slow_width else "ok", f"{len(seen)} device(s) read")
     def gpus_below(node: PciNode) -> list[str]:
         return sorted(bdf for bdf, path in paths.items() if any(n.bdf == node.bdf for n in path.nodes))
 
@@ -124,10 +136,13 @@ def _links(paths: dict[str, GpuPciePath], report: DoctorReport, nvlinked: set[tu
             affected=and_list([report.label(b) for b in below]), spared=nvlinked,
             evidence=[f"{node.sysfs_path}/current_link_width: {link.current_width}, max_link_width: {link.max_width}",
                       f"{node.sysfs_path}/current_link_speed: {link.current_speed_gts} GT/s, max_link_speed: {link.max_speed_gts} GT/s"])
-    for node in maybe_idle:
-        link = node.link
-        slow_link_maybe_idle(
+    problem = bool(slow_width)
+    for node in slow_speed:
+        link, gpu = node.link, own_link.get(node.bdf)
+        problem |= slow_link(
             report, node.bdf, gts_to_gen(link.current_speed_gts),
             f"{gts_to_gen(link.max_speed_gts)} (x{link.current_width} of x{link.max_width})",
-            gpus=report.indices(gpus_below(node)), bdf=node.bdf,
+            gpus=report.indices(gpus_below(node)), bdf=node.bdf, state=states.get(gpu) if gpu else None,
+            gen_now=gen_number(link.current_speed_gts), below=[gpu] if gpu else [], spared=nvlinked,
             evidence=[f"{node.sysfs_path}/current_link_speed: {link.current_speed_gts} GT/s, max_link_speed: {link.max_speed_gts} GT/s"])
+    report.check("pcie-links", "problem" if problem else "ok", f"{len(seen)} device(s) read")

@@ -52,10 +52,13 @@ class Gpu:
     mig_mode: bool | None = None
     compute_capability: str | None = None  # "8.0"
     host: str | None = None  # set for multi-host topologies
-    # Live state when the topology was read (NVML only; None: not known, e.g. every other source).
+    # Live state when the topology was read (NVML or `nvidia-smi -q`; None: not known, e.g. every other source).
     memory_used_bytes: int | None = None
     utilization_percent: int | None = None  # share of the last sample period a kernel ran
     processes: list[GpuProcess] | None = None  # compute processes; [] none, None not known
+    # The performance state: 0 is P0 (the most performance) ... 15 is P15 (the least); read with the
+    # PCIe link, it tells an idle GPU's lowered link speed from a link that trained down.
+    performance_state: int | None = None
 
     @property
     def numa_nodes(self) -> set[int] | None:

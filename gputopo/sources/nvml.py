@@ -46,6 +46,7 @@ from gputopo.sources.nvml_binding import (
     bus_id_of,
     cuda_version_text,
     mask_bits,
+    performance_state,
     text,
 )
 from gputopo.sources.nvml_notes import failure_notes
@@ -183,6 +184,7 @@ def _probe_gpu(state: _Probe, gpu: Gpu, handle: Any) -> _NvlinkEnds | None:
     gpu.pcie_gen_max = _int_or_none(call("pcie-gen", i, "nvmlDeviceGetMaxPcieLinkGeneration", handle))
     gpu.pcie_width_current = _int_or_none(call("pcie-width", i, "nvmlDeviceGetCurrPcieLinkWidth", handle))
     gpu.pcie_width_max = _int_or_none(call("pcie-width", i, "nvmlDeviceGetMaxPcieLinkWidth", handle))
+    gpu.performance_state = performance_state(state.ask(i, "nvmlDeviceGetPerformanceState", handle))
     gpu.mig_mode = _mig_mode(state, gpu.index, handle)
     capability = call("compute-capability", i, "nvmlDeviceGetCudaComputeCapability", handle)
     if capability is not None:

@@ -63,6 +63,7 @@ NVLINK_REMOTE_SWITCH = 2
 DEFAULT_MAX_NVLINKS = 36
 NVML_AFFINITY_SCOPE_NODE = 0
 BITS_PER_AFFINITY_WORD = 64  # nvmlDeviceGetCpuAffinity fills unsigned long words (64-bit Linux)
+MAX_PSTATE = 15  # nvmlPstates_t: NVML_PSTATE_0 .. NVML_PSTATE_15; NVML_PSTATE_UNKNOWN is 32
 
 FALLBACK_HINT = (
     "use a reference machine with --machine NAME (see `gputopo machines`) "
@@ -153,6 +154,18 @@ def mask_bits(words: Any, bits_per_word: int = BITS_PER_AFFINITY_WORD) -> list[i
             word >>= 1
             bit += 1
     return result
+
+
+def performance_state(answer: Any) -> int | None:
+    """``nvmlDeviceGetPerformanceState``'s answer as the model keeps it: 0 (P0) .. 15 (P15), else None.
+
+    The probe and doctor ask it right after the PCIe link, so the two describe one moment
+    (analysis/pstates.py says what a state tells of the link). Any failure, and
+    ``NVML_PSTATE_UNKNOWN`` (32), is "not known" with no reading note: the link findings already word
+    an unknown state (as they did before it was read)."""
+    if isinstance(answer, (Failed, bool)) or not isinstance(answer, int):
+        return None
+    return answer if 0 <= answer <= MAX_PSTATE else None
 
 
 def cuda_version_text(cuda_driver_version: int | None) -> str | None:

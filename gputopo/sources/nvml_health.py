@@ -1,6 +1,7 @@
 """NVML's side of P2P health, through the one door (``nvml_binding.NvmlBinding.query``):
 
-- per GPU: its PCIe link (current/max generation and width), each NVLink's state
+- per GPU: its PCIe link (current/max generation and width) and, read right after it, its
+  performance state (``nvmlDeviceGetPerformanceState``: what the link's speed means), each NVLink's state
   (``nvmlDeviceGetNvLinkState``) and error counters (``nvmlDeviceGetNvLinkErrorCounter``: replay,
   recovery, CRC flit, CRC data), the NVSwitch fabric's state and health
   (``nvmlDeviceGetGpuFabricInfoV``, else ``nvmlDeviceGetGpuFabricInfo`` on older drivers);
@@ -27,6 +28,7 @@ from gputopo.sources.nvml_binding import (
     GpuLost,
     NvmlBinding,
     bus_id_of,
+    performance_state,
     text,
 )
 
@@ -60,6 +62,7 @@ class GpuNvmlHealth:
     fabric_state: str | None = None  # FABRIC_STATES word; None: not asked / no answer
     fabric_status: int | None = None  # nvmlReturn_t of the fabric registration (0 = success)
     fabric_degraded_bandwidth: bool | None = None
+    performance_state: int | None = None  # 0 (P0) .. 15, read right after the link; None: not known
 
 
 @dataclass
@@ -136,6 +139,7 @@ def _read_gpu(binding: NvmlBinding, gpu: GpuNvmlHealth, handle: Any) -> None:
     gpu.pcie_gen_max = _int(_answer(binding, "nvmlDeviceGetMaxPcieLinkGeneration", handle))
     gpu.pcie_width_current = _int(_answer(binding, "nvmlDeviceGetCurrPcieLinkWidth", handle))
     gpu.pcie_width_max = _int(_answer(binding, "nvmlDeviceGetMaxPcieLinkWidth", handle))
+    gpu.performance_state = performance_state(binding.query("nvmlDeviceGetPerformanceState", handle))
     gpu.nvlinks = _nvlinks(binding, handle)
     _fabric(binding, gpu, handle)
 

@@ -17,7 +17,10 @@ Usage`` Total / Used, MiB; drivers since about R525 print ``Reserved`` apart, an
 excludes it, as the ``nvidia-smi`` table's Memory-Usage does: taken as printed); the PCIe link
 (``GPU Link Info``): ``PCIe Generation`` and ``Link Width``, ``Current`` and ``Max``; ``mig_mode``
 (``MIG Mode / Current``); ``utilization_percent`` (``Utilization / Gpu``); ``processes`` (``None``:
-none; a ``Process ID`` of type C or C+G: a compute process, with its name and ``Used GPU Memory``).
+none; a ``Process ID`` of type C or C+G: a compute process, with its name and ``Used GPU Memory``);
+``performance_state`` (``Performance State``: ``P0`` .. ``P15`` as 0 .. 15; ``Unknown``, ``N/A`` or
+no such line: None). One run of nvidia-smi prints the state beside the PCIe link, so the two were read
+together: what the state says of the link's speed is analysis's (``analysis/pstates.py``).
 
 Max, not Device Max: newer drivers print ``Max``, ``Device Max`` and ``Host Max`` under ``PCIe
 Generation``. NVIDIA's ``--help-query-gpu`` defines ``pcie.link.gen.max`` as "the maximum PCI-E link
@@ -29,8 +32,10 @@ and the best the link can train to on this host: a link at ``Max`` runs as fast 
 (an A100 with Device Max 4 under a Host Max 5 root port reads Max 4, and Gen4 is not "below max").
 
 Not read: links (``-q`` says nothing about GPU pairs: the topology has none), ECC, clocks, power,
-temperatures. ``Performance State`` is not kept (the model has no field for it). Unknown stays
-``None`` (``N/A``, ``[Not Supported]``, a section cut away or never printed), never guessed.
+temperatures. ``Timestamp`` (``Mon Jun  3 10:00:00 2024``) is not read: it is the host's local time
+with no time zone, and ``captured_at`` holds UTC only, so the topology says "not known" rather than
+a time that may be hours off. Unknown stays ``None`` (``N/A``, ``[Not Supported]``, a section cut
+away or never printed), never guessed.
 
 What the reader notices is a ``ReadingNote`` of facts: ``vm-evidence`` (``Virtualization Mode :
 Pass-Through`` or ``VGPU``: the GPU is seen from inside a virtual machine), ``smi-q-gpus-not-listed``
@@ -63,6 +68,8 @@ _HEADER_RE = re.compile(r"^(?P<prefix>[ \t]*(?:[^\w\s][ \t]*){0,4})GPU (?P<bus>[
 _SNIFF_RE = re.compile(rf"(?m)^[ \t]*(?:[^\w\s][ \t]*){{0,4}}GPU {_BUS}[ \t\\]*\r?\n[ \t]*(?:[^\w\s][ \t]*){{0,4}}(?<=[ \t])[A-Z][A-Za-z]")
 _TOP_RE = re.compile(r"^[ \t]*(?:[^\w\s][ \t]*){0,4}(?P<key>Attached GPUs|Driver Version)[ \t]*:[ \t]*(?P<value>\S{1,40})")
 _NUMBER_RE = re.compile(r"^([0-9]{1,9})[ \t]*(MiB|x|%)?$")
+_PSTATE_RE = re.compile(r"^P([0-9]{1,2})$")
+MAX_PSTATE = 15  # nvmlPstates_t: P0 (the most performance) .. P15 (the least); 32 is "unknown"
 # The unit each figure is printed with: a value cut mid-line (``81`` of ``81559 MiB``) lacks it.
 _UNITS = {"memory_total_bytes": "MiB", "memory_used_bytes": "MiB", "pcie_width_max": "x", "pcie_width_current": "x",
           "utilization_percent": "%", "pcie_gen_max": None, "pcie_gen_current": None}
@@ -83,6 +90,7 @@ _FIELDS: dict[tuple[str, ...], str] = {
     (*_LINK, "link width", "current"): "pcie_width_current",
     ("mig mode", "current"): "mig_mode",
     ("utilization", "gpu"): "utilization_percent",
+    ("performance state",): "performance_state",
 }
 _NOTED_UNAVAILABLE = frozenset({"name", "memory_total_bytes", "pcie_gen_max", "pcie_gen_current",
                                 "pcie_width_max", "pcie_width_current"})
@@ -247,6 +255,9 @@ def _set(state: _Reading, gpu: Gpu, name: str, value: str) -> None:
         gpu.pci_bus_id = normalize_pci_bus_id(value)
     elif name == "mig_mode":
         gpu.mig_mode = {"enabled": True, "disabled": False}.get(value.lower())
+    elif name == "performance_state":
+        state = _PSTATE_RE.match(value)
+        gpu.performance_state = int(state.group(1)) if state and int(state.group(1)) <= MAX_PSTATE else None
     elif (number := _NUMBER_RE.match(value)) is not None and number.group(2) == _UNITS.get(name, ""):
         figure = int(number.group(1))
         setattr(gpu, name, figure * MIB if name.startswith("memory_") else figure)

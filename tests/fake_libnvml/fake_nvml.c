@@ -952,7 +952,7 @@ API nvmlReturn_t nvmlDeviceGetP2PStatus(nvmlDevice_t a, nvmlDevice_t b, int caps
     return NVML_ERROR_UNKNOWN;
 }
 
-/* ---- for doctor: fabric, utilization, processes (only from the injection section) ------------- */
+/* ---- for doctor: fabric, performance state, utilization, processes (only from the injection section) */
 
 /* As nvml.h declares them: the state is an nvmlGpuFabricState_t, one unsigned char (pynvml reads it
  * as a c_uint over the padding the caller's zeroed structure holds). */
@@ -1041,6 +1041,16 @@ API nvmlReturn_t nvmlDeviceGetGpuFabricInfoV(nvmlDevice_t device, nvmlGpuFabricI
                     &out->state, &out->healthMask, &summary);
     if (!rc && out->version == FABRIC_INFO_V3) out->healthSummary = (unsigned char)summary;
     return rc;
+}
+
+/* nvmlPstates_t: 0 (P0, the most performance) .. 15, 32 unknown; a GPU without one answers NOT_SUPPORTED. */
+API nvmlReturn_t nvmlDeviceGetPerformanceState(nvmlDevice_t device, unsigned int *state) {
+    long long value;
+    ENTER("nvmlDeviceGetPerformanceState", 1, device, NULL);
+    if (!state) return NVML_ERROR_INVALID_ARGUMENT;
+    if (!jint(device->extra, "performance_state", &value)) return NVML_ERROR_NOT_SUPPORTED;
+    *state = (unsigned)value;
+    return NVML_SUCCESS;
 }
 
 typedef struct { unsigned int gpu, memory; } nvmlUtilization_t;

@@ -155,7 +155,8 @@ def _per_gpu_injection(knobs: dict[str, Any]) -> dict[str, dict[str, Any]]:
         gpus.setdefault(str(gpu), {})["processes"] = [
             {"pid": pid, **({"name": name} if name is not None else {}),
              **({"used_memory_bytes": used} if used is not None else {})} for pid, name, used in procs]
-    for knob, key in (("memory_used", "memory_used_bytes"), ("memory_reserved", "memory_reserved_bytes")):
+    for knob, key in (("memory_used", "memory_used_bytes"), ("memory_reserved", "memory_reserved_bytes"),
+                      ("performance_state", "performance_state")):
         for gpu, value in (knobs.get(knob) or {}).items():
             gpus.setdefault(str(gpu), {})[key] = value
     return gpus
@@ -230,6 +231,7 @@ def test_library_exports_every_function_the_code_calls_and_docs_list_them(libnvm
     assert resolved_symbols("nvmlInit") == {"nvmlInitWithFlags"}
     # What doctor's checks will call is there too.
     for symbol in ("nvmlDeviceGetGpuFabricInfoV", "nvmlDeviceGetNvLinkErrorCounter", "nvmlDeviceGetUtilizationRates",
+                   "nvmlDeviceGetPerformanceState",
                    "nvmlDeviceGetComputeRunningProcesses_v3", "nvmlSystemGetProcessName", "nvmlErrorString"):
         assert symbol in symbols
 
@@ -308,6 +310,8 @@ def test_injected_failures_give_the_same_topology_as_the_python_fake(libnvml: Pa
              gpu_numa_ids={i: 10 + i for i in range(8)}),
         Case(tmp_path, "nvlink-state", load_reference("dgx1"), unsupported={("nvmlDeviceGetNvLinkState", 0): unknown}),
         Case(tmp_path, "count", h100, unsupported={"nvmlDeviceGetCount": unknown}),
+        Case(tmp_path, "pstates", load_reference("pcie-8gpu"), performance_state={0: 0, 1: 8, 2: 32, 3: 2},
+             unsupported={("nvmlDeviceGetPerformanceState", 3): pynvml.NVMLError_NoPermission}),
     ]
     cases += [Case(tmp_path, error.__name__, h100, init_error=error) for error in (
         pynvml.NVMLError_DriverNotLoaded, pynvml.NVMLError_NoPermission, pynvml.NVMLError_LibRmVersionMismatch,
@@ -321,6 +325,8 @@ def test_injected_failures_give_the_same_topology_as_the_python_fake(libnvml: Pa
     assert "kernel driver is not loaded" in by_name["NVMLError_DriverNotLoaded"]["error"]
     assert "versions differ" in by_name["NVMLError_LibRmVersionMismatch"]["error"]
     assert "NVML could not start (Unknown Error)" in by_name["NVMLError_Unknown"]["error"]
+    states = [g["performance_state"] for g in by_name["pstates"]["topology"]["gpus"]]
+    assert states == [0, 8, None, None, None, None, None, None]  # 32 unknown; 3 denied; the rest NOT_SUPPORTED
 
 
 def test_a_symbol_the_driver_lacks_is_function_not_found(tmp_path: Path) -> None:
@@ -413,6 +419,8 @@ ask("fabric_v3", lambda: fabric_v3(h0)); ask("fabric_v2", lambda: fabric_v2(h0))
 ask("fabric_none", lambda: fabric_v3(h1)); ask("fabric_v1_denied", lambda: fabric_v1(h1))
 ask("util", lambda: [pynvml.nvmlDeviceGetUtilizationRates(h0).gpu, pynvml.nvmlDeviceGetUtilizationRates(h0).memory])
 ask("util_none", lambda: pynvml.nvmlDeviceGetUtilizationRates(h1).gpu)
+ask("pstate", lambda: pynvml.nvmlDeviceGetPerformanceState(h0))
+ask("pstate_none", lambda: pynvml.nvmlDeviceGetPerformanceState(h1))
 ask("procs", lambda: [[p.pid, p.usedGpuMemory] for p in pynvml.nvmlDeviceGetComputeRunningProcesses(h0)])
 ask("procs_none", lambda: pynvml.nvmlDeviceGetComputeRunningProcesses(h1))
 ask("name", lambda: pynvml.nvmlSystemGetProcessName(4242))
@@ -435,7 +443,7 @@ def test_doctor_answers_come_from_the_injection_section_else_as_the_driver_answe
                          "gpus": {"0": {
         "fabric": {"state": "IN_PROGRESS", "status": "NOT_READY", "clique_id": 7, "health_mask": 0x21,
                    "health_summary": 2, "cluster_uuid": "01234567-89ab-cdef-0123-456789abcdef"},
-        "utilization": {"gpu": 97, "memory": 40},
+        "utilization": {"gpu": 97, "memory": 40}, "performance_state": 8,
         "processes": [{"pid": 4242, "used_memory_bytes": 1 << 30, "name": "python train.py"}, {"pid": 77}],
         "nvlink_errors": {"1": {"0": 0, "1": 3, "2": 0, "3": 12, "4": 0}, "17": {"0": 9}},  # link 17 is down
         "memory_used_bytes": 1 << 30, "memory_reserved_bytes": 616 << 20,
@@ -454,6 +462,7 @@ def test_doctor_answers_come_from_the_injection_section_else_as_the_driver_answe
     assert got["util_none"] == got["procs_none"] == "NVMLError_NotSupported"
     assert got["errors_none"] == 0  # an active link, no count given: nothing counted yet
     assert got["util"] == [97, 40]
+    assert got["pstate"] == 8 and got["pstate_none"] == "NVMLError_NotSupported"
     assert got["procs"] == [[4242, 1 << 30], [77, None]]  # no figure: NVML_VALUE_NOT_AVAILABLE -> None
     assert got["name"] == "python train.py" and got["name_none"] == "NVMLError_NotFound"
     assert got["errors"] == [0, 3, 0, 12, 0]

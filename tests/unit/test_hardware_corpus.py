@@ -11,7 +11,7 @@ import tarfile
 import pytest
 from conftest import REPO
 from fake_nvml import FakeNvml
-from nvml_recording import NotRecorded, Recorder, Replay, differences, live_state
+from nvml_recording import ASKED_SINCE, NotRecorded, Recorder, Replay, differences, live_state, predated
 
 from gputopo.analysis.doctor import doctor
 from gputopo.model import Topology
@@ -35,6 +35,10 @@ def recording(run):
     return json.loads((run / "nvml-recording.json").read_text())
 
 
+def _replay(recording: dict) -> Replay:
+    return Replay(recording["calls"], predates=predated(recording))
+
+
 @pytest.fixture
 def gathered_root(run, tmp_path):
     """The machine's own sysfs/procfs files, as `gputopo gather` packed them in the same run."""
@@ -52,8 +56,11 @@ def _without(data: dict, keys=MACHINE_ONLY) -> dict:
 
 
 def test_the_probe_makes_of_the_recorded_answers_what_it_made_on_the_machine(recording, gathered_root):
-    replayed = probe(nvml=Replay(recording["calls"]), sysfs_root=gathered_root)
-    assert _without(replayed.to_dict()) == _without(recording["topology"])
+    replayed = _without(probe(nvml=_replay(recording), sysfs_root=gathered_root).to_dict())
+    newer = [ASKED_SINCE[fn] for fn in predated(recording)]
+    for gpu in replayed["gpus"]:
+        assert all(gpu.pop(name) is None for name in newer)  # not recorded: unknown, never made up
+    assert replayed == _without(recording["topology"])
 
 
 def test_what_the_real_driver_said_of_this_h200(recording):
@@ -68,11 +75,15 @@ def test_what_the_real_driver_said_of_this_h200(recording):
 
 
 def test_doctors_nvml_reader_makes_the_same_health_of_the_recorded_answers(recording):
-    assert repr(read_nvml_health(nvml=Replay(recording["calls"]))) == recording["nvml_health"]
+    health = repr(read_nvml_health(nvml=_replay(recording)))
+    for fn in predated(recording):  # a field the recorded health had not yet: unknown, taken off
+        assert f", {ASKED_SINCE[fn]}=None)" in health
+        health = health.replace(f", {ASKED_SINCE[fn]}=None)", ")")
+    assert health == recording["nvml_health"]
 
 
 def test_doctor_on_the_recorded_machine_finds_only_that_it_is_a_one_gpu_vm(recording, gathered_root):
-    report = doctor(evidence_of_host(str(gathered_root), env={}, nvml=Replay(recording["calls"])))
+    report = doctor(evidence_of_host(str(gathered_root), env={}, nvml=_replay(recording)))
     assert [(f.severity, f.code) for f in report.findings] == [("info", "virtual-machine")]
     assert "with one GPU" in report.findings[0].message
     checks = {c.name: c.status for c in report.checks}
@@ -85,7 +96,7 @@ def test_the_python_fake_answers_the_probe_as_the_real_driver_did(recording, gat
     seen = parse_snapshot(json.dumps(recording["topology"]), "recording")
     assert isinstance(seen, Topology)
     faked = probe(nvml=FakeNvml(seen, utilization={0: 0}, processes={0: []}), sysfs_root=gathered_root)
-    live = ("memory_used_bytes",)  # the fake's default is 0, as the machine's was
+    live = ("memory_used_bytes", *ASKED_SINCE.values())  # the fake's default is 0, as the machine's was
     got, want = faked.to_dict(), recording["topology"]
     assert [_without(g, live) for g in got["gpus"]] == [_without(g, live) for g in want["gpus"]]
     assert _without(got, MACHINE_ONLY + ("gpus", "driver_version", "cuda_driver_version", "nvml_version")) == \
@@ -107,3 +118,17 @@ def test_the_python_fake_answers_every_recorded_call_as_the_real_driver_did(reco
 def test_a_query_the_real_driver_was_never_asked_fails_instead_of_being_made_up(recording):
     with pytest.raises(NotRecorded):
         Replay(recording["calls"]).nvmlDeviceGetPowerUsage(None)
+    with pytest.raises(NotRecorded):
+        _replay(recording).nvmlDeviceGetPowerUsage(None)  # hiding the newer calls hides nothing else
+
+
+def test_a_call_asked_since_the_recording_is_absent_not_answered(recording):
+    """The query door finds no such function, as with an older binding: "not in this driver", never
+    an answer the driver did not give; and a function the recording holds cannot be hidden."""
+    from gputopo.sources.nvml_binding import FUNCTION_NOT_FOUND, Failed, NvmlBinding
+
+    for fn in predated(recording):
+        answer = NvmlBinding(_replay(recording)).query(fn, None)
+        assert answer == Failed(FUNCTION_NOT_FOUND, "not in this driver")
+    with pytest.raises(ValueError, match="replay its answers"):
+        Replay(recording["calls"], predates=frozenset({"nvmlDeviceGetCount"}))

@@ -159,3 +159,30 @@ def test_train_refuses_a_busy_gpu_unless_allowed(cli, busy_snapshot):
     picked = cli("train", "--from", busy_snapshot, "--gpus", "4", "--dry-run", "--json")
     assert picked.exit_code == 0, picked.output
     assert 3 not in json.loads(picked.output)["plan"]["gpus"]
+
+
+def test_the_probe_reads_each_gpus_performance_state_and_anything_else_is_unknown_without_a_note():
+    """nvmlDeviceGetPerformanceState, asked right after the link: 0 (P0) .. 15 kept; NVML's unknown
+    state (32), NotSupported (a GPU not given), no permission, a binding without the function: None,
+    and no reading note (the link findings word an unknown state as before)."""
+    import pynvml
+
+    machine = load_reference("pcie-8gpu")
+    topology = probe(FakeNvml(machine, performance_state={0: 0, 1: 8, 2: 2, 3: 32, 4: 15},
+                              unsupported={("nvmlDeviceGetPerformanceState", 5): pynvml.NVMLError_NoPermission}))
+    assert [g.performance_state for g in topology.gpus] == [0, 8, 2, None, 15, None, None, None]
+    assert topology.reading_notes == []
+    old = probe(FakeNvml(machine, performance_state={0: 0}, missing=("nvmlDeviceGetPerformanceState",)))
+    assert [g.performance_state for g in old.gpus] == [None] * 8 and old.reading_notes == []
+
+
+def test_the_state_is_kept_in_a_snapshot_and_one_saved_before_it_existed_loads_unknown():
+    from gputopo.model import Topology
+
+    topology = probe(FakeNvml(load_reference("pcie-8gpu"), performance_state={2: 8}))
+    data = json.loads(topology.to_json_text())
+    assert data["gpus"][2]["performance_state"] == 8 and data["gpus"][0]["performance_state"] is None
+    assert Topology.from_dict(data).gpu(2).performance_state == 8
+    for gpu in data["gpus"]:
+        del gpu["performance_state"]
+    assert Topology.from_dict(data).gpu(2).performance_state is None

@@ -21,7 +21,7 @@ KIND = "smi_q"
 CASES = cases(KIND)
 IDS = [name for name, _ in CASES]
 FIELDS = ("name", "pci_bus_id", "memory_total_bytes", "memory_used_bytes", "pcie_gen_current", "pcie_gen_max",
-          "pcie_width_current", "pcie_width_max", "mig_mode", "utilization_percent")
+          "pcie_width_current", "pcie_width_max", "mig_mode", "utilization_percent", "performance_state")
 EXAMPLES = settings(max_examples=3, deadline=None, derandomize=True,
                     suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
 
@@ -56,6 +56,7 @@ def test_every_capture_reads_to_what_the_expert_concludes(name, expected):
         assert pcie == want["pcie"], (name, gpu.index)
         assert gpu.mig_mode is want["mig_mode"] and gpu.utilization_percent == want["utilization_percent"]
         assert (None if gpu.processes is None else len(gpu.processes)) == want["processes"]
+        assert gpu.performance_state == (None if want["pstate"] is None else int(want["pstate"][1:])), (name, gpu.index)
     vm = [note for note in topology.reading_notes if note.code == "vm-evidence"]
     assert bool(vm) == (expected["all"]["virtualization"] in ("Pass-Through", "VGPU")), name
 
@@ -88,6 +89,25 @@ def test_na_values_are_unknown_and_noted_and_a_damaged_bus_id_is_said():
     notes = {note.code: note for note in topology.reading_notes}
     assert notes["smi-q-unavailable"].facts["fields"] == ["name", "pcie_gen_max"]
     assert notes["smi-q-no-bus-id"].facts["lines"] == [2] and notes["smi-q-no-bus-id"].gpus == [0]
+
+
+@pytest.mark.parametrize(("printed", "state"), [
+    ("P0", 0), ("P2", 2), ("P8", 8), ("P12", 12), ("P15", 15),
+    ("Unknown", None), ("N/A", None), ("[Not Supported]", None), ("P16", None), ("P", None), ("P-1", None), ("8", None),
+])
+def test_the_performance_state_is_kept_as_its_number_and_anything_else_is_unknown(printed, state):
+    """nvidia-smi prints NVML's nvmlPstates_t: P0 (the most performance) to P15; NVML_PSTATE_UNKNOWN
+    (32) and a GPU that does not say are unknown, never a guessed state."""
+    text = (f"GPU 00000000:41:00.0\n    Product Name : NVIDIA GeForce RTX 3090\n"
+            f"    Performance State : {printed}\n    Utilization\n        Gpu : 0 %\n")
+    (gpu,) = smi_q.read(text, "t").gpus
+    assert gpu.performance_state == state and gpu.utilization_percent == 0
+    assert not [n for n in smi_q.read(text, "t").reading_notes if n.code == "smi-q-unavailable"]  # live state: no note
+
+
+def test_a_performance_state_nested_under_another_title_is_not_the_gpus():
+    text = ("GPU 00000000:41:00.0\n    Product Name : A\n    vGPU ID : 1\n        Performance State : P0\n")
+    assert smi_q.read(text, "t").gpus[0].performance_state is None
 
 
 def test_topo_m_and_q_of_one_machine_merge_links_and_locality_with_names_and_pcie():
