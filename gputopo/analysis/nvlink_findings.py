@@ -1,6 +1,8 @@
 """What the NVLinks are, in words: an NVSwitch fabric (inferred where nvidia-smi text shows its
 pattern), direct links per pair, or none at all (findings ``nvswitch-fabric``, ``nvlink-summary``,
-``no-nvlink``; ``analysis.diagnose`` lists every code)."""
+``no-nvlink``; ``analysis.diagnose`` lists every code); and a GPU of an NVSwitch fabric that shows
+no NVLink at all (``nvlink-links-down``, the code diagnose gives a GPU with fewer active links than
+its peers: here the source shows none where its peers' reach each other through the switches)."""
 
 from __future__ import annotations
 
@@ -30,6 +32,7 @@ def nvlink_fabric(topology: Topology) -> list[Finding]:
     findings = []
     if switched:
         findings.append(_nvswitch_fabric(topology, table, switched))
+        findings += _outside_the_fabric(topology, table, switched)
     if direct_links:
         findings.append(_nvlink_summary(topology, direct_links))
     link_types_known = all(link.type != "UNKNOWN" for link in table.examples)
@@ -60,12 +63,15 @@ def _nvswitch_fabric(topology: Topology, table: LinkTable, switched: list[int]) 
         scope += f" but {pair_list(unshown)} (not in the source)"
     others = table.links_where(topology.links, [k for k in switched if table.examples[k].type != common])
     exceptions = f" except {pair_list((link.a, link.b) for link in others)}" if others else ""
+    every_shown = len(switched) + len(unknown_kinds) == len(table.kinds)
+    pattern = (f"every pair {'it shows is' if unshown else 'shows'} {common}, the NVSwitch pattern" if every_shown else
+               f"{gpus_word(gpus)} show {common} to each other, more NVLinks than one GPU has")
     return Finding(
         severity="info",
         code="nvswitch-fabric",
         message=(
-            (f"NVSwitch fabric (inferred: every pair {'it shows is' if unshown else 'shows'} {common}, the NVSwitch "
-             "pattern; the text does not name the switches): " if inferred else "NVSwitch fabric: ")
+            (f"NVSwitch fabric (inferred: {pattern}; the text does not name the switches): " if inferred
+             else "NVSwitch fabric: ")
             + f"{scope} is {common}{exceptions} ({version}), so "
             + ("any GPUs of it can be grouped together at the same bandwidth; placement only matters for "
                "CPU/NUMA locality" if not others else "pairs with fewer links are slower; otherwise placement "
@@ -73,6 +79,37 @@ def _nvswitch_fabric(topology: Topology, table: LinkTable, switched: list[int]) 
         ),
         gpus=gpus,
     )
+
+
+def _outside_the_fabric(topology: Topology, table: LinkTable, switched: list[int]) -> list[Finding]:
+    """GPUs that show no NVLink at all, every link of theirs known, while others reach each other
+    through NVSwitch: on a switch board every GPU has its links to the switches, so its NVLinks are
+    down or it was left out of the fabric. (NVML's link states say it themselves: diagnose.)"""
+    fabric = table.gpus_of(table.kinds_where(switched))
+    outside = [g for g in topology.gpu_indices if g not in fabric and topology.gpu(g).nvlink_active_links is None]
+    if not outside:
+        return []
+    nvlinked = table.gpus_of(table.kinds_where(k for k, link in enumerate(table.examples) if link.is_nvlink))
+    unknown = table.gpus_of(table.kinds_where(k for k, link in enumerate(table.examples) if link.type == "UNKNOWN"))
+    cut_off = [g for g in outside if g not in nvlinked and g not in unknown]
+    if not cut_off:
+        return []
+    words = sorted({link.type for link in topology.links if (link.a in cut_off or link.b in cut_off)})
+    one = len(cut_off) == 1
+    return [Finding(
+        severity="warning",
+        code="nvlink-links-down",
+        message=(f"{gpus_word(cut_off)} {'shows' if one else 'show'} no NVLink to any other GPU "
+                 f"while {gpus_word(sorted(fabric))} reach each other through NVSwitch"
+                 f"{' (inferred from their NV# pattern)' if topology.source == 'nvidia-smi' else ''}: on a switch board every GPU "
+                 f"has NVLinks, so {'its' if one else 'their'} links are down or {'it is' if one else 'they are'} not "
+                 f"in the NVSwitch fabric (a Fabric Manager partition, a fault); {'it copies' if one else 'they copy'} "
+                 f"over PCIe ({'/'.join(words)}) at a fraction of the NVLink bandwidth"),
+        gpus=cut_off,
+        fix=(f"check `nvidia-smi nvlink -s -i {cut_off[0]}` (inactive links), the fabric state in `nvidia-smi -q` "
+             "and Fabric Manager's log; until then keep "
+             f"{'it' if one else 'them'} out of NVLink groups (`gputopo recommend` does)"),
+    )]
 
 
 def _nvlink_summary(topology: Topology, direct_links: list[Link]) -> Finding:

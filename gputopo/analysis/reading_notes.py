@@ -126,7 +126,8 @@ def paste_repair_words(repair: dict[str, Any]) -> str:
         return f"NIC cells that could not be read were left out: {shown} (those GPU-NIC paths are unknown)"
     if kind == "header-ran-together":
         cell = repair["cell"] if len(repair["cell"]) <= 24 else repair["cell"][:21] + "..."
-        return f"the header's cells ran together (line {repair['line']}: {cell!r}); the columns were read from the rows"
+        how = "split into their names" if repair.get("split") else "the columns were read from the rows"
+        return f"the header's cells ran together (line {repair['line']}: {cell!r}); {how}"
     if kind == "rows-without-header":
         return _rows_without_header(repair)
     if kind == "header-wrapped":
@@ -162,9 +163,18 @@ def _rows_missing(repair: dict[str, Any]) -> str:
            else f"the paste has no row for {', '.join(missing)} (cut short?)")
     return (
         f"{why}: {'its' if one else 'their'} links to "
-        f"the other GPUs were read from those GPUs' rows; {unknown}{'its' if one else 'their'} CPU and NUMA "
+        f"the GPUs that have rows were read from those rows; {unknown}{'its' if one else 'their'} CPU and NUMA "
         "affinity are unknown"
     )
+
+
+def _cells_ran_together(glued: list[dict[str, Any]]) -> str:
+    """Cells that ran together in several rows (a separator lost on every line): one clause."""
+    first: dict[str, str] = {}
+    for repair in glued:
+        first.setdefault(repair["cell"], repair["row"])
+    shown = ", ".join(f"{cell!r} in row {row}" for cell, row in list(first.items())[:4])
+    return f"cells that ran together in {len(glued)} rows were split into their words ({shown})"
 
 
 def _rows_without_header(repair: dict[str, Any]) -> str:
@@ -174,6 +184,8 @@ def _rows_without_header(repair: dict[str, Any]) -> str:
         said = f"no header line above the rows (line {repair['line']})"
     first, last = repair["gpus"]
     said += f": the columns {first}..{last} were read from the rows"
+    if by_nvlink := repair.get("gpus_by_nvlink"):
+        said += f" ({', '.join(by_nvlink)}, which have no row, by their NVLink cells: only GPUs have NVLinks)"
     if repair["unnamed_nics"]:
         said += f"; {repair['unnamed_nics']} NIC {_plural(repair['unnamed_nics'], 'column')} left out (no header names them)"
     if repair["attributes"]:
@@ -182,7 +194,14 @@ def _rows_without_header(repair: dict[str, Any]) -> str:
 
 
 def _repaired_paste(facts: dict[str, Any], gpus: list[int]) -> Words:
-    words = list(dict.fromkeys(paste_repair_words(repair) for repair in facts["repairs"]))
+    glued = [repair for repair in facts["repairs"] if repair["repair"] == "cells-ran-together"]
+    said = []
+    for repair in facts["repairs"]:  # cells that ran together in several rows: one clause, where the first was
+        if repair["repair"] != "cells-ran-together" or len(glued) == 1:
+            said.append(paste_repair_words(repair))
+        elif repair is glued[0]:
+            said.append(_cells_ran_together(glued))
+    words = list(dict.fromkeys(said))
     return "info", f"{facts['source']}: the paste was damaged; " + "; ".join(words), None
 
 

@@ -13,7 +13,12 @@ skipped: timestamps, log collectors). Read:
 - ``failed to open CUDA IPC handle : N reason`` (WARN): the P2P connections the same thread set up
   failed; ``peer access is not supported`` (CUDA error 217, or 64 in old CUDA) says the pair cannot peer;
 - ``NCCL_X set by environment to V``, ``NCCL version V``, ``Channel CC/NN : r r r`` (rings),
-  ``Trees ...`` / ``Tree N : ...``, ``NVLS multicast support is (not) available``, ``CollNet``.
+  ``Trees ...`` / ``Tree N : ...``, ``NVLS multicast support is (not) available``, ``CollNet``;
+- the ``[cudaDev]`` of the prefix is the logging thread's CUDA device; a thread logs for the rank its
+  connection (the sender; the receiver of a ``[receive]``), ``Trees [c] d/d/d->R->u`` or Init line
+  names, which gives that rank's CUDA device; ``Setting affinity for GPU N`` names NCCL's GPU
+  ``dev``, the NVML index (nvidia-smi's number) since the topology code prints it: where N is not
+  the thread's CUDA device it can only be the NVML index, and numbers that rank's GPU.
 
 GPU numbers: on one host, ranks whose bus ids are all known are numbered in bus-id order (PCI
 order, which is nvidia-smi's where every GPU takes part: inferred, and said so); otherwise, and
@@ -52,6 +57,8 @@ _DISABLED_RE = re.compile(r"P2P is disabled between connected GPUs (\d+) and (\d
 _NOT_ENABLED_RE = re.compile(r"Could not enable P2P between dev (\d+)\(=([0-9a-fA-F]+)\) and dev (\d+)\(=([0-9a-fA-F]+)\)")
 _SETTING_RE = re.compile(r"(NCCL_[A-Z0-9_]+) set by environment to (\S+?)\.?\s*$")
 _VERSION_RE = re.compile(r"NCCL version (\S+)")
+_AFFINITY_RE = re.compile(r"Setting affinity for GPU (\d+) to ")
+_TREE_RANK_RE = re.compile(r"^Trees? \[?\d+\]?[ :]*[-\d/]*->(\d+)->")
 
 
 def sniff(text: str) -> bool:
@@ -72,6 +79,11 @@ class _State:
     dev_bus: dict[int, str] = field(default_factory=dict)  # NCCL's GPU number -> bus id ("Could not enable P2P")
     thread_p2p: dict[str | None, list[tuple[int, int]]] = field(default_factory=dict)  # host:pid:tid -> P2P it set up
     ipc_failed: list[tuple[str | None, bool]] = field(default_factory=list)  # (thread, peer access unsupported)
+    # (host:pid:tid, [cudaDev]) of the line being read: one thread may set up several ranks in turn
+    # (an init loop over devices), each with its device current.
+    speaker: tuple[str, int] | None = None
+    speaker_rank: dict[tuple[str, int], int] = field(default_factory=dict)  # -> the rank it logs for
+    speaker_gpu: dict[tuple[str, int], int] = field(default_factory=dict)  # -> "Setting affinity for GPU N"
 
 
 def read(text: str, source: str) -> Topology:
@@ -83,6 +95,8 @@ def read(text: str, source: str) -> Topology:
             host, thread = _host_of(line[: m.start()])
             if host and not host.startswith("<"):
                 state.hosts.add(host)
+            dev = device_index(line[: m.start()].split()[-1].strip("[]")) if thread is not None else None
+            state.speaker = (thread, dev) if thread is not None and dev is not None else None
             _message(state, m.group(1), line[m.end() :], host, thread)
         elif "NCCL version" in line and (v := _VERSION_RE.search(line)):
             state.view.version = state.view.version or v.group(1)
@@ -126,6 +140,7 @@ def _message(state: _State, level: str, msg: str, host: str | None, thread: str 
             state.bus[rank] = bus
         if host:
             state.rank_host[rank] = host
+        _logs_for(state, rank)
     elif (m := _COMM_RE.search(msg)) or (m := _OLD_COMM_RE.match(msg.strip())):
         view.nranks = int(m.group(2)[:9])
     elif m := _RING_RE.match(msg.strip()):
@@ -134,8 +149,18 @@ def _message(state: _State, level: str, msg: str, host: str | None, thread: str 
     elif m := _TREE_RE.match(msg.strip()):
         if len(view.trees) < MAX_GPUS:
             view.trees.append(m.group(1)[:500])
+        if (r := _TREE_RANK_RE.match(msg.strip())) and (rank := device_index(r.group(1))) is not None:
+            _logs_for(state, rank)
+    elif (m := _AFFINITY_RE.search(msg)) and state.speaker and (gpu := device_index(m.group(1))) is not None:
+        if len(state.speaker_gpu) < MAX_GPUS * 8:
+            state.speaker_gpu[state.speaker] = gpu
     else:
         _other(state, msg)
+
+
+def _logs_for(state: _State, rank: int) -> None:
+    if state.speaker is not None and rank < MAX_GPUS and len(state.speaker_rank) < MAX_GPUS * 8:
+        state.speaker_rank.setdefault(state.speaker, rank)
 
 
 def _other(state: _State, msg: str) -> None:
@@ -171,6 +196,7 @@ def _connection(state: _State, m: re.Match[str], host: str | None, thread: str |
         return
     if host and not host.startswith("<"):  # the rank that logs the line: the receiver of a [receive]
         state.rank_host.setdefault(dst if "[receive]" in m.group(0) else src, host)
+    _logs_for(state, dst if "[receive]" in m.group(0) else src)
     for rank, tag in ((src, m.group(3)), (dst, m.group(5))):
         if tag is None:
             continue
@@ -195,8 +221,21 @@ def _connection(state: _State, m: re.Match[str], host: str | None, thread: str |
         entry.channels.append(channel)
 
 
+def _threads_to_ranks(state: _State) -> None:
+    """Each thread's CUDA device and affinity line, given to the rank it logs for (see the module)."""
+    for (thread, dev), rank in state.speaker_rank.items():
+        host = thread.rsplit(":", 2)[0]
+        if not host.startswith("<"):
+            state.rank_host.setdefault(rank, host)
+        state.cuda.setdefault(rank, dev)
+        gpu = state.speaker_gpu.get((thread, dev))
+        if gpu is not None and gpu != dev:  # not the CUDA device: the NVML index
+            state.nvml.setdefault(rank, gpu)
+
+
 def _topology(state: _State, source: str) -> Topology:
     view = state.view
+    _threads_to_ranks(state)
     ranks = sorted(set(state.bus) | set(state.cuda) | {r for t in view.transports for r in (t.src_rank, t.dst_rank)})
     if not ranks:  # only P2P complaints: they number the GPUs themselves (NCCL's GPU numbers)
         return _gpus_of_complaints(state, source)

@@ -5,9 +5,9 @@ Read by structure: ``#  Rank  N [Group G] Pid P on HOST device D [BUS] NAME`` li
 or ``0000:1b:00``), the column header (``size count type redop [root] time algbw busbw #wrong|error``,
 twice: out-of-place then in-place), numeric rows under it, ``# Out of bounds values : N OK|FAILED``
 and ``# Avg bus bandwidth : X``. Each header starts a run (several runs in one paste are kept in
-order); the operation is named from a ``*_perf`` command line or ``Collective test concluded: X``
-where the paste has one. Single host: GPU numbers are the devices (CUDA ordinals); several hosts:
-the ranks, with their host.
+order); the operation is named from a ``*_perf`` command line (also after root's ``#`` prompt) or
+``Collective test concluded: X`` where the paste has one. Single host: GPU numbers are the devices
+(CUDA ordinals); several hosts: the ranks, with their host.
 """
 
 from __future__ import annotations
@@ -27,6 +27,11 @@ _RANK_RE = re.compile(
 )
 _HEADER_RE = re.compile(r"#\s+size\s+count\s+type\s+redop\s+(root\s+)?time\s+algbw\s+busbw\s+(#wrong|error)")
 _OP_RE = re.compile(r"\b(\w+)_perf(?:_mpi)?\b")
+# A command after root's prompt ("# ./build/all_reduce_perf -b 8"): nccl-tests' own '#' lines never
+# start with a *_perf command (variables and sudo may stand before it); a bare name must be followed
+# by options or nothing, a comment's words ("# all_reduce_perf is slower") are no command.
+_ROOT_COMMAND_RE = re.compile(r"^\s*#\s*(?:[A-Za-z_]\w*=\S*\s+)*(?:sudo\s+)?"
+                              r"(?:\S*/(\w+)_perf(?:_mpi)?(?=\s|$)|(\w+)_perf(?:_mpi)?(?=\s+-|\s*$))")
 _OOB_RE = re.compile(r"# Out of bounds values\s*:\s*(\d+)")
 _AVG_RE = re.compile(r"# Avg bus bandwidth\s*:\s*([0-9.eE+-]+)")
 
@@ -60,6 +65,8 @@ def read(text: str, source: str) -> Topology:
             runs[-1].avg_busbw_gbps = number(m.group(1))
         elif "concluded:" in line and (m := _OP_RE.search(line)) and runs:
             runs[-1].operation = m.group(1)
+        elif "_perf" in line and (m := _ROOT_COMMAND_RE.match(line)):
+            operation = m.group(1) or m.group(2)
         elif "_perf" in line and (m := _OP_RE.search(line)) and not line.lstrip().startswith("#"):
             operation = m.group(1)
         i += 1

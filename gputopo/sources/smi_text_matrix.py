@@ -190,18 +190,26 @@ def _row_labels(lines: list[str], start: int) -> list[str]:
 
 
 def _run_together_header(lines: list[str], index: int) -> _Matrix | None:
-    """A header whose device cells ran together (``GPU0GPU1...mlx5_0``), read from the row labels."""
+    """A header whose device cells ran together (``GPU0GPU1...mlx5_0``, ``NIC11NIC12``): read from the
+    row labels where they spell it, else from its names split apart where the rows (cut short) start
+    with them."""
     parts = _header_parts(lines[index])
     if parts is None:
         return None
     device_part, attributes = parts
+    tokens = device_part.split()
     labels = _row_labels(lines, index + 1)
-    if len(device_part.split()) >= len(labels) or "".join(device_part.split()) != "".join(labels):
+    glued = next((t for t in tokens if split_device_names(t)), tokens[0] if tokens else "")
+    if len(tokens) < len(labels) and "".join(tokens) == "".join(labels):
+        columns, split = labels, False
+    else:
+        columns, split = [name for t in tokens for name in (split_device_names(t) or [t])], True
+        if len(columns) == len(tokens) or not labels or columns[: len(labels)] != labels:
+            return None
+    if not _consecutive_gpus(columns) or not GPU_RE.match(columns[0]):
         return None
-    if not _consecutive_gpus(labels) or not GPU_RE.match(labels[0]):
-        return None
-    matrix = _Matrix(header_line_no=index + 1, columns=labels, attributes=attributes)
-    matrix.repairs.append({"repair": "header-ran-together", "line": index + 1, "cell": device_part.split()[0]})
+    matrix = _Matrix(header_line_no=index + 1, columns=columns, attributes=attributes)
+    matrix.repairs.append({"repair": "header-ran-together", "line": index + 1, "cell": glued, "split": split})
     return matrix
 
 
@@ -211,7 +219,9 @@ def _expanded(tokens: list[str]) -> list[str]:
 
 
 def _headerless_rows(lines: list[str], index: int) -> _Matrix | None:
-    """Rows pasted without their header (``GPU0  X  NV18 ...`` first): columns from the rows."""
+    """Rows pasted without their header (``GPU0  X  NV18 ...`` first): columns from the rows. Where
+    the rows were cut, a column past the last GPU row that holds an NV# cell is a GPU too (only GPUs
+    have NVLinks to GPUs; nvidia-smi puts every GPU column before the NICs)."""
     tokens = _expanded(lines[index].split())
     if len(tokens) < 2 or tokens[0] != "GPU0" or tokens[1].upper() != SELF_WORD:
         return None
@@ -221,21 +231,25 @@ def _headerless_rows(lines: list[str], index: int) -> _Matrix | None:
         return None
     nics = labels[len(gpus) :]
     counts = []  # (link cells, attribute cells) per GPU row
+    nvlinked = 0  # the columns up to the last NV# cell of any GPU row
     for line in _logical_rows(lines, index)[: len(gpus)]:
         cells = _expanded(line.split()[1:])
         links = next((k for k, cell in enumerate(cells) if not is_cell_word(cell)), len(cells))
         counts.append((links, len(cells) - links))
+        nvlinked = max([nvlinked] + [k + 1 for k, cell in enumerate(cells[:links]) if NV_RE.match(cell.upper())])
     link_cells = min(c for c, _ in counts)
-    unnamed = link_cells - len(gpus) - len(nics)
+    rowless = [f"GPU{k}" for k in range(len(gpus), min(nvlinked, link_cells))] if not nics else []
+    unnamed = link_cells - len(gpus) - len(rowless) - len(nics)
     attribute_count = max(a for _, a in counts)
     if unnamed < 0 or attribute_count > len(ATTRIBUTE_ORDER):
         return None
-    columns = gpus + nics + [f"{UNNAMED_PREFIX}{k}" for k in range(unnamed)]
+    columns = gpus + rowless + nics + [f"{UNNAMED_PREFIX}{k}" for k in range(unnamed)]
     matrix = _Matrix(header_line_no=index + 1, columns=columns, attributes=list(ATTRIBUTE_ORDER[:attribute_count]))
     above = next((k for k in range(index - 1, -1, -1) if lines[k].strip()), None)
     mismatched = above + 1 if above is not None and _header_parts(lines[above]) is not None else None
     matrix.repairs.append({"repair": "rows-without-header", "header_line": mismatched, "line": index + 1,
-                           "gpus": [gpus[0], gpus[-1]], "unnamed_nics": unnamed, "attributes": list(matrix.attributes)})
+                           "gpus": [gpus[0], (gpus + rowless)[-1]], "gpus_by_nvlink": rowless,
+                           "unnamed_nics": unnamed, "attributes": list(matrix.attributes)})
     return matrix
 
 

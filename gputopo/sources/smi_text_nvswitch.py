@@ -3,16 +3,19 @@
 The text says ``NV12`` or ``NV18`` for a pair, not whether the links end at the peer or at a switch.
 What the pattern proves:
 
-- NVSwitch (``True``): four or more GPUs (three peers each), every pair NVLinked, and each GPU would
-  need more NVLinks for a direct mesh than any NVIDIA GPU has (18): eight GPUs with NV12 to each of
-  seven peers (84 links) sit on NVSwitches, as HGX/DGX A100, H100, B200 boards do, and so do four
-  with NV18 to each of three (54 links: a GB200 tray, or four GPUs of a larger NVSwitch box).
-  diagnose says it is inferred.
-- point-to-point (``False``): some pairs NVLinked and others only over PCIe (a bridge pair, the
-  DGX-1 cube mesh: a switch would join them all), or every pair with the same few links that add up
-  to what one GPU has and that no switch system shows (NV4 to each of three peers, an NV2 bridge).
+- NVSwitch (``True``): some GPU shows more NVLinks to its peers, summed, than any NVIDIA GPU has
+  (18): eight GPUs with NV12 to each of seven peers (84 links) sit on NVSwitches, as HGX/DGX A100,
+  H100, B200 boards do, and so do four with NV18 to each of three (54 links: a GB200 tray, or four
+  GPUs of a larger NVSwitch box). Other pairs may show PCIe only: a GPU of such a board whose
+  NVLinks are down (or that is left out of the fabric) reaches its peers over PCIe, and its peers
+  still reach each other through the switches. diagnose says it is inferred.
+- point-to-point (``False``): some pairs NVLinked and others only over PCIe, with link counts no
+  switch system shows (a bridge pair, the DGX-1 cube mesh: a switch would join them all), or every
+  pair with the same few links that add up to what one GPU has and that no switch system shows
+  (NV4 to each of three peers, an NV2 bridge).
 - unknown (``None``): anything else, e.g. two GPUs with NV12 (a bridged PCIe pair or two GPUs of an
-  HGX board), or three with NV6 to each other (12 links: direct or through a switch).
+  HGX board), pairs with NV12 and PCIe between them (bridged pairs, or two-GPU partitions of a
+  switch), or three with NV6 to each other (12 links: direct or through a switch).
 """
 
 from __future__ import annotations
@@ -26,7 +29,6 @@ MOST_NVLINKS_PER_GPU = 18  # H100, B200: the most NVLinks any NVIDIA GPU has
 # What nvidia-smi shows between two GPUs of an NVSwitch system: every link of the GPU goes to the
 # switches (DGX-2 V100: NV6, A100: NV12, H100/B200/GB200: NV18).
 SWITCH_LINK_COUNTS = (6, 12, 18)
-MIN_GPUS_FOR_SWITCH_PATTERN = 4  # three peers each: NV12/NV18 x 3 is more than any GPU has, with room for larger GPUs
 
 
 def nvswitch_pattern(topology: Topology) -> bool | None:
@@ -38,11 +40,11 @@ def nvswitch_pattern(topology: Topology) -> bool | None:
     counts = list(map(operator.attrgetter("nvlink_count"), links))
     if not counts or not any(counts):
         return False  # no NVLink at all
-    if not all(counts):
-        return False  # NVLinks to some peers, PCIe to others: point-to-point links
     same = len(set(counts)) == 1
-    if gpu_count >= MIN_GPUS_FOR_SWITCH_PATTERN and min(_nvlinks_per_gpu(topology, links, counts[0] if same else None)) > MOST_NVLINKS_PER_GPU:
-        return True
+    if max(_nvlinks_per_gpu(topology, links, counts[0] if same else None)) > MOST_NVLINKS_PER_GPU:
+        return True  # more NVLinks than a GPU has: they end at switches (a GPU without any is a fault)
+    if not all(counts):  # NVLinks to some peers, PCIe to others
+        return None if any(count in SWITCH_LINK_COUNTS for count in counts) else False
     if same and counts[0] * (gpu_count - 1) <= MOST_NVLINKS_PER_GPU and counts[0] not in SWITCH_LINK_COUNTS:
         return False
     return None

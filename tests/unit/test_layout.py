@@ -65,8 +65,6 @@ UNTESTED = frozenset(
         "sources/pasted",
         "sources/pcie_health",
         "sources/smi_p2p",
-        "sources/smi_text_matrix",
-        "sources/smi_text_nvswitch",
         "sources/tflog_lines",
         "sources/tflog_matrix",
         "sources/tflog_runs",

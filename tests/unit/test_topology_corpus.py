@@ -174,6 +174,15 @@ def test_best_group_is_one_the_expert_names(name: str, k: int) -> None:
         assert group.same_socket is not False or any(v is False for v in EXPECTED[name]["same_socket"].values())
 
 
+@pytest.mark.parametrize("name", [n for n in READ if EXPECTED[n].get("second_matrix_said")])
+def test_a_second_machines_matrix_is_said_and_not_merged(name: str) -> None:
+    """Two machines pasted one after the other: the first is read, the second said, never mixed in."""
+    topology = _read(name)
+    (note,) = [n for n in topology.reading_notes if n.code == "several-topo-matrices"]
+    assert note.facts["matrices"] == 2 and note.facts["line"] == 1
+    assert sorted([link.a, link.b] for link in topology.links if link.is_nvlink) == EXPECTED[name]["nvlink_pairs"]
+
+
 @pytest.mark.parametrize(
     "name", [pytest.param(n, marks=pytest.mark.xfail(strict=True, reason=why)) for n, why in sorted(KNOWN_GAPS.items())]
 )

@@ -54,3 +54,40 @@ def test_a_cut_paste_names_the_pairs_it_does_not_show_instead_of_every_pair():
     (fabric,) = [f for f in nvlink_fabric(topo) if f.code == "nvswitch-fabric"]
     assert fabric.message.startswith("NVSwitch fabric (inferred: every pair it shows is NV18, the NVSwitch pattern")
     assert "every pair of GPUs 0,1,2,3,4,5,6,7 but 6-7 (not in the source) is NV18" in fabric.message
+
+
+def _switch_board_with_gpu_2_off_the_fabric(source: str = "nvidia-smi"):
+    """An 8-GPU NV18 board whose GPU2 shows no NVLink (vllm#16336): NODE/SYS to every peer."""
+    from gputopo.model import make_link
+
+    topo = nvswitch(8, "NV18")
+    topo.source = source
+    topo.links = [make_link(l.a, l.b, "NODE" if max(l.a, l.b) < 4 else "SYS") if 2 in (l.a, l.b) else l
+                  for l in topo.links]
+    for link in topo.links:
+        if link.is_nvlink:
+            link.nvswitch = True
+    for gpu in topo.gpus:  # text says no link counts or versions
+        gpu.nvlink_active_links = gpu.nvlink_version = None
+    return topo
+
+
+def test_a_gpu_without_nvlink_on_a_switch_board_is_a_warning_not_silence():
+    topo = _switch_board_with_gpu_2_off_the_fabric()
+    found = by_code(topo)
+    down = found["nvlink-links-down"]
+    assert down.severity == "warning" and down.gpus == [2]
+    assert "GPU 2 shows no NVLink to any other GPU while GPUs 0,1,3,4,5,6,7 reach each other through NVSwitch" in down.message
+    assert "(inferred from their NV# pattern)" in down.message and "PCIe (NODE/SYS)" in down.message
+    assert "nvidia-smi nvlink -s -i 2" in down.fix
+    assert found["nvswitch-fabric"].message.startswith(
+        "NVSwitch fabric (inferred: GPUs 0,1,3,4,5,6,7 show NV18 to each other, more NVLinks than one GPU has")
+
+
+def test_a_gpu_whose_links_the_source_does_not_show_is_not_called_down():
+    from gputopo.model import make_link
+
+    topo = _switch_board_with_gpu_2_off_the_fabric()
+    topo.links = [make_link(l.a, l.b, "UNKNOWN") if 2 in (l.a, l.b) and l.b == 7 else l for l in topo.links]
+    assert "nvlink-links-down" not in by_code(topo)
+    assert "nvlink-links-down" not in by_code(nvswitch(8, "NV18"))

@@ -118,6 +118,34 @@ def test_each_repair_in_words(repair, words):
     assert paste_repair_words(repair) == words
 
 
+def test_a_cut_paste_says_the_rowless_gpus_links_came_from_the_other_rows():
+    words = paste_repair_words({"repair": "rows-missing", "rows": ["GPU6", "GPU7"], "gpus": [6, 7], "apart_line": None})
+    assert words == ("the paste has no row for GPU6, GPU7 (cut short?): their links to the GPUs that have rows were "
+                     "read from those rows; the pair 6-7 and their CPU and NUMA affinity are unknown")
+
+
+def test_rows_without_a_header_name_the_gpu_columns_found_by_their_nvlink_cells():
+    words = paste_repair_words({"repair": "rows-without-header", "header_line": None, "line": 1, "gpus": ["GPU0", "GPU7"],
+                                "gpus_by_nvlink": ["GPU6", "GPU7"], "unnamed_nics": 12, "attributes": []})
+    assert words.startswith("no header line above the rows (line 1): the columns GPU0..GPU7 were read from the rows "
+                            "(GPU6, GPU7, which have no row, by their NVLink cells: only GPUs have NVLinks)")
+
+
+def test_a_header_split_into_its_names_says_so():
+    words = paste_repair_words({"repair": "header-ran-together", "line": 2, "cell": "NIC11NIC12", "split": True})
+    assert words == "the header's cells ran together (line 2: 'NIC11NIC12'); split into their names"
+
+
+def test_cells_that_ran_together_in_many_rows_are_one_clause():
+    glued = [{"repair": "cells-ran-together", "cell": cell, "row": row}
+             for cell, row in [("SYSSYS", "GPU0"), ("SYSSYS", "GPU1"), ("PXBSYS", "GPU6"), ("SYSPIX", "NIC9")]]
+    note = ReadingNote("repaired-paste", {"source": "p", "repairs": [{"repair": "bare-escapes"}, *glued]})
+    assert note_finding(note).message == (
+        "p: the paste was damaged; underline escapes that had lost their ESC byte ('[4m', '[0m') were removed; cells "
+        "that ran together in 4 rows were split into their words ('SYSSYS' in row GPU0, 'PXBSYS' in row GPU6, "
+        "'SYSPIX' in row NIC9)")
+
+
 def test_the_same_repair_is_said_once():
     note = ReadingNote("repaired-paste", {"source": "p", "repairs": [{"repair": "bare-escapes"}] * 2})
     assert note_finding(note).message == ("p: the paste was damaged; underline escapes that had lost their ESC byte "

@@ -120,3 +120,34 @@ def test_an_ipc_failure_for_another_reason_leaves_the_pair_unknown_and_other_thr
             "h:1:2 [0] transport/p2p.cc:238 NCCL WARN failed to open CUDA IPC handle : 1 invalid argument\n")
     topo = nccl_log.read(text, "x")
     assert topo.link(0, 1).p2p_read is None and topo.link(1, 2).p2p_read == "ok"
+
+
+def test_the_threads_cuda_device_and_affinity_line_number_each_ranks_gpu():
+    """nccl#606 (CUDA_VISIBLE_DEVICES=2,3): thread [1] logs rank 1's connection and 'Setting affinity
+    for GPU 3': not its CUDA device 1, so NCCL's NVML index; thread [0] logs rank 0's tree, GPU 2."""
+    topo = nccl_log.read(text_of("nccl_log", "nccl606_2x_a6000_nccltests_header_socket_p2p_direct_hang_cut.log"), "x")
+    assert {g.pci_bus_id: g.index for g in topo.gpus} == {"0000:c1:00.0": 2, "0000:c2:00.0": 3}
+    assert topo.gpu_numbering == "nvml" and not any(n.code == "nccl-gpus-by-bus-id" for n in topo.reading_notes)
+    assert [(r.rank, r.cuda_device, r.host) for r in topo.nccl.ranks] == [(0, 0, "nccl-tests"), (1, 1, "nccl-tests")]
+    (t,) = topo.nccl.transports
+    assert (t.a, t.b, t.transport) == (3, 2, "P2P")
+
+
+def test_an_affinity_line_that_names_the_cuda_device_says_nothing_of_nvml():
+    log = ("h:1:2 [0] NCCL INFO Setting affinity for GPU 0 to ff\n"
+           "h:1:2 [0] NCCL INFO Channel 00 : 0[1b000] -> 1[1c000] via P2P/IPC\n"
+           "h:1:3 [1] NCCL INFO Channel 00 : 1[1c000] -> 0[1b000] via P2P/IPC\n")
+    topo = nccl_log.read(log, "same")
+    assert topo.gpu_numbering is None and [r.cuda_device for r in topo.nccl.ranks] == [0, 1]
+
+
+def test_one_thread_that_sets_up_two_ranks_in_turn_gives_each_its_own_device():
+    """An init loop over devices in one thread (the [cudaDev] changes, the tid does not)."""
+    log = ("h:1:1 [0] NCCL INFO Setting affinity for GPU 4 to ff\n"
+           "h:1:1 [0] NCCL INFO Trees [0] 1/-1/-1->0->-1\n"
+           "h:1:1 [1] NCCL INFO Setting affinity for GPU 5 to ff00\n"
+           "h:1:1 [1] NCCL INFO Trees [0] -1/-1/-1->1->0\n"
+           "h:1:1 [1] NCCL INFO Channel 00 : 1[1] -> 0[0] via P2P/IPC\n")
+    topo = nccl_log.read(log, "loop")
+    assert [(r.rank, r.cuda_device) for r in topo.nccl.ranks] == [(0, 0), (1, 1)]
+    assert topo.gpu_numbering == "nvml" and [g.index for g in topo.gpus] == [4, 5]

@@ -66,3 +66,15 @@ def test_a_device_number_in_other_digits_is_no_device():
     from gputopo.sources.pasted import device_index
 
     assert [device_index(t) for t in ("²", "٣", "3", "0003", "99999")] == [None, None, 3, 3, None]
+
+
+@pytest.mark.parametrize(("command", "operation"), [
+    ("# ./build/all_reduce_perf -b 8 -e 128M -f 2 -g 8", "all_reduce"),  # root's prompt (the 8x RTX 4090 blog)
+    ("# NCCL_DEBUG=INFO sudo /opt/nccl-tests/build/all_gather_perf -g 2", "all_gather"),
+    ("# all_reduce_perf is slower than alltoall_perf here", "unknown"),  # a comment naming no command: no claim
+])
+def test_a_command_after_roots_prompt_names_the_operation(command, operation):
+    header = ("#       size         count      type   redop    root     time   algbw   busbw #wrong     time   algbw   busbw #wrong\n"
+              "#        (B)    (elements)                               (us)  (GB/s)  (GB/s)            (us)  (GB/s)  (GB/s)\n")
+    row = "     1048576        262144     float     sum      -1    222.8    4.71    8.24      0    226.1    4.64    8.12      0\n"
+    assert nccl_tests.read(f"{command}\n{header}{row}", "r").collectives[0].operation == operation
