@@ -44,7 +44,6 @@ UNTESTED = frozenset(
         "analysis/disagreements",
         "analysis/doctor_common",
         "analysis/doctor_nvml",
-        "analysis/doctor_pasted",
         "analysis/doctor_pcie",
         "analysis/pair_classes",
         "analysis/recommend/result",
