@@ -12,6 +12,9 @@ from gputopo.model import Finding
 from gputopo.sources.pasted_evidence import PastedEvidence, PastedFabric
 
 NOT_A_VALUE = ("", "N/A", "Not Supported", "[N/A]", "[Not Supported]")
+# The counters judged, as the live check judges NVML's (replay, recovery, CRC flit / data); others a newer
+# nvidia-smi prints (symbol errors, before forward error correction, are normal on a healthy link) are not.
+JUDGED_COUNTERS = ("replay", "recovery", "crc")
 COUNTER_MAX_16BIT = 65535
 FABRIC_FIX = ("`sudo systemctl enable --now nvidia-fabricmanager` with the package at exactly the driver's version "
               "(`nvidia-smi` shows it); see `journalctl -u nvidia-fabricmanager`; where GPUs share a fabric by "
@@ -49,7 +52,8 @@ def _errors(label: str, evidence: PastedEvidence, report: DoctorReport) -> None:
     counted = sum(len(links) for links in evidence.nvlink_errors.values())
     erring_gpus = 0
     for gpu, links in sorted(evidence.nvlink_errors.items()):
-        erring = {link: {k: v for k, v in counters.items() if v} for link, counters in sorted(links.items())}
+        erring = {link: {k: v for k, v in counters.items() if v and any(word in k for word in JUDGED_COUNTERS)}
+                  for link, counters in sorted(links.items())}
         erring = {link: counters for link, counters in erring.items() if counters}
         if not erring:
             continue

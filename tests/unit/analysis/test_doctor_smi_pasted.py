@@ -24,6 +24,8 @@ def test_nvlink_error_counters_are_a_warning_per_gpu_and_a_saturated_counter_is_
     zeros = "GPU 0: NVIDIA H100 80GB HBM3 (UUID: GPU-x)\n         Link 0: Replay Errors: 0\n         Link 0: CRC Errors: 0\n"
     quiet = _report(zeros)
     assert quiet.findings == [] and any(c.name == "nvlink errors" and c.status == "ok" for c in quiet.checks)
+    # a counter the live check does not judge either (symbol errors come before error correction)
+    assert _report(zeros + "         Link 0: Symbol Errors: 12\n").findings == []
 
 
 def test_a_fabric_not_registered_is_an_error_and_an_unhealthy_one_a_warning():
