@@ -82,7 +82,7 @@ def _links(label: str, evidence: PastedEvidence, report: DoctorReport) -> None:
                                  evidence=[f"{_where(label, pasted.line)}: {pasted.text}"])
 
 
-TRANSLATING = ("hang, run slowly or deliver zeros (NVIDIA/nccl#257, pytorch#84803)")
+TRANSLATING = "hang, run slowly or deliver zeros (NVIDIA/nccl#257, pytorch#84803)"
 GROUP_TYPES = "read /sys/kernel/iommu_groups/*/type (DMA or DMA-FQ: translating; identity: passthrough)"
 
 
