@@ -1,40 +1,35 @@
 """Doctor's reading of pasted evidence (``doctor --from lspci.txt|dmesg.txt|cmdline.txt|nvlink.txt``):
 the same causes as the live checks, from what the text shows and no more (a grepped ``ACSCtl`` line
-does not say which bridge it was)."""
+does not say which bridge it was). Here: ACS, PCIe links and whether the IOMMU translates; what a
+kernel log says is ``doctor_dmesg``, what nvidia-smi text says ``doctor_smi_pasted``."""
 
 from __future__ import annotations
 
 from gputopo.analysis.doctor_common import DoctorReport, and_list, gts_to_gen
+from gputopo.analysis.doctor_dmesg import kernel_log_checks
 from gputopo.analysis.doctor_host import IOMMU_FIX, cmdline_iommu, passthrough_or_off
 from gputopo.analysis.doctor_links import narrow_link, slow_link
 from gputopo.analysis.doctor_pcie import setpci_loop
+from gputopo.analysis.doctor_smi_pasted import fabric_checks, nvlink_checks
 from gputopo.model import Finding
 from gputopo.quoting import shell_word
 from gputopo.sources.pasted_health import PastedEvidence
 from gputopo.sources.pcie_health import ACS_REDIRECT_MASK, AcsState
 
-XID_MEANING = {
-    79: "the GPU fell off the bus (PCIe link lost: power, slot, riser or overheating)",
-    74: "an NVLink error",
-    48: "a double-bit ECC error",
-    31: "a GPU memory page fault (with IOMMU faults: a DMA the IOMMU refused)",
-    32: "an invalid or corrupted push buffer stream (driver error, system memory corruption, a PCIe bus error)",
-    13: "a graphics engine exception",
-    119: "a GSP firmware timeout",
-}
-
 
 def pasted_checks(label: str, evidence: PastedEvidence, report: DoctorReport) -> None:
     if not evidence.kinds:
         report.check(f"recognise {label}", "not-made",
-                     "nothing recognised (expected lspci -vvv / -tv, dmesg, /proc/cmdline or nvidia-smi nvlink -s)")
+                     "nothing recognised (expected lspci -vvv / -tv, dmesg, /proc/cmdline, nvidia-smi nvlink -s / -e "
+                     "or nvidia-smi -q)")
         return
     report.check(f"recognise {label}", "ok", and_list(evidence.kinds))
     _acs(label, evidence, report)
     _links(label, evidence, report)
-    _faults(label, evidence, report)
-    _cmdline(label, evidence, report)
-    _nvlink(label, evidence, report)
+    kernel_log_checks(label, evidence, report)
+    _iommu_mode(label, evidence, report)
+    nvlink_checks(label, evidence, report)
+    fabric_checks(label, evidence, report)
 
 
 def _where(label: str, line: int) -> str:
@@ -69,6 +64,10 @@ def _acs(label: str, evidence: PastedEvidence, report: DoctorReport) -> None:
 
 
 def _links(label: str, evidence: PastedEvidence, report: DoctorReport) -> None:
+    for down in evidence.links_down:
+        report.check(f"pcie link {down.bdf or 'of a device not named in the paste'}", "not-made",
+                     f"no link trained ({_where(label, down.line)}: {down.text}): nothing in the slot or the link "
+                     "is down, so its width and speed say nothing")
     for pasted in evidence.links:
         link, who = pasted.link, pasted.bdf or "a device (not named in the paste)"
         gpu = pasted.bdf if pasted.bdf in report.gpus else None  # a GPU of the topology given with --topology
@@ -83,65 +82,39 @@ def _links(label: str, evidence: PastedEvidence, report: DoctorReport) -> None:
                       evidence=[f"{_where(label, pasted.line)}: {pasted.text}"])
 
 
-def _faults(label: str, evidence: PastedEvidence, report: DoctorReport) -> None:
-    if evidence.iommu_faults:
-        total = sum(evidence.iommu_faults.values())
-        report.add(Finding(
-            "error", "iommu-fault",
-            f"The IOMMU refused {total} DMA(s) from {and_list(sorted(evidence.iommu_faults))}: it translates the GPUs' "
-            "DMA and peer or host copies hit unmapped addresses: hangs, crashes or wrong data.",
-            evidence=[f"{label}: {evidence.iommu_fault_example}"],
-            effect="P2P and DMA of those devices",
-            fix=IOMMU_FIX))
-    grouped: dict[tuple[str, int], list[str]] = {}
-    for pci, code, line in evidence.xids:
-        grouped.setdefault((pci, code), []).append(line)
-    for (pci, code), lines in grouped.items():
-        times = f" ({len(lines)} times)" if len(lines) > 1 else ""
-        report.add(Finding(
-            "error", f"xid-{code}",
-            f"The NVIDIA driver logged Xid {code} for the GPU at PCI {pci}{times}: "
-            f"{XID_MEANING.get(code, 'see NVIDIA Xid catalogue')}.",
-            evidence=[f"{label}: {lines[0]}"],
-            fix="look up the Xid in NVIDIA's Xid catalogue; 79: reseat, check power and riser, update the BIOS"))
-    for bdf in evidence.fallen_off_bus:
-        report.add(Finding(
-            "error", "gpu-fallen-off-bus",
-            f"GPU {bdf} fell off the bus (Xid 79 class): its PCIe link was lost.",
-            evidence=[f"{label}: NVRM: ... {bdf} ... fallen off the bus"],
-            effect=f"every job on {bdf} until it is reset",
-            fix="check power cables and PSU headroom, reseat the card and riser, watch temperatures, update the BIOS"))
+TRANSLATING = "hang, run slowly or deliver zeros (NVIDIA/nccl#257, pytorch#84803)"
+GROUP_TYPES = "read /sys/kernel/iommu_groups/*/type (DMA or DMA-FQ: translating; identity: passthrough)"
 
 
-def _cmdline(label: str, evidence: PastedEvidence, report: DoctorReport) -> None:
-    if evidence.cmdline is None:
+def _iommu_mode(label: str, evidence: PastedEvidence, report: DoctorReport) -> None:
+    """Whether the IOMMU translates GPU DMA: what the kernel says it did (``Default domain type``)
+    first, then the command line. A translated default alone is no proof: the kernel prints it
+    whether or not an IOMMU is present, so it needs the IOMMU seen at work too."""
+    domain = evidence.default_domain
+    if evidence.cmdline is None and domain is None:
         return
     options = cmdline_iommu(evidence.cmdline)
-    shown = " ".join(f"{k}={v}" for k, v in options.items()) or "no IOMMU option"
+    booted = " ".join(f"{k}={v}" for k, v in options.items()) or "no IOMMU option"
     said = passthrough_or_off(options)
-    if said is not None:
-        report.check("iommu (cmdline)", "ok", f"{shown}: {'passthrough' if said == 'passthrough' else 'IOMMU off'}")
-    elif "on" in (options.get("intel_iommu"), options.get("amd_iommu")):
+    switched_on = "on" in (options.get("intel_iommu"), options.get("amd_iommu"))
+    if domain is not None and domain[0] == "passthrough":
+        report.check("iommu (dmesg)", "ok", f"{domain[1]}: passthrough")
+    elif said is not None:
+        report.check("iommu (cmdline)", "ok", f"{booted}: {'passthrough' if said == 'passthrough' else 'IOMMU off'}")
+    elif switched_on or (domain is not None and evidence.iommu_active):
+        seen = ([f"{label}: {booted}"] if evidence.cmdline is not None else []) + [
+            f"{label}: {line}" for line in (domain[1] if domain else None, evidence.iommu_active) if line]
         report.add(Finding(
             "warning", "iommu-translating",
-            "The kernel was booted with the IOMMU on and without `iommu=pt`: it translates every GPU DMA, which can "
-            "make peer-to-peer copies hang, run slowly or deliver zeros (NVIDIA/nccl#257, pytorch#84803).",
-            evidence=[f"{label}: {shown}"], effect="P2P between every pair of GPUs", fix=IOMMU_FIX))
+            ("The kernel was booted with the IOMMU on and without `iommu=pt`" if switched_on else
+             "The kernel's IOMMU translates DMA by default and an IOMMU is at work")
+            + f": it translates every GPU DMA, which can make peer-to-peer copies {TRANSLATING}.",
+            evidence=seen, effect="P2P between every pair of GPUs", fix=IOMMU_FIX))
+    elif domain is not None:
+        report.check("iommu (dmesg)", "not-made",
+                     f"{domain[1]}: devices behind an IOMMU have their DMA translated, but the paste shows no IOMMU at "
+                     f"work (no `DMAR: IOMMU enabled`, AMD-Vi or iommu group line) and the kernel prints this line "
+                     f"without one; {GROUP_TYPES}")
     else:
         report.check("iommu (cmdline)", "not-made",
-                     f"{shown}: the kernel's default applies, which the command line alone does not show; "
-                     "read /sys/kernel/iommu_groups/*/type (DMA or DMA-FQ: translating; identity: passthrough)")
-
-
-def _nvlink(label: str, evidence: PastedEvidence, report: DoctorReport) -> None:
-    for gpu, states in sorted(evidence.nvlink_states.items()):
-        down = sorted(link for link, up in states.items() if not up)
-        if down and any(states.values()):
-            report.add(Finding(
-                "warning", "nvlink-inactive",
-                f"GPU {gpu} has {len(down)} of {len(states)} NVLinks inactive (link {and_list([str(n) for n in down])}): "
-                "a bridge not seated or a failed link, unless this board wires only some links.",
-                gpus=[gpu],
-                evidence=[f"{label}: GPU {gpu} Link {n}: <inactive>" for n in down[:6]],
-                effect=f"NVLink bandwidth of every pair with GPU {gpu}",
-                fix="compare with a healthy node of the same model; reseat the bridge or have the board checked"))
+                     f"{booted}: the kernel's default applies, which the command line alone does not show; {GROUP_TYPES}")

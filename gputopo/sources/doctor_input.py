@@ -84,7 +84,8 @@ def evidence_from_files(paths: list[str]) -> Iterator[HealthEvidence]:
             evidence.pasted.append((label, parsed))
         if not trees and len(unread) == len(paths):
             raise InputError(f"nothing in {', '.join(unread)} is evidence doctor reads: give lspci -vvv / -tv, dmesg, "
-                             "/proc/cmdline or nvidia-smi nvlink -s text, a `gputopo gather` archive, or an output "
+                             "/proc/cmdline, nvidia-smi nvlink -s / -e or nvidia-smi -q text, a `gputopo gather` "
+                             "archive, or an output "
                              "`gputopo scan --from` reads (an NCCL log, nvbandwidth, p2pBandwidthLatencyTest, topo -m)")
         yield evidence
 

@@ -43,7 +43,6 @@ UNTESTED = frozenset(
         "analysis",
         "analysis/disagreements",
         "analysis/doctor_common",
-        "analysis/doctor_pasted",
         "analysis/doctor_pcie",
         "analysis/pair_classes",
         "analysis/recommend/result",

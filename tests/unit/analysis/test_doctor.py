@@ -1,5 +1,6 @@
 """`gputopo doctor`'s analysis on fake hosts built from real captures (tests/doctor_trees.py), on the
-real pasted captures (tests/fixtures/doctor/EXPECTED.json), and on NVML through the fake pynvml."""
+real pasted captures (tests/fixtures/doctor/EXPECTED.json: test_doctor_corpus.py), and on NVML through the
+fake pynvml."""
 
 from __future__ import annotations
 
@@ -7,7 +8,6 @@ import json
 
 import pytest
 from doctor_trees import (
-    DOCTOR_FIXTURES,
     FakeHost,
     capture,
     real_acs_controls,
@@ -19,11 +19,7 @@ from fake_nvml import FakeNvml
 
 from gputopo.analysis.doctor import apply_health, doctor
 from gputopo.sources.doctor_input import evidence_of_host
-from gputopo.sources.health import HealthEvidence
-from gputopo.sources.pasted_health import parse_pasted
 from gputopo.sources.reference import load_reference
-
-EXPECTED = json.loads((DOCTOR_FIXTURES / "EXPECTED.json").read_text())
 
 
 def _report(root, env=None, nvml=None):
@@ -226,38 +222,6 @@ def test_no_nvml_says_the_check_was_not_made(tmp_path):
     report = _report(tmp_path, nvml=FakeNvml(load_reference("dgx1"), init_error=pynvml.NVMLError_LibraryNotFound))
     assert _codes(report) == ["nvml-not-checked"]
     assert any(c.name == "nvml" and c.status == "not-made" and "libnvidia-ml" in c.detail for c in report.checks)
-
-
-@pytest.mark.parametrize("name", sorted(EXPECTED))
-def test_real_pasted_captures_match_the_expert(name):
-    expected = EXPECTED[name]
-    parsed = parse_pasted(capture(name))
-    assert parsed.kinds, f"{name} is not recognised as any kind of evidence"
-    if expected["kind"] == "cmdline":
-        assert "/proc/cmdline" in parsed.kinds and parsed.cmdline
-    report = doctor(HealthEvidence(source=name, pasted=[(name, parsed)]))
-    codes = _codes(report)
-    acs = [f for f in report.findings if f.code == "acs-redirect"]
-    if expected.get("acs_redirect_on"):
-        assert sorted(f.fix.split("setpci -s ")[1].split()[0] for f in acs) == expected["acs_redirect_on"]
-    if "acs_redirect_on_count" in expected:
-        assert len(acs) == 1 and f"at {expected['acs_redirect_on_count']} device(s)" in acs[0].message
-    if expected.get("acs_redirect_on") == [] or expected["kind"] in ("lspci-tv", "cmdline"):
-        assert _codes(report, "error") == [] and _codes(report, "warning") == []
-    if isinstance(expected.get("downtrained"), dict):
-        narrow = [f for f in report.findings if f.code == "pcie-link-narrow"]
-        assert sorted(f.message.split()[4] for f in narrow) == sorted(expected["downtrained"])
-    if "iommu_faults" in expected:
-        assert codes == ["iommu-fault"] and "9 DMA" in report.findings[0].message
-    if "fallen_off_bus" in expected:
-        assert codes == ["gpu-fallen-off-bus"] and expected["fallen_off_bus"][0] in report.findings[0].message
-    if "xids" in expected:
-        ((pci, counts),) = expected["xids"].items()
-        ((code, times),) = counts.items()
-        assert codes == [f"xid-{code}"] and pci in report.findings[0].message
-        assert f"({times} times)" in report.findings[0].message
-    if "inactive_links" in expected:
-        assert report.findings[0].gpus == [3] and "link 3 and 5" in report.findings[0].message
 
 
 def test_apply_health_marks_links_and_recommend_ranks_them_last(tmp_path):

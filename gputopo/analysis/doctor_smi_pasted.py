@@ -1,0 +1,116 @@
+"""What pasted ``nvidia-smi`` text says, judged (``gputopo.sources.pasted_smi`` read it): NVLinks
+inactive (``nvlink -s``), NVLink error counters (``nvlink -e``) and the NVSwitch fabric's state and
+health (``-q``'s Fabric section), in the words of the live NVML checks (``doctor_nvml``).
+
+GPUs are named as nvidia-smi numbers them (NVML's index) or by the bus id of their ``-q`` block;
+a Fabric section grep cut from its GPU block is said for "a GPU the paste does not name"."""
+
+from __future__ import annotations
+
+from gputopo.analysis.doctor_common import DoctorReport, and_list
+from gputopo.model import Finding
+from gputopo.sources.pasted_evidence import PastedEvidence, PastedFabric
+
+NOT_A_VALUE = ("", "N/A", "Not Supported", "[N/A]", "[Not Supported]")
+# The counters judged, as the live check judges NVML's (replay, recovery, CRC flit / data); others a newer
+# nvidia-smi prints (symbol errors, before forward error correction, are normal on a healthy link) are not.
+JUDGED_COUNTERS = ("replay", "recovery", "crc")
+COUNTER_MAX_16BIT = 65535
+FABRIC_FIX = ("`sudo systemctl enable --now nvidia-fabricmanager` with the package at exactly the driver's version "
+              "(`nvidia-smi` shows it); see `journalctl -u nvidia-fabricmanager`; where GPUs share a fabric by "
+              "partitions (FABRIC_MODE=1) they stay In Progress until their partition is activated")
+
+
+def nvlink_checks(label: str, evidence: PastedEvidence, report: DoctorReport) -> None:
+    _inactive(label, evidence, report)
+    _errors(label, evidence, report)
+
+
+def _inactive(label: str, evidence: PastedEvidence, report: DoctorReport) -> None:
+    for gpu, states in sorted(evidence.nvlink_states.items()):
+        down = sorted(link for link, up in states.items() if not up)
+        if down and any(states.values()):
+            report.add(Finding(
+                "warning", "nvlink-inactive",
+                f"GPU {gpu} has {len(down)} of {len(states)} NVLinks inactive (link {and_list([str(n) for n in down])}): "
+                "a bridge not seated or a failed link, unless this board wires only some links.",
+                gpus=[gpu],
+                evidence=[f"{label}: GPU {gpu} Link {n}: <inactive>" for n in down[:6]],
+                effect=f"NVLink bandwidth of every pair with GPU {gpu}",
+                fix="compare with a healthy node of the same model; reseat the bridge or have the board checked"))
+
+
+def _counted(name: str, count: int) -> str:
+    saturated = (" (the largest 16-bit count: the counter may have stopped there, the real count higher)"
+                 if count == COUNTER_MAX_16BIT else "")
+    return f"{name} {count}{saturated}"
+
+
+def _errors(label: str, evidence: PastedEvidence, report: DoctorReport) -> None:
+    if not evidence.nvlink_errors:
+        return
+    counted = sum(len(links) for links in evidence.nvlink_errors.values())
+    erring_gpus = 0
+    for gpu, links in sorted(evidence.nvlink_errors.items()):
+        erring = {link: {k: v for k, v in counters.items() if v and any(word in k for word in JUDGED_COUNTERS)}
+                  for link, counters in sorted(links.items())}
+        erring = {link: counters for link, counters in erring.items() if counters}
+        if not erring:
+            continue
+        erring_gpus += 1
+        shown = [f"link {n}: " + ", ".join(_counted(k, v) for k, v in counters.items()) for n, counters in erring.items()]
+        report.add(Finding(
+            "warning", "nvlink-errors",
+            f"GPU {gpu} counts NVLink errors on {len(erring)} link(s): {'; '.join(shown[:6])}. Replays and CRC errors "
+            "cost bandwidth; recoveries retrain the link.",
+            gpus=[gpu],
+            evidence=[f"{label}: GPU {gpu} {s}" for s in shown[:6]],
+            effect=f"NVLink traffic of GPU {gpu} over those links",
+            fix="reset the counters (`sudo nvidia-smi nvlink -re`) and watch whether they grow under load "
+                "(`nvidia-smi nvlink -e`); growing counts need the bridge or the board checked"))
+    report.check("nvlink errors", "problem" if erring_gpus else "ok",
+                 f"{counted} link(s) of {len(evidence.nvlink_errors)} GPU(s) counted in {label}")
+
+
+def fabric_checks(label: str, evidence: PastedEvidence, report: DoctorReport) -> None:
+    """A finding per GPU whose fabric is not ready or not healthy; one check for the paste."""
+    if not evidence.fabric:
+        return
+    outcomes = [_fabric(label, fabric, report) for fabric in evidence.fabric]
+    said = {word: outcomes.count(word) for word in ("registered", "no fabric", "problem") if word in outcomes}
+    report.check("nvswitch fabric", "problem" if "problem" in said else "ok",
+                 f"{len(outcomes)} Fabric section(s) in {label}: "
+                 + ", ".join(f"{n} {'with a problem' if word == 'problem' else word}" for word, n in said.items())
+                 + (" (State N/A: no NVSwitch fabric to register with)" if "no fabric" in said else ""))
+
+
+def _fabric(label: str, fabric: PastedFabric, report: DoctorReport) -> str:
+    """``registered``, ``no fabric`` or ``problem`` (a finding said)."""
+    state, status = fabric.fields.get("State", ""), fabric.fields.get("Status", "")
+    summary, bandwidth = fabric.fields.get("Health/Summary", ""), fabric.fields.get("Health/Bandwidth", "")
+    who = report.label(fabric.gpu) if fabric.gpu else "A GPU (the paste does not say which)"
+    where = f"{label} line {fabric.line}: Fabric State {state or '?'}, Status {status or '?'}"
+    if state in NOT_A_VALUE:
+        return "no fabric"
+    if state != "Completed" or status != "Success":
+        if fabric.gpu:
+            report.mark_gpu(fabric.gpu, "nvlink-down")
+        report.add(Finding(
+            "error", "fabric-not-ready",
+            f"{who} is not registered with the NVSwitch fabric (State {state}, Status {status}): CUDA fails with "
+            "error 802 'system not yet initialized' until Fabric Manager has registered every GPU.",
+            gpus=report.indices([fabric.gpu]) if fabric.gpu else [],
+            evidence=[where], effect="every CUDA program on this GPU", fix=FABRIC_FIX))
+        return "problem"
+    unhealthy = summary not in (*NOT_A_VALUE, "Healthy") or bandwidth not in (*NOT_A_VALUE, "Full")
+    if unhealthy:
+        report.add(Finding(
+            "warning", "fabric-degraded",
+            f"{who}: the NVSwitch fabric reports its health as {summary or '?'} (bandwidth {bandwidth or '?'}).",
+            gpus=report.indices([fabric.gpu]) if fabric.gpu else [],
+            evidence=[f"{where}, Health Summary {summary or '?'}, Bandwidth {bandwidth or '?'}"],
+            effect="NVLink traffic through the fabric",
+            fix="read the whole Fabric section of `nvidia-smi -q` (which health bit is set) and the Fabric Manager "
+                "log; `nvidia-smi nvlink -s` and `-e` for links down or erring"))
+        return "problem"
+    return "registered"

@@ -1,0 +1,106 @@
+"""``nvidia-smi`` text users paste, for doctor's health checks:
+
+- ``nvidia-smi nvlink -s``: ``GPU N: ...`` then ``Link K: <inactive>`` or ``Link K: 25.781 GB/s``;
+- ``nvidia-smi nvlink -e``: ``GPU N: ...`` then ``Link K: Replay Errors: 12`` (each counter by its
+  name: ``replay``, ``recovery``, ``crc`` ...). Lines a person condensed (``Links 0-2, 4-5: ...``)
+  are no output of nvidia-smi and are not read;
+- ``nvidia-smi -q``'s ``Fabric`` section (``State``, ``Status``, and under ``Health``: ``Summary``,
+  ``Bandwidth`` ...), nested by indentation, in the ``GPU 00000000:xx:yy.z`` block it belongs to
+  where the paste shows that line (grep often leaves only the section).
+
+The topology side of these outputs (GPUs, link counts, bus ids) is ``sources.nvlink`` and
+``sources.smi_q``'s; this reads only what doctor judges.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+from gputopo.sources.pasted_evidence import PastedEvidence, PastedFabric, full_bdf
+
+_NVLINK_GPU = re.compile(r"^\s*GPU (\d+):")
+_NVLINK_LINK = re.compile(r"^\s+Link (\d+):\s*(.*?)\s*$")
+_NVLINK_COUNTER = re.compile(r"^(.{1,40}?) Errors?:\s*(\d+)$")
+_SMI_Q_GPU = re.compile(r"^\s*GPU ([0-9a-fA-F]{4,8}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7])\s*$")
+_FABRIC = re.compile(r"^(\s*)Fabric\s*$")
+_KEY_VALUE = re.compile(r"^(\s*)(\S[^:]*?)\s*:\s*(.*?)\s*$")
+_TITLE = re.compile(r"^(\s*)([A-Za-z][\w ]*?)\s*$")
+MAX_LINKS = 64
+MAX_FABRIC_FIELDS = 32
+
+
+@dataclass
+class SmiState:
+    """What reading nvidia-smi text line by line carries from one line to the next."""
+
+    nvlink_gpu: int | None = None
+    smi_q_gpu: str | None = None  # the bus id of the ``nvidia-smi -q`` GPU block the lines are in
+    fabric: PastedFabric | None = None  # the Fabric section being read, with its indentation
+    fabric_indent: int = 0
+    sections: list[tuple[int, str]] = field(default_factory=list)  # titles inside it: (indentation, name)
+
+
+def scan_smi(evidence: PastedEvidence, line: str, number: int, state: SmiState) -> bool:
+    """Read one line of nvidia-smi text into ``evidence``; whether it was one."""
+    if state.fabric is not None and _in_fabric(line, state):
+        return True
+    gpu_q = _SMI_Q_GPU.match(line)
+    if gpu_q:
+        state.smi_q_gpu = _bus_id(gpu_q.group(1))
+    fabric = _FABRIC.match(line)
+    if fabric:
+        evidence.add_kind("nvidia-smi -q")
+        state.fabric = PastedFabric(state.smi_q_gpu, number)
+        state.fabric_indent, state.sections = len(fabric.group(1)), []
+        evidence.fabric.append(state.fabric)
+        return True
+    match = _NVLINK_GPU.match(line)
+    if match and not gpu_q:
+        state.nvlink_gpu = int(match.group(1))
+        return False
+    link = _NVLINK_LINK.match(line)
+    if link is None or state.nvlink_gpu is None or int(link.group(1)) >= MAX_LINKS:
+        return False
+    said, number_of_link = link.group(2), int(link.group(1))
+    if "GB/s" in said or "inactive" in said:
+        evidence.add_kind("nvidia-smi nvlink -s")
+        evidence.nvlink_states.setdefault(state.nvlink_gpu, {})[number_of_link] = "inactive" not in said
+        return True
+    counter = _NVLINK_COUNTER.match(said)
+    if counter:
+        evidence.add_kind("nvidia-smi nvlink -e")
+        name = counter.group(1).strip().lower().replace(" ", "_")
+        links = evidence.nvlink_errors.setdefault(state.nvlink_gpu, {})
+        links.setdefault(number_of_link, {})[name] = int(counter.group(2))
+        return True
+    return False
+
+
+def _bus_id(text: str) -> str:
+    """``00000000:01:00.0`` (nvidia-smi's 8-digit domain) -> ``0000:01:00.0``."""
+    domain, rest = text.lower().split(":", 1)
+    return full_bdf(f"{int(domain, 16):04x}:{rest}")
+
+
+def _in_fabric(line: str, state: SmiState) -> bool:
+    """One line of the Fabric section being read; False (and the section closed) past its end."""
+    fabric = state.fabric
+    assert fabric is not None
+    indent = len(line) - len(line.lstrip())
+    if not line.strip() or line.strip() == "--" or indent <= state.fabric_indent:
+        state.fabric = None
+        return False
+    while state.sections and indent <= state.sections[-1][0]:
+        state.sections.pop()
+    pair = _KEY_VALUE.match(line)
+    if pair and len(fabric.fields) < MAX_FABRIC_FIELDS:
+        key = "/".join([*(name for _, name in state.sections), pair.group(2)])
+        fabric.fields[key] = pair.group(3)[:80]
+        return True
+    title = _TITLE.match(line)
+    if title:
+        state.sections.append((indent, title.group(2)))
+        return True
+    state.fabric = None
+    return False

@@ -1,0 +1,46 @@
+"""Pasted nvidia-smi text judged (gputopo/analysis/doctor_smi_pasted.py): NVLink error counters and the
+NVSwitch fabric, in the words of the live NVML checks."""
+
+from __future__ import annotations
+
+from conftest import OWN_FIXTURES
+from doctor_trees import capture
+
+from gputopo.analysis.doctor import doctor
+from gputopo.sources.health import HealthEvidence
+from gputopo.sources.pasted_health import parse_pasted
+
+
+def _report(text: str, name: str = "paste.txt"):
+    return doctor(HealthEvidence(source=name, pasted=[(name, parse_pasted(text))]))
+
+
+def test_nvlink_error_counters_are_a_warning_per_gpu_and_a_saturated_counter_is_said():
+    report = _report(capture("nvlink_e_v100_replay_and_crc_errors.txt"))
+    assert [(f.code, f.severity, f.gpus) for f in report.findings] == [("nvlink-errors", "warning", [0]),
+                                                                       ("nvlink-errors", "warning", [2])]
+    assert "link 3: replay 2353" in report.findings[0].message
+    assert "crc 65535 (the largest 16-bit count" in report.findings[1].message
+    zeros = "GPU 0: NVIDIA H100 80GB HBM3 (UUID: GPU-x)\n         Link 0: Replay Errors: 0\n         Link 0: CRC Errors: 0\n"
+    quiet = _report(zeros)
+    assert quiet.findings == [] and any(c.name == "nvlink errors" and c.status == "ok" for c in quiet.checks)
+    # a counter the live check does not judge either (symbol errors come before error correction)
+    assert _report(zeros + "         Link 0: Symbol Errors: 12\n").findings == []
+
+
+def test_a_fabric_not_registered_is_an_error_and_an_unhealthy_one_a_warning():
+    (in_progress,) = _report(capture("smi_q_fabric_in_progress.txt")).findings
+    assert (in_progress.severity, in_progress.code) == ("error", "fabric-not-ready")
+    assert "State In Progress" in in_progress.message and "paste does not say which" in in_progress.message
+    (unhealthy,) = _report(capture("smi_q_grep_fabric_completed_unhealthy.txt")).findings
+    assert (unhealthy.severity, unhealthy.code) == ("warning", "fabric-degraded") and "Unhealthy" in unhealthy.message
+
+
+def test_a_whole_query_says_each_gpu_and_one_check():
+    report = _report((OWN_FIXTURES / "corpus/smi_q/h100_sxm_8gpu_565_q.txt").read_text())
+    assert report.findings == []
+    (check,) = [c for c in report.checks if c.name == "nvswitch fabric"]
+    assert check.status == "ok" and "8 registered" in check.detail
+    (no_fabric,) = [c for c in _report((OWN_FIXTURES / "corpus/smi_q/a100_sxm4_4gpu_555_q.txt").read_text()).checks
+                    if c.name == "nvswitch fabric"]
+    assert "4 no fabric" in no_fabric.detail
