@@ -41,13 +41,44 @@ def host_checks(evidence: HealthEvidence, report: DoctorReport) -> None:
     _virtual(host, len(evidence.gpu_bdfs), report)
 
 
-def passthrough_or_off(options: dict[str, str]) -> str | None:
-    """``"passthrough"`` / ``"off"`` where the command line says so, else None."""
-    if options.get("iommu") == "pt" or options.get("iommu.passthrough") == "1":
+def passthrough_or_off(cmdline: str | None) -> str | None:
+    """``"passthrough"`` / ``"off"`` where the kernel command line says so, else None. The kernel
+    reads its parameters in order: ``iommu=pt`` / ``iommu=nopt`` and ``iommu.passthrough=<bool>``
+    set one default (the DMA domain type), so the last one given wins (``iommu=pt ...
+    iommu.passthrough=0`` translates); ``iommu=off``, ``intel_iommu=off`` or ``amd_iommu=off`` turn
+    the IOMMU off whatever that default. ``iommu=`` and the vendor options take comma lists."""
+    passthrough: bool | None = None
+    off = False
+    for token in (cmdline or "").split():
+        name, _, value = token.partition("=")
+        words = value.split(",")
+        if name == "iommu":
+            for word in words:
+                passthrough = True if word == "pt" else False if word == "nopt" else passthrough
+            off = off or "off" in words
+        elif name == "iommu.passthrough":
+            passthrough = _kernel_bool(value, passthrough)
+        elif name in ("intel_iommu", "amd_iommu"):
+            off = off or "off" in words
+    if passthrough:
         return "passthrough"
-    if "off" in (options.get("intel_iommu"), options.get("amd_iommu")) or options.get("iommu") == "off":
-        return "off"
-    return None
+    return "off" if off else None
+
+
+def switched_on(options: dict[str, str]) -> bool:
+    """Whether ``intel_iommu=`` or ``amd_iommu=`` says ``on`` (alone or in a list: ``on,sm_on``)."""
+    return any("on" in options.get(name, "").split(",") for name in ("intel_iommu", "amd_iommu"))
+
+
+def _kernel_bool(value: str, before: bool | None) -> bool | None:
+    """The kernel's ``kstrtobool``: 1/y/t true, 0/n/f false, on/off (any case); else the value is
+    refused and the setting stays as it was."""
+    word = value.lower()
+    if word[:1] in ("1", "y", "t") or word[:2] == "on":
+        return True
+    if word[:1] in ("0", "n", "f") or word[:2] == "of":
+        return False
+    return before
 
 
 def _iommu(evidence: HealthEvidence, host: HostHealth, report: DoctorReport) -> None:
@@ -56,7 +87,7 @@ def _iommu(evidence: HealthEvidence, host: HostHealth, report: DoctorReport) -> 
     if not host.iommu_group_of:
         # The folder exists and is empty: no IOMMU is active. Missing (an archive or root without it):
         # not known, unless the command line turned the IOMMU off or to passthrough.
-        said = passthrough_or_off(options)
+        said = passthrough_or_off(host.cmdline)
         if host.iommu_groups is not None:
             report.check("iommu", "ok", "no IOMMU groups: no IOMMU is active")
         elif said is not None:
@@ -72,8 +103,8 @@ def _iommu(evidence: HealthEvidence, host: HostHealth, report: DoctorReport) -> 
                       for group in sorted(set(translated.values()), key=lambda g: (len(g), g))][:8]
     untyped = sorted(bdf for bdf, kind in kinds.items() if kind is None)
     if untyped and not translated:  # kernels before 5.11 have no `type` file: the command line decides
-        said = passthrough_or_off(options)
-        if said is None and "on" in (options.get("intel_iommu"), options.get("amd_iommu")):
+        said = passthrough_or_off(host.cmdline)
+        if said is None and switched_on(options):
             translated = {bdf: grouped[bdf] for bdf in untyped}
             evidence_lines = [f"/sys/kernel/iommu_groups/{grouped[untyped[0]]}: no type file (Linux before 5.11)"]
         elif said is None:

@@ -7,7 +7,12 @@ from __future__ import annotations
 
 from gputopo.analysis.doctor_common import DoctorReport, and_list, gts_to_gen
 from gputopo.analysis.doctor_dmesg import kernel_log_checks
-from gputopo.analysis.doctor_host import IOMMU_FIX, cmdline_iommu, passthrough_or_off
+from gputopo.analysis.doctor_host import (
+    IOMMU_FIX,
+    cmdline_iommu,
+    passthrough_or_off,
+    switched_on,
+)
 from gputopo.analysis.doctor_links import narrow_link, slow_link
 from gputopo.analysis.doctor_pcie import setpci_loop
 from gputopo.analysis.doctor_smi_pasted import fabric_checks, nvlink_checks
@@ -95,18 +100,18 @@ def _iommu_mode(label: str, evidence: PastedEvidence, report: DoctorReport) -> N
         return
     options = cmdline_iommu(evidence.cmdline)
     booted = " ".join(f"{k}={v}" for k, v in options.items()) or "no IOMMU option"
-    said = passthrough_or_off(options)
-    switched_on = "on" in (options.get("intel_iommu"), options.get("amd_iommu"))
+    said = passthrough_or_off(evidence.cmdline)
+    switched = switched_on(options)
     if domain is not None and domain[0] == "passthrough":
         report.check("iommu (dmesg)", "ok", f"{domain[1]}: passthrough")
     elif said is not None:
         report.check("iommu (cmdline)", "ok", f"{booted}: {'passthrough' if said == 'passthrough' else 'IOMMU off'}")
-    elif switched_on or (domain is not None and evidence.iommu_active):
+    elif switched or (domain is not None and evidence.iommu_active):
         seen = ([f"{label}: {booted}"] if evidence.cmdline is not None else []) + [
             f"{label}: {line}" for line in (domain[1] if domain else None, evidence.iommu_active) if line]
         report.add(Finding(
             "warning", "iommu-translating",
-            ("The kernel was booted with the IOMMU on and without `iommu=pt`" if switched_on else
+            ("The kernel was booted with the IOMMU on and without `iommu=pt`" if switched else
              "The kernel's IOMMU translates DMA by default and an IOMMU is at work")
             + f": it translates every GPU DMA, which can make peer-to-peer copies {TRANSLATING}.",
             evidence=seen, effect="P2P between every pair of GPUs", fix=IOMMU_FIX))
