@@ -19,6 +19,7 @@ from fake_nvml import FakeNvml
 
 from gputopo.analysis.doctor import apply_health, doctor
 from gputopo.sources.doctor_input import evidence_of_host
+from gputopo.sources.pcie_health import LinkState
 from gputopo.sources.reference import load_reference
 
 
@@ -94,6 +95,19 @@ def test_a_link_trained_narrow_is_a_warning_on_the_gpu_or_a_bridge_above_it(tmp_
     assert ("a bridge above" in narrow[0].message) == (where == "bridge")
     assert "downtrained" in report.gpu_problems["0000:41:00.0"]
     assert report.pair_problems[("0000:41:00.0", "0000:61:00.0")] == ["downtrained"]
+
+
+def test_a_port_that_reads_x0_above_a_working_gpu_is_no_narrow_link(tmp_path):
+    """current_link_width 0 is no link trained; above a GPU that answers, that is a port saying
+    nothing (a VM's emulated root port), never a link trained narrow (the reader takes 0 as unknown)."""
+    links = real_links()
+    x0 = LinkState(current_speed_gts=links["full"].current_speed_gts, max_speed_gts=links["full"].max_speed_gts,
+                   current_width=0, max_width=16)
+    two_gpus_under_root_ports(tmp_path, real_acs_controls()["off"], gpu_link=links["full"], bridge_link=x0)
+    report = _report(tmp_path)
+    assert "pcie-link-narrow" not in _codes(report) and report.pair_problems == {}
+    (check,) = [c for c in report.checks if c.name == "pcie-links"]
+    assert check.status == "ok"
 
 
 @pytest.mark.parametrize(("cmdline", "status"), [
