@@ -37,6 +37,10 @@ def check_ask(topology: Topology, gpus: int, jobs: int, require: list[int], excl
         raise InputError(f"GPU {', '.join(map(str, both))} is both required and excluded")
     if gpus > total:
         raise InputError(f"asked for {gpus} GPUs but the topology has only {total}")
+    if total > 1 and not topology.links:  # an nccl-tests output: a collective's figures, no pair of GPUs
+        source = f"{topology.source} ({topology.source_detail})" if topology.source_detail else topology.source
+        raise InputError(f"{source} lists {total} GPUs but says nothing of how any two are linked, so groups cannot "
+                         "be ranked: add `nvidia-smi topo -m` of the same host (--from topo.txt --from this file)")
     available = total - len(exclude)
     if gpus * jobs > available:
         what = f"{jobs} jobs x {gpus} GPUs = {gpus * jobs}" if jobs > 1 else f"{gpus} GPUs"

@@ -34,6 +34,16 @@ def test_impossible_asks_raise_input_error(kwargs, message):
         recommend(cube_mesh_8(), **kwargs)
 
 
+@pytest.mark.parametrize("gpus", [1, 2])
+def test_a_source_with_gpus_and_no_pair_says_what_to_add(gpus):
+    """An nccl-tests output names its GPUs and measures a collective, no pair: recommend says so and
+    what to paste with it, instead of naming one missing pair as if the file were damaged."""
+    topo = resolve(TopologyRequest(from_files=[str(REPO / "tests/fixtures/corpus/nccl_tests/blog_8x_rtx4090_no_p2p_all_reduce_14gbps.txt")]))
+    assert len(topo.gpus) == 8 and not topo.links
+    with pytest.raises(InputError, match=r"lists 8 GPUs but says nothing of how any two are linked.*nvidia-smi topo -m"):
+        recommend(topo, gpus)
+
+
 # --- CUDA numbering ---------------------------------------------------------------------------------
 
 
