@@ -62,6 +62,8 @@ def why_better(group: GroupAdvice, worse: GroupAdvice, name_worse: bool = True, 
     """Why ``group`` ranks above ``worse`` (their keys differ): the first key element that differs."""
     a, b = group.key, worse.key
     if a[0] != b[0]:
+        if format_gbps(a[0] / CENTI) == format_gbps(b[0] / CENTI):
+            return _slightly_faster(group, worse, name_worse)
         return (
             f"its slowest ring hop is ~{format_gbps(a[0] / CENTI)} GB/s ({_slowest_hop_word(group)}) against "
             f"~{format_gbps(b[0] / CENTI)} GB/s ({_slowest_hop_word(worse)})"
@@ -95,6 +97,24 @@ def why_better(group: GroupAdvice, worse: GroupAdvice, name_worse: bool = True, 
         f"{same}, but more link bandwidth inside the group "
         f"({format_gbps(a[3] / CENTI)} against {format_gbps(b[3] / CENTI)} GB/s summed over pairs) for NCCL's extra rings"
     )
+
+
+def _slightly_faster(group: GroupAdvice, worse: GroupAdvice, name_worse: bool) -> str:
+    """Why a group ranks first where both slowest hops round to the same GB/s: say what differs (the
+    estimate's small cost per PCIe bridge, or a measured difference that small) instead of "~12
+    against ~12"."""
+    mine, theirs = group.slowest_hop, worse.slowest_hop
+    of_worse = f" than {gpu_set(worse.gpus)}'s" if name_worse else " than the other's"
+    both = f"both ~{format_gbps(group.key[0] / CENTI)} GB/s"
+    if mine is not None and theirs is not None and "measured" in (mine.basis, theirs.basis):
+        return (f"its slowest ring hop ({_slowest_hop_word(group)}) measured a little faster{of_worse} "
+                f"({_slowest_hop_word(worse)}), {both}: a difference this small may be no more than how much one "
+                "measurement varies")
+    if _slowest_hop_word(group) != _slowest_hop_word(worse):
+        return (f"its slowest ring hop ({_slowest_hop_word(group)}) is estimated a little faster{of_worse} "
+                f"({_slowest_hop_word(worse)}), {both}: the estimate takes a small cost for each PCIe bridge or host "
+                "bridge on the path")
+    return f"its slowest ring hop ({_slowest_hop_word(group)}) is estimated a little faster{of_worse}, {both}"
 
 
 def recommendation_notes(topology: Topology, problem: Problem, k: int) -> list[str]:

@@ -1,9 +1,11 @@
 """recommend.explain: the reasons for the ranking, from the groups' keys and slowest hops."""
 
 import pytest
+from conftest import REPO
 from linktable import table_machine, two_socket_4
 
 from gputopo.analysis.recommend import recommend
+from gputopo.sources import TopologyRequest, resolve
 
 
 @pytest.mark.parametrize(
@@ -48,3 +50,14 @@ def test_links_the_source_does_not_name_are_not_called_alike():
     assert not rec.interchangeable and "the same bandwidth" not in rec.best.reason
     assert "does not say how the GPUs are connected" in rec.best.reason
     assert "not known" in ring_summary(rec.best) and "assumed" in ring_summary(rec.best)
+
+
+def test_hops_that_round_alike_say_what_differs_not_twelve_against_twelve():
+    """A real 4-GPU box (NVIDIA/nccl#667): a PIX pair and a PXB pair, both ~12 GB/s once rounded. The
+    reason says the estimate charges a little for the extra bridges, not "~12 against ~12"."""
+    paste = REPO / "tests/fixtures/corpus/topo/nccl667_4gpu_pxb_pair_pix_pair_sys_two_numa_no_legend.txt"
+    result = recommend(resolve(TopologyRequest(from_files=[str(paste)])), 2)
+    reason = result.best.reason
+    assert "~12 GB/s (PIX) against ~12 GB/s" not in reason
+    assert "(PIX) is estimated a little faster than {0,1}'s (PXB), both ~12 GB/s" in reason
+    assert "cost for each PCIe bridge" in reason
