@@ -32,6 +32,7 @@ from gputopo.analysis.measured import (
     measured_gbps,
     measured_links,
 )
+from gputopo.analysis.pcie_findings import LINK_QUERY
 from gputopo.model import Finding, Link, Topology
 from gputopo.notation import count_word
 
@@ -154,7 +155,7 @@ def _narrow_path(topology: Topology, measured: list[Link]) -> list[Finding]:
         f"staged copies below {NARROW_STAGED_GBPS:.0f} GB/s are under what one PCIe Gen3 x16 link carries ({basis}), "
         "so a link on the path is narrow or slow (an x4/x8 slot, chipset lanes, a riser); P2P is not the cause",
         gpus=sorted({g for a, b, *_ in slow for g in (a, b)}),
-        fix="check each GPU's link under load (`nvidia-smi -q -d PCIE`: Link Width / Generation, current vs max) "
+        fix=f"check each GPU's link under load (`{LINK_QUERY}`: width and generation, current vs max) "
             "and which slots hang off the chipset; `gputopo doctor` with `lspci -vvv` shows the narrow hop",
     )]
 
