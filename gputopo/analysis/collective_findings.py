@@ -25,7 +25,6 @@ from gputopo.analysis.bandwidth import (
     pcie_generation,
 )
 from gputopo.analysis.measured import pair_best, rate
-from gputopo.analysis.recommend.ring import best_ring
 from gputopo.model import CollectiveRow, CollectiveRun, Finding, Topology
 from gputopo.notation import format_size, gpu_list
 
@@ -90,6 +89,10 @@ def _head(topology: Topology, run: CollectiveRun, row: CollectiveRow, busbw: flo
 
 
 def _vs_ring(topology: Topology, run: CollectiveRun, row: CollectiveRow, busbw: float) -> Finding:
+    # Here, not at the top: `scan` would otherwise load all of recommend for every topology
+    # (tests/unit/test_cli_imports.py); only a run with every link known gets here.
+    from gputopo.analysis.recommend.ring import best_ring
+
     members = sorted(run.gpus)
     estimates = {(a, b): pair_best(topology, a, b) for i, a in enumerate(members) for b in members[i + 1:]}
 
