@@ -10,6 +10,8 @@
 - ``nccl-not-p2p``: NCCL connected two GPUs of one host through SHM or the network although the
   topology says they can peer (NVLink, or P2P ok), naming the setting that explains it where the
   log shows one (NCCL_P2P_DISABLE, NCCL_P2P_LEVEL);
+- ``nccl-shm-between-gpus``: NCCL connected GPUs of one host through host memory where the topology
+  does not say they can peer, with the cause the link between them points to (``nccl_paths``);
 - ``nccl-p2p-refused``: NCCL logged that CUDA refused P2P between GPUs it considers connected;
 - ``nccl-p2p-ipc-failed``: NCCL set up a P2P connection and CUDA would not open the peer's memory
   (``failed to open CUDA IPC handle``): the job stops there, it does not fall back;
@@ -17,7 +19,9 @@
   NCCL_P2P_LEVEL=LOC) and no connection line that says more (an info);
 - ``nvlink-inactive``: links ``nvidia-smi nvlink`` shows ``<inactive>``, a warning where the topology
   says the GPU should have more active links than it has;
-- ``collective-wrong-results``: nccl-tests counted wrong results (#wrong) or out-of-bounds values.
+- ``collective-wrong-results``: nccl-tests counted wrong results (#wrong) or out-of-bounds values;
+- ``collective-busbw-vs-ring`` / ``collective-busbw-vs-pcie``: what a run's busbw says of the links
+  (``collective_findings``).
 """
 
 from __future__ import annotations
@@ -25,6 +29,7 @@ from __future__ import annotations
 import re
 
 from gputopo.analysis.bandwidth import pcie_generation
+from gputopo.analysis.collective_findings import collective_findings
 from gputopo.analysis.measured import (
     FAR_BELOW_RATIO,
     Comparison,
@@ -32,6 +37,8 @@ from gputopo.analysis.measured import (
     measured_gbps,
     measured_links,
 )
+from gputopo.analysis.nccl_paths import host_memory_findings
+from gputopo.analysis.pcie_findings import LINK_QUERY
 from gputopo.model import Finding, Link, Topology
 from gputopo.notation import count_word
 
@@ -54,11 +61,12 @@ def observed_findings(topology: Topology) -> list[Finding]:
         *_above_line_rate(compared),
         *_p2p_slower(measured),
         *_narrow_path(topology, measured),
-        *(_nccl_transports(topology) or _nccl_p2p_off(topology)),
+        *(_nccl_transports(topology) + host_memory_findings(topology) or _nccl_p2p_off(topology)),
         *_nccl_refused(topology),
         *_nccl_ipc_failed(topology),
         *_nvlink_inactive(topology),
         *_collective_errors(topology),
+        *collective_findings(topology),
     ]
 
 
@@ -154,7 +162,7 @@ def _narrow_path(topology: Topology, measured: list[Link]) -> list[Finding]:
         f"staged copies below {NARROW_STAGED_GBPS:.0f} GB/s are under what one PCIe Gen3 x16 link carries ({basis}), "
         "so a link on the path is narrow or slow (an x4/x8 slot, chipset lanes, a riser); P2P is not the cause",
         gpus=sorted({g for a, b, *_ in slow for g in (a, b)}),
-        fix="check each GPU's link under load (`nvidia-smi -q -d PCIE`: Link Width / Generation, current vs max) "
+        fix=f"check each GPU's link under load (`{LINK_QUERY}`: width and generation, current vs max) "
             "and which slots hang off the chipset; `gputopo doctor` with `lspci -vvv` shows the narrow hop",
     )]
 

@@ -17,6 +17,10 @@ from gputopo.analysis import pstates
 from gputopo.model import Finding, Gpu, Topology
 
 UNDER_LOAD_QUERY = "nvidia-smi --query-gpu=index,pstate,pcie.link.gen.current,pcie.link.gen.max --format=csv"
+# The same with each link's width, for findings about a narrow link (not `nvidia-smi -q -d PCIE`: a
+# real nvidia-smi 580 has no PCIE display type for -d; analysis/doctor_links.py).
+LINK_QUERY = ("nvidia-smi --query-gpu=index,pstate,pcie.link.gen.current,pcie.link.gen.max,"
+              "pcie.link.width.current,pcie.link.width.max --format=csv")
 _READ_TOGETHER = ("performance_state", "pcie_gen_current", "pcie_gen_max")
 
 

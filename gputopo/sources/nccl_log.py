@@ -7,7 +7,10 @@ skipped: timestamps, log collectors). Read:
   (NCCL 2.3's ``[comm 0x..] rank R nranks N``: the rank count only);
 - ``Channel CC[/x] : R[X] -> S[Y] [send|receive] via T`` and the older ``Ring CC : ...``: R sends to
   S over T (``P2P/IPC``, ``P2P/CUMEM/read``, ``P2P/direct pointer``, ``SHM/direct/direct``, ``direct
-  shared memory``, ``NET/IB/0/GDRDMA``...). X is the rank's busId (hex, NCCL 2.5+) or CUDA device;
+  shared memory``, ``NET/IB/0/GDRDMA``...). X is the rank's busId (hex, NCCL 2.5 to 2.18.1; four digits
+  or more: ``1000`` is 0000:01:00.0) or a device number, kept as the rank's CUDA device: NCCL 2.3
+  printed the CUDA device there, 2.4 and 2.18.3 on the NVML index (the two agree where each process
+  sees every GPU in PCI order); GPUs are never numbered by it (below);
 - ``P2P is disabled between connected GPUs a and b`` / ``Could not enable P2P between dev a(=B) and
   dev b(=C)``: P2P CUDA refused (a and b are NCCL's GPU numbers on that host);
 - ``failed to open CUDA IPC handle : N reason`` (WARN): the P2P connections the same thread set up
@@ -200,7 +203,7 @@ def _connection(state: _State, m: re.Match[str], host: str | None, thread: str |
     for rank, tag in ((src, m.group(3)), (dst, m.group(5))):
         if tag is None:
             continue
-        if len(tag) >= 5 or any(c in "abcdefABCDEF" for c in tag):
+        if len(tag) >= 4 or any(c in "abcdefABCDEF" for c in tag):  # busId 1000 is 0000:01:00.0
             if (bus := nccl_bus_id(tag)) is not None:
                 state.bus.setdefault(rank, bus)
         elif (device := device_index(tag)) is not None:

@@ -115,3 +115,17 @@ def test_version(cli):
 
     result = cli("--version")
     assert result.exit_code == 0 and result.output.strip() == f"gputopo {__version__}"
+
+
+def test_scan_from_a_topo_m_and_an_nccl_log_of_one_host_names_why_nccl_used_host_memory(cli):
+    """Two files of one host (the Vast.ai README's topo -m and NCCL log), merged: the SHM pairs are
+    NODE, which the finding reads as NCCL's P2P level, an inference."""
+    from conftest import OWN_FIXTURES
+
+    corpus = OWN_FIXTURES / "corpus"
+    result = cli("scan", "--json", "--from", str(corpus / "topo" / "vastai_4x_a100_nv12_nv10_pairs_node_no_affinity_columns.txt"),
+                 "--from", str(corpus / "nccl_log" / "vastai_4x_a100_shm_between_nvlink_pairs_p2p_cumem_read.log"))
+    assert result.exit_code == 0, result.output
+    (shm,) = [d for d in json.loads(result.output)["diagnostics"] if d["code"] == "nccl-shm-between-gpus"]
+    assert shm["severity"] == "info" and shm["gpus"] == [0, 1, 2, 3]
+    assert "GPUs 0-3, 1-2 (NODE)" in shm["message"] and "(inferred" in shm["message"]

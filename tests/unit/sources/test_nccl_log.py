@@ -61,6 +61,14 @@ def test_lines_of_other_programs_and_damaged_lines_are_skipped():
     assert [(t.src_rank, t.dst_rank, t.transport) for t in topo.nccl.transports] == [(0, 1, "P2P")]
 
 
+def test_a_four_digit_tag_is_a_bus_id_on_bus_01_not_device_1000():
+    """NCCL 2.5-2.18.1 print busId in hex without leading zeros: 0000:01:00.0 is ``1000`` (the first
+    GPU of many workstations, as the 8x RTX 4090 of the nccl-tests corpus)."""
+    topo = nccl_log.read("h:1:1 [0] NCCL INFO Channel 00 : 0[1000] -> 1[2000] via SHM/direct/direct\n", "bus01")
+    assert [g.pci_bus_id for g in topo.gpus] == ["0000:01:00.0", "0000:02:00.0"]
+    assert [r.cuda_device for r in topo.nccl.ranks] == [0, None]  # the thread's [0] only, no device 1000
+
+
 def test_nccl_lines_naming_nothing_are_one_input_error():
     with pytest.raises(InputError, match="none that names"):
         nccl_log.read("x NCCL INFO Bootstrap : Using eth0\n", "b")
