@@ -218,19 +218,28 @@ def negated_key(key: GroupKey) -> tuple[int, ...]:
 
 
 class LinkLookup:
-    """``links[(a, b)]`` (either order, ``get``, ``in``) of a topology, looked up in its index
-    (``Topology.link``), not in a map of every pair in both orders: a 576-GPU domain's would hold
-    331,200 keys, and the search asks for the links of a few groups' hops."""
+    """``links[(a, b)]`` (either order, ``get``, ``in``) of a topology, found by the place its link
+    table gives (``LinkTable.position``), not in a map of every pair in both orders: a 576-GPU
+    domain's would hold 331,200 keys, and the search asks for the links of a few groups' hops. The
+    answer is ``Topology.link``'s, which is asked where the table's link is not that pair's."""
 
     def __init__(self, topology: Topology):
         self.topology = topology
 
     def __getitem__(self, pair: tuple[int, int]) -> Link:
-        return self.topology.link(*pair)
+        found = self.get(pair)
+        return found if found is not None else self.topology.link(*pair)  # (its KeyError, worded)
 
     def get(self, pair: tuple[int, int], default: Any = None) -> Any:
-        try:
-            return self.topology.link(*pair)
+        a, b = pair
+        position = self.topology.link_table().position(a, b)
+        if position is None:
+            return default
+        link = self.topology.links[position]
+        if (link.a, link.b) == ((a, b) if a < b else (b, a)):
+            return link
+        try:  # listed as b-a, or changed in place since the table was made: the topology's own index
+            return self.topology.link(a, b)
         except KeyError:
             return default
 
