@@ -159,11 +159,11 @@ def _implied_nvlinks_of_all(topology: Topology) -> dict[int, int]:
         if link.is_nvlink:
             by_count.setdefault((link.nvswitch is False, link.nvlink_count), []).append(k)
     for (is_direct, count), kinds in sorted(by_count.items(), key=lambda item: -item[0][1]):
-        chosen = table.kinds_where(kinds)
         if not is_direct:  # through NVSwitch: which GPUs, not how many links each
-            for gpu in table.gpus_of(chosen):
+            for gpu in table.gpus_of_kinds(kinds):
                 switched.setdefault(gpu, count)  # (largest count first)
             continue
+        chosen = table.kinds_where(kinds)
         ends = Counter(itertools.compress(table.ends_a, chosen))
         ends.update(itertools.compress(table.ends_b, chosen))
         for gpu, links in ends.items():

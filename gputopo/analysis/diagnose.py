@@ -29,7 +29,6 @@ from __future__ import annotations
 
 import importlib.util
 import itertools
-import operator
 from collections import defaultdict
 
 from gputopo.analysis.disagreements import disagreement_findings
@@ -49,7 +48,6 @@ from gputopo.model import P2P_OK, P2P_STATUS_MEANING, Finding, Gpu, Link, Topolo
 from gputopo.notation import gpu_list, gpus_word, pair_list
 
 DEFAULT_INTERCONNECT = "QPI/UPI"
-_NVLINKS = operator.attrgetter("nvlink_count")
 
 P2P_FIX = {
     "DR": (
@@ -171,7 +169,7 @@ def _cross_socket(topology: Topology) -> list[Finding]:
     if len(hosts) > 1:  # the groups are the first host's
         suffix = f"likewise on the other {len(hosts) - 1} hosts"
         where = where[:-1] + f"; {suffix})" if where.endswith(")") else where + f" ({suffix})"
-    without_nvlink = list(itertools.compress(sys_links, map((0).__ge__, map(_NVLINKS, sys_links))))  # (not is_nvlink, in C)
+    without_nvlink = link_sides(topology).crossing_without_nvlink  # those of sys_links (found once per kind of link)
     if not without_nvlink:
         return [Finding(
             severity="info", code="cross-socket",
@@ -215,7 +213,7 @@ def _crossing_groups(topology: Topology, sys_links: list[Link]) -> tuple[str, li
     hosts = {topology.gpu(g).host for g in crossing}
     prefix = ""
     if len(hosts) > 1:
-        first_host = min(hosts, key=lambda h: min(g.index for g in topology.gpus if g.host == h))
+        first_host = min((g for g in topology.gpus if g.host in hosts), key=lambda g: g.index).host  # its lowest GPU first
         groups = [grp for grp in groups if topology.gpu(grp[0]).host == first_host]
         prefix = f"on host {first_host}, "
     if len(groups) < 2:
@@ -304,14 +302,14 @@ def _mig(topology: Topology) -> list[Finding]:
 
 
 def _mixed_models(topology: Topology) -> list[Finding]:
-    if any(link.measured.device_kind != "GPU" for link in measured_links(topology)):
-        return []  # bench-p2p --cpu-devices: each logical CPU device has its own name, none is a model
     by_model: dict[str, list[int]] = defaultdict(list)
     for g in topology.gpus:
         if g.name:
             by_model[g.name].append(g.index)
     if len(by_model) < 2:
         return []
+    if any(link.measured.device_kind != "GPU" for link in measured_links(topology)):  # (the links looked at last)
+        return []  # bench-p2p --cpu-devices: each logical CPU device has its own name, none is a model
     parts = [f"{gpu_list(idx)}: {name}" for name, idx in sorted(by_model.items(), key=lambda kv: kv[1][0])]
     return [
         Finding(

@@ -30,7 +30,8 @@ _KIND_FACTS = operator.attrgetter(*KIND_FIELDS)
 @dataclass
 class PairClasses:
     """``code_of[i]``: the class of pair of link ``i`` (``kind + kinds * (gpu_kind_a * gpu_kinds +
-    gpu_kind_b)``); ``gpu_kind``: each GPU's kind, ``one_of[k]`` a GPU of kind ``k``. ``complete``:
+    gpu_kind_b)``; read it, never change it: where the GPUs are of one kind, it is the link table's
+    ``kind_of``); ``gpu_kind``: each GPU's kind, ``one_of[k]`` a GPU of kind ``k``. ``complete``:
     every link's two GPUs are in the topology's list (else ``code_of`` is empty: see ``estimate_of``)."""
 
     topology: Topology
@@ -66,13 +67,16 @@ def _pair_classes(topology: Topology) -> PairClasses:
         first.setdefault(kind, g)
     one_of = [gpus[first[kind]] for kind in range(len(kinds))]
     table = topology.link_table()
-    complete = gpus.keys() >= set(table.ends_a) and gpus.keys() >= set(table.ends_b)
+    complete = gpus.keys() >= table.gpus_of()
     codes: list[int] = []
-    if complete:
+    if complete and len(one_of) == 1:  # GPUs of one kind: a pair's class is its link's kind
+        codes = table.kind_of
+    elif complete:  # code = kind + kinds * (gpu_kind_a * gpu_kinds + gpu_kind_b), in two sums per link
         count, link_kinds = len(one_of), len(table.kinds)
-        codes = list(map(operator.add, table.kind_of, map(operator.mul, itertools.repeat(link_kinds), map(
-            operator.add, map(operator.mul, map(gpu_kind.__getitem__, table.ends_a), itertools.repeat(count)),
-            map(gpu_kind.__getitem__, table.ends_b)))))
+        first = {g: kind * count * link_kinds for g, kind in gpu_kind.items()}
+        second = {g: kind * link_kinds for g, kind in gpu_kind.items()}
+        codes = list(map(operator.add, table.kind_of, map(operator.add, map(first.__getitem__, table.ends_a),
+                                                              map(second.__getitem__, table.ends_b))))
     return PairClasses(topology, gpu_kind, one_of, codes, complete)
 
 

@@ -21,13 +21,13 @@ from __future__ import annotations
 
 import itertools
 import operator
-from collections import defaultdict
+from collections import defaultdict, deque
 from dataclasses import dataclass, field
 from typing import Any
 
 from gputopo.analysis.reading_notes import vm_line
 from gputopo.model import Gpu, Link, ReadingNote, Topology
-from gputopo.model.link_table import KIND_FIELDS
+from gputopo.model.link_table import KIND_FIELDS, LinkTable
 from gputopo.model.reading_notes import SOC_BETWEEN_SOCKETS, VM_EVIDENCE
 from gputopo.notation import parse_cpu_list
 
@@ -278,6 +278,7 @@ class LinkSides:
     # crossing, so a SYS pair whose sides the source does not give (a cut paste) is not called one.
     sys_within_node: bool = False
     crossing_gpus: list[int] = field(default_factory=list)  # the GPUs of ``crossing``, in order
+    crossing_without_nvlink: list[Link] = field(default_factory=list)  # those of ``crossing`` with no NVLink
 
 
 _CROSSING, _UNKNOWN_NVLINK = 1, 2
@@ -300,7 +301,7 @@ def _link_sides(topology: Topology) -> LinkSides:
     gpus = {g.index: g for g in topology.gpus}
     table = topology.link_table()
     links, ends_a, ends_b = topology.links, table.ends_a, table.ends_b
-    if not (gpus.keys() >= set(ends_a) and gpus.keys() >= set(ends_b)):
+    if not gpus.keys() >= table.gpus_of():
         return _link_sides_one_by_one(topology)  # links to GPUs the list lacks (a damaged source)
     gpu_kinds: dict[tuple[Any, ...], int] = {}
     kind_of = {g: gpu_kinds.setdefault(_side_key(gpu)[1:], len(gpu_kinds)) for g, gpu in gpus.items()}
@@ -308,13 +309,7 @@ def _link_sides(topology: Topology) -> LinkSides:
     hosts: dict[str | None, int] = {}
     host_of = {g: hosts.setdefault(gpu.host, len(hosts)) for g, gpu in gpus.items()}
     count, link_kinds = len(gpu_kinds), len(table.kinds)
-    # code = (kind_a * count + kind_b + 1) * link_kinds, 0 across hosts, + the link's kind
-    first = {g: (kind * count + 1) * link_kinds for g, kind in kind_of.items()}
-    second = {g: kind * link_kinds for g, kind in kind_of.items()}
-    pair = map(operator.add, map(first.__getitem__, ends_a), map(second.__getitem__, ends_b))
-    if len(hosts) > 1:
-        pair = map(operator.mul, pair, map(operator.eq, map(host_of.__getitem__, ends_a), map(host_of.__getitem__, ends_b)))
-    codes = list(map(operator.add, pair, table.kind_of))
+    codes = _side_codes(table, kind_of, count, host_of if len(hosts) > 1 else None)
     flat_view = vm_evidence(topology) is not None
     facts = {}
     for code in set(codes):
@@ -324,16 +319,46 @@ def _link_sides(topology: Topology) -> LinkSides:
         facts[code] = (side, *(table.kinds[kind][KIND_FIELDS.index(name)] for name in ("pcie_path", "type", "nvlink_count")))
     sys_within_node = any(_sys_within_node(*fact) for fact in facts.values())
     verdicts = {code: _verdict(*fact, sys_within_node) for code, fact in facts.items()}
-    joined = list(map({code: joined for code, (joined, _) in verdicts.items()}.__getitem__, codes))
-    crossing = list(map({code: what == _CROSSING for code, (_, what) in verdicts.items()}.__getitem__, codes))
-    unknown = map({code: what == _UNKNOWN_NVLINK for code, (_, what) in verdicts.items()}.__getitem__, codes)
+    crossing_codes = {code for code, (_, what) in verdicts.items() if what == _CROSSING}
+    joined = _codes_where(codes, {code for code, (joined, _) in verdicts.items() if joined}, facts)
+    crossing = _codes_where(codes, crossing_codes, facts)
+    unknown = _codes_where(codes, {code for code, (_, what) in verdicts.items() if what == _UNKNOWN_NVLINK}, facts)
+    without_nvlink = _codes_where(codes, {code for code in crossing_codes if facts[code][3] <= 0}, facts)
     return LinkSides(
         crossing=list(itertools.compress(links, crossing)),
         joined=list(zip(itertools.compress(ends_a, joined), itertools.compress(ends_b, joined))),
         unknown_nvlink=list(itertools.compress(links, unknown)),
-        crossing_gpus=sorted(set(itertools.compress(ends_a, crossing)) | set(itertools.compress(ends_b, crossing))),
+        crossing_gpus=sorted(table.gpus_of(crossing)),
         sys_within_node=sys_within_node,
+        crossing_without_nvlink=list(itertools.compress(links, without_nvlink)),
     )
+
+
+def _side_codes(table: LinkTable, kind_of: dict[int, int], count: int, host_of: dict[int, int] | None) -> list[int]:
+    """Each link's code for ``_link_sides``, ``kind + kinds * pair``: pair ``kind_a * count + kind_b +
+    1`` (``kind_of``: each GPU's kind, of ``count``), 0 across hosts (``host_of``: each GPU's host;
+    None: one host). In whole columns; of a domain's links, only those within a host get a pair."""
+    link_kinds = len(table.kinds)
+    first = {g: (kind * count + 1) * link_kinds for g, kind in kind_of.items()}
+    second = {g: kind * link_kinds for g, kind in kind_of.items()}
+    ends_a, ends_b = table.ends_a, table.ends_b
+    if host_of is None:
+        return list(map(operator.add, table.kind_of, map(operator.add, map(first.__getitem__, ends_a), map(second.__getitem__, ends_b))))
+    within = list(map(operator.eq, map(host_of.__getitem__, ends_a), map(host_of.__getitem__, ends_b)))
+    codes = list(table.kind_of)  # across hosts: the link's kind alone
+    at = list(itertools.compress(range(len(codes)), within))
+    pairs = map(operator.add, map(first.__getitem__, itertools.compress(ends_a, within)),
+                map(second.__getitem__, itertools.compress(ends_b, within)))
+    deque(map(codes.__setitem__, at, map(operator.add, map(codes.__getitem__, at), pairs)), maxlen=0)
+    return codes
+
+
+def _codes_where(codes: list[int], chosen: set[int], every: dict[int, Any]) -> list[bool]:
+    """Per link, whether its code is one of ``chosen`` (of ``every`` code there is): one value where
+    it is every code or none, without a look per link."""
+    if not chosen or len(chosen) == len(every):
+        return [bool(chosen)] * len(codes)
+    return list(map(chosen.__contains__, codes))
 
 
 def _path(pcie: str | None, word: str, nvlinks: int) -> str | None:
@@ -373,6 +398,7 @@ def _link_sides_one_by_one(topology: Topology) -> LinkSides:
         elif what == _UNKNOWN_NVLINK:
             result.unknown_nvlink.append(link)
     result.crossing_gpus = sorted({g for link in result.crossing for g in (link.a, link.b)})
+    result.crossing_without_nvlink = [link for link in result.crossing if link.nvlink_count <= 0]
     return result
 
 

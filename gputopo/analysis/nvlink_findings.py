@@ -48,7 +48,7 @@ def _nvswitch_fabric(topology: Topology, table: LinkTable, switched: list[int]) 
     # nvidia-smi text never names the switches: there NVSwitch is inferred from the NV<n> pattern.
     inferred = topology.source == "nvidia-smi"
     every = len(switched) == len(table.kinds)
-    gpus = sorted(table.gpus_of(None if every else table.kinds_where(switched)))
+    gpus = sorted(table.gpus_of_kinds(switched))
     per_kind = table.kind_counts()
     words: Counter[str] = Counter()
     for k in switched:  # (most_common keeps the first counted of equal counts: kinds in order of first link)

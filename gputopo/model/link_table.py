@@ -5,7 +5,8 @@ Links of one kind have the same values in every field but their ends, measuremen
 domain has 165,600 links and a handful of kinds, so what depends on those fields alone (an estimate,
 a verdict, a row of JSON) is decided once per kind and spread over the links in whole columns,
 without a Python object or call per link. Built once per topology (``Topology.cached``), like the
-other facts about the whole topology: read it, never change it.
+other facts about the whole topology: read it, never change it. What it works out of its columns
+(the GPUs, each link's pair as a number, where a pair's link is) it keeps: they cannot go stale.
 """
 
 from __future__ import annotations
@@ -35,7 +36,7 @@ class LinkTable:
     kind_of: list[int]
     kinds: list[tuple[Any, ...]]
     examples: list[Link]
-    _counted: dict[Any, int | None] = field(default_factory=dict, compare=False, repr=False)
+    _counted: dict[Any, Any] = field(default_factory=dict, compare=False, repr=False)
 
     @classmethod
     def of(cls, links: list[Link]) -> LinkTable:
@@ -46,8 +47,10 @@ class LinkTable:
                    list(first), [links[position] for position in first.values()])
 
     def kinds_where(self, wanted: Iterable[int]) -> list[bool]:
-        """Per link, whether its kind is one of ``wanted``."""
-        chosen = frozenset(wanted)
+        """Per link, whether its kind is one of ``wanted`` (every kind or none: one value, no look per link)."""
+        chosen = frozenset(wanted).intersection(range(len(self.kinds)))
+        if len(chosen) in (0, len(self.kinds)):
+            return [bool(chosen)] * len(self.kind_of)
         return list(map(chosen.__contains__, self.kind_of))
 
     def links_where(self, links: list[Link], wanted: Iterable[int]) -> list[Link]:
@@ -63,14 +66,21 @@ class LinkTable:
             else:
                 for kind, count in Counter(self.kind_of).items():
                     per_kind[kind] = count
-            self._counted["counts"] = per_kind  # type: ignore[assignment]
-        return self._counted["counts"]  # type: ignore[return-value]
+            self._counted["counts"] = per_kind
+        return self._counted["counts"]
 
-    def gpus_of(self, where: list[bool] | None = None) -> set[int]:
-        """The GPUs at either end of the links (those ``where`` says, else all)."""
-        if where is None:
-            return set(self.ends_a) | set(self.ends_b)
-        return set(itertools.compress(self.ends_a, where)) | set(itertools.compress(self.ends_b, where))
+    def gpus_of(self, where: list[bool] | None = None) -> frozenset[int]:
+        """The GPUs at either end of the links (those ``where`` says, else all: kept once made)."""
+        if where is not None:
+            return frozenset(itertools.compress(self.ends_a, where)).union(itertools.compress(self.ends_b, where))
+        if "gpus" not in self._counted:
+            self._counted["gpus"] = frozenset(self.ends_a).union(self.ends_b)
+        return self._counted["gpus"]
+
+    def gpus_of_kinds(self, wanted: Iterable[int]) -> frozenset[int]:
+        """The GPUs at either end of the links whose kind is one of ``wanted`` (every kind: ``gpus_of()``)."""
+        chosen = frozenset(wanted).intersection(range(len(self.kinds)))
+        return self.gpus_of() if len(chosen) == len(self.kinds) else self.gpus_of(self.kinds_where(chosen))
 
     def kind_fact(self, field: str) -> list[Any]:
         """Per kind, the value of ``field`` (one of ``KIND_FIELDS``)."""
@@ -79,20 +89,46 @@ class LinkTable:
 
     def pairs_linked(self, where: list[bool] | None = None) -> int | None:
         """How many distinct pairs of two GPUs the links (those ``where`` says, else all) join, in
-        either order, counted in whole columns (each pair as one number, ``low * width + high``);
-        None where the ends are not numbers to count with (the caller looks pair by pair)."""
-        ends_a, ends_b = self.ends_a, self.ends_b
-        if where is not None:
-            ends_a, ends_b = list(itertools.compress(ends_a, where)), list(itertools.compress(ends_b, where))
-        if not ends_a:
-            return 0
-        if set(map(type, ends_a)) | set(map(type, ends_b)) != {int} or min(min(ends_a), min(ends_b)) < 0:
+        either order, counted in whole columns (``pair_numbers``); None where the ends are not
+        numbers to count with (the caller looks pair by pair)."""
+        numbered = self.pair_numbers()
+        if numbered is None:
             return None
-        width = max(max(ends_a), max(ends_b)) + 1
-        if not all(map(operator.lt, ends_a, ends_b)):  # (a snapshot's links are a < b: no min and max per link)
-            ends_a, ends_b = list(map(min, ends_a, ends_b)), list(map(max, ends_a, ends_b))
-        numbers = set(map(operator.add, map(operator.mul, ends_a, itertools.repeat(width)), ends_b))
-        return len(numbers - {g * width + g for g in set(ends_a) & set(ends_b)})  # (a link to itself is no pair)
+        width, numbers = numbered
+        distinct = self._positions(numbers) if where is None else set(itertools.compress(numbers, where))
+        return len(distinct) - sum(map(distinct.__contains__, range(0, width * width, width + 1)))  # (a link to itself is no pair)
+
+    def pair_numbers(self) -> tuple[int, list[int]] | None:
+        """``(width, numbers)``: each link's pair as one number, ``low * width + high`` (its lower GPU
+        number, its higher), made once in whole columns; None where the ends are not numbers
+        (non-negative integers) to count with."""
+        if "numbers" not in self._counted:
+            try:
+                self._counted["numbers"] = _pair_numbers(self.ends_a, self.ends_b, self.gpus_of())
+            except TypeError:  # an end that cannot be hashed
+                self._counted["numbers"] = None
+        return self._counted["numbers"]
+
+    def position(self, a: int, b: int) -> int | None:
+        """Where in the table the first link joining GPUs ``a`` and ``b`` (in either order) is; None
+        where none does, or ``a`` is ``b``. A dict of the pairs' numbers, made once (in C) when first
+        asked: a 576-GPU domain's 165,600 links, without a tuple or a call per link."""
+        if a == b:
+            return None
+        numbered = self.pair_numbers()
+        if numbered is None:  # ends that are no numbers (no source makes them): looked for link by link
+            return next((k for k, ends in enumerate(zip(self.ends_a, self.ends_b)) if ends in ((a, b), (b, a))), None)
+        width, numbers = numbered
+        low, high = (a, b) if a < b else (b, a)
+        if low < 0 or high >= width:
+            return None
+        return self._positions(numbers).get(low * width + high)
+
+    def _positions(self, numbers: list[int]) -> dict[int, int]:
+        """``{pair number: the place of its first link}`` of ``numbers`` (``pair_numbers``), made once."""
+        if "positions" not in self._counted:  # (each number written last to first: the first link of a pair kept)
+            self._counted["positions"] = dict(zip(reversed(numbers), range(len(numbers) - 1, -1, -1)))
+        return self._counted["positions"]
 
     def one_per_pair(self) -> bool:
         """Whether no two links join the same pair of GPUs, and none joins a GPU to itself."""
@@ -107,3 +143,14 @@ class LinkTable:
             inside = list(map(operator.and_, map(members.__contains__, self.ends_a), map(members.__contains__, self.ends_b)))
             self._counted[members] = self.pairs_linked(inside)
         return self._counted[members] == len(members) * (len(members) - 1) // 2
+
+
+def _pair_numbers(ends_a: list[Any], ends_b: list[Any], gpus: frozenset[Any]) -> tuple[int, list[int]] | None:
+    """``LinkTable.pair_numbers`` of the columns ``ends_a``, ``ends_b`` (``gpus``: their GPUs, each
+    checked once, not once per end)."""
+    if any(type(g) is not int for g in gpus) or min(gpus, default=0) < 0:
+        return None
+    width = max(gpus, default=0) + 1
+    if not all(map(operator.lt, ends_a, ends_b)):  # (a snapshot's links are a < b: no min and max per link)
+        ends_a, ends_b = list(map(min, ends_a, ends_b)), list(map(max, ends_a, ends_b))
+    return width, list(map(operator.add, map(operator.mul, ends_a, itertools.repeat(width)), ends_b))

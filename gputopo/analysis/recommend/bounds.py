@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import itertools
 import math
-import operator
 from collections.abc import Callable
 from typing import Any
 
@@ -203,7 +202,7 @@ def _with_class(tops: tuple[list[int], list[int]], members: list[int], w: list[l
     meets one figure ``len(members)`` times: merged in whole columns; the members themselves (their
     links to each other) one by one."""
     firsts, seconds = tops
-    column = list(map(operator.itemgetter(members[0]), w))  # every GPU's link to the class
+    column = w[members[0]]  # every GPU's link to the class (the matrix is symmetric: a row)
     new_firsts = list(map(max, firsts, column))
     if len(members) > 1:  # two of the figure at least: it is the second too, where it is not below
         new_seconds = list(map(max, seconds, column))

@@ -51,7 +51,8 @@ class LocalityRank:
 class Problem:
     """Candidate GPUs as positions ``0..n-1`` with a bandwidth matrix and locality ids.
 
-    ``index[p]`` is the GPU at position ``p``; ``weight[p][q]`` the pair's bandwidth in centi-GB/s;
+    ``index[p]`` is the GPU at position ``p``; ``weight[p][q]`` the pair's bandwidth in centi-GB/s
+    (``weight[q][p]`` the same: the matrix is symmetric, 0 on the diagonal);
     ``host_id`` / ``domain_id`` small integers naming each position's host and NUMA node. The
     topology facts (``topology``, ``links``, ``gpus``, ``estimate_basis``, ``tf_peer_pairs``) are there
     for turning groups into advice; a restricted problem shares them with its parent.
@@ -93,12 +94,13 @@ class Problem:
         self.locality_scaled = self._locality_beyond_numa_count()
         self.ring_cache: dict[tuple[int, ...], tuple[int, list[int], bool]] = {}
         self.ring_budget_hit = False
-        figures = set(itertools.chain.from_iterable(row[i + 1 :] for i, row in enumerate(weight)))  # each pair once
-        self.max_weight = max(figures, default=0)
+        # The distinct figures of the pairs (each pair once), fastest first.
+        self.speeds = sorted(set(itertools.chain.from_iterable(row[i + 1 :] for i, row in enumerate(weight))), reverse=True)
+        self.max_weight = self.speeds[0] if self.speeds else 0
         # Every pair has the same bandwidth -- as far as the source tells: links it does not name
         # (a TF log alone: UNKNOWN) get one assumed figure each, which makes them look alike.
         self.links_known = topology is None or "UNKNOWN" not in topology.link_table().kind_fact("type")
-        self.uniform = len(figures) <= 1
+        self.uniform = len(self.speeds) <= 1
 
     @classmethod
     def from_topology(cls, topology: Topology, candidates: Sequence[int]) -> Problem:
@@ -218,19 +220,28 @@ def negated_key(key: GroupKey) -> tuple[int, ...]:
 
 
 class LinkLookup:
-    """``links[(a, b)]`` (either order, ``get``, ``in``) of a topology, looked up in its index
-    (``Topology.link``), not in a map of every pair in both orders: a 576-GPU domain's would hold
-    331,200 keys, and the search asks for the links of a few groups' hops."""
+    """``links[(a, b)]`` (either order, ``get``, ``in``) of a topology, found by the place its link
+    table gives (``LinkTable.position``), not in a map of every pair in both orders: a 576-GPU
+    domain's would hold 331,200 keys, and the search asks for the links of a few groups' hops. The
+    answer is ``Topology.link``'s, which is asked where the table's link is not that pair's."""
 
     def __init__(self, topology: Topology):
         self.topology = topology
 
     def __getitem__(self, pair: tuple[int, int]) -> Link:
-        return self.topology.link(*pair)
+        found = self.get(pair)
+        return found if found is not None else self.topology.link(*pair)  # (its KeyError, worded)
 
     def get(self, pair: tuple[int, int], default: Any = None) -> Any:
-        try:
-            return self.topology.link(*pair)
+        a, b = pair
+        position = self.topology.link_table().position(a, b)
+        if position is None:
+            return default
+        link = self.topology.links[position]
+        if (link.a, link.b) == ((a, b) if a < b else (b, a)):
+            return link
+        try:  # listed as b-a, or changed in place since the table was made: the topology's own index
+            return self.topology.link(a, b)
         except KeyError:
             return default
 

@@ -220,10 +220,9 @@ def _greedy_seeds(
         for g in group:
             add(g)
         while len(group) < k:
-            best = max(
-                (c for c in range(n) if not in_group[c]),
-                key=lambda c: (min_link[c], host[c] in hosts, domain[c] in domains, link_sum[c], -c),
-            )
+            # (each GPU's key as a tuple made in C: slowest link, same host, same NUMA node, sum, lowest number)
+            keys = zip(min_link, map(hosts.__contains__, host), map(domains.__contains__, domain), link_sum, range(0, -n, -1))
+            best = -max(itertools.compress(keys, map(operator.not_, in_group)))[-1]
             group.append(best)
             add(best)
         counts: dict[int, int] = {}
@@ -247,14 +246,13 @@ def _ring_seeds(
     n, w = problem.n, problem.weight
     if k < 3 or required or n < k or n <= EXACT_LIMIT:  # small searches are exact and quick without
         return []
-    speeds = sorted({w[i][j] for i in range(n) for j in range(i + 1, n)}, reverse=True)
     steps = 0
-    for t in speeds:
-        adjacent = [[j for j in itertools.compress(range(n), map(t.__le__, w[i])) if j != i] for i in range(n)]
+    for t in problem.speeds:
+        adjacent: dict[int, list[int]] = {}  # per GPU walked from, the GPUs its links at least t fast reach
         found: list[tuple[int, ...]] = []
         for start in range(n):
             path, seen = [start], {start}
-            stack = [iter(u for u in adjacent[start] if u > start)]
+            stack = [iter(u for u in _reached(adjacent, w, start, t) if u > start)]
             while stack and len(found) < MAX_SEEDS and steps < RING_SEED_STEPS:
                 steps += 1
                 u = next(stack[-1], None)
@@ -265,12 +263,12 @@ def _ring_seeds(
                 if u in seen:
                     continue
                 if len(path) == k - 1:
-                    if start in adjacent[u]:
+                    if w[u][start] >= t:
                         found.append(tuple(sorted(path + [u])))
                     continue
                 path.append(u)
                 seen.add(u)
-                stack.append(iter(x for x in adjacent[u] if x > start))
+                stack.append(iter(x for x in _reached(adjacent, w, u, t) if x > start))
             if len(found) >= MAX_SEEDS or steps >= RING_SEED_STEPS:
                 break
         if found:
@@ -278,6 +276,17 @@ def _ring_seeds(
         if steps >= RING_SEED_STEPS:
             return []
     return []
+
+
+def _reached(adjacent: dict[int, list[int]], w: list[list[int]], i: int, t: int) -> list[int]:
+    """The positions GPU ``i``'s links at least ``t`` fast reach, in order: made when first asked
+    (a walk visits few GPUs of a large domain), kept in ``adjacent``."""
+    found = adjacent.get(i)
+    if found is None:
+        fast = list(map(t.__le__, w[i]))
+        fast[i] = False
+        found = adjacent[i] = list(itertools.compress(range(len(fast)), fast))
+    return found
 
 
 def _canonical(group: tuple[int, ...], classes: list[list[int]], class_of: dict[int, int]) -> tuple[int, ...]:

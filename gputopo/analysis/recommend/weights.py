@@ -81,7 +81,7 @@ def pair_weights(topology: Topology, index: Sequence[int], links: dict[tuple[int
     """The figures of every pair of ``index`` (GPU numbers, in position order); ``links``: the link
     map the figures are read from (TF's peer view filled in ``filled`` of them); ``InputError`` where a
     pair has no link."""
-    if filled or not topology.link_table().gpus_of() <= gpus.keys() or not pair_classes(topology).complete:
+    if filled or not pair_classes(topology).complete:  # (complete: every link's GPUs are the topology's, in ``gpus``)
         return _pair_by_pair(topology, index, links, gpus)
     return _by_class(topology, index, links, gpus)
 
@@ -109,15 +109,22 @@ _MEASURED, _HEALTH = operator.attrgetter("measured"), operator.attrgetter("healt
 def _matrix(n: int, position: dict[int, int], table: LinkTable, values: list[int]) -> list[list[Any]]:
     """The ``n`` x ``n`` matrix of ``values`` at the positions of each link's ends (None where no
     link): set in whole columns, through one flat list, where every end has a position and no pair
-    has two links; else link by link (the later of two links wins), the links of GPUs left out skipped."""
+    has two links; else link by link (the later of two links wins), the links of GPUs left out skipped.
+    Where every pair of the ``n`` has its link (a domain, ranked whole), every cell starts at the
+    first link's figure and only the links of other figures are placed."""
     ends_a, ends_b = table.ends_a, table.ends_b
-    if not (table.one_per_pair() and position.keys() >= set(ends_a) and position.keys() >= set(ends_b)):
+    if not (table.one_per_pair() and position.keys() >= table.gpus_of()):
         weight: list[list[Any]] = [[None] * n for _ in range(n)]
         for i, j, value in zip(map(position.get, ends_a), map(position.get, ends_b), values):
             if i is not None and j is not None:
                 weight[i][j] = weight[j][i] = value
         return weight
-    flat: list[Any] = [None] * (n * n)
+    every_pair = bool(values) and len(values) == n * (n - 1) // 2
+    flat: list[Any] = [values[0] if every_pair else None] * (n * n)
+    if every_pair:  # only the links whose figure is not the first
+        others = list(map(values[0].__ne__, values))
+        ends_a, ends_b = list(itertools.compress(ends_a, others)), list(itertools.compress(ends_b, others))
+        values = list(itertools.compress(values, others))
     rows_a = list(map(operator.mul, map(position.__getitem__, ends_a), itertools.repeat(n)))
     rows_b = list(map(operator.mul, map(position.__getitem__, ends_b), itertools.repeat(n)))
     collections.deque(map(flat.__setitem__, map(operator.add, rows_a, map(position.__getitem__, ends_b)), values), maxlen=0)

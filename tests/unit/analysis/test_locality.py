@@ -93,6 +93,7 @@ def _link_by_link(topology):
         if what:
             (result.crossing if what == 1 else result.unknown_nvlink).append(link)
     result.crossing_gpus = sorted({g for link in result.crossing for g in (link.a, link.b)})
+    result.crossing_without_nvlink = [link for link in result.crossing if not link.is_nvlink]
     return result
 
 

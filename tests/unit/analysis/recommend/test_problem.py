@@ -1,4 +1,5 @@
 """recommend.problem: the bandwidth matrix the search sees (measurements, TensorFlow's peer view)."""
+import pytest
 from linktable import cube_mesh_8, pcie_8, two_socket_4
 
 from gputopo.analysis.recommend import recommend
@@ -47,3 +48,23 @@ def test_a_restricted_problem_keeps_the_figures_of_its_positions():
     assert local.host_id == [problem.host_id[p] for p in (1, 4, 6)]
     assert local.domain_id == [problem.domain_id[p] for p in (1, 4, 6)]
     assert local.key((0, 1, 2)) == problem.key((1, 4, 6))
+
+
+def test_the_link_lookup_answers_as_the_topology_does():
+    """Issue 21: ``LinkLookup`` finds a pair's link by its place in the link table, and its answer is
+    ``Topology.link``'s: a link listed b-a, or changed in place, is looked up in the topology's index."""
+    from gputopo.analysis.recommend.problem import LinkLookup
+    from gputopo.model import Gpu, Link, Topology, make_link
+
+    links = [make_link(0, 1, "NV2"), make_link(1, 2, "SYS"), make_link(0, 2, "PIX")]
+    topo = Topology(gpus=[Gpu(0), Gpu(1), Gpu(2)], links=links)
+    lookup = LinkLookup(topo)
+    assert lookup[(1, 0)] is links[0] and lookup.get((2, 1)) is links[1] and (0, 2) in lookup
+    assert (1, 1) not in lookup and lookup.get((0, 3), "none") == "none"
+    with pytest.raises(KeyError, match="no link between GPU 0 and GPU 3"):
+        lookup[(0, 3)]
+    topo.link_table()
+    topo.links[2] = make_link(1, 2, "NV4")  # in place, same length: the table's place now holds another pair
+    assert lookup.get((0, 2)) is None and lookup.get((1, 2)) is links[1] == topo.link(1, 2)
+    backwards = Topology(gpus=[Gpu(0), Gpu(1)], links=[Link(1, 0, "NV2")])
+    assert LinkLookup(backwards).get((0, 1)) is None  # as Topology.link: the pair listed b-a is not found
