@@ -14,7 +14,9 @@ the GPUs it is about, and a ``fix`` where one exists. Codes:
 ``nvswitch-fabric``      NVSwitch: every pair has the same NVLink bandwidth
 ``nvlink-summary``       direct NVLinks (no switch): generation, links per GPU, which pairs have them
 ``no-nvlink``            several GPUs and no NVLink at all: every copy uses PCIe
-``nvlink-links-down``    a GPU has fewer active NVLinks than its peers of the same model
+``nvlink-links-down``    a GPU has fewer active NVLinks than its peers of the same model; from text, none
+                         while its peers share an NVSwitch, or a pair joined by fewer NVLinks than the
+                         other NVLinked pairs (``nvlink_findings``)
 ``mig-enabled``          MIG is on: no P2P/NCCL across MIG instances
 ``mixed-gpu-models``     GPUs of different models: synchronous training waits for the slowest
 ``sources-disagree``     several sources of one host (``--from`` twice, a mixed paste) say different things

@@ -35,6 +35,7 @@ def nvlink_fabric(topology: Topology) -> list[Finding]:
         findings += _outside_the_fabric(topology, table, switched)
     if direct_links:
         findings.append(_nvlink_summary(topology, direct_links))
+        findings += _bridged_pairs_unequal(topology, direct_links)
     link_types_known = all(link.type != "UNKNOWN" for link in table.examples)
     if not switched and not direct_links and link_types_known:
         findings.append(Finding(severity="info", code="no-nvlink",
@@ -138,3 +139,41 @@ def _nvlink_summary(topology: Topology, direct_links: list[Link]) -> Finding:
         message=f"{_version_text([topology.gpu(g) for g in gpus])}{links_text}: {pair_text}{rest}",
         gpus=gpus,
     )
+
+
+def _bridged_pairs_unequal(topology: Topology, direct_links: list[Link]) -> list[Finding]:
+    """NVLinked pairs (each GPU NVLinked to exactly one other, not known to go through NVSwitch: NVLink
+    bridges, or two-GPU partitions) joined by fewer NVLinks than the other pairs: the same bridges on
+    the same GPUs give the same count (NV# counts the links that trained), so the pair with fewer has
+    links down, a bridge not fully seated or a failed link. An inference: said as a warning where the source names the GPUs and they are one
+    model, as info where it does not (other GPUs may take other bridges). Where NVML counts each
+    GPU's active links, ``diagnose`` says it from those counts instead."""
+    ends = Counter([link.a for link in direct_links] + [link.b for link in direct_links])
+    if len(direct_links) < 2 or any(n != 1 for n in ends.values()):
+        return []
+    if any(topology.gpu(g).nvlink_active_links is not None for g in ends):
+        return []
+    most = max(link.nvlink_count for link in direct_links)
+    fewer = [link for link in direct_links if link.nvlink_count < most]
+    if not fewer:
+        return []
+    names = {topology.gpu(g).name for g in ends}
+    one_model = len(names) == 1 and None not in names
+    pairs = pair_list([(link.a, link.b) for link in fewer])
+    counts = "/".join(str(n) for n in sorted({link.nvlink_count for link in fewer}))
+    gpus = sorted({g for link in fewer for g in (link.a, link.b)})
+    rest = len(direct_links) - len(fewer)
+    others = f"pair has {most}" if rest == 1 else f"pairs have {most}"
+    same = (f"on GPUs of one model ({next(iter(names))}) the same bridges give the same count" if one_model else
+            "if the GPUs and their bridges are alike (the source does not name the GPUs), they give the same count")
+    return [Finding(
+        severity="warning" if one_model else "info",
+        code="nvlink-links-down",
+        message=(f"{'pair' if len(fewer) == 1 else 'pairs'} {pairs} {'is' if len(fewer) == 1 else 'are'} joined by "
+                 f"{counts} NVLinks where the other NVLinked {others}: {same}, so some links of "
+                 f"{'that pair' if len(fewer) == 1 else 'those pairs'} are down (a bridge not fully seated, a failed "
+                 "link); an inference from the NV# counts"),
+        gpus=gpus,
+        fix=(f"check `nvidia-smi nvlink -s -i {gpus[0]}` (inactive links) and `nvidia-smi nvlink -e`; reseat the "
+             "bridge with the machine powered off"),
+    )]

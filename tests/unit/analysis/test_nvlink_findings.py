@@ -91,3 +91,33 @@ def test_a_gpu_whose_links_the_source_does_not_show_is_not_called_down():
     topo.links = [make_link(l.a, l.b, "UNKNOWN") if 2 in (l.a, l.b) and l.b == 7 else l for l in topo.links]
     assert "nvlink-links-down" not in by_code(topo)
     assert "nvlink-links-down" not in by_code(nvswitch(8, "NV18"))
+
+
+_TWO_BRIDGED_PAIRS = """
+    X     NV12  NODE  NODE
+    NV12  X     NODE  NODE
+    NODE  NODE  X     NV10
+    NODE  NODE  NV10  X
+"""  # as a real Vast.ai box of four A100s showed it (tests/fixtures/corpus/topo/vastai_*)
+
+
+def test_a_bridged_pair_with_fewer_nvlinks_than_the_others_has_links_down():
+    """The same bridges on GPUs of one model train the same link count: NV10 beside NV12 is two links
+    down on that pair (a warning, an inference); without GPU names it is only "if they are alike"."""
+    named = link_table(_TWO_BRIDGED_PAIRS, name="NVIDIA A100 80GB PCIe")
+    (down,) = [f for f in nvlink_fabric(named) if f.code == "nvlink-links-down"]
+    assert down.severity == "warning" and down.gpus == [2, 3]
+    assert "pair 2-3 is joined by 10 NVLinks where the other NVLinked pair has 12" in down.message
+    assert "one model (NVIDIA A100 80GB PCIe)" in down.message and "an inference" in down.message
+    assert "nvidia-smi nvlink -s -i 2" in down.fix
+    text = link_table(_TWO_BRIDGED_PAIRS, name=[None] * 4, nvswitch=None)
+    (down,) = [f for f in nvlink_fabric(text) if f.code == "nvlink-links-down"]
+    assert down.severity == "info" and "the source does not name the GPUs" in down.message
+
+
+def test_equal_pairs_a_mesh_or_counts_from_nvml_give_no_bridged_pair_finding():
+    equal = link_table(_TWO_BRIDGED_PAIRS.replace("NV10", "NV12"), name="NVIDIA A100 80GB PCIe")
+    assert "nvlink-links-down" not in by_code(equal)
+    assert "nvlink-links-down" not in by_code(cube_mesh_8())  # NV1 beside NV2 by design: several peers each
+    counted = link_table(_TWO_BRIDGED_PAIRS, name="NVIDIA A100 80GB PCIe", gpu={"nvlink_active_links": [12, 12, 10, 10]})
+    assert "nvlink-links-down" not in by_code(counted)  # diagnose says it from NVML's counts
