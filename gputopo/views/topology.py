@@ -157,15 +157,30 @@ def gpu_cells(topo: Topology, g: Gpu, show_gpu_numa: bool = False, show_mig: boo
               show_util: bool = False) -> list[Text | str]:
     """A GPU's cells but its number, bus id and host: name, mem, NUMA, (GPU NUMA), CPUs, PCIe,
     NVLink (``?`` where not known, ``>=N`` implied by the NV# words), (MIG), (util)."""
-    degraded = g.pcie_below_max("width") is not None or g.pcie_below_max("gen") is not None
-    now, most = _pcie(g.pcie_gen_current, g.pcie_width_current), _pcie(g.pcie_gen_max, g.pcie_width_max)
-    pcie = Text(f"{now}/{most}" if degraded else now, style="yellow" if degraded else "")
+    pcie = _pcie_cell(g)
     mig = "?" if g.mig_mode is None else ("on" if g.mig_mode else "off")
     numa = _fmt(g.numa_node) if g.numa_node is not None or not g.numa_affinity else g.numa_affinity
     util = _fmt(g.utilization_percent) + ("%" if g.utilization_percent is not None else "")
     return ([_short_name(g.name), _memory(g), numa] + ([_fmt(g.gpu_numa_id)] if show_gpu_numa else [])
             + [_wrappable(_fmt(g.cpu_affinity)), pcie, nvlink_cell(topo, g)] + ([mig] if show_mig else [])
             + ([util] if show_util else []))
+
+
+def _pcie_cell(g: Gpu) -> Text:
+    """``Gen5x16``; below max ``Gen1x16/Gen4x16`` in yellow, with the performance state where the
+    source read one with the link: ``P0`` (a link that trained down: yellow) or ``P8`` (idle: a
+    lowered link is by design, dim; ``analysis.pstates``)."""
+    from gputopo.analysis import pstates
+
+    narrow = g.pcie_below_max("width") is not None
+    slow = g.pcie_below_max("gen") is not None
+    now, most = _pcie(g.pcie_gen_current, g.pcie_width_current), _pcie(g.pcie_gen_max, g.pcie_width_max)
+    if not (narrow or slow):
+        return Text(now)
+    reading = pstates.link_reading(g.performance_state)
+    state = f" {pstates.word(g.performance_state)}" if pstates.known(g.performance_state) else ""
+    idle = slow and not narrow and reading == pstates.IDLE
+    return Text(f"{now}/{most}{state}", style="dim" if idle else "yellow")
 
 
 def socket_picture(topo: Topology) -> Tree:
