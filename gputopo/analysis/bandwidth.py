@@ -30,6 +30,7 @@ import itertools
 from collections import Counter
 from dataclasses import dataclass
 
+from gputopo.analysis import pstates
 from gputopo.model import Gpu, Link, Topology
 
 # NCCL's effective per-link, per-direction NVLink bandwidth by NVLink generation (GB/s).
@@ -94,14 +95,19 @@ def pcie_generation(gpu: Gpu | None) -> int | None:
 
 def _pcie_gbps(gpu: Gpu | None) -> tuple[float, str]:
     """A GPU's own PCIe link: its generation (``pcie_generation``) and its current width (a x8 slot
-    stays x8)."""
+    stays x8). At P0 the link already runs at the best it trained to (``analysis.pstates``): a
+    generation below max read there is the one copies get, so it is used, said in the label."""
     gen = pcie_generation(gpu)
+    trained_down = (gpu is not None and gpu.pcie_gen_current is not None and gen is not None
+                    and gpu.pcie_gen_current < gen and pstates.link_reading(gpu.performance_state) == pstates.TOP)
+    if trained_down:
+        gen = gpu.pcie_gen_current  # type: ignore[union-attr]
     width = (gpu.pcie_width_current or gpu.pcie_width_max) if gpu else None
     assumed = gen is None or width is None
     gen = gen or DEFAULT_PCIE_GENERATION
     width = width or DEFAULT_PCIE_WIDTH
     per_lane = PCIE_EFFECTIVE_GBPS_PER_LANE.get(gen, PCIE_EFFECTIVE_GBPS_PER_LANE[max(PCIE_EFFECTIVE_GBPS_PER_LANE)])
-    label = f"PCIe Gen{gen} x{width}" + (" (assumed)" if assumed else "")
+    label = f"PCIe Gen{gen} x{width}" + (" (assumed)" if assumed else "") + (" (trained down: read at P0)" if trained_down else "")
     return per_lane * width, label
 
 
@@ -297,7 +303,7 @@ def estimate_key_of_gpu(gpu: Gpu | None) -> tuple[object, ...] | None:
     if gpu is None:
         return None
     return (gpu.pcie_gen_max, gpu.pcie_gen_current, gpu.pcie_width_current, gpu.pcie_width_max, gpu.nvlink_version,
-            _is_ga102(gpu))
+            _is_ga102(gpu), pstates.link_reading(gpu.performance_state))
 
 
 def pair_bandwidth_matrix(topology: Topology) -> dict[tuple[int, int], float]:

@@ -11,7 +11,6 @@ from __future__ import annotations
 import importlib.util
 from collections import Counter, defaultdict
 
-from rich import box
 from rich.console import Console, Group
 from rich.measure import Measurement
 from rich.panel import Panel
@@ -22,7 +21,6 @@ from rich.tree import Tree
 from gputopo.analysis.bandwidth import pair_estimate
 from gputopo.model import (
     NVLINK_MEANING,
-    Gpu,
     P2P_OK,
     P2P_STATUS_MEANING,
     PCIE_PATH_MEANING,
@@ -30,10 +28,14 @@ from gputopo.model import (
     Topology,
 )
 from gputopo.views.common import matrix_tables, out
+from gputopo.views.gpu_table import gpu_cells, gpu_table
 from gputopo.views.live import fmt_bytes as _fmt_bytes  # noqa: F401  (the GPU table tests use it)
-from gputopo.views.live import memory_cell as _memory
 from gputopo.views.live import live_state
-from gputopo.views.topology_large import MAX_LISTED_GPUS, gpu_summary_table, host_summary_tree
+from gputopo.views.topology_large import (
+    MAX_LISTED_GPUS,
+    gpu_summary_table,
+    host_summary_tree,
+)
 from gputopo.views.unknowns import nvlink_cell, speed_span
 
 # Larger topologies get a summary instead of N x N matrices that no terminal can show.
@@ -72,22 +74,6 @@ def speed_key() -> Text:
     return text
 
 
-def _wrappable(cpus: str) -> str:
-    """A long CPU list with a space after each comma, so that a narrow column wraps it between
-    ranges, never inside a number (rich breaks lines only at spaces, else mid-word)."""
-    return cpus.replace(",", ", ") if len(cpus) > 12 else cpus
-
-
-def _fmt(value: object) -> str:
-    return "?" if value is None else str(value)
-
-
-def _pcie(gen: int | None, width: int | None) -> str:
-    if gen is None and width is None:
-        return "?"
-    return f"Gen{_fmt(gen)}x{_fmt(width)}"
-
-
 def _header(topo: Topology) -> Panel:
     lines = [Text(topo.label or f"{len(topo.gpus)} GPUs", style="bold")]
     # The file path is often in the label already ("... text from PATH"): say it once.
@@ -105,82 +91,6 @@ def _header(topo: Topology) -> Panel:
     if topo.is_reference:
         lines.append(Text("This is a built-in reference machine (public facts), not this host.", style="bold magenta"))
     return Panel(Group(*lines), title="gputopo scan", border_style="magenta" if topo.is_reference else "blue")
-
-
-def _short_bus_id(bus_id: str | None) -> str:
-    """``0000:9b:00.0`` -> ``9b:00.0`` (the domain is almost always 0)."""
-    if bus_id is None:
-        return "?"
-    return bus_id[5:] if bus_id.startswith("0000:") else bus_id
-
-
-def _short_name(name: str | None) -> str:
-    """Drop the vendor words that every NVIDIA GPU name repeats (the JSON keeps the full name)."""
-    if name is None:
-        return "?"
-    for prefix in ("NVIDIA ", "Tesla "):
-        if name.startswith(prefix):
-            name = name[len(prefix):]
-    return name
-
-
-def gpu_table(topo: Topology, host_column: bool = True) -> Table:
-    table = Table(title="GPUs", title_justify="left", box=box.SIMPLE_HEAD, padding=(0, 1), pad_edge=False, collapse_padding=True)
-    show_mig = any(g.mig_mode for g in topo.gpus)
-    show_gpu_numa = any(g.gpu_numa_id is not None for g in topo.gpus)  # Grace: the GPU's memory as a node
-    show_util = any(g.utilization_percent is not None for g in topo.gpus)
-    columns = (["GPU", "name", "bus id", "mem", "NUMA"]
-               + (["GPU NUMA"] if show_gpu_numa else []) + ["CPUs", "PCIe", "NVLink"] + (["MIG"] if show_mig else []) + (["util"] if show_util else []))
-    for col in columns:
-        if col == "name":
-            table.add_column(col, min_width=12, overflow="fold")
-        elif col in ("CPUs", "PCIe", "NUMA"):
-            # May fold onto a second line, so that the columns after them are never pushed off an
-            # 80-column terminal.
-            table.add_column(col, overflow="fold", min_width=7)
-        else:
-            table.add_column(col, no_wrap=True)
-    show_host = host_column and any(g.host for g in topo.gpus)
-    if show_host:
-        table.add_column("host", no_wrap=True)
-    for g in topo.gpus:
-        cells = gpu_cells(topo, g, show_gpu_numa, show_mig, show_util)
-        row = [str(g.index), cells[0], _short_bus_id(g.pci_bus_id), *cells[1:]]
-        if show_host:
-            row.append(_fmt(g.host))
-        # Text, not str: names, bus ids and hosts come from the user's files and may hold "[...]".
-        table.add_row(*(cell if isinstance(cell, Text) else Text(cell) for cell in row))
-    return table
-
-
-def gpu_cells(topo: Topology, g: Gpu, show_gpu_numa: bool = False, show_mig: bool = False,
-              show_util: bool = False) -> list[Text | str]:
-    """A GPU's cells but its number, bus id and host: name, mem, NUMA, (GPU NUMA), CPUs, PCIe,
-    NVLink (``?`` where not known, ``>=N`` implied by the NV# words), (MIG), (util)."""
-    pcie = _pcie_cell(g)
-    mig = "?" if g.mig_mode is None else ("on" if g.mig_mode else "off")
-    numa = _fmt(g.numa_node) if g.numa_node is not None or not g.numa_affinity else g.numa_affinity
-    util = _fmt(g.utilization_percent) + ("%" if g.utilization_percent is not None else "")
-    return ([_short_name(g.name), _memory(g), numa] + ([_fmt(g.gpu_numa_id)] if show_gpu_numa else [])
-            + [_wrappable(_fmt(g.cpu_affinity)), pcie, nvlink_cell(topo, g)] + ([mig] if show_mig else [])
-            + ([util] if show_util else []))
-
-
-def _pcie_cell(g: Gpu) -> Text:
-    """``Gen5x16``; below max ``Gen1x16/Gen4x16`` in yellow, with the performance state where the
-    source read one with the link: ``P0`` (a link that trained down: yellow) or ``P8`` (idle: a
-    lowered link is by design, dim; ``analysis.pstates``)."""
-    from gputopo.analysis import pstates
-
-    narrow = g.pcie_below_max("width") is not None
-    slow = g.pcie_below_max("gen") is not None
-    now, most = _pcie(g.pcie_gen_current, g.pcie_width_current), _pcie(g.pcie_gen_max, g.pcie_width_max)
-    if not (narrow or slow):
-        return Text(now)
-    reading = pstates.link_reading(g.performance_state)
-    state = f" {pstates.word(g.performance_state)}" if pstates.known(g.performance_state) else ""
-    idle = slow and not narrow and reading == pstates.IDLE
-    return Text(f"{now}/{most}{state}", style="dim" if idle else "yellow")
 
 
 def socket_picture(topo: Topology) -> Tree:

@@ -83,6 +83,21 @@ def test_an_idle_gpus_downclocked_generation_does_not_count_but_a_narrow_slot_do
     assert estimate_link(make_link(0, 1, "PIX"), idle, narrow).gbps == pytest.approx(12.32)
 
 
+@pytest.mark.parametrize(("state", "gbps", "said"), [
+    (0, 3.2, "trained down: read at P0"),   # P0: the link runs at what it trained to, Gen1 x16
+    (8, 24.64, None),                        # idle: lowered by design, Gen4 under load
+    (2, 24.64, None),                        # cannot tell: the max, as before
+    (None, 24.64, None),
+])
+def test_a_generation_below_max_read_at_p0_is_the_one_copies_get(state, gbps, said):
+    slow = Gpu(index=0, pcie_gen_current=1, pcie_gen_max=4, pcie_width_current=16, pcie_width_max=16,
+               performance_state=state)
+    busy = Gpu(index=1, pcie_gen_current=4, pcie_gen_max=4, pcie_width_current=16, pcie_width_max=16, performance_state=0)
+    estimate = estimate_link(make_link(0, 1, "PIX"), slow, busy)
+    assert estimate.gbps == pytest.approx(gbps)
+    assert (said in estimate.explanation) if said else ("trained down" not in estimate.explanation)
+
+
 def test_matrix_is_symmetric_and_covers_every_ordered_pair():
     topo = cube_mesh_8()
     matrix = pair_bandwidth_matrix(topo)

@@ -239,22 +239,3 @@ def test_socket_tree_orders_places_by_their_first_gpu_not_by_cpu_text():
     text = render(topo, 120)
     assert text.index("(CPUs 8-15)") < text.index("(CPUs 16-23)")
 
-
-@pytest.mark.parametrize(("state", "shown", "style"), [
-    (0, "Gen1x16/Gen4x16 P0", "yellow"),   # at P0 a slower link trained down
-    (8, "Gen1x16/Gen4x16 P8", "dim"),      # idle: lowered by design
-    (2, "Gen1x16/Gen4x16 P2", "yellow"),   # cannot tell: shown as it is
-    (None, "Gen1x16/Gen4x16", "yellow"),   # no state read with the link
-])
-def test_the_pcie_cell_names_the_state_the_link_was_read_in(state, shown, style):
-    from gputopo.views.topology import gpu_cells
-
-    topo = table_machine("two-socket-4")
-    gpu = topo.gpus[0]
-    gpu.pcie_gen_current, gpu.pcie_gen_max, gpu.pcie_width_current, gpu.pcie_width_max = 1, 4, 16, 16
-    gpu.performance_state = state
-    (cell,) = [c for c in gpu_cells(topo, gpu) if str(c).startswith("Gen")]
-    assert str(cell) == shown and str(cell.style) == style
-    gpu.pcie_width_current = 8  # a narrow link is a fault in any state
-    (cell,) = [c for c in gpu_cells(topo, gpu) if str(c).startswith("Gen")]
-    assert str(cell.style) == "yellow"

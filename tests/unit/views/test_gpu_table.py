@@ -1,0 +1,26 @@
+"""The GPU table of `gputopo scan` (gputopo/views/gpu_table.py): here, the PCIe cell."""
+
+from __future__ import annotations
+
+import pytest
+from linktable import table_machine
+
+from gputopo.views.gpu_table import gpu_cells
+
+
+@pytest.mark.parametrize(("state", "shown", "style"), [
+    (0, "Gen1x16/Gen4x16 P0", "yellow"),   # at P0 a slower link trained down
+    (8, "Gen1x16/Gen4x16 P8", "dim"),      # idle: lowered by design
+    (2, "Gen1x16/Gen4x16 P2", "yellow"),   # cannot tell: shown as it is
+    (None, "Gen1x16/Gen4x16", "yellow"),   # no state read with the link
+])
+def test_the_pcie_cell_names_the_state_the_link_was_read_in(state, shown, style):
+    topo = table_machine("two-socket-4")
+    gpu = topo.gpus[0]
+    gpu.pcie_gen_current, gpu.pcie_gen_max, gpu.pcie_width_current, gpu.pcie_width_max = 1, 4, 16, 16
+    gpu.performance_state = state
+    (cell,) = [c for c in gpu_cells(topo, gpu) if str(c).startswith("Gen")]
+    assert str(cell) == shown and str(cell.style) == style
+    gpu.pcie_width_current = 8  # a narrow link is a fault in any state
+    (cell,) = [c for c in gpu_cells(topo, gpu) if str(c).startswith("Gen")]
+    assert str(cell.style) == "yellow"
