@@ -7,7 +7,8 @@ a Fabric section grep cut from its GPU block is said for "a GPU the paste does n
 
 from __future__ import annotations
 
-from gputopo.analysis.doctor_common import DoctorReport, and_list
+from gputopo.analysis.doctor_common import DoctorReport
+from gputopo.analysis.observed_findings import nvlink_inactive_finding
 from gputopo.model import Finding
 from gputopo.sources.pasted_evidence import PastedEvidence, PastedFabric
 
@@ -27,17 +28,14 @@ def nvlink_checks(label: str, evidence: PastedEvidence, report: DoctorReport) ->
 
 
 def _inactive(label: str, evidence: PastedEvidence, report: DoctorReport) -> None:
+    """Some links of a GPU up and some down, worded as scan words ``nvlink -s`` (one wording: the
+    model on the paste's ``GPU N:`` line says whether its board wires every link)."""
     for gpu, states in sorted(evidence.nvlink_states.items()):
         down = sorted(link for link, up in states.items() if not up)
         if down and any(states.values()):
-            report.add(Finding(
-                "warning", "nvlink-inactive",
-                f"GPU {gpu} has {len(down)} of {len(states)} NVLinks inactive (link {and_list([str(n) for n in down])}): "
-                "a bridge not seated or a failed link, unless this board wires only some links.",
-                gpus=[gpu],
-                evidence=[f"{label}: GPU {gpu} Link {n}: <inactive>" for n in down[:6]],
-                effect=f"NVLink bandwidth of every pair with GPU {gpu}",
-                fix="compare with a healthy node of the same model; reseat the bridge or have the board checked"))
+            report.add(nvlink_inactive_finding(
+                gpu, down, sum(states.values()), evidence.nvlink_names.get(gpu),
+                evidence=[f"{label}: GPU {gpu} Link {n}: <inactive>" for n in down[:6]]))
 
 
 def _counted(name: str, count: int) -> str:

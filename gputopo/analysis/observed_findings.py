@@ -266,21 +266,32 @@ def _nvlink_inactive(topology: Topology) -> list[Finding]:
         active = sum(1 for s in topology.nvlinks if s.gpu == gpu and s.active)
         wired = max((links[(gpu, other)].nvlink_count for other in topology.gpu_indices
                      if (gpu, other) in links and not links[(gpu, other)].nvswitch), default=0)
-        expected_more = wired > active
-        module = _SXM_RE.search(topology.gpu(gpu).name or "")  # a module's links are all wired on its board
-        findings.append(Finding(
-            "warning" if expected_more or module else "info", "nvlink-inactive",
-            f"GPU {gpu}: NVLink {count_word(len(down), 'link')} {', '.join(map(str, down))} <inactive>, {active} active"
-            + (f", while the topology shows NV{wired} to a peer" if expected_more else
-               f" ({module.group(0)} module: its board wires every NVLink, so a link down is a fault, unless the "
-               "fabric is partitioned on purpose)" if module else
-               " (a card has more link slots than its bridge uses: this can be normal; a link that should be up and is "
-               "not means a bridge not seated or a fault)"),
-            gpus=[gpu],
-            fix="`nvidia-smi nvlink -e` shows error counters; a GPU reset or the vendor (no bridge to reseat on an "
-                "SXM board)" if module else "reseat the NVLink bridge; `nvidia-smi nvlink -e` shows error counters",
-        ))
+        findings.append(nvlink_inactive_finding(gpu, down, active, topology.gpu(gpu).name, wired))
     return findings
+
+
+def nvlink_inactive_finding(gpu: int, down: list[int], active: int, name: str | None, wired: int = 0,
+                            evidence: list[str] | None = None) -> Finding:
+    """``nvlink-inactive`` from ``nvidia-smi nvlink -s`` (what scan reads, and doctor's pasted
+    evidence): links ``down`` of GPU ``gpu`` (model ``name``), ``active`` up, ``wired`` the NV# count
+    the topology shows to a peer (0: not shown). A warning where a link is missing that the topology
+    shows, or on a module (SXM: its board wires every link); on a card only info: it has more link
+    slots than its bridge uses."""
+    expected_more = wired > active
+    module = _SXM_RE.search(name or "")
+    return Finding(
+        "warning" if expected_more or module else "info", "nvlink-inactive",
+        f"GPU {gpu}: NVLink {count_word(len(down), 'link')} {', '.join(map(str, down))} <inactive>, {active} active"
+        + (f", while the topology shows NV{wired} to a peer" if expected_more else
+           f" ({module.group(0)} module: its board wires every NVLink, so a link down is a fault, unless the "
+           "fabric is partitioned on purpose)" if module else
+           " (a card has more link slots than its bridge uses: this can be normal; a link that should be up and is "
+           "not means a bridge not seated or a fault)"),
+        gpus=[gpu],
+        fix="`nvidia-smi nvlink -e` shows error counters; a GPU reset or the vendor (no bridge to reseat on an "
+            "SXM board)" if module else "reseat the NVLink bridge; `nvidia-smi nvlink -e` shows error counters",
+        evidence=list(evidence or []),
+    )
 
 
 def _collective_errors(topology: Topology) -> list[Finding]:

@@ -94,6 +94,7 @@ class PastedEvidence:
     default_domain: tuple[str, str] | None = None  # ("translated" | "passthrough", the dmesg line)
     iommu_active: str | None = None  # a dmesg line showing an IOMMU at work (DMAR enabled, devices in groups)
     nvlink_states: dict[int, dict[int, bool]] = field(default_factory=dict)  # gpu -> link -> active
+    nvlink_names: dict[int, str] = field(default_factory=dict)  # gpu -> its name on the `GPU N: name` line
     nvlink_errors: dict[int, dict[int, dict[str, int]]] = field(default_factory=dict)  # gpu -> link -> counter -> n
     fabric: list[PastedFabric] = field(default_factory=list)
 

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 
 from gputopo.sources.pasted_evidence import PastedEvidence, PastedFabric, full_bdf
 
-_NVLINK_GPU = re.compile(r"^\s*GPU (\d+):")
+_NVLINK_GPU = re.compile(r"^\s*GPU (\d+):(?: (.{1,80}?)(?: \(UUID|\s*$))?")
 _NVLINK_LINK = re.compile(r"^\s+Link (\d+):\s*(.*?)\s*$")
 _NVLINK_COUNTER = re.compile(r"^(.{1,40}?) Errors?:\s*(\d+)$")
 _SMI_Q_GPU = re.compile(r"^\s*GPU ([0-9a-fA-F]{4,8}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7])\s*$")
@@ -27,6 +27,7 @@ _FABRIC = re.compile(r"^(\s*)Fabric\s*$")
 _KEY_VALUE = re.compile(r"^(\s*)(\S[^:]*?)\s*:\s*(.*?)\s*$")
 _TITLE = re.compile(r"^(\s*)([A-Za-z][\w ]*?)\s*$")
 MAX_LINKS = 64
+MAX_NAMED_GPUS = 4096  # the most GPU names kept from `GPU N: name` lines
 MAX_FABRIC_FIELDS = 32
 
 
@@ -58,6 +59,8 @@ def scan_smi(evidence: PastedEvidence, line: str, number: int, state: SmiState) 
     match = _NVLINK_GPU.match(line)
     if match and not gpu_q:
         state.nvlink_gpu = int(match.group(1))
+        if match.group(2) and len(evidence.nvlink_names) < MAX_NAMED_GPUS:
+            evidence.nvlink_names[state.nvlink_gpu] = match.group(2).strip()
         return False
     link = _NVLINK_LINK.match(line)
     if link is None or state.nvlink_gpu is None or int(link.group(1)) >= MAX_LINKS:

@@ -119,7 +119,7 @@ def _check_smi(expected: dict, report) -> None:
     if "inactive_links" in expected:
         ((gpu, links),) = expected["inactive_links"].items()
         (inactive,) = _found(report, "nvlink-inactive")
-        assert inactive.gpus == [int(gpu)] and f"link {' and '.join(map(str, links))}" in inactive.message
+        assert inactive.gpus == [int(gpu)] and f"{'link' if len(links) == 1 else 'links'} {', '.join(map(str, links))} <inactive>" in inactive.message
     for gpu, links in expected.get("nvlink_errors", {}).items():
         (erring,) = [f for f in _found(report, "nvlink-errors", "warning") if f.gpus == [int(gpu)]]
         for link, counters in links.items():

@@ -44,3 +44,20 @@ def test_a_whole_query_says_each_gpu_and_one_check():
     (no_fabric,) = [c for c in _report((OWN_FIXTURES / "corpus/smi_q/a100_sxm4_4gpu_555_q.txt").read_text()).checks
                     if c.name == "nvswitch fabric"]
     assert "4 no fabric" in no_fabric.detail
+
+
+def test_nvlink_s_is_worded_once_whether_doctor_or_scan_reads_it():
+    """`doctor --from` and `scan --from` of one `nvidia-smi nvlink -s` say the same thing: a module
+    (SXM2, its board wires every link) is a warning; a card with links down is only info (it may
+    have more link slots than its bridge uses)."""
+    from gputopo.analysis.observed_findings import observed_findings
+    from gputopo.sources.nvlink import read
+
+    module = capture("nvlink_s_v100_two_inactive.txt")
+    card = module.replace("Tesla V100-SXM2-32GB", "NVIDIA RTX A6000")
+    for text, severity in ((module, "warning"), (card, "info")):
+        (by_doctor,) = [f for f in _report(text).findings if f.code == "nvlink-inactive"]
+        (by_scan,) = [f for f in observed_findings(read(text, "paste.txt")) if f.code == "nvlink-inactive"]
+        assert by_doctor.severity == by_scan.severity == severity
+        assert (by_doctor.message, by_doctor.fix) == (by_scan.message, by_scan.fix)
+        assert by_doctor.evidence == ["paste.txt: GPU 3 Link 3: <inactive>", "paste.txt: GPU 3 Link 5: <inactive>"]
