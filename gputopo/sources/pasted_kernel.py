@@ -65,6 +65,9 @@ _KERNEL_KEYS = frozenset({
 _RECORD_START = re.compile(r"^\s*(?:\[|<\d+>|[A-Z][a-z]{2} +\d|\d{4}-\d\d-\d\d|kernel:|[$#%>~\u276f]|[^\s@]+@[^\s@:#$]+[:#$])")
 _CONTINUED_WORD = re.compile(r"^(?:[A-Za-z_][\w.-]*(?:=\S*)?|--)$")
 _FRAGMENT = re.compile(r"^[\w.,:/=+@-]+$")  # the first word may be the tail of a word cut by the wrap
+# A kernel message without its time stamp (``dmesg -t``, ``journalctl -k -o cat``): ``DMAR: IOMMU enabled``
+# starts with its subsystem's name and a colon, which no parameter's tail is (a value holds ``=`` before).
+_SUBSYSTEM = re.compile(r"^[^\s=]+:$")
 MIN_WRAPPED_CHARS = 60  # a line a terminal wrapped filled its width: no terminal is narrower
 MAX_WRAPPED_LINES = 32
 
@@ -105,7 +108,7 @@ def _continues(line: str, previous: str, state: KernelLogState) -> bool:
     """Whether ``line`` is the next part of a command line a terminal wrapped (see the module docstring)."""
     words = line.split()
     if (not words or len(previous.rstrip()) < MIN_WRAPPED_CHARS or state.wrapped >= MAX_WRAPPED_LINES
-            or _RECORD_START.match(line) or not _FRAGMENT.match(words[0])
+            or _RECORD_START.match(line) or not _FRAGMENT.match(words[0]) or _SUBSYSTEM.match(words[0])
             or not all(_CONTINUED_WORD.match(w) for w in words[1:])):
         return False
     state.wrapped += 1

@@ -22,6 +22,10 @@ def test_what_follows_a_command_line_is_no_part_of_it():
     for after in ("```", "[    0.013368] ACPI: DMAR 0x00000000781D2588", "root@vm:~# sudo dmesg | grep -i iommu",
                   "# found this", "00:01.0 PCI bridge: Intel Corporation Device", ""):
         assert parse_pasted(f"{LONG_CMDLINE}\n{after}\n").cmdline == LONG_CMDLINE, after
+    for after in ("DMAR: IOMMU enabled", "AMD-Vi: Interrupt remapping enabled", "iommu: Default domain type: Translated"):
+        parsed = parse_pasted(f"{LONG_CMDLINE}\n{after}\n")  # dmesg -t: a message with no time stamp
+        assert parsed.cmdline == LONG_CMDLINE, after
+    assert parse_pasted(f"{LONG_CMDLINE}\nDMAR: IOMMU enabled\n").iommu_active == "DMAR: IOMMU enabled"
     short = "BOOT_IMAGE=/vmlinuz ro iommu=pt"  # no terminal is this narrow: the next line is its own
     assert parse_pasted(f"{short}\nquiet splash\n").cmdline == short
 
