@@ -117,7 +117,11 @@ def speed_reading(state: StateRead | None, gen_now: int | None) -> str:
     if state is None or gen_now is None or state.gen != gen_now:
         return pstates.UNKNOWN  # no state, or read at another moment
     reading = pstates.link_reading(state.state)
-    if reading == pstates.TOP and state.gen_max is not None and state.gen >= state.gen_max:
+    if reading == pstates.TOP and state.gen_max is None:
+        # No Max from the state's source: sysfs's max_link_speed is one end's own (a Gen4 GPU under
+        # a Gen5 port reads Gen4 of Gen5 there at its best), so P0 cannot tell trained down from the slot.
+        return pstates.UNKNOWN
+    if reading == pstates.TOP and state.gen >= state.gen_max:  # type: ignore[operator]
         return "at-max"
     return reading
 

@@ -60,7 +60,8 @@ def host_memory_findings(topology: Topology) -> list[Finding]:
 def host_memory_pairs(topology: Topology) -> dict[str, HostMemoryPairs]:
     """The GPU pairs NCCL connected through host memory, by likely cause: ``setting`` (the log shows
     a P2P level that leaves the path out), ``refused`` (NCCL logged P2P disabled for the pair),
-    ``sockets`` (SYS), ``host-bridge`` (NODE, PHB), ``switch`` (PIX, PXB), ``unknown`` (no link word)."""
+    ``allowed`` (the log shows a P2P level that lets P2P use the path), ``sockets`` (SYS),
+    ``host-bridge`` (NODE, PHB), ``switch`` (PIX, PXB), ``unknown`` (no link word)."""
     view = topology.nccl
     if view is None:
         return {}
@@ -113,6 +114,8 @@ def _cause(link: Link, level: str | None, refused: bool) -> str:
         return "setting"
     if refused:
         return "refused"
+    if level is not None and path is not None:
+        return "allowed"  # the level the log shows lets P2P use this path: not NCCL's default rule
     if path == "SYS":
         return "sockets"
     if path == "PHB":
@@ -150,6 +153,14 @@ def _refused(words: str, level: str | None) -> tuple[str, str, str]:
            "cannot peer (see nccl-p2p-refused)")
     fix = "`nvidia-smi topo -p2p r` shows the driver's word per pair; `gputopo doctor` checks ACS, the IOMMU and a VM"
     return "info", why, fix
+
+
+def _allowed(words: str, level: str | None) -> tuple[str, str, str]:
+    why = (f"The log shows NCCL_P2P_LEVEL={level}, which lets NCCL use P2P on {words}: so not NCCL's default level; "
+           "P2P is unavailable for the pair (the driver reports it cannot peer: across CPUs on many platforms, "
+           "GeForce cards, a VM) (inferred: the log shows no reason)")
+    severity = "info" if words in ("SYS", "PHB", "NODE", "NODE/PHB") else "warning"
+    return severity, why, _refused(words, level)[2]
 
 
 def _sockets(words: str, level: str | None) -> tuple[str, str, str]:
@@ -190,5 +201,5 @@ def _unknown(words: str, level: str | None) -> tuple[str, str, str]:
     return "info", why, fix
 
 
-_WHY = {"setting": _setting, "refused": _refused, "sockets": _sockets, "host-bridge": _host_bridge,
+_WHY = {"setting": _setting, "refused": _refused, "allowed": _allowed, "sockets": _sockets, "host-bridge": _host_bridge,
         "switch": _switch, "unknown": _unknown}

@@ -92,9 +92,14 @@ def _outside_the_fabric(topology: Topology, table: LinkTable, switched: list[int
         return []
     nvlinked = table.gpus_of(table.kinds_where(k for k, link in enumerate(table.examples) if link.is_nvlink))
     unknown = table.gpus_of(table.kinds_where(k for k, link in enumerate(table.examples) if link.type == "UNKNOWN"))
-    cut_off = [g for g in outside if g not in nvlinked and g not in unknown]
+    # A GPU of another model (the source names both) is another card beside the board (a PCIe L4 in
+    # an HGX server has no NVLink at all), not a board GPU whose links are down.
+    models = {topology.gpu(g).name for g in fabric} - {None}
+    cut_off = [g for g in outside if g not in nvlinked and g not in unknown
+               and (topology.gpu(g).name is None or not models or topology.gpu(g).name in models)]
     if not cut_off:
         return []
+    unnamed = any(topology.gpu(g).name is None for g in cut_off) or not models
     words = sorted({link.type for link in topology.links if (link.a in cut_off or link.b in cut_off)})
     one = len(cut_off) == 1
     return [Finding(
@@ -104,7 +109,9 @@ def _outside_the_fabric(topology: Topology, table: LinkTable, switched: list[int
                  f"while {gpus_word(sorted(fabric))} reach each other through NVSwitch"
                  f"{' (inferred from their NV# pattern)' if topology.source == 'nvidia-smi' else ''}: on a switch board every GPU "
                  f"has NVLinks, so {'its' if one else 'their'} links are down or {'it is' if one else 'they are'} not "
-                 f"in the NVSwitch fabric (a Fabric Manager partition, a fault); {'it copies' if one else 'they copy'} "
+                 f"in the NVSwitch fabric (a Fabric Manager partition, a fault)"
+                 f"{', unless it is another card beside the board (the source does not name the GPUs)' if unnamed else ''}; "
+                 f"{'it copies' if one else 'they copy'} "
                  f"over PCIe ({'/'.join(words)}) at a fraction of the NVLink bandwidth"),
         gpus=cut_off,
         fix=(f"check `nvidia-smi nvlink -s -i {cut_off[0]}` (inactive links), the fabric state in `nvidia-smi -q` "

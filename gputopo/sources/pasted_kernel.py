@@ -38,11 +38,15 @@ _BDF_IN = "(" + BDF + ")"
 _AMD_VI = re.compile(_BDF_IN + r":?\s+AMD-Vi: Event logged \[IO_PAGE_FAULT")
 _AMD_VI_DEVICE = re.compile(r"AMD-Vi: Event logged \[IO_PAGE_FAULT device=" + _BDF_IN)
 _DMAR = re.compile(r"DMAR: \[DMA (?:Read|Write)[^\]]*\] Request device \[" + _BDF_IN + r"\]")
-_XID = re.compile(r"NVRM: Xid \(PCI:([0-9a-fA-F:.]+)\):\s*(\d+)")
-_XID_CAUSE = re.compile(r"caused by previous Xid (\d+)")
+# Numbers are ASCII digits and bounded: int() refuses a number of more than 4300 digits (a traceback).
+_XID = re.compile(r"NVRM: Xid \(PCI:([0-9a-fA-F:.]+)\):\s*([0-9]{1,9})\b")
+_XID_CAUSE = re.compile(r"caused by previous Xid ([0-9]{1,9})\b")
 _FALLEN_GPU = re.compile(r"NVRM: (?:The NVIDIA GPU|GPU at(?: PCI:)?)\s+" + _BDF_IN)
-_AER = re.compile(r"(\S+) " + _BDF_IN + r": (?:AER: )?PCIe Bus Error: severity=([^,]+), type=([^,(]+)")
-_NOT_RECOVERED = re.compile(r"(\S+) " + _BDF_IN + r": (?:AER: )?(?:can't recover|device has no AER-aware driver)")
+# The driver's name is a word of its own, bounded: ``(\S+) `` searched along a long line without
+# spaces would try every start and every length (quadratic: minutes on a 1 MB line).
+_DRIVER = r"(?<!\S)(\S{1,64}) "
+_AER = re.compile(_DRIVER + _BDF_IN + r": (?:AER: )?PCIe Bus Error: severity=([^,]{1,64}), type=([^,(]{1,64})")
+_NOT_RECOVERED = re.compile(_DRIVER + _BDF_IN + r": (?:AER: )?(?:can't recover|device has no AER-aware driver)")
 _DEFAULT_DOMAIN = re.compile(r"iommu: Default domain type: (Translated|Passthrough)")
 _IOMMU_ACTIVE = re.compile(r"Adding to iommu group|iommu: Adding device \S+ to group|DMAR: IOMMU enabled|"
                            r"AMD-Vi: Found IOMMU|DMAR: Intel\(R\) Virtualization Technology for Directed I/O")
@@ -58,9 +62,12 @@ _KERNEL_KEYS = frozenset({
 })
 # A line that starts a record of its own: a dmesg time stamp or level, a syslog date, a journal's
 # ``kernel:``, a shell prompt, a comment. Such a line never continues a wrapped command line.
-_RECORD_START = re.compile(r"^\s*(?:\[|<\d+>|[A-Z][a-z]{2} +\d|\d{4}-\d\d-\d\d|kernel:|[$#%>~\u276f]|\S+@\S+[:#$])")
+_RECORD_START = re.compile(r"^\s*(?:\[|<\d+>|[A-Z][a-z]{2} +\d|\d{4}-\d\d-\d\d|kernel:|[$#%>~\u276f]|[^\s@]+@[^\s@:#$]+[:#$])")
 _CONTINUED_WORD = re.compile(r"^(?:[A-Za-z_][\w.-]*(?:=\S*)?|--)$")
 _FRAGMENT = re.compile(r"^[\w.,:/=+@-]+$")  # the first word may be the tail of a word cut by the wrap
+# A kernel message without its time stamp (``dmesg -t``, ``journalctl -k -o cat``): ``DMAR: IOMMU enabled``
+# starts with its subsystem's name and a colon, which no parameter's tail is (a value holds ``=`` before).
+_SUBSYSTEM = re.compile(r"^[^\s=]+:$")
 MIN_WRAPPED_CHARS = 60  # a line a terminal wrapped filled its width: no terminal is narrower
 MAX_WRAPPED_LINES = 32
 
@@ -101,7 +108,7 @@ def _continues(line: str, previous: str, state: KernelLogState) -> bool:
     """Whether ``line`` is the next part of a command line a terminal wrapped (see the module docstring)."""
     words = line.split()
     if (not words or len(previous.rstrip()) < MIN_WRAPPED_CHARS or state.wrapped >= MAX_WRAPPED_LINES
-            or _RECORD_START.match(line) or not _FRAGMENT.match(words[0])
+            or _RECORD_START.match(line) or not _FRAGMENT.match(words[0]) or _SUBSYSTEM.match(words[0])
             or not all(_CONTINUED_WORD.match(w) for w in words[1:])):
         return False
     state.wrapped += 1
@@ -133,7 +140,7 @@ def _scan_faults(evidence: PastedEvidence, line: str, number: int, before: list[
 
 
 def _scan_aer(evidence: PastedEvidence, line: str, number: int) -> bool:
-    aer = _AER.search(line)
+    aer = _AER.search(line) if "PCIe Bus Error" in line else None
     if aer:
         evidence.add_kind("dmesg")
         said = aer.group(3).strip().lower()
@@ -142,7 +149,7 @@ def _scan_aer(evidence: PastedEvidence, line: str, number: int) -> bool:
         evidence.aer.append(PastedAer(full_bdf(aer.group(2)), aer.group(1), severity, aer.group(4).strip(),
                                       number, shown(line)))
         return True
-    lost = _NOT_RECOVERED.search(line)
+    lost = _NOT_RECOVERED.search(line) if "recover" in line or "AER-aware" in line else None
     if lost:
         evidence.add_kind("dmesg")
         evidence.not_recovered.setdefault(full_bdf(lost.group(2)), shown(line))

@@ -28,7 +28,7 @@ _SHORT = r"[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7]"
 _HEADER = re.compile(r"^\s*((?:[0-9a-fA-F]{4}:)?" + _SHORT + r")((?:/" + _SHORT + r")*)\s+\S")
 _DASH_S = re.compile(r"\blspci\b.*\s-s\s*(" + BDF + ")")
 _ACSCTL = re.compile(r"ACSCtl:\s*((?:\w+[+-]\s*)+)")
-_LNK = re.compile(r"\b(LnkCap|LnkSta):\s*(?:Port #\d+,\s*)?Speed\s+([0-9.]+)GT/s[^,]*,\s*Width\s+x(\d+)")
+_LNK = re.compile(r"\b(LnkCap|LnkSta):\s*(?:Port #[0-9]+,\s*)?Speed\s+([0-9]{1,3}(?:\.[0-9]{1,3})?)GT/s[^,]*,\s*Width\s+x([0-9]{1,3})\b")
 _SETPCI_ACS = re.compile(r"^\s*(" + BDF + r")\s+\(ecap 0*d @[0-9a-fA-F]+\)\s+@[0-9a-fA-F]+\s+([0-9a-fA-F]{4})\s*$")
 _TREE = re.compile(r"-\[[0-9a-fA-F]{4}:[0-9a-fA-F]{2}\]-|[+\\]-[0-9a-fA-F]{2}\.[0-7]")
 

@@ -19,13 +19,15 @@ from dataclasses import dataclass, field
 
 from gputopo.sources.pasted_evidence import PastedEvidence, PastedFabric, full_bdf
 
-_NVLINK_GPU = re.compile(r"^\s*GPU (\d+):(?: (.{1,80}?)(?: \(UUID|\s*$))?")
-_NVLINK_LINK = re.compile(r"^\s+Link (\d+):\s*(.*?)\s*$")
-_NVLINK_COUNTER = re.compile(r"^(.{1,40}?) Errors?:\s*(\d+)$")
+# Numbers are ASCII digits and bounded: int() refuses a number of more than 4300 digits (a traceback).
+_NVLINK_GPU = re.compile(r"^\s*GPU ([0-9]{1,9}):(.*)$")  # the name after it: read in Python, not a lazy group
+# No ``\s*(.*?)\s*$`` in these: a lazy group before trailing spaces is quadratic on a long line of
+# spaces; the text after the colon is stripped instead.
+_NVLINK_LINK = re.compile(r"^\s+Link ([0-9]{1,9}):(.*)$")
+_NVLINK_COUNTER = re.compile(r"^(.{1,40}?) Errors?:\s*([0-9]{1,20})$")
 _SMI_Q_GPU = re.compile(r"^\s*GPU ([0-9a-fA-F]{4,8}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7])\s*$")
 _FABRIC = re.compile(r"^(\s*)Fabric\s*$")
-_KEY_VALUE = re.compile(r"^(\s*)(\S[^:]*?)\s*:\s*(.*?)\s*$")
-_TITLE = re.compile(r"^(\s*)([A-Za-z][\w ]*?)\s*$")
+_TITLE = re.compile(r"[A-Za-z][\w ]*")
 MAX_LINKS = 64
 MAX_NAMED_GPUS = 4096  # the most GPU names kept from `GPU N: name` lines
 MAX_FABRIC_FIELDS = 32
@@ -59,13 +61,14 @@ def scan_smi(evidence: PastedEvidence, line: str, number: int, state: SmiState) 
     match = _NVLINK_GPU.match(line)
     if match and not gpu_q:
         state.nvlink_gpu = int(match.group(1))
-        if match.group(2) and len(evidence.nvlink_names) < MAX_NAMED_GPUS:
-            evidence.nvlink_names[state.nvlink_gpu] = match.group(2).strip()
+        name = match.group(2).split(" (UUID", 1)[0].strip()[:80]  # `GPU 3: Tesla V100-SXM2-32GB (UUID: ...)`
+        if name and len(evidence.nvlink_names) < MAX_NAMED_GPUS:
+            evidence.nvlink_names[state.nvlink_gpu] = name
         return False
     link = _NVLINK_LINK.match(line)
     if link is None or state.nvlink_gpu is None or int(link.group(1)) >= MAX_LINKS:
         return False
-    said, number_of_link = link.group(2), int(link.group(1))
+    said, number_of_link = link.group(2).strip(), int(link.group(1))
     if "GB/s" in said or "inactive" in said:
         evidence.add_kind("nvidia-smi nvlink -s")
         evidence.nvlink_states.setdefault(state.nvlink_gpu, {})[number_of_link] = "inactive" not in said
@@ -96,14 +99,14 @@ def _in_fabric(line: str, state: SmiState) -> bool:
         return False
     while state.sections and indent <= state.sections[-1][0]:
         state.sections.pop()
-    pair = _KEY_VALUE.match(line)
-    if pair and len(fabric.fields) < MAX_FABRIC_FIELDS:
-        key = "/".join([*(name for _, name in state.sections), pair.group(2)])
-        fabric.fields[key] = pair.group(3)[:80]
+    name, colon, value = line.strip().partition(":")
+    if colon and name.strip():
+        if len(fabric.fields) < MAX_FABRIC_FIELDS:
+            key = "/".join([*(title for _, title in state.sections), name.strip()])
+            fabric.fields[key] = value.strip()[:80]
         return True
-    title = _TITLE.match(line)
-    if title:
-        state.sections.append((indent, title.group(2)))
+    if _TITLE.fullmatch(line.strip()):
+        state.sections.append((indent, line.strip()))
         return True
     state.fabric = None
     return False

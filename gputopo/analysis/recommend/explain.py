@@ -106,10 +106,16 @@ def _slightly_faster(group: GroupAdvice, worse: GroupAdvice, name_worse: bool) -
     mine, theirs = group.slowest_hop, worse.slowest_hop
     of_worse = f" than {gpu_set(worse.gpus)}'s" if name_worse else " than the other's"
     both = f"both ~{format_gbps(group.key[0] / CENTI)} GB/s"
-    if mine is not None and theirs is not None and "measured" in (mine.basis, theirs.basis):
+    bases = (mine.basis, theirs.basis) if mine is not None and theirs is not None else ()
+    if bases == ("measured", "measured"):
         return (f"its slowest ring hop ({_slowest_hop_word(group)}) measured a little faster{of_worse} "
                 f"({_slowest_hop_word(worse)}), {both}: a difference this small may be no more than how much one "
                 "measurement varies")
+    if "measured" in bases:  # one figure measured, the other estimated: neither is "measured faster"
+        said = ["measured" if basis == "measured" else "estimated" for basis in bases]
+        return (f"its slowest ring hop ({_slowest_hop_word(group)}, {said[0]}) is a little faster{of_worse} "
+                f"({_slowest_hop_word(worse)}, {said[1]}), {both}: a measurement and an estimate this close do not "
+                "tell which is faster")
     if _slowest_hop_word(group) != _slowest_hop_word(worse):
         return (f"its slowest ring hop ({_slowest_hop_word(group)}) is estimated a little faster{of_worse} "
                 f"({_slowest_hop_word(worse)}), {both}: the estimate takes a small cost for each PCIe bridge or host "

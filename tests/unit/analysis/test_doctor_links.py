@@ -110,6 +110,16 @@ def test_at_p0_a_link_its_state_source_read_at_its_max_is_the_slots_best_and_no_
     assert report.findings == [] and report.gpu_problems == {}
 
 
+def test_at_p0_a_link_whose_max_the_state_source_does_not_give_is_only_maybe():
+    """A Gen4 GPU under a Gen5 port: sysfs reads the port at Gen4 of Gen5, its own max. NVML (a VM, a
+    container) gave no Max: P0 cannot tell a link that trained down from one at the GPU's best."""
+    report = _report()
+    assert slow_link(report, "0000:40:01.1", "Gen4", "Gen5", gpus=[0], evidence=["e"], bdf="0000:40:01.1",
+                     state=_state(0, 4, None), gen_now=4, below=[A]) is False
+    (finding,) = report.findings
+    assert finding.code == "pcie-link-slow-maybe-idle" and report.gpu_problems == {}
+
+
 def _narrow_by_door(tmp_path) -> dict:
     """The x8-of-x16 GPU link of the real captures, read through each door."""
     x8 = real_links()["gpu-x8"]

@@ -81,7 +81,21 @@ def test_a_p2p_level_the_log_shows_explains_the_paths_beyond_it_and_only_those()
     (finding,) = host_memory_findings(merged)
     assert "The log shows NCCL_P2P_LEVEL=PXB" in finding.message and "NODE is beyond it" in finding.message
     level_sys = _with_words(line.replace("PXB", "SYS") + text_of("nccl_log", VASTAI), _vastai_words("NODE"))
-    assert list(host_memory_pairs(level_sys)) == ["host-bridge"]  # SYS allows NODE: the setting is not why
+    assert list(host_memory_pairs(level_sys)) == ["allowed"]  # SYS allows NODE: the setting is not why
+
+
+@pytest.mark.parametrize(("level", "cross", "severity"), [("SYS", "SYS", "info"), ("SYS", "NODE", "info"),
+                                                           ("PHB", "PHB", "info"), ("PXB", "PIX", "warning")])
+def test_a_p2p_level_the_log_shows_that_allows_the_path_is_not_called_nccls_default_rule(level, cross, severity):
+    """NCCL_P2P_LEVEL=SYS set and SHM across SYS: NCCL's level let P2P through, so its default level
+    cannot be why, nor is setting NCCL_P2P_LEVEL=SYS the fix: the pair cannot peer."""
+    line = f"dbaaa2700fd2:1890:1890 [0] NCCL INFO NCCL_P2P_LEVEL set by environment to {level}\n"
+    merged = _with_words(line + text_of("nccl_log", VASTAI), _vastai_words(cross))
+    (finding,) = host_memory_findings(merged)
+    assert finding.severity == severity
+    assert f"The log shows NCCL_P2P_LEVEL={level}, which lets NCCL use P2P on {cross}" in finding.message
+    assert "NCCL's own rule" not in finding.message and "default P2P level stops" not in finding.message
+    assert "NCCL_P2P_LEVEL=" not in finding.fix and "`nvidia-smi topo -p2p r`" in finding.fix
 
 
 def test_p2p_off_by_setting_is_not_said_twice_where_connection_lines_say_more():

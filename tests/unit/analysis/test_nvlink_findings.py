@@ -84,6 +84,21 @@ def test_a_gpu_without_nvlink_on_a_switch_board_is_a_warning_not_silence():
         "NVSwitch fabric (inferred: GPUs 0,1,3,4,5,6,7 show NV18 to each other, more NVLinks than one GPU has")
 
 
+def test_a_gpu_of_another_model_beside_a_switch_board_is_another_card_not_one_with_links_down():
+    """An L4 (a PCIe card, no NVLink) in an HGX H100 server: the source names both models."""
+    topo = _switch_board_with_gpu_2_off_the_fabric()
+    for gpu in topo.gpus:
+        gpu.name = "NVIDIA L4" if gpu.index == 2 else "NVIDIA H100 80GB HBM3"
+    assert "nvlink-links-down" not in by_code(topo)
+    topo.gpu(2).name = "NVIDIA H100 80GB HBM3"  # one model: its links are down
+    down = by_code(topo)["nvlink-links-down"]
+    assert down.severity == "warning" and "unless it is another card" not in down.message
+    for gpu in topo.gpus:
+        gpu.name = None  # text alone: the other explanation is said
+    assert "unless it is another card beside the board (the source does not name the GPUs)" in (
+        by_code(topo)["nvlink-links-down"].message)
+
+
 def test_a_gpu_whose_links_the_source_does_not_show_is_not_called_down():
     from gputopo.model import make_link
 

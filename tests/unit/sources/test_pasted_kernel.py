@@ -22,6 +22,10 @@ def test_what_follows_a_command_line_is_no_part_of_it():
     for after in ("```", "[    0.013368] ACPI: DMAR 0x00000000781D2588", "root@vm:~# sudo dmesg | grep -i iommu",
                   "# found this", "00:01.0 PCI bridge: Intel Corporation Device", ""):
         assert parse_pasted(f"{LONG_CMDLINE}\n{after}\n").cmdline == LONG_CMDLINE, after
+    for after in ("DMAR: IOMMU enabled", "AMD-Vi: Interrupt remapping enabled", "iommu: Default domain type: Translated"):
+        parsed = parse_pasted(f"{LONG_CMDLINE}\n{after}\n")  # dmesg -t: a message with no time stamp
+        assert parsed.cmdline == LONG_CMDLINE, after
+    assert parse_pasted(f"{LONG_CMDLINE}\nDMAR: IOMMU enabled\n").iommu_active == "DMAR: IOMMU enabled"
     short = "BOOT_IMAGE=/vmlinuz ro iommu=pt"  # no terminal is this narrow: the next line is its own
     assert parse_pasted(f"{short}\nquiet splash\n").cmdline == short
 
@@ -57,3 +61,22 @@ def test_the_default_domain_and_an_iommu_at_work():
     at_work = parse_pasted("[    0.620000] pci 0000:00:00.2: AMD-Vi: Found IOMMU cap 0x40\n"
                            "[    0.640000] iommu: Default domain type: Passthrough (set via kernel command line)\n")
     assert at_work.default_domain[0] == "passthrough" and "Found IOMMU" in at_work.iommu_active
+
+
+def test_megabyte_lines_without_spaces_are_read_at_once_and_what_follows_is_still_read():
+    """A driver name searched as ``(\\S+) `` along a line without spaces tried every start and length
+    (hours on 1 MB); a wrapped command line's next line started with ``\\S+@\\S+``."""
+    after = "pcieport 0000:00:01.0: AER: PCIe Bus Error: severity=Corrected, type=Physical Layer, (Receiver ID)\n"
+    for line in ("0000:" * 200_000, "a" * 1_000_000, "0." * 500_000, "[" * 1_000_000,
+                 "x PCIe Bus Error " + "0000:" * 200_000, "can't recover " + "0000:" * 200_000):
+        parsed = parse_pasted(line + "\n" + after)
+        assert [(a.bdf, a.severity) for a in parsed.aer] == [("0000:00:01.0", "corrected")]
+    wrapped = parse_pasted(LONG_CMDLINE + "\n" + "a@" * 500_000 + "!\n")  # no parameter: not joined
+    assert wrapped.cmdline == LONG_CMDLINE
+
+
+def test_numbers_of_thousands_of_digits_are_no_xid_and_no_traceback():
+    nines = "9" * 5000
+    parsed = parse_pasted(f"NVRM: Xid (PCI:0000:01:00): {nines}, pid=1\n"
+                          f"NVRM: Xid (PCI:0000:02:00): 45, pid=1, caused by previous Xid {nines}\n")
+    assert [(x.pci, x.code, x.cause) for x in parsed.xids] == [("0000:02:00", 45, None)]

@@ -45,3 +45,11 @@ def test_a_link_of_width_x0_is_no_link_not_a_narrow_one():
     assert parsed.links == []
     (down,) = parsed.links_down
     assert down.bdf == "0000:00:1c.0" and (down.link.current_width, down.link.max_width) == (0, 1)
+
+
+def test_a_link_line_with_an_impossible_speed_or_width_is_no_link_and_no_traceback():
+    parsed = parse_pasted("01:00.0 VGA compatible controller: NVIDIA Corporation\n"
+                          "\t\tLnkSta:\tSpeed 1.2.3GT/s, Width x16\n"
+                          f"\t\tLnkSta:\tSpeed 8GT/s, Width x{'9' * 5000}\n"
+                          "\t\tLnkSta:\tSpeed 2.5GT/s (downgraded), Width x16\n")
+    assert [(p.link.current_speed_gts, p.link.current_width) for p in parsed.links] == [(2.5, 16)]

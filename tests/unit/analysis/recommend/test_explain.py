@@ -61,3 +61,22 @@ def test_hops_that_round_alike_say_what_differs_not_twelve_against_twelve():
     assert "~12 GB/s (PIX) against ~12 GB/s" not in reason
     assert "(PIX) is estimated a little faster than {0,1}'s (PXB), both ~12 GB/s" in reason
     assert "cost for each PCIe bridge" in reason
+
+
+@pytest.mark.parametrize(("measured", "best", "says"), [
+    ((0, 1), [0, 1], "its slowest ring hop (PXB, measured) is a little faster than {2,3}'s (PIX, estimated)"),
+    ((2, 3), [2, 3], "its slowest ring hop (PIX, measured) is a little faster than {0,1}'s (PXB, estimated)"),
+])
+def test_hops_that_round_alike_with_one_measured_do_not_call_the_estimate_measured(measured, best, says):
+    """The same box with one pair measured near the other's estimate: "measured a little faster" would
+    call an estimated hop measured, or compare a measurement with a figure nobody measured."""
+    from gputopo.model.parts import Measurement
+
+    paste = REPO / "tests/fixtures/corpus/topo/nccl667_4gpu_pxb_pair_pix_pair_sys_two_numa_no_legend.txt"
+    topology = resolve(TopologyRequest(from_files=[str(paste)]))
+    gbps = 12.4 if measured == (0, 1) else 12.0
+    topology.link(*measured).measured = Measurement(a_to_b_gbps=gbps, b_to_a_gbps=gbps, method="bench-p2p",
+                                                    p2p_enabled=True)
+    result = recommend(topology, 2)
+    assert result.best.gpus == best and says in result.best.reason
+    assert "measured a little faster" not in result.best.reason
