@@ -3,8 +3,9 @@ repeated until the paste is 1, 4 and 16 MiB (the bound of an input is 64 MiB), a
 whole door (every sniff, then every matching reader and the merge) reads it. Linear readers take
 about 4x as long for 4x the text; the figures and the ratios are printed, nothing is asserted.
 Adversarial lines are timed too: one NCCL-looking line of 4000 characters of `a:1:` repeated, and a
-paste of 200,000 `Link N: <inactive>` lines without a GPU line, and an `nvidia-smi -q` block of
-4000 lines of 1000 blanks each.
+paste of 200,000 `Link N: <inactive>` lines without a GPU line, an `nvidia-smi -q` block of
+4000 lines of 1000 blanks each, and the rows of a real 8-GPU `topo -m` repeated 375 and 1500 times
+without a header (every row line is a candidate header: reading below each one was quadratic).
 
 Usage: python benchmarks/readers_speed.py [--sizes 1 4 16]
 """
@@ -59,6 +60,10 @@ def main() -> None:
         "200k inactive links, no GPU": "\t Link 0: <inactive>\n" * 200_000,
         "-q block of 1000-blank lines": "GPU 0000:01:00.0\n" + ("    Ab" + " " * 1000 + "c\n") * 4000,
     }
+    topo_rows = [line for line in (CORPUS / "topo/dgx_a100_8gpu_nv12_compact_spacing.txt").read_text().splitlines()
+                 if line.startswith("GPU")]
+    for times in (375, 1500):
+        adversarial[f"topo -m rows x{times}, no header"] = "\n".join(topo_rows * times)
     for label, text in adversarial.items():
         seconds, outcome = _time(text)
         print(f"adversarial  {label:48} {len(text) / MIB:5.1f} MiB {seconds * 1000:9.1f} ms  {outcome}")

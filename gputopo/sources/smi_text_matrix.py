@@ -29,6 +29,7 @@ from __future__ import annotations
 import itertools
 import re
 from dataclasses import dataclass, field
+from collections.abc import Iterator
 from typing import Any
 
 from gputopo.sources.smi_text_paste import (
@@ -161,31 +162,44 @@ def split_header(line: str) -> tuple[list[str], list[str]] | None:
     return columns, parts[1]
 
 
-def _logical_rows(lines: list[str], start: int) -> list[str]:
+def _logical_rows(lines: list[str], start: int) -> Iterator[str]:
     """The row lines from ``start`` on, blank lines skipped and wrapped rows joined (a line of cell
-    words and affinity values only continues the row above it); stops at any other line."""
-    rows: list[str] = []
-    for line in lines[start:]:
+    words and affinity values only continues the row above it); stops at any other line. Made as
+    they are asked for: a caller that stops at a repeated label reads no further (a paste of
+    thousands of rows below every candidate header line was quadratic)."""
+    parts: list[str] = []
+    for index in range(start, len(lines)):
+        line = lines[index]
         tokens = line.split()
         if not tokens:
             continue
-        if rows and all(is_row_token(t) for t in tokens):
-            rows[-1] = rows[-1].rstrip() + " " + line.strip()
+        if parts and all(is_row_token(t) for t in tokens):
+            parts.append(line.strip())
             continue
         if len(tokens) < 2 or is_cell_word(tokens[0]):
             break
-        rows.append(line)
-    return rows
+        if parts:
+            yield _joined(parts)
+        parts = [line]
+    if parts:
+        yield _joined(parts)
+
+
+def _joined(parts: list[str]) -> str:
+    """A row and the lines that continue it, as one line (a row alone as it was)."""
+    return parts[0] if len(parts) == 1 else " ".join([parts[0].rstrip(), *parts[1:]])
 
 
 def _row_labels(lines: list[str], start: int) -> list[str]:
     """The labels of the matrix rows from ``start`` on: lines with a self cell (X) after a label."""
     labels: list[str] = []
+    seen: set[str] = set()
     for line in _logical_rows(lines, start):
         tokens = line.split()
-        if tokens[0] in labels or not any(SELF_WORD in (split_run_together(t) or [t.upper()]) for t in tokens[1:]):
+        if tokens[0] in seen or not any(SELF_WORD in (split_run_together(t) or [t.upper()]) for t in tokens[1:]):
             break
         labels.append(tokens[0])
+        seen.add(tokens[0])
     return labels
 
 
@@ -232,7 +246,7 @@ def _headerless_rows(lines: list[str], index: int) -> _Matrix | None:
     nics = labels[len(gpus) :]
     counts = []  # (link cells, attribute cells) per GPU row
     nvlinked = 0  # the columns up to the last NV# cell of any GPU row
-    for line in _logical_rows(lines, index)[: len(gpus)]:
+    for line in itertools.islice(_logical_rows(lines, index), len(gpus)):
         cells = _expanded(line.split()[1:])
         links = next((k for k, cell in enumerate(cells) if not is_cell_word(cell)), len(cells))
         counts.append((links, len(cells) - links))

@@ -49,3 +49,21 @@ def test_a_split_header_that_names_other_rows_is_not_used():
     header = "\tGPU0GPU1\tmlx5_9\tCPU Affinity"
     rows = ["GPU0\t X \tNV2\tPHB\t0-7", "GPU1\tNV2\t X \tPHB\t0-7", "mlx5_0\tPHB\tPHB\t X "]
     assert find_matrices([header, *rows])[0].columns != ["GPU0", "GPU1", "mlx5_9"]
+
+
+class _Untouchable(str):
+    """A line that fails the test if anything reads it."""
+
+    def split(self, *args, **kwargs):
+        raise AssertionError("read a line below the matrix's rows")
+
+
+def test_the_row_labels_stop_at_a_repeated_label_without_reading_further():
+    """Every row line of a headerless paste is a candidate header, and each looked at every row below
+    it: thousands of pasted rows were quadratic (benchmarks/readers_speed.py prints the figures).
+    Reading stops where a label repeats."""
+    from gputopo.sources.smi_text_matrix import _row_labels
+
+    rows = ["GPU0   X    NV12  0-23  0", "GPU1  NV12   X    0-23  0"]
+    lines = rows + rows + [_Untouchable("GPU0   X    NV12  0-23  0")]
+    assert _row_labels(lines, 0) == ["GPU0", "GPU1"]
