@@ -28,8 +28,8 @@ from __future__ import annotations
 
 import itertools
 import re
-from dataclasses import dataclass, field
 from collections.abc import Iterator
+from dataclasses import dataclass, field
 from typing import Any
 
 from gputopo.sources.smi_text_paste import (
