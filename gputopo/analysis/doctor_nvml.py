@@ -116,23 +116,39 @@ def _fabric(gpu: GpuNvmlHealth, report: DoctorReport) -> None:
     if gpu.fabric_state in (None, "not-supported"):
         return
     if gpu.fabric_state == "completed" and gpu.fabric_status == 0:
-        if gpu.fabric_degraded_bandwidth:
-            report.add(Finding("warning", "fabric-degraded", f"{report.label(_bdf(gpu))}: the NVSwitch fabric reports "
-                               "degraded bandwidth.", gpus=[gpu.index],
-                               evidence=[f"nvmlDeviceGetGpuFabricInfoV(GPU {gpu.index}): healthMask degraded bandwidth"],
-                               fix="check `nvidia-smi -q` Fabric section and the Fabric Manager log"))
+        if gpu.fabric_degraded_bandwidth:  # (the health mask: the V call's only)
+            fabric_degraded(report, report.label(_bdf(gpu)), "degraded bandwidth", [gpu.index],
+                            [f"nvmlDeviceGetGpuFabricInfoV(GPU {gpu.index}): healthMask degraded bandwidth"])
         return
     report.mark_gpu(_bdf(gpu), "nvlink-down")
+    said = f"state {gpu.fabric_state}, status {gpu.fabric_status}"
+    fabric_not_ready(report, report.label(_bdf(gpu)), said, [gpu.index],
+                     [f"nvmlDeviceGetGpuFabricInfo(GPU {gpu.index}): {said}"])
+
+
+FABRIC_FIX = ("`sudo systemctl enable --now nvidia-fabricmanager` with the package at exactly the driver's version "
+              "(`nvidia-smi` shows it); see `journalctl -u nvidia-fabricmanager`; where GPUs share a fabric by "
+              "partitions (FABRIC_MODE=1) they stay In Progress until their partition is activated")
+
+
+def fabric_not_ready(report: DoctorReport, who: str, said: str, gpus: list[int], evidence: list[str]) -> None:
+    """``fabric-not-ready``, whichever door read the fabric (NVML here, a pasted ``-q`` in
+    ``doctor_smi_pasted``): a GPU not registered with the NVSwitch fabric cannot run CUDA. ``said``:
+    the state and status in the source's words."""
     report.add(Finding(
         "error", "fabric-not-ready",
-        f"{report.label(_bdf(gpu))} is not registered with the NVSwitch fabric (state {gpu.fabric_state}, "
-        f"status {gpu.fabric_status}): CUDA fails with error 802 'system not yet initialized' until Fabric Manager "
-        "has registered every GPU.",
-        gpus=[gpu.index],
-        evidence=[f"nvmlDeviceGetGpuFabricInfo(GPU {gpu.index}): state {gpu.fabric_state}, status {gpu.fabric_status}"],
-        effect="every CUDA program on this GPU",
-        fix="`sudo systemctl enable --now nvidia-fabricmanager` with the package at exactly the driver's version "
-            "(`nvidia-smi` shows it); see `journalctl -u nvidia-fabricmanager`"))
+        f"{who} is not registered with the NVSwitch fabric ({said}): CUDA fails with "
+        "error 802 'system not yet initialized' until Fabric Manager has registered every GPU.",
+        gpus=gpus, evidence=evidence, effect="every CUDA program on this GPU", fix=FABRIC_FIX))
+
+
+def fabric_degraded(report: DoctorReport, who: str, health: str, gpus: list[int], evidence: list[str]) -> None:
+    """``fabric-degraded``, whichever door read it: the fabric is up but says ``health``."""
+    report.add(Finding(
+        "warning", "fabric-degraded", f"{who}: the NVSwitch fabric reports {health}.",
+        gpus=gpus, evidence=evidence, effect="NVLink traffic through the fabric",
+        fix="read the whole Fabric section of `nvidia-smi -q` (which health bit is set) and the Fabric Manager "
+            "log; `nvidia-smi nvlink -s` and `-e` for links down or erring"))
 
 
 def _fabric_check(nvml: NvmlHealth, report: DoctorReport) -> None:

@@ -1,6 +1,8 @@
 """What pasted ``nvidia-smi`` text says, judged (``gputopo.sources.pasted_smi`` read it): NVLinks
 inactive (``nvlink -s``), NVLink error counters (``nvlink -e``) and the NVSwitch fabric's state and
-health (``-q``'s Fabric section), in the words of the live NVML checks (``doctor_nvml``).
+health (``-q``'s Fabric section). One wording per finding, whichever door read it: the fabric's from
+``doctor_nvml`` (the live NVML checks), an inactive link's from ``observed_findings`` (what scan says
+of ``nvlink -s``).
 
 GPUs are named as nvidia-smi numbers them (NVML's index) or by the bus id of their ``-q`` block;
 a Fabric section grep cut from its GPU block is said for "a GPU the paste does not name"."""
@@ -8,6 +10,7 @@ a Fabric section grep cut from its GPU block is said for "a GPU the paste does n
 from __future__ import annotations
 
 from gputopo.analysis.doctor_common import DoctorReport
+from gputopo.analysis.doctor_nvml import fabric_degraded, fabric_not_ready
 from gputopo.analysis.observed_findings import nvlink_inactive_finding
 from gputopo.model import Finding
 from gputopo.sources.pasted_evidence import PastedEvidence, PastedFabric
@@ -17,9 +20,6 @@ NOT_A_VALUE = ("", "N/A", "Not Supported", "[N/A]", "[Not Supported]")
 # nvidia-smi prints (symbol errors, before forward error correction, are normal on a healthy link) are not.
 JUDGED_COUNTERS = ("replay", "recovery", "crc")
 COUNTER_MAX_16BIT = 65535
-FABRIC_FIX = ("`sudo systemctl enable --now nvidia-fabricmanager` with the package at exactly the driver's version "
-              "(`nvidia-smi` shows it); see `journalctl -u nvidia-fabricmanager`; where GPUs share a fabric by "
-              "partitions (FABRIC_MODE=1) they stay In Progress until their partition is activated")
 
 
 def nvlink_checks(label: str, evidence: PastedEvidence, report: DoctorReport) -> None:
@@ -90,25 +90,14 @@ def _fabric(label: str, fabric: PastedFabric, report: DoctorReport) -> str:
     where = f"{label} line {fabric.line}: Fabric State {state or '?'}, Status {status or '?'}"
     if state in NOT_A_VALUE:
         return "no fabric"
+    gpus = report.indices([fabric.gpu]) if fabric.gpu else []
     if state != "Completed" or status != "Success":
         if fabric.gpu:
             report.mark_gpu(fabric.gpu, "nvlink-down")
-        report.add(Finding(
-            "error", "fabric-not-ready",
-            f"{who} is not registered with the NVSwitch fabric (State {state}, Status {status}): CUDA fails with "
-            "error 802 'system not yet initialized' until Fabric Manager has registered every GPU.",
-            gpus=report.indices([fabric.gpu]) if fabric.gpu else [],
-            evidence=[where], effect="every CUDA program on this GPU", fix=FABRIC_FIX))
+        fabric_not_ready(report, who, f"State {state}, Status {status}", gpus, [where])
         return "problem"
-    unhealthy = summary not in (*NOT_A_VALUE, "Healthy") or bandwidth not in (*NOT_A_VALUE, "Full")
-    if unhealthy:
-        report.add(Finding(
-            "warning", "fabric-degraded",
-            f"{who}: the NVSwitch fabric reports its health as {summary or '?'} (bandwidth {bandwidth or '?'}).",
-            gpus=report.indices([fabric.gpu]) if fabric.gpu else [],
-            evidence=[f"{where}, Health Summary {summary or '?'}, Bandwidth {bandwidth or '?'}"],
-            effect="NVLink traffic through the fabric",
-            fix="read the whole Fabric section of `nvidia-smi -q` (which health bit is set) and the Fabric Manager "
-                "log; `nvidia-smi nvlink -s` and `-e` for links down or erring"))
+    if summary not in (*NOT_A_VALUE, "Healthy") or bandwidth not in (*NOT_A_VALUE, "Full"):
+        fabric_degraded(report, who, f"its health as {summary or '?'} (bandwidth {bandwidth or '?'})", gpus,
+                        [f"{where}, Health Summary {summary or '?'}, Bandwidth {bandwidth or '?'}"])
         return "problem"
     return "registered"

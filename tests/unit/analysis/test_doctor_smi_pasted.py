@@ -5,9 +5,16 @@ from __future__ import annotations
 
 from conftest import OWN_FIXTURES
 from doctor_trees import capture
+from fabric_cases import CASES
+from fake_nvml import FakeNvml
 
 from gputopo.analysis.doctor import doctor
+from gputopo.analysis.doctor_common import DoctorReport
+from gputopo.analysis.doctor_nvml import nvml_checks
+from gputopo.analysis.observed_findings import observed_findings
 from gputopo.sources.health import HealthEvidence
+from gputopo.sources.nvlink import read
+from gputopo.sources.nvml_health import read_nvml_health
 from gputopo.sources.pasted_health import parse_pasted
 
 
@@ -50,9 +57,6 @@ def test_nvlink_s_is_worded_once_whether_doctor_or_scan_reads_it():
     """`doctor --from` and `scan --from` of one `nvidia-smi nvlink -s` say the same thing: a module
     (SXM2, its board wires every link) is a warning; a card with links down is only info (it may
     have more link slots than its bridge uses)."""
-    from gputopo.analysis.observed_findings import observed_findings
-    from gputopo.sources.nvlink import read
-
     module = capture("nvlink_s_v100_two_inactive.txt")
     card = module.replace("Tesla V100-SXM2-32GB", "NVIDIA RTX A6000")
     for text, severity in ((module, "warning"), (card, "info")):
@@ -61,3 +65,24 @@ def test_nvlink_s_is_worded_once_whether_doctor_or_scan_reads_it():
         assert by_doctor.severity == by_scan.severity == severity
         assert (by_doctor.message, by_doctor.fix) == (by_scan.message, by_scan.fix)
         assert by_doctor.evidence == ["paste.txt: GPU 3 Link 3: <inactive>", "paste.txt: GPU 3 Link 5: <inactive>"]
+
+
+def test_the_fabric_is_worded_once_whether_nvml_or_a_pasted_query_says_it():
+    """Fabric Manager not done and a degraded fabric: the same finding (fix, effect, wording) from a
+    live NVML answer and from a pasted `nvidia-smi -q`, each naming the state in its source's words."""
+    def live(name):
+        case = next(c for c in CASES if c.name == name)
+        report = DoctorReport("test")
+        nvml_checks(HealthEvidence(nvml=read_nvml_health(nvml=FakeNvml(case.machine(), **case.knobs))), report)
+        (finding,) = [f for f in report.findings if f.code.startswith("fabric")]
+        return finding
+
+    pasted = {f.code: f for text in (capture("smi_q_fabric_in_progress.txt"),
+                                     capture("smi_q_grep_fabric_completed_unhealthy.txt"))
+              for f in _report(text).findings}
+    for name, code in (("fabric-manager-not-started", "fabric-not-ready"), ("degraded-bandwidth", "fabric-degraded")):
+        mine = live(name)
+        assert mine.code == code and (mine.severity, mine.fix, mine.effect) == (pasted[code].severity, pasted[code].fix,
+                                                                               pasted[code].effect)
+    assert "is not registered with the NVSwitch fabric (state not-started, status 0)" in live("fabric-manager-not-started").message
+    assert "is not registered with the NVSwitch fabric (State In Progress, Status N/A)" in pasted["fabric-not-ready"].message
