@@ -33,8 +33,7 @@ from gputopo.sources.health import HealthEvidence
 # Not `nvidia-smi -q -d PCIE`: a real nvidia-smi 580 refused `-q -d PCIE,MEMORY` (MEMORY is a display
 # type, so PCIE is not; tests/hardware/README.md). The query shows the state the speed follows.
 UNDER_LOAD = ("check it under load: run `gputopo bench-p2p` (or any copy) and meanwhile "
-              "`nvidia-smi --query-gpu=index,pstate,pcie.link.gen.current,pcie.link.gen.max --format=csv -l 1` "
-              "or `sudo lspci -vv -s {bdf} | grep LnkSta`")
+              f"`{pstates.STATE_AND_LINK_QUERY} -l 1` or `sudo lspci -vv -s {{bdf}} | grep LnkSta`")
 # The pair-problem word recommend and report read (doctor_common.PAIR_PROBLEMS).
 DOWNTRAINED = "downtrained"
 
@@ -91,10 +90,9 @@ def states_read(evidence: HealthEvidence) -> dict[str, StateRead]:
     found: dict[str, StateRead] = {}
     topology = evidence.topology
     if topology is not None:
-        mixed = {d.subject for d in topology.disagreements}
+        apart = pstates.read_apart(topology)
         for g in topology.gpus:
-            if g.pci_bus_id and pstates.known(g.performance_state) and not any(
-                    f"GPU {g.index} {name}" in mixed for name in ("performance_state", "pcie_gen_current", "pcie_gen_max")):
+            if g.pci_bus_id and pstates.known(g.performance_state) and g.index not in apart:
                 found[g.pci_bus_id] = StateRead(
                     g.performance_state, g.pcie_gen_current, g.pcie_gen_max,  # type: ignore[arg-type]
                     f"nvidia-smi -q in {evidence.source}: GPU {g.index} Performance State {pstates.word(g.performance_state)}, "

@@ -16,12 +16,11 @@ from __future__ import annotations
 from gputopo.analysis import pstates
 from gputopo.model import Finding, Gpu, Topology
 
-UNDER_LOAD_QUERY = "nvidia-smi --query-gpu=index,pstate,pcie.link.gen.current,pcie.link.gen.max --format=csv"
+UNDER_LOAD_QUERY = pstates.STATE_AND_LINK_QUERY
 # The same with each link's width, for findings about a narrow link (not `nvidia-smi -q -d PCIE`: a
 # real nvidia-smi 580 has no PCIE display type for -d; analysis/doctor_links.py).
 LINK_QUERY = ("nvidia-smi --query-gpu=index,pstate,pcie.link.gen.current,pcie.link.gen.max,"
               "pcie.link.width.current,pcie.link.width.max --format=csv")
-_READ_TOGETHER = ("performance_state", "pcie_gen_current", "pcie_gen_max")
 
 
 def pcie_degraded(topology: Topology) -> list[Finding]:
@@ -36,7 +35,7 @@ def pcie_degraded(topology: Topology) -> list[Finding]:
             gpus=[g.index for g, _, _ in narrow],
             fix="check that the card sits in an x16 slot (not one wired x8 or shared), reseat it and its riser"))
     slow: dict[str, list[tuple[Gpu, int, int, int | None]]] = {pstates.TOP: [], pstates.IDLE: [], pstates.UNKNOWN: []}
-    mixed = _mixed_gpus(topology)
+    mixed = pstates.read_apart(topology)
     for gpu in topology.gpus:
         values = gpu.pcie_below_max("gen")
         if values is not None:
@@ -49,14 +48,6 @@ def pcie_degraded(topology: Topology) -> list[Finding]:
     if slow[pstates.UNKNOWN]:
         findings.append(_maybe_idle(slow[pstates.UNKNOWN]))
     return findings
-
-
-def _mixed_gpus(topology: Topology) -> set[int]:
-    """GPUs whose state or generation two merged sources disagree on."""
-    if not topology.disagreements:
-        return set()
-    subjects = {d.subject for d in topology.disagreements}
-    return {g.index for g in topology.gpus if any(f"GPU {g.index} {name}" in subjects for name in _READ_TOGETHER)}
 
 
 def _details(slow: list[tuple[Gpu, int, int, int | None]]) -> str:

@@ -39,11 +39,19 @@ sysfs and its ``-q``) where the state's source read the link at the same generat
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from gputopo.model import Topology
+
 TOP = "top"  # P0: the link runs at the best it can train to
 IDLE = "idle"  # P8 and lower power: a lowered link is by design
 UNKNOWN = "unknown"  # P1-P7, or no state: cannot tell
 IDLE_FROM = 8
 MAX_STATE = 15
+# What shows the state and the link's generation read together (the fixes say to run it under load).
+STATE_AND_LINK_QUERY = "nvidia-smi --query-gpu=index,pstate,pcie.link.gen.current,pcie.link.gen.max --format=csv"
+_READ_TOGETHER = ("performance_state", "pcie_gen_current", "pcie_gen_max")
 
 
 def link_reading(state: int | None) -> str:
@@ -63,3 +71,12 @@ def known(state: int | None) -> bool:
 def word(state: int | None) -> str:
     """``P8``; ``unknown`` for no state."""
     return f"P{state}" if known(state) else "unknown"
+
+
+def read_apart(topology: Topology) -> set[int]:
+    """The GPUs whose state or link generation two merged sources disagree on: the values kept may be
+    from two moments, so the state says nothing of that link."""
+    if not topology.disagreements:
+        return set()
+    subjects = {d.subject for d in topology.disagreements}
+    return {g.index for g in topology.gpus if any(f"GPU {g.index} {name}" in subjects for name in _READ_TOGETHER)}
