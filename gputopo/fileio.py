@@ -353,8 +353,8 @@ def _read_regular(stream: BinaryIO, max_bytes: int) -> bytearray | None:
     return buffer
 
 
-def _decode(data: bytes | bytearray, label: str, what: str) -> str:
-    """Text from bytes: a UTF-8 or UTF-16 byte-order mark decides; else UTF-8, else Latin-1."""
+def decode_text(data: bytes | bytearray, label: str, what: str) -> str:
+    """Text from bytes (``InputError`` for binary): a UTF-8 or UTF-16 byte-order mark decides; else UTF-8, else Latin-1."""
     if data.startswith(_UTF8_BOM):
         data = data[len(_UTF8_BOM) :]
     elif data.startswith(_UTF16_BOMS):
@@ -381,7 +381,7 @@ def read_text_input(path: str | os.PathLike[str], what: str = "file", max_bytes:
     not the kind, stops an endless one."""
     max_bytes = MAX_INPUT_BYTES if max_bytes is None else max_bytes
     if str(path) == "-":
-        return _decode(_read_bounded(sys.stdin.buffer, "standard input", what, max_bytes), "standard input", what)
+        return decode_text(_read_bounded(sys.stdin.buffer, "standard input", what, max_bytes), "standard input", what)
     p = Path(path)
     label = str(p)
     try:
@@ -393,4 +393,4 @@ def read_text_input(path: str | os.PathLike[str], what: str = "file", max_bytes:
             data = _read_bounded(stream, label, what, max_bytes)
     except OSError as exc:
         raise InputError(f"cannot read {what} {label}: {exc.strerror or exc}") from None
-    return _decode(data, label, what)
+    return decode_text(data, label, what)

@@ -9,9 +9,10 @@ from typing import Iterator, Mapping
 
 from gputopo.errors import InputError
 from gputopo.fileio import read_text_input
-from gputopo.sources.archive import is_archive, unpacked
+from gputopo.sources.archive import SMI_FAILURES, is_archive, opened_archive
 from gputopo.sources.health import HealthEvidence, read_health
 from gputopo.sources.pasted_health import parse_pasted
+from gputopo.sources.tree import FolderTree, Tree
 
 ENV_FILE = "gputopo/env"
 SMI_FOLDER = "gputopo/nvidia-smi"
@@ -20,38 +21,44 @@ MAX_PASTE_BYTES = 16 << 20
 
 def evidence_of_host(root: str = "/", env: Mapping[str, str] | None = None, nvml=None) -> HealthEvidence:
     """This host: sysfs/procfs under ``root``; NVML only where ``root`` is ``/`` (or a fake is given)."""
-    live = os.path.abspath(root) == "/"
-    return read_health(root, env, nvml=nvml, use_nvml=live or nvml is not None,
-                       source="this host" if live else root)
+    tree = FolderTree(root)
+    return read_health(tree, env, nvml=nvml, use_nvml=tree.is_live_host or nvml is not None,
+                       source="this host" if tree.is_live_host else root)
 
 
-def _saved_env(root: str) -> dict[str, str] | None:
+def _saved_env(tree: Tree) -> dict[str, str] | None:
     """The variables gather saved; None where the tree has no ``gputopo/env`` (not known)."""
-    try:
-        with open(os.path.join(root, ENV_FILE), encoding="utf-8", errors="replace") as f:
-            lines = f.read(65536).splitlines()
-    except OSError:
+    data = tree.read_bytes(ENV_FILE, 65536)
+    if data is None:
         return None
+    lines = data.decode("utf-8", "replace").splitlines()
     return dict(line.split("=", 1) for line in lines if "=" in line)
 
 
-def evidence_of_tree(root: str, label: str) -> HealthEvidence:
-    """A gathered tree (unpacked archive or folder): read like a host, without NVML; the
-    nvidia-smi outputs it holds are read as pasted evidence."""
-    evidence = read_health(root, _saved_env(root), use_nvml=False, source=label)
-    smi = os.path.join(root, SMI_FOLDER)
-    for name in sorted(os.listdir(smi)) if os.path.isdir(smi) else []:
-        text = read_text_input(os.path.join(smi, name), "nvidia-smi output", MAX_PASTE_BYTES)
+def evidence_of_tree(tree: Tree, label: str) -> HealthEvidence:
+    """A gathered tree (an archive held in memory, or a folder): read like a host, without NVML;
+    the nvidia-smi outputs it holds are read as pasted evidence. Every path is resolved inside the
+    tree and only regular files are read (``sources/tree.py``)."""
+    evidence = read_health(tree, _saved_env(tree), use_nvml=False, source=label)
+    for name in tree.listdir(SMI_FOLDER) or []:
+        text = tree.read_text(f"{SMI_FOLDER}/{name}", MAX_PASTE_BYTES, "nvidia-smi output")
+        if text is None:  # a FIFO, a device, a link out of the tree, binary: not an output
+            evidence.unread_outputs.append((f"{label}:{SMI_FOLDER}/{name}", "not a regular text file inside the tree"))
+            continue
         evidence.recorded_outputs[name] = text
         parsed = parse_pasted(text)
         if parsed.kinds:
             evidence.pasted.append((f"{label}:{SMI_FOLDER}/{name}", parsed))
+    for line in (tree.read_text(SMI_FAILURES, 65536) or "").splitlines():
+        name, _, why = line.partition(": ")
+        if why:  # what gather could not record (nvidia-smi timed out or failed): said, not dropped
+            evidence.unread_outputs.append((f"{label}:{SMI_FOLDER}/{name[:64]}.txt", why[:200]))
     if "topo-m.txt" in evidence.recorded_outputs:
         from gputopo.sources.gathered import read_smi_outputs
         from gputopo.sources.registry import read_text
 
         try:
-            evidence.topology = read_smi_outputs(root, label, read_text)
+            evidence.topology = read_smi_outputs(tree, label, read_text)
         except InputError:
             evidence.topology = None  # an output doctor cannot read is no evidence; scan --from says why
     return evidence
@@ -63,31 +70,31 @@ def evidence_from_files(paths: list[str]) -> Iterator[HealthEvidence]:
     trees = [p for p in paths if p != "-" and (os.path.isdir(p) or is_archive(p))]
     if len(trees) > 1:
         raise InputError("give at most one gathered archive or folder with --from (pasted text files may be added)")
-    with contextlib.ExitStack() as stack:
-        if trees:
-            tree = trees[0]
-            root = tree if os.path.isdir(tree) else stack.enter_context(unpacked(tree))
-            evidence = evidence_of_tree(root, os.path.basename(os.path.normpath(tree)))
-        else:
-            evidence = HealthEvidence(source=", ".join(os.path.basename(p) if p != "-" else "standard input" for p in paths))
-        unread = []
-        for path in paths:
-            if path in trees:
-                continue
-            text = read_text_input(path, "evidence file", MAX_PASTE_BYTES)
-            label = os.path.basename(path) if path != "-" else "standard input"
-            parsed = parse_pasted(text)
-            if _read_as_topology(evidence, text, label, beside_health=bool(parsed.kinds)) and not parsed.kinds:
-                continue
-            if not parsed.kinds:
-                unread.append(label)
-            evidence.pasted.append((label, parsed))
-        if not trees and len(unread) == len(paths):
-            raise InputError(f"nothing in {', '.join(unread)} is evidence doctor reads: give lspci -vvv / -tv, dmesg, "
-                             "/proc/cmdline, nvidia-smi nvlink -s / -e or nvidia-smi -q text, a `gputopo gather` "
-                             "archive, or an output "
-                             "`gputopo scan --from` reads (an NCCL log, nvbandwidth, p2pBandwidthLatencyTest, topo -m)")
-        yield evidence
+    if trees:
+        given = trees[0]
+        label = os.path.basename(os.path.normpath(given))
+        tree = FolderTree(given, label) if os.path.isdir(given) else opened_archive(given)
+        evidence = evidence_of_tree(tree, label)
+    else:
+        evidence = HealthEvidence(source=", ".join(os.path.basename(p) if p != "-" else "standard input" for p in paths))
+    unread = []
+    for path in paths:
+        if path in trees:
+            continue
+        text = read_text_input(path, "evidence file", MAX_PASTE_BYTES)
+        label = os.path.basename(path) if path != "-" else "standard input"
+        parsed = parse_pasted(text)
+        if _read_as_topology(evidence, text, label, beside_health=bool(parsed.kinds)) and not parsed.kinds:
+            continue
+        if not parsed.kinds:
+            unread.append(label)
+        evidence.pasted.append((label, parsed))
+    if not trees and len(unread) == len(paths):
+        raise InputError(f"nothing in {', '.join(unread)} is evidence doctor reads: give lspci -vvv / -tv, dmesg, "
+                         "/proc/cmdline, nvidia-smi nvlink -s / -e or nvidia-smi -q text, a `gputopo gather` "
+                         "archive, or an output "
+                         "`gputopo scan --from` reads (an NCCL log, nvbandwidth, p2pBandwidthLatencyTest, topo -m)")
+    yield evidence
 
 
 def _read_as_topology(evidence: HealthEvidence, text: str, label: str, beside_health: bool = False) -> bool:

@@ -14,7 +14,11 @@ What is packed (and nothing else: no environment beyond the variables named, no 
   exists, each with a timeout (the child and its children killed with it).
 
 Links are recorded as links, never followed; a link whose target would leave the packed tree is
-left out. Bounded: at most ``MAX_FILES`` files, ``MAX_FILE_BYTES`` each, ``MAX_TOTAL_BYTES`` in all.
+left out. Files are read through the same confined view as ``doctor --from`` reads them
+(``sources/tree.py``: regular files only, never a FIFO or device, paths resolved inside the root).
+Bounded: at most ``MAX_FILES`` files, ``MAX_FILE_BYTES`` each, ``MAX_TOTAL_BYTES`` in all. An
+nvidia-smi command that timed out or failed is named in ``gputopo/smi-failures``, so
+``doctor --from`` says which outputs are missing and why.
 """
 
 from __future__ import annotations
@@ -33,8 +37,9 @@ from dataclasses import dataclass, field
 from typing import Mapping
 
 from gputopo.errors import Terminated
-from gputopo.sources.archive import GATHER_MARK
+from gputopo.sources.archive import GATHER_MARK, SMI_FAILURES
 from gputopo.sources.host_health import SHM_SIZE_FILE, relevant_env
+from gputopo.sources.tree import FolderTree
 
 MAX_FILES = 20_000
 MAX_FILE_BYTES = 1 << 20
@@ -57,6 +62,9 @@ class Packer:
     total_bytes: int = 0
     skipped: list[str] = field(default_factory=list)
 
+    def __post_init__(self) -> None:
+        self.tree = FolderTree(self.root)
+
     def add_bytes(self, name: str, data: bytes) -> None:
         if self.files >= MAX_FILES or self.total_bytes + len(data) > MAX_TOTAL_BYTES:
             self.skipped.append(f"{name} (bounds)")
@@ -67,15 +75,9 @@ class Packer:
         self.files += 1
         self.total_bytes += len(data)
 
-    def inside(self, rel: str) -> bool:
-        """Whether ``rel`` stays inside the packed tree once every link on the way is followed."""
-        real_root = os.path.realpath(self.root)
-        real = os.path.realpath(os.path.join(self.root, rel))
-        return real == real_root or real.startswith(real_root.rstrip(os.sep) + os.sep)
-
     def add_dir(self, rel: str) -> None:
         """A folder as a folder, so an empty one (no IOMMU groups) still says it exists."""
-        if not self.inside(rel) or not os.path.isdir(os.path.join(self.root, rel)) or self.files >= MAX_FILES:
+        if not self.tree.is_folder(rel) or self.files >= MAX_FILES:
             return
         info = tarfile.TarInfo(rel)
         info.type, info.mode, info.mtime = tarfile.DIRTYPE, 0o755, int(time.time())
@@ -85,26 +87,23 @@ class Packer:
     def add_file(self, rel: str, filter_text=None, read_from: str | None = None) -> None:
         """``rel`` (read from ``read_from`` where given: ``proc/mounts`` is a link to
         ``self/mounts``), filtered by ``filter_text``; a link is recorded as a link."""
-        path = os.path.join(self.root, read_from or rel)
-        if os.path.islink(path):
+        if read_from is None and self.tree.is_link(rel):
             self.add_link(rel)
             return
-        if not self.inside(read_from or rel):
+        source = read_from or rel
+        if self.tree.why_unresolved(source) == "outside":
             self.skipped.append(f"{rel} (reached through a link out of the tree)")
             return
-        try:
-            with open(path, "rb") as f:
-                data = f.read(MAX_FILE_BYTES)
-        except OSError:
+        data = self.tree.read_bytes(source, MAX_FILE_BYTES)
+        if data is None:  # missing, unreadable, or no regular file (a FIFO or device is never opened)
             return
         if filter_text is not None:
             data = filter_text(data.decode("utf-8", "replace")).encode()
         self.add_bytes(rel, data)
 
     def add_link(self, rel: str) -> None:
-        try:
-            target = os.readlink(os.path.join(self.root, rel))
-        except OSError:
+        target = self.tree.read_link(rel)
+        if target is None:
             return
         joined = posixpath.normpath(posixpath.join(posixpath.dirname(rel), target))
         if target.startswith("/") or joined == ".." or joined.startswith("../"):
@@ -116,12 +115,10 @@ class Packer:
         self.files += 1
 
     def listdir(self, rel: str) -> list[str]:
-        if not self.inside(rel):
-            return []
-        try:
-            return sorted(os.listdir(os.path.join(self.root, rel)))
-        except OSError:
-            return []
+        names = self.tree.listdir(rel)
+        if names is None and self.tree.why_unresolved(rel) == "outside":
+            self.skipped.append(f"{rel} (reached through a link out of the tree)")
+        return names or []
 
 
 # Boot options doctor judges (IOMMU, ACS, PCIe, NUMA, the NVIDIA and vfio drivers); the rest of the
@@ -153,13 +150,13 @@ def _pack_pci_tree(packer: Packer, rel: str) -> None:
         folder = stack.pop()
         for name in packer.listdir(folder):
             child = f"{folder}/{name}"
-            if os.path.islink(os.path.join(packer.root, child)):
+            if packer.tree.is_link(child):
                 if name == "iommu_group":
                     packer.add_link(child)
                 continue
             if name in PCI_FILES:
                 packer.add_file(child)
-            elif _PCI_NAME.match(name) and os.path.isdir(os.path.join(packer.root, child)):
+            elif _PCI_NAME.match(name) and packer.tree.is_folder(child):
                 stack.append(child)
 
 
@@ -184,24 +181,24 @@ def _pack_host(packer: Packer) -> None:
     packer.add_file("proc/modules")
     packer.add_file("proc/mounts", lambda text: "".join(
         line + "\n" for line in text.splitlines() if len(line.split()) > 1 and line.split()[1] == "/dev/shm"),
-        read_from="proc/self/mounts" if os.path.isfile(os.path.join(packer.root, "proc/self/mounts")) else None)
+        read_from="proc/self/mounts" if packer.tree.is_file("proc/self/mounts") else None)
     packer.add_file("proc/cpuinfo", lambda text: next(
         (line + "\n" for line in text.splitlines() if line.startswith("flags")), ""))
-    if os.path.exists(os.path.join(packer.root, "sys/kernel/mm/memory_peers/nv_mem")):
+    if packer.tree.exists("sys/kernel/mm/memory_peers/nv_mem"):
         packer.add_bytes("sys/kernel/mm/memory_peers/nv_mem/.present", b"")
     for gpu in packer.listdir("proc/driver/nvidia/gpus"):
         packer.add_bytes(f"proc/driver/nvidia/gpus/{gpu}/.present", b"")
     for name in packer.listdir("dev"):
         if re.fullmatch(r"nvidia[0-9]+", name):
             packer.add_bytes(f"dev/{name}", b"")
-    if os.path.abspath(packer.root) == "/":  # the size statvfs gives, where the mount line has none
+    if packer.tree.is_live_host:  # the size statvfs gives, where the mount line has none
         try:
             stat = os.statvfs("/dev/shm")
             packer.add_bytes(SHM_SIZE_FILE, f"{stat.f_frsize * stat.f_blocks}\n".encode())
         except OSError:
             pass
     for marker in (".dockerenv", "run/.containerenv"):
-        if os.path.exists(os.path.join(packer.root, marker)):
+        if packer.tree.exists(marker):
             packer.add_bytes(marker, b"")
 
 
@@ -210,28 +207,36 @@ def _terminated(signum: int, frame: object) -> None:
 
 
 def run_bounded(argv: list[str], timeout_s: float = SMI_TIMEOUT_S) -> bytes | None:
-    """A command's standard output (bounded), or None. On timeout, Ctrl-C or SIGTERM its whole process
-    group is killed (it runs in its own session, so its children go too), and SIGTERM then ends
-    gputopo with exit 143 (``Terminated``) instead of leaving them running."""
+    """A command's standard output (bounded), or None (``run_recorded`` says why)."""
+    return run_recorded(argv, timeout_s)[0]
+
+
+def run_recorded(argv: list[str], timeout_s: float = SMI_TIMEOUT_S) -> tuple[bytes | None, str | None]:
+    """A command's standard output (bounded) and None, or None and why there is none. On timeout,
+    Ctrl-C or SIGTERM its whole process group is killed (it runs in its own session, so its
+    children go too), and SIGTERM then ends gputopo with exit 143 (``Terminated``) instead of
+    leaving them running."""
     try:
         proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, stdin=subprocess.DEVNULL,
                                 start_new_session=True)
-    except OSError:
-        return None
+    except OSError as exc:
+        return None, f"could not be started ({exc.strerror or exc})"
     main_thread = threading.current_thread() is threading.main_thread()
     previous = signal.signal(signal.SIGTERM, _terminated) if main_thread else None
     try:
         out, _ = proc.communicate(timeout=timeout_s)
     except subprocess.TimeoutExpired:
         with_group_killed(proc)
-        return None
+        return None, f"timed out after {timeout_s:g} s and was stopped"
     except BaseException:
         with_group_killed(proc)
         raise
     finally:
         if main_thread:
             signal.signal(signal.SIGTERM, previous)
-    return out[:MAX_FILE_BYTES] if proc.returncode == 0 else None
+    if proc.returncode != 0:
+        return None, f"exited with status {proc.returncode}"
+    return out[:MAX_FILE_BYTES], None
 
 
 def with_group_killed(proc: subprocess.Popen) -> None:
@@ -255,8 +260,13 @@ def gather(output, root: str = "/", env: Mapping[str, str] | None = None, smi: s
         variables = relevant_env(env or {})
         packer.add_bytes("gputopo/env", "".join(f"{k}={v}\n" for k, v in variables.items()).encode())
         found = shutil.which(smi) if smi else None
+        failures = []
         for name, args in SMI_COMMANDS.items() if found else ():
-            data = run_bounded([found, *args])
+            data, why = run_recorded([found, *args], SMI_TIMEOUT_S)
             if data is not None:
                 packer.add_bytes(f"gputopo/nvidia-smi/{name}.txt", data)
+            else:
+                failures.append(f"{name}: `nvidia-smi {' '.join(args)}` {why} when gathered\n")
+        if failures:
+            packer.add_bytes(SMI_FAILURES, "".join(failures).encode())
     return packer

@@ -5,7 +5,6 @@ why it could not be read), and pasted evidence files.
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
@@ -16,6 +15,7 @@ from gputopo.sources.nvml_health import NvmlHealth, read_nvml_health
 from gputopo.sources.pasted_health import PastedEvidence
 from gputopo.sources.pcie_health import GpuPciePath, gpu_pcie_paths, nvidia_gpus
 from gputopo.sources.sysfs import INFINIBAND_DIR
+from gputopo.sources.tree import Root, as_tree
 
 
 @dataclass
@@ -23,7 +23,7 @@ class HealthEvidence:
     """What doctor judges. ``source`` names where it came from ("this host", an archive, a file)."""
 
     source: str = "this host"
-    root: str | None = None  # the folder read (None: pasted files only)
+    root: str | None = None  # what was read, as named to people (None: pasted files only)
     gpu_bdfs: list[str] = field(default_factory=list)
     paths: dict[str, GpuPciePath | None] = field(default_factory=dict)
     host: HostHealth | None = None
@@ -48,17 +48,14 @@ class HealthEvidence:
         return {g.pci_bus_id: g.index for g in self.nvml.gpus if g.pci_bus_id}
 
 
-def read_health(root: str | os.PathLike[str] = "/", env: Mapping[str, str] | None = None, *,
+def read_health(root: Root = "/", env: Mapping[str, str] | None = None, *,
                 nvml: Any = None, use_nvml: bool = True, source: str = "this host") -> HealthEvidence:
     """Read every source under ``root`` (and NVML where ``use_nvml``: a live host, not an archive)."""
-    root_text = os.fspath(root)
-    bdfs = nvidia_gpus(root_text)
-    evidence = HealthEvidence(source=source, root=root_text, gpu_bdfs=bdfs, paths=gpu_pcie_paths(bdfs, root_text),
-                              host=read_host_health(root_text, env))
-    try:
-        evidence.rdma_nics = sorted(os.listdir(os.path.join(root_text, INFINIBAND_DIR)))
-    except OSError:
-        evidence.rdma_nics = []
+    tree = as_tree(root)
+    bdfs = nvidia_gpus(tree)
+    evidence = HealthEvidence(source=source, root=getattr(tree, "root", tree.label), gpu_bdfs=bdfs,
+                              paths=gpu_pcie_paths(bdfs, tree), host=read_host_health(tree, env))
+    evidence.rdma_nics = tree.listdir(INFINIBAND_DIR) or []
     if use_nvml:
         try:
             evidence.nvml = read_nvml_health(nvml)
@@ -67,5 +64,5 @@ def read_health(root: str | os.PathLike[str] = "/", env: Mapping[str, str] | Non
         if evidence.nvml is not None and not evidence.gpu_bdfs:
             # No sysfs (a container without /sys/bus/pci): NVML's bus ids still name the GPUs.
             evidence.gpu_bdfs = [g.pci_bus_id for g in evidence.nvml.gpus if g.pci_bus_id]
-            evidence.paths = gpu_pcie_paths(evidence.gpu_bdfs, root_text)
+            evidence.paths = gpu_pcie_paths(evidence.gpu_bdfs, tree)
     return evidence

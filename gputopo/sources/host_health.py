@@ -1,4 +1,5 @@
-"""What the host says about P2P health outside the PCIe tree, read from a root folder (default ``/``).
+"""What the host says about P2P health outside the PCIe tree, read from a root folder (default ``/``)
+or a ``Tree`` (a gathered archive or folder: every path resolved inside it, regular files only).
 
 Pure functions of the root and of an environment passed in as a dict (never ``os.environ`` inside):
 
@@ -23,10 +24,10 @@ from __future__ import annotations
 import os
 import re
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Mapping
 
 from gputopo.notation import ascii_int
+from gputopo.sources.tree import Root, Tree, as_tree
 
 IOMMU_GROUPS = "sys/kernel/iommu_groups"
 SHM_SIZE_FILE = "gputopo/dev-shm-bytes"  # what `gather` recorded from statvfs on the host
@@ -67,44 +68,38 @@ class HostHealth:
         return None if self.hypervisor_flag is None and self.dmi_vendor is None else False
 
 
-def _read(path: Path, limit: int = MAX_READ) -> str | None:
-    try:
-        with open(path, encoding="utf-8", errors="replace") as f:
-            return f.read(limit)
-    except OSError:
-        return None
+def _read(tree: Tree, rel: str, limit: int = MAX_READ) -> str | None:
+    data = tree.read_bytes(rel, limit)
+    return None if data is None else data.decode("utf-8", "replace")
 
 
-def iommu_groups(root: str | os.PathLike[str] = "/") -> tuple[dict[str, str] | None, dict[str, str]]:
+def iommu_groups(root: Root = "/") -> tuple[dict[str, str] | None, dict[str, str]]:
     """``({group: type}, {bdf: group})``; ``(None, {})`` where the folder is missing (no IOMMU)."""
-    base = Path(root) / IOMMU_GROUPS
-    try:
-        groups = sorted(os.listdir(base), key=lambda g: (len(g), g))
-    except OSError:
+    tree = as_tree(root)
+    names = tree.listdir(IOMMU_GROUPS)
+    if names is None:
         return None, {}
     types: dict[str, str] = {}
     members: dict[str, str] = {}
-    for group in groups:
-        kind = (_read(base / group / "type", 64) or "").strip()
+    for group in sorted(names, key=lambda g: (len(g), g)):
+        kind = (_read(tree, f"{IOMMU_GROUPS}/{group}/type", 64) or "").strip()
         if kind:
             types[group] = kind
-        try:
-            for bdf in os.listdir(base / group / "devices"):
-                members[bdf] = group
-        except OSError:
-            pass
+        for bdf in tree.listdir(f"{IOMMU_GROUPS}/{group}/devices") or []:
+            members[bdf] = group
     return types, members
 
 
-def loaded_modules(root: str | os.PathLike[str] = "/") -> set[str] | None:
+def loaded_modules(root: Root = "/") -> set[str] | None:
     """Names of the loaded kernel modules (``/proc/modules``)."""
-    text = _read(Path(root) / "proc" / "modules")
+    text = _read(as_tree(root), "proc/modules")
     return None if text is None else {line.split()[0] for line in text.splitlines() if line.split()}
 
 
-def shm_size(root: str | os.PathLike[str] = "/") -> tuple[int | None, str | None]:
+def shm_size(root: Root = "/") -> tuple[int | None, str | None]:
     """The size of ``/dev/shm`` in bytes and where it was read; None where not known."""
-    mounts = _read(Path(root) / "proc" / "mounts") or ""
+    tree = as_tree(root)
+    mounts = _read(tree, "proc/mounts") or ""
     for line in mounts.splitlines():
         fields = line.split()
         if len(fields) >= 4 and fields[1] == "/dev/shm":
@@ -112,10 +107,10 @@ def shm_size(root: str | os.PathLike[str] = "/") -> tuple[int | None, str | None
             if match and match.group(2) != "%":
                 unit = {"": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30}[match.group(2).lower()]
                 return int(match.group(1)) * unit, f"/proc/mounts: {fields[0]} on /dev/shm {fields[3]}"
-    recorded = (_read(Path(root) / SHM_SIZE_FILE, 64) or "").strip()
+    recorded = (_read(tree, SHM_SIZE_FILE, 64) or "").strip()
     if ascii_int(recorded, 20) is not None:
         return ascii_int(recorded, 20), "statvfs(/dev/shm), recorded by gputopo gather"
-    if os.fspath(root) == "/":
+    if tree.is_live_host:
         try:
             stat = os.statvfs("/dev/shm")
         except OSError:
@@ -124,32 +119,28 @@ def shm_size(root: str | os.PathLike[str] = "/") -> tuple[int | None, str | None
     return None, None
 
 
-def container_evidence(root: str | os.PathLike[str] = "/") -> str | None:
+def container_evidence(root: Root = "/") -> str | None:
     """What says this is a container, or None."""
-    base = Path(root)
+    tree = as_tree(root)
     for marker in (".dockerenv", "run/.containerenv"):
-        if (base / marker).exists():
+        if tree.exists(marker):
             return f"/{marker} exists"
-    cgroup = _read(base / "proc" / "1" / "cgroup", 65536) or ""
+    cgroup = _read(tree, "proc/1/cgroup", 65536) or ""
     for word in CONTAINER_CGROUP_WORDS:
         if word in cgroup:
             return f"/proc/1/cgroup mentions {word}"
     return None
 
 
-def driver_gpus(root: str | os.PathLike[str] = "/") -> list[str] | None:
+def driver_gpus(root: Root = "/") -> list[str] | None:
     """Bus ids of every GPU the NVIDIA driver has (``/proc/driver/nvidia/gpus``)."""
-    try:
-        return sorted(os.listdir(Path(root) / "proc" / "driver" / "nvidia" / "gpus"))
-    except OSError:
-        return None
+    return as_tree(root).listdir("proc/driver/nvidia/gpus")
 
 
-def device_nodes(root: str | os.PathLike[str] = "/") -> list[int] | None:
+def device_nodes(root: Root = "/") -> list[int] | None:
     """The ``/dev/nvidiaN`` nodes visible here."""
-    try:
-        names = os.listdir(Path(root) / "dev")
-    except OSError:
+    names = as_tree(root).listdir("dev")
+    if names is None:
         return None
     return sorted(int(m.group(1)) for m in map(_DEV_NVIDIA.match, names) if m)
 
@@ -159,23 +150,23 @@ def relevant_env(env: Mapping[str, str]) -> dict[str, str]:
     return {k: str(v) for k, v in sorted(env.items()) if k in ENV_NAMES or k.startswith(ENV_PREFIXES)}
 
 
-def read_host_health(root: str | os.PathLike[str] = "/", env: Mapping[str, str] | None = None) -> HostHealth:
+def read_host_health(root: Root = "/", env: Mapping[str, str] | None = None) -> HostHealth:
     """Everything above, for one root and one environment."""
-    base = Path(root)
-    groups, members = iommu_groups(root)
-    cmdline = _read(base / "proc" / "cmdline", 65536)
-    cpuinfo = _read(base / "proc" / "cpuinfo")
-    shm_bytes, shm_where = shm_size(root)
+    tree = as_tree(root)
+    groups, members = iommu_groups(tree)
+    cmdline = _read(tree, "proc/cmdline", 65536)
+    cpuinfo = _read(tree, "proc/cpuinfo")
+    shm_bytes, shm_where = shm_size(tree)
     return HostHealth(
         iommu_groups=groups, iommu_group_of=members,
         cmdline=cmdline.strip() if cmdline is not None else None,
-        modules=loaded_modules(root),
-        nv_mem_peer=(base / "sys" / "kernel" / "mm" / "memory_peers" / "nv_mem").exists(),
+        modules=loaded_modules(tree),
+        nv_mem_peer=tree.exists("sys/kernel/mm/memory_peers/nv_mem"),
         shm_bytes=shm_bytes, shm_evidence=shm_where,
         hypervisor_flag=None if cpuinfo is None else bool(re.search(r"^flags\s*:.*\bhypervisor\b", cpuinfo, re.M)),
-        dmi_vendor=(_read(base / "sys/class/dmi/id/sys_vendor", 256) or "").strip() or None,
-        dmi_product=(_read(base / "sys/class/dmi/id/product_name", 256) or "").strip() or None,
-        container=container_evidence(root),
-        driver_gpus=driver_gpus(root), device_nodes=device_nodes(root),
+        dmi_vendor=(_read(tree, "sys/class/dmi/id/sys_vendor", 256) or "").strip() or None,
+        dmi_product=(_read(tree, "sys/class/dmi/id/product_name", 256) or "").strip() or None,
+        container=container_evidence(tree),
+        driver_gpus=driver_gpus(tree), device_nodes=device_nodes(tree),
         env=None if env is None else relevant_env(env),
     )

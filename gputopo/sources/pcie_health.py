@@ -1,12 +1,14 @@
 """Each GPU's PCIe path to its root port, and what every device on it says about P2P health.
 
-Read from a root folder (default ``/``; tests build a fake tree; ``doctor --from`` an unpacked
-``gather`` archive), as pure functions of it:
+Read from a root folder or a ``Tree`` (default ``/``; tests build a fake tree; ``doctor --from`` a
+``gather`` archive held in memory, or a folder), as pure functions of it:
 
 - ``sys/bus/pci/devices/<bdf>`` links into ``sys/devices/pci<domain>:<bus>/<root port>/.../<bdf>``:
-  the bridges between a device and its host bridge. Links are resolved *inside the root only*: an
-  absolute target is taken relative to the root and ``..`` never climbs above it, so a tree packed
-  from another host (or a hostile one) can never make us read this host's files.
+  the bridges between a device and its host bridge. Every path is resolved *inside the root only*
+  (``sources/tree.py``: each link on the way, the files read included, looked up in the tree; an
+  absolute target starts at the root; a ``..`` above it is never followed), and only regular files
+  are read, so a tree packed from another host (or a hostile one) can never make us read this
+  host's files or block on a FIFO.
 - ``<device>/config``: the PCI configuration space. Its extended part (offset 0x100 on) holds the
   ACS capability (extended capability ID 0x000D; its control register at +6: bit 0 SrcValid,
   1 TransBlk, 2 ReqRedir, 3 CmpltRedir, 4 UpstreamFwd, 5 EgressCtrl, 6 DirectTrans). Linux gives
@@ -19,13 +21,11 @@ Anything missing or unreadable gives ``None`` (not known), never an error.
 
 from __future__ import annotations
 
-import os
-import posixpath
 import re
 from dataclasses import dataclass, field
-from pathlib import Path
 
 from gputopo.notation import ascii_int
+from gputopo.sources.tree import Root, Tree, as_tree
 
 PCI_DEVICES = "sys/bus/pci/devices"
 ACS_EXT_CAP_ID = 0x000D
@@ -39,7 +39,6 @@ BRIDGE_CLASS = "0x0604"
 ACS_BITS = ("SrcValid", "TransBlk", "ReqRedir", "CmpltRedir", "UpstreamFwd", "EgressCtrl", "DirectTrans")
 # The bits that send peer requests/completions up to the root complex (or block them).
 ACS_REDIRECT_MASK = 0b0111110  # TransBlk, ReqRedir, CmpltRedir, UpstreamFwd, EgressCtrl (not SrcValid, DirectTrans)
-MAX_LINK_HOPS = 40
 
 _BDF = re.compile(r"^[0-9a-f]{4}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-7]$")
 _SPEED = re.compile(r"^\s*([0-9]+(?:\.[0-9]+)?)\s*GT/s")
@@ -112,71 +111,40 @@ class GpuPciePath:
         return self.nodes[-1]
 
 
-def _read(path: str) -> str | None:
-    try:
-        with open(path, encoding="ascii", errors="replace") as f:
-            return f.read(4096).strip()
-    except OSError:
-        return None
+def _read(tree: Tree, rel: str) -> str | None:
+    data = tree.read_bytes(rel, 4096)
+    return None if data is None else data.decode("ascii", "replace").strip()
 
 
-def resolve_inside(root: str | os.PathLike[str], relative: str) -> str | None:
-    """``relative`` (a path under ``root``) with every symlink followed *as if root were /*:
-    absolute targets start at ``root``, ``..`` stops at it. Returns the resolved path relative to
-    ``root`` ("sys/devices/..."), or None for a loop, a missing part or too many links."""
-    root_text = os.fspath(root)
-    pending = [p for p in relative.split("/") if p not in ("", ".")]
-    done: list[str] = []
-    hops = 0
-    while pending:
-        part = pending.pop(0)
-        if part == "..":
-            if done:
-                done.pop()
-            continue
-        candidate = os.path.join(root_text, *done, part)
-        if os.path.islink(candidate):
-            hops += 1
-            if hops > MAX_LINK_HOPS:
-                return None
-            try:
-                target = os.readlink(candidate)
-            except OSError:
-                return None
-            if target.startswith("/"):
-                done = []
-            pending = [p for p in target.split("/") if p not in ("", ".")] + pending
-            continue
-        if not os.path.lexists(candidate):
-            return None
-        done.append(part)
-    return posixpath.join(*done) if done else ""
+def resolve_inside(root: Root, relative: str) -> str | None:
+    """``relative`` (a path under ``root``) with every symbolic link followed inside the root only
+    (``Tree.resolve``): the resolved path relative to the root ("sys/devices/..."), or None for a
+    loop, a missing part, a climb above the root or too many links."""
+    parts = as_tree(root).resolve(relative)
+    return None if parts is None else "/".join(parts)
 
 
-def nvidia_gpus(root: str | os.PathLike[str] = "/") -> list[str]:
+def nvidia_gpus(root: Root = "/") -> list[str]:
     """The NVIDIA display/3D controllers sysfs lists (vendor 0x10de, class 0x0300xx/0x0302xx)."""
-    base = Path(root) / PCI_DEVICES
-    try:
-        names = sorted(os.listdir(base))
-    except OSError:
-        return []
+    tree = as_tree(root)
     gpus = []
-    for name in names:
+    for name in tree.listdir(PCI_DEVICES) or []:
         if not _BDF.match(name):
             continue
-        vendor, klass = _read(str(base / name / "vendor")), _read(str(base / name / "class")) or ""
+        vendor = _read(tree, f"{PCI_DEVICES}/{name}/vendor")
+        klass = _read(tree, f"{PCI_DEVICES}/{name}/class") or ""
         if vendor == NVIDIA_VENDOR and klass[:6] in DISPLAY_CLASSES:
             gpus.append(name)
     return gpus
 
 
-def link_state(device_dir: str) -> LinkState:
-    """The link files of one device folder."""
+def link_state(tree: Tree, device_dir: str) -> LinkState:
+    """The link files of one device folder (a path inside ``tree``)."""
     return LinkState(
-        current_speed_gts=_speed(_read(os.path.join(device_dir, "current_link_speed"))),
-        max_speed_gts=_speed(_read(os.path.join(device_dir, "max_link_speed"))),
-        current_width=_width(_read(os.path.join(device_dir, "current_link_width"))),
-        max_width=_width(_read(os.path.join(device_dir, "max_link_width"))),
+        current_speed_gts=_speed(_read(tree, f"{device_dir}/current_link_speed")),
+        max_speed_gts=_speed(_read(tree, f"{device_dir}/max_link_speed")),
+        current_width=_width(_read(tree, f"{device_dir}/current_link_width")),
+        max_width=_width(_read(tree, f"{device_dir}/max_link_width")),
     )
 
 
@@ -210,25 +178,18 @@ def acs_from_config(config: bytes | None) -> AcsState:
     return AcsState("absent")
 
 
-def _config_bytes(device_dir: str) -> bytes | None:
-    try:
-        with open(os.path.join(device_dir, "config"), "rb") as f:
-            return f.read(MAX_CONFIG_BYTES)
-    except OSError:
-        return None
-
-
-def pci_node(root: str | os.PathLike[str], resolved: str, bdf: str) -> PciNode:
+def pci_node(root: Root, resolved: str, bdf: str) -> PciNode:
     """One device's link and ACS state, read from its resolved sysfs folder."""
-    device_dir = os.path.join(os.fspath(root), resolved)
-    klass = _read(os.path.join(device_dir, "class")) or ""
+    tree = as_tree(root)
+    klass = _read(tree, f"{resolved}/class") or ""
     return PciNode(bdf=bdf, sysfs_path=f"/{PCI_DEVICES}/{bdf}", is_bridge=klass.startswith(BRIDGE_CLASS),
-                   link=link_state(device_dir), acs=acs_from_config(_config_bytes(device_dir)))
+                   link=link_state(tree, resolved), acs=acs_from_config(tree.read_bytes(f"{resolved}/config", MAX_CONFIG_BYTES)))
 
 
-def gpu_pcie_path(bdf: str, root: str | os.PathLike[str] = "/") -> GpuPciePath | None:
+def gpu_pcie_path(bdf: str, root: Root = "/") -> GpuPciePath | None:
     """The GPU at ``bdf`` and every PCI device above it, root port first; None where sysfs does
     not place it (no such device, a link that leaves the tree)."""
+    root = as_tree(root)
     resolved = resolve_inside(root, f"{PCI_DEVICES}/{bdf}")
     if resolved is None:
         return None
@@ -244,6 +205,7 @@ def gpu_pcie_path(bdf: str, root: str | os.PathLike[str] = "/") -> GpuPciePath |
     return GpuPciePath(bdf=bdf, host_bridge=host_bridge, nodes=nodes) if nodes else None
 
 
-def gpu_pcie_paths(bdfs: list[str], root: str | os.PathLike[str] = "/") -> dict[str, GpuPciePath | None]:
+def gpu_pcie_paths(bdfs: list[str], root: Root = "/") -> dict[str, GpuPciePath | None]:
     """``gpu_pcie_path`` for each GPU."""
-    return {bdf: gpu_pcie_path(bdf, root) for bdf in bdfs}
+    tree = as_tree(root)
+    return {bdf: gpu_pcie_path(bdf, tree) for bdf in bdfs}

@@ -14,17 +14,18 @@ kernel knows both:
   the bridges between a device and its host bridge, from which a GPU's path to a NIC (PIX, PXB,
   PHB, NODE, SYS, as nvidia-smi words them) is read.
 
-Pure functions of a root directory (default ``/``), so tests build a fake tree in a temporary
+Pure functions of a root directory (default ``/``) or a ``Tree`` (``sources/tree.py``: a folder or a
+gathered archive, every path resolved inside it), so tests build a fake tree in a temporary
 directory. Anything missing or unreadable gives ``None`` (not known), never an error.
 """
 
 from __future__ import annotations
 
 import os
-from pathlib import Path
 
 from gputopo.model import Nic, NicLink, Topology, normalize_pci_bus_id
 from gputopo.notation import expand_number_list, format_cpu_list
+from gputopo.sources.tree import Root, Tree, as_tree
 
 CPU_DIR = "sys/devices/system/cpu"
 NODE_DIR = "sys/devices/system/node"
@@ -32,11 +33,9 @@ PCI_DIR = "sys/bus/pci/devices"
 INFINIBAND_DIR = "sys/class/infiniband"
 
 
-def _read(path: Path) -> str | None:
-    try:
-        return path.read_text().strip()
-    except (OSError, UnicodeDecodeError):
-        return None
+def _read(root: Root, rel: str) -> str | None:
+    text = as_tree(root).read_text(rel, 1 << 16)
+    return None if text is None else text.strip()
 
 
 def _int(text: str | None) -> int | None:
@@ -46,13 +45,13 @@ def _int(text: str | None) -> int | None:
         return None
 
 
-def cpu_socket(cpu: int, root: str | os.PathLike[str] = "/") -> int | None:
+def cpu_socket(cpu: int, root: Root = "/") -> int | None:
     """The socket (physical package) of CPU ``cpu``; None where sysfs does not say."""
-    return _int(_read(Path(root) / CPU_DIR / f"cpu{cpu}" / "topology" / "physical_package_id"))
+    return _int(_read(root, f"{CPU_DIR}/cpu{cpu}/topology/physical_package_id"))
 
 
 def sockets_of_cpus(
-    cpu_list: str | None, root: str | os.PathLike[str] = "/", known: dict[int, int | None] | None = None
+    cpu_list: str | None, root: Root = "/", known: dict[int, int | None] | None = None
 ) -> set[int] | None:
     """The sockets of the CPUs in ``cpu_list`` ("0-11,24-35"); None if any is unknown. ``known``
     caches CPU -> socket across calls (GPUs share their CPUs)."""
@@ -75,37 +74,36 @@ def sockets_of_cpus(
 
 
 def gpu_socket(
-    cpu_affinity: str | None, root: str | os.PathLike[str] = "/", known: dict[int, int | None] | None = None
+    cpu_affinity: str | None, root: Root = "/", known: dict[int, int | None] | None = None
 ) -> int | None:
     """The one socket all CPUs near a GPU belong to; None when unknown or spread over several."""
     sockets = sockets_of_cpus(cpu_affinity, root, known)
     return next(iter(sockets)) if sockets is not None and len(sockets) == 1 else None
 
 
-def online_nodes(root: str | os.PathLike[str] = "/") -> list[int] | None:
+def online_nodes(root: Root = "/") -> list[int] | None:
     """The online NUMA nodes (``/sys/devices/system/node/online``, else the ``nodeN`` folders)."""
-    text = _read(Path(root) / NODE_DIR / "online")
+    text = _read(root, f"{NODE_DIR}/online")
     if text:
         try:
             return expand_number_list(text)
         except ValueError:
             return None
-    try:
-        names = os.listdir(Path(root) / NODE_DIR)
-    except OSError:
+    names = as_tree(root).listdir(NODE_DIR)
+    if names is None:
         return None
     nodes = sorted(int(name[4:]) for name in names if name.startswith("node") and name[4:].isascii() and name[4:].isdigit())
     return nodes or None
 
 
-def numa_distances(root: str | os.PathLike[str] = "/") -> dict[str, dict[str, int]] | None:
+def numa_distances(root: Root = "/") -> dict[str, dict[str, int]] | None:
     """``{"0": {"0": 10, "1": 32}, ...}``: each node's distance to every node; None if not known."""
     nodes = online_nodes(root)
     if not nodes:
         return None
     result: dict[str, dict[str, int]] = {}
     for node in nodes:
-        text = _read(Path(root) / NODE_DIR / f"node{node}" / "distance")
+        text = _read(root, f"{NODE_DIR}/node{node}/distance")
         values = [_int(v) for v in text.split()] if text else []
         if len(values) != len(nodes) or any(v is None for v in values):
             return None
@@ -113,19 +111,19 @@ def numa_distances(root: str | os.PathLike[str] = "/") -> dict[str, dict[str, in
     return result
 
 
-def pci_numa_node(bus_id: str | None, root: str | os.PathLike[str] = "/") -> int | None:
+def pci_numa_node(bus_id: str | None, root: Root = "/") -> int | None:
     """A PCI device's NUMA node; None where unknown (``-1``: the firmware does not say)."""
     bdf = normalize_pci_bus_id(bus_id)
     if bdf is None:
         return None
-    node = _int(_read(Path(root) / PCI_DIR / bdf / "numa_node"))
+    node = _int(_read(root, f"{PCI_DIR}/{bdf}/numa_node"))
     return node if node is not None and node >= 0 else None
 
 
-def pci_local_cpus(bus_id: str | None, root: str | os.PathLike[str] = "/") -> str | None:
+def pci_local_cpus(bus_id: str | None, root: Root = "/") -> str | None:
     """The CPUs near a PCI device (``local_cpulist``), as a CPU list; None where unknown."""
     bdf = normalize_pci_bus_id(bus_id)
-    text = _read(Path(root) / PCI_DIR / bdf / "local_cpulist") if bdf else None
+    text = _read(root, f"{PCI_DIR}/{bdf}/local_cpulist") if bdf else None
     if not text:
         return None
     try:
@@ -134,45 +132,34 @@ def pci_local_cpus(bus_id: str | None, root: str | os.PathLike[str] = "/") -> st
         return None
 
 
-def infiniband_nics(root: str | os.PathLike[str] = "/") -> list[Nic]:
+def infiniband_nics(root: Root = "/") -> list[Nic]:
     """The RDMA NICs (``mlx5_0`` ...) with their PCI bus id, NUMA node and near CPUs."""
-    base = Path(root) / INFINIBAND_DIR
-    try:
-        names = sorted(os.listdir(base))
-    except OSError:
-        return []
+    tree = as_tree(root)
     nics = []
-    for name in names:
-        try:
-            bus_id = normalize_pci_bus_id(os.path.basename(os.path.realpath(base / name / "device")))
-        except OSError:
-            bus_id = None
-        nics.append(Nic(name=name, pci_bus_id=bus_id, numa_node=pci_numa_node(bus_id, root),
-                        cpu_affinity=pci_local_cpus(bus_id, root), netdev=_netdev(base / name / "device"),
+    for name in tree.listdir(INFINIBAND_DIR) or []:
+        device = tree.resolve(f"{INFINIBAND_DIR}/{name}/device")
+        bus_id = normalize_pci_bus_id(device[-1]) if device else None
+        nics.append(Nic(name=name, pci_bus_id=bus_id, numa_node=pci_numa_node(bus_id, tree),
+                        cpu_affinity=pci_local_cpus(bus_id, tree), netdev=_netdev(tree, f"{INFINIBAND_DIR}/{name}/device"),
                         rdma_device=name))
     return nics
 
 
-def _netdev(device: Path) -> str | None:
+def _netdev(tree: Tree, device: str) -> str | None:
     """The network interface on a NIC's PCI device (the first by name; a NIC port has one)."""
-    try:
-        names = sorted(os.listdir(device / "net"))
-    except OSError:
-        return None
+    names = tree.listdir(f"{device}/net")
     return names[0] if names else None
 
 
-def pci_path(bus_id: str | None, root: str | os.PathLike[str] = "/") -> list[str] | None:
+def pci_path(bus_id: str | None, root: Root = "/") -> list[str] | None:
     """``["pci0000:00", "0000:00:01.0", "0000:01:00.0", ..., bdf]``: the host bridge and the bridges
     down to the device, from where sysfs places it; None where unknown."""
     bdf = normalize_pci_bus_id(bus_id)
     if bdf is None:
         return None
-    try:
-        real = os.path.realpath(Path(root) / PCI_DIR / bdf)
-    except OSError:
+    parts = as_tree(root).resolve(f"{PCI_DIR}/{bdf}")
+    if not parts:
         return None
-    parts = Path(real).parts
     starts = [k for k, part in enumerate(parts) if part.startswith("pci") and ":" in part]
     if not starts or parts[-1] != bdf:
         return None
@@ -197,7 +184,7 @@ def pcie_path_word(gpu_path: list[str], nic_path: list[str], same_numa_node: boo
     return "PIX" if below_gpu <= 2 and below_nic <= 2 and shared >= 2 else "PXB"
 
 
-def nic_links(topology: Topology, root: str | os.PathLike[str] = "/") -> list[NicLink]:
+def nic_links(topology: Topology, root: Root = "/") -> list[NicLink]:
     """How each GPU reaches each NIC, from their places in the PCI tree (where both are known)."""
     links = []
     nic_paths = {nic.name: (nic, pci_path(nic.pci_bus_id, root)) for nic in topology.nics}
@@ -215,10 +202,11 @@ def nic_links(topology: Topology, root: str | os.PathLike[str] = "/") -> list[Ni
     return links
 
 
-def add_host_locality(topology: Topology, root: str | os.PathLike[str] = "/") -> None:
+def add_host_locality(topology: Topology, root: Root = "/") -> None:
     """What the live probe adds from sysfs: each GPU's socket (from the CPUs near it), the NUMA
     distances, and the RDMA NICs with their NUMA nodes, network interfaces and paths to the GPUs
     (where the topology has no NICs yet)."""
+    root = as_tree(root)
     known: dict[int, int | None] = {}
     for gpu in topology.gpus:
         if gpu.socket is None:

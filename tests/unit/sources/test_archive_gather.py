@@ -16,7 +16,7 @@ from doctor_trees import real_acs_controls, two_gpus_under_root_ports
 
 from gputopo.errors import InputError
 from gputopo.sources import archive
-from gputopo.sources.archive import GATHER_MARK, unpacked
+from gputopo.sources.archive import GATHER_MARK, opened_archive
 from gputopo.sources.gather import gather, run_bounded
 from gputopo.sources.pcie_health import acs_from_config, gpu_pcie_path, resolve_inside
 
@@ -55,8 +55,7 @@ def test_hostile_archives_are_refused_in_one_line_and_nothing_is_written(tmp_pat
     path = _tar(tmp_path / "box.tar.gz", members)
     before = set(os.listdir(tmp_path))
     with pytest.raises(InputError) as info:
-        with unpacked(path):
-            pass
+        opened_archive(path)
     message = str(info.value)
     assert "\n" not in message and "refused" in message and why in message
     assert set(os.listdir(tmp_path)) == before
@@ -67,28 +66,27 @@ def test_a_huge_file_and_a_tar_bomb_are_refused(tmp_path, monkeypatch):
     monkeypatch.setattr(archive, "MAX_FILE_BYTES", 1000)
     path = _tar(tmp_path / "big.tar.gz", [("proc/cmdline", "file", b"x" * 1001)])
     with pytest.raises(InputError, match="1001 bytes"):
-        with unpacked(path):
-            pass
+        opened_archive(path)
     monkeypatch.setattr(archive, "MAX_MEMBERS", 50)
     bomb = _tar(tmp_path / "bomb.tar.gz", [(f"f{n}", "file", "") for n in range(60)])
     with pytest.raises(InputError, match="tar bomb"):
-        with unpacked(bomb):
-            pass
+        opened_archive(bomb)
     monkeypatch.setattr(archive, "MAX_TOTAL_BYTES", 2500)
     many = _tar(tmp_path / "many.tar.gz", [(f"f{n}", "file", b"y" * 900) for n in range(3)])
     with pytest.raises(InputError, match="tar bomb"):
-        with unpacked(many):
-            pass
+        opened_archive(many)
 
 
 def test_links_resolve_inside_the_root_only(tmp_path):
     (tmp_path / "sys/bus/pci/devices").mkdir(parents=True)
-    os.symlink("/etc", tmp_path / "sys/bus/pci/devices/0000:01:00.0")  # absolute: taken under the root
-    assert resolve_inside(tmp_path, "sys/bus/pci/devices/0000:01:00.0") is None  # no <root>/etc
+    os.symlink("/etc", tmp_path / "sys/bus/pci/devices/0000:01:00.0")  # absolute: never followed in a given tree
+    assert resolve_inside(tmp_path, "sys/bus/pci/devices/0000:01:00.0") is None
     (tmp_path / "etc").mkdir()
-    assert resolve_inside(tmp_path, "sys/bus/pci/devices/0000:01:00.0") == "etc"
+    assert resolve_inside(tmp_path, "sys/bus/pci/devices/0000:01:00.0") is None  # not even to <root>/etc
+    os.symlink("../../../../etc", tmp_path / "sys/bus/pci/devices/0000:03:00.0")
+    assert resolve_inside(tmp_path, "sys/bus/pci/devices/0000:03:00.0") == "etc"  # relative, inside: followed
     os.symlink("../../../../../../../../..", tmp_path / "sys/bus/pci/devices/0000:02:00.0")
-    assert resolve_inside(tmp_path, "sys/bus/pci/devices/0000:02:00.0") == ""
+    assert resolve_inside(tmp_path, "sys/bus/pci/devices/0000:02:00.0") is None  # above the root: never followed
     os.symlink("loop", tmp_path / "sys/loop")
     assert resolve_inside(tmp_path, "sys/loop") is None
     assert gpu_pcie_path("0000:01:00.0", tmp_path) is None
@@ -261,18 +259,22 @@ def test_a_damaged_archive_is_one_line_and_exit_2(tmp_path, cli, damage):
         assert "cannot read the archive" in assert_one_error_line(cli(command, "--from", str(bad)))
 
 
-def test_the_private_folder_is_removed_and_a_truncated_archive_is_one_line(tmp_path):
+def test_an_archive_is_read_in_memory_and_a_truncated_archive_is_one_line(tmp_path, monkeypatch):
+    """Nothing is unpacked to disk (no temporary folder to leave behind on SIGTERM)."""
+    import tempfile
+
+    scratch = tmp_path / "tmp"
+    scratch.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(scratch))
     path = _tar(tmp_path / "ok.tar.gz", [("proc/cmdline", "file", "ro\n"), ("sys", "dir", None)])
-    with unpacked(path) as root:
-        assert (Path(root) / "proc/cmdline").read_text() == "ro\n"
-        assert oct(os.stat(root).st_mode & 0o777) == "0o700"
-    assert not os.path.exists(root)
+    tree = opened_archive(path)
+    assert tree.read_text("proc/cmdline") == "ro\n" and tree.is_folder("sys") and tree.listdir("proc") == ["cmdline"]
+    assert list(scratch.iterdir()) == []
     data = Path(path).read_bytes()
     cut = tmp_path / "cut.tar.gz"
     cut.write_bytes(data[: len(data) // 2])
     with pytest.raises(InputError) as info:
-        with unpacked(str(cut)):
-            pass
+        opened_archive(str(cut))
     assert "\n" not in str(info.value)
 
 
@@ -316,3 +318,27 @@ def test_an_archive_is_what_tarfile_takes_for_one_in_every_format(tmp_path):
     for path in sorted(tmp_path.iterdir()):
         expected = path.name == "cut.tgz" or tarfile.is_tarfile(path)  # a cut gzip: read, and refused as damaged
         assert is_archive(str(path)) == expected, path.name
+
+
+def test_an_nvidia_smi_that_times_out_or_fails_is_named_in_the_archive_and_by_doctor(tmp_path, cli, monkeypatch):
+    """Review note: gather dropped a timed-out nvidia-smi output silently; doctor then said nothing."""
+    from gputopo.sources import gather as gather_module
+
+    smi = tmp_path / "nvidia-smi"
+    smi.write_text("#!/bin/sh\ncase \"$1\" in topo) exec sleep 30;; nvlink) exit 9;; esac\necho '==== NVSMI LOG ===='\n")
+    smi.chmod(0o755)
+    monkeypatch.setattr(gather_module, "SMI_TIMEOUT_S", 0.5)
+    buffer = io.BytesIO()
+    gather(buffer, root=str(tmp_path / "empty"), env={}, smi=str(smi))
+    out = tmp_path / "box.tar.gz"
+    out.write_bytes(buffer.getvalue())
+    with tarfile.open(out) as tar:
+        failures = tar.extractfile("gputopo/smi-failures").read().decode()
+    assert "topo-m: `nvidia-smi topo -m` timed out after 0.5 s" in failures
+    assert "nvlink-s: `nvidia-smi nvlink -s` exited with status 9" in failures
+    result = cli("doctor", "--from", str(out), "--json")
+    import json
+
+    checks = {c["name"]: c for c in json.loads(result.output)["checks"]}
+    assert checks["read the other outputs in box.tar.gz:gputopo/nvidia-smi/topo-m.txt"]["status"] == "not-made"
+    assert "timed out" in checks["read the other outputs in box.tar.gz:gputopo/nvidia-smi/topo-m.txt"]["detail"]

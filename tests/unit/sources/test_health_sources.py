@@ -9,6 +9,7 @@ from hypothesis import strategies as st
 from gputopo.sources.host_health import read_host_health, relevant_env, shm_size
 from gputopo.sources.pasted_health import parse_pasted
 from gputopo.sources.pcie_health import acs_from_config, link_state, nvidia_gpus
+from gputopo.sources.tree import FolderTree
 
 
 def test_link_files_in_old_and_new_kernel_words(tmp_path):
@@ -16,12 +17,12 @@ def test_link_files_in_old_and_new_kernel_words(tmp_path):
     (tmp_path / "max_link_speed").write_text("16.0 GT/s PCIe\n")
     (tmp_path / "current_link_width").write_text("16\n")
     (tmp_path / "max_link_width").write_text("x16\n")
-    state = link_state(str(tmp_path))
+    state = link_state(FolderTree(tmp_path), "")
     assert (state.current_speed_gts, state.max_speed_gts, state.current_width, state.max_width) == (8.0, 16.0, 16, 16)
     assert state.speed_below_max and not state.width_below_max
     (tmp_path / "current_link_speed").write_text("Unknown\n")
     (tmp_path / "current_link_width").write_text("0\n")
-    unknown = link_state(str(tmp_path))
+    unknown = link_state(FolderTree(tmp_path), "")
     assert unknown.current_speed_gts is None and unknown.current_width is None and not unknown.speed_below_max
 
 

@@ -29,7 +29,7 @@ def make_sysfs(root: Path, *, sockets: dict[int, int], distances: dict[int, list
     for name, bdf in (rdma or {}).items():
         link = root / "sys/class/infiniband" / name / "device"
         link.parent.mkdir(parents=True, exist_ok=True)
-        os.symlink(root / "sys/bus/pci/devices" / bdf, link)
+        os.symlink(os.path.relpath(root / "sys/bus/pci/devices" / bdf, link.parent), link)  # relative, as the kernel's
     return root
 
 

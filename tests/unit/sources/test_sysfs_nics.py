@@ -30,12 +30,13 @@ def make_tree(root: Path, netdev: str | None = "ib0") -> Path:
         (device / "numa_node").write_text(f"{NODE_OF[name]}\n")
         link = root / "sys" / "bus" / "pci" / "devices" / parts[-1]
         link.parent.mkdir(parents=True, exist_ok=True)
-        os.symlink(device, link)
+        os.symlink(os.path.relpath(device, link.parent), link)  # relative, as the kernel's
     nic_device = root / "sys" / "devices" / Path(*TREE["nic0"])
     if netdev:
         (nic_device / "net" / netdev).mkdir(parents=True)
     (root / "sys" / "class" / "infiniband" / "mlx5_0").mkdir(parents=True)
-    os.symlink(nic_device, root / "sys" / "class" / "infiniband" / "mlx5_0" / "device")
+    infiniband = root / "sys" / "class" / "infiniband" / "mlx5_0"
+    os.symlink(os.path.relpath(nic_device, infiniband), infiniband / "device")
     return root
 
 
