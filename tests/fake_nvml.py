@@ -54,6 +54,7 @@ is NVML's "unknown" state).
 from __future__ import annotations
 
 import ctypes
+import itertools
 import os
 import shutil
 import tempfile
@@ -205,6 +206,16 @@ def _cuda_version_number(text: str | None) -> int | None:
     return major * 1000 + minor * 10
 
 
+SWITCHES_PER_BOARD = 6  # NVSwitch chips on an HGX A100 baseboard
+
+
+def _switch_bus_ids(gpu_bus_ids: set[str | None]) -> list[str]:
+    """The NVSwitch chips' bus ids: c0..ff where no GPU is, in domain 0000, then 0001, ... (64 GPUs
+    can fill c0..ff of a domain; the C fake's ``place_switches`` places them the same way)."""
+    candidates = (f"{n // 64:04x}:{0xc0 + n % 64:02x}:00.0" for n in itertools.count())
+    return list(itertools.islice((b for b in candidates if b not in gpu_bus_ids), SWITCHES_PER_BOARD))
+
+
 def nvml_bus_id(bus_id: str) -> str:
     """``0000:07:00.0`` -> ``00000000:07:00.0`` (NVML's 8-digit domain, upper-case hex)."""
     domain, rest = bus_id.split(":", 1)
@@ -311,8 +322,7 @@ class FakeNvml:
             peer_bus = self.topology.gpu(self.original_index[b]).pci_bus_id
             links.extend(_FakeLink(True, pynvml.NVML_NVLINK_DEVICE_TYPE_GPU, nvml_bus_id(peer_bus)) for _ in range(link.nvlink_count))
         total = gpu.nvlink_active_links or len(links)
-        # NVSwitch chips on a baseboard (6 on HGX A100), at bus ids no GPU uses; links spread over them.
-        switch_bus_ids = [b for b in (f"0000:{n:02x}:00.0" for n in range(0xc0, 0x100)) if b not in gpu_bus_ids][:6]
+        switch_bus_ids = _switch_bus_ids(gpu_bus_ids)  # links spread over them
         k = 0
         while len(links) < total:
             if on_switch:
