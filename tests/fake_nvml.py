@@ -12,6 +12,11 @@ does, so the probe can be tested on every machine we describe without a GPU:
   ``c_ulonglong`` words for affinity masks, ``[current, pending]`` for MIG, a tuple for the compute
   capability, enum ints for NVLink versions and topology levels;
 - strings as 13.x gives them (``str``) or as older nvidia-ml-py did (``bytes``, ``strings="bytes"``);
+  ``raw_text`` gives the bytes the driver answers for a string query instead ({function or
+  (function, gpu): bytes}; for ``nvmlDeviceGetPciInfo``, its ``busId``), e.g. bytes that are not
+  UTF-8 or hold control characters: 13.x decodes them strictly, as the real binding does
+  (``pynvml.convertStrBytes``, ``nvmlPciInfo_t``'s field read: ``UnicodeDecodeError``), older
+  bindings hand them over as they are;
 - a caps index that is not an int (the ``(0,)`` trap) fails with ``ctypes.ArgumentError`` like the
   real ctypes call; calls before ``nvmlInit`` or after ``nvmlShutdown`` raise ``Uninitialized``;
 - NVLinks as the hardware has them: per link a state, an enum version, and a remote end which is the
@@ -39,8 +44,9 @@ Live state, as the C fake (tests/fake_libnvml) answers it: ``memory_used`` (byte
 0), ``memory_reserved`` (the driver's own reserve, bytes per GPU; default 0: version 1 of the memory
 query counts it as used, version 2 gives it apart), ``memory_v2=False`` (a driver before R510), ``utilization`` (percent per GPU; a GPU not given answers ``NotSupported``), ``processes`` (per
 GPU a list of ``(pid, name, used bytes or None)``; a GPU not given answers ``NotSupported``; the
-name as ``nvmlSystemGetProcessName`` gives it, always ``bytes`` like the real binding; a process
-without a name, or an unknown PID, answers ``NotFound``), ``performance_state`` (per GPU the number
+name ``str``, or the ``bytes`` a process set (any bytes: ``prctl``), answered by
+``nvmlSystemGetProcessName`` as the binding of ``strings`` answers it; a process without a name,
+or an unknown PID, answers ``NotFound``), ``performance_state`` (per GPU the number
 ``nvmlDeviceGetPerformanceState`` answers, 0 for P0; a GPU not given answers ``NotSupported``; 32
 is NVML's "unknown" state).
 """
@@ -48,6 +54,7 @@ is NVML's "unknown" state).
 from __future__ import annotations
 
 import ctypes
+import itertools
 import os
 import shutil
 import tempfile
@@ -199,6 +206,16 @@ def _cuda_version_number(text: str | None) -> int | None:
     return major * 1000 + minor * 10
 
 
+SWITCHES_PER_BOARD = 6  # NVSwitch chips on an HGX A100 baseboard
+
+
+def _switch_bus_ids(gpu_bus_ids: set[str | None]) -> list[str]:
+    """The NVSwitch chips' bus ids: c0..ff where no GPU is, in domain 0000, then 0001, ... (64 GPUs
+    can fill c0..ff of a domain; the C fake's ``place_switches`` places them the same way)."""
+    candidates = (f"{n // 64:04x}:{0xc0 + n % 64:02x}:00.0" for n in itertools.count())
+    return list(itertools.islice((b for b in candidates if b not in gpu_bus_ids), SWITCHES_PER_BOARD))
+
+
 def nvml_bus_id(bus_id: str) -> str:
     """``0000:07:00.0`` -> ``00000000:07:00.0`` (NVML's 8-digit domain, upper-case hex)."""
     domain, rest = bus_id.split(":", 1)
@@ -228,15 +245,17 @@ class FakeNvml:
         memory_reserved: dict[int, int] | None = None,
         memory_v2: bool = True,
         utilization: dict[int, int] | None = None,
-        processes: dict[int, list[tuple[int, str | None, int | None]]] | None = None,
+        processes: dict[int, list[tuple[int, str | bytes | None, int | None]]] | None = None,
         performance_state: dict[int, int] | None = None,
         driver_version: str = "550.54.15",
         cuda_driver_version: int = 12040,
+        raw_text: dict[Any, bytes] | None = None,
     ) -> None:
         if strings not in ("str", "bytes"):
             raise ValueError("strings must be 'str' (nvidia-ml-py 13.x) or 'bytes' (older)")
         object.__setattr__(self, "_missing", frozenset(missing))
         self.strings = strings
+        self.raw_text = dict(raw_text or {})
         self.unsupported = dict(unsupported or {})
         self.lost_after = dict(lost_after or {})
         self.init_error = init_error
@@ -303,8 +322,7 @@ class FakeNvml:
             peer_bus = self.topology.gpu(self.original_index[b]).pci_bus_id
             links.extend(_FakeLink(True, pynvml.NVML_NVLINK_DEVICE_TYPE_GPU, nvml_bus_id(peer_bus)) for _ in range(link.nvlink_count))
         total = gpu.nvlink_active_links or len(links)
-        # NVSwitch chips on a baseboard (6 on HGX A100), at bus ids no GPU uses; links spread over them.
-        switch_bus_ids = [b for b in (f"0000:{n:02x}:00.0" for n in range(0xc0, 0x100)) if b not in gpu_bus_ids][:6]
+        switch_bus_ids = _switch_bus_ids(gpu_bus_ids)  # links spread over them
         k = 0
         while len(links) < total:
             if on_switch:
@@ -357,15 +375,27 @@ class FakeNvml:
             raise error()
         return gpus
 
-    def _str(self, text: str) -> str | bytes:
-        return text.encode() if self.strings == "bytes" else text
+    def _raw(self, fn_name: str, index: int | None) -> bytes | None:
+        """The ``raw_text`` bytes for this query on this GPU (or on every GPU), if any."""
+        raw = self.raw_text.get((fn_name, index)) if index is not None else None
+        return raw if raw is not None else self.raw_text.get(fn_name)
 
-    def _pci_info(self, bus_id: str) -> Any:
+    def _text(self, fn_name: str, index: int | None, text: str | bytes | None) -> str | bytes:
+        """A string answer as the binding gives it: the driver's bytes (``raw_text``, else the
+        text's), decoded strictly by 13.x's ``convertStrBytes``, as they are by older bindings."""
+        raw = self._raw(fn_name, index)
+        if raw is None:
+            text = self._known(text)
+            raw = text if isinstance(text, bytes) else text.encode()
+        return raw if self.strings == "bytes" else pynvml.convertStrBytes(lambda: raw)()
+
+    def _pci_info(self, bus_id: str, raw_bus_id: bytes | None = None) -> Any:
         info = _LegacyPciInfo() if self.strings == "bytes" else pynvml.nvmlPciInfo_t()
         long_id = nvml_bus_id(bus_id) if bus_id.count(":") == 2 and len(bus_id.split(":")[0]) <= 4 else bus_id
         domain, bus, rest = long_id.split(":")
         device = rest.split(".")[0]
-        info.busId = long_id.encode()
+        # ctypes stores bytes as they are; the 13.x structure decodes them strictly when read
+        info.busId = raw_bus_id if raw_bus_id is not None else long_id.encode()
         info.busIdLegacy = f"{int(domain, 16):04X}:{bus}:{rest}".encode()
         info.domain, info.bus, info.device = int(domain, 16), int(bus, 16), int(device, 16)
         return info
@@ -388,11 +418,12 @@ class FakeNvml:
 
     def nvmlSystemGetDriverVersion(self) -> str | bytes:
         self._enter("nvmlSystemGetDriverVersion")
-        return self._str(self.driver_version)
+        return self._text("nvmlSystemGetDriverVersion", None, self.driver_version)
 
     def nvmlSystemGetNVMLVersion(self) -> str | bytes:
         self._enter("nvmlSystemGetNVMLVersion")
-        return self._str(self.nvml_version or f"{self.cuda_driver_version // 1000}.{self.driver_version}")
+        return self._text("nvmlSystemGetNVMLVersion", None,
+                          self.nvml_version or f"{self.cuda_driver_version // 1000}.{self.driver_version}")
 
     def nvmlSystemGetCudaDriverVersion(self) -> int:
         self._enter("nvmlSystemGetCudaDriverVersion")
@@ -423,13 +454,14 @@ class FakeNvml:
         return value
 
     def nvmlDeviceGetName(self, handle: Any) -> str | bytes:
-        return self._str(self._known(self._gpu("nvmlDeviceGetName", handle).name))
+        return self._text("nvmlDeviceGetName", handle.index, self._gpu("nvmlDeviceGetName", handle).name)
 
     def nvmlDeviceGetUUID(self, handle: Any) -> str | bytes:
-        return self._str(self._known(self._gpu("nvmlDeviceGetUUID", handle).uuid))
+        return self._text("nvmlDeviceGetUUID", handle.index, self._gpu("nvmlDeviceGetUUID", handle).uuid)
 
     def nvmlDeviceGetPciInfo(self, handle: Any) -> Any:
-        return self._pci_info(self._known(self._gpu("nvmlDeviceGetPciInfo", handle).pci_bus_id))
+        bus_id = self._known(self._gpu("nvmlDeviceGetPciInfo", handle).pci_bus_id)
+        return self._pci_info(bus_id, self._raw("nvmlDeviceGetPciInfo", handle.index))
 
     def nvmlDeviceGetMemoryInfo(self, handle: Any, version: Any = None) -> Any:
         """As the real binding: no version asks ``nvmlDeviceGetMemoryInfo``, whose ``used`` counts the
@@ -477,12 +509,12 @@ class FakeNvml:
             procs.append(obj)
         return procs
 
-    def nvmlSystemGetProcessName(self, pid: int) -> bytes:
+    def nvmlSystemGetProcessName(self, pid: int) -> str | bytes:
         self._enter("nvmlSystemGetProcessName")
         for procs in self.processes.values():
             for known, name, _used in procs:
                 if known == pid and name is not None:
-                    return name.encode()  # the real binding returns bytes, whatever its version
+                    return self._text("nvmlSystemGetProcessName", None, name)
         raise pynvml.NVMLError_NotFound()
 
     def nvmlDeviceGetNumaNodeId(self, handle: Any) -> int:

@@ -41,6 +41,9 @@ class _OneLineErrorsGroup(TyperGroup):
             from click.exceptions import ClickException  # type: ignore[no-redef]
 
         prog_name = prog_name or "gputopo"  # not "python -m gputopo" or "__main__.py" in messages
+        for param in self.params:  # typer's installer writes through links, $HOME unquoted: ours instead
+            if param.name == "install_completion":
+                param.callback = _install_completion
         if not standalone_mode:
             return super().main(args, prog_name, complete_var, standalone_mode=False, **extra)
         try:
@@ -65,13 +68,21 @@ class _OneLineErrorsGroup(TyperGroup):
         sys.exit(result if isinstance(result, int) and not isinstance(result, bool) else 0)
 
 
+def _install_completion(ctx: Any, param: Any, value: Any) -> Any:
+    """``--install-completion``: gputopo.cli.completion's installer (imported only when used)."""
+    from gputopo.cli.completion import install_callback
+
+    return install_callback(ctx, param, value)
+
+
 # The application; ``app`` (below) is this one with every command registered.
 _app = typer.Typer(
     cls=_OneLineErrorsGroup,
     name="gputopo",
     help="How your NVIDIA GPUs are wired, how fast they talk, and which ones to train on together.",
     no_args_is_help=True,
-    # typer's --install-completion / --show-completion; -h is help on every command.
+    # typer's --install-completion (with gputopo.cli.completion's installer) / --show-completion;
+    # -h is help on every command.
     add_completion=True,
     context_settings={"help_option_names": ["-h", "--help"]},
     pretty_exceptions_enable=False,

@@ -25,7 +25,6 @@ from typing import Any
 
 from gputopo.model import P2P_STATUS_WORDS, Gpu, GpuProcess, Link, Topology
 from gputopo.notation import format_cpu_list, utc_now_text
-from gputopo.quoting import one_line
 from gputopo.sources.nvml_binding import (
     BITS_PER_AFFINITY_WORD,
     INVALID_ARGUMENT,
@@ -227,9 +226,10 @@ def _probe_live_state(state: _Probe, gpu: Gpu, handle: Any) -> None:
             continue
         name = state.ask((), "nvmlSystemGetProcessName", pid)
         used = getattr(proc, "usedGpuMemory", None)
-        # A process name is whatever the process set (prctl, argv[0]): stored as one printable line,
-        # so a snapshot saved here reads back and no escape sequence reaches a terminal.
-        gpu.processes.append(GpuProcess(pid=pid, name=None if isinstance(name, Failed) else one_line(text(name))[:256],
+        # A process name is whatever the process set (prctl, argv[0]): the door gives it as one
+        # printable line (nvml_binding.text), kept to 256 characters.
+        name = None if isinstance(name, Failed) else text(name)
+        gpu.processes.append(GpuProcess(pid=pid, name=name[:256] if name else None,
                                         used_memory_bytes=_int_or_none(used)))
 
 

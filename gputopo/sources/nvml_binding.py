@@ -3,7 +3,7 @@
 Every call goes through ``NvmlBinding.query``, which classifies what NVML says (as nvitop's
 ``nvmlQuery`` and gpustat's ``nvml`` module do):
 
-- an answer: returned, with ``bytes`` turned into ``str``;
+- an answer: returned, a string (``bytes`` or ``str``) as one line of ``str`` (see below);
 - an NVML error (not supported, not in this driver, no permission, unknown, ...) or a function this
   binding lacks: a ``Failed`` carrying the reason in words, so the probe can group them into
   findings;
@@ -20,6 +20,13 @@ Binding-version traps live here and nowhere else, each with its evidence:
   (pynvml.py ``NVML_NVLINK_VERSION_3_0 = 4``; 3 is NVLink 2.2): ``NVLINK_VERSION_ENUM`` below.
 - Strings and ``busId`` come back as ``bytes`` from older bindings and ``str`` from newer ones
   (pynvml.py's ``convertStrBytes`` decodes only where the value is ``bytes``): both are accepted.
+  Newer bindings decode strictly (``res.decode()`` in ``convertStrBytes``, and in
+  ``_PrintableStructure.__getattribute__`` for a ``char[]`` field such as ``busId``), so a name that
+  is not UTF-8 raises ``UnicodeDecodeError``; its ``object`` is the bytes the driver gave, decoded
+  here with U+FFFD for each bad byte. Every string NVML gives is then one line of text: control
+  characters (escape sequences, newlines, NULs) dropped (``quoting.one_line``), so whatever
+  ``scan --save`` writes ``scan --from`` reads back (``quoting.check_text``) and nothing reaches a
+  terminal raw.
 - Older bindings and drivers lack newer functions: pynvml raises ``NVMLError_FunctionNotFound`` (or
   the module has no such attribute): "not in this driver". tests/system/test_fake_libnvml.py
   runs these paths through the real binding over a fake libnvidia-ml.so.1.
@@ -38,6 +45,7 @@ from typing import Any
 
 from gputopo.errors import NvmlUnavailable
 from gputopo.model import normalize_pci_bus_id
+from gputopo.quoting import one_line
 
 # nvmlGpuTopologyLevel_t -> nvidia-smi's path word. INTERNAL (0) is two GPUs on one board (K80,
 # M60, ...); nvidia-smi has no separate word in the matrix, so it is recorded as PIX plus a finding.
@@ -121,14 +129,39 @@ class Failed:
     reason: str
 
 
-def text(value: Any) -> str | None:
-    """NVML strings arrive as ``bytes`` (older nvidia-ml-py) or ``str`` (13.x): always give ``str``."""
-    if value is None:
-        return None
+UNDECODABLE = "UnicodeDecodeError"
+# The functions gputopo asks whose answer is a string (each wrapped by pynvml's ``convertStrBytes``:
+# tests/unit/sources/test_nvml_binding.py checks it against the installed binding).
+TEXT_FUNCTIONS = frozenset({"nvmlSystemGetDriverVersion", "nvmlSystemGetNVMLVersion", "nvmlSystemGetProcessName",
+                            "nvmlDeviceGetName", "nvmlDeviceGetUUID"})
+
+
+def one_line_text(value: str | bytes | bytearray) -> str:
+    """An NVML string as the door gives it: ``bytes`` decoded as UTF-8 with U+FFFD for each bad
+    byte, every control character dropped (NULs, newlines, escape sequences: ``quoting.one_line``)."""
     if isinstance(value, (bytes, bytearray)):
         value = bytes(value).decode("utf-8", "replace")
-    stripped = str(value).rstrip("\x00").strip()
+    return one_line(value)
+
+
+def text(value: Any) -> str | None:
+    """NVML strings arrive as ``bytes`` (older nvidia-ml-py) or ``str`` (13.x): always give one line
+    of ``str`` (``one_line_text``), stripped; None for nothing."""
+    if value is None:
+        return None
+    stripped = one_line_text(value if isinstance(value, (bytes, bytearray)) else str(value)).strip()
     return stripped or None
+
+
+def field_text(struct: Any, name: str) -> str | None:
+    """``text`` of a structure's ``char[]`` field. nvidia-ml-py 13's structures decode such a field
+    strictly when it is read (``_PrintableStructure.__getattribute__``): bytes that are not UTF-8
+    are read from the error, which carries them."""
+    try:
+        value = getattr(struct, name, None)
+    except UnicodeDecodeError as exc:
+        value = exc.object
+    return text(value)
 
 
 def bus_id_of(pci_info: Any) -> str | None:
@@ -136,7 +169,7 @@ def bus_id_of(pci_info: Any) -> str | None:
     if pci_info is None:
         return None
     for attr in ("busId", "busIdLegacy"):
-        bus_id = normalize_pci_bus_id(text(getattr(pci_info, attr, None)))
+        bus_id = normalize_pci_bus_id(field_text(pci_info, attr))
         if bus_id is not None:
             return bus_id
     return None
@@ -175,6 +208,24 @@ def cuda_version_text(cuda_driver_version: int | None) -> str | None:
     return f"{cuda_driver_version // 1000}.{(cuda_driver_version % 1000) // 10}"
 
 
+def _undecoded_answer(fn_name: str, exc: UnicodeDecodeError) -> Any:
+    """What a call whose answer the binding could not decode gives: the driver's bytes, where the
+    function answers a string (``TEXT_FUNCTIONS``: ``convertStrBytes`` decodes the whole answer);
+    otherwise a ``Failed`` (no answer to guess at)."""
+    if fn_name in TEXT_FUNCTIONS and isinstance(exc.object, (bytes, bytearray)):
+        return bytes(exc.object)
+    return Failed(UNDECODABLE, "answer not UTF-8 text")
+
+
+def _error_words(exc: BaseException) -> str:
+    """An NVML error's own words, one line (pynvml asks ``nvmlErrorString``, itself a string the
+    binding decodes strictly); empty where they cannot be read."""
+    try:
+        return one_line(str(exc)).strip()
+    except UnicodeDecodeError:
+        return ""
+
+
 def _import_pynvml() -> Any:
     try:
         import pynvml  # nvidia-ml-py: NVIDIA's own binding
@@ -207,7 +258,7 @@ class NvmlBinding:
             name = self._error_name(exc)
             if name is None:
                 raise
-            reason = _INIT_REASONS.get(name, f"NVML could not start ({exc})")
+            reason = _INIT_REASONS.get(name) or f"NVML could not start ({_error_words(exc) or name})"
             raise NvmlUnavailable(f"cannot read this host's GPUs through NVML: {reason}; {FALLBACK_HINT}") from None
 
     def shutdown(self) -> None:
@@ -224,15 +275,17 @@ class NvmlBinding:
             return Failed(FUNCTION_NOT_FOUND, _REASON_WORDS[FUNCTION_NOT_FOUND])
         try:
             answer = fn(*args)
+        except UnicodeDecodeError as exc:
+            answer = _undecoded_answer(fn_name, exc)
         except Exception as exc:
             name = self._error_name(exc)
             if name is None:
                 raise
             if name == "NVMLError_GpuIsLost":
                 raise GpuLost() from None
-            return Failed(name, _REASON_WORDS.get(name) or str(exc) or name)
-        if isinstance(answer, (bytes, bytearray)):
-            return bytes(answer).decode("utf-8", "replace")
+            return Failed(name, _REASON_WORDS.get(name) or _error_words(exc) or name)
+        if isinstance(answer, (bytes, bytearray, str)):
+            return one_line_text(answer)
         return answer
 
     def gpu_count(self) -> int:

@@ -12,11 +12,16 @@ command line shows the progress and joins the view to a topology.
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
 import os
 import re
+import signal
 import subprocess
 import sys
+import tempfile
+import threading
+from typing import Any, Iterator
 
 from gputopo.errors import GputopoError, TensorFlowUnavailable
 from gputopo.model import ReadingNote, TfView
@@ -62,11 +67,32 @@ def child_environment() -> dict[str, str]:
     return env
 
 
+@contextlib.contextmanager
+def _stop_signals_as_interrupt() -> Iterator[None]:
+    """SIGTERM and SIGHUP as Ctrl-C while the child runs: ``subprocess.run`` then kills the child and
+    the child's temporary folder is removed, where their default action would end ``scan`` at once."""
+    previous = {}
+    if threading.current_thread() is threading.main_thread():
+        for sig in (signal.SIGTERM, signal.SIGHUP):
+            previous[sig] = signal.signal(sig, _raise_interrupt)
+    try:
+        yield
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+
+
+def _raise_interrupt(signum: int, frame: Any) -> None:
+    raise KeyboardInterrupt
+
+
 def capture_tf_init_log(timeout_s: float = DEFAULT_TIMEOUT_S, script: str = CHILD_SCRIPT) -> str:
     """Run TensorFlow's GPU initialisation in a child process and return its whole output.
 
     Raises ``TensorFlowUnavailable`` without TensorFlow and ``GputopoError`` when the child hangs
-    past ``timeout_s`` or dies before saying how many GPUs it sees.
+    past ``timeout_s`` or dies before saying how many GPUs it sees. The child's ``TMPDIR`` is a
+    private folder (0700) removed when it ends, however it ends: what TensorFlow writes there
+    (AutoGraph's generated files) is not left in the system's temporary folder.
     """
     if not tensorflow_installed():
         raise TensorFlowUnavailable(
@@ -74,15 +100,16 @@ def capture_tf_init_log(timeout_s: float = DEFAULT_TIMEOUT_S, script: str = CHIL
             "`pip install 'gputopo[tf]'`, or give a saved log with --tf-log FILE"
         )
     try:
-        completed = subprocess.run(
-            [sys.executable, "-c", script],
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            stdin=subprocess.DEVNULL,
-            env=child_environment(),
-            timeout=timeout_s,
-            check=False,
-        )
+        with tempfile.TemporaryDirectory(prefix="gputopo-tf-init-") as private_tmp, _stop_signals_as_interrupt():
+            completed = subprocess.run(
+                [sys.executable, "-c", script],
+                stdout=subprocess.PIPE,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                env={**child_environment(), "TMPDIR": private_tmp},
+                timeout=timeout_s,
+                check=False,
+            )
     except subprocess.TimeoutExpired:
         raise GputopoError(
             f"TensorFlow's GPU initialisation did not finish within {timeout_s:.0f} s; "

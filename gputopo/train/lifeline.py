@@ -31,6 +31,7 @@ ORPHAN_GRACE_S = 30.0  # a child whose parent died stops and saves; one still ru
 PARENT_FD_ENV = "GPUTOPO_PARENT_FD"  # the read end of the parent-liveness pipe in a child
 ORPHAN_GRACE_ENV = "GPUTOPO_ORPHAN_GRACE_S"
 TEMP_PREFIX = "gputopo-train-"  # the parent's folder: gputopo-train-<pid>-<random>
+CHILD_TEMP_PREFIX = "tmp-"  # in it, each child's own TMPDIR: tmp-<child index>, 0700
 POLL_S = 0.1
 _PR_SET_PDEATHSIG = 1
 
@@ -111,8 +112,9 @@ def parent_gone() -> bool:
 
 
 def orphan_cleanup(result_file: str | None) -> None:
-    """What a child of a dead parent leaves no more: its result file and start-up marker, and the
-    parent's temporary folder once it is empty (the last child removes it)."""
+    """What a child of a dead parent leaves no more: its result file and start-up marker, its own
+    temporary folder (its ``TMPDIR``, where that is the one the parent made for it in the same
+    folder), and the parent's temporary folder once it is empty (the last child removes it)."""
     if not result_file:
         return
     for path in (Path(result_file), started_marker(result_file)):
@@ -121,6 +123,9 @@ def orphan_cleanup(result_file: str | None) -> None:
         except OSError:
             pass
     folder = Path(result_file).parent
+    own_temp = Path(os.environ.get("TMPDIR") or "/")
+    if folder.name.startswith(TEMP_PREFIX) and own_temp.parent == folder and own_temp.name.startswith(CHILD_TEMP_PREFIX):
+        shutil.rmtree(own_temp, ignore_errors=True)  # links in it are removed, never followed
     if folder.name.startswith(TEMP_PREFIX):
         try:
             os.rmdir(folder)

@@ -245,7 +245,9 @@ static int jvalue(jparser *ps, jval *out, int depth) {
         out->num = strtod(token, &stop);
         if (*stop) { ps->error = "bad number"; return -1; }
         out->is_int = is_int;
-        out->inum = is_int ? strtoll(token, NULL, 10) : (long long)out->num;
+        /* a fraction or exponent beyond long long's range saturates (a plain cast would be undefined) */
+        out->inum = is_int ? strtoll(token, NULL, 10)
+                  : out->num >= 0x1p63 ? LLONG_MAX : out->num <= -0x1p63 ? LLONG_MIN : (long long)out->num;
         return 0;
     }
     ps->error = "unexpected character";
@@ -302,6 +304,7 @@ static struct {
     fake_gpu *gpus;
     int count;
     const jval **pairs; /* count*count: the link between two local GPUs */
+    char switches[MAX_SWITCHES][40]; /* the NVSwitch chips' bus ids, NVML form (place_switches) */
 } S;
 
 static const struct { const char *name; int code; } ERROR_NAMES[] = {
@@ -361,9 +364,26 @@ static int add_link(fake_gpu *g, int *cap, int type, const char *bus_nvml) {
     return 0;
 }
 
+/* The NVSwitch chips of a baseboard (6 on HGX A100) as tests/fake_nvml.py switch_bus_ids places
+ * them: at bus ids c0..ff that no GPU of the snapshot uses, in domain 0000, then 0001, ... (64 GPUs
+ * can fill c0..ff of a domain; every GPU fills at most one id, so the loop ends). */
+static void place_switches(const jval *gpus) {
+    int placed = 0;
+    for (size_t n = 0; placed < MAX_SWITCHES; n++) {
+        char candidate[40];
+        int used = 0;
+        snprintf(candidate, sizeof candidate, "%04zx:%02zx:00.0", n / 64, 0xc0 + n % 64);
+        for (size_t i = 0; i < gpus->n && !used; i++) {
+            const char *other = gpu_bus(&gpus->items[i]);
+            used = other && !strcmp(other, candidate);
+        }
+        if (!used) nvml_bus_id(candidate, S.switches[placed++], sizeof S.switches[0]);
+    }
+}
+
 /* A GPU's NVLinks as tests/fake_nvml.py FakeNvml._nvlinks_of builds them: direct links to peers
- * (one per NVLink of the pair), then links to NVSwitch chips (6 bus ids c0..ff no GPU uses) or, on
- * a machine without NVSwitch, to the CPU (IBM NPU), up to the GPU's active link count. */
+ * (one per NVLink of the pair), then links to NVSwitch chips (place_switches) or, on a machine
+ * without NVSwitch, to the CPU (IBM NPU), up to the GPU's active link count. */
 static int build_nvlinks(fake_gpu *g, const jval *gpus, const jval *links, const int *local_of) {
     const char *version = jstr(g->gpu, "nvlink_version");
     int cap = 0, on_switch = 0;
@@ -391,20 +411,8 @@ static int build_nvlinks(fake_gpu *g, const jval *gpus, const jval *links, const
     long long total = 0;
     if (!jint(g->gpu, "nvlink_active_links", &total) || total == 0) total = g->nlinks;
     if (total > 64) total = 64;
-    char switches[MAX_SWITCHES][40];
-    int nswitches = 0;
-    for (int n = 0xc0; n < 0x100 && nswitches < MAX_SWITCHES; n++) {
-        char candidate[40];
-        int used = 0;
-        snprintf(candidate, sizeof candidate, "0000:%02x:00.0", n);
-        for (size_t i = 0; i < gpus->n; i++) {
-            const char *other = gpu_bus(&gpus->items[i]);
-            if (other && !strcmp(other, candidate)) used = 1;
-        }
-        if (!used) nvml_bus_id(candidate, switches[nswitches++], sizeof switches[0]);
-    }
     for (int k = 0; g->nlinks < total; k++) {
-        if (on_switch ? add_link(g, &cap, LINK_SWITCH, switches[k % nswitches])
+        if (on_switch ? add_link(g, &cap, LINK_SWITCH, S.switches[k % MAX_SWITCHES])
                       : add_link(g, &cap, LINK_IBMNPU, "00000000:00:00.0"))
             return -1;
     }
@@ -479,6 +487,7 @@ static int load(void) {
         S.pairs[local_of[a] * S.count + local_of[b]] = &links->items[k];
         S.pairs[local_of[b] * S.count + local_of[a]] = &links->items[k];
     }
+    place_switches(gpus);
     for (int i = 0; i < S.count; i++)
         if (build_nvlinks(&S.gpus[i], gpus, links && links->t == J_ARR ? links : NULL, local_of)) {
             free(local_of);

@@ -25,6 +25,7 @@ import pynvml
 import pytest
 from conftest import REPO, corpus_known_gaps
 from fake_nvml import FakeNvml
+from linktable import nvswitch
 
 from gputopo.analysis.reading_notes import note_findings
 from gputopo.errors import EXIT_ENVIRONMENT, NvmlUnavailable
@@ -484,3 +485,16 @@ def test_the_probe_reads_memory_used_without_the_drivers_reserve(libnvml: Path, 
     [got] = run_real(libnvml, [{"snapshot": str(snapshot), "sysfs_root": None}])
     gpus = got["topology"]["gpus"]
     assert [g["memory_used_bytes"] for g in gpus[:2]] == [0, 3 << 30]
+
+
+def test_64_gpus_on_bus_ids_c0_to_ff_through_nvswitch(libnvml: Path, tmp_path: Path) -> None:
+    """Both fakes put the NVSwitch chips at bus ids c0..ff that no GPU uses; 64 GPUs there leave
+    none free (a division by zero in each: C's SIGFPE, Python's ZeroDivisionError). The chips then
+    go where no GPU is, and both fakes still agree."""
+    bus_ids = [f"0000:{bus:02x}:00.0" for bus in range(0xC0, 0x100)]
+    machine = nvswitch(64, "NV18", "4.0", gpu={"pci_bus_id": bus_ids})
+    [got] = assert_fakes_agree(libnvml, [Case(tmp_path, "nvswitch-64-c0-ff", machine)])
+    probed = Topology.from_dict(got["topology"])
+    assert [g.pci_bus_id for g in probed.gpus] == bus_ids
+    assert probed.link(0, 63).type == "NV18" and probed.link(0, 63).nvswitch
+    assert all(g.nvlink_active_links == 18 for g in probed.gpus)

@@ -194,6 +194,22 @@ def _worker_pid(checkpoint_dir: Path, task_index: int) -> int | None:
     return None
 
 
+def test_a_run_leaves_nothing_in_the_temporary_folder(tmp_path: Path):
+    """TensorFlow's AutoGraph writes ``__autograph_generated_file*.py`` into the temporary folder
+    and never removes them (a test run left 431): each child's TMPDIR is its own, inside the run's
+    folder, which goes with the run."""
+    temp = tmp_path / "temp"
+    temp.mkdir()
+    result = subprocess.run(
+        [sys.executable, "-m", "gputopo", "train", "--cpu-devices", "1", "--batch-size", "8", "--steps-per-epoch", "3",
+         "--image-size", "16", "--no-eval", "--no-checkpoint", "--json"],
+        cwd=REPO, capture_output=True, text=True, timeout=180, env={**os.environ, "TMPDIR": str(temp)},
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert json.loads(result.stdout)["steps"] == 3
+    assert sorted(p.name for p in temp.rglob("*")) == []
+
+
 def test_a_killed_worker_is_reported_and_resume_continues(tmp_path: Path):
     ck = tmp_path / "ck"
     options = ["train", "--cpu-devices", "1", "--strategy", "multi-worker", "--local-workers", "2",

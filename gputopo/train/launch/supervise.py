@@ -24,7 +24,14 @@ from gputopo.errors import InputError, TrainingFailed
 from gputopo.train.checkpoints import remove_leftovers, resume_hint
 from gputopo.train.workers import address_answers
 from gputopo.train.config import INTERRUPTED_EXIT_CODE, TrainConfig, started_marker
-from gputopo.train.lifeline import PARENT_FD_ENV, TEMP_PREFIX, die_with, libc_prctl, sweep_stale_folders
+from gputopo.train.lifeline import (
+    CHILD_TEMP_PREFIX,
+    PARENT_FD_ENV,
+    TEMP_PREFIX,
+    die_with,
+    libc_prctl,
+    sweep_stale_folders,
+)
 from gputopo.train.launch.plan import ProcessSpec
 
 KILL_GRACE_S = 5.0
@@ -251,6 +258,15 @@ def describe_exit(returncode: int) -> str:
     return f"exited with status {returncode}"
 
 
+def child_temp_folder(run_folder: Path, index: int) -> str:
+    """A training child's own temporary folder (its ``TMPDIR``), made 0700 inside the run's folder:
+    what TensorFlow writes there (AutoGraph's ``__autograph_generated_file*.py``, a few per run) goes
+    with the run's folder, whichever way the run ends (``lifeline.CHILD_TEMP_PREFIX``)."""
+    folder = run_folder / f"{CHILD_TEMP_PREFIX}{index}"
+    os.mkdir(folder, 0o700)
+    return str(folder)
+
+
 def run_training(
     processes: Sequence[ProcessSpec],
     config: TrainConfig,
@@ -271,9 +287,8 @@ def run_training(
             for i, spec in enumerate(processes):
                 result_file = Path(tmp) / f"result-{i}.json"
                 command = spec.command(str(result_file))
-                children.append(
-                    start_child(spec.label, wrap(command) if wrap else command, spec.env, result_file, pass_fds)
-                )
+                env = {**spec.env, "TMPDIR": child_temp_folder(Path(tmp), i)}
+                children.append(start_child(spec.label, wrap(command) if wrap else command, env, result_file, pass_fds))
             multi_worker = config.strategy == "multi-worker"
             results = run_processes(
                 children,

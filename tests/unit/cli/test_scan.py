@@ -53,6 +53,29 @@ def test_save_writes_a_snapshot_that_scan_from_reads_back_identically(cli, tmp_p
     assert [p.name for p in tmp_path.iterdir()] == ["dgx1.json"]  # no temp file left behind
 
 
+def test_what_scan_save_writes_of_a_live_host_scan_from_reads_back_whatever_nvml_says(cli, tmp_path, monkeypatch):
+    """NVML text that is not UTF-8 or holds control characters (a GPU name, a process name any user
+    can set) is one line of text at the NVML door: saved, then read back by --from, which refuses
+    control characters."""
+    from fake_nvml import FakeNvml
+
+    import gputopo.sources.nvml as nvml
+
+    fake = FakeNvml(load_reference("two-socket-4gpu"), processes={0: [(4242, b"\xff\x1b]0;x\x07run\n", 1 << 20)]},
+                    raw_text={"nvmlDeviceGetName": b"Tesla\xff V100\x1b[31m\nRED", ("nvmlDeviceGetUUID", 2): b"GPU-\x00\xfe"})
+    probe = nvml.probe
+    monkeypatch.setattr(nvml, "probe", lambda: probe(fake))
+    snap = tmp_path / "live.json"
+    first = cli("scan", "--json", "--save", str(snap))
+    assert first.exit_code == 0, first.output
+    again = cli("scan", "--from", str(snap), "--json")
+    assert again.exit_code == 0, again.output
+    gpus = json.loads(again.output)["gpus"]
+    assert gpus == json.loads(first.stdout)["gpus"]
+    assert {g["name"] for g in gpus} == {"Tesla\ufffd V100[31mRED"} and gpus[2]["uuid"] == "GPU-\ufffd"
+    assert [p["name"] for p in gpus[0]["processes"]] == ["\ufffd]0;xrun"]
+
+
 def test_save_into_a_missing_folder_is_one_error_line_and_writes_nothing(cli, tmp_path):
     target = tmp_path / "no" / "such" / "dir.json"
     line = assert_one_error_line(cli("scan", "--machine", "dgx1", "--save", str(target)))

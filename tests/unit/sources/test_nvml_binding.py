@@ -3,10 +3,14 @@
 from __future__ import annotations
 
 import ctypes
+import re
+from pathlib import Path
 
 import pynvml
 import pytest
 from fake_nvml import FakeNvml
+
+import gputopo
 
 from gputopo.errors import NvmlUnavailable
 from gputopo.sources.nvml_binding import (
@@ -14,6 +18,8 @@ from gputopo.sources.nvml_binding import (
     NOT_SUPPORTED,
     Failed,
     GpuLost,
+    TEXT_FUNCTIONS,
+    UNDECODABLE,
     NvmlBinding,
     bus_id_of,
     cuda_version_text,
@@ -94,6 +100,76 @@ def test_decoding_helpers():
     assert mask_bits([0b101, 1]) == [0, 2, 64]
     assert cuda_version_text(12040) == "12.4" and cuda_version_text(0) is None
     assert NvmlBinding(FakeNvml(load_reference("dgx1"))).max_nvlinks() >= 18
+
+
+# What a driver could put in a string buffer: a byte that is not UTF-8, an escape sequence, a newline.
+NOT_UTF8_NAME = b"Tesla\xff V100\x1b[31m\nRED"
+
+
+@pytest.mark.parametrize("strings", ["str", "bytes"])
+def test_a_string_that_is_not_utf8_or_holds_control_characters_becomes_one_line_of_text(strings):
+    raw = {"nvmlDeviceGetName": NOT_UTF8_NAME, "nvmlSystemGetDriverVersion": b"550\x00\xc3",
+           ("nvmlDeviceGetUUID", 1): b"GPU-\x9b1;2H"}
+    binding, fake = _started(strings=strings, raw_text=raw)
+    if strings == "str":  # the premise: nvidia-ml-py 13 decodes strictly and raises
+        with pytest.raises(UnicodeDecodeError):
+            fake.nvmlDeviceGetName(fake.nvmlDeviceGetHandleByIndex(0))
+    handle = binding.query("nvmlDeviceGetHandleByIndex", 1)
+    assert binding.query("nvmlDeviceGetName", handle) == "Tesla\ufffd V100[31mRED"
+    assert binding.query("nvmlSystemGetDriverVersion") == "550\ufffd"
+    assert binding.query("nvmlDeviceGetUUID", handle) == "GPU-\ufffd1;2H"  # 0x9b: C1 CSI, not UTF-8 alone
+
+
+def test_the_text_functions_are_the_string_functions_of_the_binding_that_gputopo_asks():
+    asked = {n for path in Path(gputopo.__file__).parent.rglob("*.py")
+             for n in re.findall(r'"(nvml[A-Z]\w*)"', path.read_text())}
+    decoding = pynvml.convertStrBytes(lambda: None).__code__  # the wrapper that decodes a string answer
+    wrapped = {n for n in asked if getattr(getattr(pynvml, n, None), "__code__", None) is decoding}
+    assert TEXT_FUNCTIONS == wrapped
+
+
+def test_a_bus_id_that_is_not_utf8_is_not_read_and_raises_nothing():
+    info = pynvml.nvmlPciInfo_t()
+    info.busId = b"00000000:07:00.0\xff"
+    with pytest.raises(UnicodeDecodeError):  # the premise: 13.x's structure decodes when read
+        info.busId  # noqa: B018
+    info.busIdLegacy = b"\xfe"
+    assert bus_id_of(info) is None
+    info.busIdLegacy = b"0000:07:00.0"
+    assert bus_id_of(info) == "0000:07:00.0"
+
+
+def test_an_undecodable_answer_of_a_function_that_gives_no_string_is_failed():
+    class Binding:
+        class NVMLError(Exception):
+            pass
+
+        @staticmethod
+        def nvmlDeviceGetMemoryInfo(handle):
+            return b"\xff".decode()
+
+    answer = NvmlBinding(Binding).query("nvmlDeviceGetMemoryInfo", None)
+    assert answer == Failed(UNDECODABLE, "answer not UTF-8 text")
+
+
+class NVMLError_Odd(pynvml.NVMLError):
+    """An NVML error gputopo has no words for, whose own words (``nvmlErrorString``) are not UTF-8."""
+
+    def __new__(cls):
+        obj = Exception.__new__(cls)
+        obj.value = 4242
+        return obj
+
+    def __str__(self):
+        return b"\xff".decode()
+
+
+def test_an_nvml_error_whose_words_cannot_be_decoded_is_still_named():
+    binding, _ = _started(unsupported={"nvmlDeviceGetUUID": NVMLError_Odd})
+    handle = binding.query("nvmlDeviceGetHandleByIndex", 0)
+    assert binding.query("nvmlDeviceGetUUID", handle) == Failed("NVMLError_Odd", "NVMLError_Odd")
+    with pytest.raises(NvmlUnavailable, match=r"NVML could not start \(NVMLError_Odd\)"):
+        NvmlBinding(FakeNvml(load_reference("dgx1"), init_error=NVMLError_Odd)).init()
 
 
 class FabricInfoOf13_610(ctypes.Structure):

@@ -32,6 +32,12 @@ def test_the_probe_reads_memory_used_utilisation_and_processes():
     assert topology.reading_notes == [] and topology.diagnostics == []  # a process name NVML will not give is no finding
 
 
+def test_a_process_name_of_nothing_but_control_characters_is_no_name():
+    """Any user names a process (prctl); one of only NULs and escapes is no name, not a crash."""
+    topology = probe(FakeNvml(load_reference("dgx-h100"), processes={3: [(4242, b"\x1b\x00", 1), (4243, "a" * 300, 1)]}))
+    assert [(p.pid, p.name) for p in topology.gpu(3).processes] == [(4242, None), (4243, "a" * 256)]
+
+
 MIB = 1024**2
 
 

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import os
 import sys
+import tempfile
 
 import pytest
 from conftest import OWN_FIXTURES
@@ -58,6 +60,20 @@ def test_child_that_hangs_is_cut_off_and_one_that_dies_is_reported(monkeypatch):
         tf_init.capture_tf_init_log(
             timeout_s=30, script=tf_init.CHILD_SCRIPT.replace("import tensorflow as tf", "import tensorflow_x as tf")
         )
+
+
+def test_the_child_writes_its_temporary_files_into_a_private_folder_that_goes_with_it(monkeypatch, tmp_path):
+    from gputopo.sources import tf_init
+
+    monkeypatch.setattr(tf_init, "tensorflow_installed", lambda: True)
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))  # this process's temporary folder (cached)
+    script = ("import os, stat, tempfile; f = tempfile.NamedTemporaryFile(prefix='__autograph_generated_file', "
+              "delete=False); d = tempfile.gettempdir(); print(d, oct(stat.S_IMODE(os.stat(d).st_mode))); "
+              f"print('{tf_init._GPU_COUNT_MARK}', 0)")
+    output = tf_init.capture_tf_init_log(timeout_s=60, script=script)
+    private, mode = output.split()[:2]
+    assert os.path.dirname(private) == str(tmp_path) and mode == "0o700"
+    assert list(tmp_path.iterdir()) == []  # the child's file went with its folder
 
 
 def test_child_environment_asks_for_the_peer_matrix(monkeypatch):

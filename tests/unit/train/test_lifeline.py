@@ -15,7 +15,7 @@ import pytest
 
 from gputopo.train.launch import supervise
 from gputopo.train.launch.supervise import run_processes, start_child
-from gputopo.train.lifeline import sweep_stale_folders
+from gputopo.train.lifeline import orphan_cleanup, sweep_stale_folders
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="PR_SET_PDEATHSIG and /proc are Linux's")
 
@@ -104,3 +104,31 @@ def test_stale_run_folders_are_swept_and_live_ones_and_links_kept(tmp_path):
     (tmp_path / f"gputopo-train-{dead.pid}-lnk").symlink_to(victim)
     sweep_stale_folders(str(tmp_path))
     assert not stale.exists() and live.exists() and (victim / "result-0.json").exists()
+
+
+def test_an_orphan_removes_its_own_temporary_folder_and_no_other(tmp_path, monkeypatch):
+    """A child's TMPDIR (AutoGraph's files) is the parent's ``tmp-<i>`` in the run's folder: an
+    orphan removes it with its result, and the run's folder once empty; a TMPDIR of its own choosing
+    elsewhere stays."""
+    run = tmp_path / "gputopo-train-1-abc"
+    own = run / "tmp-0"
+    own.mkdir(parents=True)
+    (own / "__autograph_generated_file1.py").write_text("")
+    (run / "result-0.json").write_text("{}")
+    monkeypatch.setenv("TMPDIR", str(own))
+    orphan_cleanup(str(run / "result-0.json"))
+    assert not run.exists()
+
+    other = tmp_path / "users-own-tmp"
+    other.mkdir()
+    (other / "keep").write_text("")
+    run.mkdir()
+    (run / "result-1.json").write_text("{}")
+    monkeypatch.setenv("TMPDIR", str(other))
+    orphan_cleanup(str(run / "result-1.json"))
+    assert (other / "keep").exists() and not run.exists()
+
+
+def test_each_child_temporary_folder_is_private(tmp_path):
+    folder = Path(supervise.child_temp_folder(tmp_path, 3))
+    assert folder == tmp_path / "tmp-3" and (folder.stat().st_mode & 0o777) == 0o700
