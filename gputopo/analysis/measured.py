@@ -7,12 +7,12 @@ their ratio and its rating, and the best figure to rank by (a measurement wins o
 
 from __future__ import annotations
 
-import dataclasses
 import itertools
 import operator
 from dataclasses import dataclass
 
 from gputopo.analysis.bandwidth import Estimate, estimate_link, fewest_nvlinks, line_rate_gbps
+from gputopo.analysis.estimates import estimate_of
 from gputopo.errors import InputError
 from gputopo.model import Gpu, Link, Measurement, Topology
 
@@ -87,6 +87,38 @@ def rate(measured: float, expected: float) -> str:
     return "far-below"
 
 
+def above_line_rate(measured: float, line_rate: float | None) -> bool:
+    """Whether ``measured`` is more than the link can carry (with ``LINE_RATE_SLACK`` for rounding
+    and clocks): the copy did not move its bytes over this link at that speed."""
+    return line_rate is not None and measured > line_rate * LINE_RATE_SLACK
+
+
+def verdict(measured: float, expected: float, line_rate: float | None = None) -> str:
+    """The one judgement of a measured figure, for every view: ``"above-line-rate"`` (suspect),
+    else ``rate``'s ``"ok"``, ``"low"`` or ``"far-below"``."""
+    return "above-line-rate" if above_line_rate(measured, line_rate) else rate(measured, expected)
+
+
+@dataclass(frozen=True)
+class Expectation:
+    """What a pair's link should give per direction, and why; the most it can carry (raw)."""
+
+    link_type: str
+    gbps: float
+    explanation: str
+    line_rate_gbps: float | None = None
+    assumption: str | None = None
+
+
+def expectation(topology: Topology, link: Link) -> Expectation | None:
+    """``link``'s expectation (never its measurement); None where its type is not known."""
+    expected = expected_for(topology, link)
+    if expected is None:
+        return None
+    line_rate = line_rate_gbps(link, _gpu_or_none(topology, link.a), _gpu_or_none(topology, link.b))
+    return Expectation(link.type, expected.gbps, expected.explanation, line_rate, expected.assumption)
+
+
 @dataclass(frozen=True)
 class Comparison:
     """One direction of one link: measured against what its link type should give."""
@@ -103,7 +135,7 @@ class Comparison:
 
     @property
     def above_line_rate(self) -> bool:
-        return self.line_rate_gbps is not None and self.measured_gbps > self.line_rate_gbps * LINE_RATE_SLACK
+        return above_line_rate(self.measured_gbps, self.line_rate_gbps)
 
     @property
     def ratio(self) -> float:
@@ -126,8 +158,7 @@ def expected_for(topology: Topology, link: Link) -> Estimate | None:
     link type is not known (a measurement alone, a TF log), since there is nothing to expect."""
     if link.type == "UNKNOWN":
         return None
-    bare = dataclasses.replace(link, measured=None)
-    return estimate_link(bare, _gpu_or_none(topology, link.a), _gpu_or_none(topology, link.b))
+    return estimate_of(topology, link)  # (the same figure, once per class of pair, as every view shows)
 
 
 def compare(topology: Topology, link: Link) -> list[Comparison]:
@@ -135,15 +166,14 @@ def compare(topology: Topology, link: Link) -> list[Comparison]:
     m = link.measured
     if m is None or m.device_kind != "GPU":
         return []
-    expected = expected_for(topology, link)
+    expected = expectation(topology, link)
     if expected is None:
         return []
     result = []
-    line_rate = line_rate_gbps(link, _gpu_or_none(topology, link.a), _gpu_or_none(topology, link.b))
     for src, dst, value in ((link.a, link.b, m.a_to_b_gbps), (link.b, link.a, m.b_to_a_gbps)):
         if value is not None and value > 0:
             result.append(Comparison(src, dst, link.type, value, expected.gbps, expected.explanation, method_of(m),
-                                     expected.assumption, line_rate))
+                                     expected.assumption, expected.line_rate_gbps))
     return result
 
 

@@ -11,7 +11,15 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Callable
 
-from gputopo.analysis.measured import FAR_BELOW_RATIO, OK_RATIO, VIA_HOST_FASTER_RATIO, rate
+from gputopo.analysis.measured import (
+    FAR_BELOW_RATIO,
+    OK_RATIO,
+    VIA_HOST_FASTER_RATIO,
+    Expectation,
+    expectation,
+    rate,
+    verdict,
+)
 from gputopo.bench.results import BenchResult, Stat
 from gputopo.model import Topology
 from gputopo.notation import format_size
@@ -20,34 +28,18 @@ from gputopo.views.common import err, out
 # The thresholds and the rating (rate) live with the rest of measured-vs-expected in analysis.measured.
 
 
-@dataclass(frozen=True)
-class Expectation:
-    """What a pair's link should give per direction, and why."""
-
-    link_type: str
-    gbps: float
-    explanation: str
-    line_rate_gbps: float | None = None  # the most the link carries per direction (raw)
-
-
 def pair_expectations(result: BenchResult, topology: Topology | None) -> dict[tuple[int, int], Expectation]:
-    """Per ordered pair, the estimate for its link type; empty for host memory or no topology."""
+    """Per ordered pair, what its link should give (``analysis.measured.expectation``, the one rule
+    scan and the report use too); empty for host memory or no topology."""
     if topology is None or result.measures_host_memory:
         return {}
-    from gputopo.analysis.bandwidth import estimate_link, fewest_nvlinks, line_rate_gbps
-
     links = topology.link_map()
-    gpus = {g.index: g for g in topology.gpus}
     expected: dict[tuple[int, int], Expectation] = {}
     for a, b in result.ordered_pairs():
         link = links.get((a, b))
-        if link is None:
-            continue
-        # What the link type should give (estimate_link never looks at a measurement saved earlier).
-        gpu_a, gpu_b = gpus.get(link.a), gpus.get(link.b)
-        estimate = estimate_link(link, gpu_a, gpu_b, fewest_nvlinks(topology, a, b))
-        expected[(a, b)] = Expectation(link.type, estimate.gbps, estimate.explanation,
-                                       line_rate_gbps(link, gpu_a, gpu_b))
+        found = expectation(topology, link) if link is not None else None
+        if found is not None:
+            expected[(a, b)] = found
     return expected
 
 
@@ -62,13 +54,14 @@ def callouts(result: BenchResult, expected: dict[tuple[int, int], Expectation]) 
         head = pair.headline() if pair else None
         if exp is None or head is None or head.uni_gbps is None or (pair and pair.inferred_from):
             continue
-        if exp.line_rate_gbps is not None and head.uni_gbps.median > exp.line_rate_gbps:
+        judged = verdict(head.uni_gbps.median, exp.gbps, exp.line_rate_gbps)
+        if judged == "above-line-rate":
             lines.append(
                 f"{result.device_kind} {key[0]} -> {key[1]}: measured {head.uni_gbps.median:.0f} GB/s is above the "
                 f"{exp.link_type} line rate (~{exp.line_rate_gbps:.0f} GB/s): suspect, the copy cannot have moved "
                 "its bytes over this link at that speed"
             )
-        elif rate(head.uni_gbps.median, exp.gbps) == "far-below":
+        elif judged == "far-below":
             lines.append(
                 f"{result.device_kind} {key[0]} -> {key[1]}: {exp.link_type} expected ~{exp.gbps:.0f} GB/s, "
                 f"measured {head.uni_gbps.median:.0f}"

@@ -11,6 +11,7 @@ import itertools
 import operator
 from typing import Callable
 
+from gputopo.analysis.measured import expectation, verdict
 from gputopo.model import P2P_OK, P2P_STATUS_MEANING, Link, Topology
 from gputopo.notation import format_gbps
 from gputopo.views.svg_links import UNKNOWN_HEX, esc, link_figures, speed_hex
@@ -95,16 +96,24 @@ def _both_ways_cell(a: int, b: int, link: Link) -> Cell | None:
     return format_gbps(value), speed_hex(value / 2), f"GPU {a} <-> GPU {b}: {value:.1f} GB/s both directions together"
 
 
+_VERDICT_HEX = {"ok": "#4caf50", "low": "#c99a00", "far-below": "#d93025", "above-line-rate": "#8e44ad"}
+_VERDICT_WORDS = {"ok": "", "low": ": low", "far-below": ": far below",
+                  "above-line-rate": ": above the link's line rate, suspect (the bytes did not cross this link)"}
+
+
 def _ratio_cell(topology: Topology) -> Callable[[int, int, Link], Cell | None]:
     def cell(a: int, b: int, link: Link) -> Cell | None:
         m = _measured(link)
         value = None if m is None else (m.a_to_b_gbps if a == link.a else m.b_to_a_gbps)
         if value is None:
             return None
-        expected, _, why = link_figures(topology, link)
-        ratio = value / expected if expected else 0.0
-        colour = "#4caf50" if ratio >= 0.8 else ("#c99a00" if ratio >= 0.5 else "#d93025")
-        return f"{ratio:.0%}", colour, f"GPU {a} -> GPU {b}: measured {value:.1f} of ~{expected:.1f} GB/s expected ({why})"
+        expected = expectation(topology, link)
+        if expected is None:
+            return None
+        ratio = value / expected.gbps if expected.gbps else 0.0
+        judged = verdict(value, expected.gbps, expected.line_rate_gbps)  # the one rule (analysis.measured)
+        return (f"{ratio:.0%}", _VERDICT_HEX[judged], f"GPU {a} -> GPU {b}: measured {value:.1f} of ~{expected.gbps:.1f} "
+                f"GB/s expected ({expected.explanation}){_VERDICT_WORDS[judged]}")
 
     return cell
 

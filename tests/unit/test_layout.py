@@ -81,7 +81,6 @@ UNTESTED = frozenset(
         "views/doctor",
         "views/launch",
         "views/live",
-        "views/report_tables",
         "views/svg",
         "views/svg_hub",
         "views/svg_layout",

@@ -78,3 +78,12 @@ def test_merge_measurements_copies_links_and_refuses_other_gpus():
         merge_measurements(topo, bench, "b.json")
     with pytest.raises(InputError, match="no measurements"):
         merge_measurements(topo, load_reference("dgx1"), "b.json")
+
+
+def test_the_one_verdict_rates_figures_and_suspects_those_above_the_line_rate():
+    from gputopo.analysis.measured import LINE_RATE_SLACK, OK_RATIO, verdict
+
+    assert verdict(OK_RATIO * 40, 40.0, 50.0) == "ok"
+    assert verdict(0.6 * 40, 40.0) == "low" and verdict(0.1 * 40, 40.0) == "far-below"
+    assert verdict(50.0 * LINE_RATE_SLACK * 0.999, 40.0, 50.0) == "ok"
+    assert verdict(50.0 * LINE_RATE_SLACK * 1.01, 40.0, 50.0) == "above-line-rate"

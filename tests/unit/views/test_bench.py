@@ -120,3 +120,16 @@ def test_matrices_fit_80_columns_without_cutting_figures(capsys, monkeypatch, co
     assert max(len(line) for line in text.splitlines()) <= 80
     assert text.count("123.4") == 2 * len(pairs)  # direct and via host, every pair shown
     assert ("to 8..15" in text) == (count == 16)
+
+
+def test_a_figure_within_the_line_rates_slack_is_no_callout_and_one_above_it_is():
+    """One rule for every view (analysis.measured.verdict): bench-p2p once called 1% above the line
+    rate suspect while scan, with its 5% slack for clocks and rounding, did not."""
+    topo = cube_mesh_8()
+    expected = view.pair_expectations(make_result("GPU", {(0, 1): 1.0}), topo)[(0, 1)]
+    assert expected.line_rate_gbps
+    within = make_result("GPU", {(0, 1): expected.line_rate_gbps * 1.01})
+    assert view.callouts(within, view.pair_expectations(within, topo)) == []
+    beyond = make_result("GPU", {(0, 1): expected.line_rate_gbps * 1.2})
+    (line,) = view.callouts(beyond, view.pair_expectations(beyond, topo))
+    assert "above the" in line and "line rate" in line
