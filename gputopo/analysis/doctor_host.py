@@ -88,6 +88,7 @@ def _iommu(evidence: HealthEvidence, host: HostHealth, report: DoctorReport) -> 
         # The folder exists and is empty: no IOMMU is active. Missing (an archive or root without it):
         # not known, unless the command line turned the IOMMU off or to passthrough.
         said = passthrough_or_off(host.cmdline)
+        report.iommu = "off" if host.iommu_groups is not None else said
         if host.iommu_groups is not None:
             report.check("iommu", "ok", "no IOMMU groups: no IOMMU is active")
         elif said is not None:
@@ -112,22 +113,44 @@ def _iommu(evidence: HealthEvidence, host: HostHealth, report: DoctorReport) -> 
                          "before 5.11) and /proc/cmdline does not say passthrough: see `dmesg | grep -e DMAR -e AMD-Vi`")
             return
     if not translated:
+        report.iommu = "passthrough" if "identity" in kinds.values() or passthrough_or_off(host.cmdline) == "passthrough" else None
         report.check("iommu", "ok", "passthrough or no IOMMU")
         return
     report.check("iommu", "problem", f"{len(translated)} GPU(s) behind a translating IOMMU")
     nvlinked = evidence.nvml.nvlink_pairs() if evidence.nvml is not None else set()
-    for a, b in combinations(sorted(translated), 2):
-        if (a, b) not in nvlinked:  # NVLink peer traffic does not go through the IOMMU
-            report.mark_pair(a, b, "iommu")
+    iommu_translating(report, f"The IOMMU translates the DMA of {and_list([report.label(b) for b in sorted(translated)])}",
+                      sorted(translated), [*evidence_lines, f"/proc/cmdline: {booted}"], vendor(options, None),
+                      spared=nvlinked)
+
+
+def vendor(options: dict[str, str], seen_at_work: str | None) -> str | None:
+    """``intel`` / ``amd``: which IOMMU the command line or a kernel line names, else None."""
+    if "intel_iommu" in options or (seen_at_work and "DMAR" in seen_at_work):
+        return "intel"
+    if "amd_iommu" in options or (seen_at_work and "AMD-Vi" in seen_at_work):
+        return "amd"
+    return None
+
+
+def iommu_translating(report: DoctorReport, what: str, bdfs: list[str], evidence: list[str], which: str | None,
+                      spared: set[tuple[str, str]] | frozenset[tuple[str, str]] = frozenset()) -> None:
+    """``iommu-translating``, whoever read it (sysfs's group types, a pasted command line or dmesg):
+    ``what`` the IOMMU was seen doing, ``bdfs`` the GPUs it translates for (every GPU known where the
+    evidence names none). Its fix becomes the complete one where it also turned ACS on (``doctor_acs``)."""
+    report.iommu, report.iommu_vendor = "translating", which
+    pairs = [(a, b) for a, b in combinations(sorted(bdfs), 2) if (a, b) not in spared]  # NVLink pairs spared
+    for a, b in pairs:
+        report.mark_pair(a, b, "iommu")
     report.add(Finding(
         "warning", "iommu-translating",
-        f"The IOMMU translates the DMA of {and_list([report.label(b) for b in sorted(translated)])}: peer-to-peer "
-        "copies between GPUs can hang, run slowly or silently deliver zeros (NVIDIA/nccl#257 with "
-        "tensorflow#32654, pytorch#84803).",
-        gpus=report.indices(sorted(translated)),
-        evidence=[*evidence_lines, f"/proc/cmdline: {booted}"],
-        effect="P2P over PCIe between these GPUs (pairs joined by NVLink are spared) and GPUDirect RDMA",
-        fix=IOMMU_FIX))
+        f"{what}: peer-to-peer copies between GPUs can hang, run slowly or silently deliver zeros (NVIDIA/nccl#257 "
+        "with tensorflow#32654, pytorch#84803).",
+        gpus=report.indices(bdfs),
+        evidence=evidence,
+        effect=("P2P over PCIe between " + (f"{and_list([report.label(b) for b in sorted(bdfs)])}" if bdfs else
+                                            "every pair of GPUs (the evidence names no GPU)")
+                + " (pairs joined by NVLink are spared) and GPUDirect RDMA"),
+        fix=IOMMU_FIX), pairs)
 
 
 def _peermem(evidence: HealthEvidence, host: HostHealth, report: DoctorReport) -> None:

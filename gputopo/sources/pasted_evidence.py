@@ -97,6 +97,12 @@ class PastedEvidence:
     nvlink_names: dict[int, str] = field(default_factory=dict)  # gpu -> its name on the `GPU N: name` line
     nvlink_errors: dict[int, dict[int, dict[str, int]]] = field(default_factory=dict)  # gpu -> link -> counter -> n
     fabric: list[PastedFabric] = field(default_factory=list)
+    # lspci -vvv's bridges: bdf -> (secondary, subordinate) bus numbers (``Bus: primary=19, secondary=1a,
+    # subordinate=1a``): the buses below it; their PCIe port type (``Downstream Port``, ``Root Port`` ...);
+    # and the NVIDIA display / 3D controllers the headers name (GPUs, by bus id).
+    bus_ranges: dict[str, tuple[int, int]] = field(default_factory=dict)
+    port_types: dict[str, str] = field(default_factory=dict)
+    nvidia_gpus: list[str] = field(default_factory=list)
 
     def add_kind(self, kind: str) -> None:
         if kind not in self.kinds:
