@@ -11,8 +11,11 @@ from __future__ import annotations
 
 from gputopo.analysis.doctor_common import DoctorReport
 from gputopo.analysis.doctor_nvml import fabric_degraded, fabric_not_ready
-from gputopo.analysis.observed_findings import nvlink_inactive_finding
+from gputopo.analysis.nvlink_findings import nvlinks_down
+from gputopo.analysis.observed_findings import nvlink_inactive_findings
+from gputopo.errors import InputError
 from gputopo.model import Finding
+from gputopo.sources import nvlink
 from gputopo.sources.pasted_evidence import PastedEvidence, PastedFabric
 
 NOT_A_VALUE = ("", "N/A", "Not Supported", "[N/A]", "[Not Supported]")
@@ -28,14 +31,21 @@ def nvlink_checks(label: str, evidence: PastedEvidence, report: DoctorReport) ->
 
 
 def _inactive(label: str, evidence: PastedEvidence, report: DoctorReport) -> None:
-    """Some links of a GPU up and some down, worded as scan words ``nvlink -s`` (one wording: the
-    model on the paste's ``GPU N:`` line says whether its board wires every link)."""
-    for gpu, states in sorted(evidence.nvlink_states.items()):
-        down = sorted(link for link, up in states.items() if not up)
-        if down and any(states.values()):
-            report.add(nvlink_inactive_finding(
-                gpu, down, sum(states.values()), evidence.nvlink_names.get(gpu),
-                evidence=[f"{label}: GPU {gpu} Link {n}: <inactive>" for n in down[:6]]))
+    """``nvidia-smi nvlink -s`` read as scan reads it (``sources.nvlink``) and judged by scan's rules:
+    a GPU with fewer active links than its peers of the same model (``nvlink-links-down``), links
+    ``<inactive>`` (``nvlink-inactive``: the model on the ``GPU N:`` line says whether its board wires
+    every link)."""
+    if not evidence.nvlink_status:
+        return
+    try:
+        topology = nvlink.read("\n".join(line for _, line in evidence.nvlink_status), label)
+    except InputError:
+        return
+    for finding in nvlinks_down(topology) + nvlink_inactive_findings(topology):
+        if finding.code == "nvlink-inactive":
+            down = [s for s in topology.nvlinks if s.gpu in finding.gpus and s.active is False]
+            finding.evidence = [f"{label}: GPU {s.gpu} Link {s.link}: <inactive>" for s in down[:6]]
+        report.add(finding)
 
 
 def _counted(name: str, count: int) -> str:

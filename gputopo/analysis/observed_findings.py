@@ -64,7 +64,7 @@ def observed_findings(topology: Topology) -> list[Finding]:
         *(_nccl_transports(topology) + host_memory_findings(topology) or _nccl_p2p_off(topology)),
         *_nccl_refused(topology),
         *_nccl_ipc_failed(topology),
-        *_nvlink_inactive(topology),
+        *nvlink_inactive_findings(topology),
         *_collective_errors(topology),
         *collective_findings(topology),
     ]
@@ -255,7 +255,8 @@ def _nccl_refused(topology: Topology) -> list[Finding]:
     )]
 
 
-def _nvlink_inactive(topology: Topology) -> list[Finding]:
+def nvlink_inactive_findings(topology: Topology) -> list[Finding]:
+    """``nvlink-inactive`` for every GPU with links ``<inactive>`` (scan's and doctor's rule)."""
     findings = []
     by_gpu: dict[int, list[int]] = {}
     for state in topology.nvlinks:
