@@ -37,6 +37,7 @@ from gputopo.analysis.disagreements import disagreement_findings
 from gputopo.analysis.measured import measured_links
 from gputopo.analysis.nvlink_findings import nvlink_fabric, nvlinks_down
 from gputopo.analysis.observed_findings import observed_findings
+from gputopo.analysis.vm_findings import virtual_machine
 from gputopo.analysis.pcie_findings import pcie_degraded
 from gputopo.analysis.locality import (
     SYS_MEANING,
@@ -92,23 +93,8 @@ def _virtual_machine(topology: Topology) -> list[Finding]:
     evidence = vm_evidence(topology)
     if evidence is None:
         return []
-    if len(topology.gpus) == 1:  # no pair: what the hypervisor hides of the wiring changes nothing
-        return [Finding(severity="info", code="virtual-machine", gpus=topology.gpu_indices, fix=None,
-                        message=f"this looks like a virtual machine ({evidence}) with one GPU: no GPU-to-GPU "
-                                "path is involved")]
-    return [
-        Finding(
-            severity="info",
-            code="virtual-machine",
-            message=(
-                "this looks like a virtual machine: nvidia-smi shows the hypervisor's virtual PCI topology, "
-                f"not the host's ({evidence}); which GPUs share a PCIe switch or a NUMA node on the host "
-                "is not known"
-            ),
-            gpus=topology.gpu_indices,
-            fix="measure how fast the GPUs really copy to each other (`gputopo bench-p2p`); ask the provider for the host's topology",
-        )
-    ]
+    # one GPU: no pair, so what the hypervisor hides of the wiring changes nothing
+    return [virtual_machine(evidence, topology.gpu_indices, one_gpu=len(topology.gpus) == 1, from_topology=True)]
 
 
 def _group_nodes(topology: Topology, groups: list[list[int]]) -> list[str] | None:

@@ -6,6 +6,7 @@ from __future__ import annotations
 from itertools import combinations
 
 from gputopo.analysis.doctor_common import DoctorReport, and_list
+from gputopo.analysis.vm_findings import virtual_machine
 from gputopo.model import Finding
 from gputopo.sources.health import HealthEvidence
 from gputopo.sources.host_health import HostHealth
@@ -243,19 +244,9 @@ def _virtual(host: HostHealth, gpus_seen: int, report: DoctorReport) -> None:
     one-GPU H200 microVM, tests/hardware/README.md)."""
     if host.is_vm:
         what = " ".join(x for x in (host.dmi_vendor, host.dmi_product) if x) or "the CPU's hypervisor flag"
-        if gpus_seen == 1:
-            message = (f"This is a virtual machine ({what}) with one GPU: no GPU peer-to-peer happens inside it. "
-                       "The PCIe tree, NUMA nodes and ACS seen here are the hypervisor's.")
-            fix = ("nothing for one GPU; for an instance with several GPUs, ask the provider whether GPU "
-                   "peer-to-peer is enabled for that instance type")
-        else:
-            message = (f"This is a virtual machine ({what}): the PCIe tree, NUMA nodes and ACS seen here are the "
-                       "hypervisor's; P2P may be blocked or slow for reasons only the host shows.")
-            fix = "ask the provider whether GPU peer-to-peer is enabled for this instance type"
-        report.add(Finding(
-            "info", "virtual-machine", message,
+        report.add(virtual_machine(
+            what, [], one_gpu=gpus_seen == 1, from_topology=False,
             evidence=[x for x in (f"/sys/class/dmi/id/sys_vendor: {host.dmi_vendor}" if host.dmi_vendor else None,
-                                  "/proc/cpuinfo: hypervisor flag" if host.hypervisor_flag else None) if x],
-            fix=fix))
+                                  "/proc/cpuinfo: hypervisor flag" if host.hypervisor_flag else None) if x]))
     if host.container:
         report.check("container", "ok", f"in a container ({host.container}): the host's /sys may be partly hidden")

@@ -10,7 +10,7 @@ a Fabric section grep cut from its GPU block is said for "a GPU the paste does n
 from __future__ import annotations
 
 from gputopo.analysis.doctor_common import DoctorReport
-from gputopo.analysis.doctor_nvml import fabric_degraded, fabric_not_ready
+from gputopo.analysis.doctor_nvml import fabric_degraded, fabric_not_ready, nvlink_errors
 from gputopo.analysis.nvlink_findings import nvlinks_down
 from gputopo.analysis.observed_findings import nvlink_inactive_findings
 from gputopo.errors import InputError
@@ -67,15 +67,7 @@ def _errors(label: str, evidence: PastedEvidence, report: DoctorReport) -> None:
             continue
         erring_gpus += 1
         shown = [f"link {n}: " + ", ".join(_counted(k, v) for k, v in counters.items()) for n, counters in erring.items()]
-        report.add(Finding(
-            "warning", "nvlink-errors",
-            f"GPU {gpu} counts NVLink errors on {len(erring)} link(s): {'; '.join(shown[:6])}. Replays and CRC errors "
-            "cost bandwidth; recoveries retrain the link.",
-            gpus=[gpu],
-            evidence=[f"{label}: GPU {gpu} {s}" for s in shown[:6]],
-            effect=f"NVLink traffic of GPU {gpu} over those links",
-            fix="reset the counters (`sudo nvidia-smi nvlink -re`) and watch whether they grow under load "
-                "(`nvidia-smi nvlink -e`); growing counts need the bridge or the board checked"))
+        report.add(nvlink_errors(f"GPU {gpu}", gpu, shown, [f"{label}: GPU {gpu} {s}" for s in shown[:6]]))
     report.check("nvlink errors", "problem" if erring_gpus else "ok",
                  f"{counted} link(s) of {len(evidence.nvlink_errors)} GPU(s) counted in {label}")
 
