@@ -35,8 +35,9 @@ from collections import defaultdict
 
 from gputopo.analysis.disagreements import disagreement_findings
 from gputopo.analysis.measured import measured_links
-from gputopo.analysis.nvlink_findings import nvlink_fabric
+from gputopo.analysis.nvlink_findings import nvlink_fabric, nvlinks_down
 from gputopo.analysis.observed_findings import observed_findings
+from gputopo.analysis.vm_findings import virtual_machine
 from gputopo.analysis.pcie_findings import pcie_degraded
 from gputopo.analysis.locality import (
     SYS_MEANING,
@@ -46,7 +47,7 @@ from gputopo.analysis.locality import (
     sockets_known,
     vm_evidence,
 )
-from gputopo.model import P2P_OK, P2P_STATUS_MEANING, Finding, Gpu, Link, Topology
+from gputopo.model import P2P_OK, P2P_STATUS_MEANING, Finding, Link, Topology
 from gputopo.notation import gpu_list, gpus_word, pair_list
 
 DEFAULT_INTERCONNECT = "QPI/UPI"
@@ -73,7 +74,7 @@ def diagnose(topology: Topology) -> list[Finding]:
     findings += _p2p_unsupported(topology)
     findings += _mig(topology)
     findings += _mixed_models(topology)
-    findings += _nvlinks_down(topology)
+    findings += nvlinks_down(topology)
     findings += pcie_degraded(topology)
     findings += nvlink_fabric(topology)
     findings += disagreement_findings(topology)
@@ -92,23 +93,8 @@ def _virtual_machine(topology: Topology) -> list[Finding]:
     evidence = vm_evidence(topology)
     if evidence is None:
         return []
-    if len(topology.gpus) == 1:  # no pair: what the hypervisor hides of the wiring changes nothing
-        return [Finding(severity="info", code="virtual-machine", gpus=topology.gpu_indices, fix=None,
-                        message=f"this looks like a virtual machine ({evidence}) with one GPU: no GPU-to-GPU "
-                                "path is involved")]
-    return [
-        Finding(
-            severity="info",
-            code="virtual-machine",
-            message=(
-                "this looks like a virtual machine: nvidia-smi shows the hypervisor's virtual PCI topology, "
-                f"not the host's ({evidence}); which GPUs share a PCIe switch or a NUMA node on the host "
-                "is not known"
-            ),
-            gpus=topology.gpu_indices,
-            fix="measure how fast the GPUs really copy to each other (`gputopo bench-p2p`); ask the provider for the host's topology",
-        )
-    ]
+    # one GPU: no pair, so what the hypervisor hides of the wiring changes nothing
+    return [virtual_machine(evidence, topology.gpu_indices, one_gpu=len(topology.gpus) == 1, from_topology=True)]
 
 
 def _group_nodes(topology: Topology, groups: list[list[int]]) -> list[str] | None:
@@ -327,35 +313,3 @@ def _mixed_models(topology: Topology) -> list[Finding]:
     ]
 
 
-def _nvlinks_down(topology: Topology) -> list[Finding]:
-    by_model: dict[str | None, list[Gpu]] = defaultdict(list)
-    for g in topology.gpus:
-        if g.nvlink_active_links is not None and g.nvlink_active_links > 0 or (
-            g.nvlink_active_links == 0 and g.nvlink_version is not None
-        ):
-            by_model[g.name].append(g)
-    findings = []
-    for model_gpus in by_model.values():
-        if len(model_gpus) < 2:
-            continue
-        most = max(g.nvlink_active_links or 0 for g in model_gpus)
-        low = [g for g in model_gpus if (g.nvlink_active_links or 0) < most]
-        if not low:
-            continue
-        details = "; ".join(f"GPU {g.index} has {g.nvlink_active_links}" for g in low)
-        findings.append(
-            Finding(
-                severity="warning",
-                code="nvlink-links-down",
-                message=(
-                    f"fewer active NVLinks than its peers: {details} (the others {most}); "
-                    "a link is down, so its pairs get less bandwidth"
-                ),
-                gpus=[g.index for g in low],
-                fix=(
-                    f"check `nvidia-smi nvlink --status -i {low[0].index}` and `nvidia-smi nvlink -e` for errors; "
-                    "a GPU reset or reboot may bring the link back, otherwise have the GPU or baseboard serviced"
-                ),
-            )
-        )
-    return findings

@@ -9,6 +9,7 @@ The checks live in ``doctor_pcie`` (ACS, link width/speed), ``doctor_host`` (IOM
 
 from __future__ import annotations
 
+from gputopo.analysis.doctor_acs import link_causes
 from gputopo.analysis.doctor_common import SCHEMA, DoctorReport
 from gputopo.analysis.doctor_host import host_checks
 from gputopo.analysis.doctor_nvml import nvml_checks
@@ -24,7 +25,13 @@ def doctor(evidence: HealthEvidence, index_of: dict[str, int] | None = None) -> 
     """Every check that applies to ``evidence``. GPUs are numbered as NVML numbers them, else by
     ``index_of`` (bus id -> index of a topology the findings will be put on), else not at all."""
     report = DoctorReport(source=evidence.source)
-    index_of = {**(index_of or {}), **evidence.bdf_to_index()}
+    # GPU indices by bus id: NVML's, else the topology given, else another tool's output pasted beside
+    # (p2pBandwidthLatencyTest's `pciBusID`, nvidia-smi -q ...), so a bridge's effect names GPUs.
+    pasted_topologies = [topology for _, topology in evidence.read_as_topology]
+    if evidence.topology is not None:
+        pasted_topologies.append(evidence.topology)
+    told = {g.pci_bus_id: g.index for t in pasted_topologies for g in t.gpus if g.pci_bus_id}
+    index_of = {**told, **(index_of or {}), **evidence.bdf_to_index()}
     for bdf in evidence.gpu_bdfs:
         report.gpus[bdf] = index_of.get(bdf)
     if evidence.root is not None:
@@ -34,12 +41,16 @@ def doctor(evidence: HealthEvidence, index_of: dict[str, int] | None = None) -> 
     if evidence.pasted:  # a paste names bus ids only: the topology given beside it says which are GPUs
         for bdf, index in index_of.items():
             report.gpus.setdefault(bdf, index)
+        for _, pasted in evidence.pasted:  # GPUs an lspci paste names (by bus id only)
+            for bdf in pasted.nvidia_gpus:
+                report.gpus.setdefault(bdf, None)
     for label, pasted in evidence.pasted:
         pasted_checks(label, pasted, report)
     for label, topology in evidence.read_as_topology:
         _topology_checks(label, topology, report)
     for label, reason in evidence.unread_outputs:
         report.check(f"read the other outputs in {label}", "not-made", reason)
+    link_causes(report)
     report.findings = report.sorted_findings()
     return report
 

@@ -30,9 +30,24 @@ class DoctorReport:
     gpus: dict[str, int | None] = field(default_factory=dict)  # bdf -> NVML index where known
     gpu_problems: dict[str, list[str]] = field(default_factory=dict)  # bdf -> problem words
     pair_problems: dict[tuple[str, str], list[str]] = field(default_factory=dict)  # (bdf, bdf) sorted
+    # What links findings (``doctor_causes``): the GPU pairs a finding hits (bus ids), the finding that
+    # causes another (by ``id()``: findings are plain dataclasses), what the IOMMU was found to do
+    # ("translating", "passthrough", "off"; None: not known) and the bridges ACS redirect is on at.
+    finding_pairs: dict[int, list[tuple[str, str]]] = field(default_factory=dict)
+    causes: dict[int, Finding] = field(default_factory=dict)
+    iommu: str | None = None
+    iommu_vendor: str | None = None  # "intel" / "amd" where the evidence says which IOMMU
+    acs_on: list[tuple[Finding, str | None, int, str | None]] = field(default_factory=list)  # (finding, bdf, control, port)
 
-    def add(self, finding: Finding) -> None:
+    def add(self, finding: Finding, pairs: list[tuple[str, str]] | None = None) -> None:
         self.findings.append(finding)
+        if pairs:
+            self.finding_pairs[id(finding)] = sorted({(a, b) if a < b else (b, a) for a, b in pairs})
+
+    def index_pairs(self, finding: Finding) -> list[list[int]]:
+        """The GPU pairs ``finding`` hits, as GPU indices (pairs with a GPU of no known index left out)."""
+        pairs = [(self.gpus.get(a), self.gpus.get(b)) for a, b in self.finding_pairs.get(id(finding), [])]
+        return sorted([min(a, b), max(a, b)] for a, b in pairs if a is not None and b is not None)
 
     def check(self, name: str, status: str, detail: str | None = None) -> None:
         self.checks.append(Check(name, status, detail))
@@ -65,15 +80,36 @@ class DoctorReport:
         """The ``gputopo.doctor/1`` JSON (docs/json.md)."""
         from dataclasses import asdict
 
+        findings = self.sorted_findings()
+        ids = finding_ids(self.findings)
         return {
             "schema": SCHEMA,
             "source": self.source,
-            "findings": [asdict(f) for f in self.sorted_findings()],
+            "findings": [{**asdict(f), "id": ids[id(f)], "pairs": self.index_pairs(f),
+                          "caused_by": ids.get(id(self.causes[id(f)])) if id(f) in self.causes else None}
+                         for f in findings],
             "checks": [asdict(c) for c in self.checks],
             "gpus": [{"pci_bus_id": bdf, "index": index, "problems": self.gpu_problems.get(bdf, [])}
                      for bdf, index in sorted(self.gpus.items())],
             "pairs": [{"a": a, "b": b, "problems": words} for (a, b), words in sorted(self.pair_problems.items())],
         }
+
+
+def finding_ids(findings: list[Finding]) -> dict[int, str]:
+    """Each finding's id in JSON: its code, with ``#2``, ``#3`` ... for the later findings of one code."""
+    seen: dict[str, int] = {}
+    ids = {}
+    for finding in findings:
+        seen[finding.code] = seen.get(finding.code, 0) + 1
+        ids[id(finding)] = finding.code if seen[finding.code] == 1 else f"{finding.code}#{seen[finding.code]}"
+    return ids
+
+
+def pairs_text(report: DoctorReport, pairs: list[tuple[str, str]]) -> str:
+    """``GPU 0 (0000:1a:00.0) <-> GPU 1 (0000:1b:00.0), ...`` (six shown, then how many more)."""
+    shown = [f"{report.label(a)} <-> {report.label(b)}" for a, b in pairs[:6]]
+    more = f" and {len(pairs) - 6} more" if len(pairs) > 6 else ""
+    return ", ".join(shown) + more
 
 
 def and_list(items: list[str]) -> str:

@@ -6,6 +6,7 @@ from __future__ import annotations
 from itertools import combinations
 
 from gputopo.analysis.doctor_common import DoctorReport, and_list
+from gputopo.analysis.vm_findings import virtual_machine
 from gputopo.model import Finding
 from gputopo.sources.health import HealthEvidence
 from gputopo.sources.host_health import HostHealth
@@ -88,6 +89,7 @@ def _iommu(evidence: HealthEvidence, host: HostHealth, report: DoctorReport) -> 
         # The folder exists and is empty: no IOMMU is active. Missing (an archive or root without it):
         # not known, unless the command line turned the IOMMU off or to passthrough.
         said = passthrough_or_off(host.cmdline)
+        report.iommu = "off" if host.iommu_groups is not None else said
         if host.iommu_groups is not None:
             report.check("iommu", "ok", "no IOMMU groups: no IOMMU is active")
         elif said is not None:
@@ -112,22 +114,44 @@ def _iommu(evidence: HealthEvidence, host: HostHealth, report: DoctorReport) -> 
                          "before 5.11) and /proc/cmdline does not say passthrough: see `dmesg | grep -e DMAR -e AMD-Vi`")
             return
     if not translated:
+        report.iommu = "passthrough" if "identity" in kinds.values() or passthrough_or_off(host.cmdline) == "passthrough" else None
         report.check("iommu", "ok", "passthrough or no IOMMU")
         return
     report.check("iommu", "problem", f"{len(translated)} GPU(s) behind a translating IOMMU")
     nvlinked = evidence.nvml.nvlink_pairs() if evidence.nvml is not None else set()
-    for a, b in combinations(sorted(translated), 2):
-        if (a, b) not in nvlinked:  # NVLink peer traffic does not go through the IOMMU
-            report.mark_pair(a, b, "iommu")
+    iommu_translating(report, f"The IOMMU translates the DMA of {and_list([report.label(b) for b in sorted(translated)])}",
+                      sorted(translated), [*evidence_lines, f"/proc/cmdline: {booted}"], vendor(options, None),
+                      spared=nvlinked)
+
+
+def vendor(options: dict[str, str], seen_at_work: str | None) -> str | None:
+    """``intel`` / ``amd``: which IOMMU the command line or a kernel line names, else None."""
+    if "intel_iommu" in options or (seen_at_work and "DMAR" in seen_at_work):
+        return "intel"
+    if "amd_iommu" in options or (seen_at_work and "AMD-Vi" in seen_at_work):
+        return "amd"
+    return None
+
+
+def iommu_translating(report: DoctorReport, what: str, bdfs: list[str], evidence: list[str], which: str | None,
+                      spared: set[tuple[str, str]] | frozenset[tuple[str, str]] = frozenset()) -> None:
+    """``iommu-translating``, whoever read it (sysfs's group types, a pasted command line or dmesg):
+    ``what`` the IOMMU was seen doing, ``bdfs`` the GPUs it translates for (every GPU known where the
+    evidence names none). Its fix becomes the complete one where it also turned ACS on (``doctor_acs``)."""
+    report.iommu, report.iommu_vendor = "translating", which
+    pairs = [(a, b) for a, b in combinations(sorted(bdfs), 2) if (a, b) not in spared]  # NVLink pairs spared
+    for a, b in pairs:
+        report.mark_pair(a, b, "iommu")
     report.add(Finding(
         "warning", "iommu-translating",
-        f"The IOMMU translates the DMA of {and_list([report.label(b) for b in sorted(translated)])}: peer-to-peer "
-        "copies between GPUs can hang, run slowly or silently deliver zeros (NVIDIA/nccl#257 with "
-        "tensorflow#32654, pytorch#84803).",
-        gpus=report.indices(sorted(translated)),
-        evidence=[*evidence_lines, f"/proc/cmdline: {booted}"],
-        effect="P2P over PCIe between these GPUs (pairs joined by NVLink are spared) and GPUDirect RDMA",
-        fix=IOMMU_FIX))
+        f"{what}: peer-to-peer copies between GPUs can hang, run slowly or silently deliver zeros (NVIDIA/nccl#257 "
+        "with tensorflow#32654, pytorch#84803).",
+        gpus=report.indices(bdfs),
+        evidence=evidence,
+        effect=("P2P over PCIe between " + (f"{and_list([report.label(b) for b in sorted(bdfs)])}" if bdfs else
+                                            "every pair of GPUs (the evidence names no GPU)")
+                + " (pairs joined by NVLink are spared) and GPUDirect RDMA"),
+        fix=IOMMU_FIX), pairs)
 
 
 def _peermem(evidence: HealthEvidence, host: HostHealth, report: DoctorReport) -> None:
@@ -220,19 +244,9 @@ def _virtual(host: HostHealth, gpus_seen: int, report: DoctorReport) -> None:
     one-GPU H200 microVM, tests/hardware/README.md)."""
     if host.is_vm:
         what = " ".join(x for x in (host.dmi_vendor, host.dmi_product) if x) or "the CPU's hypervisor flag"
-        if gpus_seen == 1:
-            message = (f"This is a virtual machine ({what}) with one GPU: no GPU peer-to-peer happens inside it. "
-                       "The PCIe tree, NUMA nodes and ACS seen here are the hypervisor's.")
-            fix = ("nothing for one GPU; for an instance with several GPUs, ask the provider whether GPU "
-                   "peer-to-peer is enabled for that instance type")
-        else:
-            message = (f"This is a virtual machine ({what}): the PCIe tree, NUMA nodes and ACS seen here are the "
-                       "hypervisor's; P2P may be blocked or slow for reasons only the host shows.")
-            fix = "ask the provider whether GPU peer-to-peer is enabled for this instance type"
-        report.add(Finding(
-            "info", "virtual-machine", message,
+        report.add(virtual_machine(
+            what, [], one_gpu=gpus_seen == 1, from_topology=False,
             evidence=[x for x in (f"/sys/class/dmi/id/sys_vendor: {host.dmi_vendor}" if host.dmi_vendor else None,
-                                  "/proc/cpuinfo: hypervisor flag" if host.hypervisor_flag else None) if x],
-            fix=fix))
+                                  "/proc/cpuinfo: hypervisor flag" if host.hypervisor_flag else None) if x]))
     if host.container:
         report.check("container", "ok", f"in a container ({host.container}): the host's /sys may be partly hidden")

@@ -47,7 +47,7 @@ def narrow_link(report: DoctorReport, who: str, current_width: int | None, max_w
     and so is every pair with one of them, except the ``spared`` pairs (NVLink pairs do not copy
     over PCIe). ``affected``: those GPUs as the words name them. ``gpus``: the finding's GPU
     indices where the bus ids do not give them (NVML's index of a GPU without a bus id)."""
-    _mark_downtrained(report, below, spared)
+    pairs = _mark_downtrained(report, below, spared)
     report.add(Finding(
         "warning", "pcie-link-narrow",
         f"The PCIe link of {who} runs at x{current_width} of x{max_width}: it trained narrower than it can "
@@ -57,20 +57,22 @@ def narrow_link(report: DoctorReport, who: str, current_width: int | None, max_w
         evidence=evidence,
         effect=f"every copy to or from {affected}",
         fix="reseat the card, move it to a CPU-attached x16 slot (the board manual says which slots share lanes), "
-            "check the riser and the BIOS slot bifurcation / link width settings"))
+            "check the riser and the BIOS slot bifurcation / link width settings"), pairs)
 
 
-def _mark_downtrained(report: DoctorReport, below: list[str], spared: Iterable[tuple[str, str]]) -> None:
+def _mark_downtrained(report: DoctorReport, below: list[str], spared: Iterable[tuple[str, str]]) -> list[tuple[str, str]]:
     """Each GPU in ``below`` and every pair with one of them (but the ``spared``: NVLink pairs do not
-    copy over PCIe) marked downtrained."""
+    copy over PCIe) marked downtrained; those pairs returned."""
     spared_pairs = {tuple(sorted(pair)) for pair in spared}
     for gpu in below:
         report.mark_gpu(gpu, DOWNTRAINED)
-    known = sorted(report.gpus)
+    known, marked = sorted(report.gpus), []
     for k, a in enumerate(known):
         for b in known[k + 1:]:
             if (a in below or b in below) and (a, b) not in spared_pairs:
                 report.mark_pair(a, b, DOWNTRAINED)
+                marked.append((a, b))
+    return marked
 
 
 @dataclass(frozen=True)
@@ -136,7 +138,7 @@ def slow_link(report: DoctorReport, who: str, speed_now: str, speed_max: str, *,
         return False
     shown = [*evidence, state.evidence] if state is not None else evidence
     if reading == pstates.TOP:
-        _mark_downtrained(report, below or [], spared)
+        pairs = _mark_downtrained(report, below or [], spared)
         report.add(Finding(
             "warning", "pcie-link-slow",
             f"The PCIe link of {who} runs at {speed_now} of {speed_max} while the GPU is in P0, where the driver "
@@ -146,7 +148,7 @@ def slow_link(report: DoctorReport, who: str, speed_now: str, speed_max: str, *,
             gpus=gpus, evidence=shown,
             effect=f"every copy to or from {and_list([report.label(b) for b in below])}" if below else f"every copy through {who}",
             fix="reseat the card and check its riser or cable, set the slot's PCIe speed in the BIOS to Auto (or the "
-                "highest generation) and update the BIOS; then " + UNDER_LOAD.format(bdf=bdf or "<bdf>")))
+                "highest generation) and update the BIOS; then " + UNDER_LOAD.format(bdf=bdf or "<bdf>")), pairs)
         return True
     if reading == pstates.IDLE:
         report.add(Finding(

@@ -6,6 +6,7 @@ from __future__ import annotations
 from gputopo.analysis import pstates
 from gputopo.analysis.doctor_common import DoctorReport, and_list
 from gputopo.analysis.doctor_links import narrow_link, nvml_state, slow_link
+from gputopo.analysis.observed_findings import nvlink_inactive_nvml
 from gputopo.model import P2P_OK, Finding
 from gputopo.model.words import P2P_STATUS_MEANING
 from gputopo.sources.health import HealthEvidence
@@ -53,43 +54,31 @@ def _nvlinks(gpu: GpuNvmlHealth, nvml: NvmlHealth, report: DoctorReport, in_vm: 
     down = [link.link for link in gpu.nvlinks if link.active is False]
     active = [link for link in gpu.nvlinks if link.active]
     if down and active and in_vm and len(nvml.gpus) < 8:
-        report.add(Finding(
-            "info", "nvlink-inactive",
-            f"{report.label(_bdf(gpu))} has {len(down)} of {len(gpu.nvlinks)} NVLinks inactive "
-            f"(link {and_list([str(n) for n in down])}). This is a virtual machine: links to GPUs of the same "
-            "board that this VM was not given are inactive by design, so this is a fault only if this instance "
-            "type should have them up (inferred: NVML does not say where an inactive link leads).",
-            gpus=[gpu.index],
-            evidence=[f"nvmlDeviceGetNvLinkState(GPU {gpu.index}, link {n}): inactive" for n in down[:6]],
-            effect="none if by design; else the NVLink bandwidth of pairs with this GPU",
-            fix="compare `nvidia-smi nvlink -s` with another instance of the same type; if its links are up, "
-                "ask the provider"))
+        report.add(nvlink_inactive_nvml(report.label(_bdf(gpu)), gpu.index, down, len(gpu.nvlinks), in_vm=True))
     elif down and active:
         report.mark_gpu(_bdf(gpu), "nvlink-down")
         for other in nvml.gpus:
             if other.index != gpu.index and other.pci_bus_id and gpu.pci_bus_id:
                 report.mark_pair(gpu.pci_bus_id, other.pci_bus_id, "nvlink-down")
-        report.add(Finding(
-            "warning", "nvlink-inactive",
-            f"{report.label(_bdf(gpu))} has {len(down)} of {len(gpu.nvlinks)} NVLinks inactive "
-            f"(link {and_list([str(n) for n in down])}): a bridge not seated, a failed link, or a board that wires "
-            "only some links (NVIDIA/nccl#340, #2329, Azure/azhpc-diagnostics#73).",
-            gpus=[gpu.index],
-            evidence=[f"nvmlDeviceGetNvLinkState(GPU {gpu.index}, link {n}): inactive" for n in down[:6]],
-            effect=f"NVLink bandwidth of every pair with {report.label(_bdf(gpu))}",
-            fix="compare with `nvidia-smi nvlink -s` on a healthy node of the same model; reseat the NVLink bridge "
-                "(PCIe cards) or have the baseboard checked (SXM), then `nvidia-smi -r` or reboot"))
+        report.add(nvlink_inactive_nvml(report.label(_bdf(gpu)), gpu.index, down, len(gpu.nvlinks), in_vm=False))
     erring = {link.link: link.errors for link in active if any(link.errors.get(k) for k in ("replay", "recovery", "crc_flit", "crc_data"))}
     if erring:
         shown = [f"link {n}: " + ", ".join(f"{k} {v}" for k, v in errs.items() if v) for n, errs in erring.items()]
-        report.add(Finding(
-            "warning", "nvlink-errors",
-            f"{report.label(_bdf(gpu))} counts NVLink errors on {len(erring)} link(s) since the driver loaded: "
-            "replays and CRC errors cost bandwidth; recoveries retrain the link.",
-            gpus=[gpu.index],
-            evidence=[f"nvmlDeviceGetNvLinkErrorCounter(GPU {gpu.index}) {s}" for s in shown[:6]],
-            effect=f"NVLink traffic of {report.label(_bdf(gpu))}",
-            fix="watch whether they grow (`nvidia-smi nvlink -e`); growing counts need the bridge or board checked"))
+        report.add(nvlink_errors(report.label(_bdf(gpu)), gpu.index, shown,
+                                 [f"nvmlDeviceGetNvLinkErrorCounter(GPU {gpu.index}) {s}" for s in shown[:6]], since_load=True))
+
+
+def nvlink_errors(who: str, index: int, shown: list[str], evidence: list[str], *, since_load: bool = False) -> Finding:
+    """``nvlink-errors``, whoever counted them (NVML on a live host, a pasted ``nvidia-smi nvlink -e``):
+    ``shown`` the links and their counts in words."""
+    return Finding(
+        "warning", "nvlink-errors",
+        f"{who} counts NVLink errors on {len(shown)} link(s){' since the driver loaded' if since_load else ''}: "
+        f"{'; '.join(shown[:6])}. Replays and CRC errors cost bandwidth; recoveries retrain the link.",
+        gpus=[index], evidence=evidence,
+        effect=f"NVLink traffic of {who} over those links",
+        fix="reset the counters (`sudo nvidia-smi nvlink -re`) and watch whether they grow under load "
+            "(`nvidia-smi nvlink -e`); growing counts need the bridge or the board checked")
 
 
 def _pcie(gpu: GpuNvmlHealth, report: DoctorReport, nvlinked: set[tuple[str, str]]) -> None:

@@ -5,21 +5,21 @@ kernel log says is ``doctor_dmesg``, what nvidia-smi text says ``doctor_smi_past
 
 from __future__ import annotations
 
+from gputopo.analysis.doctor_acs import NO_BUS_IDS, acs_redirect, acs_words, gpus_in_range, pairs_hit
 from gputopo.analysis.doctor_common import DoctorReport, and_list, gts_to_gen
 from gputopo.analysis.doctor_dmesg import kernel_log_checks
 from gputopo.analysis.doctor_host import (
-    IOMMU_FIX,
     cmdline_iommu,
+    iommu_translating,
     passthrough_or_off,
     switched_on,
+    vendor,
 )
 from gputopo.analysis.doctor_links import narrow_link, slow_link
-from gputopo.analysis.doctor_pcie import setpci_loop
 from gputopo.analysis.doctor_smi_pasted import fabric_checks, nvlink_checks
 from gputopo.model import Finding
-from gputopo.quoting import shell_word
-from gputopo.sources.pasted_health import PastedEvidence
-from gputopo.sources.pcie_health import ACS_REDIRECT_MASK, AcsState
+from gputopo.sources.pasted_health import PastedEvidence, PastedLink
+from gputopo.sources.pcie_health import ACS_REDIRECT_MASK
 
 
 def pasted_checks(label: str, evidence: PastedEvidence, report: DoctorReport) -> None:
@@ -45,27 +45,21 @@ def _acs(label: str, evidence: PastedEvidence, report: DoctorReport) -> None:
     on = [a for a in evidence.acs if a.control & ACS_REDIRECT_MASK]
     if evidence.acs:
         report.check("acs", "problem" if on else "ok", f"{len(evidence.acs)} ACS control word(s) in {label}")
-    named = [a for a in on if a.bdf]
+    gpus = sorted(report.gpus)
+    for acs in (a for a in on if a.bdf):
+        bus_range, port = evidence.bus_ranges.get(acs.bdf), evidence.port_types.get(acs.bdf)
+        below = gpus_in_range(gpus, acs.bdf, bus_range)
+        why = ("the paste does not show the bridge's buses (lspci -vvv's `Bus: primary=.., secondary=.., "
+               "subordinate=..` line)" if bus_range is None else NO_BUS_IDS if not gpus else
+               "no GPU the evidence names is on its buses" if not below else "")
+        acs_redirect(report, acs.bdf, acs.control, [f"{_where(label, acs.line)}: {acs_words(acs.control)}"],
+                     pairs=pairs_hit(port, below, gpus) if below else [], gpus=below, port=port, why_no_pairs=why)
     unnamed = [a for a in on if not a.bdf]
-    for acs in named:
-        report.add(Finding(
-            "error", "acs-redirect",
-            f"ACS redirect is on at PCIe bridge {acs.bdf}: peer-to-peer traffic through it is sent up to the root "
-            "complex instead of straight across: slow copies, hangs or wrong data (NVIDIA/nccl#2079, #606).",
-            evidence=[f"{_where(label, acs.line)}: ACS control 0x{acs.control:04x} ({AcsState('read', acs.control).words()})"],
-            effect="P2P between GPUs on different sides of this bridge",
-            fix=f"disable ACS in the BIOS, or at every boot `sudo setpci -s {shell_word(acs.bdf)} ECAP_ACS+6.w=0000`, "
-                f"or boot with `pci=disable_acs_redir={shell_word(acs.bdf)}`"
-                + setpci_loop(sorted({a.bdf for a in named if a.bdf}))))
     if unnamed:
-        report.add(Finding(
-            "error", "acs-redirect",
-            f"ACS redirect is on at {len(unnamed)} device(s) in {label}, which does not say which ones (a grepped "
-            "paste): peer-to-peer traffic through them goes up to the root complex: slow, hangs or wrong data.",
-            evidence=[f"{_where(label, a.line)}: {a.text}" for a in unnamed[:6]],
-            effect="P2P between GPUs below those bridges",
-            fix="find them with `sudo lspci -vvv | grep -E '^[0-9a-f]|ACSCtl'`, then per bridge "
-                "`sudo setpci -s <bdf> ECAP_ACS+6.w=0000` (every boot), or disable ACS in the BIOS"))
+        acs_redirect(report, None, max(a.control for a in unnamed), [f"{_where(label, a.line)}: {a.text}" for a in unnamed[:6]],
+                     pairs=[], gpus=[], count=len(unnamed),
+                     why_no_pairs="the paste does not say which bridges (find them with "
+                                  "`sudo lspci -vvv | grep -E '^[0-9a-f]|ACSCtl'`)")
 
 
 def _links(label: str, evidence: PastedEvidence, report: DoctorReport) -> None:
@@ -73,21 +67,47 @@ def _links(label: str, evidence: PastedEvidence, report: DoctorReport) -> None:
         report.check(f"pcie link {down.bdf or 'of a device not named in the paste'}", "not-made",
                      f"no link trained ({_where(label, down.line)}: {down.text}): nothing in the slot or the link "
                      "is down, so its width and speed say nothing")
-    for pasted in evidence.links:
-        link, who = pasted.link, pasted.bdf or "a device (not named in the paste)"
-        gpu = pasted.bdf if pasted.bdf in report.gpus else None  # a GPU of the topology given with --topology
-        if gpu is not None:
-            who = report.label(gpu)
-        if link.width_below_max:  # a GPU's pairs all copy through its narrow link
-            narrow_link(report, who, link.current_width, link.max_width, below=[gpu] if gpu else [], affected=who,
-                        evidence=[f"{_where(label, pasted.line)}: {pasted.text}"])
-        if link.speed_below_max:
+    gpus = sorted(report.gpus)
+    for ends in _physical_links(evidence, gpus):
+        gpu = next((p.bdf for p in ends if p.bdf in report.gpus), None) or _gpu_below(evidence, ends[0].bdf, gpus)
+        pasted = next((p for p in ends if p.bdf == gpu), ends[0])  # the GPU's own reading where the paste has it
+        link = pasted.link
+        who = report.label(gpu) if gpu else pasted.bdf or "a device (not named in the paste)"
+        if len(ends) > 1 or (gpu and pasted.bdf != gpu):
+            who += f" (its link to {and_list(sorted(p.bdf for p in ends if p.bdf != gpu)) or 'the port above it'}, " \
+                   f"read at {'both ends' if len(ends) > 1 else 'the port'})"
+        shown = [f"{_where(label, p.line)}: {p.text}" for p in ends]
+        below = [gpu] if gpu else gpus_in_range(gpus, pasted.bdf, evidence.bus_ranges.get(pasted.bdf)) if pasted.bdf else []
+        if any(p.link.width_below_max for p in ends):  # a GPU's pairs all copy through its narrow link
+            narrow = next(p.link for p in ends if p.link.width_below_max)
+            narrow_link(report, who, narrow.current_width, narrow.max_width, below=below,
+                        affected=and_list([report.label(b) for b in below]) if below else who, evidence=shown)
+        elif link.speed_below_max:
             slow_link(report, who, gts_to_gen(link.current_speed_gts), gts_to_gen(link.max_speed_gts),  # no state in a paste
-                      gpus=report.indices([gpu]) if gpu else [], bdf=pasted.bdf,
-                      evidence=[f"{_where(label, pasted.line)}: {pasted.text}"])
+                      gpus=report.indices(below), bdf=pasted.bdf, evidence=shown)
 
 
-TRANSLATING = "hang, run slowly or deliver zeros (NVIDIA/nccl#257, pytorch#84803)"
+def _gpu_below(evidence: PastedEvidence, bdf: str | None, gpus: list[str]) -> str | None:
+    """The GPU right below port ``bdf``: alone on its secondary bus, which is its last (a GPU's own link)."""
+    bus_range = evidence.bus_ranges.get(bdf) if bdf else None
+    below = gpus_in_range(gpus, bdf, bus_range) if bdf and bus_range and bus_range[0] == bus_range[1] else []
+    return below[0] if len(below) == 1 else None
+
+
+def _physical_links(evidence: PastedEvidence, gpus: list[str]) -> list[list[PastedLink]]:
+    """The pasted LnkSta readings grouped by physical link: a GPU's own reading and that of the port
+    right above it (its other end) are one link; every other reading is its own."""
+    by_gpu: dict[str, list[PastedLink]] = {}
+    alone: list[list[PastedLink]] = []
+    for pasted in evidence.links:
+        gpu = pasted.bdf if pasted.bdf in gpus else _gpu_below(evidence, pasted.bdf, gpus)
+        if gpu is None:
+            alone.append([pasted])
+        else:
+            by_gpu.setdefault(gpu, []).append(pasted)
+    return alone + [ends for _, ends in sorted(by_gpu.items())]
+
+
 GROUP_TYPES = "read /sys/kernel/iommu_groups/*/type (DMA or DMA-FQ: translating; identity: passthrough)"
 
 
@@ -102,19 +122,20 @@ def _iommu_mode(label: str, evidence: PastedEvidence, report: DoctorReport) -> N
     booted = " ".join(f"{k}={v}" for k, v in options.items()) or "no IOMMU option"
     said = passthrough_or_off(evidence.cmdline)
     switched = switched_on(options)
+    at_work = evidence.iommu_active
     if domain is not None and domain[0] == "passthrough":
+        report.iommu = "passthrough"
         report.check("iommu (dmesg)", "ok", f"{domain[1]}: passthrough")
     elif said is not None:
+        report.iommu = "off" if said == "off" else "passthrough" if switched or at_work else report.iommu
         report.check("iommu (cmdline)", "ok", f"{booted}: {'passthrough' if said == 'passthrough' else 'IOMMU off'}")
-    elif switched or (domain is not None and evidence.iommu_active):
+    elif switched or (domain is not None and at_work):
         seen = ([f"{label}: {booted}"] if evidence.cmdline is not None else []) + [
-            f"{label}: {line}" for line in (domain[1] if domain else None, evidence.iommu_active) if line]
-        report.add(Finding(
-            "warning", "iommu-translating",
-            ("The kernel was booted with the IOMMU on and without `iommu=pt`" if switched else
-             "The kernel's IOMMU translates DMA by default and an IOMMU is at work")
-            + f": it translates every GPU DMA, which can make peer-to-peer copies {TRANSLATING}.",
-            evidence=seen, effect="P2P between every pair of GPUs", fix=IOMMU_FIX))
+            f"{label}: {line}" for line in (domain[1] if domain else None, at_work) if line]
+        iommu_translating(
+            report, ("The kernel was booted with the IOMMU on and without `iommu=pt`" if switched else
+                     "The kernel's IOMMU translates DMA by default and an IOMMU is at work")
+            + ": it translates every GPU DMA", sorted(report.gpus), seen, vendor(options, at_work))
     elif domain is not None:
         report.check("iommu (dmesg)", "not-made",
                      f"{domain[1]}: devices behind an IOMMU have their DMA translated, but the paste shows no IOMMU at "

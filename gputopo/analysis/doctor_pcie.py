@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from itertools import combinations
 
+from gputopo.analysis.doctor_acs import acs_redirect, acs_words
 from gputopo.analysis.doctor_common import (
     DoctorReport,
     and_list,
@@ -20,7 +21,6 @@ from gputopo.analysis.doctor_common import (
 )
 from gputopo.analysis.doctor_links import StateRead, narrow_link, slow_link, states_read
 from gputopo.model import Finding
-from gputopo.quoting import shell_word
 from gputopo.sources.health import HealthEvidence
 from gputopo.sources.pcie_health import GpuPciePath, PciNode
 
@@ -46,12 +46,6 @@ def _affected_pairs(bridge: str, paths: dict[str, GpuPciePath]) -> list[tuple[st
     return [(a, b) for a, b in combinations(sorted(paths), 2) if (a in below) != (b in below)]
 
 
-def _pairs_text(report: DoctorReport, pairs: list[tuple[str, str]]) -> str:
-    shown = [f"{report.label(a)} <-> {report.label(b)}" for a, b in pairs[:6]]
-    more = f" and {len(pairs) - 6} more" if len(pairs) > 6 else ""
-    return ", ".join(shown) + more
-
-
 def _acs(paths: dict[str, GpuPciePath], report: DoctorReport, nvlinked: set[tuple[str, str]]) -> None:
     bridges: dict[str, PciNode] = {}
     for path in paths.values():
@@ -71,36 +65,13 @@ def _acs(paths: dict[str, GpuPciePath], report: DoctorReport, nvlinked: set[tupl
                       for b in unreadable[:8]]))
     elif bridges:
         report.check("acs", "problem" if on else "ok", f"{len(bridges)} bridge(s) read")
-    all_at_once = setpci_loop(on)
     for bdf in on:
         node = bridges[bdf]
         crossing = _affected_pairs(bdf, paths)
         pairs = [pair for pair in crossing if pair not in nvlinked]  # NVLink pairs copy over NVLink instead
-        for a, b in pairs:
-            report.mark_pair(a, b, "acs")
-        gpus = sorted({g for pair in crossing for g in pair})
-        spared = len(crossing) - len(pairs)
-        report.add(Finding(
-            "error", "acs-redirect",
-            f"ACS redirect is on at PCIe bridge {bdf}: peer-to-peer traffic through it is sent up to the root "
-            "complex (and the IOMMU) instead of straight across: slow copies, hangs or wrong data "
-            "(NVIDIA/nccl#2079, #606); `nvidia-smi topo -p2p` can still say OK.",
-            gpus=report.indices(gpus),
-            evidence=[f"{node.sysfs_path}/config: ACS control 0x{node.acs.control:04x} ({node.acs.words()})"],
-            effect=(f"P2P between {_pairs_text(report, pairs)}" if pairs else "P2P of the GPU(s) below it")
-            + (f" ({spared} pair(s) joined by NVLink copy over it, not through this bridge)" if spared else "")
-            + "; GPUDirect RDMA between those GPUs and NICs across it",
-            fix=f"disable ACS in the BIOS (often 'PCIe ACS' / 'ACS Enable' under PCIe or IIO settings), or at every boot "
-                f"`sudo setpci -s {shell_word(bdf)} ECAP_ACS+6.w=0000`, or boot with "
-                f"`pci=disable_acs_redir={shell_word(bdf)}` (only where no VM needs device isolation)" + all_at_once))
-
-
-def setpci_loop(bdfs: list[str]) -> str:
-    """For several bridges, one shell line that clears ACS on all of them (each address quoted)."""
-    if len(bdfs) < 2:
-        return ""
-    return (f"; all {len(bdfs)} bridges at once: `for b in {' '.join(shell_word(b) for b in bdfs)}; "
-            'do sudo setpci -s "$b" ECAP_ACS+6.w=0000; done`')
+        acs_redirect(report, bdf, node.acs.control or 0, [f"{node.sysfs_path}/config: {acs_words(node.acs.control or 0)}"],
+                     pairs=pairs, gpus=sorted({g for pair in crossing for g in pair}),
+                     spared=len(crossing) - len(pairs))
 
 
 def _links(paths: dict[str, GpuPciePath], report: DoctorReport, nvlinked: set[tuple[str, str]],

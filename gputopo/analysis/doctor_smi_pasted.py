@@ -10,9 +10,12 @@ a Fabric section grep cut from its GPU block is said for "a GPU the paste does n
 from __future__ import annotations
 
 from gputopo.analysis.doctor_common import DoctorReport
-from gputopo.analysis.doctor_nvml import fabric_degraded, fabric_not_ready
-from gputopo.analysis.observed_findings import nvlink_inactive_finding
+from gputopo.analysis.doctor_nvml import fabric_degraded, fabric_not_ready, nvlink_errors
+from gputopo.analysis.nvlink_findings import nvlinks_down
+from gputopo.analysis.observed_findings import nvlink_inactive_findings
+from gputopo.errors import InputError
 from gputopo.model import Finding
+from gputopo.sources import nvlink
 from gputopo.sources.pasted_evidence import PastedEvidence, PastedFabric
 
 NOT_A_VALUE = ("", "N/A", "Not Supported", "[N/A]", "[Not Supported]")
@@ -28,14 +31,21 @@ def nvlink_checks(label: str, evidence: PastedEvidence, report: DoctorReport) ->
 
 
 def _inactive(label: str, evidence: PastedEvidence, report: DoctorReport) -> None:
-    """Some links of a GPU up and some down, worded as scan words ``nvlink -s`` (one wording: the
-    model on the paste's ``GPU N:`` line says whether its board wires every link)."""
-    for gpu, states in sorted(evidence.nvlink_states.items()):
-        down = sorted(link for link, up in states.items() if not up)
-        if down and any(states.values()):
-            report.add(nvlink_inactive_finding(
-                gpu, down, sum(states.values()), evidence.nvlink_names.get(gpu),
-                evidence=[f"{label}: GPU {gpu} Link {n}: <inactive>" for n in down[:6]]))
+    """``nvidia-smi nvlink -s`` read as scan reads it (``sources.nvlink``) and judged by scan's rules:
+    a GPU with fewer active links than its peers of the same model (``nvlink-links-down``), links
+    ``<inactive>`` (``nvlink-inactive``: the model on the ``GPU N:`` line says whether its board wires
+    every link)."""
+    if not evidence.nvlink_status:
+        return
+    try:
+        topology = nvlink.read("\n".join(line for _, line in evidence.nvlink_status), label)
+    except InputError:
+        return
+    for finding in nvlinks_down(topology) + nvlink_inactive_findings(topology):
+        if finding.code == "nvlink-inactive":
+            down = [s for s in topology.nvlinks if s.gpu in finding.gpus and s.active is False]
+            finding.evidence = [f"{label}: GPU {s.gpu} Link {s.link}: <inactive>" for s in down[:6]]
+        report.add(finding)
 
 
 def _counted(name: str, count: int) -> str:
@@ -57,15 +67,7 @@ def _errors(label: str, evidence: PastedEvidence, report: DoctorReport) -> None:
             continue
         erring_gpus += 1
         shown = [f"link {n}: " + ", ".join(_counted(k, v) for k, v in counters.items()) for n, counters in erring.items()]
-        report.add(Finding(
-            "warning", "nvlink-errors",
-            f"GPU {gpu} counts NVLink errors on {len(erring)} link(s): {'; '.join(shown[:6])}. Replays and CRC errors "
-            "cost bandwidth; recoveries retrain the link.",
-            gpus=[gpu],
-            evidence=[f"{label}: GPU {gpu} {s}" for s in shown[:6]],
-            effect=f"NVLink traffic of GPU {gpu} over those links",
-            fix="reset the counters (`sudo nvidia-smi nvlink -re`) and watch whether they grow under load "
-                "(`nvidia-smi nvlink -e`); growing counts need the bridge or the board checked"))
+        report.add(nvlink_errors(f"GPU {gpu}", gpu, shown, [f"{label}: GPU {gpu} {s}" for s in shown[:6]]))
     report.check("nvlink errors", "problem" if erring_gpus else "ok",
                  f"{counted} link(s) of {len(evidence.nvlink_errors)} GPU(s) counted in {label}")
 

@@ -6,7 +6,7 @@ its peers: here the source shows none where its peers' reach each other through 
 
 from __future__ import annotations
 
-from collections import Counter
+from collections import Counter, defaultdict
 
 from gputopo.model import Finding, Gpu, Link, Topology
 from gputopo.model.link_table import END_A, END_B, LinkTable
@@ -184,3 +184,39 @@ def _bridged_pairs_unequal(topology: Topology, direct_links: list[Link]) -> list
         fix=(f"check `nvidia-smi nvlink -s -i {gpus[0]}` (inactive links) and `nvidia-smi nvlink -e`; reseat the "
              "bridge with the machine powered off"),
     )]
+
+
+def nvlinks_down(topology: Topology) -> list[Finding]:
+    """GPUs with fewer active NVLinks than their peers of the same model (``nvidia-smi nvlink -s``,
+    NVML): scan's rule, and doctor's for a pasted ``nvlink -s``."""
+    by_model: dict[str | None, list[Gpu]] = defaultdict(list)
+    for g in topology.gpus:
+        if g.nvlink_active_links is not None and g.nvlink_active_links > 0 or (
+            g.nvlink_active_links == 0 and g.nvlink_version is not None
+        ):
+            by_model[g.name].append(g)
+    findings = []
+    for model_gpus in by_model.values():
+        if len(model_gpus) < 2:
+            continue
+        most = max(g.nvlink_active_links or 0 for g in model_gpus)
+        low = [g for g in model_gpus if (g.nvlink_active_links or 0) < most]
+        if not low:
+            continue
+        details = "; ".join(f"GPU {g.index} has {g.nvlink_active_links}" for g in low)
+        findings.append(
+            Finding(
+                severity="warning",
+                code="nvlink-links-down",
+                message=(
+                    f"fewer active NVLinks than its peers: {details} (the others {most}); "
+                    "a link is down, so its pairs get less bandwidth"
+                ),
+                gpus=[g.index for g in low],
+                fix=(
+                    f"check `nvidia-smi nvlink --status -i {low[0].index}` and `nvidia-smi nvlink -e` for errors; "
+                    "a GPU reset or reboot may bring the link back, otherwise have the GPU or baseboard serviced"
+                ),
+            )
+        )
+    return findings

@@ -64,7 +64,7 @@ def observed_findings(topology: Topology) -> list[Finding]:
         *(_nccl_transports(topology) + host_memory_findings(topology) or _nccl_p2p_off(topology)),
         *_nccl_refused(topology),
         *_nccl_ipc_failed(topology),
-        *_nvlink_inactive(topology),
+        *nvlink_inactive_findings(topology),
         *_collective_errors(topology),
         *collective_findings(topology),
     ]
@@ -255,7 +255,8 @@ def _nccl_refused(topology: Topology) -> list[Finding]:
     )]
 
 
-def _nvlink_inactive(topology: Topology) -> list[Finding]:
+def nvlink_inactive_findings(topology: Topology) -> list[Finding]:
+    """``nvlink-inactive`` for every GPU with links ``<inactive>`` (scan's and doctor's rule)."""
     findings = []
     by_gpu: dict[int, list[int]] = {}
     for state in topology.nvlinks:
@@ -292,6 +293,29 @@ def nvlink_inactive_finding(gpu: int, down: list[int], active: int, name: str | 
             "SXM board)" if module else "reseat the NVLink bridge; `nvidia-smi nvlink -e` shows error counters",
         evidence=list(evidence or []),
     )
+
+
+def nvlink_inactive_nvml(who: str, index: int, down: list[int], total: int, *, in_vm: bool) -> Finding:
+    """``nvlink-inactive`` as NVML reads it on a live host (doctor): ``down`` of ``total`` links of GPU
+    ``index`` (``who`` in words). In a VM holding fewer than 8 GPUs said as a question (info)."""
+    if in_vm:
+        return Finding(
+            "info", "nvlink-inactive",
+            f"{who} has {len(down)} of {total} NVLinks inactive (link {', '.join(map(str, down))}). This is a virtual "
+            "machine: links to GPUs of the same board that this VM was not given are inactive by design, so this is a "
+            "fault only if this instance type should have them up (inferred: NVML does not say where an inactive link "
+            "leads).",
+            gpus=[index], evidence=[f"nvmlDeviceGetNvLinkState(GPU {index}, link {n}): inactive" for n in down[:6]],
+            effect="none if by design; else the NVLink bandwidth of pairs with this GPU",
+            fix="compare `nvidia-smi nvlink -s` with another instance of the same type; if its links are up, ask the provider")
+    return Finding(
+        "warning", "nvlink-inactive",
+        f"{who} has {len(down)} of {total} NVLinks inactive (link {', '.join(map(str, down))}): a bridge not seated, "
+        "a failed link, or a board that wires only some links (NVIDIA/nccl#340, #2329, Azure/azhpc-diagnostics#73).",
+        gpus=[index], evidence=[f"nvmlDeviceGetNvLinkState(GPU {index}, link {n}): inactive" for n in down[:6]],
+        effect=f"NVLink bandwidth of every pair with {who}",
+        fix="compare with `nvidia-smi nvlink -s` on a healthy node of the same model; reseat the NVLink bridge "
+            "(PCIe cards) or have the baseboard checked (SXM), then `nvidia-smi -r` or reboot")
 
 
 def _collective_errors(topology: Topology) -> list[Finding]:

@@ -93,10 +93,17 @@ class PastedEvidence:
     cmdline: str | None = None
     default_domain: tuple[str, str] | None = None  # ("translated" | "passthrough", the dmesg line)
     iommu_active: str | None = None  # a dmesg line showing an IOMMU at work (DMAR enabled, devices in groups)
-    nvlink_states: dict[int, dict[int, bool]] = field(default_factory=dict)  # gpu -> link -> active
+    # `nvidia-smi nvlink -s` lines (line number, text; a GPU line numbered 0), for ``sources.nvlink`` to read
+    nvlink_status: list[tuple[int, str]] = field(default_factory=list)
     nvlink_names: dict[int, str] = field(default_factory=dict)  # gpu -> its name on the `GPU N: name` line
     nvlink_errors: dict[int, dict[int, dict[str, int]]] = field(default_factory=dict)  # gpu -> link -> counter -> n
     fabric: list[PastedFabric] = field(default_factory=list)
+    # lspci -vvv's bridges: bdf -> (secondary, subordinate) bus numbers (``Bus: primary=19, secondary=1a,
+    # subordinate=1a``): the buses below it; their PCIe port type (``Downstream Port``, ``Root Port`` ...);
+    # and the NVIDIA display / 3D controllers the headers name (GPUs, by bus id).
+    bus_ranges: dict[str, tuple[int, int]] = field(default_factory=dict)
+    port_types: dict[str, str] = field(default_factory=dict)
+    nvidia_gpus: list[str] = field(default_factory=list)
 
     def add_kind(self, kind: str) -> None:
         if kind not in self.kinds:

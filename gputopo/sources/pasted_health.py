@@ -30,6 +30,7 @@ from gputopo.sources.pasted_kernel import KernelLogState, scan_kernel
 from gputopo.sources.pasted_lspci import (
     acs_control_from_words,
     header_device,
+    note_header,
     scan_lspci,
 )
 from gputopo.sources.pasted_smi import SmiState, scan_smi
@@ -55,6 +56,7 @@ def parse_pasted(text: str) -> PastedEvidence:
         header = header_device(line)
         if header is not None:
             device, pending_link = header, {}
+            note_header(evidence, line, device)
             continue
         if scan_lspci(evidence, line, number, device, pending_link) or scan_smi(evidence, line, number, smi):
             continue

@@ -30,6 +30,9 @@ _DASH_S = re.compile(r"\blspci\b.*\s-s\s*(" + BDF + ")")
 _ACSCTL = re.compile(r"ACSCtl:\s*((?:\w+[+-]\s*)+)")
 _LNK = re.compile(r"\b(LnkCap|LnkSta):\s*(?:Port #[0-9]+,\s*)?Speed\s+([0-9]{1,3}(?:\.[0-9]{1,3})?)GT/s[^,]*,\s*Width\s+x([0-9]{1,3})\b")
 _SETPCI_ACS = re.compile(r"^\s*(" + BDF + r")\s+\(ecap 0*d @[0-9a-fA-F]+\)\s+@[0-9a-fA-F]+\s+([0-9a-fA-F]{4})\s*$")
+_BUS = re.compile(r"\bBus: primary=[0-9a-fA-F]{2}, secondary=([0-9a-fA-F]{2}), subordinate=([0-9a-fA-F]{2})\b")
+_PORT = re.compile(r"\bExpress \(v[0-9]\) (Root Port|Upstream Port|Downstream Port|Endpoint|Legacy Endpoint)\b")
+_NVIDIA_GPU = re.compile(r"\b(?:3D|VGA compatible) controller(?: \[03[0-9a-fA-F]{2}\])?: NVIDIA\b")
 _TREE = re.compile(r"-\[[0-9a-fA-F]{4}:[0-9a-fA-F]{2}\]-|[+\\]-[0-9a-fA-F]{2}\.[0-7]")
 
 
@@ -58,6 +61,12 @@ def header_device(line: str) -> str | None:
     return full_bdf(dash_s.group(1)) if dash_s else None
 
 
+def note_header(evidence: PastedEvidence, line: str, device: str) -> None:
+    """A header naming an NVIDIA GPU (``1a:00.0 3D controller: NVIDIA Corporation GV100GL ...``): its bus id."""
+    if _NVIDIA_GPU.search(line) and device not in evidence.nvidia_gpus:
+        evidence.nvidia_gpus.append(device)
+
+
 def scan_lspci(evidence: PastedEvidence, line: str, number: int, device: str | None,
                pending_link: dict[str, tuple[float, int]]) -> bool:
     """Read one line of lspci (or NCCL's ACS script) text into ``evidence``; whether it was one."""
@@ -65,6 +74,15 @@ def scan_lspci(evidence: PastedEvidence, line: str, number: int, device: str | N
     if acs:
         evidence.add_kind("lspci -vvv")
         evidence.acs.append(PastedAcs(device, acs_control_from_words(acs.group(1)), number, shown(line)))
+        return True
+    bus = _BUS.search(line)
+    if bus and device is not None:
+        evidence.add_kind("lspci -vvv")
+        evidence.bus_ranges[device] = (int(bus.group(1), 16), int(bus.group(2), 16))
+        return True
+    port = _PORT.search(line)
+    if port and device is not None:
+        evidence.port_types[device] = port.group(1)
         return True
     lnk = _LNK.search(line)
     if lnk:

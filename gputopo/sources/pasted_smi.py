@@ -1,6 +1,8 @@
 """``nvidia-smi`` text users paste, for doctor's health checks:
 
-- ``nvidia-smi nvlink -s``: ``GPU N: ...`` then ``Link K: <inactive>`` or ``Link K: 25.781 GB/s``;
+- ``nvidia-smi nvlink -s``: ``GPU N: ...`` then ``Link K: <inactive>`` or ``Link K: 25.781 GB/s``: the
+  lines are kept (``PastedEvidence.nvlink_status``) for ``sources.nvlink``, the one reader of that
+  output, which scan reads it with too;
 - ``nvidia-smi nvlink -e``: ``GPU N: ...`` then ``Link K: Replay Errors: 12`` (each counter by its
   name: ``replay``, ``recovery``, ``crc`` ...). Lines a person condensed (``Links 0-2, 4-5: ...``)
   are no output of nvidia-smi and are not read;
@@ -29,6 +31,7 @@ _SMI_Q_GPU = re.compile(r"^\s*GPU ([0-9a-fA-F]{4,8}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2
 _FABRIC = re.compile(r"^(\s*)Fabric\s*$")
 _TITLE = re.compile(r"[A-Za-z][\w ]*")
 MAX_LINKS = 64
+MAX_STATUS_LINES = 4096 * 65  # every link of the most GPUs named, with their GPU lines
 MAX_NAMED_GPUS = 4096  # the most GPU names kept from `GPU N: name` lines
 MAX_FABRIC_FIELDS = 32
 
@@ -38,6 +41,7 @@ class SmiState:
     """What reading nvidia-smi text line by line carries from one line to the next."""
 
     nvlink_gpu: int | None = None
+    nvlink_gpu_line: str | None = None  # that GPU's line, kept until a status line of it is read
     smi_q_gpu: str | None = None  # the bus id of the ``nvidia-smi -q`` GPU block the lines are in
     fabric: PastedFabric | None = None  # the Fabric section being read, with its indentation
     fabric_indent: int = 0
@@ -60,7 +64,7 @@ def scan_smi(evidence: PastedEvidence, line: str, number: int, state: SmiState) 
         return True
     match = _NVLINK_GPU.match(line)
     if match and not gpu_q:
-        state.nvlink_gpu = int(match.group(1))
+        state.nvlink_gpu, state.nvlink_gpu_line = int(match.group(1)), line
         name = match.group(2).split(" (UUID", 1)[0].strip()[:80]  # `GPU 3: Tesla V100-SXM2-32GB (UUID: ...)`
         if name and len(evidence.nvlink_names) < MAX_NAMED_GPUS:
             evidence.nvlink_names[state.nvlink_gpu] = name
@@ -69,9 +73,13 @@ def scan_smi(evidence: PastedEvidence, line: str, number: int, state: SmiState) 
     if link is None or state.nvlink_gpu is None or int(link.group(1)) >= MAX_LINKS:
         return False
     said, number_of_link = link.group(2).strip(), int(link.group(1))
-    if "GB/s" in said or "inactive" in said:
+    if "GB/s" in said or "inactive" in said:  # read by scan's reader (sources.nvlink): the lines are kept for it
         evidence.add_kind("nvidia-smi nvlink -s")
-        evidence.nvlink_states.setdefault(state.nvlink_gpu, {})[number_of_link] = "inactive" not in said
+        if len(evidence.nvlink_status) < MAX_STATUS_LINES:
+            if state.nvlink_gpu_line is not None:
+                evidence.nvlink_status.append((0, state.nvlink_gpu_line))
+                state.nvlink_gpu_line = None
+            evidence.nvlink_status.append((number, line))
         return True
     counter = _NVLINK_COUNTER.match(said)
     if counter:

@@ -128,3 +128,24 @@ def test_no_source_imports_or_makes_a_finding():
 )
 def test_the_finding_check_sees_every_way_in(text, count):
     assert len(_finding_uses(text, "m.py")) == count
+
+
+def _finding_codes_made(path: Path) -> set[str]:
+    """The finding codes ``path`` writes as literals into ``Finding(...)`` (second argument or ``code=``)."""
+    codes = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Call) and getattr(node.func, "id", getattr(node.func, "attr", None)) == "Finding":
+            given = [k.value for k in node.keywords if k.arg == "code"] + node.args[1:2]
+            codes |= {g.value for g in given if isinstance(g, ast.Constant) and isinstance(g.value, str)}
+    return codes
+
+
+def test_each_finding_code_is_worded_in_one_module():
+    """One cause, one wording: a code made in two modules drifts into two messages and two fixes
+    (issue 30: acs-redirect, iommu-translating, nvlink-errors, nvlink-links-down, virtual-machine)."""
+    made_in: dict[str, list[str]] = {}
+    for path in sorted((PACKAGE / "analysis").rglob("*.py")):
+        for code in _finding_codes_made(path):
+            made_in.setdefault(code, []).append(str(path.relative_to(PACKAGE)))
+    assert made_in.get("acs-redirect")  # the scan finds what it looks for
+    assert {code: where for code, where in made_in.items() if len(where) > 1} == {}

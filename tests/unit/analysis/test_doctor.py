@@ -308,9 +308,11 @@ def test_several_acs_bridges_get_one_shell_line_for_all(tmp_path):
 
     two_gpus_under_root_ports(tmp_path, real_acs_controls()["on"])
     fix = next(f for f in _report(tmp_path).findings if f.code == "acs-redirect").fix
-    loop = fix.split("all 2 bridges at once: `")[1].rstrip("`")
-    assert shlex.split(loop)[:4] == ["for", "b", "in", "0000:40:01.1"]
+    loop = "for b in" + fix.split("`for b in")[1].split("`")[0]
+    assert shlex.split(loop)[:5] == ["for", "b", "in", "0000:40:01.1", "0000:60:01.1;"]
     assert 'sudo setpci -s "$b" ECAP_ACS+6.w=0000' in loop
+    # the kernel keeps only the last pci=disable_acs_redir= option: one option lists every bridge
+    assert fix.count("pci=disable_acs_redir=") == 2 and "`pci=disable_acs_redir=0000:40:01.1;0000:60:01.1`" in fix
 
 
 def test_acs_spares_pairs_joined_by_nvlink(tmp_path):

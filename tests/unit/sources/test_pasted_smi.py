@@ -38,7 +38,7 @@ def test_megabyte_lines_of_spaces_in_a_fabric_section_or_a_link_line_are_read_at
     spaces = " " * 1_000_000
     parsed = parse_pasted(f"GPU 0: NVIDIA A100\n  Link 1: <inactive>{spaces}x\n  Link 2: 25 GB/s{spaces}\n"
                           f"Fabric\n  A{spaces}b\n  B{spaces}:{spaces}c{spaces}\n  State : Completed\n")
-    assert parsed.nvlink_states == {0: {1: False, 2: True}}
+    assert [n for n, _ in parsed.nvlink_status] == [0, 2, 3]  # kept whole for sources.nvlink, bounded by it
     assert parsed.fabric[0].fields == {"B": "c", "State": "Completed"}
 
 
@@ -46,4 +46,4 @@ def test_numbers_of_thousands_of_digits_are_no_gpu_link_or_count_and_no_tracebac
     nines = "9" * 5000
     parsed = parse_pasted(f"GPU {nines}: NVIDIA A100\nGPU 0: NVIDIA A100\n  Link {nines}: <inactive>\n"
                           f"  Link 1: Replay Errors: {nines}\n  Link 2: Replay Errors: 3\n")
-    assert parsed.nvlink_errors == {0: {2: {"replay": 3}}} and parsed.nvlink_states == {}
+    assert parsed.nvlink_errors == {0: {2: {"replay": 3}}} and parsed.nvlink_status == []
