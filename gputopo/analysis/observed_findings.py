@@ -7,6 +7,7 @@
 - ``pcie-path-narrow``: a pair whose link type the source does not give copies below what one PCIe
   Gen3 x16 link carries both with P2P and staged through host memory: a narrow or slow link on the
   path (x4/x8 slot, chipset lanes, a riser), not P2P;
+- ``gpu-slow-to-every-peer``: one GPU copies slower than the others to every peer (``slow_gpu_findings``);
 - ``nccl-not-p2p``: NCCL connected two GPUs of one host through SHM or the network although the
   topology says they can peer (NVLink, or P2P ok), naming the setting that explains it where the
   log shows one (NCCL_P2P_DISABLE, NCCL_P2P_LEVEL);
@@ -39,6 +40,7 @@ from gputopo.analysis.measured import (
 )
 from gputopo.analysis.nccl_paths import host_memory_findings
 from gputopo.analysis.pcie_findings import LINK_QUERY
+from gputopo.analysis.slow_gpu_findings import slow_gpu_findings
 from gputopo.model import Finding, Link, Topology
 from gputopo.notation import count_word
 
@@ -61,6 +63,7 @@ def observed_findings(topology: Topology) -> list[Finding]:
         *_above_line_rate(compared),
         *_p2p_slower(measured),
         *_narrow_path(topology, measured),
+        *slow_gpu_findings(topology, measured),
         *(_nccl_transports(topology) + host_memory_findings(topology) or _nccl_p2p_off(topology)),
         *_nccl_refused(topology),
         *_nccl_ipc_failed(topology),
