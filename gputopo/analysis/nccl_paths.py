@@ -210,11 +210,6 @@ _WHY = {"setting": _setting, "refused": _refused, "allowed": _allowed, "sockets"
 _WITHIN_EVERY_DEFAULT = frozenset({"PIX", "PXB"})
 
 
-def within_nccl_level(link: Link) -> bool:
-    """Is the pair's path within every default P2P level of NCCL (NVLink, PIX, PXB)?"""
-    return link.is_nvlink or NCCL_PATH_OF_WORD.get(link.type) in _WITHIN_EVERY_DEFAULT
-
-
 def nccl_without_p2p(words: set[str]) -> str:
     """What NCCL does between GPU pairs CUDA says cannot peer (NVML's P2P status is the driver's
     answer CUDA gives too), their link words ``words``: stated as NCCL's rule."""
