@@ -22,13 +22,15 @@ def with_findings(topology: Topology, diagnosed: bool = True) -> Topology:
     findings only (a GPU the reader found lost), for a command that shows no finding."""
     from gputopo.analysis.reading_notes import add_reading_findings
 
-    add_reading_findings(topology)
-    if not diagnosed:
-        return topology
-    from gputopo.analysis.diagnose import diagnose
+    from gputopo.analysis.finding_kinds import with_kinds
 
-    for finding in diagnose(topology):
-        topology.add_finding(finding)
+    add_reading_findings(topology)
+    if diagnosed:
+        from gputopo.analysis.diagnose import diagnose
+
+        for finding in diagnose(topology):
+            topology.add_finding(finding)
+    with_kinds(topology.diagnostics)  # each a fault, a design fact or a note (one table)
     return topology
 
 

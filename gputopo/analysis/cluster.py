@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from typing import Callable
 
 from gputopo.analysis import with_findings
+from gputopo.analysis.finding_kinds import with_kinds
 from gputopo.analysis.nics import FAR_PATH, nearest_nics, nic_label
 from gputopo.model import PCIE_PATHS, Finding, Topology, nvlink_count_of
 from gputopo.model.cluster import Cluster
@@ -167,5 +168,5 @@ def cluster_findings(cluster: Cluster) -> list[Finding]:
 def cluster_with_findings(topologies: list[Topology]) -> Cluster:
     """The hosts, each with its own findings (made where missing), and the findings about them together."""
     cluster = Cluster(hosts=[with_findings(t) for t in topologies])
-    cluster.diagnostics = cluster_findings(cluster)
+    cluster.diagnostics = with_kinds(cluster_findings(cluster))
     return cluster

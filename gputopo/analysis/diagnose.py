@@ -35,6 +35,7 @@ from collections import defaultdict
 
 from gputopo.analysis.disagreements import disagreement_findings
 from gputopo.analysis.measured import measured_links
+from gputopo.analysis.nccl_paths import nccl_if_cuda_allows, nccl_without_p2p
 from gputopo.analysis.nvlink_findings import nvlink_fabric, nvlinks_down
 from gputopo.analysis.observed_findings import observed_findings
 from gputopo.analysis.vm_findings import virtual_machine
@@ -242,9 +243,11 @@ def _p2p_unsupported(topology: Topology) -> list[Finding]:
     for link in table.examples:
         read, write = link.p2p_read, link.p2p_write
         word_of_kind.append(read if read is not None and read != P2P_OK else (write if write is not None and write != P2P_OK else None))
+    links_of_word: dict[str, list[Link]] = defaultdict(list)  # one link of each kind: its path words
     for word in [w for w in dict.fromkeys(word_of_kind) if w is not None]:  # (in order of first link)
         chosen = table.kinds_where(k for k, w in enumerate(word_of_kind) if w == word)
         by_word[word] = list(zip(itertools.compress(table.ends_a, chosen), itertools.compress(table.ends_b, chosen)))
+        links_of_word[word] = [link for link, w in zip(table.examples, word_of_kind) if w == word]
     findings = []
     for word in sorted(by_word, key=lambda w: list(P2P_STATUS_MEANING).index(w) if w in P2P_STATUS_MEANING else 99):
         pairs = sorted(by_word[word])
@@ -257,17 +260,23 @@ def _p2p_unsupported(topology: Topology) -> list[Finding]:
                 message=(
                     f"P2P status unknown between GPU pairs {pair_list(pairs)}: U = {meaning}; "
                     "if they cannot peer, their copies are staged through host memory"
+                    + _nccl_clause(nccl_if_cuda_allows({lk.type for lk in links_of_word[word]},
+                                                       any(lk.is_nvlink for lk in links_of_word[word])))
                     if unknown
                     else f"No P2P between GPU pairs {pair_list(pairs)}: {word} = {meaning}; "
-                    "their copies go through host memory (CUDA stages them, NCCL uses its SHM transport), "
-                    "and a program that tries peer access anyway gets an error (TensorFlow logs it and goes on; NCCL "
-                    "stops: 'failed to open CUDA IPC handle')"
+                    "their copies go through host memory: CUDA stages them, and "
+                    + nccl_without_p2p({lk.type for lk in links_of_word[word]})
+                    + "; a program that asks for peer access anyway gets an error (TensorFlow logs it and goes on)"
                 ),
                 gpus=sorted({g for pair in pairs for g in pair}),
                 fix=P2P_FIX.get(word),
             )
         )
     return findings
+
+
+def _nccl_clause(text: str) -> str:
+    return f" ({text})" if text else ""
 
 
 def _mig(topology: Topology) -> list[Finding]:

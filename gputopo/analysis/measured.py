@@ -7,6 +7,7 @@ their ratio and its rating, and the best figure to rank by (a measurement wins o
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import operator
 from dataclasses import dataclass
@@ -193,30 +194,55 @@ def measured_links(topology: Topology) -> list[Link]:
 _MEASURED = operator.attrgetter("measured")
 
 
-def merge_measurements(topology: Topology, bench: Topology, bench_path: str) -> int:
-    """Copy ``bench``'s measured links onto ``topology`` (same GPU pairs); returns how many.
+def merge_measurements(topology: Topology, bench: Topology, bench_path: str, join_by_index: bool = False) -> int:
+    """Copy ``bench``'s measured links onto ``topology``'s links of the same GPU pairs; returns how many.
 
-    The two must describe the same GPUs: where both know a GPU's PCI bus id, they must agree."""
+    GPUs are joined by PCI bus id, else by UUID, where every measured GPU has one: a GPU of the
+    bench that ``topology`` lacks refuses the bench (other GPUs). Without either, joining by index
+    assumes both number the GPUs alike: refused in one line unless ``join_by_index``
+    (``--join-by-index``). Host memory measured on logical CPU devices (``bench-p2p --cpu-devices``)
+    never lands on GPU links, whatever is asked."""
     measured = [lk for lk in bench.links if lk.measured is not None]
     if not measured:
         raise InputError(f"{bench_path} has no measurements (save one with `gputopo bench-p2p --save FILE`)")
-    for gpu in bench.gpus:
-        try:
-            mine = topology.gpu(gpu.index)
-        except KeyError:
-            raise InputError(f"{bench_path} measures GPU {gpu.index}, which this topology does not have") from None
-        if gpu.pci_bus_id and mine.pci_bus_id and gpu.pci_bus_id != mine.pci_bus_id:
-            raise InputError(
-                f"{bench_path} was measured on other GPUs: its GPU {gpu.index} is {gpu.pci_bus_id}, here it is {mine.pci_bus_id}"
-            )
+    if any(lk.measured.device_kind != "GPU" for lk in measured):
+        raise InputError(f"{bench_path} measured host memory on logical CPU devices (bench-p2p --cpu-devices), not "
+                         "GPUs: its figures are not laid on GPU links")
+    index_of = _bench_join(topology, bench, bench_path, join_by_index)
     links = topology.link_map()
     count = 0
     for lk in measured:
-        target = links.get((lk.a, lk.b))
+        a, b = index_of[lk.a], index_of[lk.b]
+        target = links.get((min(a, b), max(a, b)))
         if target is not None:
-            target.measured = lk.measured
+            target.measured = lk.measured if a < b else _reversed(lk.measured)
             count += 1
     return count
+
+
+def _bench_join(topology: Topology, bench: Topology, bench_path: str, join_by_index: bool) -> dict[int, int]:
+    """``{bench GPU index: topology's}`` by bus id, else UUID, else (asked for) by index."""
+    for field, what in (("pci_bus_id", "PCI bus id"), ("uuid", "UUID")):
+        mine = {getattr(g, field): g.index for g in topology.gpus if getattr(g, field)}
+        if mine and bench.gpus and all(getattr(g, field) for g in bench.gpus):
+            other = [g for g in bench.gpus if getattr(g, field) not in mine]
+            if other:
+                raise InputError(f"{bench_path} was measured on other GPUs: its GPU {other[0].index} is "
+                                 f"{what} {getattr(other[0], field)}, which this topology does not have")
+            return {g.index: mine[getattr(g, field)] for g in bench.gpus}
+    if not join_by_index:
+        raise InputError(f"{bench_path} does not name its GPUs by PCI bus id or UUID, so which GPUs it measured "
+                         "cannot be told: give --join-by-index to lay its figures on the GPUs of the same index")
+    for gpu in bench.gpus:
+        if _gpu_or_none(topology, gpu.index) is None:
+            raise InputError(f"{bench_path} measures GPU {gpu.index}, which this topology does not have")
+    return {g.index: g.index for g in bench.gpus}
+
+
+def _reversed(measurement: Measurement) -> Measurement:
+    return dataclasses.replace(measurement, a_to_b_gbps=measurement.b_to_a_gbps, b_to_a_gbps=measurement.a_to_b_gbps,
+                               p2p_off_a_to_b_gbps=measurement.p2p_off_b_to_a_gbps,
+                               p2p_off_b_to_a_gbps=measurement.p2p_off_a_to_b_gbps)
 
 
 def _gpu_or_none(topology: Topology, index: int) -> Gpu | None:

@@ -203,3 +203,30 @@ def _unknown(words: str, level: str | None) -> tuple[str, str, str]:
 
 _WHY = {"setting": _setting, "refused": _refused, "allowed": _allowed, "sockets": _sockets, "host-bridge": _host_bridge,
         "switch": _switch, "unknown": _unknown}
+
+
+# Paths within every default P2P level of NCCL (NVLink, PCIe switches); PHB, NODE and SYS are beyond
+# it on most hosts (``DEFAULT_LEVEL``).
+_WITHIN_EVERY_DEFAULT = frozenset({"PIX", "PXB"})
+
+
+def nccl_without_p2p(words: set[str]) -> str:
+    """What NCCL does between GPU pairs CUDA says cannot peer (NVML's P2P status is the driver's
+    answer CUDA gives too), their link words ``words``: stated as NCCL's rule."""
+    beyond = sorted(w for w in words if w in NCCL_PATH_OF_WORD and NCCL_PATH_OF_WORD[w] not in _WITHIN_EVERY_DEFAULT)
+    level = f"; {'/'.join(beyond)} is also beyond NCCL's default P2P level on most hosts" if beyond else ""
+    return f"NCCL uses its SHM transport there (it does not try P2P where CUDA says a pair cannot peer{level})"
+
+
+def nccl_if_cuda_allows(words: set[str], nvlink: bool) -> str:
+    """What NCCL does between pairs whose P2P status is unknown, by their link words: it tries P2P
+    only within its P2P level and where CUDA says the pair can peer; where such a try fails, it stops."""
+    within = nvlink or any(NCCL_PATH_OF_WORD.get(w) in _WITHIN_EVERY_DEFAULT for w in words)
+    beyond = sorted(w for w in words if w in NCCL_PATH_OF_WORD and NCCL_PATH_OF_WORD[w] not in _WITHIN_EVERY_DEFAULT)
+    parts = []
+    if within:
+        parts.append("where CUDA says such a pair can peer NCCL tries P2P (its path is within NCCL's P2P level) "
+                     "and stops if the peer mapping fails ('failed to open CUDA IPC handle')")
+    if beyond:
+        parts.append(f"over {'/'.join(beyond)} NCCL uses its SHM transport by its default P2P level on most hosts")
+    return "; ".join(parts)

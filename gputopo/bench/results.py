@@ -14,6 +14,7 @@ import statistics
 from dataclasses import dataclass, field
 from typing import Any, Iterable
 
+from gputopo.analysis.finding_kinds import with_kinds
 from gputopo.model import Finding, Gpu, Measurement, Topology, make_link
 
 BENCH_SCHEMA = "gputopo.bench-p2p/1"
@@ -251,7 +252,7 @@ class BenchResult:
             "quick": self.quick,
             "pair_classes": list(self.pair_classes),
             "concurrent_rounds": list(self.concurrent_rounds),
-            "findings": [dataclasses.asdict(f) for f in self.findings()],
+            "findings": [dataclasses.asdict(f) for f in with_kinds(self.findings())],
         }
 
     def findings(self) -> list[Finding]:
@@ -343,4 +344,5 @@ def apply_measurements(topology: Topology, result: BenchResult) -> list[tuple[in
                 gpus=sorted({g for pair in updated for g in pair}),
             )
         )
+    with_kinds(topology.diagnostics)
     return updated

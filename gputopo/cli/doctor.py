@@ -7,11 +7,13 @@ from typing import Annotated, Optional
 import typer
 
 from gputopo.cli import JsonOption, command
+from gputopo.cli.scan import ExpectGpusOption, FailOnDesignOption
 
 FailOnOption = Annotated[
     Optional[str],
     typer.Option("--fail-on", metavar="LEVEL",
-                 help="Exit with code 1 when a finding is at least this severe: warning or error (Slurm prologs, CI)."),
+                 help="Exit with code 1 when a fault (not a design fact or a note) is at least this severe: warning or "
+                      "error (Slurm prologs, CI)."),
 ]
 
 
@@ -26,6 +28,8 @@ def doctor_command(
     ] = None,
     json_output: JsonOption = False,
     fail_on: FailOnOption = None,
+    fail_on_design: FailOnDesignOption = False,
+    expect_gpus: ExpectGpusOption = None,
     topology: Annotated[
         Optional[str],
         typer.Option("--topology", metavar="FILE",
@@ -42,7 +46,7 @@ def doctor_command(
     """Why P2P is slow, wrong or hangs: ACS, IOMMU, PCIe links trained down, NVLinks down, Fabric
     Manager, GPUDirect RDMA, /dev/shm and NCCL variables; each finding with its cause, the evidence
     read, its effect on GPU pairs and the fix. Checks it cannot make say why."""
-    from gputopo.cli.scan import _fail_on_findings, checked_fail_on
+    from gputopo.cli.scan import _fail_on_findings, checked_fail_on, expectation
 
     checked_fail_on(fail_on)
     if topology is not None and save is None:
@@ -51,7 +55,8 @@ def doctor_command(
         raise InputError("--topology names the snapshot that --save annotates: give --save FILE too")
     topo = _topology_to_annotate(topology, save) if save is not None else None
     index_of = {g.pci_bus_id: g.index for g in topo.gpus if g.pci_bus_id} if topo is not None else None
-    report = _report(from_files or [], root, index_of)
+    expected = expectation(expect_gpus, live=not from_files and root is None)
+    report = _report(from_files or [], root, index_of, expected)
     if topo is not None and save is not None:
         _save_with_health(report, topo, save)
     if json_output:
@@ -63,7 +68,7 @@ def doctor_command(
 
         render_doctor(report)
     if fail_on is not None:
-        _fail_on_findings(report.findings, fail_on)
+        _fail_on_findings(report.findings, fail_on, fail_on_design)
 
 
 def _topology_to_annotate(topology_file: str | None, save: str):
@@ -81,25 +86,46 @@ def _save_with_health(report, topo, save: str) -> None:
     from gputopo.analysis.reading_notes import add_reading_findings
     from gputopo.sources.snapshot import save_snapshot
 
+    from gputopo.analysis.finding_kinds import with_kinds
+
     add_reading_findings(topo)  # what the reader noticed, in words, first (as every snapshot holds it)
     apply_health(topo, report)
+    with_kinds(topo.diagnostics)
     save_snapshot(topo, save)
 
 
-def _report(from_files: list[str], root: str | None, index_of: dict[str, int] | None = None):
+def _report(from_files: list[str], root: str | None, index_of: dict[str, int] | None = None,
+            expected: tuple[int, str] | None = None):
+    """doctor's report on the evidence, each finding with its kind, and the GPU count checked."""
     import os
 
     from gputopo.analysis.doctor import doctor
-    from gputopo.sources.doctor_input import evidence_from_files, evidence_of_host
+    from gputopo.sources import doctor_input
 
     if from_files:
         if root is not None:
             from gputopo.errors import InputError
 
             raise InputError("give either --from (saved evidence) or --root, not both")
-        with evidence_from_files(from_files) as evidence:
-            return doctor(evidence, index_of)
-    return doctor(evidence_of_host(root or "/", dict(os.environ)), index_of)
+        with doctor_input.evidence_from_files(from_files) as evidence:
+            return _judged(doctor(evidence, index_of), evidence, expected)
+    evidence = doctor_input.evidence_of_host(root or "/", dict(os.environ))
+    return _judged(doctor(evidence, index_of), evidence, expected)
+
+
+def _judged(report, evidence, expected: tuple[int, str] | None):
+    """``report`` with ``--expect-gpus``'s check (first, as the worst news) and every finding's kind."""
+    from gputopo.analysis.expected_gpus import expected_gpus_findings, visible_in_evidence
+    from gputopo.analysis.finding_kinds import with_kinds
+
+    if expected is not None:
+        visible, unseen = visible_in_evidence(evidence)
+        found = expected_gpus_findings(visible, expected[0], expected[1], unseen=unseen)
+        report.findings[:0] = found
+        report.check("gpus-expected", "not-made" if visible is None else ("problem" if found else "ok"),
+                     f"{visible if visible is not None else '?'} visible, {expected[0]} expected ({expected[1]})")
+    with_kinds(report.findings)
+    return report
 
 
 @command("gather")

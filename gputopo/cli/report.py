@@ -34,6 +34,11 @@ def report_command(
         Optional[str],
         typer.Option("--bench", help="A snapshot saved by `bench-p2p --save`: label links with measured GB/s.", metavar="SNAPSHOT"),
     ] = None,
+    join_by_index: Annotated[
+        bool,
+        typer.Option("--join-by-index", help="Lay --bench figures on the GPUs of the same index where the bench names "
+                                             "its GPUs by neither PCI bus id nor UUID (assumes one numbering)."),
+    ] = False,
     gpus: Annotated[
         Optional[int], typer.Option("--gpus", "-n", help="Plan for K GPUs: highlight the best group, with its lines.")
     ] = None,
@@ -57,7 +62,7 @@ def report_command(
     else:
         topology = resolve(request)
         if bench is not None:
-            merge_measurements(topology, read_file(bench), bench)
+            merge_measurements(topology, read_file(bench), bench, join_by_index)
         topology = with_findings(topology)
     recommendation = None
     if gpus is not None:

@@ -11,6 +11,19 @@ from gputopo.cli import FromOption, HostOption, JsonOption, MachineOption, TfLog
 if TYPE_CHECKING:
     from gputopo.model import Finding, Topology
 
+FailOnDesignOption = Annotated[
+    bool,
+    typer.Option("--fail-on-design",
+                 help="With --fail-on: count design findings too (cross-socket pairs, TNS, GPUs that cannot peer: "
+                      "how the machine is built), not only faults."),
+]
+ExpectGpusOption = Annotated[
+    Optional[int],
+    typer.Option("--expect-gpus", metavar="N", min=0,
+                 help="Fail (a gpus-missing finding, an error) when fewer than N GPUs are visible; default: the job's "
+                      "GPUs in Slurm's environment (SLURM_JOB_GPUS, SLURM_GPUS_ON_NODE) on this host; 0: no check."),
+]
+
 
 @command("scan")
 def scan(
@@ -38,10 +51,13 @@ def scan(
         Optional[str],
         typer.Option(
             "--fail-on",
-            help="Exit with code 1 when a finding is at least this severe: warning or error (for CI and Slurm prologs).",
+            help="Exit with code 1 when a fault (not a design fact or a note) is at least this severe: warning or "
+            "error (for CI and Slurm prologs).",
             metavar="LEVEL",
         ),
     ] = None,
+    fail_on_design: FailOnDesignOption = False,
+    expect_gpus: ExpectGpusOption = None,
 ) -> None:
     """Show how the GPUs are wired: links, P2P support, NUMA/CPU affinity, PCIe and NVLink, findings.
     --from may be given several times: files of one host are merged (a topo -m and a bandwidth test,
@@ -59,9 +75,13 @@ def scan(
             topologies = topologies_for(request)
     else:
         topologies = topologies_for(request)
+    expected = expectation(expect_gpus, live=not (request.from_files or machine or tf_log or tf_run))
+    if expected is not None:
+        for one in topologies:
+            add_expected_findings(one, *expected)
     if len(topologies) > 1:
         _scan_hosts(topologies, [option for option, given in (("--save", save), ("--svg", svg)) if given is not None],
-                    json_output, fail_on)
+                    json_output, fail_on, fail_on_design)
         return
     (topo,) = topologies
     if save is not None:
@@ -84,7 +104,29 @@ def scan(
 
         render_topology(topo)
     if fail_on is not None:
-        _fail_on_findings(topo.diagnostics, fail_on)
+        _fail_on_findings(topo.diagnostics, fail_on, fail_on_design)
+
+
+def expectation(expect_gpus: int | None, live: bool) -> tuple[int, str] | None:
+    """(GPUs expected, what says so): ``--expect-gpus N``; else, on this host (``live``), Slurm's
+    environment (``analysis.expected_gpus``); None: nothing expected (``--expect-gpus 0``)."""
+    import os
+
+    from gputopo.analysis.expected_gpus import expected_from_env
+
+    if expect_gpus is not None:
+        return (expect_gpus, f"--expect-gpus {expect_gpus}") if expect_gpus > 0 else None
+    return expected_from_env(os.environ) if live else None
+
+
+def add_expected_findings(topology: Topology, expected: int, why: str) -> None:
+    """A ``gpus-missing`` fault on ``topology`` where it shows fewer than ``expected`` GPUs."""
+    from gputopo.analysis.expected_gpus import expected_gpus_findings
+    from gputopo.analysis.finding_kinds import with_kinds
+
+    where = f" on host {topology.host}" if topology.host else ""
+    for finding in with_kinds(expected_gpus_findings(len(topology.gpus), expected, why, where)):
+        topology.diagnostics.insert(0, finding)
 
 
 FAIL_ON_LEVELS = ("warning", "error")
@@ -98,7 +140,8 @@ def checked_fail_on(fail_on: str | None) -> None:
         raise InputError(f"--fail-on must be {' or '.join(FAIL_ON_LEVELS)}, not {fail_on!r}")
 
 
-def _scan_hosts(topologies: list[Topology], one_topology_options: list[str], json_output: bool, fail_on: str | None) -> None:
+def _scan_hosts(topologies: list[Topology], one_topology_options: list[str], json_output: bool, fail_on: str | None,
+                fail_on_design: bool = False) -> None:
     """``scan --from a.json --from b.json ...`` of several hosts: side by side."""
     if one_topology_options:
         from gputopo.errors import InputError
@@ -117,15 +160,20 @@ def _scan_hosts(topologies: list[Topology], one_topology_options: list[str], jso
 
         render_cluster(cluster)
     if fail_on is not None:
-        _fail_on_findings([*cluster.diagnostics, *(f for t in cluster.hosts for f in t.diagnostics)], fail_on)
+        _fail_on_findings([*cluster.diagnostics, *(f for t in cluster.hosts for f in t.diagnostics)], fail_on,
+                          fail_on_design)
 
 
-def _fail_on_findings(findings: list[Finding], level: str) -> None:
-    """``--fail-on LEVEL``: a ``CheckFailed`` (exit code 1) when any finding is at least ``level``."""
+def _fail_on_findings(findings: list[Finding], level: str, design: bool = False) -> None:
+    """``--fail-on LEVEL``: a ``CheckFailed`` (exit code 1) when any fault (and, with ``design``, any
+    design finding) is at least ``level``; notes never count (``analysis.finding_kinds``)."""
+    from gputopo.analysis.finding_kinds import counted
     from gputopo.errors import CheckFailed
-    from gputopo.model import SEVERITIES
     from gputopo.notation import count_word
 
-    hits = [f for f in findings if SEVERITIES.index(f.severity) >= SEVERITIES.index(level)]
+    hits = counted(findings, level, design)
     if hits:
-        raise CheckFailed(f"{count_word(len(hits), 'finding')} at or above {level} (--fail-on {level})")
+        what = "fault or design finding" if design else "fault"
+        codes = ", ".join(dict.fromkeys(f.code for f in hits))
+        raise CheckFailed(f"{count_word(len(hits), what)} at or above {level} ({codes}; --fail-on {level}"
+                          + (" --fail-on-design)" if design else ")"))

@@ -181,6 +181,9 @@ class Finding:
     # ReqRedir+ CmpltRedir+"), and what it does to which GPU pairs. Absent from older snapshots.
     evidence: list[str] = field(default_factory=list)
     effect: str | None = None
+    # "fault" (fix it), "design" (the machine is built so: placement advice) or "note": set by
+    # gputopo.analysis.finding_kinds from its one table (None: not yet classified; older snapshots).
+    kind: str | None = None
 
 
 # The Disagreement subject that records how two sources' GPUs were matched (not a disagreement).

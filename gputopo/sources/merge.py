@@ -59,6 +59,10 @@ def _merge_into(merged: Topology, kept_from: str, part: Topology, other_from: st
         raise InputError(f"{kept_from} is of host {merged.host}, {other_from} of host {part.host}: "
                          "several --from of different hosts are one snapshot per host (each naming its host)")
     merged.host = merged.host or part.host
+    for name, one in ((kept_from, merged), (other_from, part)):
+        if any(link.measured is not None and link.measured.device_kind != "GPU" for link in one.links):
+            raise InputError(f"{name} measured host memory on logical CPU devices (bench-p2p --cpu-devices), not "
+                             "GPUs: its figures are not laid on another source's GPU links")
     index_of = _join_gpus(merged, kept_from, part, other_from)
     _refuse_other_wiring(merged, kept_from, part, other_from, index_of)
     for gpu in part.gpus:

@@ -34,7 +34,8 @@ def cluster_findings_panel(cluster: Cluster) -> Panel:
     grid.add_column(no_wrap=True, min_width=7)
     grid.add_column()
     for finding in cluster.diagnostics:
-        message = Text(finding.message)
+        message = Text("design: " if finding.kind == "design" else "", style="cyan")
+        message.append(finding.message)
         if finding.fix:
             message.append(f"\nfix: {finding.fix}", style="dim")
         grid.add_row(Text(finding.severity.upper(), style=SEVERITY_STYLE.get(finding.severity, "")), message)

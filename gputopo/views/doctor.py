@@ -29,7 +29,7 @@ def render_doctor(report: DoctorReport) -> None:
         console.print("[green]Nothing wrong found[/green] in the checks that could be made.")
     for finding in report.findings:
         console.print()
-        console.print(f"[{_STYLE[finding.severity]}]{finding.severity.upper()}[/] [bold]{_safe(finding.code)}[/bold]: "
+        console.print(f"[{_STYLE[finding.severity]}]{finding.severity.upper()}[/] [bold]{_safe(finding.code)}[/bold]{' (design)' if finding.kind == 'design' else ''}: "
                       f"{_safe(finding.message)}")
         for line in finding.evidence:
             console.print(f"  evidence: {_safe(line)}")

@@ -320,7 +320,8 @@ def findings_panel(topo: Topology) -> Panel:
     grid.add_column()
     order = {"error": 0, "warning": 1, "info": 2}
     for f in sorted(topo.diagnostics, key=lambda f: order.get(f.severity, 3)):
-        message = Text(f.message)
+        message = Text("design: " if f.kind == "design" else "", style="cyan")  # the machine's build, no fault
+        message.append(f.message)
         if f.fix:
             message.append(f"\nfix: {f.fix}", style="dim")
         grid.add_row(Text(f.severity.upper(), style=SEVERITY_STYLE.get(f.severity, "")), message)

@@ -229,9 +229,11 @@ def test_scan_several_from_shows_the_hosts_side_by_side(cli, tmp_path):
 def test_scan_several_from_fail_on(cli, tmp_path):
     a = save_host(cli, tmp_path, "node1", "--machine", "dgx-h100")
     b = save_host(cli, tmp_path, "node2", "--machine", "two-socket-4gpu")
-    result = cli("scan", "--from", a, "--from", b, "--fail-on", "warning")
+    # the hosts differ in GPUs and wiring, and node2 is two-socket: design findings, no fault
+    assert cli("scan", "--from", a, "--from", b, "--fail-on", "warning").exit_code == 0
+    result = cli("scan", "--from", a, "--from", b, "--fail-on", "warning", "--fail-on-design")
     assert result.exit_code == 1
-    assert "at or above warning" in result.output
+    assert "design findings at or above warning (cluster-gpu-count" in result.output
 
 
 def test_one_from_keeps_the_single_host_output(cli):

@@ -354,3 +354,24 @@ def test_a_vm_with_one_gpu_is_not_told_to_measure_gpu_to_gpu_copies():
     topology = read_file(str(REPO / "tests/fixtures/hardware/2026-11-26-h200-firecracker-run2/gather.tar.gz"))
     [vm] = [f for f in diagnose(topology) if f.code == "virtual-machine"]
     assert vm.message.endswith("with one GPU: no GPU-to-GPU path is involved") and vm.fix is None
+
+
+def test_no_p2p_says_nccl_uses_shm_there_not_that_it_stops():
+    """NCCL takes CUDA's "cannot peer" as "use SHM"; the IPC failure is for pairs it does try (issue 32)."""
+    tns = _by_code(two_socket_4())["p2p-tns"].message
+    assert "NCCL uses its SHM transport there (it does not try P2P where CUDA says a pair cannot peer; SYS is " \
+           "also beyond NCCL's default P2P level on most hosts)" in tns
+    assert "failed to open CUDA IPC handle" not in tns and "NCCL stops" not in tns
+    gns = _by_code(phb_pair())["p2p-gns"].message
+    assert "NCCL uses its SHM transport there" in gns and "PHB is also beyond" in gns
+
+
+def test_unknown_p2p_within_nccls_level_names_the_ipc_failure_only_there():
+    from linktable import link_table
+
+    topology = link_table([["X", "PIX", "SYS"], ["PIX", "X", "SYS"], ["SYS", "SYS", "X"]], numa=[0, 0, 1], p2p="U")
+    unknown = _by_code(topology)["p2p-u"].message
+    assert "where CUDA says such a pair can peer NCCL tries P2P" in unknown
+    assert "'failed to open CUDA IPC handle'" in unknown and "over SYS NCCL uses its SHM transport" in unknown
+    beyond_only = link_table([["X", "SYS"], ["SYS", "X"]], numa=[0, 1], p2p="U")
+    assert "IPC" not in _by_code(beyond_only)["p2p-u"].message

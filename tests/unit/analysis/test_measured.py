@@ -87,3 +87,33 @@ def test_the_one_verdict_rates_figures_and_suspects_those_above_the_line_rate():
     assert verdict(0.6 * 40, 40.0) == "low" and verdict(0.1 * 40, 40.0) == "far-below"
     assert verdict(50.0 * LINE_RATE_SLACK * 0.999, 40.0, 50.0) == "ok"
     assert verdict(50.0 * LINE_RATE_SLACK * 1.01, 40.0, 50.0) == "above-line-rate"
+
+
+def test_merge_measurements_joins_by_bus_id_else_uuid_and_refuses_an_index_join_unless_asked():
+    topo = load_reference("dgx1")
+    bench = load_reference("dgx1")
+    bench.link(0, 1).measured = Measurement(a_to_b_gbps=1.0, b_to_a_gbps=2.0)
+    bench.gpus[0].pci_bus_id, bench.gpus[1].pci_bus_id = bench.gpus[1].pci_bus_id, bench.gpus[0].pci_bus_id
+    assert merge_measurements(topo, bench, "b.json") == 1  # by bus id: the bench's 0 is this topology's 1
+    assert (topo.link(0, 1).measured.a_to_b_gbps, topo.link(0, 1).measured.b_to_a_gbps) == (2.0, 1.0)
+    for gpu in bench.gpus:
+        gpu.pci_bus_id = None
+        gpu.uuid = None
+    with pytest.raises(InputError, match="by PCI bus id or UUID.*--join-by-index"):
+        merge_measurements(load_reference("dgx1"), bench, "b.json")
+    joined = load_reference("dgx1")
+    assert merge_measurements(joined, bench, "b.json", join_by_index=True) == 1
+    assert joined.link(0, 1).measured.a_to_b_gbps == 1.0
+
+
+def test_host_memory_figures_never_land_on_gpu_links():
+    """issue 32: a DGX-1 snapshot and a bench of 4 logical CPU devices (no bus ids)."""
+    from gputopo.sources.registry import read_file
+    from conftest import OWN_FIXTURES
+
+    bench = read_file(str(OWN_FIXTURES / "snapshots" / "bench_cpu4.json"))
+    for join_by_index in (False, True):
+        topo = load_reference("dgx1")
+        with pytest.raises(InputError, match="host memory on logical CPU devices"):
+            merge_measurements(topo, bench, "bench.json", join_by_index)
+        assert not any(link.measured for link in topo.links)

@@ -177,3 +177,70 @@ def test_an_nccl_log_pasted_after_dmesg_is_judged_too(cli, tmp_path):
     assert [f["code"] for f in report["findings"]].count("nvlink-inactive") == 1
     (unread,) = [c for c in report["checks"] if c["name"] == "read the other outputs in paste.txt"]
     assert unread["status"] == "not-made" and "number their GPUs differently" in unread["detail"]
+
+
+# --- faults fail a prolog, GPUs expected (issue 32) ---------------------------------------------
+
+def _expert_says_fault(facts: dict) -> bool:
+    """What EXPECTED.json's expert wrote down as a fault of the capture."""
+    listed = ("acs_redirect_on", "acs_redirect_on_count", "downtrained", "downtrained_unnamed", "iommu_faults",
+              "fallen_off_bus", "inactive_links", "xids", "aer_uncorrected", "aer_corrected", "aer_not_recovered",
+              "nvlink_errors")
+    return (any(facts.get(key) for key in listed) or facts.get("fabric_health_summary") == "Unhealthy"
+            or facts.get("fabric_state") not in (None, "Completed"))
+
+
+_EXPECTED = json.loads((DOCTOR_FIXTURES / "EXPECTED.json").read_text())
+
+
+@pytest.mark.parametrize("name", sorted(_EXPECTED))
+def test_fail_on_warning_fails_each_fault_capture_and_passes_the_rest(cli, name):
+    result = cli("doctor", "--from", str(DOCTOR_FIXTURES / name), "--fail-on", "warning")
+    assert result.exit_code == (1 if _expert_says_fault(_EXPECTED[name]) else 0), result.output
+
+
+def _with_fake_nvml(monkeypatch, fake):
+    import gputopo.sources.doctor_input as doctor_input
+
+    real = doctor_input.evidence_of_host
+    monkeypatch.setattr(doctor_input, "evidence_of_host", lambda root="/", env=None: real(root, env, nvml=fake))
+
+
+def test_expect_gpus_fails_a_host_showing_fewer(cli, tmp_path, monkeypatch):
+    from fake_nvml import FakeNvml
+
+    from gputopo.sources.reference import load_reference
+
+    _healthy(tmp_path)
+    _with_fake_nvml(monkeypatch, FakeNvml(load_reference("two-socket-4gpu")))  # NVML shows 4 GPUs
+    result = cli("doctor", "--root", str(tmp_path), "--expect-gpus", "8", "--fail-on", "error", "--json")
+    assert result.exit_code == 1
+    report = json.loads(result.stdout)
+    (missing,) = [f for f in report["findings"] if f["code"] == "gpus-missing"]
+    assert missing["message"].startswith("4 GPUs visible, 8 expected: expected by --expect-gpus 8")
+    assert missing["kind"] == "fault" and {"name": "gpus-expected", "status": "problem",
+                                           "detail": "4 visible, 8 expected (--expect-gpus 8)"} in report["checks"]
+    assert cli("doctor", "--root", str(tmp_path), "--expect-gpus", "4", "--fail-on", "error").exit_code == 0
+
+
+def test_no_driver_visible_fails_when_slurm_expects_gpus(cli, tmp_path, monkeypatch):
+    """The prolog's case: NVML cannot be loaded, Slurm gave the job 8 GPUs."""
+    import pynvml
+
+    from fake_nvml import FakeNvml
+
+    class NoDriver(FakeNvml):
+        def nvmlInit(self):
+            raise pynvml.NVMLError(pynvml.NVML_ERROR_LIBRARY_NOT_FOUND)
+
+    from gputopo.sources.reference import load_reference
+
+    _healthy(tmp_path)
+    _with_fake_nvml(monkeypatch, NoDriver(load_reference("dgx1")))
+    monkeypatch.setenv("SLURM_JOB_GPUS", "0,1,2,3,4,5,6,7")
+    # (--root makes doctor read a folder, whose host is not this one: the expectation is given for it)
+    result = cli("doctor", "--root", str(tmp_path), "--expect-gpus", "8", "--fail-on", "warning")
+    assert result.exit_code == 1, result.output
+    assert "0 GPUs visible, 8 expected" in " ".join(result.stdout.split())
+    monkeypatch.delenv("SLURM_JOB_GPUS")
+    assert cli("doctor", "--root", str(tmp_path), "--fail-on", "warning").exit_code == 0  # nothing expected

@@ -89,3 +89,17 @@ def test_an_html_page_without_snapshot_is_one_clear_line(cli, tmp_path):
     page.write_text("<!DOCTYPE html><html><body>hello</body></html>")
     line = assert_one_error_line(cli("scan", "--from", str(page)))
     assert "without an embedded gputopo snapshot" in line
+
+
+def test_a_bench_of_cpu_devices_is_refused_on_a_gpu_snapshot_in_one_line(cli, tmp_path):
+    """issue 32: `report --from box.json --bench bench.json`, a DGX-1 and 4 logical CPU devices."""
+    from conftest import OWN_FIXTURES, assert_one_error_line
+
+    box = tmp_path / "box.json"
+    assert cli("scan", "--machine", "dgx1", "--save", str(box)).exit_code == 0
+    bench = str(OWN_FIXTURES / "snapshots" / "bench_cpu4.json")
+    for extra in ((), ("--join-by-index",)):
+        result = cli("report", "--from", str(box), "--bench", bench, "-o", str(tmp_path / "r.html"), *extra)
+        line = assert_one_error_line(result, 2)
+        assert "host memory on logical CPU devices" in line
+    assert not (tmp_path / "r.html").exists()

@@ -1,6 +1,7 @@
 """End-to-end tests of `gputopo scan` / `gputopo machines` on reference machines and snapshots."""
 
 import json
+from pathlib import Path
 
 import pytest
 from conftest import assert_one_error_line
@@ -152,3 +153,67 @@ def test_scan_from_a_topo_m_and_an_nccl_log_of_one_host_names_why_nccl_used_host
     (shm,) = [d for d in json.loads(result.output)["diagnostics"] if d["code"] == "nccl-shm-between-gpus"]
     assert shm["severity"] == "info" and shm["gpus"] == [0, 1, 2, 3]
     assert "GPUs 0-3, 1-2 (NODE)" in shm["message"] and "(inferred" in shm["message"]
+
+
+# --- --fail-on counts faults (analysis/finding_kinds.py); issue 32 ------------------------------
+
+@pytest.mark.parametrize("name", sorted(MACHINES))
+def test_fail_on_warning_passes_every_healthy_reference_machine(cli, name):
+    """A Slurm prolog must not drain a healthy DGX-1: cross-socket pairs and TNS are its design."""
+    result = cli("scan", "--machine", name, "--fail-on", "warning", "--json")
+    assert result.exit_code == 0, result.output
+    kinds = {f["code"]: f["kind"] for f in json.loads(result.stdout)["diagnostics"]}
+    assert FAULT_KIND not in kinds.values(), kinds
+
+
+def test_fail_on_design_opts_the_design_findings_in(cli):
+    result = cli("scan", "--machine", "dgx1", "--fail-on", "warning", "--fail-on-design")
+    assert result.exit_code == 1
+    assert result.stderr.splitlines()[-1] == ("gputopo: error: 2 fault or design findings at or above warning "
+                                              "(cross-socket, p2p-tns; --fail-on warning --fail-on-design)")
+    assert cli("scan", "--machine", "dgx-h100", "--fail-on", "warning", "--fail-on-design").exit_code == 0  # info only
+
+
+FAULT_KIND = "fault"
+CORPUS = Path(__file__).resolve().parents[2] / "fixtures" / "corpus" / "topo"
+
+
+def test_fail_on_warning_fails_a_corpus_capture_with_a_fault(cli):
+    capture = str(CORPUS / "vllm16336_8x_b200_gpu2_no_nvlink_rows_only_cut_after_gpu5.txt")  # GPU 2's NVLinks down
+    result = cli("scan", "--from", capture, "--fail-on", "warning")
+    assert result.exit_code == 1 and "(nvlink-links-down; --fail-on warning)" in result.stderr
+
+
+def test_design_findings_are_marked_in_the_text(cli):
+    out = cli("scan", "--machine", "two-socket-4gpu").stdout
+    assert "design: GPUs 0,1 and 2,3 are on different CPU" in out
+
+
+@pytest.mark.parametrize(("variables", "expect"), [
+    ({"SLURM_JOB_GPUS": "0,1,2,3,4,5,6,7,8,9"}, 1),
+    ({"SLURM_JOB_GPUS": "0,1"}, 0),
+    ({"SLURM_GPUS_ON_NODE": "16"}, 1),
+    ({"SLURM_JOB_ID": "7", "CUDA_VISIBLE_DEVICES": ",".join(map(str, range(9)))}, 1),
+    ({"CUDA_VISIBLE_DEVICES": ",".join(map(str, range(9)))}, 0),  # outside Slurm nothing is expected
+])
+def test_expect_gpus_from_slurm_applies_to_this_host_only(cli, monkeypatch, variables, expect):
+    import gputopo.sources.nvml
+
+    for name in ("SLURM_JOB_GPUS", "SLURM_GPUS_ON_NODE", "SLURM_JOB_ID", "CUDA_VISIBLE_DEVICES"):
+        monkeypatch.delenv(name, raising=False)
+    for name, value in variables.items():
+        monkeypatch.setenv(name, value)
+    monkeypatch.setattr(gputopo.sources.nvml, "probe", lambda: load_reference("dgx1"))  # this host: 8 GPUs
+    live = cli("scan", "--fail-on", "error")
+    assert live.exit_code == expect, live.output
+    assert cli("scan", "--machine", "dgx1", "--fail-on", "error").exit_code == 0  # a file is no host's prolog
+    assert cli("scan", "--expect-gpus", "0", "--fail-on", "error").exit_code == 0  # 0: no check
+
+
+def test_expect_gpus_fails_a_machine_showing_fewer(cli):
+    result = cli("scan", "--machine", "dgx1", "--expect-gpus", "16", "--fail-on", "error", "--json")
+    assert result.exit_code == 1
+    (missing,) = [f for f in json.loads(result.stdout)["diagnostics"] if f["code"] == "gpus-missing"]
+    assert missing["kind"] == "fault" and missing["severity"] == "error"
+    assert missing["message"].startswith("8 GPUs visible, 16 expected: expected by --expect-gpus 16")
+    assert cli("scan", "--machine", "dgx1", "--expect-gpus", "8", "--fail-on", "error").exit_code == 0

@@ -12,6 +12,7 @@ And every repository path a document names exists."""
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shutil
@@ -66,15 +67,26 @@ def _scratch(tmp_path: Path) -> tuple[Path, dict[str, str]]:
     shutil.copy(CAPTURE, work / "node2-topo.txt")
     shutil.copy(TF_LOG, work / "train.log")
     shutil.copy(PAIR / "asus_esc8000a_4x_rtx6000ada_p2pbw.txt", work / "p2p.txt")
-    shutil.copy(OWN_FIXTURES / "snapshots" / "bench_cpu4.json", work / "bench.json")
     # What `scan --save` (NVML, not run here) would have written on a GPU host.
     _gputopo_json("scan", "--machine", "dgx1", "--save", "box.json", "--json", cwd=work)
     shutil.copy(work / "box.json", work / "snap.json")
+    _bench_of(work / "box.json", work / "bench.json")
     for host in ("node1", "node2"):
         _gputopo_json("scan", "--machine", "dgx1", "--host", host, "--save", f"{host}.json", "--json", cwd=work)
     env = {**os.environ, "PATH": f"{bin_dir}{os.pathsep}{os.environ.get('PATH', '')}", "PYTHONPATH": str(REPO),
            "COLUMNS": "100"}
     return work, env
+
+
+def _bench_of(box: Path, bench: Path) -> None:
+    """What `bench-p2p --save` (TensorFlow on GPUs, not run here) would have written on that host:
+    its GPUs with their bus ids, a pair measured (a bench of logical CPU devices is refused on GPUs)."""
+    from gputopo.model import Measurement, Topology
+
+    topology = Topology.from_dict(json.loads(box.read_text()))
+    topology.source, topology.diagnostics = "bench-p2p", []
+    topology.link(0, 1).measured = Measurement(a_to_b_gbps=23.1, b_to_a_gbps=22.9, method="bench-p2p")
+    bench.write_text(topology.to_json_text())
 
 
 def _documents_with_examples() -> list[Path]:

@@ -177,3 +177,17 @@ def test_findings_come_in_the_order_of_the_sources_whether_made_or_noted():
     carried = [n for n in merged.reading_notes if n.code == "carried"]  # kept in words, evidence and all
     assert carried[0].facts["worded"]["evidence"] == ["e"] and merged.diagnostics == []
     assert snapshot.diagnostics[0].code == "carried" and paste.reading_notes == [ReadingNote("pcie-only-matrix")]
+
+
+def test_host_memory_measured_on_cpu_devices_is_never_merged_onto_gpus():
+    """issue 32: a bench of logical CPU devices joined to GPUs by index would lay host-memory figures on GPU links."""
+    from conftest import OWN_FIXTURES
+
+    from gputopo.errors import InputError
+    from gputopo.sources.reference import load_reference
+    from gputopo.sources.registry import read_file
+
+    bench = read_file(str(OWN_FIXTURES / "snapshots" / "bench_cpu4.json"))
+    box = load_reference("two-socket-4gpu")  # as many GPUs as the bench has devices: an index join would go
+    with pytest.raises(InputError, match="host memory on logical CPU devices"):
+        merge_views([box, bench], ["box.json", "bench.json"])

@@ -118,7 +118,7 @@ def test_wrapped_findings_stay_indented_under_their_severity():
 
     text = render(with_findings(two_socket_4()), 80)
     lines = text.split("Findings", 1)[1].splitlines()
-    start = next(k for k, line in enumerate(lines) if line.startswith("│ WARNING GPUs 0,1 and 2,3"))
+    start = next(k for k, line in enumerate(lines) if line.startswith("│ WARNING design: GPUs 0,1 and 2,3"))
     body = lines[start + 1 : start + 4]  # the message's continuation and its fix
     for line in body:
         assert line.startswith("│         ") and line[10] != " ", line
