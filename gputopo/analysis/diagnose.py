@@ -222,9 +222,13 @@ MEASURED_ALIKE_RATIO = 0.9
 
 def _measured_alike(topology: Topology, crossing: list[Link]) -> tuple[float, float] | None:
     """(slowest crossing GB/s, median within-node GB/s) where every crossing pair and some PCIe pairs
-    within one node were measured and the crossing pairs are as fast; else None."""
-    from gputopo.analysis.measured import measured_gbps
+    within one node were measured and the crossing pairs are as fast; else None. Never from a box
+    whose measurements show P2P broken on any pair (slower than staged copies: ACS or the IOMMU):
+    there the pairs within a node are slow for a fault, and their figures relax nothing."""
+    from gputopo.analysis.measured import measured_gbps, measured_links, p2p_slower_than_staged
 
+    if any(p2p_slower_than_staged(link) is not None for link in measured_links(topology)):
+        return None
     across = [measured_gbps(link) for link in crossing]
     keys = {(link.a, link.b) for link in crossing}
     within = sorted(v for v in (measured_gbps(link) for link in topology.links

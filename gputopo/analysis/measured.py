@@ -24,6 +24,9 @@ FAR_BELOW_RATIO = 0.5
 LINE_RATE_SLACK = 1.05
 # Via host faster than direct by this factor: P2P does not help on this pair.
 VIA_HOST_FASTER_RATIO = 1.1
+# P2P figure below this share of the same tool's staged (P2P off) figure: P2P costs, it does not pay
+# on this pair (ACS or the IOMMU redirecting peer traffic: a fault a fix removes).
+P2P_SLOWER_RATIO = 0.9
 
 
 def measured_gbps(link: Link) -> float | None:
@@ -54,8 +57,61 @@ def method_of(m: Measurement | None) -> str:
     return " ".join(words)
 
 
-def best_estimate(link: Link, gpu_a: Gpu | None = None, gpu_b: Gpu | None = None, fewest_links: int = 0) -> Estimate:
-    """The figure to rank ``link`` by: its measurement where there is one, else the estimate."""
+def staged_gbps(m: Measurement | None) -> float | None:
+    """The slower direction of the copies the tool staged through host memory (P2P off), or None."""
+    if m is None or m.device_kind != "GPU":
+        return None
+    values = [v for v in (m.p2p_off_a_to_b_gbps, m.p2p_off_b_to_a_gbps) if v is not None and v > 0]
+    return min(values) if values else None
+
+
+def p2p_slower_than_staged(link: Link) -> tuple[float, float] | None:
+    """``(with P2P, staged)`` GB/s where the pair copied slower with P2P on than the same tool's
+    copies through host memory (``P2P_SLOWER_RATIO``): its P2P path is broken (ACS or the IOMMU
+    redirecting peer traffic), a fault a fix removes; None otherwise."""
+    m = link.measured
+    if m is None or m.p2p_enabled is not True:
+        return None
+    on, off = measured_gbps(link), staged_gbps(m)
+    return (on, off) if on is not None and off is not None and on < P2P_SLOWER_RATIO * off else None
+
+
+def own_link_factor(topology: Topology, link: Link) -> float:
+    """What a pair's staged copies say of its GPUs' own links: its staged figure against the median
+    of the measured pairs of its kind of link, at most 1 (1 where nothing was staged)."""
+    staged = staged_gbps(link.measured)
+    typical = topology.cached("staged_gbps_by_kind", _staged_by_kind).get(link.type)
+    return min(1.0, staged / typical) if staged and typical else 1.0
+
+
+def _staged_by_kind(topology: Topology) -> dict[str, float]:
+    import statistics
+
+    by_kind: dict[str, list[float]] = {}
+    for link in measured_links(topology):
+        value = staged_gbps(link.measured)
+        if value is not None:
+            by_kind.setdefault(link.type, []).append(value)
+    return {kind: statistics.median(values) for kind, values in by_kind.items()}
+
+
+def best_estimate(link: Link, gpu_a: Gpu | None = None, gpu_b: Gpu | None = None, fewest_links: int = 0,
+                  topology: Topology | None = None) -> Estimate:
+    """The figure to rank ``link`` by: its measurement where there is one, else the estimate.
+
+    A measurement is judged before it is used: one of a pair whose P2P is broken (slower than
+    staged copies, ``p2p_slower_than_staged``) describes a fault, not the box, so the pair ranks by
+    its link's estimate (the healthy state, once fixed), scaled by what its staged copies say of its
+    GPUs' own links (``own_link_factor``, given the ``topology``: a GPU on an x8 link stays slow)."""
+    broken = p2p_slower_than_staged(link)
+    if broken is not None:
+        estimate = estimate_link(link, gpu_a, gpu_b, fewest_links)
+        factor = own_link_factor(topology, link) if topology is not None else 1.0
+        scaled = f", x{factor:.2f} for what its staged copies show of its GPUs' links" if factor < 1 else ""
+        low, high = (None if v is None else v * factor for v in (estimate.low_gbps, estimate.high_gbps))
+        return Estimate(estimate.gbps * factor, "estimated",
+                        f"{estimate.explanation}{scaled} (measured {broken[0]:.1f} GB/s set aside: P2P slower than "
+                        f"staged {broken[1]:.1f}, a fault to fix)", low, high, estimate.assumption)
     measured = measured_gbps(link)
     if measured is not None:
         return Estimate(measured, "measured", f"measured {measured:.1f} GB/s ({method_of(link.measured)})")
@@ -65,7 +121,8 @@ def best_estimate(link: Link, gpu_a: Gpu | None = None, gpu_b: Gpu | None = None
 def pair_best(topology: Topology, a: int, b: int) -> Estimate:
     """``best_estimate`` for GPUs ``a`` and ``b`` of ``topology``."""
     link = topology.link(a, b)
-    return best_estimate(link, _gpu_or_none(topology, link.a), _gpu_or_none(topology, link.b), fewest_nvlinks(topology, a, b))
+    return best_estimate(link, _gpu_or_none(topology, link.a), _gpu_or_none(topology, link.b), fewest_nvlinks(topology, a, b),
+                         topology)
 
 
 def best_matrix(topology: Topology) -> dict[tuple[int, int], float]:
@@ -73,7 +130,7 @@ def best_matrix(topology: Topology) -> dict[tuple[int, int], float]:
     result: dict[tuple[int, int], float] = {}
     for link in topology.links:
         est = best_estimate(link, _gpu_or_none(topology, link.a), _gpu_or_none(topology, link.b),
-                            fewest_nvlinks(topology, link.a, link.b))
+                            fewest_nvlinks(topology, link.a, link.b), topology)
         result[(link.a, link.b)] = result[(link.b, link.a)] = est.gbps
     return result
 

@@ -37,6 +37,7 @@ from gputopo.analysis.measured import (
     compare,
     measured_gbps,
     measured_links,
+    p2p_slower_than_staged,
 )
 from gputopo.analysis.nccl_paths import host_memory_findings
 from gputopo.analysis.pcie_findings import LINK_QUERY
@@ -47,7 +48,6 @@ from gputopo.notation import count_word
 # "Tesla V100-SXM2-32GB", "NVIDIA A100-SXM4-80GB": a module on a board (an H100 SXM's name, "H100 80GB
 # HBM3", does not say so: it keeps the card wording).
 _SXM_RE = re.compile(r"\bSXM\d?\b", re.IGNORECASE)
-P2P_SLOWER_RATIO = 0.9  # P2P figure below 90% of the staged one: P2P costs, it does not pay
 # Staged (P2P off) copies below this, per direction, are under what one PCIe Gen3 x16 link carries
 # (~10-12 GB/s staged): the path has a narrow or slow link; P2P within this factor of it does not help.
 NARROW_STAGED_GBPS = 8.0
@@ -110,13 +110,9 @@ def _p2p_slower(measured: list[Link]) -> list[Finding]:
     """One finding for every pair that copies slower with P2P on than staged through host memory."""
     slow: list[tuple[int, int, float, float, str]] = []
     for link in measured:
-        m = link.measured
-        if m.p2p_enabled is not True:
-            continue
-        on = measured_gbps(link)
-        off = [v for v in (m.p2p_off_a_to_b_gbps, m.p2p_off_b_to_a_gbps) if v is not None and v > 0]
-        if on is not None and off and on < P2P_SLOWER_RATIO * min(off):
-            slow.append((link.a, link.b, on, min(off), m.method or "bench-p2p"))
+        broken = p2p_slower_than_staged(link)  # (the rule recommend also sets such figures aside by)
+        if broken is not None:
+            slow.append((link.a, link.b, *broken, link.measured.method or "bench-p2p"))
     if not slow:
         return []
     shown = "; ".join(f"{a}-{b} {on:.1f} vs {off:.1f}" for a, b, on, off, _ in slow[:6])
@@ -145,7 +141,7 @@ def _narrow_path(topology: Topology, measured: list[Link]) -> list[Finding]:
             continue
         on = measured_gbps(link)
         off = [v for v in (m.p2p_off_a_to_b_gbps, m.p2p_off_b_to_a_gbps) if v is not None and v > 0]
-        if on is None or not off or on < P2P_SLOWER_RATIO * min(off):
+        if on is None or not off or p2p_slower_than_staged(link) is not None:
             continue
         gens = [pcie_generation(gpus.get(g)) for g in (link.a, link.b)]
         if any(gen is not None and gen < 3 for gen in gens):

@@ -39,7 +39,7 @@ from __future__ import annotations
 from typing import Iterable
 
 from gputopo.analysis.recommend.advice import advise_group, check_ask, hop_label
-from gputopo.analysis.recommend.explain import explain_ranking, recommendation_notes
+from gputopo.analysis.recommend.explain import explain_ranking, measurements_set_aside, recommendation_notes
 from gputopo.analysis.recommend.jobs import split_jobs
 from gputopo.analysis.recommend.problem import CENTI, Problem, negated_key, numa_domain_of
 from gputopo.analysis.recommend.result import SCHEMA, GroupAdvice, GroupKey, Recommendation, RingHop
@@ -118,6 +118,7 @@ def recommend(
         search=search,
         interchangeable=problem.uniform and problem.links_known and 1 < gpus < problem.n,
         notes=recommendation_notes(topology, problem, gpus),
+        measurements_set_aside=measurements_set_aside(topology),
         source=topology.source,
         label=topology.label,
     )

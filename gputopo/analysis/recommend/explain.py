@@ -155,7 +155,22 @@ def recommendation_notes(topology: Topology, problem: Problem, k: int) -> list[s
 
         methods = sorted({method_of(link.measured) for link in topology.links if link.measured is not None})
         notes.append(f"Ranked by measured GB/s: {measured} pair(s) use measurements ({'; '.join(methods)}) instead of estimates.")
+    set_aside = measurements_set_aside(topology)
+    if set_aside:
+        shown = ", ".join(f"{a}-{b}" for a, b in set_aside[:8]) + (f" and {len(set_aside) - 8} more" if len(set_aside) > 8 else "")
+        notes.append(
+            f"Ranked on the healthy state: {len(set_aside)} pair(s) ({shown}) copied slower with P2P on than staged through "
+            "host memory, a fault on their P2P path (ACS or the IOMMU redirecting peer traffic; `gputopo doctor` names "
+            "it) that a fix removes, so their links' estimates rank them (scaled where their staged copies show a slow "
+            "GPU link). Until it is fixed, NCCL copies faster with NCCL_P2P_DISABLE=1.")
     return notes
+
+
+def measurements_set_aside(topology: Topology) -> list[tuple[int, int]]:
+    """The measured pairs whose figures did not rank (``measured.p2p_slower_than_staged``)."""
+    from gputopo.analysis.measured import measured_links, p2p_slower_than_staged
+
+    return [(link.a, link.b) for link in measured_links(topology) if p2p_slower_than_staged(link) is not None]
 
 
 def _tf_numbering_note(topology: Topology) -> str:

@@ -105,6 +105,9 @@ class Recommendation:
     busy: dict[int, list[str]] = field(default_factory=dict)  # GPUs in use (NVML's live state) and why
     skipped_busy: list[int] = field(default_factory=list)  # of those, the ones left out of the ask
     busy_as_of: str | None = None  # when that live state was read (UTC, ISO 8601); None: not recorded
+    # Measured pairs whose figures were set aside (P2P slower than staged: a fault to fix), ranked on
+    # the healthy state; empty where none.
+    measurements_set_aside: list[tuple[int, int]] = field(default_factory=list)
 
     @property
     def best(self) -> GroupAdvice:
@@ -131,4 +134,10 @@ class Recommendation:
             "busy": {str(gpu): reasons for gpu, reasons in sorted(self.busy.items())},
             "skipped_busy": self.skipped_busy,
             "busy_as_of": self.busy_as_of,
+            "measurements_set_aside": {
+                "pairs": [list(pair) for pair in self.measurements_set_aside],
+                "why": "p2p-slower-than-staged",
+                "ranked_on": "healthy-state",
+                "until_fixed_env": {"NCCL_P2P_DISABLE": "1"},
+            } if self.measurements_set_aside else None,
         }

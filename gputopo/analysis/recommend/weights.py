@@ -44,10 +44,12 @@ class PairWeights:
     measured_pairs: int
 
 
-def figure(link: Link, gpu_a: Gpu | None, gpu_b: Gpu | None, fewest: int) -> tuple[int, str]:
-    """A pair's figure and its basis: measured GB/s win, else the estimate; an unhealthy path below
-    healthy ones; a pair a TF log alone says cannot peer just below an unnamed one."""
-    est = best_estimate(link, gpu_a, gpu_b, fewest) if link.measured is not None else estimate_link(link, gpu_a, gpu_b, fewest)
+def figure(link: Link, gpu_a: Gpu | None, gpu_b: Gpu | None, fewest: int, topology: Topology | None = None) -> tuple[int, str]:
+    """A pair's figure and its basis: measured GB/s win (judged first: a figure of a broken P2P path
+    is set aside for the healthy state, ``measured.best_estimate``), else the estimate; an unhealthy
+    path below healthy ones; a pair a TF log alone says cannot peer just below an unnamed one."""
+    est = (best_estimate(link, gpu_a, gpu_b, fewest, topology) if link.measured is not None
+           else estimate_link(link, gpu_a, gpu_b, fewest))
     weight = round(est.gbps * CENTI)
     if link.health:  # doctor found this pair's path unhealthy (ACS, link down, ...): below healthy pairs
         weight = max(1, weight // UNHEALTHY_DIVISOR)
@@ -73,7 +75,7 @@ class PairBasis:
 
     def __getitem__(self, pair: tuple[int, int]) -> str:
         link = self.links[pair]
-        return figure(link, self.gpus.get(link.a), self.gpus.get(link.b), _fewest(self.topology, link))[1]
+        return figure(link, self.gpus.get(link.a), self.gpus.get(link.b), _fewest(self.topology, link), self.topology)[1]
 
 
 def pair_weights(topology: Topology, index: Sequence[int], links: dict[tuple[int, int], Link], gpus: dict[int, Gpu],
@@ -97,7 +99,7 @@ def _pair_by_pair(topology: Topology, index: Sequence[int], links: dict[tuple[in
             link = links.get((a, b))
             if link is None:
                 raise InputError(f"the topology has no link between GPU {a} and GPU {b}; cannot rank groups")
-            value, how = figure(link, gpus.get(link.a), gpus.get(link.b), _fewest(topology, link))
+            value, how = figure(link, gpus.get(link.a), gpus.get(link.b), _fewest(topology, link), topology)
             weight[i][j] = weight[j][i] = value
             basis[(a, b)] = basis[(b, a)] = how
     return PairWeights(weight, basis, sum(1 for value in basis.values() if value == "measured") // 2)
@@ -153,7 +155,7 @@ def _by_class(topology: Topology, index: Sequence[int], links: Any, gpus: dict[i
     position = {g: p for p, g in enumerate(index)}
     for k in special:  # measured, or doctor found the path unhealthy
         link = every[k]
-        values[k], basis = figure(link, gpus[link.a], gpus[link.b], _fewest(topology, link))
+        values[k], basis = figure(link, gpus[link.a], gpus[link.b], _fewest(topology, link), topology)
         measured += basis == "measured" and link.a in position and link.b in position
     weight = _matrix(len(index), position, table, values)
     for i, row in enumerate(weight):
