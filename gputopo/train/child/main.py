@@ -334,7 +334,11 @@ def _result_file_of(argv: Sequence[str]) -> str | None:
 
 def run_as_program() -> None:
     """``python -m gputopo.train.child``: run, and turn a bad flag into one line and its exit code;
-    either way the process ends with ``_exit``."""
+    either way the process ends with ``_exit``. TensorFlow's native log goes to the file the parent
+    named, before TensorFlow loads (``gputopo.train.native_log``)."""
+    from gputopo.train.native_log import redirect_native_stderr
+
+    redirect_native_stderr()
     try:
         _exit(main())
     except GputopoError as exc:  # bad flags caught in TrainConfig.validate

@@ -33,6 +33,7 @@ from gputopo.train.lifeline import (
     sweep_stale_folders,
 )
 from gputopo.train.launch.plan import ProcessSpec
+from gputopo.train.native_log import last_native_error, log_env
 
 KILL_GRACE_S = 5.0
 POLL_S = 0.1
@@ -238,13 +239,21 @@ def _startup_failure(timeout_s: float, peers: Sequence[str]) -> TrainingFailed:
     )
 
 
+def native_log_of(result_file: Path) -> Path:
+    """Where a child's TensorFlow native log goes: beside its result, in the run's private folder."""
+    return result_file.with_name(result_file.stem + ".tf.log")
+
+
 def _failure(child: ChildProcess, checkpoint_dir: str | None) -> Exception:
     result = read_result(child) or {}
     if "error" in result:
         if result.get("error_type") == "InputError":
             return InputError(result["error"])
         return TrainingFailed(result["error"])
-    return TrainingFailed(f"the {child.label} {describe_exit(child.process.returncode)}; {resume_hint(checkpoint_dir)}")
+    said = last_native_error(native_log_of(child.result_file))
+    tf_said = f"; TensorFlow's last error: {said}" if said else ""
+    return TrainingFailed(f"the {child.label} {describe_exit(child.process.returncode)}{tf_said}; "
+                          f"{resume_hint(checkpoint_dir)}")
 
 
 def describe_exit(returncode: int) -> str:
@@ -287,7 +296,8 @@ def run_training(
             for i, spec in enumerate(processes):
                 result_file = Path(tmp) / f"result-{i}.json"
                 command = spec.command(str(result_file))
-                env = {**spec.env, "TMPDIR": child_temp_folder(Path(tmp), i)}
+                env = {**spec.env, "TMPDIR": child_temp_folder(Path(tmp), i),
+                       **log_env(native_log_of(result_file), {**os.environ, **spec.env})}
                 children.append(start_child(spec.label, wrap(command) if wrap else command, env, result_file, pass_fds))
             multi_worker = config.strategy == "multi-worker"
             results = run_processes(
