@@ -70,6 +70,7 @@ SHAPES: dict[str, tuple[str, str, str]] = {
     "lspci -s ": ("", "lspci -s ", "\n"),
     "ACSCtl: Src+ ": ("01:00.0 x\n", "ACSCtl: Src+ ", "\n"),
     "LnkSta: Speed ": ("01:00.0 x\n", "LnkSta: Speed 8GT/s, ", "\n"),
+    "LnkSta no comma": ("01:00.0 x\n", "LnkSta: Speed 8GT/s ", "\n"),
     "NVRM: Xid": ("", "NVRM: Xid (PCI:0000:01:00): ", "\n"),
     "DMAR: [DMA Read ": ("", "DMAR: [DMA Read ", "\n"),
     "cmdline words": ("BOOT_IMAGE=/vmlinuz ", "a=b ", "\n"),
