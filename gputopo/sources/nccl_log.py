@@ -35,11 +35,10 @@ from dataclasses import dataclass, field
 
 from gputopo.errors import InputError
 from gputopo.model import Gpu, NcclRank, NcclTransport, NcclView, ReadingNote, Topology
-from gputopo.sources.pasted import MAX_GPUS, device_index, lines_of, nccl_bus_id, with_all_pairs
+from gputopo.sources.pasted import MAX_GPUS, capped, device_index, lines_of, nccl_bus_id, with_all_pairs
 
 KIND = "NCCL_DEBUG=INFO log"
 MAX_NOTES = 20
-MAX_LINE_CHARS = 4000  # a longer line is cut: no NCCL message is that long
 
 _LEVEL_RE = re.compile(r"NCCL (INFO|WARN) ?")
 _WHO_RE = re.compile(r"([A-Za-z0-9_.<>\-]+):\d+:\d+")  # host:pid:tid before " [cudaDev] NCCL INFO"
@@ -93,7 +92,7 @@ def read(text: str, source: str) -> Topology:
     """NCCL's view of the job logged in ``text``, and the GPUs it names."""
     state = _State()
     for line in lines_of(text):
-        line = line[:MAX_LINE_CHARS]
+        line = capped(line)  # no NCCL message is that long
         if "NCCL " in line and (m := _LEVEL_RE.search(line)):
             host, thread = _host_of(line[: m.start()])
             if host and not host.startswith("<"):

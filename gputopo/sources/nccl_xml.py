@@ -10,7 +10,9 @@ tree, as nvidia-smi would word it (inferred): another NUMA node SYS, another top
 same node NODE, the same parent bridge PIX, else PXB.
 
 The XML is parsed only after refusing what a topology file never holds: a DOCTYPE or an ENTITY
-(no entity expansion can be triggered), or more than ``MAX_XML_CHARS``. A dump pasted cut short (no
+(no entity expansion can be triggered), more than ``MAX_XML_CHARS``, or elements nested more than
+``MAX_XML_DEPTH`` deep (NCCL's dumps nest a few levels; the tree is walked without recursion all the
+same). Tags are found by one linear pass (``_TAG_RE``). A dump pasted cut short (no
 ``</system>``) is read up to its last whole tag, the elements left open closed; the GPU whose
 ``<gpu>`` element was cut keeps its place and PCIe path, but its pairs without a known NVLink are
 UNKNOWN (its NVLink list may go on), and the cut is said.
@@ -20,6 +22,7 @@ from __future__ import annotations
 
 import re
 import xml.etree.ElementTree as ET
+from typing import Iterator
 
 from gputopo.errors import InputError
 from gputopo.model import (
@@ -34,8 +37,11 @@ from gputopo.sources.pasted import MAX_GPUS, device_index
 
 KIND = "NCCL topology XML"
 MAX_XML_CHARS = 4_000_000
+MAX_XML_DEPTH = 64  # system > cpu > pci (one per PCIe switch level) > gpu > nvlink: a real dump nests about 8
 NVSWITCH_CLASS = "0x068000"
-_TAG_RE = re.compile(r"<(/?)([A-Za-z_][\w.\-]*)[^<>]*?(/?)>")
+# The name is possessive: ``[\w.\-]*`` handing characters back to ``[^<>]*?`` made a tag cut short
+# (``<aaaa...`` with no ``>``) cost the square of its length.
+_TAG_RE = re.compile(r"<(/?)([A-Za-z_][\w.\-]*+)[^<>]*?(/?)>")
 _GEN_OF_SPEED = {"2.5": 1, "5": 2, "5.0": 2, "8": 3, "8.0": 3, "16": 4, "16.0": 4, "32": 5, "32.0": 5, "64": 6, "64.0": 6}
 
 
@@ -55,7 +61,11 @@ def _document(text: str, source: str) -> tuple[ET.Element, list[str] | None]:
         raise InputError(f"{source}: the NCCL topology XML is over {MAX_XML_CHARS} characters; not a real dump")
     if re.search(r"<!(?:DOCTYPE|ENTITY)", text[: start.start() + len(body)], re.IGNORECASE):
         raise InputError(f"{source}: the XML declares a DOCTYPE or ENTITY, which NCCL topology files never do; refused")
-    open_tags = _open_tags(body) if end < 0 else None
+    left_open, depth = _open_tags(body)
+    if depth > MAX_XML_DEPTH:
+        raise InputError(f"{source}: the NCCL topology XML nests elements {depth} deep; NCCL's dumps nest a few "
+                         f"levels (at most {MAX_XML_DEPTH} are read); refused")
+    open_tags = left_open if end < 0 else None
     if open_tags is not None:
         body += "".join(f"</{tag}>" for tag in reversed(open_tags))
     try:
@@ -64,16 +74,18 @@ def _document(text: str, source: str) -> tuple[ET.Element, list[str] | None]:
         raise InputError(f"{source}: the NCCL topology XML is damaged ({str(exc)[:80]})") from None
 
 
-def _open_tags(body: str) -> list[str]:
-    """The elements a cut document leaves open, outermost first."""
+def _open_tags(body: str) -> tuple[list[str], int]:
+    """The elements a cut document leaves open, outermost first, and the deepest nesting seen."""
     stack: list[str] = []
+    depth = 0
     for closing, tag, empty in _TAG_RE.findall(body):
         if closing:
             if stack and stack[-1] == tag:
                 stack.pop()
         elif not empty:
             stack.append(tag)
-    return stack
+            depth = max(depth, len(stack))
+    return stack, depth
 
 
 def read(text: str, source: str) -> Topology:
@@ -85,7 +97,7 @@ def read(text: str, source: str) -> Topology:
     nics: list[Nic] = []
     for numa, cpu in enumerate(root.iter("cpu")):
         node = _int(cpu.get("numaid"))
-        _walk(cpu, [], node if node is not None else numa, gpus, paths, nvlinks, nics)
+        _walk(cpu, node if node is not None else numa, gpus, paths, nvlinks, nics)
     if open_tags is not None and not gpus:
         raise InputError(f"{source}: the NCCL topology XML is cut (no </system>) before its first <gpu>")
     if len(gpus) > MAX_GPUS:
@@ -100,11 +112,18 @@ def read(text: str, source: str) -> Topology:
     return topo
 
 
-def _walk(element: ET.Element, path: list[str], numa: int, gpus: dict[int, Gpu], paths: dict[int, list[str]],
+def _walk(cpu: ET.Element, numa: int, gpus: dict[int, Gpu], paths: dict[int, list[str]],
           nvlinks: dict[int, list[tuple[str, int, str]]], nics: list[Nic]) -> None:
-    for child in element:
-        if child.tag == "pci":
-            _walk(child, path + [child.get("busid", "?")], numa, gpus, paths, nvlinks, nics)
+    """The GPUs and NICs under ``cpu`` in document order, each with its path of ``<pci>`` bus ids
+    (depth first, with a stack of the elements being read: no recursion)."""
+    stack: list[tuple[ET.Element, Iterator[ET.Element], list[str]]] = [(cpu, iter(cpu), [])]
+    while stack:
+        element, children, path = stack[-1]
+        child = next(children, None)
+        if child is None:
+            stack.pop()
+        elif child.tag == "pci":
+            stack.append((child, iter(child), path + [child.get("busid", "?")]))
         elif child.tag == "gpu" and (index := device_index(child.get("dev", ""))) is not None and index not in gpus:
             gpus[index] = _gpu(index, element, path, numa)
             paths[index] = path

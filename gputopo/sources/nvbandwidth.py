@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from gputopo.errors import InputError
 from gputopo.model import Gpu, ReadingNote, Topology
 from gputopo.sources.pasted import (
+    capped,
     device_index,
     hex_bus_id,
     keep_worse,
@@ -31,11 +32,15 @@ from gputopo.sources.pasted import (
 KIND = "nvbandwidth"
 METHOD = "nvbandwidth"
 
-_DEVICE_RE = re.compile(r"^\s*Device (\d+): (.+?)(?: \(([0-9a-fA-F]{4,8}):([0-9a-fA-F]{2}):([0-9a-fA-F]{2})\))?\s*$")
+# The name runs to the end of the line; its PCI address, where printed, is found at the end alone
+# (``(.+?)(?: \(...\))?\s*$`` tried ``\s*$`` at every length of the name: quadratic in a line of blanks).
+_DEVICE_RE = re.compile(r"^\s*+Device (\d{1,9}): (.+)$")
+_BUS_TAIL_RE = re.compile(r" \(([0-9a-fA-F]{4,8}):([0-9a-fA-F]{2}):([0-9a-fA-F]{2})\)$")
 _RUNNING_RE = re.compile(r"^\s*Running (\w+)\.\s*$")
 _SUM_RE = re.compile(r"^\s*SUM (\w+) ")
 _WAIVING_RE = re.compile(r"^\s*Waiving (\w+)\.\s*$")
-_VERSION_RE = re.compile(r"^\s*nvbandwidth Version: v?\d", re.MULTILINE)
+# Blanks of its own line only: ``^\s*`` searched over the whole text ran across every blank line below.
+_VERSION_RE = re.compile(r"^[^\S\n]*+nvbandwidth Version: v?\d", re.MULTILINE)
 # nvbandwidth checks the bytes each copy delivered: a wrong byte stops the run with these lines.
 _WRONG_DATA_RE = re.compile(r"^\s*(?:Invalid value when checking the pattern|ASSERT in expression h_errorFlag)")
 D2D_PREFIX = "device_to_device_"
@@ -91,14 +96,13 @@ def read(text: str, source: str) -> Topology:
     wrong_data: list[str] = []
     i = 0
     while i < len(lines):
-        line = lines[i]
+        line = capped(lines[i])  # matrix rows are read whole (_read_cells)
         if m := _WAIVING_RE.match(line):
             waived.append(m.group(1))
         elif _WRONG_DATA_RE.match(line):
             wrong_data.append(test or "a test")
         elif (m := _DEVICE_RE.match(line)) and (index := device_index(m.group(1))) is not None:
-            bus = hex_bus_id(m.group(3), m.group(4), m.group(5)) if m.group(3) else None
-            gpus[index] = Gpu(index=index, name=m.group(2).strip()[:200], pci_bus_id=bus)
+            gpus[index] = _device(index, m.group(2))
         elif m := _RUNNING_RE.match(line):
             test = m.group(1)
         elif m := DESCRIPTION_RE.search(line):
@@ -111,6 +115,20 @@ def read(text: str, source: str) -> Topology:
             continue
         i += 1
     return topology_from(gpus, matrices, host_columns, source, "nvbandwidth", waived, list(dict.fromkeys(wrong_data)))
+
+
+def _name_and_bus(rest: str) -> tuple[str, str | None]:
+    """``name (dddddddd:bb:dd)`` (the address optional, blanks after it) -> the name and the bus id."""
+    rest = rest.rstrip()
+    tail = _BUS_TAIL_RE.search(rest, max(1, len(rest) - 24))  # the name has at least one character
+    if tail is None:
+        return rest, None
+    return rest[: tail.start()], hex_bus_id(tail.group(1), tail.group(2), tail.group(3))
+
+
+def _device(index: int, rest: str) -> Gpu:
+    name, bus = _name_and_bus(rest)
+    return Gpu(index=index, name=name.strip()[:200], pci_bus_id=bus)
 
 
 def _sum_name(lines: list[str], start: int) -> str | None:

@@ -64,6 +64,8 @@ def _document(text: str, source: str) -> dict[str, Any]:
         raise InputError(f"{source}: the nvbandwidth JSON is nested too deeply to be nvbandwidth's") from None
     except json.JSONDecodeError as exc:
         raise InputError(f"{source}: the nvbandwidth JSON is cut or damaged ({exc.msg} at line {exc.lineno})") from None
+    except ValueError:  # an integer of more than 4300 digits (int() refuses it), which nvbandwidth never prints
+        raise InputError(f"{source}: the nvbandwidth JSON holds a number of thousands of digits; not nvbandwidth's") from None
     return document
 
 

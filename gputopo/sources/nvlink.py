@@ -19,21 +19,29 @@ import re
 
 from gputopo.errors import InputError
 from gputopo.model import Gpu, NvLinkState, Topology, normalize_pci_bus_id
-from gputopo.sources.pasted import device_index, lines_of, number
+from gputopo.sources.pasted import capped, device_index, lines_of, number
 
 KIND = "nvidia-smi nvlink"
 MAX_LINKS_PER_GPU = 64
 
-_GPU_RE = re.compile(r"^\s*GPU (\d+): (.+?)(?: \(UUID: ([^()]{0,80})\))?\s*$")  # a pasted UUID may be elided: "..."
+# Each pattern is anchored or bounded. The GPU's name runs to the end of the line and its UUID, where
+# printed, is found at the end alone (``(.+?)(?: \(UUID: ...\))?\s*$`` tried ``\s*$`` at every length
+# of the name); a far end is looked for after the first ``Remote`` (``.*?Remote.*?(bus id)`` ran to
+# the end of the line from every ``Remote``).
+_GPU_RE = re.compile(r"^\s*+GPU (\d{1,9}): (.+)$")
+_UUID_TAIL_RE = re.compile(r" \(UUID: ([^()]{0,80})\)$")  # a pasted UUID may be elided: "..."
 _UUID_RE = re.compile(r"GPU-[0-9a-fA-F-]+")
-_STATE_RE = re.compile(r"^\s*Link (\d+): (?:(<inactive>)|([0-9.]+) GB/s)\s*$")
-_REMOTE_RE = re.compile(r"^\s*Link (\d+): .*?Remote.*?((?:[0-9a-fA-F]{4,8}:)?[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7])")
-_CAPABILITY_RE = re.compile(r"^\s*Link (\d+), (.{1,60}?): (true|false)\s*$")
+_STATE_RE = re.compile(r"^\s*+Link (\d{1,9}): (?:(<inactive>)|([0-9.]{1,20}) GB/s)\s*$")
+_LINK_RE = re.compile(r"^\s*+Link (\d{1,9}): ")
+_BUS_ID_RE = re.compile(r"(?:[0-9a-fA-F]{4,8}:)?[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7]")
+_CAPABILITY_RE = re.compile(r"^\s*+Link (\d{1,9}), (.{1,60}?): (true|false)\s*$")
+# Blanks of its own line only: ``^\s*`` searched over the whole text ran across every blank line below.
+_SNIFF_RE = re.compile(r"(?m)^[^\S\n]*+Link \d{1,9}(?:: (?:<inactive>|[0-9.]{1,20} GB/s)|, .{1,60}: (?:true|false))\s*$")
 
 
 def sniff(text: str) -> bool:
     """Whether the text holds ``nvidia-smi nvlink`` link lines."""
-    return re.search(r"(?m)^\s*Link \d+(?:: (?:<inactive>|[0-9.]+ GB/s)|, .{1,60}: (?:true|false))\s*$", text) is not None
+    return _SNIFF_RE.search(text) is not None
 
 
 def read(text: str, source: str) -> Topology:
@@ -42,20 +50,24 @@ def read(text: str, source: str) -> Topology:
     states: dict[tuple[int, int], NvLinkState] = {}
     remotes: dict[int, list[tuple[int, str | None]]] = {}  # GPU -> (link number -R printed, far end)
     current: int | None = None
-    for line in lines_of(text):
+    for line in map(capped, lines_of(text)):
         if (m := _GPU_RE.match(line)) and (index := device_index(m.group(1))) is not None:
             current = index
-            uuid = m.group(3).strip() if m.group(3) and _UUID_RE.fullmatch(m.group(3).strip()) else None
-            gpus.setdefault(index, Gpu(index=index, name=m.group(2).strip()[:200], uuid=uuid))
+            name, uuid = _name_and_uuid(m.group(2))
+            gpus.setdefault(index, Gpu(index=index, name=name[:200], uuid=uuid))
             continue
-        m = _STATE_RE.match(line) or _REMOTE_RE.match(line) or _CAPABILITY_RE.match(line)
-        if m is None or current is None:
+        if current is None:
             continue
-        link = int(m.group(1)) if len(m.group(1)) <= 3 else MAX_LINKS_PER_GPU
+        m = _STATE_RE.match(line) or _CAPABILITY_RE.match(line)
+        remote = None if m else _remote(line)
+        said = m.group(1) if m else remote[0] if remote else None
+        if said is None:
+            continue
+        link = int(said) if len(said) <= 3 else MAX_LINKS_PER_GPU
         if link >= MAX_LINKS_PER_GPU:
             continue
-        if m.re is _REMOTE_RE:
-            remotes.setdefault(current, []).append((link, normalize_pci_bus_id(m.group(2))))
+        if remote is not None:
+            remotes.setdefault(current, []).append((link, normalize_pci_bus_id(remote[1])))
             continue
         state = states.setdefault((current, link), NvLinkState(gpu=current, link=link))
         if m.re is _STATE_RE:
@@ -73,6 +85,24 @@ def read(text: str, source: str) -> Topology:
                     source_detail=source, label=f"NVLinks of {len(gpus)} GPUs (nvidia-smi nvlink)")
     topo.nvlinks = sorted(states.values(), key=lambda s: (s.gpu, s.link))
     return topo
+
+
+def _name_and_uuid(rest: str) -> tuple[str, str | None]:
+    """``name (UUID: GPU-...)`` (the UUID optional, blanks after it) -> the name and the UUID, where whole."""
+    rest = rest.rstrip()
+    tail = _UUID_TAIL_RE.search(rest, max(1, len(rest) - 100))  # the name has at least one character
+    if tail is None:
+        return rest.strip(), None
+    uuid = tail.group(1).strip()
+    return rest[: tail.start()].strip(), uuid if _UUID_RE.fullmatch(uuid) else None
+
+
+def _remote(line: str) -> tuple[str, str] | None:
+    """``Link L: ... Remote ... <bus id>`` (``-R``): the link number and the first bus id after ``Remote``."""
+    head = _LINK_RE.match(line)
+    at = line.find("Remote", head.end()) if head else -1
+    bus = _BUS_ID_RE.search(line, at + len("Remote")) if at >= 0 else None
+    return (head.group(1), bus.group(0)) if head and bus else None
 
 
 def _place_remotes(states: dict[tuple[int, int], NvLinkState], remotes: dict[int, list[tuple[int, str | None]]]) -> None:

@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from gputopo.errors import InputError
 from gputopo.model import Gpu, ReadingNote, Topology
 from gputopo.sources.pasted import (
+    capped,
     device_index,
     hex_bus_id,
     keep_worse,
@@ -36,13 +37,17 @@ from gputopo.sources.pasted import (
 KIND = "p2pBandwidthLatencyTest"
 METHOD = "p2pBandwidthLatencyTest"
 
+# Searched along a line, so each start must cost little: the name is bounded (``.+?`` tried every
+# length from every ``Device: `` of a long line), and a title starts at a word, never at a run of
+# blanks (``(...)?\s*P2P=`` scanned the run from each of its blanks: quadratic).
 _DEVICE_RE = re.compile(
-    r"Device: ?(\d+), (.+?), pciBusID: ?([0-9a-fA-F]+), pciDeviceID: ?([0-9a-fA-F]+), pciDomainID: ?([0-9a-fA-F]+)"
+    r"Device: ?(\d{1,9}), (.{1,200}?), pciBusID: ?([0-9a-fA-F]{1,16}), pciDeviceID: ?([0-9a-fA-F]{1,16}), "
+    r"pciDomainID: ?([0-9a-fA-F]{1,16})(?![0-9a-fA-F])"
 )
-_PEER_RE = re.compile(r"Device=(\d+) (CAN|CANNOT) Access Peer Device=(\d+)")
+_PEER_RE = re.compile(r"Device=(\d{1,9}) (CAN|CANNOT) Access Peer Device=(\d{1,9})")
 _TITLE_RE = re.compile(
-    r"(?P<dir>Unidirectional|Bidirectional)?\s*P2P=(?P<p2p>Enabled|Disabled)\s+"
-    r"(?P<what>Bandwidth|Latency)\s*(?:\((?P<method>P2P (?:Writes|Reads))\))?\s*Matrix"
+    r"(?:(?P<dir>Unidirectional|Bidirectional)\s*+)?P2P=(?P<p2p>Enabled|Disabled)\s++"
+    r"(?P<what>Bandwidth|Latency)\s*+(?:\((?P<method>P2P (?:Writes|Reads))\))?\s*+Matrix"
 )
 _SNIFF_RE = re.compile(r"P2P=(?:Enabled|Disabled) (?:Bandwidth|Latency)|\[P2P \(Peer-to-Peer\) GPU Bandwidth Latency Test\]")
 
@@ -82,7 +87,7 @@ def _parse(lines: list[str]) -> _Parsed:
     parsed = _Parsed()
     i = 0
     while i < len(lines):
-        line = lines[i]
+        line = capped(lines[i])  # matrix rows are read whole (_read_matrix)
         if (m := _DEVICE_RE.search(line)) and (index := device_index(m.group(1))) is not None:
             parsed.gpus[index] = Gpu(index=index, name=m.group(2).strip()[:200],
                                      pci_bus_id=hex_bus_id(m.group(5), m.group(3), m.group(4)))

@@ -3,7 +3,10 @@ and a Topology of GPUs whose pairs are linked ``UNKNOWN`` (the tool measured the
 they are wired).
 
 Every reader takes the whole paste and finds its own section by structure; unrelated lines are
-skipped. All loops are single passes over the lines; sizes are bounded by ``MAX_GPUS``.
+skipped. All loops are single passes over the lines; sizes are bounded by ``MAX_GPUS``. Patterns look
+at a line's first ``LINE_CAP_CHARS`` only (``capped``), and each is anchored, bounded or possessive,
+so that no line costs more than a pass over its cut part (docs/inputs.md, "Bounds"); matrix rows,
+split on blanks, are read whole.
 """
 
 from __future__ import annotations
@@ -17,11 +20,19 @@ from gputopo.notation import ascii_int
 
 MAX_GPUS = 1024  # more devices than any one host or job log shows; a bigger index is a misread
 MAX_LINES = 2_000_000  # the bounded read (fileio) already caps the text; this caps the split
+# A tool's own lines are a few hundred characters: a longer line is matched on its first 4 KiB only
+# (a 1 MB line of other output is not searched to its end). The TF log and NCCL log readers cut so too.
+LINE_CAP_CHARS = 4096
 
 
 def lines_of(text: str) -> list[str]:
     """The text's lines without line ends (``\\r\\n``, ``\\r`` too), capped at ``MAX_LINES``."""
     return text.replace("\r\n", "\n").replace("\r", "\n").split("\n", MAX_LINES)[:MAX_LINES]
+
+
+def capped(line: str) -> str:
+    """The part of ``line`` patterns look at: its first ``LINE_CAP_CHARS``."""
+    return line[:LINE_CAP_CHARS]
 
 
 def number(token: str) -> float | None:

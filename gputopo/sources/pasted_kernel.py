@@ -37,7 +37,8 @@ from gputopo.sources.pasted_evidence import (
 _BDF_IN = "(" + BDF + ")"
 _AMD_VI = re.compile(_BDF_IN + r":?\s+AMD-Vi: Event logged \[IO_PAGE_FAULT")
 _AMD_VI_DEVICE = re.compile(r"AMD-Vi: Event logged \[IO_PAGE_FAULT device=" + _BDF_IN)
-_DMAR = re.compile(r"DMAR: \[DMA (?:Read|Write)[^\]]*\] Request device \[" + _BDF_IN + r"\]")
+# Bounded: ``[^\]]*`` ran to the end of a line without ``]`` from every ``DMAR: [DMA Read``.
+_DMAR = re.compile(r"DMAR: \[DMA (?:Read|Write)[^\]]{0,200}\] Request device \[" + _BDF_IN + r"\]")
 # Numbers are ASCII digits and bounded: int() refuses a number of more than 4300 digits (a traceback).
 _XID = re.compile(r"NVRM: Xid \(PCI:([0-9a-fA-F:.]+)\):\s*([0-9]{1,9})\b")
 _XID_CAUSE = re.compile(r"caused by previous Xid ([0-9]{1,9})\b")

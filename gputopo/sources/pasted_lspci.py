@@ -26,9 +26,15 @@ from gputopo.sources.pcie_health import ACS_BITS, LinkState
 _SHORT = r"[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7]"
 # A header: optional indentation, a device or a path of devices (``0000:00:1c.3/08:00.0/09:01.0``), a word.
 _HEADER = re.compile(r"^\s*((?:[0-9a-fA-F]{4}:)?" + _SHORT + r")((?:/" + _SHORT + r")*)\s+\S")
-_DASH_S = re.compile(r"\blspci\b.*\s-s\s*(" + BDF + ")")
+# ``lspci ... -s BDF``: the last ``-s`` after the word lspci. Found in two steps: ``\blspci\b.*\s-s...``
+# ran ``.*`` to the end of the line from every ``lspci`` of a line without ``-s`` (quadratic).
+_LSPCI_WORD = re.compile(r"\blspci\b")
+_DASH_S = re.compile(r"\s-s\s*+(" + BDF + ")")
 _ACSCTL = re.compile(r"ACSCtl:\s*((?:\w+[+-]\s*)+)")
-_LNK = re.compile(r"\b(LnkCap|LnkSta):\s*(?:Port #[0-9]+,\s*)?Speed\s+([0-9]{1,3}(?:\.[0-9]{1,3})?)GT/s[^,]*,\s*Width\s+x([0-9]{1,3})\b")
+# What stands between ``GT/s`` and its comma is bounded (``(ok)``, ``(downgraded)``): ``[^,]*`` ran to the
+# end of a line without a comma from every ``LnkSta: Speed ..GT/s``.
+_LNK = re.compile(r"\b(LnkCap|LnkSta):\s*(?:Port #[0-9]+,\s*)?Speed\s+([0-9]{1,3}(?:\.[0-9]{1,3})?)GT/s[^,]{0,64},"
+                  r"\s*Width\s+x([0-9]{1,3})\b")
 _SETPCI_ACS = re.compile(r"^\s*(" + BDF + r")\s+\(ecap 0*d @[0-9a-fA-F]+\)\s+@[0-9a-fA-F]+\s+([0-9a-fA-F]{4})\s*$")
 _BUS = re.compile(r"\bBus: primary=[0-9a-fA-F]{2}, secondary=([0-9a-fA-F]{2}), subordinate=([0-9a-fA-F]{2})\b")
 _PORT = re.compile(r"\bExpress \(v[0-9]\) (Root Port|Upstream Port|Downstream Port|Endpoint|Legacy Endpoint)\b")
@@ -57,7 +63,10 @@ def header_device(line: str) -> str | None:
             return full_bdf(first)
         domain = full_bdf(first).split(":")[0]
         return f"{domain}:{path.rsplit('/', 1)[1].lower()}"
-    dash_s = _DASH_S.search(line)
+    lspci = _LSPCI_WORD.search(line)
+    dash_s = None
+    for dash_s in _DASH_S.finditer(line, lspci.end()) if lspci else ():
+        pass  # the last one
     return full_bdf(dash_s.group(1)) if dash_s else None
 
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-LINE_CAP_CHARS = 4096  # a TF device line is a few hundred characters; the rest of a longer line is not read
+from gputopo.sources.pasted import LINE_CAP_CHARS  # the cut every reader of pasted text shares
 
 # Event kinds
 DENIED = "denied"  # "cannot enable peer access from ... i to ... j" (TF 0.x) / "Peer access not supported" (1.2-1.4)

@@ -62,7 +62,6 @@ UNTESTED = frozenset(
         "sources/gather",
         "sources/host_health",
         "sources/nvbandwidth_json",
-        "sources/pasted",
         "sources/pcie_health",
         "sources/smi_p2p",
         "sources/tflog_lines",

@@ -66,3 +66,32 @@ def test_a_dump_cut_inside_a_gpu_is_read_and_that_gpus_pairs_are_unknown():
     assert whole_gpus.link(0, 2).type == "NV4"  # GPU 2's element closed: its two switch links are all it has
     with pytest.raises(InputError, match="DOCTYPE"):
         nccl_xml.read('<!DOCTYPE x><system version="1"><cpu numaid="0">', "z")
+
+
+@pytest.mark.parametrize("closed", [True, False])
+def test_a_thousand_nested_pci_elements_are_one_input_error_not_a_recursion_error(closed):
+    """The attacker's 32 KB file: the tree was walked by recursion, one Python frame per <pci>."""
+    text = '<system version="1"><cpu numaid="0">' + '<pci busid="0000:01:00.0">' * 1000
+    if closed:
+        text += "</pci>" * 1000 + "</cpu></system>"
+    with pytest.raises(InputError, match="nests elements 100[0-9] deep") as refused:
+        nccl_xml.read(text, "deep.xml")
+    assert "\n" not in str(refused.value)
+
+
+def test_a_gpu_as_deep_as_the_bound_allows_keeps_its_whole_pcie_path():
+    depth = nccl_xml.MAX_XML_DEPTH - 3  # system, cpu, then <pci> levels, then the gpu element
+    pcis = "".join(f'<pci busid="0000:{i:02x}:00.0">' for i in range(depth))
+    gpu = '<gpu dev="0"/><gpu dev="1"/>'  # two GPUs under one bridge: PIX
+    text = f'<system version="1"><cpu numaid="0">{pcis}{gpu}{"</pci>" * depth}</cpu></system>'
+    topo = nccl_xml.read(text, "deep.xml")
+    assert [g.pci_bus_id for g in topo.gpus] == [f"0000:{depth - 1:02x}:00.0"] * 2
+    assert topo.link(0, 1).pcie_path == "PIX"
+
+
+def test_a_tag_without_its_closing_bracket_is_one_input_error():
+    """``<aaaa...`` with no ``>`` before the next tag: the tag pattern handed name characters back to
+    ``[^<>]*?`` (the square of the length: hours at 4 MB); now one pass, and the damage is said."""
+    text = '<system version="1"><cpu numaid="0"><pci busid="0000:01:00.0"><gpu dev="0"/><' + "a" * 100_000 + "<x/>"
+    with pytest.raises(InputError, match="is damaged"):
+        nccl_xml.read(text, "cut.xml")

@@ -116,3 +116,23 @@ def test_wrong_bytes_in_a_host_copy_are_not_called_a_gpu_to_gpu_copy():
     (wrong,) = [f for f in note_findings(nvbandwidth.read(text, "h").reading_notes) if f.code == "nvbandwidth-wrong-data"]
     assert "stopped in host_to_device_memcpy_ce" in wrong.message and "GPU-to-GPU" not in wrong.message
     assert "P2P" not in wrong.fix
+
+
+def test_a_json_number_of_thousands_of_digits_is_one_input_error_not_a_value_error():
+    """``json`` refuses an integer of more than 4300 digits with a ValueError (not a JSONDecodeError)."""
+    with pytest.raises(InputError, match="thousands of digits"):
+        nvbandwidth_json.read('{"nvbandwidth": {"testcases": [' + "7" * 5000 + "]}}", "digits.json")
+
+
+def test_a_device_line_is_read_to_the_shared_line_width_only():
+    """The name of a ``Device N:`` line runs to its end; past ``LINE_CAP_CHARS`` nothing is read."""
+    from gputopo.sources.pasted import LINE_CAP_CHARS
+
+    def device_line(name: str) -> str:
+        return f"nvbandwidth Version: v0.7\nDevice 0: {name} (00000000:1b:00)   \n"
+
+    assert nvbandwidth.read(device_line("NVIDIA H100"), "s").gpu(0).pci_bus_id == "0000:1b:00.0"
+    assert nvbandwidth.read(device_line("NVIDIA H100"), "s").gpu(0).name == "NVIDIA H100"
+    assert nvbandwidth.read(device_line("A  (not a bus id)"), "s").gpu(0).name == "A  (not a bus id)"
+    cut = nvbandwidth.read(device_line("x" * LINE_CAP_CHARS), "s").gpu(0)
+    assert cut.pci_bus_id is None and cut.name == "x" * 200

@@ -65,3 +65,23 @@ def test_an_elided_uuid_is_not_read_into_the_gpu_name():
     assert topo.gpu(3).name == "Tesla V100-SXM2-32GB" and topo.gpu(3).uuid is None
     real = nvlink.read("GPU 0: Tesla V100 (UUID: GPU-12ab-34cd)\n\t Link 0: 25.781 GB/s\n", "r")
     assert real.gpu(0).uuid == "GPU-12ab-34cd" and real.gpu(0).name == "Tesla V100"
+
+
+def test_gpu_and_remote_lines_are_read_to_the_shared_line_width_only():
+    """A GPU's UUID is found at the end of its line, a far end after ``Remote``: within the first
+    ``LINE_CAP_CHARS`` of the line, never past them."""
+    from gputopo.sources.pasted import LINE_CAP_CHARS
+
+    uuid = "GPU-12345678-1234-1234-1234-123456789abc"
+    pad = " " * (LINE_CAP_CHARS - 200)
+
+    def read(pad: str) -> object:
+        return nvlink.read(f"GPU 0: NVIDIA A100{pad} (UUID: {uuid})  \n\t Link 0: Remote{pad} 0000:07:00.0\n"
+                          "\t Link 1: <inactive>\n", "s")
+
+    near = read(" " * 100)
+    assert (near.gpus[0].name, near.gpus[0].uuid) == ("NVIDIA A100", uuid)
+    assert [s.remote for s in near.nvlinks] == ["0000:07:00.0", None]
+    far = read(pad + " " * 400)
+    assert (far.gpus[0].name, far.gpus[0].uuid) == ("NVIDIA A100", None)
+    assert [s.remote for s in far.nvlinks] == [None]
