@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from gputopo.analysis.doctor_common import SCHEMA, DoctorReport
 from gputopo.analysis.doctor_host import host_checks
+from gputopo.analysis.doctor_not_made import list_checks_not_made
 from gputopo.analysis.doctor_nvml import nvml_checks
 from gputopo.analysis.doctor_pasted import pasted_checks
 from gputopo.analysis.doctor_pcie import pcie_checks
@@ -40,6 +41,8 @@ def doctor(evidence: HealthEvidence, index_of: dict[str, int] | None = None) -> 
         _topology_checks(label, topology, report)
     for label, reason in evidence.unread_outputs:
         report.check(f"read the other outputs in {label}", "not-made", reason)
+    if evidence.root is None and evidence.pasted:  # pastes alone: the whole list, each check made or not
+        list_checks_not_made(report, [k for _, p in evidence.pasted for k in p.kinds], bool(evidence.read_as_topology))
     report.findings = report.sorted_findings()
     return report
 
