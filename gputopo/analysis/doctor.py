@@ -41,7 +41,7 @@ def doctor(evidence: HealthEvidence, index_of: dict[str, int] | None = None) -> 
         _topology_checks(label, topology, report)
     for label, reason in evidence.unread_outputs:
         report.check(f"read the other outputs in {label}", "not-made", reason)
-    if evidence.root is None and evidence.pasted:  # pastes alone: the whole list, each check made or not
+    if evidence.root is None and (evidence.pasted or evidence.read_as_topology):  # pastes alone: the whole list, each check made or not
         list_checks_not_made(report, [k for _, p in evidence.pasted for k in p.kinds], bool(evidence.read_as_topology))
     report.findings = report.sorted_findings()
     return report

@@ -12,6 +12,7 @@ from gputopo.fileio import read_text_input
 from gputopo.sources.archive import SMI_FAILURES, is_archive, opened_archive
 from gputopo.sources.health import HealthEvidence, read_health
 from gputopo.sources.pasted_health import parse_pasted
+from gputopo.sources.pasted_text import plain_lines
 from gputopo.sources.tree import FolderTree, Tree
 
 ENV_FILE = "gputopo/env"
@@ -81,7 +82,7 @@ def evidence_from_files(paths: list[str]) -> Iterator[HealthEvidence]:
     for path in paths:
         if path in trees:
             continue
-        text = read_text_input(path, "evidence file", MAX_PASTE_BYTES)
+        text = "\n".join(plain_lines(read_text_input(path, "evidence file", MAX_PASTE_BYTES)))  # a ticket's dressing off
         label = os.path.basename(path) if path != "-" else "standard input"
         parsed = parse_pasted(text)
         if _read_as_topology(evidence, text, label, beside_health=bool(parsed.kinds)) and not parsed.kinds:
@@ -90,8 +91,9 @@ def evidence_from_files(paths: list[str]) -> Iterator[HealthEvidence]:
             unread.append(label)
         evidence.pasted.append((label, parsed))
     if not trees and len(unread) == len(paths):
-        raise InputError(f"nothing in {', '.join(unread)} is evidence doctor reads: give lspci -vvv / -tv, dmesg, "
-                         "/proc/cmdline, nvidia-smi nvlink -s / -e or nvidia-smi -q text, a `gputopo gather` "
+        raise InputError(f"nothing in {', '.join(unread)} is evidence doctor reads: give lspci -vvv / -tv, setpci, dmesg, "
+                         "/proc/cmdline, GRUB, nvidia-smi nvlink -s / -e / -q / --query-gpu text, NCCL or CUDA "
+                         "errors, printenv / export / docker run lines, df -h /dev/shm, a `gputopo gather` "
                          "archive, or an output "
                          "`gputopo scan --from` reads (an NCCL log, nvbandwidth, p2pBandwidthLatencyTest, topo -m)")
     yield evidence

@@ -8,7 +8,8 @@
 - CUDA sample ``simpleP2P``: ``> Peer access from <name> (GPU0) -> <name> (GPU1) : Yes``;
 - kmcuda's ``p2p 1 <-> 0 is impossible``.
 
-The GPU models are read from ``GPU N: <name>`` lines by ``pasted_smi`` (``nvlink_names``).
+Lines of an NCCL log (``NCCL WARN`` / ``NCCL INFO``) are left to ``sources.nccl_log``, which reads
+them with their ranks. The GPU models are read from ``GPU N: <name>`` lines by ``pasted_smi`` (``nvlink_names``).
 """
 
 from __future__ import annotations
@@ -44,6 +45,8 @@ def scan_cuda(evidence: PastedEvidence, line: str, number: int) -> bool:
         evidence.facts.keep(evidence.facts.peer_answers, PeerAnswer(
             number, shown(line), int(kmcuda.group(1)), int(kmcuda.group(2)), False))
         return True
+    if " nccl warn " in lower or " nccl info " in lower:
+        return False  # an NCCL log's line: sources.nccl_log reads it with its ranks (nccl-p2p-ipc-failed ...)
     code = next((c for c, words in CODES.items() if any(w in lower for w in words)), None)
     if code is None and "cuda" in lower:
         numbered = _NUMBER.search(lower)

@@ -4,6 +4,8 @@
   ``NAME=value command`` prefixes, ``docker run -e NCCL_SHM_DISABLE=1`` / ``--env NAME=value``:
   only ``NCCL_*``, ``CUDA_VISIBLE_DEVICES`` and ``CUDA_DEVICE_ORDER`` are kept (the rest of an
   environment can hold secrets and says nothing about P2P);
+  (``CUDA_VISIBLE_DEVICES`` alone, often the prompt line before a test's output, makes no paste health
+  evidence: it says which GPUs a job sees, not how they are);
 - ``docker run`` (``podman run``, ``nvidia-docker run``; a command continued with ``\\`` is read
   whole): whether it gives the container a ``/dev/shm`` of its own size (``--shm-size``), the
   host's (``--ipc=host``, a volume or mount at ``/dev/shm``), or neither (Docker's default, 64 MB).
@@ -62,7 +64,8 @@ def scan_env(evidence: PastedEvidence, line: str, number: int, state: EnvState) 
         value = match.group(2).strip()
         if value[:1] in "\"'":
             value = value[1:-1] if len(value) > 1 and value[-1] == value[0] else value[1:]
-        evidence.add_kind("environment")
+        if match.group(1).startswith("NCCL_"):  # CUDA_VISIBLE_DEVICES alone selects GPUs: no health evidence
+            evidence.add_kind("environment")
         evidence.facts.keep(evidence.facts.env, EnvSetting(number, shown(line), match.group(1), value.strip()))
         found = True
     return found
