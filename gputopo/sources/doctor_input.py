@@ -11,8 +11,8 @@ from gputopo.errors import InputError
 from gputopo.fileio import read_text_input
 from gputopo.sources.archive import SMI_FAILURES, is_archive, opened_archive
 from gputopo.sources.health import HealthEvidence, read_health
-from gputopo.sources.pasted_health import parse_pasted
-from gputopo.sources.pasted_text import plain_lines
+from gputopo.sources.pasted_health import parse_pasted, plain_pasted
+from gputopo.sources.pasted_text import unprefixed
 from gputopo.sources.tree import FolderTree, Tree
 
 ENV_FILE = "gputopo/env"
@@ -82,9 +82,12 @@ def evidence_from_files(paths: list[str]) -> Iterator[HealthEvidence]:
     for path in paths:
         if path in trees:
             continue
-        text = "\n".join(plain_lines(read_text_input(path, "evidence file", MAX_PASTE_BYTES)))  # a ticket's dressing off
+        text = read_text_input(path, "evidence file", MAX_PASTE_BYTES)
         label = os.path.basename(path) if path != "-" else "standard input"
-        parsed = parse_pasted(text)
+        parsed, text = plain_pasted(text)  # read without a ticket's dressing (pasted_text), as scan's readers read it
+        stripped = unprefixed(text.split("\n"))
+        if not parsed.kinds and stripped is not None and _sniffed("\n".join(stripped)):
+            text = "\n".join(stripped)  # `host: ` before every line of an NCCL log
         if _read_as_topology(evidence, text, label, beside_health=bool(parsed.kinds)) and not parsed.kinds:
             continue
         if not parsed.kinds:
@@ -97,6 +100,12 @@ def evidence_from_files(paths: list[str]) -> Iterator[HealthEvidence]:
                          "archive, or an output "
                          "`gputopo scan --from` reads (an NCCL log, nvbandwidth, p2pBandwidthLatencyTest, topo -m)")
     yield evidence
+
+
+def _sniffed(text: str) -> bool:
+    from gputopo.sources.registry import READERS
+
+    return any(reader.sniff(text) for reader in READERS)
 
 
 def _read_as_topology(evidence: HealthEvidence, text: str, label: str, beside_health: bool = False) -> bool:

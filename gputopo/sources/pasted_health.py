@@ -38,21 +38,38 @@ from gputopo.sources.pasted_lspci import (
     scan_lspci,
 )
 from gputopo.sources.pasted_smi import SmiState, scan_smi
-from gputopo.sources.pasted_text import plain_lines
+from gputopo.sources.pasted_text import plain_lines, unprefixed
 
 __all__ = ["MAX_CMDLINE_CHARS", "MAX_SHOWN_CHARS", "PastedAcs", "PastedEvidence", "PastedLink",
-           "acs_control_from_words", "full_bdf", "parse_pasted", "shown"]
+           "acs_control_from_words", "full_bdf", "parse_pasted", "plain_pasted", "shown"]
 
 _QUOTE = re.compile(r"^(?:>[ \t]?)+")
 
 
 def parse_pasted(text: str) -> PastedEvidence:
     """Everything recognised in ``text`` (see the module docstring)."""
+    return plain_pasted(text)[0]
+
+
+def plain_pasted(text: str) -> tuple[PastedEvidence, str]:
+    """What ``text`` says, and the text as read: without a ticket's dressing, and without a prefix
+    on every line where that reading recognises more kinds (``pasted_text``)."""
+    lines = plain_lines(text)
+    evidence = _parse_lines(lines)
+    stripped = unprefixed(lines)
+    if stripped is not None:
+        other = _parse_lines(stripped)
+        if len(other.kinds) > len(evidence.kinds):
+            return other, "\n".join(stripped)
+    return evidence, "\n".join(lines)
+
+
+def _parse_lines(lines: list[str]) -> PastedEvidence:
     evidence = PastedEvidence()
     device: str | None = None
     pending_link: dict[str, tuple[float, int]] = {}
     kernel, smi, more = KernelLogState(), SmiState(), MoreState()
-    for number, raw in enumerate(plain_lines(text), start=1):
+    for number, raw in enumerate(lines, start=1):
         line = _QUOTE.sub("", raw)
         if kernel.cmdline_open:  # a command line wrapped by a terminal goes on before anything else
             scan_kernel(evidence, line, number, kernel)

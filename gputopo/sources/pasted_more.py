@@ -16,6 +16,7 @@ from gputopo.sources.pasted_host_lines import scan_host_lines
 from gputopo.sources.pasted_nccl_warn import scan_nccl_warn
 from gputopo.sources.pasted_setpci import SetpciState, scan_setpci
 from gputopo.sources.pasted_smi_lines import SmiLinesState, scan_smi_lines
+from gputopo.sources.pasted_text import MAX_LINE_CHARS
 
 
 @dataclass
@@ -26,7 +27,8 @@ class MoreState:
 
 
 def scan_more(evidence: PastedEvidence, line: str, number: int, state: MoreState) -> bool:
-    """Read one line; whether a reader took it."""
+    """Read one line (its first ``MAX_LINE_CHARS``); whether a reader took it."""
+    line = line[:MAX_LINE_CHARS]
     return (scan_env(evidence, line, number, state.env)
             or scan_setpci(evidence, line, number, state.setpci)
             or scan_nccl_warn(evidence, line, number)
