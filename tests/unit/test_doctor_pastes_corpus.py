@@ -114,3 +114,12 @@ def test_every_expected_file_is_there_and_every_file_expected():
 def test_known_gaps_name_files_of_this_corpus():
     ours = [k for k in GAPS if k.split(" [")[0] in EXPECTED]
     assert all(k.split(" [")[0] in EXPECTED for k in ours)
+
+
+@pytest.mark.parametrize("name", ["nccl1510_node1_exports_ib_gid_index_roce.txt", "nvtop6_gtx1080ti_idle_gen1_x16.txt"])
+def test_scan_names_doctor_for_a_health_only_paste(name):
+    from gputopo.errors import InputError
+    from gputopo.sources.registry import read_text
+
+    with pytest.raises(InputError, match=r"health evidence .*`gputopo doctor --from "):
+        read_text((CORPUS / name).read_text(), name)
