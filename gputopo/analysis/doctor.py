@@ -12,6 +12,7 @@ from __future__ import annotations
 from gputopo.analysis.doctor_acs import link_causes
 from gputopo.analysis.doctor_common import SCHEMA, DoctorReport
 from gputopo.analysis.doctor_host import host_checks
+from gputopo.analysis.doctor_not_made import list_checks_not_made
 from gputopo.analysis.doctor_nvml import nvml_checks
 from gputopo.analysis.doctor_pasted import pasted_checks
 from gputopo.analysis.doctor_pcie import pcie_checks
@@ -51,6 +52,8 @@ def doctor(evidence: HealthEvidence, index_of: dict[str, int] | None = None) -> 
     for label, reason in evidence.unread_outputs:
         report.check(f"read the other outputs in {label}", "not-made", reason)
     link_causes(report)
+    if evidence.root is None and (evidence.pasted or evidence.read_as_topology):  # pastes alone: the whole list, each check made or not
+        list_checks_not_made(report, [k for _, p in evidence.pasted for k in p.kinds], bool(evidence.read_as_topology))
     report.findings = report.sorted_findings()
     return report
 

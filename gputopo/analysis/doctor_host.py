@@ -4,6 +4,7 @@ VM or container, GPUs this process cannot see, and the NCCL/CUDA variables that 
 from __future__ import annotations
 
 from itertools import combinations
+from typing import Callable, Mapping
 
 from gputopo.analysis.doctor_common import DoctorReport, and_list
 from gputopo.analysis.vm_findings import virtual_machine
@@ -178,22 +179,32 @@ def _shm(host: HostHealth, report: DoctorReport) -> None:
     small = host.shm_bytes < SHM_ENOUGH_BYTES
     report.check("dev-shm", "problem" if small else "ok", f"{host.shm_bytes >> 20} MiB")
     if small:
-        report.add(Finding(
-            "warning", "shm-too-small",
-            f"/dev/shm is only {host.shm_bytes >> 20} MiB (Docker's default is 64 MB): NCCL's shared-memory transport "
-            "fails or hangs (NVIDIA/nccl#342).",
-            evidence=[host.shm_evidence or "/dev/shm"],
-            effect="NCCL between processes on this host",
-            fix="run the container with `--shm-size=1g --ulimit memlock=-1` (or `--ipc=host`)"))
+        shm_too_small(report, f"/dev/shm is only {host.shm_bytes >> 20} MiB (Docker's default is 64 MB)",
+                      [host.shm_evidence or "/dev/shm"])
 
 
-_ENV_RULES = {
+SHM_FIX = "run the container with `--shm-size=1g --ulimit memlock=-1` (or `--ipc=host`)"
+
+
+def shm_too_small(report: DoctorReport, said: str, evidence: list[str], severity: str = "warning") -> None:
+    """``shm-too-small``, whichever door read it (this host's mounts, or a paste: ``df``, NCCL's own
+    error, a ``docker run`` line). ``said``: what shows it, in the source's words."""
+    report.add(Finding(
+        severity, "shm-too-small",
+        f"{said}: NCCL's shared-memory transport fails or hangs (NVIDIA/nccl#342).",
+        evidence=evidence, effect="NCCL between processes on this host", fix=SHM_FIX))
+
+
+ENV_RULES = {
     "NCCL_P2P_DISABLE": (lambda v: v.strip() not in ("", "0"), "warning",
                          "turns GPU peer-to-peer off: NCCL copies through host memory instead"),
     "NCCL_P2P_LEVEL": (lambda v: v.strip().upper() in ("LOC", "0"), "warning",
                        "LOC allows P2P between no GPUs at all (NVIDIA/nccl-tests#228)"),
     "NCCL_SHM_DISABLE": (lambda v: v.strip() not in ("", "0"), "info",
                          "turns NCCL's shared-memory transport off: processes fall back to the network"),
+    "NCCL_IB_DISABLE": (lambda v: v.strip() not in ("", "0"), "info",
+                        "turns InfiniBand / RoCE off: NCCL between nodes goes over TCP sockets, and GPUDirect RDMA "
+                        "is not used"),
 }
 
 
@@ -201,22 +212,31 @@ def _environment(evidence: HealthEvidence, host: HostHealth, report: DoctorRepor
     if host.env is None:
         report.check("environment", "not-made", "the NCCL/CUDA variables of that host were not saved (no gputopo/env)")
         return
+    hits = env_findings(host.env, lambda name: f"environment: {name}={host.env[name]!r}", report, evidence.gpu_bdfs)
+    report.check("environment", "problem" if hits else "ok")
+
+
+def env_findings(env: Mapping[str, str], where: Callable[[str], str], report: DoctorReport,
+                 gpu_bdfs: list[str] = ()) -> int:
+    """``env-<name>`` for each variable of ``env`` that turns a transport off, whichever door read
+    it (this host's environment, a gathered archive's, a paste's ``export`` line); ``where(name)``:
+    the evidence line. Returns how many were found."""
     hits = 0
-    for name, (is_bad, severity, meaning) in _ENV_RULES.items():
-        value = host.env.get(name)
+    for name, (is_bad, severity, meaning) in ENV_RULES.items():
+        value = env.get(name)
         if value is None or not is_bad(value):
             continue
         hits += 1
         if name == "NCCL_P2P_DISABLE" or name == "NCCL_P2P_LEVEL":
-            for a, b in combinations(sorted(evidence.gpu_bdfs), 2):
+            for a, b in combinations(sorted(gpu_bdfs), 2):
                 report.mark_pair(a, b, "p2p-disabled")
         report.add(Finding(
             severity, "env-" + name.lower().replace("_", "-"),
             f"{name}={value!r} is set: it {meaning}.",
-            evidence=[f"environment: {name}={value!r}"],
+            evidence=[where(name)],
             effect="every NCCL job started from this environment",
             fix=f"`unset {name}` (and remove it from your shell profile, job script or container image)"))
-    report.check("environment", "problem" if hits else "ok")
+    return hits
 
 
 def _visibility(host: HostHealth, report: DoctorReport) -> None:

@@ -4,7 +4,7 @@ not running: CUDA error 802), pairs NVML says cannot peer, and the GPU's own PCI
 from __future__ import annotations
 
 from gputopo.analysis import pstates
-from gputopo.analysis.doctor_common import DoctorReport, and_list
+from gputopo.analysis.doctor_common import DoctorReport
 from gputopo.analysis.doctor_links import narrow_link, nvml_state, slow_link
 from gputopo.analysis.observed_findings import nvlink_inactive_nvml
 from gputopo.model import P2P_OK, Finding
@@ -129,6 +129,20 @@ def fabric_not_ready(report: DoctorReport, who: str, said: str, gpus: list[int],
         f"{who} is not registered with the NVSwitch fabric ({said}): CUDA fails with "
         "error 802 'system not yet initialized' until Fabric Manager has registered every GPU.",
         gpus=gpus, evidence=evidence, effect="every CUDA program on this GPU", fix=FABRIC_FIX))
+
+
+def fabric_not_ready_from_error(report: DoctorReport, module: str | None, gpus: list[int], evidence: list[str]) -> None:
+    """``fabric-not-ready`` from a pasted CUDA error 802: the cause on a machine with NVSwitches, which
+    the paste shows only where it names a module of such boards (``module``)."""
+    report.add(Finding(
+        "error", "fabric-not-ready",
+        "CUDA error 802 'system not yet initialized': on a machine with NVSwitches (HGX/DGX A100, H100, H200, "
+        "B200) CUDA refuses to start until Fabric Manager has registered the GPUs with the fabric (Fabric "
+        "Manager not installed, not running, or not at the driver's version). "
+        + (f"The paste names {module}, a module of such boards." if module else
+           "Whether this machine has NVSwitches the paste does not show (`nvidia-smi topo -m`: the same NV# "
+           "to every peer; `nvidia-smi -q | grep -A3 Fabric`: the fabric's State)."),
+        gpus=gpus, evidence=evidence, effect="every CUDA program on this machine", fix=FABRIC_FIX))
 
 
 def fabric_degraded(report: DoctorReport, who: str, health: str, gpus: list[int], evidence: list[str]) -> None:

@@ -16,6 +16,8 @@ from gputopo.analysis.doctor_host import (
     vendor,
 )
 from gputopo.analysis.doctor_links import narrow_link, slow_link
+from gputopo.analysis.doctor_paste_cuda import cuda_paste_checks
+from gputopo.analysis.doctor_paste_host import host_paste_checks
 from gputopo.analysis.doctor_smi_pasted import fabric_checks, nvlink_checks
 from gputopo.model import Finding
 from gputopo.sources.pasted_health import PastedEvidence, PastedLink
@@ -35,6 +37,8 @@ def pasted_checks(label: str, evidence: PastedEvidence, report: DoctorReport) ->
     _iommu_mode(label, evidence, report)
     nvlink_checks(label, evidence, report)
     fabric_checks(label, evidence, report)
+    host_paste_checks(label, evidence, report)  # env, /dev/shm, GDR, GRUB (doctor_paste_host)
+    cuda_paste_checks(label, evidence, report)  # CUDA errors, peer answers, NVML/nvtop/CSV lines (doctor_paste_cuda)
 
 
 def _where(label: str, line: int) -> str:

@@ -294,6 +294,39 @@ def nvlink_inactive_finding(gpu: int, down: list[int], active: int, name: str | 
     )
 
 
+def nvlink_all_inactive_finding(gpu: int | None, name: str | None, module: bool, evidence: list[str]) -> Finding:
+    """``nvlink-inactive`` from NVML's one-line answer "all links are inActive" (a pasted nvidia-smi):
+    a fault on a module whose board wires every link, else maybe normal (a card without a bridge)."""
+    who = f"GPU {gpu}" if gpu is not None else "A GPU the paste does not name"
+    return Finding(
+        "warning" if module else "info", "nvlink-inactive",
+        f"{who}{f' ({name})' if name else ''}: NVML reports every NVLink inactive"
+        + (": its board wires every link, so this GPU is cut off the NVLink fabric (a GPU or link fault, a "
+           "fabric that did not finish, or a reset while Fabric Manager ran); its peer traffic falls back to "
+           "PCIe or fails." if module else
+           ": normal for a card without an NVLink bridge; a fault only if it has one (or sits on an SXM "
+           "board). The paste does not show which."),
+        gpus=[gpu] if gpu is not None else [],
+        evidence=evidence,
+        effect=f"every NVLink copy of {who}",
+        fix=("`nvidia-smi -q | grep -A6 Fabric` (State, Status) and `dmesg | grep -i xid` on that GPU; restart "
+             "nvidia-fabricmanager or reset the GPU; drain the node if the links stay down" if module else
+             "reseat the NVLink bridge if one is fitted; `nvidia-smi topo -m` shows NV# where links are up"))
+
+
+def nvlink_unheaded_finding(gpu: int | None, links: list[int], evidence: list[str]) -> Finding:
+    """``nvlink-inactive`` from ``Link K: <inactive>`` lines pasted without their ``GPU N:`` header:
+    whether those links should be up, the paste cannot show (info)."""
+    who = f"GPU {gpu}" if gpu is not None else "a GPU the paste does not name"
+    return Finding(
+        "info", "nvlink-inactive",
+        f"NVLink {', '.join(map(str, links))} of {who} <inactive>; the paste shows neither its other links "
+        "nor its model, so whether these should be up is unknown (a card has more link slots than its bridge "
+        "uses).", gpus=[gpu] if gpu is not None else [],
+        evidence=evidence,
+        fix="`nvidia-smi nvlink -s` whole (every GPU, every link) and `nvidia-smi topo -m`")
+
+
 def nvlink_inactive_nvml(who: str, index: int, down: list[int], total: int, *, in_vm: bool) -> Finding:
     """``nvlink-inactive`` as NVML reads it on a live host (doctor): ``down`` of ``total`` links of GPU
     ``index`` (``who`` in words). In a VM holding fewer than 8 GPUs said as a question (info)."""

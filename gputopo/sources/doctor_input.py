@@ -11,7 +11,8 @@ from gputopo.errors import InputError
 from gputopo.fileio import read_text_input
 from gputopo.sources.archive import SMI_FAILURES, is_archive, opened_archive
 from gputopo.sources.health import HealthEvidence, read_health
-from gputopo.sources.pasted_health import parse_pasted
+from gputopo.sources.pasted_health import parse_pasted, plain_pasted
+from gputopo.sources.pasted_text import unprefixed
 from gputopo.sources.tree import FolderTree, Tree
 
 ENV_FILE = "gputopo/env"
@@ -83,18 +84,28 @@ def evidence_from_files(paths: list[str]) -> Iterator[HealthEvidence]:
             continue
         text = read_text_input(path, "evidence file", MAX_PASTE_BYTES)
         label = os.path.basename(path) if path != "-" else "standard input"
-        parsed = parse_pasted(text)
+        parsed, text = plain_pasted(text)  # read without a ticket's dressing (pasted_text), as scan's readers read it
+        stripped = unprefixed(text.split("\n"))
+        if not parsed.kinds and stripped is not None and _sniffed("\n".join(stripped)):
+            text = "\n".join(stripped)  # `host: ` before every line of an NCCL log
         if _read_as_topology(evidence, text, label, beside_health=bool(parsed.kinds)) and not parsed.kinds:
             continue
         if not parsed.kinds:
             unread.append(label)
         evidence.pasted.append((label, parsed))
     if not trees and len(unread) == len(paths):
-        raise InputError(f"nothing in {', '.join(unread)} is evidence doctor reads: give lspci -vvv / -tv, dmesg, "
-                         "/proc/cmdline, nvidia-smi nvlink -s / -e or nvidia-smi -q text, a `gputopo gather` "
+        raise InputError(f"nothing in {', '.join(unread)} is evidence doctor reads: give lspci -vvv / -tv, setpci, dmesg, "
+                         "/proc/cmdline, GRUB, nvidia-smi nvlink -s / -e / -q / --query-gpu text, NCCL or CUDA "
+                         "errors, printenv / export / docker run lines, df -h /dev/shm, a `gputopo gather` "
                          "archive, or an output "
                          "`gputopo scan --from` reads (an NCCL log, nvbandwidth, p2pBandwidthLatencyTest, topo -m)")
     yield evidence
+
+
+def _sniffed(text: str) -> bool:
+    from gputopo.sources.registry import READERS
+
+    return any(reader.sniff(text) for reader in READERS)
 
 
 def _read_as_topology(evidence: HealthEvidence, text: str, label: str, beside_health: bool = False) -> bool:

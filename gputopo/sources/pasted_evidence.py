@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from gputopo.sources.pasted_facts import PastedFacts
 from gputopo.sources.pcie_health import LinkState
 
 MAX_SHOWN_CHARS = 300  # a line kept as evidence is cut here (a paste can hold anything)
@@ -104,6 +105,7 @@ class PastedEvidence:
     bus_ranges: dict[str, tuple[int, int]] = field(default_factory=dict)
     port_types: dict[str, str] = field(default_factory=dict)
     nvidia_gpus: list[str] = field(default_factory=list)
+    facts: PastedFacts = field(default_factory=PastedFacts)  # what the readers of issue 31 found
 
     def add_kind(self, kind: str) -> None:
         if kind not in self.kinds:

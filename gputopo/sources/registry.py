@@ -103,6 +103,12 @@ def read_text(text: str, label: str) -> Topology:
         topology.source_detail = topology.source_detail or label
         return topology
     if not matched:
+        from gputopo.sources.pasted_health import parse_pasted
+
+        health = parse_pasted(text).kinds  # evidence doctor reads (lspci, dmesg, env, CUDA errors ...)
+        if health:
+            raise InputError(f"{label} holds health evidence ({', '.join(health[:4])}), not a topology: "
+                             f"`gputopo doctor --from {label}` reads it")
         raise InputError(f"{label} is not a kind gputopo reads ({describe_text(text)}); it reads: {', '.join(kinds_read())}")
     parts = [_read_part(reader, text, label, alone=len(matched) == 1) for reader in matched]
     if len(parts) == 1:

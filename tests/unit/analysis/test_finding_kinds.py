@@ -70,7 +70,7 @@ UNDERSTOOD = {
 
 def test_every_code_a_finding_can_have_has_a_kind():
     from gputopo.analysis import reading_notes, tf_crosscheck
-    from gputopo.analysis.doctor_host import _ENV_RULES
+    from gputopo.analysis.doctor_host import ENV_RULES
     from gputopo.model import P2P_STATUS_MEANING
 
     codes, prefixes, unknown = _finding_codes()
@@ -83,7 +83,7 @@ def test_every_code_a_finding_can_have_has_a_kind():
         "p2p-": [f"p2p-{w.lower()}" for w in P2P_STATUS_MEANING if w != "ok"],
         "p2p-status-": [f"p2p-status-{w.lower()}" for w in P2P_STATUS_MEANING if w != "ok"],
         "tf-cannot-peer-": [f"tf-cannot-peer-{r}" for r in tf_crosscheck._REASONS],
-        "env-": ["env-" + name.lower().replace("_", "-") for name in _ENV_RULES],
+        "env-": ["env-" + name.lower().replace("_", "-") for name in ENV_RULES],
         "xid-": ["xid-79", "xid-45"],
         "doctor-": ["doctor-acs-redirect", "doctor-xid-79", "doctor-p2p-status-tns"],
     }
