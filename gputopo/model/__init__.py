@@ -23,6 +23,7 @@ with ``ok`` for success; ``None`` means "not known" (the source did not say).
 from __future__ import annotations
 
 from gputopo.model.cluster import CLUSTER_SCHEMA, Cluster
+from gputopo.model.fabric import Fabric, FabricEdge, FabricNode
 from gputopo.model.observed import CollectiveRow, CollectiveRun, NcclRank, NcclTransport, NcclView, NvLinkState
 from gputopo.model.parts import GPU_NUMBERING_SUBJECT, Disagreement, Finding, Gpu, GpuProcess, Link, Measurement, Nic, NicLink, make_link
 from gputopo.model.reading_notes import ReadingNote
@@ -44,6 +45,9 @@ from gputopo.model.words import (
 )
 
 __all__ = [
+    "Fabric",
+    "FabricEdge",
+    "FabricNode",
     "plain_data",
     "CLUSTER_SCHEMA", "Cluster", "CollectiveRow", "CollectiveRun", "NcclRank", "NcclTransport", "NcclView", "NvLinkState", "MAX_NVLINKS_PER_PAIR", "NVLINK_MEANING", "P2P_OK", "P2P_STATUS_MEANING", "P2P_STATUS_WORDS",
     "PCIE_PATH_MEANING", "PCIE_PATHS", "SCHEMA", "SEVERITIES", "GPU_NUMBERING_SUBJECT", "Disagreement", "Finding", "Gpu", "GpuProcess", "Link", "Measurement",

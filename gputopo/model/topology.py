@@ -12,6 +12,7 @@ import types
 import typing
 from typing import Any, Callable, Iterator
 
+from gputopo.model.fabric import Fabric
 from gputopo.model.from_json import build, shown
 from gputopo.model.from_json_kinds import build_kinds
 from gputopo.model.json_text import LARGE_DOCUMENT_VALUES, gc_paused, strict_json_parts
@@ -52,6 +53,9 @@ class Topology:
     # NUMA distances as the kernel reports them: {"0": {"0": 10, "1": 32}, ...}; None when unknown.
     numa_distances: dict[str, dict[str, int]] | None = None
     tf: TfView | None = None
+    # How the machine is built where the source reads its tree (sysfs: the live probe, a gathered
+    # archive): containment and the links outside PCIe (``gputopo.model.fabric``); None elsewhere.
+    fabric: Fabric | None = None
     # Where several sources of this host were merged: the facts they disagree on, and which GPU
     # join was assumed (``gputopo.sources.merge``); findings about them come from analysis.
     disagreements: list[Disagreement] = field(default_factory=list)

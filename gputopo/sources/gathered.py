@@ -17,6 +17,7 @@ from gputopo.errors import InputError
 from gputopo.model import Topology
 from gputopo.sources.archive import opened_archive
 from gputopo.sources.merge import merge_views
+from gputopo.sources.fabric_sysfs import add_fabric
 from gputopo.sources.sysfs import add_host_locality
 from gputopo.sources.tree import Tree
 
@@ -36,6 +37,7 @@ def read_gathered(path: str, read_text: Callable[[str, str], Topology]) -> Topol
         raise InputError(f"{label} holds no `nvidia-smi topo -m` output (gathered where nvidia-smi was missing "
                          "or failed); `gputopo doctor --from` still reads its host files")
     add_host_locality(topology, tree)
+    add_fabric(topology, tree)
     topology.source_detail = label
     return topology
 

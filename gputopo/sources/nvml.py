@@ -49,6 +49,7 @@ from gputopo.sources.nvml_binding import (
     text,
 )
 from gputopo.sources.nvml_notes import failure_notes
+from gputopo.sources.fabric_sysfs import add_fabric
 from gputopo.sources.sysfs import add_host_locality
 
 P2P_CAPS_FIELDS = (
@@ -125,7 +126,9 @@ def probe(nvml: Any = None, sysfs_root: str | os.PathLike[str] | None = None) ->
         topology = _probe_initialised(_Probe(binding))
     finally:
         binding.shutdown()
-    add_host_locality(topology, sysfs_root or getattr(nvml, "sysfs_root", None) or "/")
+    host_root = sysfs_root or getattr(nvml, "sysfs_root", None) or "/"
+    add_host_locality(topology, host_root)
+    add_fabric(topology, host_root)
     return topology
 
 

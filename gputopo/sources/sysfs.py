@@ -24,6 +24,7 @@ from __future__ import annotations
 import os
 
 from gputopo.model import Nic, NicLink, Topology, normalize_pci_bus_id
+from gputopo.model.fabric import pcie_path_word
 from gputopo.notation import expand_number_list, format_cpu_list
 from gputopo.sources.tree import Root, Tree, as_tree
 
@@ -164,24 +165,6 @@ def pci_path(bus_id: str | None, root: Root = "/") -> list[str] | None:
     if not starts or parts[-1] != bdf:
         return None
     return list(parts[starts[0]:])
-
-
-def pcie_path_word(gpu_path: list[str], nic_path: list[str], same_numa_node: bool | None) -> str | None:
-    """nvidia-smi's word for the way between two PCI devices: PIX (one switch between them), PXB
-    (several bridges), PHB (through their host bridge), NODE (host bridges of one NUMA node), SYS;
-    None for different host bridges whose NUMA nodes are not known."""
-    if gpu_path[0] != nic_path[0]:
-        return None if same_numa_node is None else "NODE" if same_numa_node else "SYS"
-    shared = 0
-    for mine, theirs in zip(gpu_path[1:-1], nic_path[1:-1]):
-        if mine != theirs:
-            break
-        shared += 1
-    if shared == 0:
-        return "PHB"  # different root ports of one host bridge
-    below_gpu, below_nic = len(gpu_path) - 1 - shared, len(nic_path) - 1 - shared
-    # Root port -> switch upstream port -> downstream ports -> the two devices: one switch.
-    return "PIX" if below_gpu <= 2 and below_nic <= 2 and shared >= 2 else "PXB"
 
 
 def nic_links(topology: Topology, root: Root = "/") -> list[NicLink]:
