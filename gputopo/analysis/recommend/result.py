@@ -105,6 +105,10 @@ class Recommendation:
     busy: dict[int, list[str]] = field(default_factory=dict)  # GPUs in use (NVML's live state) and why
     skipped_busy: list[int] = field(default_factory=list)  # of those, the ones left out of the ask
     busy_as_of: str | None = None  # when that live state was read (UTC, ISO 8601); None: not recorded
+    search_steps: int = 0  # the work the call spent, in the budget's steps (``budget``)
+    search_budget: int = 0  # the steps it was allowed
+    search_stopped: bool = False  # the budget ran out: the groups are the best found, not proven
+    budget_note: str | None = None  # that, in words (also first in ``notes``), for every screen showing the plan
 
     @property
     def best(self) -> GroupAdvice:
@@ -126,6 +130,9 @@ class Recommendation:
             "proven_optimal": self.proven_optimal,
             "jobs_proven_optimal": self.jobs_proven_optimal,
             "search": self.search,
+            "search_steps": self.search_steps,
+            "search_budget": self.search_budget,
+            "search_stopped": self.search_stopped,
             "interchangeable": self.interchangeable,
             "notes": self.notes,
             "busy": {str(gpu): reasons for gpu, reasons in sorted(self.busy.items())},

@@ -89,3 +89,13 @@ def test_an_html_page_without_snapshot_is_one_clear_line(cli, tmp_path):
     page.write_text("<!DOCTYPE html><html><body>hello</body></html>")
     line = assert_one_error_line(cli("scan", "--from", str(page)))
     assert "without an embedded gputopo snapshot" in line
+
+
+def test_report_says_when_the_work_budget_stopped_the_search(cli, tmp_path, monkeypatch):
+    import gputopo.analysis.recommend.budget as budget_module
+
+    monkeypatch.setattr(budget_module, "WORK_BUDGET", 50)
+    out = tmp_path / "box.html"
+    result = cli("report", "--machine", "dgx1", "--gpus", "5", "-o", str(out))
+    assert result.exit_code == 0, result.output
+    assert "search stopped after" in out.read_text()
