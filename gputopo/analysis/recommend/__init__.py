@@ -28,7 +28,8 @@ Where each part lives:
 - ``result``: ``Recommendation``, ``GroupAdvice``, ``RingHop`` and their JSON (``SCHEMA``);
 - ``problem``: the matrix the search sees (``Problem``), with TensorFlow's peer view filled in;
 - ``ring``: the best ring through a set (``best_ring``);
-- ``search``: twin classes and the branch and bound (``search_groups``), exact up to ``EXACT_LIMIT``;
+- ``budget``: the one budget of work every search of a call counts in (``Budget``, ``WORK_BUDGET``);
+- ``search``: twin classes and the branch and bound (``search_groups``), exact within the budget;
 - ``jobs``: ``--jobs N`` as N disjoint groups, the worst as good as possible (``split_jobs``);
 - ``advice``: checking the ask, CUDA numbering, numactl, MirroredStrategy and cross-device ops;
 - ``explain``: the reasons and notes, from structured data.
@@ -39,12 +40,14 @@ from __future__ import annotations
 from typing import Iterable
 
 from gputopo.analysis.recommend.advice import advise_group, check_ask, hop_label
+from gputopo.analysis.recommend.budget import WORK_BUDGET, Budget
 from gputopo.analysis.recommend.explain import explain_ranking, measurements_set_aside, recommendation_notes
 from gputopo.analysis.recommend.jobs import split_jobs
 from gputopo.analysis.recommend.problem import CENTI, Problem, negated_key, numa_domain_of
 from gputopo.analysis.recommend.result import SCHEMA, GroupAdvice, GroupKey, Recommendation, RingHop
 from gputopo.analysis.recommend.ring import INF, best_ring
-from gputopo.analysis.recommend.search import EXACT_LIMIT, SearchResult, node_budget_for, search_groups
+from gputopo.analysis.recommend.search import EXACT_LIMIT, SearchResult, search_groups
+from gputopo.errors import InputError
 from gputopo.model import Topology
 from gputopo.notation import count_word
 
@@ -52,7 +55,10 @@ __all__ = [
     "CENTI",
     "EXACT_LIMIT",
     "INF",
+    "MAX_ALTERNATIVES",
     "SCHEMA",
+    "WORK_BUDGET",
+    "Budget",
     "GroupAdvice",
     "GroupKey",
     "Problem",
@@ -67,6 +73,10 @@ __all__ = [
 ]
 
 
+MAX_ALTERNATIVES = 100  # runner-up groups one answer may list
+ADVICE_STEPS_PER_PAIR = 100  # a group's advice looks up each pair's link and socket: ~100 steps' time a pair
+
+
 def recommend(
     topology: Topology,
     gpus: int,
@@ -74,27 +84,42 @@ def recommend(
     require: Iterable[int] = (),
     exclude: Iterable[int] = (),
     alternatives: int = 3,
+    budget: Budget | None = None,
 ) -> Recommendation:
     """The best ``gpus`` GPUs of ``topology`` to train on together (plus ``alternatives`` runners-up),
     and for ``jobs > 1`` a split into that many disjoint groups where the worst is as good as possible.
 
     Raises ``InputError`` for asks that cannot be met (0 GPUs, more than exist, a required GPU that is
-    excluded or missing, ``jobs * gpus`` more than the GPUs available).
+    excluded or missing, ``jobs * gpus`` more than the GPUs available, ``alternatives`` outside
+    0..``MAX_ALTERNATIVES``).
+
+    Every search of the call counts its work in one ``budget`` (a fresh ``Budget()`` of
+    ``WORK_BUDGET`` steps by default); where it runs out, the answer is the best found so far, and
+    ``search``, ``search_stopped`` and a note say so.
     """
+    if not 0 <= alternatives <= MAX_ALTERNATIVES:
+        raise InputError(f"--alternatives must be from 0 to {MAX_ALTERNATIVES} (got {alternatives})")
+    budget = budget if budget is not None else Budget()
     require_list = sorted(set(int(g) for g in require))
     exclude_list = sorted(set(int(g) for g in exclude))
     known = topology.gpu_indices
     check_ask(topology, gpus, jobs, require_list, exclude_list, set(known))
-    problem = Problem.from_topology(topology, [g for g in known if g not in set(exclude_list)])
+    problem = Problem.from_topology(topology, [g for g in known if g not in set(exclude_list)], budget)
     required_pos = {problem.pos[g] for g in require_list}
 
     # Alternatives for one group never need the required GPUs all in it; they must be in the split.
     single_required = required_pos if jobs == 1 or len(required_pos) <= gpus else set()
-    result = search_groups(problem, gpus, single_required, max(1, alternatives + 1), node_budget_for(problem.n))
-    proven = result.exhausted and not problem.ring_budget_hit
-    search = _search_text(problem, result)
+    result = search_groups(problem, gpus, single_required, max(1, alternatives + 1))
+    proven = result.exhausted and not problem.ring_budget_hit and not budget.stopped
+    search = _search_text(problem, result, budget)
 
-    groups = [advise_group(problem, members, key) for key, members in result.ranked]
+    groups = []
+    for key, members in result.ranked:
+        if groups and budget.exhausted:  # the runners-up found are described while the budget lasts
+            break
+        budget.spend(ADVICE_STEPS_PER_PAIR * gpus * gpus)  # the advice reads every pair of the group's links
+        groups.append(advise_group(problem, members, key))
+    alternatives_cut = len(result.ranked) - len(groups)
     for rank, group in enumerate(groups, start=1):
         group.rank = rank
     explain_ranking(problem, groups, gpus)
@@ -105,6 +130,12 @@ def recommend(
     else:
         job_groups, jobs_proven, how = _split_into_jobs(problem, gpus, jobs, required_pos, proven, groups[0])
         search += f"; --jobs {jobs}: {how}"
+    notes = recommendation_notes(topology, problem, gpus)
+    if alternatives_cut:
+        notes.insert(0, f"{count_word(alternatives_cut, 'more runner-up group')} found but not described: the work "
+                        "budget ran out (ask for fewer --alternatives)")
+    if budget.stopped:
+        notes.insert(0, stopped_note(budget))
 
     return Recommendation(
         gpus_per_group=gpus,
@@ -117,14 +148,24 @@ def recommend(
         jobs_proven_optimal=jobs_proven,
         search=search,
         interchangeable=problem.uniform and problem.links_known and 1 < gpus < problem.n,
-        notes=recommendation_notes(topology, problem, gpus),
+        notes=notes,
+        search_steps=budget.spent,
+        search_budget=budget.limit,
+        search_stopped=budget.stopped,
+        budget_note=stopped_note(budget) if budget.stopped else None,
         measurements_set_aside=measurements_set_aside(topology),
         source=topology.source,
         label=topology.label,
     )
 
 
-def _search_text(problem: Problem, result: SearchResult) -> str:
+def stopped_note(budget: Budget) -> str:
+    """The note of an answer the work budget cut short."""
+    return (f"search stopped after {budget.stopped_after:,} steps (the budget is {budget.limit:,}); best found, "
+            "not proven: another group may be better")
+
+
+def _search_text(problem: Problem, result: SearchResult, budget: Budget) -> str:
     """How the groups were found, in words."""
     classes = count_word(result.classes, "class", "classes")
     if result.listed:
@@ -132,17 +173,16 @@ def _search_text(problem: Problem, result: SearchResult) -> str:
             f"exact over {problem.n} GPUs in {classes}: after {count_word(result.nodes, 'search node')} of branch "
             "and bound, every group of one NUMA node on a ring of the fastest links was listed, and none other can rank above them"
         )
-    elif result.exhausted:
+    elif result.exhausted and not budget.stopped:
         search = (
             f"exact branch and bound over {problem.n} GPUs in {classes} "
             f"of interchangeable GPUs ({count_word(result.nodes, 'search node')})"
         )
     else:
-        search = (
-            f"bounded branch and bound over {problem.n} GPUs in {classes}: stopped after "
-            f"{result.node_budget} search nodes, best found, not proven optimal"
-        )
-    if problem.ring_budget_hit:
+        search = f"branch and bound over {problem.n} GPUs in {classes} ({count_word(result.nodes, 'search node')})"
+    if budget.stopped:
+        search += f"; search stopped after {budget.stopped_after:,} steps; best found, not proven"
+    elif problem.ring_budget_hit:
         search += "; some rings were too large to search completely (best ring found used)"
     return search
 
@@ -160,7 +200,7 @@ def _split_into_jobs(
         group.reason = f"job {rank} of {jobs}"
     worst = job_groups[-1]
     # Greedy is still optimal when its worst group is as good as the best single group.
-    jobs_proven = (exact or (proven and worst.key == best.key)) and not problem.ring_budget_hit
+    jobs_proven = (exact or (proven and worst.key == best.key)) and not problem.ring_budget_hit and not problem.budget.stopped
     worst.reason = f"job {jobs} of {jobs}, the worst group: " + (
         "no split into disjoint groups makes the worst one better"
         if jobs_proven

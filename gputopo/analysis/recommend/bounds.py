@@ -87,6 +87,7 @@ class Pools:
             return False
         links_needed = 2 if k >= 3 else (1 if k == 2 else 0)
         fast = self._fast_links(problem, bar[0])
+        problem.budget.spend(2 * (len(pool) + len(chosen)))  # a peeling looks at each GPU's fast links
         if bound[0] > bar[0]:  # a faster ring would beat the bar whatever its locality
             kept = core(chosen, pool, fast, links_needed)
             return kept is None or len(kept) < remaining
@@ -106,6 +107,7 @@ class Pools:
                 if locality < tuple(bar[1:3]):
                     continue
                 candidates = [u for u in pool if problem.domain_id[u] in domains]
+                problem.budget.spend(3 * len(pool))
                 kept = core(chosen, candidates, fast, links_needed) if len(candidates) >= remaining else None
                 if kept is None or len(kept) < remaining:
                     continue
@@ -125,7 +127,9 @@ class Pools:
         Counted twice, to stay in integers."""
         w = problem.weight
         towards = {u: sum(w[u][v] for v in chosen) for u in kept}  # each GPU's links to the chosen ones
-        if math.comb(len(kept), remaining) <= EXACT_COMPLETIONS:  # few ways to finish: the best of them
+        ways = math.comb(len(kept), remaining)
+        problem.budget.spend(len(kept) * (len(chosen) + 1) + (ways * remaining * remaining if ways <= EXACT_COMPLETIONS else 0))
+        if ways <= EXACT_COMPLETIONS:  # few ways to finish: the best of them
             return total + max(sum(towards[u] for u in added) + sum(w[a][b] for a, b in itertools.combinations(added, 2))
                                for added in itertools.combinations(kept, remaining))
         prefix = self._prefix(problem, key, candidates)
@@ -142,6 +146,7 @@ class Pools:
         found = self._fast.get(need)
         if found is None:
             w, n = problem.weight, problem.n
+            problem.budget.spend(n * n // 2)
             found = self._fast[need] = [{j for j in range(n) if j != i and w[i][j] >= need} for i in range(n)]
         return found
 
@@ -151,6 +156,7 @@ class Pools:
         found = self.pool_prefixes.get(key)
         if found is None:
             w = problem.weight
+            problem.budget.spend(len(candidates) * len(candidates))
             found = {}
             for u in candidates:
                 row = w[u]

@@ -13,7 +13,7 @@ import math
 from gputopo.analysis.recommend.problem import Problem, negated_key
 from gputopo.analysis.recommend.result import GroupKey
 from gputopo.analysis.recommend.ring import RingOracle
-from gputopo.analysis.recommend.search import NODE_BUDGET, search_groups
+from gputopo.analysis.recommend.search import search_groups
 from gputopo.errors import InputError
 
 JOBS_EXACT_GROUP_LIMIT = 20_000  # enumerate every group for --jobs when there are at most this many
@@ -43,7 +43,7 @@ def _split_jobs_greedy(problem: Problem, k: int, jobs: int, required: set[int]) 
         local = problem.restricted(remaining_positions)
         local_position = {p: x for x, p in enumerate(remaining_positions)}
         must = {local_position[i] for i in sorted(need)[:k]}
-        result = search_groups(local, k, must, 1, NODE_BUDGET)
+        result = search_groups(local, k, must, 1)
         problem.ring_budget_hit = problem.ring_budget_hit or local.ring_budget_hit
         group = tuple(sorted(remaining_positions[i] for i in result.ranked[0][1]))
         chosen.append(group)
@@ -64,7 +64,7 @@ def _split_jobs_exact(problem: Problem, k: int, jobs: int, required: set[int]) -
     Within the evaluated groups the worst group is maximised by ``_fairest_worst``; the split
     returned is the first packing of every group at least as good as its worst one, best first."""
     n = problem.n
-    rings = RingOracle(problem.weight)
+    rings = RingOracle(problem.weight, problem.budget)
     good = _good_split(problem, rings, k, jobs, required)
     floor = min(problem.key(g) for g in good) if good else None
     optimistic = _groups_at_least(problem, rings, k, floor, (jobs - 1) * k)
@@ -142,29 +142,45 @@ def _pack(groups: list[tuple[int, ...]], n: int, k: int, jobs: int, required: se
         required_mask |= 1 << i
     dead: set[tuple[int, int]] = set()
 
-    def go(free: int, jobs_left: int, slack: int) -> list[int] | None:
+    def enter(free: int, jobs_left: int, slack: int, via: int | None) -> bool | list:
+        """True: packed; False: no packing from here; else the frame that tries the groups of the
+        lowest free GPU, then leaving it out (``via``: the group that led here, None: a GPU left out)."""
         if jobs_left == 0:
-            return [] if not (free & required_mask) else None
+            return not (free & required_mask)
         if (free, jobs_left) in dead:
-            return None
+            return False
         low_bit = free & -free
         if not low_bit:
-            return None
-        v = low_bit.bit_length() - 1
-        for idx in by_lowest.get(v, ()):
-            if masks[idx] & free == masks[idx]:
-                rest = go(free & ~masks[idx], jobs_left - 1, slack)
-                if rest is not None:
-                    return [idx] + rest
-        if slack > 0 and not (low_bit & required_mask):
-            rest = go(free & ~low_bit, jobs_left, slack - 1)
-            if rest is not None:
-                return rest
-        dead.add((free, jobs_left))
-        return None
+            return False
+        return [free, jobs_left, slack, by_lowest.get(low_bit.bit_length() - 1, ()), 0, low_bit, via, False]
 
-    picked = go((1 << n) - 1, jobs, n - jobs * k)
-    return None if picked is None else [groups[i] for i in picked]
+    first = enter((1 << n) - 1, jobs, n - jobs * k, None)
+    if first is True or first is False:
+        return [] if first is True else None
+    stack = [first]  # its own stack: as deep as there are jobs and GPUs left out, hundreds for --gpus 1
+    while stack:
+        frame = stack[-1]
+        free, jobs_left, slack, options, at, low_bit, _, skipped = frame
+        if at < len(options):
+            frame[4] = at + 1
+            idx = options[at]
+            if masks[idx] & free != masks[idx]:
+                continue
+            child = enter(free & ~masks[idx], jobs_left - 1, slack, idx)
+        elif not skipped and slack > 0 and not (low_bit & required_mask):
+            frame[7] = True
+            idx = None
+            child = enter(free & ~low_bit, jobs_left, slack - 1, None)
+        else:
+            dead.add((free, jobs_left))
+            stack.pop()
+            continue
+        if child is True:
+            picked = [f[6] for f in stack[1:] if f[6] is not None] + ([idx] if idx is not None else [])
+            return [groups[i] for i in picked]
+        if child is not False:
+            stack.append(child)
+    return None
 
 
 def _good_split(problem: Problem, rings: RingOracle, k: int, jobs: int, required: set[int]) -> list[tuple[int, ...]] | None:

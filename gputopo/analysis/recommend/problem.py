@@ -19,6 +19,7 @@ import dataclasses
 import itertools
 from typing import Any, Sequence
 
+from gputopo.analysis.recommend.budget import Budget
 from gputopo.analysis.recommend.result import GroupKey
 from gputopo.analysis.recommend.ring import INF, best_ring
 from gputopo.analysis.recommend.weights import CENTI, UNHEALTHY_DIVISOR, pair_weights  # noqa: F401 - re-exported
@@ -73,6 +74,7 @@ class Problem:
         measured_pairs: int = 0,
         socket_id: list[int | None] | None = None,
         numa_node: list[int | None] | None = None,
+        budget: Budget | None = None,
     ):
         self.index = list(index)  # position -> GPU index
         self.pos = {g: p for p, g in enumerate(self.index)}
@@ -94,6 +96,7 @@ class Problem:
         self.locality_scaled = self._locality_beyond_numa_count()
         self.ring_cache: dict[tuple[int, ...], tuple[int, list[int], bool]] = {}
         self.ring_budget_hit = False
+        self.budget = budget if budget is not None else Budget()  # shared by every search over this problem
         # The distinct figures of the pairs (each pair once), fastest first.
         self.speeds = sorted(set(itertools.chain.from_iterable(row[i + 1 :] for i, row in enumerate(weight))), reverse=True)
         self.max_weight = self.speeds[0] if self.speeds else 0
@@ -103,7 +106,7 @@ class Problem:
         self.uniform = len(self.speeds) <= 1
 
     @classmethod
-    def from_topology(cls, topology: Topology, candidates: Sequence[int]) -> Problem:
+    def from_topology(cls, topology: Topology, candidates: Sequence[int], budget: Budget | None = None) -> Problem:
         """The problem over ``candidates`` (GPU indices) of ``topology``; ``InputError`` if a pair has
         no link."""
         index = list(candidates)
@@ -124,12 +127,12 @@ class Problem:
         return cls(
             index, weights.weight, host_id, domain_id, topology=topology, links=links, gpus=gpus,
             estimate_basis=weights.basis, tf_peer_pairs=tf_peer_pairs, measured_pairs=weights.measured_pairs,
-            socket_id=socket_id, numa_node=[gpus[g].numa_node for g in index],
+            socket_id=socket_id, numa_node=[gpus[g].numa_node for g in index], budget=budget,
         )
 
     def restricted(self, positions: Sequence[int]) -> Problem:
         """The same problem on ``positions`` only (renumbered ``0..len-1`` in that order), sharing the
-        topology facts; its ring cache starts empty."""
+        topology facts and the budget; its ring cache starts empty."""
         positions = list(positions)
         return Problem(
             [self.index[p] for p in positions],
@@ -139,6 +142,7 @@ class Problem:
             topology=self.topology, links=self.links, gpus=self.gpus,
             estimate_basis=self.estimate_basis, tf_peer_pairs=self.tf_peer_pairs, measured_pairs=self.measured_pairs,
             socket_id=[self.socket_id[p] for p in positions], numa_node=[self.numa_node[p] for p in positions],
+            budget=self.budget,
         )
 
     # -- worth of a group
@@ -148,7 +152,7 @@ class Problem:
         cached = self.ring_cache.get(members)
         if cached is not None:
             return cached[0], cached[1]
-        bottleneck, order, complete = best_ring(members, self.weight)
+        bottleneck, order, complete = best_ring(members, self.weight, self.budget)
         if not complete:
             self.ring_budget_hit = True
         self.ring_cache[members] = (bottleneck, order, complete)
@@ -161,6 +165,7 @@ class Problem:
     def locality_and_total(self, members: tuple[int, ...]) -> tuple[int, int, int]:
         """The key without the ring: (-hosts, -locality, total pair bandwidth)."""
         w = self.weight
+        self.budget.spend(1 + len(members) * len(members) // 2)
         total = 0
         for x, i in enumerate(members):
             row = w[i]

@@ -108,6 +108,10 @@ class Recommendation:
     # Measured pairs whose figures were set aside (P2P slower than staged: a fault to fix), ranked on
     # the healthy state; empty where none.
     measurements_set_aside: list[tuple[int, int]] = field(default_factory=list)
+    search_steps: int = 0  # the work the call spent, in the budget's steps (``budget``)
+    search_budget: int = 0  # the steps it was allowed
+    search_stopped: bool = False  # the budget ran out: the groups are the best found, not proven
+    budget_note: str | None = None  # that, in words (also first in ``notes``), for every screen showing the plan
 
     @property
     def best(self) -> GroupAdvice:
@@ -129,6 +133,9 @@ class Recommendation:
             "proven_optimal": self.proven_optimal,
             "jobs_proven_optimal": self.jobs_proven_optimal,
             "search": self.search,
+            "search_steps": self.search_steps,
+            "search_budget": self.search_budget,
+            "search_stopped": self.search_stopped,
             "interchangeable": self.interchangeable,
             "notes": self.notes,
             "busy": {str(gpu): reasons for gpu, reasons in sorted(self.busy.items())},

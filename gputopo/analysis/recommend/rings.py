@@ -12,8 +12,10 @@ fast is a k-cycle in the graph of those links. So:
    nodes (so no fewer hosts) or with a slower ring ranks below all of them, so where there are
    ``keep`` of them, the ``keep`` best by the rest of the key are exact.
 
-Each step of the depth-first listing counts against a budget; past it, or where fewer than
-``keep`` such groups exist, nothing is settled here and the branch and bound goes on.
+Each step of the depth-first listing counts against a budget (``RING_STEPS``, and what is left of
+the recommendation's work budget, which each step and each speed's graph also count in); past it,
+or where fewer than ``keep`` such groups exist, nothing is settled here and the branch and bound
+goes on.
 """
 
 from __future__ import annotations
@@ -27,8 +29,12 @@ RING_STEPS = 200_000  # depth-first steps the listing may take
 
 
 class _Steps:
+    """The listing's steps ``left``; ``other``: the rest of its work (graphs, sets), which counts
+    in the recommendation's budget only."""
+
     def __init__(self, budget: int):
         self.left = budget
+        self.other = 0
 
 
 def fastest_ring_groups(problem: Problem, k: int, required: set[int], keep: int,
@@ -40,16 +46,32 @@ def fastest_ring_groups(problem: Problem, k: int, required: set[int], keep: int,
     if k < 3 or problem.locality_scaled or problem.n < k:
         return None  # (with sockets or distances in the locality, one NUMA node need not rank first)
     w, n = problem.weight, problem.n
-    steps = _Steps(budget)
-    for speed in sorted({w[i][j] for i in range(n) for j in range(i + 1, n)}, reverse=True):
-        fast = [{j for j in range(n) if j != i and w[i][j] >= speed} for i in range(n)]
-        found = _cycles(fast, list(range(n)), k, steps, first_only=True)
-        if found is None:
+    work = problem.budget
+    allowed = min(budget, work.left)
+    steps = _Steps(allowed)
+    try:
+        for speed in problem.speeds:
+            steps.other += n * n // 2  # the graph of the links at least that fast
+            if steps.other > work.left:
+                return None
+            fast = [{j for j in range(n) if j != i and w[i][j] >= speed} for i in range(n)]
+            found = _cycles(fast, list(range(n)), k, steps, first_only=True)
+            if found is None:
+                return None
+            if found:
+                break
+        else:
             return None
-        if found:
-            break
-    else:
-        return None
+        return _listed(problem, k, required, keep, canonical, fast, speed, steps)
+    finally:
+        work.spend(allowed - max(steps.left, 0) + steps.other)
+
+
+def _listed(problem: Problem, k: int, required: set[int], keep: int,
+            canonical: Callable[[tuple[int, ...]], tuple[int, ...]], fast: list[set[int]], speed: int,
+            steps: _Steps) -> list[tuple[GroupKey, tuple[int, ...]]] | None:
+    """Step 2 of the module text, at ring speed ``speed`` over the ``fast`` links."""
+    n = problem.n
     places: dict[int, list[int]] = {}
     for position in range(n):
         places.setdefault(problem.domain_id[position], []).append(position)
@@ -75,6 +97,7 @@ def _cycles(fast: list[set[int]], members: list[int], k: int, steps: _Steps,
     found: set[tuple[int, ...]] = set()
     inside = set(members)
     for start in sorted(members):
+        steps.other += len(inside)
         after = {u for u in inside if u > start}
         closing = fast[start] & after  # the last GPU of the path must link back to the start
         if len(closing) < 2:

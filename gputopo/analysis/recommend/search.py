@@ -3,8 +3,9 @@
 GPUs that are *twins* (identical bandwidth to every other GPU, same host and NUMA node) are
 interchangeable, so the search only picks how many of each twin class to take; that collapses
 NVSwitch machines and racks like the GB200 NVL72. The search is exact (pruning only drops groups
-that cannot beat the ones already kept) for up to ``EXACT_LIMIT`` candidate GPUs; beyond, it runs
-with a budget of ``NODE_BUDGET`` search nodes and says whether it finished.
+that cannot beat the ones already kept) unless the recommendation's work budget (``budget``, shared
+with the ring searches) runs out first; then it keeps the best found and says it did not finish.
+Beyond ``EXACT_LIMIT`` candidate GPUs it lists the rings of the fastest links after a short walk.
 """
 
 from __future__ import annotations
@@ -20,15 +21,9 @@ from gputopo.analysis.recommend.result import GroupKey
 from gputopo.analysis.recommend.ring import INF, ring_reaches
 from gputopo.analysis.recommend.rings import fastest_ring_groups
 
-EXACT_LIMIT = 16  # candidate GPUs up to which the search has no node budget (always exact)
-NODE_BUDGET = 20_000  # search nodes allowed beyond EXACT_LIMIT before settling for "best found"
+EXACT_LIMIT = 16  # candidate GPUs up to which the walk goes on without first listing the rings
 WALK_BEFORE_RINGS = 1_000  # nodes beyond EXACT_LIMIT before the rings of the fastest links are listed
 MAX_SEEDS = 16  # greedy starting groups that set the first bar for the branch and bound
-
-
-def node_budget_for(n: int) -> int | None:
-    """The node budget for a search over ``n`` candidate GPUs: none (exact) up to ``EXACT_LIMIT``."""
-    return None if n <= EXACT_LIMIT else NODE_BUDGET
 
 
 def twin_classes(problem: Problem, required: set[int]) -> list[list[int]]:
@@ -71,10 +66,9 @@ def _without(row: list[int], i: int, j: int) -> list[int]:
 @dataclass
 class SearchResult:
     ranked: list[tuple[GroupKey, tuple[int, ...]]]  # best first
-    exhausted: bool  # False: the node budget stopped the search (best found, not proven)
+    exhausted: bool  # False: the work budget stopped the search (best found, not proven)
     nodes: int
     classes: int
-    node_budget: int | None = None
     listed: bool = False  # settled by listing the rings of the fastest links (``rings``)
 
 
@@ -93,11 +87,13 @@ class _Best:
         self.offered.add(members)
         problem = self.problem
         ranked = self.ranked
+        problem.budget.spend(len(members))
         if len(ranked) >= self.keep and not self._may_beat(members, ranked[-1][0]):
             return
         key = problem.key(members)
         if len(ranked) >= self.keep and key <= ranked[-1][0]:
             return
+        problem.budget.spend(len(ranked))
         ranked.append((key, members))
         ranked.sort(key=lambda item: (negated_key(item[0]), item[1]))
         del ranked[self.keep :]
@@ -108,11 +104,11 @@ class _Best:
         ring reaches that speed, which is cheaper than finding the best ring."""
         rest = self.problem.locality_and_total(members)
         need = bar[0] if rest > tuple(bar[1:]) else bar[0] + 1
-        reaches, complete = ring_reaches(members, self.problem.weight, need)
+        reaches, complete = ring_reaches(members, self.problem.weight, need, self.problem.budget)
         return reaches or not complete
 
 
-def search_groups(problem: Problem, k: int, required: set[int], keep: int, node_budget: int | None) -> SearchResult:
+def search_groups(problem: Problem, k: int, required: set[int], keep: int) -> SearchResult:
     """The ``keep`` best groups of ``k`` positions containing ``required`` (branch and bound).
 
     Walks the twin classes (strongest GPUs first), choosing how many of each to take (most first).
@@ -127,65 +123,95 @@ def search_groups(problem: Problem, k: int, required: set[int], keep: int, node_
     A complete group is only ranked once its ring is known to reach the bar's bottleneck (or pass
     it, where the rest of its key is no better); asking that is cheaper than the best ring.
 
-    Every bound is optimistic, so nothing pruned could have beaten the groups kept: with no node
-    budget the result is exact.
+    Every bound is optimistic, so nothing pruned could have beaten the groups kept: where the
+    problem's work budget does not run out first, the result is exact.
     """
-    w = problem.weight
-    strength = problem.ring_ceilings(k)
     classes = twin_classes(problem, required)
+    strength = problem.ring_ceilings(k)
     classes.sort(key=lambda c: (-strength[c[0]], c[0]))
-    c_count = len(classes)
     class_of = {i: ci for ci, members in enumerate(classes) for i in members}
-    pools = Pools(problem, classes, required)
-    optimistic = pools.bound(problem, k)
-
     best = _Best(problem, keep)
-    ranked = best.ranked
-    offer = best.offer
-    nodes = 0
-    stopped = False
-    limit = node_budget if node_budget is None else min(node_budget, WALK_BEFORE_RINGS)
-
-    def walk(ci: int, chosen: list[int], remaining: int, total: int) -> None:
-        nonlocal nodes, stopped
-        if stopped:
-            return
-        nodes += 1
-        if limit is not None and nodes > limit and ranked:
-            stopped = True  # the budget only stops a search that has an answer to give
-            return
-        if remaining == 0:
-            if pools.required[ci] == 0:
-                offer(tuple(sorted(chosen)))
-            return
-        if ci >= c_count or pools.size[ci] < remaining or pools.required[ci] > remaining:
-            return
-        if len(ranked) >= keep:
-            bar = ranked[-1][0]
-            bound = optimistic(chosen, remaining, ci, total)
-            if bound <= bar or pools.beyond_reach(problem, chosen, remaining, ci, total, bar, k, bound):
-                return
-        members = classes[ci]
-        must = sum(1 for i in members if i in required)
-        for count in range(min(len(members), remaining), must - 1, -1):
-            taken = members[:count]
-            added = 0
-            for x, i in enumerate(taken):
-                row = w[i]
-                added += sum(row[j] for j in chosen) + sum(row[j] for j in taken[x + 1 :])
-            walk(ci + 1, chosen + taken, remaining - count, total + added)
-
+    walk = _Walk(problem, k, required, keep, classes, best)
     for seed in _greedy_seeds(problem, k, required, classes, class_of) + _ring_seeds(problem, k, required, classes, class_of):
-        offer(seed)
-    walk(0, [], k, 0)
-    if stopped:  # a long search: the rings of the fastest links may settle it at once
+        best.offer(seed)
+    first_limit = None if problem.n <= EXACT_LIMIT else WALK_BEFORE_RINGS
+    walk.run(first_limit)
+    if walk.stopped and first_limit is not None and not problem.budget.exhausted:
+        # a long search: the rings of the fastest links may settle it at once
         listed = fastest_ring_groups(problem, k, required, keep, lambda group: _canonical(group, classes, class_of))
         if listed is not None:
-            return SearchResult(ranked=listed, exhausted=True, nodes=nodes, classes=c_count, node_budget=node_budget, listed=True)
-        if limit != node_budget:  # else the whole budget, from the start (the groups found so far kept as the bar)
-            nodes, stopped, limit = 0, False, node_budget
-            walk(0, [], k, 0)
-    return SearchResult(ranked=ranked, exhausted=not stopped, nodes=nodes, classes=c_count, node_budget=node_budget)
+            return SearchResult(ranked=listed, exhausted=True, nodes=walk.nodes, classes=len(classes), listed=True)
+        walk.run(None)  # the whole budget left, from the start (the groups found so far kept as the bar)
+    if walk.stopped:
+        problem.budget.stop()
+    return SearchResult(ranked=best.ranked, exhausted=not walk.stopped, nodes=walk.nodes, classes=len(classes))
+
+
+class _Walk:
+    """The branch and bound over the twin classes, on its own stack (as deep as there are classes,
+    hundreds on a large machine without symmetry). ``run(limit)`` walks from the start until it is
+    done (``stopped`` False), or, once some group is ranked, until ``limit`` nodes or the problem's
+    work budget are spent (``stopped`` True)."""
+
+    def __init__(self, problem: Problem, k: int, required: set[int], keep: int, classes: list[list[int]], best: _Best):
+        self.problem, self.k, self.required, self.keep = problem, k, required, keep
+        self.classes = classes
+        self.best = best
+        self.pools = Pools(problem, classes, required)
+        self.optimistic = self.pools.bound(problem, k)
+        self.nodes = 0
+        self.stopped = False
+
+    def run(self, limit: int | None) -> None:
+        self.nodes, self.stopped = 0, False
+        frame = self._visit(0, [], self.k, 0, limit)
+        stack = [frame] if frame is not None else []
+        while stack and not self.stopped:
+            frame = stack[-1]
+            ci, chosen, remaining, total, added, count, low = frame
+            if count < low:
+                stack.pop()
+                continue
+            frame[5] = count - 1
+            taken = self.classes[ci][:count]
+            child = self._visit(ci + 1, chosen + taken, remaining - count, total + added[count], limit)
+            if child is not None:
+                stack.append(child)
+
+    def _visit(self, ci: int, chosen: list[int], remaining: int, total: int, limit: int | None) -> list | None:
+        """One node: the group ``chosen`` with ``remaining`` GPUs to take from pool ``ci``. Offers a
+        complete group; returns the frame that walks its children (how many of class ``ci`` to
+        take, most first), or None where there are none or the bounds prune them."""
+        problem, pools, budget = self.problem, self.pools, self.problem.budget
+        ranked = self.best.ranked
+        self.nodes += 1
+        budget.spend(1)
+        if ranked and ((limit is not None and self.nodes > limit) or budget.exhausted):
+            self.stopped = True  # a budget only stops a search that has an answer to give
+            return None
+        if remaining == 0:
+            if pools.required[ci] == 0:
+                self.best.offer(tuple(sorted(chosen)))
+            return None
+        if ci >= len(self.classes) or pools.size[ci] < remaining or pools.required[ci] > remaining:
+            return None
+        if len(ranked) >= self.keep:
+            bar = ranked[-1][0]
+            budget.spend(len(chosen) * len(chosen))  # the bound looks at every pair chosen
+            bound = self.optimistic(chosen, remaining, ci, total)
+            if bound <= bar or pools.beyond_reach(problem, chosen, remaining, ci, total, bar, self.k, bound):
+                return None
+        members = self.classes[ci]
+        must = sum(1 for i in members if i in self.required)
+        top = min(len(members), remaining)
+        # added[c]: the pair bandwidth the first c members of the class add to the chosen ones
+        w = problem.weight
+        added = [0] * (top + 1)
+        for x in range(top):
+            row = w[members[x]]
+            added[x + 1] = added[x] + sum(row[j] for j in chosen) + sum(row[members[y]] for y in range(x))
+        budget.spend(top * (len(chosen) + top))
+        return [ci, chosen, remaining, total, added, top, must]
 
 
 def _greedy_seeds(
@@ -219,6 +245,7 @@ def _greedy_seeds(
 
         for g in group:
             add(g)
+        problem.budget.spend(k * n // 8)  # k passes over n GPUs, each in C
         while len(group) < k:
             # (each GPU's key as a tuple made in C: slowest link, same host, same NUMA node, sum, lowest number)
             keys = zip(min_link, map(hosts.__contains__, host), map(domains.__contains__, domain), link_sum, range(0, -n, -1))
@@ -242,18 +269,21 @@ def _ring_seeds(
     (depth first, ``RING_SEED_STEPS`` at most) for cycles of k GPUs over links at least t fast;
     the first speed with one gives up to ``MAX_SEEDS`` of them. Greedy growth misses such rings in
     a topology without symmetry (a random 72-GPU one: greedy 40 GB/s, a ring at 80 exists), and the
-    search only prunes well once its bar is that high."""
+    search only prunes well once its bar is that high. Each step counts in the problem's budget,
+    and a GPU's links once when first looked at."""
     n, w = problem.n, problem.weight
     if k < 3 or required or n < k or n <= EXACT_LIMIT:  # small searches are exact and quick without
         return []
-    steps = 0
+    steps = counted = 0
+    budget = problem.budget
+    allowed = min(RING_SEED_STEPS, budget.left)
     for t in problem.speeds:
         adjacent: dict[int, list[int]] = {}  # per GPU walked from, the GPUs its links at least t fast reach
         found: list[tuple[int, ...]] = []
         for start in range(n):
             path, seen = [start], {start}
             stack = [iter(u for u in _reached(adjacent, w, start, t) if u > start)]
-            while stack and len(found) < MAX_SEEDS and steps < RING_SEED_STEPS:
+            while stack and len(found) < MAX_SEEDS and steps < allowed:
                 steps += 1
                 u = next(stack[-1], None)
                 if u is None:
@@ -269,11 +299,13 @@ def _ring_seeds(
                 path.append(u)
                 seen.add(u)
                 stack.append(iter(x for x in _reached(adjacent, w, u, t) if x > start))
-            if len(found) >= MAX_SEEDS or steps >= RING_SEED_STEPS:
+            if len(found) >= MAX_SEEDS or steps >= allowed:
                 break
+        budget.spend(steps - counted + len(adjacent) * n // 8)
+        counted = steps
         if found:
             return [_canonical(group, classes, class_of) for group in dict.fromkeys(found)]
-        if steps >= RING_SEED_STEPS:
+        if steps >= allowed:
             return []
     return []
 

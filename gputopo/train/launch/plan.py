@@ -200,6 +200,8 @@ def build_plan(
                 raise InputError(f"no group of {count} GPUs can be recommended on this topology")
             gpu_plan = plan_from_group(recommendation.groups[0], numactl_path, topology)
             gpu_plan.notes.extend(busy_notes)
+            if recommendation.budget_note:  # a large machine: the pick is the best found, not proven
+                gpu_plan.notes.append(recommendation.budget_note)
         if config.cpu_devices is None and not allow_busy:
             _refuse_busy(topology, gpu_plan.gpus)
     if config.cpu_devices is None:

@@ -131,3 +131,27 @@ def test_recommend_diagnoses_nothing_yet_leaves_a_lost_gpu_out(cli, monkeypatch,
     assert all(1 not in group["gpus"] for group in data["groups"])
     assert any(note.startswith("left out: GPU 1 is lost") for note in data["notes"])
     assert cli("scan", "--from", str(path)).exit_code != 0  # scan still diagnoses (and meets the refusal)
+
+
+def test_a_search_the_work_budget_stops_says_so_in_text_and_json(cli, monkeypatch):
+    import gputopo.analysis.recommend.budget as budget_module
+
+    monkeypatch.setattr(budget_module, "WORK_BUDGET", 50)
+    text = cli("recommend", "--machine", "dgx1", "--gpus", "5")
+    assert text.exit_code == 0, text.output
+    assert "search stopped after" in text.stdout and "best found, not proven" in text.stdout
+    data = json.loads(cli("recommend", "--machine", "dgx1", "--gpus", "5", "--json").stdout)
+    assert data["search_stopped"] is True and data["search_budget"] == 50 and data["proven_optimal"] is False
+    assert data["notes"][0].startswith("search stopped after")
+
+
+def test_the_reference_machines_finish_within_the_budget(cli):
+    data = json.loads(cli("recommend", "--machine", "dgx1", "--gpus", "5", "--json").stdout)
+    assert data["search_stopped"] is False and data["proven_optimal"] is True
+    assert 0 < data["search_steps"] < data["search_budget"]
+
+
+def test_too_many_alternatives_is_one_error_line(cli):
+    result = cli("recommend", "--machine", "dgx1", "--gpus", "2", "--alternatives", "1000000")
+    assert result.exit_code == 2
+    assert "--alternatives must be from 0 to 100 (got 1000000)" in assert_one_error_line(result)

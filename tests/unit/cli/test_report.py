@@ -103,3 +103,13 @@ def test_a_bench_of_cpu_devices_is_refused_on_a_gpu_snapshot_in_one_line(cli, tm
         line = assert_one_error_line(result, 2)
         assert "host memory on logical CPU devices" in line
     assert not (tmp_path / "r.html").exists()
+
+
+def test_report_says_when_the_work_budget_stopped_the_search(cli, tmp_path, monkeypatch):
+    import gputopo.analysis.recommend.budget as budget_module
+
+    monkeypatch.setattr(budget_module, "WORK_BUDGET", 50)
+    out = tmp_path / "box.html"
+    result = cli("report", "--machine", "dgx1", "--gpus", "5", "-o", str(out))
+    assert result.exit_code == 0, result.output
+    assert "search stopped after" in out.read_text()

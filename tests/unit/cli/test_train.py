@@ -181,3 +181,15 @@ def test_a_checkpoint_dir_the_system_cannot_look_at_is_one_line_not_a_traceback(
     result = cli("train", "--machine", "dgx-a100", "--gpus", "2", "--checkpoint-dir", too_long, "--dry-run")
     assert_one_error_line(result, 2)
     assert "File name too long" in result.stderr
+
+
+def test_dry_run_says_when_the_work_budget_stopped_the_pick(cli, monkeypatch):
+    import gputopo.analysis.recommend.budget as budget_module
+
+    monkeypatch.setattr(budget_module, "WORK_BUDGET", 50)
+    result = cli("train", "--machine", "dgx1", "--gpus", "5", "--batch-size", "60", "--dry-run", "--json")
+    assert result.exit_code == 0, result.output
+    data = json.loads(result.output)
+    assert any(note.startswith("search stopped after") for note in data["plan"]["notes"]), data
+    text = cli("train", "--machine", "dgx1", "--gpus", "5", "--batch-size", "60", "--dry-run")
+    assert "search stopped after" in text.output

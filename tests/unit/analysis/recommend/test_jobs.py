@@ -79,3 +79,23 @@ def test_jobs_fairest_split_is_the_first_packing_of_the_groups_at_least_its_wors
     assert min(problem.key(g) for g in groups) == best
     at_least = sorted((g for g in keys if keys[g] >= best), key=lambda g: (tuple(-x for x in keys[g]), g))
     assert groups == _pack(at_least, n, k, jobs, require)
+
+
+def test_a_split_into_hundreds_of_jobs_needs_no_recursion_as_deep_as_the_jobs():
+    import inspect
+    import sys
+
+    from gputopo.analysis.recommend import Problem
+    from gputopo.analysis.recommend.jobs import split_jobs
+
+    n = 600
+    weight = [[0 if a == b else 100 + (a + b) % 7 for b in range(n)] for a in range(n)]
+    problem = Problem(list(range(n)), weight, [0] * n, [0] * n)
+    saved = sys.getrecursionlimit()
+    sys.setrecursionlimit(len(inspect.stack()) + 120)  # far below 600 frames
+    try:
+        groups, exact, _ = split_jobs(problem, 1, n - 10, {3})
+    finally:
+        sys.setrecursionlimit(saved)
+    assert exact and len(groups) == n - 10 and (3,) in groups
+    assert len({g for g in groups}) == n - 10

@@ -34,9 +34,10 @@ def test_listed_groups_are_the_exact_best(seed, n, k, keep, words):
 
 def test_the_search_hands_a_long_walk_to_the_listing_and_says_so(monkeypatch):
     monkeypatch.setattr(search_module, "WALK_BEFORE_RINGS", 1)
+    monkeypatch.setattr(search_module, "EXACT_LIMIT", 4)  # (12 GPUs: a "long" walk)
     topology = random_topology(12, 0)
     problem = Problem.from_topology(topology, topology.gpu_indices)
-    result = search_groups(problem, 3, set(), 2, node_budget=10**6)
+    result = search_groups(problem, 3, set(), 2)
     assert result.exhausted and result.listed
     assert [key for key, _ in result.ranked] == brute_force_keys(topology, 3)[:2]
 
