@@ -58,12 +58,15 @@ import itertools
 import os
 import shutil
 import tempfile
+import time
 import weakref
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable
 
 import pynvml
+
+import fake_nvml_counters
 
 from gputopo.model import Gpu, Topology, nvlink_count_of
 from gputopo.notation import expand_number_list
@@ -250,6 +253,8 @@ class FakeNvml:
         driver_version: str = "550.54.15",
         cuda_driver_version: int = 12040,
         raw_text: dict[Any, bytes] | None = None,
+        counters: dict[str, Any] | None = None,
+        clock: Any = None,
     ) -> None:
         if strings not in ("str", "bytes"):
             raise ValueError("strings must be 'str' (nvidia-ml-py 13.x) or 'bytes' (older)")
@@ -270,6 +275,11 @@ class FakeNvml:
         self.utilization = dict(utilization or {})
         self.processes = {gpu: list(procs) for gpu, procs in (processes or {}).items()}
         self.performance_state = dict(performance_state or {})
+        # gputopo watch: scripted rates (tests/fake_nvml_counters.py), counted from nvmlInit on ``clock``
+        # (seconds of the wall clock by default; a test passes its own to step time).
+        self.counters = dict((counters or {}).get("gpus", {}))
+        self.clock = clock or time.time
+        self.init_time_s: float | None = None
         # A saved scan carries the versions NVML gave ("12.4" is 12040); a reference machine does not.
         self.driver_version = topology.driver_version or driver_version
         self.cuda_driver_version = _cuda_version_number(topology.cuda_driver_version) or cuda_driver_version
@@ -407,6 +417,8 @@ class FakeNvml:
         self.calls.append("nvmlInit")
         if self.init_error is not None:
             raise self.init_error()
+        if not self.initialized:
+            self.init_time_s = self.clock()
         self.initialized += 1
 
     def nvmlShutdown(self) -> None:
@@ -668,3 +680,13 @@ class FakeNvml:
 
     def nvmlDeviceGetGpuFabricInfoV(self, device: Any, gpuFabricInfo: Any) -> int:
         return self._fill_fabric("nvmlDeviceGetGpuFabricInfoV", device, gpuFabricInfo, versioned=True)
+
+    # --- live counters (watch) -----------------------------------------------------------------
+
+    def nvmlDeviceGetFieldValues(self, handle: Any, fieldIds: list[Any]) -> Any:
+        """As the real binding: an array of ``c_nvmlFieldValue_t`` (tests/fake_nvml_counters.py)."""
+        fake = self._enter("nvmlDeviceGetFieldValues", handle)[0]
+        now_s = self.clock()
+        links = None if fake.nvlinks is None else [link.active for link in fake.nvlinks]
+        return fake_nvml_counters.field_values(self.counters.get(str(handle.index)), list(fieldIds), links,
+                                               now_s - (self.init_time_s or now_s), int(now_s * 1e6))

@@ -81,6 +81,11 @@ KIND_OF_CODE: dict[str, KindRule] = {
     "tf-cannot-peer-unknown": NOTE,
     "tf-gpu-ignored": DESIGN,
     "tf-too-many-peers": DESIGN,
+    # watch: live counters (analysis/watch.py, watch_summary.py)
+    "watch-link-errors-rising": FAULT,
+    "watch-counters-zero-while-busy": NOTE,
+    "watch-counters-unsupported": NOTE,
+    "watch-plan-nvlink-idle": DESIGN,
     # several hosts (cluster)
     "cluster-gpu-count": DESIGN,
     "cluster-gpu-model": DESIGN,

@@ -203,6 +203,7 @@ COMMAND_MODULES = {
     "report": "report",
     "doctor": "doctor",
     "gather": "doctor",
+    "watch": "watch",
 }
 
 

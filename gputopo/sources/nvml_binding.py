@@ -314,3 +314,34 @@ class NvmlBinding:
     def max_nvlinks(self) -> int:
         """How many NVLink indices to try per GPU (the binding's ``NVML_NVLINK_MAX_LINKS``)."""
         return int(getattr(self.module, "NVML_NVLINK_MAX_LINKS", DEFAULT_MAX_NVLINKS) or DEFAULT_MAX_NVLINKS)
+
+
+# nvmlValueType_t -> the member of ``c_nvmlValue_t`` that holds a field value of that type.
+_VALUE_MEMBERS = {0: "dVal", 1: "uiVal", 2: "ulVal", 3: "ullVal", 4: "sllVal", 5: "siVal", 6: "usVal"}
+NVML_SUCCESS_CODE = 0
+NVML_NOT_SUPPORTED_CODE = 3
+
+
+@dataclass(frozen=True)
+class FieldValue:
+    """One ``c_nvmlFieldValue_t`` of ``nvmlDeviceGetFieldValues``, decoded: the field and scope
+    (the link), NVML's return code for this field alone (0 an answer, 3 not supported), the value
+    (None unless answered) and when the driver read it (µs, the driver's clock)."""
+
+    field_id: int
+    scope_id: int
+    code: int
+    value: float | int | None
+    timestamp_us: int
+
+
+def field_values(answer: Any) -> list[FieldValue]:
+    """The values of an ``nvmlDeviceGetFieldValues`` answer (the binding's ctypes array), each by
+    its ``valueType``; a type this table does not know is no value."""
+    decoded = []
+    for item in answer:
+        code = int(item.nvmlReturn)
+        member = _VALUE_MEMBERS.get(int(item.valueType))
+        value = getattr(item.value, member) if code == NVML_SUCCESS_CODE and member else None
+        decoded.append(FieldValue(int(item.fieldId), int(item.scopeId), code, value, int(item.timestamp)))
+    return decoded

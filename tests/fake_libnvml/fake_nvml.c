@@ -20,6 +20,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #define API __attribute__((visibility("default")))
 #define MAX_FILE_BYTES (64L << 20)
@@ -305,6 +306,8 @@ static struct {
     int count;
     const jval **pairs; /* count*count: the link between two local GPUs */
     char switches[MAX_SWITCHES][40]; /* the NVSwitch chips' bus ids, NVML form (place_switches) */
+    jval counters;     /* GPUTOPO_FAKE_NVML_COUNTERS (gputopo watch), J_NULL where none */
+    double init_time_s; /* the wall clock at the first nvmlInit: counters count from it */
 } S;
 
 static const struct { const char *name; int code; } ERROR_NAMES[] = {
@@ -334,6 +337,7 @@ static void unload(void) {
     free(S.gpus);
     free(S.pairs);
     jfree(&S.root);
+    jfree(&S.counters);
     memset(&S, 0, sizeof S);
 }
 
@@ -557,6 +561,95 @@ static int gpu_int(fake_gpu *g, const char *key, unsigned *out) {
     return NVML_SUCCESS;
 }
 
+/* ---- counters that move (gputopo watch): tests/fake_nvml_counters.py describes them ---------- */
+
+static double wall_clock_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+/* The file named by GPUTOPO_FAKE_NVML_COUNTERS, if set: {"gpus": {"<index>": {rates...}}}. */
+static int load_counters(void) {
+    const char *path = getenv("GPUTOPO_FAKE_NVML_COUNTERS");
+    memset(&S.counters, 0, sizeof S.counters);
+    if (!path || !*path) return NVML_SUCCESS;
+    FILE *f = fopen(path, "rb");
+    if (!f) { load_error = "cannot open the file named by GPUTOPO_FAKE_NVML_COUNTERS"; return NVML_ERROR_UNKNOWN; }
+    char *text = malloc(MAX_FILE_BYTES + 1);
+    size_t size = text ? fread(text, 1, MAX_FILE_BYTES + 1, f) : 0;
+    fclose(f);
+    if (!text || size > MAX_FILE_BYTES) { free(text); load_error = "counters file over 64 MiB"; return NVML_ERROR_UNKNOWN; }
+    jparser ps = {text, text + size, NULL};
+    int bad = jvalue(&ps, &S.counters, 0);
+    if (!bad) { jskip(&ps); bad = ps.p != ps.end; }
+    free(text);
+    if (bad || S.counters.t != J_OBJ) {
+        jfree(&S.counters);
+        memset(&S.counters, 0, sizeof S.counters);
+        load_error = "the counters file is not a JSON object";
+        return NVML_ERROR_UNKNOWN;
+    }
+    return NVML_SUCCESS;
+}
+
+/* nvmlFieldValue_t as nvml.h (and pynvml's c_nvmlFieldValue_t) lay it out. */
+typedef struct {
+    unsigned int fieldId, scopeId;
+    long long timestamp, latencyUsec;
+    int valueType, nvmlReturn;
+    union { double dVal; unsigned int uiVal; unsigned long ulVal; unsigned long long ullVal; long long sllVal; } value;
+} nvmlFieldValue_t;
+
+/* field id -> the group "unsupported" names, the rate's key, per link?, bytes per unit (as FIELDS). */
+static const struct { unsigned id; const char *group, *key; int per_link; double unit; } FIELDS[] = {
+    {138, "nvlink_throughput", "nvlink_tx_bytes_per_s", 1, 1024}, {139, "nvlink_throughput", "nvlink_rx_bytes_per_s", 1, 1024},
+    {161, "nvlink_errors", "nvlink_replay_errors_per_s", 1, 1}, {162, "nvlink_errors", "nvlink_recovery_errors_per_s", 1, 1},
+    {163, "nvlink_errors", "nvlink_crc_errors_per_s", 1, 1}, {94, "pcie_replay", "pcie_replay_errors_per_s", 0, 1},
+    {197, "pcie_count", "pcie_tx_bytes_per_s", 0, 1}, {198, "pcie_count", "pcie_rx_bytes_per_s", 0, 1}};
+
+static double jnumber(const jval *v) { return v && v->t == J_NUM ? v->num : 0.0; }
+
+/* One field of one GPU: its return code, and the cumulative value in *out. */
+static int field_value(fake_gpu *g, unsigned id, unsigned scope, double elapsed_s, unsigned long long *out) {
+    const jval *script = jgeti(jget(&S.counters, "gpus"), g->local);
+    *out = 0;
+    for (size_t f = 0; f < sizeof FIELDS / sizeof FIELDS[0]; f++) {
+        if (FIELDS[f].id != id) continue;
+        const jval *unsupported = jget(script, "unsupported");
+        for (size_t i = 0; unsupported && unsupported->t == J_ARR && i < unsupported->n; i++)
+            if (unsupported->items[i].t == J_STR && !strcmp(unsupported->items[i].str, FIELDS[f].group))
+                return NVML_ERROR_NOT_SUPPORTED;
+        const jval *rate = jget(script, FIELDS[f].key);
+        if (FIELDS[f].per_link) {
+            if (!g->has_nvlink) return NVML_ERROR_NOT_SUPPORTED;
+            if (scope >= (unsigned)g->nlinks) return NVML_ERROR_INVALID_ARGUMENT;
+            if (!g->links[scope].active) return NVML_ERROR_NOT_SUPPORTED;
+            rate = jgeti(rate, scope);
+        }
+        double value = jnumber(rate) * (elapsed_s > 0 ? elapsed_s : 0) / FIELDS[f].unit;
+        *out = value > 0 ? (unsigned long long)value : 0; /* truncation: floor of a positive value */
+        return NVML_SUCCESS;
+    }
+    return NVML_ERROR_NOT_SUPPORTED;
+}
+
+API nvmlReturn_t nvmlDeviceGetFieldValues(nvmlDevice_t device, int count, nvmlFieldValue_t *values) {
+    ENTER("nvmlDeviceGetFieldValues", 1, device, NULL);
+    if (count < 0 || (count > 0 && !values)) return NVML_ERROR_INVALID_ARGUMENT;
+    double now_s = wall_clock_s();
+    for (int i = 0; i < count; i++) {
+        unsigned long long value;
+        int rc = field_value(device, values[i].fieldId, values[i].scopeId, now_s - S.init_time_s, &value);
+        values[i].nvmlReturn = rc;
+        values[i].timestamp = rc ? 0 : (long long)(now_s * 1e6);
+        values[i].latencyUsec = 0;
+        values[i].valueType = 3; /* NVML_VALUE_TYPE_UNSIGNED_LONG_LONG */
+        values[i].value.ullVal = value;
+    }
+    return NVML_SUCCESS;
+}
+
 /* ---- init, shutdown, errors, system ---------------------------------------------------------- */
 
 API nvmlReturn_t nvmlInitWithFlags(unsigned int flags) {
@@ -569,6 +662,9 @@ API nvmlReturn_t nvmlInitWithFlags(unsigned int flags) {
     }
     rc = error_code(jget(S.fake, "init_error"));
     if (rc) { unload(); return rc; }
+    rc = load_counters();
+    if (rc) { fprintf(stderr, "fake libnvidia-ml: %s\n", load_error); unload(); return rc; }
+    S.init_time_s = wall_clock_s();
     S.refcount = 1;
     return NVML_SUCCESS;
 }

@@ -116,3 +116,11 @@ def test_the_app_has_every_command_whatever_was_imported_first():
     from gputopo.cli import COMMAND_MODULES, app
 
     assert [info.name for info in app.registered_commands] == list(COMMAND_MODULES)
+
+
+def test_watch_imports_no_tensorflow_nor_other_commands(tmp_path):
+    # No NVML here: the command ends with exit 3, after importing what it needs (the help imports the module).
+    modules = imported_by(tmp_path, "watch", "--help")
+    assert "gputopo.cli.watch" in modules
+    assert loaded(modules, "tensorflow", "keras", "pydantic", "gputopo.bench", "gputopo.cli.train",
+                  "gputopo.cli.bench", "gputopo.analysis.recommend") == []

@@ -1,0 +1,217 @@
+"""`gputopo watch`: live traffic and health of every GPU link, alone or while a command runs.
+
+Reading is ``gputopo.sources.nvml_counters``, rates and findings ``gputopo.analysis.watch`` and
+``watch_summary``, the screens ``gputopo.views.watch`` / ``watch_prometheus``. ``-- COMMAND ...``
+runs the command as a child bound to this process's life (``gputopo.train.lifeline.die_with``:
+SIGTERM when gputopo dies), samples while it runs, prints a summary and exits with its exit code.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from datetime import datetime, timezone
+from typing import Annotated, Any, Optional
+
+import typer
+
+from gputopo.cli import JsonOption, command
+from gputopo.errors import InputError
+
+MAX_INTERVAL_S = 3600.0
+MIN_INTERVAL_S = 0.05
+STOP_GRACE_S = 5.0
+
+
+@command("watch", context_settings={"allow_interspersed_args": False})
+def watch_command(
+    argv: Annotated[Optional[list[str]], typer.Argument(
+        help="A command to run and watch (after --): sampling ends when it ends; gputopo exits with its code.",
+        metavar="[-- COMMAND ...]")] = None,
+    interval: Annotated[float, typer.Option("--interval", "-i", help="Seconds between samples.", metavar="S")] = 1.0,
+    count: Annotated[Optional[int], typer.Option("--count", "-c", help="Stop after N intervals (default: until "
+                                                 "Ctrl-C, or until the command ends).", metavar="N")] = None,
+    json_output: JsonOption = False,
+    prometheus: Annotated[Optional[str], typer.Option(
+        "--prometheus", help="Write node_exporter textfile metrics to FILE (atomically) each interval.",
+        metavar="FILE")] = None,
+    planned_gpus: Annotated[Optional[str], typer.Option(
+        "--planned-gpus", help="The GPUs a plan chose (as `recommend` printed them, e.g. 0,1,2,3): the summary "
+        "says whether their NVLinks carried the traffic or PCIe did.", metavar="LIST")] = None,
+) -> None:
+    """Live NVLink and PCIe traffic (GB/s, % of line rate) and link errors of every GPU, from NVML's
+    counters; with `-- COMMAND` a summary of what the command moved over which links."""
+    from gputopo.notation import parse_gpu_list
+
+    if not MIN_INTERVAL_S <= interval <= MAX_INTERVAL_S:
+        raise InputError(f"--interval must be between {MIN_INTERVAL_S} and {MAX_INTERVAL_S:g} seconds (got {interval:g})")
+    if count is not None and count < 1:
+        raise InputError(f"--count must be 1 or more (got {count})")
+    planned = parse_gpu_list(planned_gpus, "--planned-gpus") if planned_gpus is not None else None
+    code = _watch(list(argv or []), interval, count, json_output, prometheus, planned)
+    if code:
+        raise typer.Exit(code)
+
+
+def _now() -> str:
+    return datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _start(argv: list[str], json_output: bool) -> subprocess.Popen[bytes]:
+    """The watched command, bound to this process (it gets SIGTERM when gputopo dies); with --json
+    its standard output goes to standard error, so gputopo's is JSON only."""
+    from gputopo.train.lifeline import die_with, libc_prctl
+
+    stdout = None
+    if json_output:
+        try:
+            stdout = sys.stderr.fileno()
+        except (AttributeError, OSError, ValueError):  # stderr replaced (a test runner): the process's own
+            stdout = 2
+    try:
+        return subprocess.Popen(argv, preexec_fn=die_with(os.getpid(), libc_prctl()), stdout=stdout)
+    except FileNotFoundError:
+        raise InputError(f"cannot run {argv[0]!r}: no such command") from None
+    except PermissionError:
+        raise InputError(f"cannot run {argv[0]!r}: permission denied") from None
+
+
+def _stop(child: subprocess.Popen[bytes]) -> None:
+    if child.poll() is None:
+        child.terminate()
+        try:
+            child.wait(STOP_GRACE_S)
+        except subprocess.TimeoutExpired:
+            child.kill()
+            child.wait()
+
+
+def _exit_code(child: subprocess.Popen[bytes] | None) -> int | None:
+    if child is None or child.returncode is None:
+        return None
+    return child.returncode if child.returncode >= 0 else 128 - child.returncode
+
+
+def _wait(child: subprocess.Popen[bytes] | None, seconds: float) -> bool:
+    """Wait one interval; True when the child ended in it."""
+    if child is None:
+        time.sleep(seconds)
+        return False
+    try:
+        child.wait(seconds)
+    except subprocess.TimeoutExpired:
+        return False
+    return True
+
+
+def _watch(argv: list[str], interval: float, count: int | None, json_output: bool, prometheus: str | None,
+           planned: list[int] | None) -> int:
+    from gputopo.analysis.finding_kinds import with_kinds
+    from gputopo.analysis.watch import frame
+    from gputopo.analysis.watch_summary import Summary
+    from gputopo.sources import nvml_counters
+
+    summary = Summary()
+    child = None
+    with nvml_counters.reader() as reader:
+        gpus = reader.gpus or reader.open()
+        if planned is not None and any(i >= len(gpus) for i in planned):
+            raise InputError(f"--planned-gpus names a GPU this host does not have ({len(gpus)} GPUs)")
+        labels = {g.index: {"gpu": g.index, "name": g.name, "bus_id": g.bus_id} for g in gpus}
+        before = reader.sample()
+        child = _start(argv, json_output) if argv else None
+        screen = _Screen(json_output, prometheus, labels)
+        try:
+            while True:
+                ended = _wait(child, interval)
+                after = reader.sample()
+                current = frame(gpus, before, after)
+                with_kinds(current.findings)
+                before = after
+                summary.add(current)
+                screen.show(current, summary)
+                if ended or (count is not None and summary.frames >= count):
+                    break
+            if child is not None:
+                screen.note("sampling done; waiting for the command to end" if child.poll() is None else None)
+                child.wait()
+        finally:
+            screen.close()
+            if child is not None:
+                _stop(child)
+    if child is not None or planned is not None:
+        _print_summary(summary, argv or None, _exit_code(child), planned, json_output)
+    return _exit_code(child) or 0
+
+
+class _Screen:
+    """Where each interval goes: a JSON line on stdout, a live table on stderr, the Prometheus file."""
+
+    def __init__(self, json_output: bool, prometheus: str | None, labels: dict[int, dict[str, Any]]) -> None:
+        self.json_output, self.prometheus, self.labels = json_output, prometheus, labels
+        self.live: Any = None
+
+    def show(self, current: Any, summary: Any) -> None:
+        if self.prometheus:
+            from gputopo.fileio import atomic_write_text
+            from gputopo.views.watch_prometheus import prometheus_text
+
+            atomic_write_text(self.prometheus, prometheus_text(current, summary, self.labels))
+        if self.json_output:
+            from gputopo.views.common import print_json_text
+            from gputopo.views.watch import frame_json, json_line
+
+            print_json_text(json_line(frame_json(current, _now())))
+            return
+        from gputopo.views.common import err
+        from gputopo.views.watch import live_table
+
+        table = live_table(current, f"gputopo watch  {_now()}  every {current.interval_s:g} s  (Ctrl-C stops)")
+        console = err()
+        if not console.is_terminal:
+            console.print(table)
+            return
+        if self.live is None:
+            from rich.live import Live
+
+            self.live = Live(table, console=console, auto_refresh=False, transient=False)
+            self.live.start()
+        self.live.update(table, refresh=True)
+
+    def note(self, text: str | None) -> None:
+        if text and not self.json_output:
+            typer.echo(text, err=True)
+
+    def close(self) -> None:
+        if self.live is not None:
+            self.live.stop()
+            self.live = None
+
+
+def _print_summary(summary: Any, argv: list[str] | None, exit_code: int | None, planned: list[int] | None,
+                   json_output: bool) -> None:
+    from gputopo.analysis.finding_kinds import with_kinds
+    from gputopo.analysis.watch_summary import plan_verdict
+    from gputopo.views.watch import summary_json, summary_text
+
+    plan = None
+    verdict_text = None
+    if planned is not None:
+        verdict, finding = plan_verdict(summary, planned)
+        if finding is not None:
+            with_kinds([finding])
+            summary.findings[(finding.code, tuple(finding.gpus))] = finding
+        plan = {"gpus": planned, "verdict": verdict}
+        verdict_text = {"nvlink": "the planned GPUs' NVLinks carried their traffic",
+                        "idle": "the planned GPUs moved nothing", "unknown": "no NVLink counters to judge by",
+                        "pcie": "PCIe carried the traffic while the planned NVLinks idled"}[verdict]
+    if json_output:
+        from gputopo.views.common import print_json_text
+        from gputopo.views.watch import json_line
+
+        print_json_text(json_line(summary_json(summary, argv, exit_code, plan)))
+        return
+    for line in summary_text(summary, exit_code, verdict_text):
+        typer.echo(line, err=True)
