@@ -312,3 +312,18 @@ def test_bidi_overrides_are_control_characters_too():
     assert terminal_safe(name) == one_line(name) == "gpu0cod.exex"
     with pytest.raises(ValueError, match="control character"):
         check_text(name, "gpus[0].name")
+
+
+@pytest.mark.parametrize(("name", "word"), [
+    ("Tesla V100-SXM2-16GB", "tesla_v100-sxm2-16gb"),  # as Slurm's AutoDetect=nvml writes it
+    ("NVIDIA H100 80GB HBM3", "nvidia_h100_80gb_hbm3"),
+    ("A100 #1 Links=0\nName=x", "a100_1_links_0_name_x"),
+    ("4090", "gpu_4090"),  # `--gres=gpu:4090:1` would read 4090 as a count
+    ("--- ", None),
+    ("", None),
+    (None, None),
+])
+def test_slurm_gres_type(name, word):
+    from gputopo.quoting import slurm_gres_type
+
+    assert slurm_gres_type(name) == word
