@@ -105,8 +105,9 @@ def block_topology(topologies: list[Topology]) -> BlockTopology:
     blocks = [Block(f"b{i}", members, why.get(root, alone)) for i, (root, members) in enumerate(groups.items(), start=1)]
     notes = []
     if any(b.why == alone for b in blocks):
-        notes.append("hosts whose NVLink domain is unknown are one block each (`scan --save` on the host "
-                     "records the fabric ids where the driver reports them)")
+        notes.append("hosts whose NVLink domain is unknown are one block each: a snapshot gives it in its GPUs' "
+                     "fabric_cluster_uuid and fabric_clique_id (nvidia-smi -q's Fabric ClusterUUID and CliqueId; "
+                     "gputopo's NVML probe does not fill them yet)")
     sizes = [min(len(b.nodes) for b in blocks)]
     notes.append(f"BlockSizes= is the base block size in nodes: the smallest block ({sizes[0]})")
     return BlockTopology(blocks, sizes, notes)
