@@ -428,6 +428,10 @@ class FakeNvml:
     def nvmlDeviceGetUUID(self, handle: Any) -> str | bytes:
         return self._str(self._known(self._gpu("nvmlDeviceGetUUID", handle).uuid))
 
+    def nvmlDeviceGetMinorNumber(self, handle: Any) -> int:
+        """The topology's ``minor_number``; NotSupported where it has none (as on Windows)."""
+        return int(self._known(self._gpu("nvmlDeviceGetMinorNumber", handle).minor_number))
+
     def nvmlDeviceGetPciInfo(self, handle: Any) -> Any:
         return self._pci_info(self._known(self._gpu("nvmlDeviceGetPciInfo", handle).pci_bus_id))
 

@@ -62,7 +62,7 @@ class Gpu:
     # Where a GPU is for Slurm and the NVLink fabric (None: the source does not say): its device
     # file's minor number (/dev/nvidiaN, nvmlDeviceGetMinorNumber), which need not be its index; and
     # the NVLink domain it is in (nvmlDeviceGetGpuFabricInfo's clusterUuid and cliqueId, MNNVL).
-    # Read from a snapshot's JSON; no reader fills them yet (docs/json.md).
+    # The NVML probe reads the minor number; no reader fills the fabric ids yet (docs/json.md).
     minor_number: int | None = None
     fabric_cluster_uuid: str | None = None
     fabric_clique_id: int | None = None
