@@ -14,6 +14,7 @@ from gputopo.analysis.doctor_host import host_checks
 from gputopo.analysis.doctor_nvml import nvml_checks
 from gputopo.analysis.doctor_pasted import pasted_checks
 from gputopo.analysis.doctor_pcie import pcie_checks
+from gputopo.analysis.slurm_check import doctor_slurm_checks
 from gputopo.model import Finding, Link, Topology
 from gputopo.sources.health import HealthEvidence
 
@@ -40,6 +41,7 @@ def doctor(evidence: HealthEvidence, index_of: dict[str, int] | None = None) -> 
         _topology_checks(label, topology, report)
     for label, reason in evidence.unread_outputs:
         report.check(f"read the other outputs in {label}", "not-made", reason)
+    doctor_slurm_checks(evidence, report)
     report.findings = report.sorted_findings()
     return report
 

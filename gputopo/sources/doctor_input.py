@@ -9,6 +9,7 @@ from typing import Iterator, Mapping
 
 from gputopo.errors import InputError
 from gputopo.fileio import read_text_input
+from gputopo.sources import slurm_gres_text
 from gputopo.sources.archive import SMI_FAILURES, is_archive, opened_archive
 from gputopo.sources.health import HealthEvidence, read_health
 from gputopo.sources.pasted_health import parse_pasted
@@ -83,6 +84,9 @@ def evidence_from_files(paths: list[str]) -> Iterator[HealthEvidence]:
             continue
         text = read_text_input(path, "evidence file", MAX_PASTE_BYTES)
         label = os.path.basename(path) if path != "-" else "standard input"
+        if slurm_gres_text.sniff(text):  # Slurm's view of the GPUs: judged against the wiring given beside it
+            evidence.slurm_gres.append((label, slurm_gres_text.read(text)))
+            continue
         parsed = parse_pasted(text)
         if _read_as_topology(evidence, text, label, beside_health=bool(parsed.kinds)) and not parsed.kinds:
             continue

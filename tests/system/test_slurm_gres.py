@@ -155,3 +155,18 @@ def test_enforce_binding_gives_each_job_the_cpu_of_its_gpus(gres_cluster, tmp_pa
     finally:
         for job in jobs:
             gres_cluster.run("scancel", job)
+
+
+def test_doctor_finds_slurms_view_and_the_wiring_agree_then_names_a_dropped_gpu(gres_cluster, tmp_path):
+    result = gres_cluster.run(_which("slurmd"), "-G", "-f", str(gres_cluster.conf), "-N", NODE)
+    said = result.stdout + result.stderr
+    (tmp_path / "slurmd-G.txt").write_text(said, encoding="utf-8")
+    snapshot = str(gres_cluster.root / "node.json")
+    report = json.loads(_gputopo("doctor", "--from", str(tmp_path / "slurmd-G.txt"), "--from", snapshot, "--json"))
+    assert not [f for f in report["findings"] if f["code"].startswith("slurm-")], report["findings"]
+    assert any("Slurm" in c["name"] and c["status"] == "ok" for c in report["checks"])
+    cut = "\n".join(line for line in said.splitlines() if "Index=5 " not in line)
+    (tmp_path / "slurmd-G-cut.txt").write_text(cut, encoding="utf-8")
+    report = json.loads(_gputopo("doctor", "--from", str(tmp_path / "slurmd-G-cut.txt"), "--from", snapshot, "--json"))
+    missing = [f for f in report["findings"] if f["code"] == "slurm-gpu-missing"]
+    assert len(missing) == 1 and missing[0]["gpus"] == [5], report["findings"]
