@@ -10,6 +10,8 @@ markup. Each target has its function here, and nothing else writes such a string
   variable name that is not ``[A-Za-z_][A-Za-z0-9_]*``; ``slurm_node`` a node name an ``#SBATCH``
   line (or a gres.conf / topology.conf line) cannot carry; ``slurm_gres_type`` a GPU name as a
   gres.conf ``Type=`` word;
+- XML (``nccl-topo``): ``xml_attr`` (a quoted attribute value, control characters refused) and
+  ``xml_comment`` (a comment the text cannot end);
 - comments (shell and Python): ``comment`` keeps the text on its one line (control characters
   dropped, so a newline cannot end the comment and start a command);
 - Python source: ``python_str`` (``repr``: a string literal, never code);
@@ -129,6 +131,26 @@ def slurm_gres_type(name: str | None) -> str | None:
     if not word[0].isalpha() and word[0] != "_":
         word = ("gpu_" + word)[:SLURM_TYPE_MAX_CHARS]
     return word
+
+
+def xml_attr(text: str, what: str = "a value") -> str:
+    """``text`` as a quoted XML attribute value (``&``, ``<``, ``>`` and ``"`` escaped); an
+    ``InputError`` when it holds a control character, which XML 1.0 cannot carry."""
+    bad = first_control(text)
+    if bad is not None:
+        raise InputError(f"{what} {_shown(text)} has a control character {bad!r}; it is not written into XML")
+    from xml.sax.saxutils import quoteattr
+
+    return quoteattr(text)
+
+
+def xml_comment(text: str) -> str:
+    """An XML comment ``text`` cannot leave: control characters dropped, ``--`` (which would end or
+    break the comment) broken up."""
+    body = one_line(text).replace("&", "&amp;")
+    while "--" in body:
+        body = body.replace("--", "- -")
+    return f"<!-- {body.rstrip('-')} -->"
 
 
 def python_str(text: str) -> str:

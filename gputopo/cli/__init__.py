@@ -192,6 +192,7 @@ COMMAND_MODULES = {
     "report": "report",
     "doctor": "doctor",
     "gather": "doctor",
+    "nccl-topo": "nccl_topo",
 }
 
 

@@ -327,3 +327,18 @@ def test_slurm_gres_type(name, word):
     from gputopo.quoting import slurm_gres_type
 
     assert slurm_gres_type(name) == word
+
+
+def test_xml_attr_and_comment():
+    import xml.etree.ElementTree as ET
+
+    from gputopo.errors import InputError
+    from gputopo.quoting import xml_attr, xml_comment
+
+    value = 'a"b<c>&d'
+    assert ET.fromstring(f"<x v={xml_attr(value)}/>").get("v") == value
+    with pytest.raises(InputError, match="control character"):
+        xml_attr("a\nb")
+    note = xml_comment("x --> <y/> --- \n z-")
+    assert note.startswith("<!-- ") and note.endswith(" -->") and "--" not in note[4:-3]
+    assert list(ET.fromstring(f"<r>{note}</r>")) == []
