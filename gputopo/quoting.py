@@ -8,7 +8,10 @@ markup. Each target has its function here, and nothing else writes such a string
 - shell: ``shell_word`` (``shlex.quote``; a control character, newline included, is refused:
   such a value cannot be meant and would be shown raw by a terminal); ``env_name`` refuses a
   variable name that is not ``[A-Za-z_][A-Za-z0-9_]*``; ``slurm_node`` a node name an ``#SBATCH``
-  line cannot carry;
+  line (or a gres.conf / topology.conf line) cannot carry; ``slurm_gres_type`` a GPU name as a
+  gres.conf ``Type=`` word;
+- XML (``nccl-topo``): ``xml_attr`` (a quoted attribute value, control characters refused) and
+  ``xml_comment`` (a comment the text cannot end);
 - comments (shell and Python): ``comment`` keeps the text on its one line (control characters
   dropped, so a newline cannot end the comment and start a command);
 - Python source: ``python_str`` (``repr``: a string literal, never code);
@@ -106,6 +109,48 @@ def slurm_node(name: str) -> str:
     if not _NODE_RE.fullmatch(name):
         raise InputError(f"host {_shown(name)} is not a Slurm node name (letters, digits, '.', '_', '-')")
     return name
+
+
+# What Slurm's AutoDetect=nvml makes of a GPU's name (lower case, spaces as "_"), kept to the
+# characters a gres.conf value and a `--gres=gpu:TYPE:N` request carry unquoted.
+_SLURM_TYPE_OUTSIDE_RE = re.compile(r"[^a-z0-9_.-]")
+SLURM_TYPE_MAX_CHARS = 64
+
+
+def slurm_gres_type(name: str | None) -> str | None:
+    """A GPU's name as a gres.conf ``Type=`` word: lower case, every character outside
+    ``[a-z0-9_.-]`` (spaces, ``=``, ``#``, ``:``, ``,``, quotes, controls) as ``_``, at most 64
+    characters; ``gpu_`` before one that would start with a digit or ``.``/``-`` (``gpu:4090:1``
+    would read as a count). None where no letter or digit is left: the line then has no ``Type=``."""
+    if name is None:
+        return None
+    word = _SLURM_TYPE_OUTSIDE_RE.sub("_", name.strip().lower())
+    word = re.sub(r"_+", "_", word).strip("_")[:SLURM_TYPE_MAX_CHARS]
+    if not re.search(r"[a-z0-9]", word):
+        return None
+    if not word[0].isalpha() and word[0] != "_":
+        word = ("gpu_" + word)[:SLURM_TYPE_MAX_CHARS]
+    return word
+
+
+def xml_attr(text: str, what: str = "a value") -> str:
+    """``text`` as a quoted XML attribute value (``&``, ``<``, ``>`` and ``"`` escaped); an
+    ``InputError`` when it holds a control character, which XML 1.0 cannot carry."""
+    bad = first_control(text)
+    if bad is not None:
+        raise InputError(f"{what} {_shown(text)} has a control character {bad!r}; it is not written into XML")
+    from xml.sax.saxutils import quoteattr
+
+    return quoteattr(text)
+
+
+def xml_comment(text: str) -> str:
+    """An XML comment ``text`` cannot leave: control characters dropped, ``--`` (which would end or
+    break the comment) broken up."""
+    body = one_line(text).replace("&", "&amp;")
+    while "--" in body:
+        body = body.replace("--", "- -")
+    return f"<!-- {body.rstrip('-')} -->"
 
 
 def python_str(text: str) -> str:

@@ -471,6 +471,10 @@ class FakeNvml:
     def nvmlDeviceGetUUID(self, handle: Any) -> str | bytes:
         return self._text("nvmlDeviceGetUUID", handle.index, self._gpu("nvmlDeviceGetUUID", handle).uuid)
 
+    def nvmlDeviceGetMinorNumber(self, handle: Any) -> int:
+        """The topology's ``minor_number``; NotSupported where it has none (as on Windows)."""
+        return int(self._known(self._gpu("nvmlDeviceGetMinorNumber", handle).minor_number))
+
     def nvmlDeviceGetPciInfo(self, handle: Any) -> Any:
         bus_id = self._known(self._gpu("nvmlDeviceGetPciInfo", handle).pci_bus_id)
         return self._pci_info(bus_id, self._raw("nvmlDeviceGetPciInfo", handle.index))

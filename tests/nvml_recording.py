@@ -43,7 +43,8 @@ import pynvml
 # Functions the probe or doctor came to ask after the recordings kept in tests/fixtures/hardware/ were
 # made, and the GPU fields they fill. A recording that never saw one replays without it (absent, as
 # from an older binding), its field unknown; a recording made since holds the real answers.
-ASKED_SINCE = {"nvmlDeviceGetPerformanceState": "performance_state"}  # record on the next device run
+ASKED_SINCE = {"nvmlDeviceGetPerformanceState": "performance_state",  # record on the next device run
+               "nvmlDeviceGetMinorNumber": "minor_number"}
 
 
 def predated(recording: dict[str, Any]) -> frozenset[str]:

@@ -16,6 +16,7 @@ from gputopo.analysis.doctor_not_made import list_checks_not_made
 from gputopo.analysis.doctor_nvml import nvml_checks
 from gputopo.analysis.doctor_pasted import pasted_checks
 from gputopo.analysis.doctor_pcie import pcie_checks
+from gputopo.analysis.slurm_check import doctor_slurm_checks
 from gputopo.model import Finding, Link, Topology
 from gputopo.sources.health import HealthEvidence
 
@@ -51,6 +52,7 @@ def doctor(evidence: HealthEvidence, index_of: dict[str, int] | None = None) -> 
         _topology_checks(label, topology, report)
     for label, reason in evidence.unread_outputs:
         report.check(f"read the other outputs in {label}", "not-made", reason)
+    doctor_slurm_checks(evidence, report)
     link_causes(report)
     if evidence.root is None and (evidence.pasted or evidence.read_as_topology):  # pastes alone: the whole list, each check made or not
         list_checks_not_made(report, [k for _, p in evidence.pasted for k in p.kinds], bool(evidence.read_as_topology))

@@ -204,6 +204,7 @@ COMMAND_MODULES = {
     "doctor": "doctor",
     "gather": "doctor",
     "watch": "watch",
+    "nccl-topo": "nccl_topo",
 }
 
 

@@ -23,8 +23,8 @@ def doctor_command(
         Optional[list[str]],
         typer.Option("--from", metavar="FILE",
                      help="Judge saved evidence instead of this host: a `gputopo gather` archive or folder, or pasted "
-                          "`lspci -vvv` / `lspci -tv` / dmesg / /proc/cmdline / `nvidia-smi nvlink -s` text "
-                          "('-' = stdin); give it once per file."),
+                          "`lspci -vvv` / `lspci -tv` / dmesg / /proc/cmdline / `nvidia-smi nvlink -s` text, or "
+                          "`slurmd -G` / `scontrol show node` beside a snapshot ('-' = stdin); give it once per file."),
     ] = None,
     json_output: JsonOption = False,
     fail_on: FailOnOption = None,

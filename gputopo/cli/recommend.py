@@ -33,7 +33,7 @@ def parse_gpu_list(text: str | None, option: str) -> list[int]:
 
 @command("recommend")
 def recommend_command(
-    gpus: Annotated[int, typer.Option("--gpus", "-n", help="How many GPUs each job trains on.")],
+    gpus: Annotated[Optional[int], typer.Option("--gpus", "-n", help="How many GPUs each job trains on.")] = None,
     jobs: Annotated[int, typer.Option("--jobs", help="Split the box into N disjoint groups for N concurrent jobs.")] = 1,
     require: Annotated[
         Optional[str], typer.Option("--require", help="GPUs that must be in the group, e.g. 0,3.", metavar="GPUS")
@@ -45,7 +45,8 @@ def recommend_command(
     output_format: Annotated[
         str,
         typer.Option("--format", "-f", help="text (default), json, env (shell `eval`) or python (snippet); "
-                     "with several --from: text, json, env (a block per host) or slurm (an sbatch script)."),
+                     "with several --from: text, json, env (a block per host) or slurm (an sbatch script); "
+                     "gres (Slurm's gres.conf) or slurm-topology (topology.conf blocks) for any hosts."),
     ] = "text",
     json_output: JsonOption = False,
     from_files: FromOption = None,
@@ -75,6 +76,10 @@ def recommend_command(
     max_util: Annotated[
         float, typer.Option("--max-util", help="A GPU with higher utilisation is busy.", metavar="PERCENT")
     ] = 10.0,
+    pcie_weight: Annotated[
+        Optional[int], typer.Option("--pcie-weight", help="--format gres: Links= count for GPUs under one PCIe "
+                                    "switch tree (PIX/PXB), so Slurm prefers them together (default 0).", metavar="N")
+    ] = None,
 ) -> None:
     """Recommend the best GPUs to train on together: ranked groups with their ring bottleneck, and
     the CUDA_VISIBLE_DEVICES / MirroredStrategy lines to use them. With --from once per host: the
@@ -82,6 +87,13 @@ def recommend_command(
     if json_output and output_format.lower() not in ("text", "json"):
         raise InputError(f"--json and --format {output_format} ask for two different outputs; give one of them")
     fmt = "json" if json_output else output_format.lower()
+    if fmt in SLURM_FILE_FORMATS or pcie_weight is not None:
+        others = {"--jobs": jobs != 1, "--require": require, "--exclude": exclude, "--save": save, "--port": port,
+                  "--gpus-per-host": gpus_per_host}
+        _slurm_file((from_files, machine, tf_log, tf_run, host), fmt, output_format, pcie_weight, others)
+        return
+    if gpus is None:
+        raise InputError("--gpus is needed: how many GPUs each job trains on")
     if alternatives < 0:
         raise InputError(f"--alternatives must be 0 or more (got {alternatives})")
     required = parse_gpu_list(require, "--require")
@@ -130,6 +142,38 @@ def recommend_command(
         print_json(rec.to_dict())
         return
     _print_recommendation(rec, fmt, busy_notes)
+
+
+SLURM_FILE_FORMATS = ("gres", "slurm-topology")
+
+
+def _slurm_file(sources: tuple, fmt: str, output_format: str, pcie_weight: int | None, others: dict) -> None:
+    """``--format gres`` / ``slurm-topology``: every host's GPUs as the file Slurm reads (all of
+    them, whatever --gpus: the file describes the nodes, not a job). ``others``: the options that
+    mean nothing here, refused where given."""
+    refused = [option for option, value in others.items() if value]
+    if pcie_weight is not None and fmt != "gres":
+        refused.append("--pcie-weight")
+    if refused:
+        raise InputError(f"{refused[0]} does not go with --format {output_format}")
+    if pcie_weight is not None and not 0 <= pcie_weight <= 1000:
+        raise InputError(f"--pcie-weight must be 0 to 1000, not {pcie_weight}")
+    from gputopo.analysis import topologies_for
+    from gputopo.sources import TopologyRequest
+    from gputopo.views import slurm_files
+
+    from_files, machine, tf_log, tf_run, host = sources
+    request = TopologyRequest(from_files=tuple(from_files or ()), machine=machine, tf_log=tf_log, tf_run=tf_run,
+                              host=host)
+    topologies = topologies_for(request, diagnosed=False)
+    if fmt == "gres":
+        from gputopo.analysis.slurm_gres import gres_nodes
+
+        typer.echo(slurm_files.format_gres(gres_nodes(topologies, pcie_weight)), nl=False)
+    else:
+        from gputopo.analysis.slurm_blocks import block_topology
+
+        typer.echo(slurm_files.format_block_topology(block_topology(topologies)), nl=False)
 
 
 def _print_recommendation(rec: "Recommendation", fmt: str, busy_notes: list[str]) -> None:

@@ -59,6 +59,13 @@ class Gpu:
     # The performance state: 0 is P0 (the most performance) ... 15 is P15 (the least); read with the
     # PCIe link, it tells an idle GPU's lowered link speed from a link that trained down.
     performance_state: int | None = None
+    # Where a GPU is for Slurm and the NVLink fabric (None: the source does not say): its device
+    # file's minor number (/dev/nvidiaN, nvmlDeviceGetMinorNumber), which need not be its index; and
+    # the NVLink domain it is in (nvmlDeviceGetGpuFabricInfo's clusterUuid and cliqueId, MNNVL).
+    # The NVML probe reads the minor number; no reader fills the fabric ids yet (docs/json.md).
+    minor_number: int | None = None
+    fabric_cluster_uuid: str | None = None
+    fabric_clique_id: int | None = None
 
     @property
     def numa_nodes(self) -> set[int] | None:

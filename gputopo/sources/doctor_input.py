@@ -9,6 +9,7 @@ from typing import Iterator, Mapping
 
 from gputopo.errors import InputError
 from gputopo.fileio import read_text_input
+from gputopo.sources import slurm_gres_text
 from gputopo.sources.archive import SMI_FAILURES, is_archive, opened_archive
 from gputopo.sources.health import HealthEvidence, read_health
 from gputopo.sources.pasted_health import parse_pasted, plain_pasted
@@ -84,6 +85,9 @@ def evidence_from_files(paths: list[str]) -> Iterator[HealthEvidence]:
             continue
         text = read_text_input(path, "evidence file", MAX_PASTE_BYTES)
         label = os.path.basename(path) if path != "-" else "standard input"
+        if slurm_gres_text.sniff(text):  # Slurm's view of the GPUs: judged against the wiring given beside it
+            evidence.slurm_gres.append((label, slurm_gres_text.read(text)))
+            continue
         parsed, text = plain_pasted(text)  # read without a ticket's dressing (pasted_text), as scan's readers read it
         stripped = unprefixed(text.split("\n"))
         if not parsed.kinds and stripped is not None and _sniffed("\n".join(stripped)):

@@ -14,6 +14,7 @@ from gputopo.sources.host_health import HostHealth, read_host_health
 from gputopo.sources.nvml_health import NvmlHealth, read_nvml_health
 from gputopo.sources.pasted_health import PastedEvidence
 from gputopo.sources.pcie_health import GpuPciePath, gpu_pcie_paths, nvidia_gpus
+from gputopo.sources.slurm_gres_text import SlurmGresText
 from gputopo.sources.sysfs import INFINIBAND_DIR
 from gputopo.sources.tree import Root, as_tree
 
@@ -40,6 +41,9 @@ class HealthEvidence:
     read_as_topology: list[tuple[str, Topology]] = field(default_factory=list)
     # Such outputs pasted beside health evidence that their reader refused: (label, its reason).
     unread_outputs: list[tuple[str, str]] = field(default_factory=list)
+    # Slurm's view of the GPUs (``slurmd -G``, ``scontrol show node``): (label, as read); judged
+    # against the wiring in analysis/slurm_check.py.
+    slurm_gres: list[tuple[str, SlurmGresText]] = field(default_factory=list)
 
     def bdf_to_index(self) -> dict[str, int]:
         """Bus id -> NVML index, where NVML was read."""

@@ -173,6 +173,8 @@ def _probe_gpu(state: _Probe, gpu: Gpu, handle: Any) -> _NvlinkEnds | None:
         state.record("pci", gpu.index, "unreadable answer")
     gpu.name = text(call("name", i, "nvmlDeviceGetName", handle))
     gpu.uuid = text(call("uuid", i, "nvmlDeviceGetUUID", handle))
+    minor = state.ask(i, "nvmlDeviceGetMinorNumber", handle)  # /dev/nvidiaN (gres.conf File=); none on Windows
+    gpu.minor_number = None if isinstance(minor, Failed) else _int_or_none(minor)
     memory = _memory(state, gpu.index, handle)
     gpu.memory_total_bytes = int(memory.total) if memory is not None else None
     gpu.memory_used_bytes = int(memory.used) if memory is not None else None

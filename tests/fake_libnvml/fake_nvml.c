@@ -1148,6 +1148,16 @@ API nvmlReturn_t nvmlDeviceGetGpuFabricInfoV(nvmlDevice_t device, nvmlGpuFabricI
     return rc;
 }
 
+/* The device file's minor number (/dev/nvidiaN); a GPU without one answers NOT_SUPPORTED (as on Windows). */
+API nvmlReturn_t nvmlDeviceGetMinorNumber(nvmlDevice_t device, unsigned int *minor) {
+    long long value;
+    ENTER("nvmlDeviceGetMinorNumber", 1, device, NULL);
+    if (!minor) return NVML_ERROR_INVALID_ARGUMENT;
+    if (!jint(device->gpu, "minor_number", &value)) return NVML_ERROR_NOT_SUPPORTED;
+    *minor = (unsigned)value;
+    return NVML_SUCCESS;
+}
+
 /* nvmlPstates_t: 0 (P0, the most performance) .. 15, 32 unknown; a GPU without one answers NOT_SUPPORTED. */
 API nvmlReturn_t nvmlDeviceGetPerformanceState(nvmlDevice_t device, unsigned int *state) {
     long long value;

@@ -84,7 +84,7 @@ def test_importing_the_cli_registers_no_command_yet(tmp_path):
 def test_help_still_lists_every_command_in_order(tmp_path):
     proc = subprocess.run(
         [sys.executable, "-m", "gputopo", "--help"], capture_output=True, text=True, cwd=tmp_path, timeout=60,
-        env={"COLUMNS": "120", "PATH": "/usr/bin:/bin"},
+        env={"COLUMNS": "120", "PATH": "/usr/bin:/bin", "PYTHONPATH": str(REPO)},  # this checkout's commands
     )  # fmt: skip
     assert proc.returncode == 0, proc.stderr
     from gputopo.cli import COMMAND_MODULES

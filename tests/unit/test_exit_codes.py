@@ -45,7 +45,7 @@ def test_each_error_class_has_its_exit_code():
     [
         (["scan", "--bogus"], "No such option: --bogus"),
         (["scan", "--from"], "Option '--from' requires an argument"),
-        (["recommend", "--machine", "dgx1"], "Missing option '--gpus'"),
+        (["recommend", "--machine", "dgx1"], "--gpus is needed"),
         (["recommend", "--machine", "dgx1", "--gpus", "four"], "Invalid value for '--gpus'"),
         (["no-such-command"], "No such command 'no-such-command'"),
     ],

@@ -312,3 +312,33 @@ def test_bidi_overrides_are_control_characters_too():
     assert terminal_safe(name) == one_line(name) == "gpu0cod.exex"
     with pytest.raises(ValueError, match="control character"):
         check_text(name, "gpus[0].name")
+
+
+@pytest.mark.parametrize(("name", "word"), [
+    ("Tesla V100-SXM2-16GB", "tesla_v100-sxm2-16gb"),  # as Slurm's AutoDetect=nvml writes it
+    ("NVIDIA H100 80GB HBM3", "nvidia_h100_80gb_hbm3"),
+    ("A100 #1 Links=0\nName=x", "a100_1_links_0_name_x"),
+    ("4090", "gpu_4090"),  # `--gres=gpu:4090:1` would read 4090 as a count
+    ("--- ", None),
+    ("", None),
+    (None, None),
+])
+def test_slurm_gres_type(name, word):
+    from gputopo.quoting import slurm_gres_type
+
+    assert slurm_gres_type(name) == word
+
+
+def test_xml_attr_and_comment():
+    import xml.etree.ElementTree as ET
+
+    from gputopo.errors import InputError
+    from gputopo.quoting import xml_attr, xml_comment
+
+    value = 'a"b<c>&d'
+    assert ET.fromstring(f"<x v={xml_attr(value)}/>").get("v") == value
+    with pytest.raises(InputError, match="control character"):
+        xml_attr("a\nb")
+    note = xml_comment("x --> <y/> --- \n z-")
+    assert note.startswith("<!-- ") and note.endswith(" -->") and "--" not in note[4:-3]
+    assert list(ET.fromstring(f"<r>{note}</r>")) == []

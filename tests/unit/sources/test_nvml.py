@@ -338,3 +338,15 @@ def test_garbage_answers_become_unknown_with_findings() -> None:
     assert all(link.p2p_read is None for link in probed.links)
     assert "unknown status 42" in _finding(probed, "nvml-p2p-unavailable").message
     probed.validate()
+
+
+def test_the_minor_number_is_read_and_its_failure_is_no_finding():
+    """gres.conf's File=/dev/nvidiaN needs the minor number, which need not be the index."""
+    machine = load_reference("pcie-8gpu")
+    for gpu in machine.gpus:
+        gpu.minor_number = 7 - gpu.index
+    got = probe(nvml=FakeNvml(machine))
+    assert [gpu.minor_number for gpu in got.gpus] == [7, 6, 5, 4, 3, 2, 1, 0]
+    bare = probe(nvml=FakeNvml(load_reference("pcie-8gpu")))  # NotSupported (Windows): unknown, nothing said
+    assert {gpu.minor_number for gpu in bare.gpus} == {None}
+    assert not [code for code in _codes(bare) if "minor" in code]

@@ -1,0 +1,40 @@
+"""`gputopo nccl-topo`: a host's topology as NCCL's topology XML (``NCCL_TOPO_FILE``)."""
+
+from __future__ import annotations
+
+from typing import Annotated, Optional
+
+import typer
+
+from gputopo.cli import FromOption, HostOption, MachineOption, command
+
+
+@command("nccl-topo")
+def nccl_topo_command(
+    from_files: FromOption = None,
+    machine: MachineOption = None,
+    host: HostOption = None,
+    output: Annotated[
+        Optional[str], typer.Option("--output", "-o", metavar="FILE", help="Write the XML to FILE (default: stdout).")
+    ] = None,
+    node: Annotated[
+        Optional[str], typer.Option("--node", metavar="NAME", help="The host to write, where the topology holds "
+                                    "several (a rack's trays).")
+    ] = None,
+) -> None:
+    """Write a host's GPUs, PCIe tree and NVLinks as NCCL's topology XML, the file NCCL_TOPO_DUMP_FILE
+    writes and NCCL_TOPO_FILE reads (e.g. to give a VM its bare-metal wiring). Bridges are made up
+    from the link words; NICs are left out (NCCL adds them)."""
+    from gputopo.analysis import topology_for
+    from gputopo.sources import TopologyRequest
+    from gputopo.views.nccl_topo import nccl_topology_xml
+
+    topology = topology_for(TopologyRequest(from_files=tuple(from_files or ()), machine=machine, host=host))
+    text = nccl_topology_xml(topology, node)
+    if output is None:
+        typer.echo(text, nl=False)
+        return
+    from gputopo.fileio import atomic_write_text
+
+    atomic_write_text(output, text)
+    typer.echo(f"saved {output} (for NCCL_TOPO_FILE)", err=True)
