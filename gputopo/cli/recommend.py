@@ -93,7 +93,7 @@ def recommend_command(
         _slurm_file((from_files, machine, tf_log, tf_run, host), fmt, output_format, pcie_weight, others)
         return
     if gpus is None:
-        raise InputError("--gpus is needed: how many GPUs each job trains on")
+        raise InputError("--gpus is needed: how many GPUs each job trains on (see gputopo recommend --help)")
     if alternatives < 0:
         raise InputError(f"--alternatives must be 0 or more (got {alternatives})")
     required = parse_gpu_list(require, "--require")
