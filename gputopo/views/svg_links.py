@@ -40,6 +40,21 @@ def link_figures(topology: Topology, link: Link) -> tuple[float, float | None, s
     return expected.gbps, measured_gbps(link), expected.explanation
 
 
+def is_edge(link: Link) -> bool:
+    """Whether the drawing draws this pair as an edge: NVLink only (a PCIe path is the nesting of
+    the boxes, NUMA node > PCIe switch > GPU; drawn again as a line it would only be noise)."""
+    return link.nvlink_count > 0 or link.type.startswith("NV")
+
+
+def link_label(topology: Topology, link: Link) -> str:
+    """An edge's label: link word and expected GB/s per direction, or measured (~expected)."""
+    expected, measured, _ = link_figures(topology, link)
+    word = "?" if link.type == "UNKNOWN" else link.type
+    if measured is not None:
+        return f"{word} {format_gbps(measured)} (~{format_gbps(expected)})"
+    return f"{word} ~{format_gbps(expected)}"
+
+
 def peer_word(link: Link) -> str:
     return {True: "ok", False: "no", None: "unknown"}[link.can_peer]
 
