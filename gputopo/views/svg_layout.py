@@ -253,10 +253,22 @@ def _edge_links(topology: Topology, in_hub: set[int]) -> tuple[list[Link], list[
     return edges, paths
 
 
+def _halves(box: Box, sizes: dict) -> list[Item]:
+    """A box too wide for a page, drawn as two boxes of the same name (its two halves)."""
+    halves = _split_in_two(box.children, sizes)
+    if len(box.children) < 2 or not halves[1]:
+        return [box]
+    return [Box(box.kind, f"{box.label} ({k} of 2)", box.detail + f"\n(drawn in two parts: part {k})", half)
+            for k, half in enumerate(halves, 1)]
+
+
 def _bands(roots: list[Item], sizes: dict, members: list[int], arc_links: list[Link], n_gpus: int) -> list[list[Item]]:
     """One band, or two (the second drawn upside down, the edges between them) where one row would
     be wider than a page: the two sockets of a server face each other (DGX-1's two quads, their
-    cross links straight between them); a hub's GPUs above and below it (DGX-2's two baseboards)."""
+    cross links straight between them); a hub's GPUs above and below it (DGX-2's two baseboards).
+    One box wider than a page is drawn in two parts."""
+    if len(roots) == 1 and isinstance(roots[0], Box) and measure(roots[0], sizes)[0] > MAX_ROW_W:
+        roots = _halves(roots[0], sizes)
     if len(roots) < 2:
         return [roots]
     one_row = sum(measure(r, sizes)[0] for r in roots) + GAP * (len(roots) - 1)
