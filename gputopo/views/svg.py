@@ -13,12 +13,16 @@ from __future__ import annotations
 from gputopo.model import Link, Topology
 from gputopo.views.svg_hub import hub_elements, legend
 from gputopo.views.svg_layout import LABEL_H, Layout, build_layout
+from gputopo.analysis.finding_kinds import FAULT
 from gputopo.views.svg_links import (
+    FAULT_HEX,
     UNKNOWN_HEX,
+    VERDICT_HEX,
     esc,
     link_figures,
     link_label,
     link_tooltip,
+    measured_verdict,
     peer_word,
     speed_hex,
 )
@@ -52,6 +56,9 @@ text{font-family:system-ui,-apple-system,'Segoe UI',Roboto,sans-serif;font-size:
 .focus .gpu:not(.hl){opacity:.45}
 .link:hover path{stroke-width:6}
 .nic .sub{fill:#57606a}
+.gpu.fault>rect{stroke:#d93025;stroke-width:2.5}
+.fault-mark circle{fill:#d93025}
+.fault-mark text{fill:#ffffff;font-weight:700;text-anchor:middle}
 """
 def _box(box: Box) -> str:
     fill, stroke, dash = BOX_STYLE.get(box.kind, BOX_STYLE["unknown"])
@@ -93,11 +100,38 @@ def _memory(n: int | None) -> str | None:
     return None if not n else f"{n / 2**30:.0f} GiB"
 
 
-def _gpu_item(topology: Topology, item: GpuItem, layout: Layout, best: set[int]) -> str:
+def gpu_faults(topology: Topology, layout: Layout) -> dict[int, list[str]]:
+    """What is wrong where, by GPU: the faults that name GPUs (``Finding.gpus``; a finding of no
+    kind, from an older snapshot, when it is an error) and doctor's problems on a pair's path
+    (``Link.health``) on both its GPUs."""
+    out: dict[int, list[str]] = {}
+    for finding in topology.diagnostics:
+        if finding.kind == FAULT or (finding.kind is None and finding.severity == "error"):
+            for g in dict.fromkeys(finding.gpus):
+                out.setdefault(g, []).append(finding.message)
+    for link in [*layout.arc_links, *layout.path_links][:20000]:  # (a large domain's are on its hub)
+        if link.health:
+            for g, peer in ((link.a, link.b), (link.b, link.a)):
+                out.setdefault(g, []).append(f"to GPU {peer}: " + ", ".join(link.health))
+    return {g: words for g, words in out.items() if g in layout.gpus}
+
+
+def _fault_mark(item: GpuItem, words: list[str]) -> str:
+    """A red mark on the GPU's corner; its tooltip: the findings' words."""
+    text = "\n".join(dict.fromkeys(words))
+    cx, cy = item.x + 8 + 8.5 * (4 + len(str(item.index))) + 12, item.y + 12  # right after "GPU <n>"
+    return (f'<g class="fault-mark"><title>{esc(text)}</title><circle cx="{cx:.1f}" cy="{cy:.1f}" r="8"/>'
+            f'<text x="{cx:.1f}" y="{cy + 4:.1f}">!</text></g>')
+
+
+def _gpu_item(topology: Topology, item: GpuItem, layout: Layout, best: set[int], faults: list[str] | None = None) -> str:
     cls = "gpu best" if item.index in best else "gpu"
+    cls += " fault" if faults else ""
+    tooltip = gpu_tooltip(topology, item.index) + ("\nfaults:\n" + "\n".join(dict.fromkeys(faults)) if faults else "")
     head = (
-        f'<g class="{cls}" data-gpu="{item.index}"><title>{esc(gpu_tooltip(topology, item.index))}</title>'
+        f'<g class="{cls}" data-gpu="{item.index}"><title>{esc(tooltip)}</title>'
         f'<rect x="{item.x:.1f}" y="{item.y:.1f}" width="{item.w:.1f}" height="{item.h:.1f}" rx="5"/>'
+        + (_fault_mark(item, faults) if faults and not layout.compact else "")
     )
     if layout.compact:
         return head + (
@@ -136,12 +170,17 @@ def _nic_item(item: NicItem, layout: Layout) -> str:
     return "".join(parts) + "</g>"
 
 
-def _stroke(link: Link, expected: float) -> tuple[str, float, str]:
-    """(colour, width, dash pattern) of an edge: colour = speed, width = NVLink count, dashes = no P2P."""
+def _stroke(topology: Topology, link: Link, expected: float) -> tuple[str, float, str]:
+    """(colour, width, dash pattern) of an edge: colour = expected speed, or measured/expected where
+    measured, red where doctor found the link at fault; width = NVLink count; dashes = no P2P or a fault."""
     if link.type == "UNKNOWN":
         return UNKNOWN_HEX, 1.6, "2 4"
     width = 2.0 + 0.5 * min(link.nvlink_count, 8) if link.nvlink_count else 1.6
-    return speed_hex(expected), width, "7 5" if link.can_peer is False else ""
+    if link.health:
+        return FAULT_HEX, width, "4 3"
+    judged = measured_verdict(topology, link)
+    colour = VERDICT_HEX[judged] if judged is not None else speed_hex(expected)
+    return colour, width, "7 5" if link.can_peer is False else ""
 
 
 def _link_attrs(topology: Topology, link: Link, colour: str) -> str:
@@ -157,7 +196,7 @@ def _link_attrs(topology: Topology, link: Link, colour: str) -> str:
 def _edge(topology: Topology, link: Link, layout: Layout, best: set[int]) -> tuple[str, str]:
     """An NVLink edge (its group with the path) and its label (drawn later, above every edge)."""
     expected, _, _ = link_figures(topology, link)
-    colour, width, dash = _stroke(link, expected)
+    colour, width, dash = _stroke(topology, link, expected)
     e = layout.edges[(link.a, link.b)]
     cls = "link best" if link.a in best and link.b in best else "link"
     dash_attr = f' stroke-dasharray="{dash}"' if dash else ""
@@ -208,7 +247,8 @@ def render_svg(topology: Topology, best: list[int] | tuple[int, ...] = (), stand
     parts.append("</g>")
     parts += hub_elements(topology, layout, chosen)
     parts += [_nic_item(n, layout) for n in layout.nics]
-    parts += [_gpu_item(topology, g, layout, chosen) for g in layout.gpus.values()]
+    faults = gpu_faults(topology, layout)
+    parts += [_gpu_item(topology, g, layout, chosen, faults.get(g.index)) for g in layout.gpus.values()]
     parts.append('<g class="labels">')
     parts += [label for _, label in edges]
     parts.append("</g>")

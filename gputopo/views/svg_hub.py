@@ -15,7 +15,7 @@ from gputopo.analysis.estimates import estimate_column, pair_classes
 from gputopo.analysis.measured import measured_gbps
 from gputopo.model import Link, Topology
 from gputopo.notation import format_gbps
-from gputopo.views.svg_layout import Layout
+from gputopo.views.svg_layout import Layout, legend_notes
 from gputopo.views.svg_links import (
     SPEED_HEX,
     UNKNOWN_HEX,
@@ -204,15 +204,7 @@ def legend(topology: Topology, layout: Layout) -> str:
     if not samples:
         parts.append(f'<text x="{x:.1f}" y="{y + 4:.1f}">no NVLink between these GPUs</text>')
     y += 22
-    notes = ["PCIe paths: the boxes (NUMA node › PCIe switch › GPU); hover a GPU for its path to each other GPU"]
-    if layout.hub is not None:
-        notes.append("GPUs on the NVSwitch hub reach each other through it")
-    table = topology.link_table()  # (counted per kind of link)
-    unknown = sum(table.kinds_where(k for k, kind in enumerate(table.kinds) if kind[0] == "UNKNOWN"))
-    if unknown:
-        notes.append(f"{unknown} links of unknown kind (the source says only whether TF could peer)")
-    if layout.missing_pairs:
-        notes.append(f"{len(layout.missing_pairs)} GPU pairs have no link in the source")
+    notes = legend_notes(topology, layout)
     for note in notes:
         parts.append(f'<text x="12" y="{y + 4:.1f}" fill="#57606a">{esc(note)}</text>')
         y += 18

@@ -277,6 +277,26 @@ def _bands(roots: list[Item], sizes: dict, members: list[int], arc_links: list[L
     return _split_in_two(roots, sizes) if one_row > MAX_ROW_W else [roots]
 
 
+def legend_notes(topology: Topology, layout: Layout) -> list[str]:
+    """The legend's lines of notes (under its colours and edge kinds), one a line."""
+    notes = ["PCIe paths: the boxes (NUMA node › PCIe switch › GPU); hover a GPU for its path to each other GPU"]
+    if any(lk.measured is not None for lk in layout.arc_links):
+        notes.append("measured edges: colour = measured / expected (green ok, yellow low, red far below, "
+                     "purple above line rate); expected in the tooltip")
+    if any(f.kind == "fault" or (f.kind is None and f.severity == "error") for f in topology.diagnostics) \
+            or any(lk.health for lk in layout.arc_links):
+        notes.append("red ! on a GPU, red dashes on an edge: a fault found there (hover for the finding)")
+    if layout.hub is not None:
+        notes.append("GPUs on the NVSwitch hub reach each other through it")
+    table = topology.link_table()  # (counted per kind of link)
+    unknown = sum(table.kinds_where(k for k, kind in enumerate(table.kinds) if kind[0] == "UNKNOWN"))
+    if unknown:
+        notes.append(f"{unknown} links of unknown kind (the source says only whether TF could peer)")
+    if layout.missing_pairs:
+        notes.append(f"{len(layout.missing_pairs)} GPU pairs have no link in the source")
+    return notes
+
+
 def build_layout(topology: Topology) -> Layout:
     """Every coordinate of the drawing of ``topology``."""
     compact = len(topology.gpus) > COMPACT_ABOVE
@@ -356,7 +376,6 @@ def build_layout(topology: Topology) -> Layout:
     layout.missing_pairs = missing_pairs(topology)
     layout.legend_y = y + 10
     layout.width = max(right + MARGIN, LEGEND_W)
-    table = topology.link_table()
-    notes = 1 + (layout.hub is not None) + any(kind[0] == "UNKNOWN" for kind in table.kinds) + bool(layout.missing_pairs)
-    layout.height = layout.legend_y + 8 + 22 + 22 + 18 * notes + 4  # the legend's lines (svg_hub.legend)
+    layout.height = layout.legend_y + 8 + 22 + 22 + 18 * len(legend_notes(topology, layout)) + 4  # (svg_hub.legend)
+
     return layout

@@ -11,9 +11,12 @@ import xml.etree.ElementTree as ET
 import pytest
 
 from conftest import OWN_FIXTURES, SHARED_FIXTURES
+from linktable import cube_mesh_8
+from gputopo.model import Finding, Measurement
 from gputopo.sources.registry import read_file
 from gputopo.sources.reference import load_reference, machine_names
 from gputopo.views.svg import render_svg
+from gputopo.views.svg_links import FAULT_HEX, VERDICT_HEX
 
 NS = "{http://www.w3.org/2000/svg}"
 CORPUS = OWN_FIXTURES / "corpus" / "topo"
@@ -112,3 +115,27 @@ def test_a_machine_of_up_to_sixteen_gpus_fits_a_page_at_full_size(name):
     """Text is never scaled down in the page: the drawing must fit a page of about 1280 px."""
     svg = render_svg(load_reference(name))
     assert float(re.search(r'width="([0-9.]+)"', svg).group(1)) <= 1280
+
+
+def _group(root: ET.Element, attr: str, value: str) -> ET.Element:
+    return next(g for g in root.iter(NS + "g") if g.attrib.get(attr) == value)
+
+
+def test_faults_are_drawn_where_they_are():
+    """A fault that names a GPU marks that GPU (its words on hover); an NVLink doctor found down is
+    drawn red and dashed; a measured edge is coloured by measured/expected, expected in its tooltip."""
+    topo = cube_mesh_8()
+    topo.diagnostics = [Finding("warning", "pcie-width-degraded", "GPU 2's PCIe link trained at x8 of x16", gpus=[2], kind="fault"),
+                        Finding("warning", "cross-socket", "GPUs 0-3 and 4-7 are on two sockets", gpus=list(range(8)), kind="design")]
+    topo.link(0, 3).health = ["nvlink-down"]
+    topo.link(0, 1).measured = Measurement(a_to_b_gbps=4.0, b_to_a_gbps=4.1)
+    root = ET.fromstring(render_svg(topo))
+    marked = [g.attrib["data-gpu"] for g in root.iter(NS + "g") if "fault" in g.attrib.get("class", "").split()]
+    assert sorted(marked) == ["0", "2", "3"]  # the x8 link's GPU and the down NVLink's two ends, not the design note
+    mark = _group(root, "data-gpu", "2").find(f"{NS}g[@class='fault-mark']/{NS}title")
+    assert "trained at x8" in mark.text
+    down = _group(root, "data-link", "0-3")
+    assert down.find(NS + "path").attrib["stroke"] == FAULT_HEX and "nvlink-down" in down.find(NS + "title").text
+    slow = _group(root, "data-link", "0-1")
+    assert slow.find(NS + "path").attrib["stroke"] == VERDICT_HEX["far-below"]
+    assert "expected ~" in slow.find(NS + "title").text and "far-below" in slow.find(NS + "title").text
