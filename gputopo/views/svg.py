@@ -4,16 +4,18 @@ Hand-made SVG, standard library only. Machine-checkable: each GPU is an element 
 ``data-gpu="<index>"``, each GPU pair with a link in the topology exactly one element with
 ``data-link="<a>-<b>"`` and ``data-type`` (the nvidia-smi word, or ``UNKNOWN``), each NIC
 ``data-nic="<name>"``, the NVSwitch hub ``data-nvswitch`` and its spokes ``data-spoke="<gpu>"``.
-Pairs joined through the hub are drawn by the spokes; their ``data-link`` elements are empty
-groups that carry the attributes and a tooltip. Every text comes from ``esc`` (untrusted input).
+Only NVLinks are drawn as edges; pairs joined by a PCIe path only (the nesting of the boxes shows
+it) or through the hub (drawn by the spokes) have empty ``data-link`` groups that carry the
+attributes and a tooltip. Faults are marked on the GPUs and edges they concern. Every text comes
+from ``esc`` (untrusted input).
 """
 
 from __future__ import annotations
 
+from gputopo.analysis.finding_kinds import FAULT
 from gputopo.model import Link, Topology
 from gputopo.views.svg_hub import hub_elements, legend
 from gputopo.views.svg_layout import LABEL_H, Layout, build_layout
-from gputopo.analysis.finding_kinds import FAULT
 from gputopo.views.svg_links import (
     FAULT_HEX,
     UNKNOWN_HEX,
@@ -236,7 +238,9 @@ def render_svg(topology: Topology, best: list[int] | tuple[int, ...] = (), stand
         f'<rect x="0" y="0" width="{layout.width:.0f}" height="{layout.height:.0f}" fill="#ffffff"/>',
     ]
     if standalone:  # in the report the page's own heading says it
-        parts.append(f'<text x="12" y="20" font-size="14" font-weight="700">{esc(fit(title, layout.width - 24, 7.8))}</text>')
+        shown = fit(title, layout.width - 24, 7.8)  # (cut: the whole title on hover)
+        tip = f"<title>{esc(title)}</title>" if shown != title else ""
+        parts.append(f'<text x="12" y="20" font-size="14" font-weight="700">{tip}{esc(shown)}</text>')
     parts += [_box(b) for b in layout.boxes]
     edges = [_edge(topology, lk, layout, chosen) for lk in layout.arc_links]
     parts.append('<g class="links">')

@@ -1,10 +1,15 @@
 """Where everything goes in the topology drawing: coordinates for the tree of ``svg_tree``.
 
-Vertical order, one band: [host title] boxes with the GPU row at their bottom, the arcs under the
-row (one per GPU pair not joined through the hub), then the NVSwitch hub if there is one. With two
-bands (hub only, more than 8 GPUs): band, hub, band drawn upside down (GPU row at its top).
-A box at nesting level L starts L label strips below its band's top and ends L paddings less far
-below the GPU row, so nested boxes never cross and every GPU of a band sits on one row.
+Only NVLinks are edges (the boxes already show the PCIe paths). Vertical order, one band: [host
+title] boxes with the GPU row at their bottom, the edges as arcs under the row, then the NVSwitch
+hub if there is one. A row wider than a page (``MAX_ROW_W``) is drawn as two bands facing each
+other, the second upside down (GPU row at its top): band 1, its arcs, the edges between the bands
+(or the hub), band 2's arcs rising to it, band 2. A two-socket NVLink mesh so shows its shape
+(DGX-1: two quads, four cross links straight down). A box at nesting level L starts L label strips
+below its band's top and ends L paddings less far below the GPU row, so nested boxes never cross
+and every GPU of a band sits on one row; an edge stays between the rows it joins, so it never
+passes through a GPU box, and each label has its own place (arcs: at the apex, deeper the more
+GPUs spanned; between the bands: rows of labels, each on its edge).
 """
 
 from __future__ import annotations
@@ -13,6 +18,7 @@ import itertools
 import operator
 from dataclasses import dataclass
 
+from gputopo.analysis.finding_kinds import FAULT
 from gputopo.model import Link, Topology
 from gputopo.views.svg_tree import (
     COMPACT,
@@ -283,7 +289,7 @@ def legend_notes(topology: Topology, layout: Layout) -> list[str]:
     if any(lk.measured is not None for lk in layout.arc_links):
         notes.append("measured edges: colour = measured / expected (green ok, yellow low, red far below, "
                      "purple above line rate); expected in the tooltip")
-    if any(f.kind == "fault" or (f.kind is None and f.severity == "error") for f in topology.diagnostics) \
+    if any((f.kind == FAULT or (f.kind is None and f.severity == "error")) and f.gpus for f in topology.diagnostics) \
             or any(lk.health for lk in layout.arc_links):
         notes.append("red ! on a GPU, red dashes on an edge: a fault found there (hover for the finding)")
     if layout.hub is not None:
@@ -295,6 +301,36 @@ def legend_notes(topology: Topology, layout: Layout) -> list[str]:
     if layout.missing_pairs:
         notes.append(f"{len(layout.missing_pairs)} GPU pairs have no link in the source")
     return notes
+
+
+def _second_band(layout: Layout, placed: tuple, levels: int, y: float, row1: float, within: list[Link],
+                 cross_links: list[Link], band_of: dict[int, int], attach: dict, widths: dict) -> float:
+    """Below ``y``: the edges between the bands (their labels in rows), band 2's arcs rising to it,
+    and band 2 itself, upside down; returns the y under it. ``row1``: the bottom of band 1's GPU row."""
+    depth2 = _arcs_of_band(within, layout.gpus, 0.0, False, attach, widths, {})
+    cross_top = y + (8 if cross_links else 0)
+    height = ARC_STEP if cross_links else 0.0
+    geometry: dict[tuple[int, int], Edge] = {}
+    for _ in range(len(cross_links) + 1):  # (rows of labels as the edges' slopes need: a few tries)
+        row2 = cross_top + max(height + depth2 + 12, BAND_GAP + levels * PAD)
+        mid = (row1 + row2) / 2
+        geometry = {}
+        for lk in cross_links:
+            top_gpu, low_gpu = (lk.a, lk.b) if band_of[lk.a] == 0 else (lk.b, lk.a)
+            x1, x2 = attach[(top_gpu, low_gpu)], attach[(low_gpu, top_gpu)]
+            if top_gpu == lk.a:  # (the path is drawn from a to b)
+                geometry[(lk.a, lk.b)] = Edge(x1, row1, x2, row2, mid, mid, label_w=widths[(lk.a, lk.b)])
+            else:
+                geometry[(lk.a, lk.b)] = Edge(x2, row2, x1, row1, mid, mid, label_w=widths[(lk.a, lk.b)])
+        needed = _cross_labels(list(geometry.values()), cross_top) if geometry else 0.0
+        if needed <= height:
+            break
+        height = needed
+    layout.edges.update(geometry)
+    band2_top = row2 - levels * PAD
+    _shift(placed[2], band2_top)
+    _arcs_of_band(within, layout.gpus, row2, False, attach, widths, layout.edges)
+    return band2_top + placed[1] + BAND_GAP
 
 
 def build_layout(topology: Topology) -> Layout:
@@ -335,33 +371,8 @@ def build_layout(topology: Topology) -> Layout:
         y = hub_y + HUB_H + (HUB_GAP if len(bands) > 1 else BAND_GAP)
     if len(bands) > 1:
         cross_links = [lk for lk in arc_links if band_of[lk.a] != band_of[lk.b]]
-        depth2 = _arcs_of_band(within[1], layout.gpus, 0.0, False, attach, widths, {})
-        cross_top = y + (8 if cross_links else 0)
-        cross = {}
-        for lk in cross_links:  # (their ends in band 2 are known once its place is: measured with a guess first)
-            cross[(lk.a, lk.b)] = lk
-        height = ARC_STEP if cross_links else 0.0
         levels2 = max(measure(r, sizes)[1] for r in bands[1])
-        for _ in range(len(cross_links) + 1):
-            row2 = cross_top + max(height + depth2 + 12, BAND_GAP + levels2 * PAD)
-            geometry = {}
-            for (a, b), lk in cross.items():
-                top_gpu, low_gpu = (a, b) if band_of[a] == 0 else (b, a)
-                x1, x2 = attach[(top_gpu, low_gpu)], attach[(low_gpu, top_gpu)]
-                mid = (row1 + row2) / 2
-                edge = Edge(x1, row1, x2, row2, mid, mid, label_w=widths[(a, b)])
-                if top_gpu != a:  # the path is drawn from a to b
-                    edge = Edge(x2, row2, x1, row1, mid, mid, label_w=widths[(a, b)])
-                geometry[(a, b)] = edge
-            needed = _cross_labels(list(geometry.values()), cross_top) if geometry else 0.0
-            if needed <= height:
-                break
-            height = needed
-        layout.edges.update(geometry)
-        band2_top = row2 - levels2 * PAD
-        _shift(placed[1][2], band2_top)
-        _arcs_of_band(within[1], layout.gpus, row2, False, attach, widths, layout.edges)
-        y = band2_top + placed[1][1] + BAND_GAP
+        y = _second_band(layout, placed[1], levels2, y, row1, within[1], cross_links, band_of, attach, widths)
     elif not members:
         y += BAND_GAP
     if hub_y is not None:

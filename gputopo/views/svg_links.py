@@ -1,5 +1,5 @@
 """The drawing's shared primitives: colours by expected GB/s, escaping of untrusted text, and each
-link's figures and tooltip (used by ``svg`` for the arcs and ``svg_hub`` for the NVSwitch spokes)."""
+link's figures and tooltip (used by ``svg`` for the NVLink edges and ``svg_hub`` for the NVSwitch spokes)."""
 
 from __future__ import annotations
 

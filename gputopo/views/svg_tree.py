@@ -2,9 +2,8 @@
 
 The picture is lstopo-like nested boxes: host > NUMA node (or CPU affinity, or "placement
 unknown") > PCIe switch (GPUs with a PIX path) > GPUs, with each NIC placed in the sequence right
-beside its nearest GPU. All GPUs of a band sit on one row, so links can be drawn as arcs under the
-row (an arc diagram): an arc never passes through a GPU box, and each arc's label sits at its
-apex, whose depth grows with the number of GPUs it spans, so no two labels overlap.
+beside its nearest GPU. The nesting is the PCIe path between two GPUs; NVLinks are the only edges
+(``svg_layout`` places them). All GPUs of a band sit on one row.
 
 GPUs that reach every other member through NVSwitch (or, in nvidia-smi text that cannot say so,
 with the same ``NV#`` to every peer of 5 or more GPUs) share one hub node: one spoke per GPU
