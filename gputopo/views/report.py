@@ -68,7 +68,7 @@ SCRIPT = """
       var text = via(p[0] === g ? p[1] : p[0]);
       if (text) {
         text.textContent = 'GPU ' + g + ': ' + el.getAttribute('data-label');
-        text.setAttribute('fill', el.getAttribute('data-colour'));
+        text.style.fill = el.getAttribute('data-colour');
       }
     });
     all('[data-of]').forEach(function (el) {
@@ -204,7 +204,7 @@ def render_report(topology: Topology, recommendation: Recommendation | None = No
             f"<title>gputopo report: {esc(title)}</title><style>{CSS}</style></head><body>",
             f'<header><h1>{esc(title)}</h1><p class="meta">{_meta(topology)}</p></header>',
             f'<section id="drawing"><h2>The box</h2><div class="drawing">{svg}</div>',
-            '<p class="hint">Hover a GPU to see only its links; hover a link, box or NIC for details.</p></section>',
+            '<p class="hint">Hover a GPU to see its NVLinks and, in every other GPU, the path to it; hover a link, box or NIC for details.</p></section>',
             f'<section id="plan"><h2>Plan</h2>{_plan(recommendation)}</section>',
             f'<section id="findings"><h2>Findings</h2>{_findings(topology)}</section>',
             f'<section id="unknown"><h2>Not known</h2>{unknown_html}</section>',

@@ -218,3 +218,30 @@ def test_the_pcie_server_has_no_edges_and_the_dgx1_its_sixteen_nvlinks(tmp_path)
     dgx1 = load_reference("dgx1")
     assert sorted(measured_layout(tmp_path, dgx1)["edges"]) == sorted(f"{lk.a}-{lk.b}" for lk in dgx1.links if lk.nvlink_count)
     assert len(measured_layout(tmp_path, dgx1)["edges"]) == 16
+
+
+HOVER = """
+<script>
+(function () {
+  var gpu = document.querySelector('svg.topology [data-gpu="0"]');
+  gpu.dispatchEvent(new MouseEvent('mouseenter'));
+  var said = {};
+  Array.prototype.slice.call(document.querySelectorAll('svg.topology [data-gpu]')).forEach(function (g) {
+    said[g.getAttribute('data-gpu')] = g.querySelector('.via').textContent; });
+  var out = document.createElement('pre'); out.id = 'hovered';
+  out.textContent = JSON.stringify(said);
+  document.body.appendChild(out);
+})();
+</script>
+"""
+
+
+def test_hovering_a_gpu_writes_its_path_into_every_other_gpu(tmp_path):
+    """PCIe paths are not drawn as lines: the hover says them, in the peer's own box."""
+    import json
+
+    page = tmp_path / "box.html"
+    page.write_text(render_report(load_reference("pcie-8gpu")).replace("</body>", HOVER + "</body>"), encoding="utf-8")
+    dom = chromium(tmp_path, "--dump-dom", page.as_uri()).stdout
+    said = json.loads(re.search(r'<pre id="hovered">(.*?)</pre>', dom, re.S).group(1).replace("&amp;", "&"))
+    assert said["0"] == "" and said["1"].startswith("GPU 0: PIX ~") and said["7"].startswith("GPU 0: SYS ~")
