@@ -62,14 +62,34 @@ text{font-family:system-ui,-apple-system,'Segoe UI',Roboto,sans-serif;font-size:
 .fault-mark circle{fill:#d93025}
 .fault-mark text{fill:#ffffff;font-weight:700;text-anchor:middle}
 """
-def _box(box: Box) -> str:
+def switch_faults(layout: Layout) -> dict[int, list[str]]:
+    """The PCIe switches doctor found at fault on a path between two of their own GPUs (``acs``:
+    ACS redirecting peer traffic up to the root; a PIX pair goes through that switch alone):
+    ``id(box)`` -> what, per pair."""
+    out: dict[int, list[str]] = {}
+    health = {(lk.a, lk.b): lk.health for lk in layout.path_links[:20000] if lk.health}
+    for box in layout.boxes if health else []:
+        gpus = sorted(c.index for c in box.children if isinstance(c, GpuItem)) if box.kind == "switch" else []
+        for i, a in enumerate(gpus):
+            for b in gpus[i + 1:]:
+                if health.get((a, b)):
+                    out.setdefault(id(box), []).append(f"GPU {a} - GPU {b}: " + ", ".join(health[(a, b)]))
+    return out
+
+
+def _box(box: Box, faults: list[str] | None = None) -> str:
     fill, stroke, dash = BOX_STYLE.get(box.kind, BOX_STYLE["unknown"])
+    detail = box.detail
+    if faults:  # doctor's problems on paths through this switch
+        stroke, dash = FAULT_HEX, "6 3"
+        detail += "\nfaults on paths through this switch:\n" + "\n".join(faults)
     dash_attr = f' stroke-dasharray="{dash}"' if dash else ""
     ty = box.y + box.h - 6 if box.header_at_bottom else box.y + 14
+    cls = f"box box-{box.kind}" + (" fault" if faults else "")
     return (
-        f'<g class="box box-{box.kind}"><title>{esc(box.detail)}</title>'
+        f'<g class="{cls}"><title>{esc(detail)}</title>'
         f'<rect x="{box.x:.1f}" y="{box.y:.1f}" width="{box.w:.1f}" height="{box.h:.1f}" rx="6" '
-        f'fill="{fill}" stroke="{stroke}"{dash_attr}/>'
+        f'fill="{fill}" stroke="{stroke}"{dash_attr}' + (' stroke-width="2.5"' if faults else "") + "/>"
         f'<text class="boxlabel" x="{box.x + 8:.1f}" y="{ty:.1f}">{esc(fit(box.label, box.w - 14))}</text></g>'
     )
 
@@ -241,7 +261,8 @@ def render_svg(topology: Topology, best: list[int] | tuple[int, ...] = (), stand
         shown = fit(title, layout.width - 24, 7.8)  # (cut: the whole title on hover)
         tip = f"<title>{esc(title)}</title>" if shown != title else ""
         parts.append(f'<text x="12" y="20" font-size="14" font-weight="700">{tip}{esc(shown)}</text>')
-    parts += [_box(b) for b in layout.boxes]
+    at_fault = switch_faults(layout)
+    parts += [_box(b, at_fault.get(id(b))) for b in layout.boxes]
     edges = [_edge(topology, lk, layout, chosen) for lk in layout.arc_links]
     parts.append('<g class="links">')
     parts += [path for path, _ in edges]

@@ -290,8 +290,8 @@ def legend_notes(topology: Topology, layout: Layout) -> list[str]:
         notes.append("measured edges: colour = measured / expected (green ok, yellow low, red far below, "
                      "purple above line rate); expected in the tooltip")
     if any((f.kind == FAULT or (f.kind is None and f.severity == "error")) and f.gpus for f in topology.diagnostics) \
-            or any(lk.health for lk in layout.arc_links):
-        notes.append("red ! on a GPU, red dashes on an edge: a fault found there (hover for the finding)")
+            or any(lk.health for lk in [*layout.arc_links, *layout.path_links][:20000]):
+        notes.append("red ! on a GPU, red dashes on an edge or a PCIe switch: a fault found there (hover for the finding)")
     if layout.hub is not None:
         notes.append("GPUs on the NVSwitch hub reach each other through it")
     table = topology.link_table()  # (counted per kind of link)

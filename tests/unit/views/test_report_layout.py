@@ -139,3 +139,15 @@ def test_faults_are_drawn_where_they_are():
     slow = _group(root, "data-link", "0-1")
     assert slow.find(NS + "path").attrib["stroke"] == VERDICT_HEX["far-below"]
     assert "expected ~" in slow.find(NS + "title").text and "far-below" in slow.find(NS + "title").text
+
+
+def test_a_switch_with_acs_redirect_is_drawn_at_fault():
+    """doctor's ACS problem on a PIX pair: the switch the pair goes through is outlined red."""
+    topo = load_reference("pcie-8gpu")
+    topo.link(0, 1).health = ["acs"]
+    root = ET.fromstring(render_svg(topo))
+    switches = [g for g in root.iter(NS + "g") if g.attrib.get("class", "").startswith("box box-switch")]
+    at_fault = [g for g in switches if "fault" in g.attrib["class"].split()]
+    assert len(at_fault) == 1 and "GPU 0 - GPU 1: acs" in at_fault[0].find(NS + "title").text
+    assert {g.attrib["data-gpu"] for g in root.iter(NS + "g") if "fault" in g.attrib.get("class", "").split()
+            and "data-gpu" in g.attrib} == {"0", "1"}
