@@ -29,7 +29,7 @@ h1{font-size:21px;margin:0 0 4px}
 h2{font-size:17px;margin:26px 0 8px;border-bottom:1px solid #d0d7de;padding-bottom:3px}
 .meta,.muted,.hint{color:#57606a}
 .drawing{overflow-x:auto}
-.drawing svg{max-width:100%;height:auto;display:block}
+.drawing svg{display:block}
 pre{background:#f6f8fa;border:1px solid #d0d7de;border-radius:6px;padding:10px 12px;overflow-x:auto;font-size:13px}
 code{font-size:13px}
 table.heat{border-collapse:collapse;margin:6px 22px 14px 0;display:inline-table;vertical-align:top;font-size:12px}
@@ -43,15 +43,19 @@ table.gpus td,table.gpus th{border-bottom:1px solid #d0d7de;padding:3px 10px;tex
 .sev-error{color:#cf222e}.sev-warning{color:#9a6700}.sev-info{color:#0969da}
 li{margin:3px 0}
 """
-# Hover a GPU: its links, its peers and its spoke stay bright, the rest fades. No '<' or '&' here.
+# Hover a GPU: its edges, its peers and its spoke stay bright, the rest fades, and each other GPU's
+# box says the path to the hovered one (link word, expected or measured GB/s: PCIe paths are not
+# drawn as lines). No '<' or '&' here.
 SCRIPT = """
 (function () {
   var svg = document.querySelector('svg.topology');
   if (!svg) { return; }
   function all(sel) { return Array.prototype.slice.call(svg.querySelectorAll(sel)); }
+  function via(g) { return svg.querySelector('[data-gpu="' + g + '"] .via'); }
   function clear() {
     svg.classList.remove('focus');
     all('.hl').forEach(function (el) { el.classList.remove('hl'); });
+    all('.via').forEach(function (el) { el.textContent = ''; });
   }
   function focus(g) {
     clear();
@@ -59,7 +63,17 @@ SCRIPT = """
     var peers = {}; peers[g] = true;
     all('[data-link]').forEach(function (el) {
       var p = el.getAttribute('data-link').split('-');
-      if (p[0] === g || p[1] === g) { el.classList.add('hl'); peers[p[0]] = true; peers[p[1]] = true; }
+      if (p[0] !== g) { if (p[1] !== g) { return; } }
+      el.classList.add('hl'); peers[p[0]] = true; peers[p[1]] = true;
+      var text = via(p[0] === g ? p[1] : p[0]);
+      if (text) {
+        text.textContent = 'GPU ' + g + ': ' + el.getAttribute('data-label');
+        text.style.fill = el.getAttribute('data-colour');
+      }
+    });
+    all('[data-of]').forEach(function (el) {
+      var p = el.getAttribute('data-of').split('-');
+      if (p[0] === g || p[1] === g) { el.classList.add('hl'); }
     });
     all('[data-gpu]').forEach(function (el) { if (peers[el.getAttribute('data-gpu')]) { el.classList.add('hl'); } });
     all('[data-spoke]').forEach(function (el) { if (peers[el.getAttribute('data-spoke')]) { el.classList.add('hl'); } });
@@ -190,7 +204,7 @@ def render_report(topology: Topology, recommendation: Recommendation | None = No
             f"<title>gputopo report: {esc(title)}</title><style>{CSS}</style></head><body>",
             f'<header><h1>{esc(title)}</h1><p class="meta">{_meta(topology)}</p></header>',
             f'<section id="drawing"><h2>The box</h2><div class="drawing">{svg}</div>',
-            '<p class="hint">Hover a GPU to see only its links; hover a link, box or NIC for details.</p></section>',
+            '<p class="hint">Hover a GPU to see its NVLinks and, in every other GPU, the path to it; hover a link, box or NIC for details.</p></section>',
             f'<section id="plan"><h2>Plan</h2>{_plan(recommendation)}</section>',
             f'<section id="findings"><h2>Findings</h2>{_findings(topology)}</section>',
             f'<section id="unknown"><h2>Not known</h2>{unknown_html}</section>',

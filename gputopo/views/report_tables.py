@@ -14,7 +14,7 @@ from typing import Callable
 from gputopo.analysis.measured import expectation, verdict
 from gputopo.model import P2P_OK, P2P_STATUS_MEANING, Link, Topology
 from gputopo.notation import format_gbps
-from gputopo.views.svg_links import UNKNOWN_HEX, esc, link_figures, speed_hex
+from gputopo.views.svg_links import UNKNOWN_HEX, VERDICT_HEX, VERDICT_WORDS, esc, link_figures, speed_hex
 
 MAX_TABLE_GPUS = 32  # beyond this, a uniform matrix is summarised in one sentence
 Cell = tuple[str, str, str]  # (text, background colour, tooltip)
@@ -96,9 +96,7 @@ def _both_ways_cell(a: int, b: int, link: Link) -> Cell | None:
     return format_gbps(value), speed_hex(value / 2), f"GPU {a} <-> GPU {b}: {value:.1f} GB/s both directions together"
 
 
-_VERDICT_HEX = {"ok": "#4caf50", "low": "#c99a00", "far-below": "#d93025", "above-line-rate": "#8e44ad"}
-_VERDICT_WORDS = {"ok": "", "low": ": low", "far-below": ": far below",
-                  "above-line-rate": ": above the link's line rate, suspect (the bytes did not cross this link)"}
+_VERDICT_HEX, _VERDICT_WORDS = VERDICT_HEX, VERDICT_WORDS  # (shared with the drawing's measured edges)
 
 
 def _ratio_cell(topology: Topology) -> Callable[[int, int, Link], Cell | None]:

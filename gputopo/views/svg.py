@@ -4,25 +4,31 @@ Hand-made SVG, standard library only. Machine-checkable: each GPU is an element 
 ``data-gpu="<index>"``, each GPU pair with a link in the topology exactly one element with
 ``data-link="<a>-<b>"`` and ``data-type`` (the nvidia-smi word, or ``UNKNOWN``), each NIC
 ``data-nic="<name>"``, the NVSwitch hub ``data-nvswitch`` and its spokes ``data-spoke="<gpu>"``.
-Pairs joined through the hub are drawn by the spokes; their ``data-link`` elements are empty
-groups that carry the attributes and a tooltip. Every text comes from ``esc`` (untrusted input).
+Only NVLinks are drawn as edges; pairs joined by a PCIe path only (the nesting of the boxes shows
+it) or through the hub (drawn by the spokes) have empty ``data-link`` groups that carry the
+attributes and a tooltip. Faults are marked on the GPUs and edges they concern. Every text comes
+from ``esc`` (untrusted input).
 """
 
 from __future__ import annotations
 
+from gputopo.analysis.finding_kinds import FAULT
 from gputopo.model import Link, Topology
-from gputopo.notation import format_gbps
 from gputopo.views.svg_hub import hub_elements, legend
 from gputopo.views.svg_layout import LABEL_H, Layout, build_layout
 from gputopo.views.svg_links import (
+    FAULT_HEX,
     UNKNOWN_HEX,
+    VERDICT_HEX,
     esc,
     link_figures,
+    link_label,
     link_tooltip,
+    measured_verdict,
     peer_word,
     speed_hex,
 )
-from gputopo.views.svg_tree import Box, GpuItem, NicItem, fit
+from gputopo.views.svg_tree import Box, GpuItem, NicItem, fit, wrap
 
 SVG_NS = "http://www.w3.org/2000/svg"
 BOX_STYLE = {
@@ -37,38 +43,66 @@ text{font-family:system-ui,-apple-system,'Segoe UI',Roboto,sans-serif;font-size:
 .gpu rect{fill:#ffffff;stroke:#3d4b5c;stroke-width:1.3}
 .gpu.best rect{stroke:#1a56db;stroke-width:3.5}
 .gpu .idx{font-weight:700;font-size:12px}
-.gpu .sub{fill:#57606a;font-size:10.5px}
+.gpu .sub{fill:#57606a}
+.gpu .via{font-weight:700}
 .nic rect{fill:#f0ecff;stroke:#7a5cc2}
 .link path{fill:none}
-.link .lbl rect{fill:#ffffff;stroke-width:1}
-.link .lbl text{font-size:10px;text-anchor:middle}
+.lbl text{text-anchor:middle}
+.lbl rect{fill:#ffffff;stroke-width:1}
 .link.best path{stroke-width:5}
 .spoke line{stroke-width:2.5}
 .spoke.best line{stroke:#1a56db;stroke-width:4}
 .hub rect{fill:#e7f5ea;stroke:#137333;stroke-width:1.5}
 .boxlabel{font-weight:600;fill:#3d4b5c}
-.focus .link:not(.hl),.focus .spoke:not(.hl){opacity:.12}
+.focus .link:not(.hl),.focus .spoke:not(.hl),.focus .lbl:not(.hl){opacity:.12}
 .focus .gpu:not(.hl){opacity:.45}
 .link:hover path{stroke-width:6}
+.nic .sub{fill:#57606a}
+.gpu.fault>rect{stroke:#d93025;stroke-width:2.5}
+.fault-mark circle{fill:#d93025}
+.fault-mark text{fill:#ffffff;font-weight:700;text-anchor:middle}
 """
-def _box(box: Box) -> str:
+def switch_faults(layout: Layout) -> dict[int, list[str]]:
+    """The PCIe switches doctor found at fault on a path between two of their own GPUs (``acs``:
+    ACS redirecting peer traffic up to the root; a PIX pair goes through that switch alone):
+    ``id(box)`` -> what, per pair."""
+    out: dict[int, list[str]] = {}
+    health = {(lk.a, lk.b): lk.health for lk in layout.path_links[:20000] if lk.health}
+    for box in layout.boxes if health else []:
+        gpus = sorted(c.index for c in box.children if isinstance(c, GpuItem)) if box.kind == "switch" else []
+        for i, a in enumerate(gpus):
+            for b in gpus[i + 1:]:
+                if health.get((a, b)):
+                    out.setdefault(id(box), []).append(f"GPU {a} - GPU {b}: " + ", ".join(health[(a, b)]))
+    return out
+
+
+def _box(box: Box, faults: list[str] | None = None) -> str:
     fill, stroke, dash = BOX_STYLE.get(box.kind, BOX_STYLE["unknown"])
+    detail = box.detail
+    if faults:  # doctor's problems on paths through this switch
+        stroke, dash = FAULT_HEX, "6 3"
+        detail += "\nfaults on paths through this switch:\n" + "\n".join(faults)
     dash_attr = f' stroke-dasharray="{dash}"' if dash else ""
     ty = box.y + box.h - 6 if box.header_at_bottom else box.y + 14
+    cls = f"box box-{box.kind}" + (" fault" if faults else "")
     return (
-        f'<g class="box box-{box.kind}"><title>{esc(box.detail)}</title>'
+        f'<g class="{cls}"><title>{esc(detail)}</title>'
         f'<rect x="{box.x:.1f}" y="{box.y:.1f}" width="{box.w:.1f}" height="{box.h:.1f}" rx="6" '
-        f'fill="{fill}" stroke="{stroke}"{dash_attr}/>'
+        f'fill="{fill}" stroke="{stroke}"{dash_attr}' + (' stroke-width="2.5"' if faults else "") + "/>"
         f'<text class="boxlabel" x="{box.x + 8:.1f}" y="{ty:.1f}">{esc(fit(box.label, box.w - 14))}</text></g>'
     )
 
 
-def _gpu_text_lines(topology: Topology, index: int) -> list[str]:
+def _gpu_text_lines(topology: Topology, index: int, width: float) -> list[str]:
+    """The lines under a GPU's number: its name (wrapped on two lines; cut further only with the
+    full name in the tooltip), bus id, PCIe and NVLinks."""
     gpu = topology.gpu(index)
-    gen, width = gpu.pcie_gen_max or gpu.pcie_gen_current, gpu.pcie_width_current or gpu.pcie_width_max
-    pcie = f"Gen{gen} x{width}" if gen and width else "PCIe not known"
+    gen, lanes = gpu.pcie_gen_max or gpu.pcie_gen_current, gpu.pcie_width_current or gpu.pcie_width_max
+    pcie = f"Gen{gen} x{lanes}" if gen and lanes else "PCIe not known"
     nvlink = f"{gpu.nvlink_active_links} NVLinks" if gpu.nvlink_active_links else ""
-    return [gpu.name or "name not known", gpu.pci_bus_id or "bus id not known", " · ".join(w for w in (pcie, nvlink) if w)]
+    name = wrap(gpu.name or "name not known", width)
+    return [*name, gpu.pci_bus_id or "bus id not known", fit(" · ".join(w for w in (pcie, nvlink) if w), width)]
 
 
 def gpu_tooltip(topology: Topology, index: int) -> str:
@@ -88,11 +122,38 @@ def _memory(n: int | None) -> str | None:
     return None if not n else f"{n / 2**30:.0f} GiB"
 
 
-def _gpu_item(topology: Topology, item: GpuItem, layout: Layout, best: set[int]) -> str:
+def gpu_faults(topology: Topology, layout: Layout) -> dict[int, list[str]]:
+    """What is wrong where, by GPU: the faults that name GPUs (``Finding.gpus``; a finding of no
+    kind, from an older snapshot, when it is an error) and doctor's problems on a pair's path
+    (``Link.health``) on both its GPUs."""
+    out: dict[int, list[str]] = {}
+    for finding in topology.diagnostics:
+        if finding.kind == FAULT or (finding.kind is None and finding.severity == "error"):
+            for g in dict.fromkeys(finding.gpus):
+                out.setdefault(g, []).append(finding.message)
+    for link in [*layout.arc_links, *layout.path_links][:20000]:  # (a large domain's are on its hub)
+        if link.health:
+            for g, peer in ((link.a, link.b), (link.b, link.a)):
+                out.setdefault(g, []).append(f"to GPU {peer}: " + ", ".join(link.health))
+    return {g: words for g, words in out.items() if g in layout.gpus}
+
+
+def _fault_mark(item: GpuItem, words: list[str]) -> str:
+    """A red mark on the GPU's corner; its tooltip: the findings' words."""
+    text = "\n".join(dict.fromkeys(words))
+    cx, cy = item.x + 8 + 8.5 * (4 + len(str(item.index))) + 12, item.y + 12  # right after "GPU <n>"
+    return (f'<g class="fault-mark"><title>{esc(text)}</title><circle cx="{cx:.1f}" cy="{cy:.1f}" r="8"/>'
+            f'<text x="{cx:.1f}" y="{cy + 4:.1f}">!</text></g>')
+
+
+def _gpu_item(topology: Topology, item: GpuItem, layout: Layout, best: set[int], faults: list[str] | None = None) -> str:
     cls = "gpu best" if item.index in best else "gpu"
+    cls += " fault" if faults else ""
+    tooltip = gpu_tooltip(topology, item.index) + ("\nfaults:\n" + "\n".join(dict.fromkeys(faults)) if faults else "")
     head = (
-        f'<g class="{cls}" data-gpu="{item.index}"><title>{esc(gpu_tooltip(topology, item.index))}</title>'
+        f'<g class="{cls}" data-gpu="{item.index}"><title>{esc(tooltip)}</title>'
         f'<rect x="{item.x:.1f}" y="{item.y:.1f}" width="{item.w:.1f}" height="{item.h:.1f}" rx="5"/>'
+        + (_fault_mark(item, faults) if faults and not layout.compact else "")
     )
     if layout.compact:
         return head + (
@@ -103,11 +164,13 @@ def _gpu_item(topology: Topology, item: GpuItem, layout: Layout, best: set[int])
     memory = _memory(topology.gpu(item.index).memory_total_bytes) or ""
     parts = [
         head,
-        f'<text class="idx" x="{x:.1f}" y="{item.y + 16:.1f}">GPU {item.index}</text>',
-        f'<text class="sub" x="{item.x + item.w - 8:.1f}" y="{item.y + 16:.1f}" text-anchor="end">{esc(memory)}</text>',
+        f'<text class="idx" x="{x:.1f}" y="{item.y + 17:.1f}">GPU {item.index}</text>',
+        f'<text class="sub" x="{item.x + item.w - 8:.1f}" y="{item.y + 17:.1f}" text-anchor="end">{esc(memory)}</text>',
     ]
-    for k, line in enumerate(_gpu_text_lines(topology, item.index)):
-        parts.append(f'<text class="sub" x="{x:.1f}" y="{item.y + 32 + 15 * k:.1f}">{esc(fit(line, item.w - 14, 6.2))}</text>')
+    for k, line in enumerate(_gpu_text_lines(topology, item.index, item.w - 16)):
+        parts.append(f'<text class="sub" x="{x:.1f}" y="{item.y + 33 + 15 * k:.1f}">{esc(line)}</text>')
+    # The path to the GPU under the pointer, written here by the page's script on hover.
+    parts.append(f'<text class="via" x="{x:.1f}" y="{item.y + item.h - 7:.1f}"></text>')
     return "".join(parts) + "</g>"
 
 
@@ -121,53 +184,65 @@ def _nic_item(item: NicItem, layout: Layout) -> str:
             end = g.x + g.w if side == item.x else g.x
             parts.append(f'<line x1="{side:.1f}" y1="{cy:.1f}" x2="{end:.1f}" y2="{cy:.1f}" stroke="#7a5cc2" stroke-width="2"/>')
     parts.append(f'<rect x="{item.x:.1f}" y="{item.y:.1f}" width="{item.w:.1f}" height="{item.h:.1f}" rx="4"/>')
-    text_y = cy + 4 if layout.compact else item.y + 14
+    text_y = cy + 4 if layout.compact else item.y + 16
     parts.append(f'<text x="{item.x + 6:.1f}" y="{text_y:.1f}">{esc(fit(item.name, item.w - 10))}</text>')
     if not layout.compact:
-        parts.append(f'<text class="sub" x="{item.x + 6:.1f}" y="{item.y + 28:.1f}" font-size="9">{esc(fit(near, item.w - 8, 5.6))}</text>')
+        for k, line in enumerate(item.lines()):
+            parts.append(f'<text class="sub" x="{item.x + 6:.1f}" y="{item.y + 32 + 15 * k:.1f}">{esc(fit(line, item.w - 10))}</text>')
     return "".join(parts) + "</g>"
 
 
-def _stroke(link: Link, expected: float) -> tuple[str, float, str]:
-    """(colour, width, dash pattern) of a link: colour = speed, width = kind, dashes = no P2P."""
+def _stroke(topology: Topology, link: Link, expected: float) -> tuple[str, float, str]:
+    """(colour, width, dash pattern) of an edge: colour = expected speed, or measured/expected where
+    measured, red where doctor found the link at fault; width = NVLink count; dashes = no P2P or a fault."""
     if link.type == "UNKNOWN":
         return UNKNOWN_HEX, 1.6, "2 4"
     width = 2.0 + 0.5 * min(link.nvlink_count, 8) if link.nvlink_count else 1.6
-    return speed_hex(expected), width, "7 5" if link.can_peer is False else ""
+    if link.health:
+        return FAULT_HEX, width, "4 3"
+    judged = measured_verdict(topology, link)
+    colour = VERDICT_HEX[judged] if judged is not None else speed_hex(expected)
+    return colour, width, "7 5" if link.can_peer is False else ""
 
 
-def link_label(topology: Topology, link: Link) -> str:
+def _link_attrs(topology: Topology, link: Link, colour: str) -> str:
+    """The machine-checkable attributes of a pair (docs/report.md), and what the hover script shows."""
     expected, measured, _ = link_figures(topology, link)
-    word = "?" if link.type == "UNKNOWN" else link.type
-    if measured is not None:
-        return f"{word} {format_gbps(measured)} (~{format_gbps(expected)})"
-    return f"{word} ~{format_gbps(expected)}"
-
-
-def _arc(topology: Topology, link: Link, layout: Layout, best: set[int]) -> str:
-    expected, measured, _ = link_figures(topology, link)
-    colour, width, dash = _stroke(link, expected)
-    x1, x2 = layout.attach[(link.a, link.b)], layout.attach[(link.b, link.a)]
-    y0, apex = layout.gpu_row_bottom, layout.arc_label_y[(link.a, link.b)]
-    ctrl = y0 + (apex - y0) / 0.75  # a cubic Bezier with both controls at ctrl peaks at 3/4 of it
-    cls = "link best" if link.a in best and link.b in best else "link"
     extra = f' data-measured-gbps="{measured:.1f}"' if measured is not None else ""
+    return (
+        f'data-link="{link.a}-{link.b}" data-type="{esc(link.type)}" data-gbps="{expected:.1f}"{extra} '
+        f'data-peer="{peer_word(link)}" data-label="{esc(link_label(topology, link))}" data-colour="{colour}"'
+    )
+
+
+def _edge(topology: Topology, link: Link, layout: Layout, best: set[int]) -> tuple[str, str]:
+    """An NVLink edge (its group with the path) and its label (drawn later, above every edge)."""
+    expected, _, _ = link_figures(topology, link)
+    colour, width, dash = _stroke(topology, link, expected)
+    e = layout.edges[(link.a, link.b)]
+    cls = "link best" if link.a in best and link.b in best else "link"
     dash_attr = f' stroke-dasharray="{dash}"' if dash else ""
-    parts = [
-        f'<g class="{cls}" data-link="{link.a}-{link.b}" data-type="{esc(link.type)}" data-gbps="{expected:.1f}"{extra} '
-        f'data-peer="{peer_word(link)}"><title>{esc(link_tooltip(topology, link))}</title>',
-        f'<path d="M{x1:.1f},{y0:.1f} C{x1:.1f},{ctrl:.1f} {x2:.1f},{ctrl:.1f} {x2:.1f},{y0:.1f}" '
-        f'stroke="{colour}" stroke-width="{width:.1f}"{dash_attr}/>',
-    ]
-    if not layout.compact:
-        text = link_label(topology, link)
-        w = len(text) * 5.9 + 8
-        mid = (x1 + x2) / 2
-        parts.append(
-            f'<g class="lbl"><rect x="{mid - w / 2:.1f}" y="{apex - LABEL_H / 2:.1f}" width="{w:.1f}" height="{LABEL_H}" '
-            f'rx="3" stroke="{colour}"/><text x="{mid:.1f}" y="{apex + 3.5:.1f}">{esc(text)}</text></g>'
-        )
-    return "".join(parts) + "</g>"
+    path = (
+        f'<g class="{cls}" {_link_attrs(topology, link, colour)}><title>{esc(link_tooltip(topology, link))}</title>'
+        f'<path d="M{e.x1:.1f},{e.y1:.1f} C{e.x1:.1f},{e.c1y:.1f} {e.x2:.1f},{e.c2y:.1f} {e.x2:.1f},{e.y2:.1f}" '
+        f'stroke="{colour}" stroke-width="{width:.1f}"{dash_attr}/></g>'
+    )
+    if layout.compact:
+        return path, ""
+    label = (
+        f'<g class="lbl" data-of="{link.a}-{link.b}"><title>{esc(link_tooltip(topology, link))}</title>'
+        f'<rect x="{e.lx - e.label_w / 2:.1f}" y="{e.ly - LABEL_H / 2:.1f}" width="{e.label_w:.1f}" height="{LABEL_H}" '
+        f'rx="3" stroke="{colour}"/><text x="{e.lx:.1f}" y="{e.ly + 4:.1f}">{esc(link_label(topology, link))}</text></g>'
+    )
+    return path, label
+
+
+def _path_only(topology: Topology, link: Link) -> str:
+    """A pair joined by a PCIe path only: not drawn (the boxes show it), an empty group that
+    carries its attributes and tooltip; hovering a GPU writes its word into the peer's box."""
+    expected, _, _ = link_figures(topology, link)
+    colour = UNKNOWN_HEX if link.type == "UNKNOWN" else speed_hex(expected)
+    return f'<g class="via-path" {_link_attrs(topology, link, colour)}><title>{esc(link_tooltip(topology, link))}</title></g>'
 
 
 def render_svg(topology: Topology, best: list[int] | tuple[int, ...] = (), standalone: bool = True) -> str:
@@ -183,14 +258,25 @@ def render_svg(topology: Topology, best: list[int] | tuple[int, ...] = (), stand
         f'<rect x="0" y="0" width="{layout.width:.0f}" height="{layout.height:.0f}" fill="#ffffff"/>',
     ]
     if standalone:  # in the report the page's own heading says it
-        parts.append(f'<text x="12" y="20" font-size="14" font-weight="700">{esc(fit(title, layout.width - 24, 7.8))}</text>')
-    parts += [_box(b) for b in layout.boxes]
+        shown = fit(title, layout.width - 24, 7.8)  # (cut: the whole title on hover)
+        tip = f"<title>{esc(title)}</title>" if shown != title else ""
+        parts.append(f'<text x="12" y="20" font-size="14" font-weight="700">{tip}{esc(shown)}</text>')
+    at_fault = switch_faults(layout)
+    parts += [_box(b, at_fault.get(id(b))) for b in layout.boxes]
+    edges = [_edge(topology, lk, layout, chosen) for lk in layout.arc_links]
     parts.append('<g class="links">')
-    parts += [_arc(topology, lk, layout, chosen) for lk in layout.arc_links]
+    parts += [path for path, _ in edges]
+    parts.append("</g>")
+    parts.append('<g class="paths">')
+    parts += [_path_only(topology, lk) for lk in layout.path_links]
     parts.append("</g>")
     parts += hub_elements(topology, layout, chosen)
     parts += [_nic_item(n, layout) for n in layout.nics]
-    parts += [_gpu_item(topology, g, layout, chosen) for g in layout.gpus.values()]
+    faults = gpu_faults(topology, layout)
+    parts += [_gpu_item(topology, g, layout, chosen, faults.get(g.index)) for g in layout.gpus.values()]
+    parts.append('<g class="labels">')
+    parts += [label for _, label in edges]
+    parts.append("</g>")
     parts.append(legend(topology, layout))
     parts.append("</svg>")
     return "\n".join(parts) + "\n"

@@ -15,7 +15,7 @@ from gputopo.analysis.estimates import estimate_column, pair_classes
 from gputopo.analysis.measured import measured_gbps
 from gputopo.model import Link, Topology
 from gputopo.notation import format_gbps
-from gputopo.views.svg_layout import Layout
+from gputopo.views.svg_layout import Layout, legend_notes
 from gputopo.views.svg_links import (
     SPEED_HEX,
     UNKNOWN_HEX,
@@ -161,31 +161,52 @@ def _swatches(x: float, y: float) -> tuple[list[str], float]:
     return parts, x
 
 
+def _edge_samples(topology: Topology, layout: Layout) -> list[tuple[str, str, float, str]]:
+    """One legend line per kind of NVLink edge drawn, in the colour and width it is drawn with
+    (so the legend's NVLink colours are the drawing's), then the dashes and dots where drawn."""
+    samples: dict[str, tuple[str, str, float, str]] = {}
+    dashed = dotted = False
+    for link in layout.arc_links[:5000]:  # (a few kinds; a large domain's links are on its hub)
+        expected, _, _ = link_figures(topology, link)
+        if link.type == "UNKNOWN":
+            dotted = True
+            continue
+        dashed = dashed or link.can_peer is False
+        width = 2.0 + 0.5 * min(link.nvlink_count, 8) if link.nvlink_count else 1.6
+        samples.setdefault(link.type, (f"{link.type} ~{format_gbps(expected)}", speed_hex(expected), width, ""))
+    out = [samples[k] for k in sorted(samples, key=lambda w: (len(w), w))][:6]
+    if layout.hub is not None:
+        table = topology.link_table()
+        hub = _HubPairs.of(topology, set(layout.hub_members))
+        word, gbps = hub.most_common(lambda kind, estimate: (table.kinds[kind][0], estimate.gbps))
+        out.append((f"{word} ~{format_gbps(gbps)} through the hub", speed_hex(gbps), 2.5, ""))
+    if dashed:
+        out.append(("dashed: cannot peer (no P2P)", "#d93025", 1.6, "7 5"))
+    if dotted:
+        out.append(("dotted: kind not known", UNKNOWN_HEX, 1.6, "2 4"))
+    return out
+
+
 def legend(topology: Topology, layout: Layout) -> str:
     y = layout.legend_y + 8
     parts, _ = _swatches(12, y)
     y += 22
-    samples = (
-        ("NVLink (thicker: more links)", "#4caf50", 5, ""),
-        ("PCIe path (PIX … SYS)", "#c99a00", 1.6, ""),
-        ("dashed: cannot peer (no P2P)", "#d93025", 1.6, "7 5"),
-        ("dotted: path not known", UNKNOWN_HEX, 1.6, "2 4"),
-    )
     x = 12.0
+    samples = _edge_samples(topology, layout)
+    if samples:
+        parts.append(f'<text x="{x:.1f}" y="{y + 4:.1f}">NVLink edges (thicker: more links):</text>')
+        x += 226
     for text, colour, width, dash in samples:
         dash_attr = f' stroke-dasharray="{dash}"' if dash else ""
         parts.append(f'<line x1="{x:.1f}" y1="{y:.1f}" x2="{x + 30:.1f}" y2="{y:.1f}" stroke="{colour}" stroke-width="{width}"{dash_attr}/>')
         parts.append(f'<text x="{x + 36:.1f}" y="{y + 4:.1f}">{esc(text)}</text>')
-        x += 214
+        x += 46 + len(text) * 7.0
+    if not samples:
+        parts.append(f'<text x="{x:.1f}" y="{y + 4:.1f}">no NVLink between these GPUs</text>')
     y += 22
-    notes = ["labels: link word ~expected GB/s, or measured (~expected)"]
-    if layout.hub is not None:
-        notes.append("GPUs on the NVSwitch hub reach each other through it")
-    table = topology.link_table()  # (counted per kind of link)
-    unknown = sum(table.kinds_where(k for k, kind in enumerate(table.kinds) if kind[0] == "UNKNOWN"))
-    if unknown:
-        notes.append(f"{unknown} links of unknown kind (the source says only whether TF could peer)")
-    if layout.missing_pairs:
-        notes.append(f"{len(layout.missing_pairs)} GPU pairs have no link in the source: not drawn")
-    parts.append(f'<text x="12" y="{y + 4:.1f}" fill="#57606a">{esc(" · ".join(notes))}</text>')
+    notes = legend_notes(topology, layout)
+    for note in notes:
+        parts.append(f'<text x="12" y="{y + 4:.1f}" fill="#57606a">{esc(note)}</text>')
+        y += 18
     return '<g class="legend">' + "".join(parts) + "</g>"
+

@@ -1,5 +1,5 @@
 """The drawing's shared primitives: colours by expected GB/s, escaping of untrusted text, and each
-link's figures and tooltip (used by ``svg`` for the arcs and ``svg_hub`` for the NVSwitch spokes)."""
+link's figures and tooltip (used by ``svg`` for the NVLink edges and ``svg_hub`` for the NVSwitch spokes)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import re
 from html import escape
 
 from gputopo.analysis.estimates import estimate_of
-from gputopo.analysis.measured import measured_gbps
+from gputopo.analysis.measured import expectation, measured_gbps, verdict
 from gputopo.model import Link, Topology
 from gputopo.notation import format_gbps
 from gputopo.views.topology import SPEED_STYLES
@@ -15,6 +15,11 @@ from gputopo.views.topology import SPEED_STYLES
 # Hex colours for the terminal's speed styles (same thresholds, fastest first).
 SPEED_HEX = ("#137333", "#4caf50", "#c99a00", "#e8710a", "#d93025")
 UNKNOWN_HEX = "#8a8a8a"
+FAULT_HEX = "#d93025"
+# Measured against expected (``analysis.measured.verdict``): the colour of a measured edge.
+VERDICT_HEX = {"ok": "#4caf50", "low": "#c99a00", "far-below": "#d93025", "above-line-rate": "#8e44ad"}
+VERDICT_WORDS = {"ok": "", "low": ": low", "far-below": ": far below",
+                 "above-line-rate": ": above the link's line rate, suspect (the bytes did not cross this link)"}
 _CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f\ufffe\uffff]")
 
 
@@ -40,6 +45,34 @@ def link_figures(topology: Topology, link: Link) -> tuple[float, float | None, s
     return expected.gbps, measured_gbps(link), expected.explanation
 
 
+def is_edge(link: Link) -> bool:
+    """Whether the drawing draws this pair as an edge: NVLink only (a PCIe path is the nesting of
+    the boxes, NUMA node > PCIe switch > GPU; drawn again as a line it would only be noise)."""
+    return link.nvlink_count > 0 or link.type.startswith("NV")
+
+
+def link_label(topology: Topology, link: Link) -> str:
+    """An edge's label: link word and expected GB/s per direction, or measured (~expected)."""
+    expected, measured, _ = link_figures(topology, link)
+    word = "?" if link.type == "UNKNOWN" else link.type
+    if measured is not None:
+        return f"{word} {format_gbps(measured)} (~{format_gbps(expected)})"
+    return f"{word} ~{format_gbps(expected)}"
+
+
+def measured_verdict(topology: Topology, link: Link) -> str | None:
+    """The verdict on a measured link's slower direction against its expectation (None: not measured
+    or nothing expected): the one rule of ``analysis.measured``."""
+    m = link.measured
+    if m is None or m.device_kind != "GPU":
+        return None
+    values = [v for v in (m.a_to_b_gbps, m.b_to_a_gbps) if v is not None]
+    expected = expectation(topology, link)
+    if not values or expected is None:
+        return None
+    return verdict(min(values), expected.gbps, expected.line_rate_gbps)
+
+
 def peer_word(link: Link) -> str:
     return {True: "ok", False: "no", None: "unknown"}[link.can_peer]
 
@@ -62,4 +95,9 @@ def link_tooltip(topology: Topology, link: Link) -> str:
         if m.bidirectional_gbps is not None:
             parts.append(f"both ways {format_gbps(m.bidirectional_gbps)}")
         lines.append(f"measured ({m.device_kind}): " + (", ".join(parts) or "no figure") + " GB/s")
+        judged = measured_verdict(topology, link)
+        if judged is not None:
+            lines.append(f"measured / expected: {judged}{VERDICT_WORDS[judged]}")
+    if link.health:
+        lines.append("doctor found on this pair's path: " + ", ".join(link.health))
     return "\n".join(lines)

@@ -2,9 +2,8 @@
 
 The picture is lstopo-like nested boxes: host > NUMA node (or CPU affinity, or "placement
 unknown") > PCIe switch (GPUs with a PIX path) > GPUs, with each NIC placed in the sequence right
-beside its nearest GPU. All GPUs of a band sit on one row, so links can be drawn as arcs under the
-row (an arc diagram): an arc never passes through a GPU box, and each arc's label sits at its
-apex, whose depth grows with the number of GPUs it spans, so no two labels overlap.
+beside its nearest GPU. The nesting is the PCIe path between two GPUs; NVLinks are the only edges
+(``svg_layout`` places them). All GPUs of a band sit on one row.
 
 GPUs that reach every other member through NVSwitch (or, in nvidia-smi text that cannot say so,
 with the same ``NV#`` to every peer of 5 or more GPUs) share one hub node: one spoke per GPU
@@ -21,12 +20,13 @@ from typing import Union
 
 from gputopo.model import PCIE_PATHS, Link, Topology
 
-NORMAL = {"gpu_w": 146, "gpu_h": 80, "nic_w": 72, "nic_h": 36}
+NORMAL = {"gpu_w": 168, "gpu_h": 100, "nic_w": 64, "nic_h": 56}
 COMPACT = {"gpu_w": 30, "gpu_h": 30, "nic_w": 56, "nic_h": 22}
+NIC_MAX_W = 150  # a NIC's box grows with its words up to this (its tooltip says the rest)
 HEAD_H = 20  # a box's label strip
 PAD = 8  # space inside a box, below its content
 GAP = 10  # between items in a row
-CHAR_W = 6.6  # average width of a 11px sans-serif character, for fitting labels
+CHAR_W = 7.0  # width of a 11px sans-serif character (DejaVu's digits and capitals), for fitting labels
 COMPACT_ABOVE = 16  # more GPUs than this: compact drawing
 
 
@@ -50,6 +50,18 @@ class NicItem:
     h: float = 0
     connect_left: int | None = None  # GPU drawn right beside it that is one of its nearest
     connect_right: int | None = None
+
+    def lines(self) -> list[str]:
+        """What the NIC's box says under its name: its best path word and those GPUs."""
+        if not self.nearest:
+            return ["no GPU path"]
+        return [f"{self.path} to", f"GPU {','.join(map(str, self.nearest))}"]
+
+    def width(self, sizes: dict[str, int]) -> float:
+        if sizes is COMPACT:
+            return sizes["nic_w"]
+        longest = max(len(text) for text in [self.name, *self.lines()])
+        return min(NIC_MAX_W, max(sizes["nic_w"], longest * CHAR_W + 12))
 
 
 @dataclass
@@ -104,6 +116,22 @@ def fit(text: str, width: float, char_w: float = CHAR_W) -> str:
     """``text`` cut with an ellipsis so that it fits ``width`` pixels."""
     room = max(1, int(width / char_w))
     return text if len(text) <= room else text[: max(0, room - 1)] + "…"
+
+
+def wrap(text: str, width: float, lines: int = 2, char_w: float = CHAR_W) -> list[str]:
+    """``text`` in at most ``lines`` lines of ``width`` pixels, broken at spaces (or inside a word
+    longer than a line); what still does not fit is cut with an ellipsis on the last line."""
+    room = max(1, int(width / char_w))
+    out: list[str] = []
+    rest = text.strip()
+    while rest and len(out) < lines - 1 and len(rest) > room:
+        cut = rest.rfind(" ", 0, room + 1)
+        cut = cut if cut > 0 else room
+        out.append(rest[:cut].rstrip())
+        rest = rest[cut:].lstrip()
+    if rest or not out:
+        out.append(fit(rest, width, char_w))
+    return out
 
 
 def _domain_key(topology: Topology, index: int) -> tuple:
@@ -250,7 +278,7 @@ def measure(item: Item, sizes: dict[str, int]) -> tuple[float, int]:
     if isinstance(item, GpuItem):
         return sizes["gpu_w"], 0
     if isinstance(item, NicItem):
-        return sizes["nic_w"], 0
+        return item.width(sizes), 0
     widths, depths = zip(*(measure(c, sizes) for c in item.children)) if item.children else ((0,), (0,))
     content = sum(widths) + GAP * (len(widths) - 1) + 2 * PAD
     label_room = min(len(item.label), 30) * CHAR_W + 2 * PAD

@@ -17,9 +17,16 @@ from gputopo.analysis.recommend import recommend
 from gputopo.sources import TopologyRequest, resolve
 from gputopo.views.svg import render_svg
 
-# (picture, reference machine, GPUs of the outlined group or None), as docs/report.md shows them.
+# (picture, reference machine or a capture in the corpus, GPUs of the outlined group or None), as
+# docs/report.md shows them.
 SCREENSHOTS = [("report-dgx1.png", "dgx1", 4), ("report-dgx-h100.png", "dgx-h100", None),
-               ("report-pcie-8gpu.png", "pcie-8gpu", None)]
+               ("report-pcie-8gpu.png", "pcie-8gpu", None),
+               ("report-workstation-4gpu.png", "tests/fixtures/corpus/topo/mixed_4gpu_4090_a6000_5090_all_phb_fedora.txt", None)]
+
+
+def request_of(source: str) -> TopologyRequest:
+    """A reference machine by name, a capture by its path in the repository (as --from gives it)."""
+    return TopologyRequest(from_files=(source,)) if "/" in source else TopologyRequest(machine=source)
 
 
 def _png_size(path) -> tuple[int, int]:
@@ -29,10 +36,11 @@ def _png_size(path) -> tuple[int, int]:
 
 
 @pytest.mark.parametrize(("picture", "machine", "gpus"), SCREENSHOTS)
-def test_each_screenshot_is_of_the_current_drawing(picture, machine, gpus):
+def test_each_screenshot_is_of_the_current_drawing(picture, machine, gpus, monkeypatch):
     """Headless Chromium's screenshot of `render_svg` at the SVG's own size (docs/report.md says
     how): a drawing that changed size (more NICs, another layout) needs a new picture."""
-    topology = with_findings(resolve(TopologyRequest(machine=machine)))
+    monkeypatch.chdir(REPO)  # (a capture's path, relative to the repository, is in its drawing's title)
+    topology = with_findings(resolve(request_of(machine)))
     best = recommend(topology, gpus).best.gpus if gpus else []
     svg = render_svg(topology, best=best)
     width, height = (int(float(v)) for v in re.search(r'width="([0-9.]+)" height="([0-9.]+)"', svg).groups())
