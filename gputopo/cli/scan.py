@@ -96,9 +96,10 @@ def scan(
         atomic_write_text(svg, render_svg(topo))
         typer.echo(f"saved {svg}", err=True)
     if json_output:
+        from gputopo.analysis.link_figures import link_figures
         from gputopo.views.common import print_json_text
 
-        print_json_text(topo.json_parts())
+        print_json_text(topo.json_parts(extra={"link_figures": link_figures(topo)}))
     else:
         from gputopo.views.topology import render_topology
 

@@ -218,9 +218,10 @@ class Topology:
         written by ``link_rows`` (once per class of equal links), not built as dicts and encoded."""
         return "".join(self.json_parts(indent))
 
-    def json_parts(self, indent: int = 2) -> Iterator[str]:
+    def json_parts(self, indent: int = 2, extra: dict[str, Any] | None = None) -> Iterator[str]:
         """``to_json_text`` in parts, made as they are asked for: a 576-GPU domain's text (35 MB)
-        is written without being held whole."""
+        is written without being held whole. ``extra``: members written after the topology's own
+        (``scan --json``'s ``link_figures``); a snapshot reader ignores them."""
         if len(self.links) * _VALUES_PER_LINK > LARGE_DOCUMENT_VALUES:  # large whatever else it holds
             with gc_paused():
                 try:
@@ -229,8 +230,8 @@ class Topology:
                     table = None
                 rows = link_rows(self.links, plain_data, table)
             if rows is not None:
-                return strict_json_parts(self._data(rows), indent, large=True)
-        return strict_json_parts(self.to_dict(), indent)
+                return strict_json_parts({**self._data(rows), **(extra or {})}, indent, large=True)
+        return strict_json_parts({**self.to_dict(), **(extra or {})}, indent)
 
     @classmethod
     def from_dict(cls, data: dict[str, Any], take: bool = False) -> Topology:
