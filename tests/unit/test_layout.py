@@ -32,6 +32,7 @@ CROSS_CUTTING = {
     "sources/test_readers_mixed.py": "pastes holding several kinds of output, through every reader and the merge",
     "test_tflog_corpus.py": "the corpus of real TensorFlow logs through the readers and the analysis",
     "test_topology_corpus.py": "the corpus of real nvidia-smi captures through the readers and the analysis",
+    "test_scan_doctor_agree.py": "every fixture through scan --from and doctor --from: one judgement",
     "test_broken_box.py": "issue 32's broken box through recommend, scan and train --dry-run",
     "test_doctor_pastes_corpus.py": "the corpus of real pastes users bring to P2P tickets through doctor --from",
     "test_hardware_corpus.py": "NVML's answers recorded on real GPUs, replayed through the probe, doctor and the fakes",
