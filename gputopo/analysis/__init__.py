@@ -35,17 +35,60 @@ def with_findings(topology: Topology, diagnosed: bool = True) -> Topology:
 
 
 def topology_for(request: TopologyRequest, tf_now: TfNow | None = None) -> Topology:
-    """The one host's topology the request names, with its findings."""
+    """The one host's topology the request names, with its findings; health evidence given beside
+    it with ``--from`` (lspci, dmesg ...) judged by doctor and put on it (``_health_apart``)."""
     from gputopo.sources import resolve
 
-    return with_findings(resolve(request, tf_now))
+    request, health = _health_apart(request)
+    topology = resolve(request, tf_now)
+    if health:
+        _judge_health(topology, health)
+    return with_findings(topology)
 
 
 def topologies_for(request: TopologyRequest, tf_now: TfNow | None = None, diagnosed: bool = True) -> list[Topology]:
     """One topology per host the request names (one, unless ``--from`` names snapshots of several
     hosts), each with its findings (``diagnosed=False``: the readers' only, see ``with_findings``:
     `recommend` shows no finding and reads only which GPUs are lost, which readers say; diagnosing
-    a 576-GPU domain is a sixth of its run)."""
+    a 576-GPU domain is a sixth of its run). Health evidence beside them: as ``topology_for``, for
+    one host only."""
+    from gputopo.errors import InputError
     from gputopo.sources import resolve_hosts
 
-    return [with_findings(topology, diagnosed) for topology in resolve_hosts(request, tf_now)]
+    request, health = _health_apart(request)
+    topologies = resolve_hosts(request, tf_now)
+    if health:
+        if len(topologies) != 1:
+            raise InputError(f"{health[0]} holds health evidence of one host, beside {len(topologies)} hosts: "
+                             f"judge each host with `gputopo doctor --from <its files>`")
+        _judge_health(topologies[0], health)
+    return [with_findings(topology, diagnosed) for topology in topologies]
+
+
+def _health_apart(request: TopologyRequest) -> tuple[TopologyRequest, list[str]]:
+    """``--from`` means the same in every command (issue 30): a file of health evidence (what doctor
+    reads) given beside a topology is taken apart from it, to be judged; alone, it stays, so the
+    readers refuse it with the command that reads it (``gputopo doctor --from``)."""
+    import dataclasses
+
+    from gputopo.sources.doctor_input import health_only
+
+    if not request.from_files:
+        return request, []
+    health = [path for path in request.from_files if health_only(path)]
+    rest = tuple(path for path in request.from_files if path not in health)
+    if not health or not rest:
+        return request, []
+    return dataclasses.replace(request, from_files=rest), health
+
+
+def _judge_health(topology: Topology, paths: list[str]) -> None:
+    """doctor's judgement of the health evidence in ``paths``, its GPUs numbered as ``topology``'s
+    (joined by PCI bus id), put on the topology: pair problems on the links (recommend ranks those
+    pairs below healthy ones) and its findings among the topology's (``apply_health``)."""
+    from gputopo.analysis.doctor import apply_health, doctor
+    from gputopo.sources.doctor_input import evidence_from_files
+
+    with evidence_from_files(paths) as evidence:
+        report = doctor(evidence, {g.pci_bus_id: g.index for g in topology.gpus if g.pci_bus_id})
+    apply_health(topology, report)

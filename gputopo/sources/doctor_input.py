@@ -136,3 +136,23 @@ def _read_as_topology(evidence: HealthEvidence, text: str, label: str, beside_he
             raise
         return False
     return True
+
+
+def health_only(path: str) -> bool:
+    """Whether the ``--from`` file ``path`` holds health evidence only (lspci, dmesg, a command
+    line, NCCL variables ...: what doctor reads) and nothing a topology reader takes: given beside a
+    topology to ``scan``/``recommend``/``report``/``train``, it is judged by doctor and its pair
+    problems put on that topology's links. Standard input, archives, folders and files that cannot
+    be read are not (the readers say what they are)."""
+    from gputopo.sources.registry import READERS
+    from gputopo.sources.snapshot import looks_like_report, looks_like_snapshot
+
+    if path == "-" or os.path.isdir(path) or is_archive(path):
+        return False
+    try:
+        text = read_text_input(path, "evidence file", MAX_PASTE_BYTES)
+    except InputError:
+        return False
+    if looks_like_snapshot(text) or looks_like_report(text) or any(reader.sniff(text) for reader in READERS):
+        return False
+    return bool(parse_pasted(text).kinds)

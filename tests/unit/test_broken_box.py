@@ -43,3 +43,29 @@ def test_train_dry_run_launches_what_recommend_printed(cli):
     assert result.exit_code == 0, result.output
     (process,) = json.loads(result.output)["processes"]
     assert process["env"]["CUDA_VISIBLE_DEVICES"] == best["cuda_visible_devices"] == "0,1,2,3"
+
+
+ALL_FOUR = [*TOPOLOGY, "--from", str(BOX / "lspci_vvv.txt"), "--from", str(BOX / "dmesg.txt")]
+
+
+def test_health_pastes_given_to_scan_are_judged_by_doctor_on_the_same_gpus(cli):
+    """`--from` means the same in every command: the lspci and dmesg pastes beside the topology are
+    judged by doctor, its findings put on the topology's GPUs (joined by the benchmark's bus ids)."""
+    data = json.loads(cli("scan", *ALL_FOUR, "--json").output)
+    found = {(d["code"], tuple(d["gpus"])) for d in data["diagnostics"]}
+    assert ("doctor-acs-redirect", (0,)) in found and ("doctor-acs-redirect", (5,)) in found
+    assert ("doctor-pcie-link-narrow", (5,)) in found
+    marked = {(link["a"], link["b"]): link["health"] for link in data["links"]}
+    assert "acs" in marked[(0, 1)] and "downtrained" in marked[(4, 5)] and "acs" not in marked[(1, 2)]
+
+
+def test_recommend_with_every_paste_still_picks_the_healthy_group(cli):
+    data = json.loads(cli("recommend", *ALL_FOUR, "--gpus", "4", "--json").output)
+    assert data["groups"][0]["gpus"] == [0, 1, 2, 3]
+
+
+def test_health_pastes_alone_are_still_sent_to_doctor(cli):
+    from conftest import assert_one_error_line
+
+    line = assert_one_error_line(cli("scan", "--from", str(BOX / "lspci_vvv.txt")))
+    assert "gputopo doctor --from" in line
