@@ -101,7 +101,9 @@ def apply_health(topology: Topology, report: DoctorReport) -> int:
     for finding in report.findings:  # each kept: two bridges with ACS are two findings, whatever their GPUs
         if finding.severity != "info" and (f"doctor-{finding.code}", finding.message) not in seen:
             seen.add((f"doctor-{finding.code}", finding.message))
+            cause = report.causes.get(id(finding))
             topology.diagnostics.append(Finding(finding.severity, f"doctor-{finding.code}", finding.message,
                                                 gpus=finding.gpus, fix=finding.fix, evidence=finding.evidence,
-                                                effect=finding.effect))
+                                                effect=finding.effect,
+                                                caused_by=f"doctor-{cause.code}" if cause is not None else None))
     return marked

@@ -61,7 +61,7 @@ def observed_findings(topology: Topology) -> list[Finding]:
     return [
         *_below_expected(compared),
         *_above_line_rate(compared),
-        *_p2p_slower(measured),
+        *_p2p_slower(measured, topology),
         *_narrow_path(topology, measured),
         *slow_gpu_findings(topology, measured),
         *(_nccl_transports(topology) + host_memory_findings(topology) or _nccl_p2p_off(topology)),
@@ -106,7 +106,11 @@ def _above_line_rate(compared: list[Comparison]) -> list[Finding]:
     )]
 
 
-def _p2p_slower(measured: list[Link]) -> list[Finding]:
+# What makes P2P slower than staged copies where doctor found it (the root cause first).
+_P2P_CAUSES = ("doctor-iommu-translating", "doctor-acs-redirect")
+
+
+def _p2p_slower(measured: list[Link], topology: Topology) -> list[Finding]:
     """One finding for every pair that copies slower with P2P on than staged through host memory."""
     slow: list[tuple[int, int, float, float, str]] = []
     for link in measured:
@@ -126,6 +130,7 @@ def _p2p_slower(measured: list[Link]) -> list[Finding]:
         fix="P2P slower than host copies points at ACS or the IOMMU redirecting peer traffic through the root "
             "complex: check `sudo lspci -vvv | grep ACSCtl` and the kernel's iommu= setting; meanwhile "
             "NCCL_P2P_DISABLE=1 is faster on this box",
+        caused_by=next((code for code in _P2P_CAUSES if any(f.code == code for f in topology.diagnostics)), None),
     )]
 
 

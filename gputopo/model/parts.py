@@ -188,6 +188,9 @@ class Finding:
     # ReqRedir+ CmpltRedir+"), and what it does to which GPU pairs. Absent from older snapshots.
     evidence: list[str] = field(default_factory=list)
     effect: str | None = None
+    # The code of the finding that explains this one (ACS redirect set by the kernel because the
+    # IOMMU is on; P2P slower than staged copies because of either), where the evidence shows it.
+    caused_by: str | None = None
     # "fault" (fix it), "design" (the machine is built so: placement advice) or "note": set by
     # gputopo.analysis.finding_kinds from its one table (None: not yet classified; older snapshots).
     kind: str | None = None

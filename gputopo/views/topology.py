@@ -322,6 +322,8 @@ def findings_panel(topo: Topology) -> Panel:
     for f in sorted(topo.diagnostics, key=lambda f: order.get(f.severity, 3)):
         message = Text("design: " if f.kind == "design" else "", style="cyan")  # the machine's build, no fault
         message.append(f.message)
+        if f.caused_by:
+            message.append(f"\ncaused by: {f.caused_by}", style="dim")
         if f.fix:
             message.append(f"\nfix: {f.fix}", style="dim")
         grid.add_row(Text(f.severity.upper(), style=SEVERITY_STYLE.get(f.severity, "")), message)

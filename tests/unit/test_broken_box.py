@@ -69,3 +69,13 @@ def test_health_pastes_alone_are_still_sent_to_doctor(cli):
 
     line = assert_one_error_line(cli("scan", "--from", str(BOX / "lspci_vvv.txt")))
     assert "gputopo doctor --from" in line
+
+
+def test_the_findings_say_which_explains_which(cli):
+    """One cause, one complete fix: the ACS findings and P2P slower than staged are the IOMMU's doing."""
+    data = json.loads(cli("scan", *ALL_FOUR, "--json").output)
+    cause = {d["code"]: d.get("caused_by") for d in data["diagnostics"]}
+    assert cause["doctor-acs-redirect"] == cause["p2p-slower-than-staged"] == "doctor-iommu-translating"
+    assert cause["doctor-iommu-translating"] is None
+    text = cli("scan", *ALL_FOUR).output
+    assert "caused by: doctor-iommu-translating" in text
