@@ -61,9 +61,10 @@ def launch_lines(group: GroupAdvice) -> list[str]:
     prefix = f"{group.numactl} " if group.numactl else ""
     # In a multi-host topology a one-host group's command only works on that host: name it.
     where = f"on {group.hosts[0]}: " if group.hosts else ""
+    p2p_off = "NCCL_P2P_DISABLE=1 " if group.p2p_broken_pairs else ""  # until P2P is fixed (p2p_caveat)
     return [
         f"{where}CUDA_DEVICE_ORDER={group.cuda_device_order} CUDA_VISIBLE_DEVICES={group.cuda_visible_devices} "
-        f"{prefix}python train.py"
+        f"{p2p_off}{prefix}python train.py"
     ]
 
 
@@ -184,6 +185,8 @@ def _render_paste_ready(console: Console, best: GroupAdvice) -> None:
     elif not best.same_host:
         _paste(console, f"  {strategy_line(best)}")
     console.print(indented(Text(f"cross-device ops: {best.cross_device_ops or 'none'} — {best.cross_device_ops_reason}")))
+    if best.p2p_caveat:
+        console.print(indented(Text(f"caveat: {best.p2p_caveat}", style="yellow")))
 
 
 def _render_jobs(console: Console, rec: Recommendation) -> None:
@@ -221,6 +224,9 @@ def format_env(rec: Recommendation) -> str:
         lines.append(env_assignment("CUDA_VISIBLE_DEVICES", best.cuda_visible_devices))
         if best.numactl:
             lines.append(env_assignment("GPUTOPO_NUMACTL", best.numactl))
+        if best.p2p_broken_pairs:
+            lines.append(comment("until P2P is fixed (ACS redirect or the IOMMU: gputopo doctor): NCCL through host memory"))
+            lines.append(env_assignment("NCCL_P2P_DISABLE", "1"))
     else:
         for host, local in (best.cuda_visible_devices_by_host or {}).items():
             lines.append(comment(f"on {host}: export CUDA_VISIBLE_DEVICES={local}"))

@@ -59,9 +59,23 @@ def test_health_pastes_given_to_scan_are_judged_by_doctor_on_the_same_gpus(cli):
     assert "acs" in marked[(0, 1)] and "downtrained" in marked[(4, 5)] and "acs" not in marked[(1, 2)]
 
 
-def test_recommend_with_every_paste_still_picks_the_healthy_group(cli):
+def test_recommend_with_every_paste_avoids_the_gpus_behind_acs_and_says_what_to_set(cli):
+    """With doctor's evidence the faults are placed: GPU 0 and GPU 5 sit behind the ACS redirect (a
+    path that can hang or corrupt until fixed) and GPU 5 on an x8 link, so the group leaves them out;
+    the IOMMU translates for every pair alike, which ranks no group below another but puts
+    NCCL_P2P_DISABLE=1 in the environment until it is fixed."""
     data = json.loads(cli("recommend", *ALL_FOUR, "--gpus", "4", "--json").output)
-    assert data["groups"][0]["gpus"] == [0, 1, 2, 3]
+    best = data["groups"][0]
+    assert not {0, 5} & set(best["gpus"])
+    assert best["env"]["NCCL_P2P_DISABLE"] == "1" and best["p2p_broken_pairs"] and "gputopo doctor" in best["p2p_caveat"]
+
+
+def test_the_paste_ready_line_env_and_train_carry_the_interim_setting(cli):
+    text = cli("recommend", *TOPOLOGY, "--gpus", "4").output
+    assert "CUDA_VISIBLE_DEVICES=0,1,2,3 NCCL_P2P_DISABLE=1 " in text and "caveat: P2P between 0-1" in text
+    assert "export NCCL_P2P_DISABLE=1" in cli("recommend", *TOPOLOGY, "--gpus", "4", "--format", "env").output
+    (process,) = json.loads(cli("train", *TOPOLOGY, "--gpus", "4", "--dry-run", "--json").output)["processes"]
+    assert process["env"]["NCCL_P2P_DISABLE"] == "1"
 
 
 def test_health_pastes_alone_are_still_sent_to_doctor(cli):

@@ -58,7 +58,31 @@ def advise_group(problem: Problem, members: tuple[int, ...], key: GroupKey) -> G
     _describe_locality(problem, group)
     _describe_cuda_numbering(problem, group)
     _choose_cross_device_ops(problem, group)
+    _p2p_caveat(problem, group)
     return group
+
+
+# doctor's pair problems that break P2P on a path until a fix (the copies go through the root complex).
+_P2P_PATH_FAULTS = frozenset({"acs", "iommu"})
+
+
+def _p2p_caveat(problem: Problem, group: GroupAdvice) -> None:
+    """The pairs of ``group`` whose P2P is broken until a fix, and what to do meanwhile: doctor's
+    pair health (ACS redirect, the IOMMU translating), or a measurement slower with P2P than staged."""
+    from gputopo.analysis.measured import p2p_slower_than_staged
+
+    broken = [(a, b) for a, b in itertools.combinations(sorted(group.gpus), 2)
+              if (link := problem.links.get((a, b))) is not None and not link.is_nvlink
+              and (set(link.health) & _P2P_PATH_FAULTS or p2p_slower_than_staged(link) is not None)]
+    if not broken or not group.same_host:
+        return
+    group.p2p_broken_pairs = broken
+    group.p2p_caveat = (
+        f"P2P between {pair_list(broken, limit=4, more=' ...')} is broken until fixed (ACS redirect or the IOMMU "
+        "translating: `gputopo doctor` names the fix); meanwhile NCCL_P2P_DISABLE=1 (in the environment above) makes "
+        "NCCL copy through host memory, which is faster there and never takes the redirected path")
+    group.cross_device_ops_reason += (
+        "; with NCCL_P2P_DISABLE=1 until P2P is fixed, NCCL's rings copy through host memory")
 
 
 def _describe_ring(problem: Problem, members: tuple[int, ...], group: GroupAdvice) -> None:

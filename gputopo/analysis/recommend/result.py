@@ -71,11 +71,20 @@ class GroupAdvice:
     reason: str = ""  # why it beats the next group, one sentence
     key: GroupKey = (0, 0, 0, 0)  # ranking key, centi-GB/s (internal)
     slowest_hop: RingHop | None = None  # the hop ``bottleneck`` describes; None for one GPU (internal)
+    # Pairs of the group whose P2P path is broken until a fix (ACS redirect, the IOMMU translating:
+    # doctor's pair health; or measured slower with P2P than staged): NCCL_P2P_DISABLE=1 meanwhile.
+    p2p_broken_pairs: list[tuple[int, int]] = field(default_factory=list)
+    p2p_caveat: str = ""
 
     @property
     def env(self) -> dict[str, str]:
-        """The environment a single-host job needs."""
-        return {"CUDA_DEVICE_ORDER": self.cuda_device_order, "CUDA_VISIBLE_DEVICES": self.cuda_visible_devices}
+        """The environment a single-host job needs (with ``NCCL_P2P_DISABLE=1`` where the group's P2P
+        is broken until a fix: NCCL then copies through host memory, which is faster there and never
+        takes the redirected path)."""
+        env = {"CUDA_DEVICE_ORDER": self.cuda_device_order, "CUDA_VISIBLE_DEVICES": self.cuda_visible_devices}
+        if self.p2p_broken_pairs:
+            env["NCCL_P2P_DISABLE"] = "1"
+        return env
 
     def to_dict(self) -> dict[str, Any]:
         data = plain_data(self)

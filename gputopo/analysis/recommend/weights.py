@@ -28,9 +28,12 @@ from gputopo.model.link_table import LinkTable
 # Bandwidths are compared as integers in hundredths of a GB/s, so sums and ties are exact.
 CENTI = 100
 # A pair whose path `gputopo doctor` found unhealthy (``Link.health``: ACS redirect, a link trained
-# down, NVLinks down, a translating IOMMU, P2P turned off) counts a quarter of its estimate: its
-# copies go through the root complex or host memory, or at a fraction of the lanes.
+# down, NVLinks down) counts a quarter of its estimate: its copies go through the root complex, or at
+# a fraction of the lanes. A problem of every pair alike (the IOMMU translating, P2P turned off by a
+# variable) ranks no pair below another and is left out (its fix is in the answer's caveat); a
+# measured figure already shows what the fault costs and is not divided again.
 UNHEALTHY_DIVISOR = 4
+EVERY_PAIR_ALIKE = frozenset({"iommu", "p2p-disabled"})
 
 
 @dataclass
@@ -51,8 +54,8 @@ def figure(link: Link, gpu_a: Gpu | None, gpu_b: Gpu | None, fewest: int, topolo
     est = (best_estimate(link, gpu_a, gpu_b, fewest, topology) if link.measured is not None
            else estimate_link(link, gpu_a, gpu_b, fewest))
     weight = round(est.gbps * CENTI)
-    if link.health:  # doctor found this pair's path unhealthy (ACS, link down, ...): below healthy pairs
-        weight = max(1, weight // UNHEALTHY_DIVISOR)
+    if est.basis != "measured" and set(link.health) - EVERY_PAIR_ALIKE:  # doctor found this pair's path
+        weight = max(1, weight // UNHEALTHY_DIVISOR)  # unhealthy (ACS, a link down, ...): below healthy pairs
     if link.type == "UNKNOWN" and link.can_peer is False:  # a TF log alone: where the estimates
         weight -= 1  # tie, a pair it says cannot peer ranks below an unnamed one
     # "assumed": the figure is the low end of a range (a fact it depends on is not in the source)

@@ -102,6 +102,8 @@ def plan_from_group(group: Any, numactl_path: str | None, topology: Any = None) 
         visible = getattr(group, "cuda_visible_devices", None)
         if visible:
             env["CUDA_VISIBLE_DEVICES"] = str(visible)
+    if getattr(group, "p2p_broken_pairs", None):  # what recommend printed: NCCL off the broken P2P path
+        env["NCCL_P2P_DISABLE"] = "1"
     numa_node = getattr(group, "numa_node", None)
     return LaunchPlan(
         device_kind="GPU",
