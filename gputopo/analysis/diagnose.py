@@ -173,7 +173,9 @@ def _cross_socket(topology: Topology) -> list[Finding]:
     peers = {link.can_peer for link in without_nvlink}
     staged = " through host memory" if False in peers else (" (through host memory where they cannot peer)" if None in peers else "")
     how = f"cross {interconnect}{staged}"
-    if by_pair or len(without_nvlink) == len(sys_links) and not nvlink_across:
+    # Pairs joined by NVLink (through NVSwitch too) copy over it, whatever their NUMA nodes: name only
+    # the pairs without where some crossing pairs have it (a B200 whose GPU 2 lost its NVLinks).
+    if len(without_nvlink) == len(sys_links) and (by_pair or not nvlink_across):
         message = f"{grouped} are on {where}: copies between them {how}"
     else:
         message = f"{grouped} are on {where}: copies between the pairs without NVLink ({pair_list((lk.a, lk.b) for lk in without_nvlink)}) {how}"

@@ -375,3 +375,16 @@ def test_unknown_p2p_within_nccls_level_names_the_ipc_failure_only_there():
     assert "'failed to open CUDA IPC handle'" in unknown and "over SYS NCCL uses its SHM transport" in unknown
     beyond_only = link_table([["X", "SYS"], ["SYS", "X"]], numa=[0, 1], p2p="U")
     assert "IPC" not in _by_code(beyond_only)["p2p-u"].message
+
+
+def test_crossing_pairs_joined_by_nvswitch_are_not_said_to_cross_the_numa_link():
+    """Newcomer review: on a B200 whose GPU 2 lost its NVLinks, pairs 0-4, 1-5 ... are NV18 through
+    NVSwitch: only GPU 2's crossing pairs copy over the link between NUMA nodes."""
+    from conftest import OWN_FIXTURES
+
+    from gputopo.analysis import with_findings
+    from gputopo.sources.registry import read_file
+
+    path = OWN_FIXTURES / "corpus/topo/vllm16336_8x_b200_gpu2_no_nvlink_rows_only_cut_after_gpu5.txt"
+    (finding,) = [f for f in with_findings(read_file(str(path))).diagnostics if f.code == "cross-socket"]
+    assert "copies between the pairs without NVLink (2-4, 2-5, 2-6, 2-7)" in finding.message
