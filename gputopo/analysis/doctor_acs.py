@@ -31,8 +31,9 @@ from gputopo.sources.pcie_health import AcsState
 KERNEL_ACS_BITS = 0x001D
 NO_BUS_IDS = ("the pastes give no PCI bus ids for the GPUs (p2pBandwidthLatencyTest's `Device: N, ..., pciBusID:` "
               "lines, `nvidia-smi -q` or the GPUs' own lspci headers give them)")
-GRUB = ("add it to GRUB_CMDLINE_LINUX in /etc/default/grub (in quotes: `;` ends a shell command), run update-grub, "
-        "reboot")
+GRUB = ("add the option to GRUB_CMDLINE_LINUX in /etc/default/grub (in quotes: `;` ends a shell command), run "
+        "update-grub, reboot; the loop goes in a boot-time unit (a systemd oneshot service), not in GRUB")
+DISABLE_ACS_REDIR_SINCE = (5, 1)  # the kernel that added pci=disable_acs_redir=
 
 
 def pairs_hit(bridge_port: str | None, below: list[str], gpus: list[str]) -> list[tuple[str, str]]:
@@ -97,6 +98,15 @@ def _iommu_off(vendor: str | None) -> str:
         vendor or "", "`intel_iommu=off` / `amd_iommu=off` (VT-d / AMD-Vi off in the BIOS)")
 
 
+def _older_than(release: str | None, version: tuple[int, int]) -> bool:
+    """Whether the kernel ``release`` ("4.15.0-112-generic") is older than ``version``; False where not known."""
+    parts = (release or "").split(".")
+    if len(parts) < 2 or not parts[0].isdigit():
+        return False
+    minor = "".join(ch for ch in parts[1][:3] if ch.isdigit()) if parts[1][:1].isdigit() else ""
+    return bool(minor) and (int(parts[0]), int(minor)) < version
+
+
 def link_causes(report: DoctorReport) -> None:
     """Once every check has run: each ACS finding said as the kernel's or the firmware's doing, linked
     to the IOMMU finding that causes it, and the complete fix on the root cause."""
@@ -106,8 +116,14 @@ def link_causes(report: DoctorReport) -> None:
     state = report.iommu
     kernel_set = [f for f, _, control, _ in report.acs_on if state in ("translating", "passthrough")
                   and control & ~KERNEL_ACS_BITS == 0]
-    at_once = (f"ONE {option} (Linux 5.1 or newer; the kernel keeps only the last `pci=disable_acs_redir=` option, "
-               f"so list every bridge, `;`-separated), or {loop}")
+    old = _older_than(report.kernel_release, DISABLE_ACS_REDIR_SINCE)
+    if old:  # the evidence shows a kernel that has no pci=disable_acs_redir=: the loop is the way
+        at_once = (f"{loop} at every boot (this kernel, {report.kernel_release}, predates `pci=disable_acs_redir=`, "
+                   f"which Linux 5.1 added; run the loop from a systemd oneshot unit)")
+        option = f"{option} (on Linux 5.1 or newer; this kernel is {report.kernel_release}: the loop at every boot instead)"
+    else:
+        at_once = (f"ONE {option} (Linux 5.1 or newer; the kernel keeps only the last `pci=disable_acs_redir=` option, "
+                   f"so list every bridge, `;`-separated), or {loop}")
     clear = f"clear ACS at every boot on every bridge at once: {at_once}"
     kernel_fix = (f"{_iommu_off(report.iommu_vendor)} where no VM or device passthrough needs the IOMMU: that removes "
                   f"the IOMMU's translation and Linux no longer turns ACS on; otherwise boot with `iommu=pt` AND {clear}; "

@@ -37,6 +37,7 @@ class DoctorReport:
     causes: dict[int, Finding] = field(default_factory=dict)
     iommu: str | None = None
     iommu_vendor: str | None = None  # "intel" / "amd" where the evidence says which IOMMU
+    kernel_release: str | None = None  # the running kernel where the evidence says (a fix may need a newer one)
     acs_on: list[tuple[Finding, str | None, int, str | None]] = field(default_factory=list)  # (finding, bdf, control, port)
 
     def add(self, finding: Finding, pairs: list[tuple[str, str]] | None = None) -> None:

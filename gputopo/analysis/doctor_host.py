@@ -35,6 +35,7 @@ def host_checks(evidence: HealthEvidence, report: DoctorReport) -> None:
     host = evidence.host
     if host is None:
         return
+    report.kernel_release = report.kernel_release or host.kernel_release
     _iommu(evidence, host, report)
     _peermem(evidence, host, report)
     _shm(host, report)

@@ -31,6 +31,7 @@ def pasted_checks(label: str, evidence: PastedEvidence, report: DoctorReport) ->
                      "or nvidia-smi -q)")
         return
     report.check(f"recognise {label}", "ok", and_list(evidence.kinds))
+    report.kernel_release = report.kernel_release or evidence.kernel_release
     _acs(label, evidence, report)
     _links(label, evidence, report)
     kernel_log_checks(label, evidence, report)

@@ -48,6 +48,7 @@ class HostHealth:
     iommu_groups: dict[str, str] | None = None  # group -> type; {} where the folder exists but is empty
     iommu_group_of: dict[str, str] = field(default_factory=dict)  # bdf -> group
     cmdline: str | None = None
+    kernel_release: str | None = None  # ``proc/sys/kernel/osrelease`` (the running kernel)
     modules: set[str] | None = None
     nv_mem_peer: bool = False
     shm_bytes: int | None = None
@@ -160,6 +161,7 @@ def read_host_health(root: Root = "/", env: Mapping[str, str] | None = None) -> 
     return HostHealth(
         iommu_groups=groups, iommu_group_of=members,
         cmdline=cmdline.strip() if cmdline is not None else None,
+        kernel_release=(_read(tree, "proc/sys/kernel/osrelease", 128) or "").strip()[:80] or None,
         modules=loaded_modules(tree),
         nv_mem_peer=tree.exists("sys/kernel/mm/memory_peers/nv_mem"),
         shm_bytes=shm_bytes, shm_evidence=shm_where,

@@ -82,6 +82,7 @@ class PastedEvidence:
     """What one pasted file says; ``kinds`` names what was recognised in it."""
 
     kinds: list[str] = field(default_factory=list)
+    kernel_release: str | None = None  # dmesg's ``Linux version 4.15.0-112-generic``: what a fix may use
     acs: list[PastedAcs] = field(default_factory=list)
     links: list[PastedLink] = field(default_factory=list)
     links_down: list[PastedLink] = field(default_factory=list)  # ``Width x0``: no link trained (an empty slot)

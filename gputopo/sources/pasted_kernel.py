@@ -51,6 +51,7 @@ _NOT_RECOVERED = re.compile(_DRIVER + _BDF_IN + r": (?:AER: )?(?:can't recover|d
 _DEFAULT_DOMAIN = re.compile(r"iommu: Default domain type: (Translated|Passthrough)")
 _IOMMU_ACTIVE = re.compile(r"Adding to iommu group|iommu: Adding device \S+ to group|DMAR: IOMMU enabled|"
                            r"AMD-Vi: Found IOMMU|DMAR: Intel\(R\) Virtualization Technology for Directed I/O")
+_LINUX_VERSION = re.compile(r"\bLinux version (\d{1,2}\.\d{1,3}[\w.+~-]{0,60})")  # dmesg's first line: the kernel
 _CMDLINE_DMESG = re.compile(r"(?:Kernel c|C)ommand line:\s*(.*)$")
 _KERNEL_PARAMETER = re.compile(r"^[a-z][a-z0-9_.-]*(?:=\S*)?$")
 # Parameters of the kernel itself (Documentation/admin-guide/kernel-parameters.txt) common enough
@@ -94,6 +95,9 @@ def scan_kernel(evidence: PastedEvidence, line: str, number: int, state: KernelL
         return
     if _scan_iommu(evidence, line):
         return
+    release = _LINUX_VERSION.search(line[:400])
+    if release and evidence.kernel_release is None:
+        evidence.kernel_release = release.group(1)
     cmd = _CMDLINE_DMESG.search(line)
     if cmd:
         evidence.add_kind("dmesg")

@@ -45,3 +45,39 @@ def test_in_passthrough_the_kernel_set_it_and_each_finding_carries_the_whole_fix
     acs = [f for f in report.findings if f.code == "acs-redirect"]
     assert all("Linux set it: the IOMMU is on (passthrough)" in f.message for f in acs) and not report.causes
     assert all("`pci=disable_acs_redir=0000:19:08.0;0000:87:10.0`" in f.fix for f in acs)
+
+
+def test_a_kernel_older_than_5_1_gets_the_loop_not_the_option_it_lacks(cli):
+    """Newcomer review: the V100 box runs Linux 4.15 (dmesg's first line), which has no
+    pci=disable_acs_redir=; the fix says so and gives the setpci loop at every boot, outside GRUB."""
+    import json
+
+    from conftest import OWN_FIXTURES
+
+    box = OWN_FIXTURES / "doctor" / "constructed"
+    data = json.loads(cli("doctor", "--from", str(box / "lspci_vvv.txt"), "--from", str(box / "dmesg.txt"),
+                          "--json").output)
+    (iommu,) = [f for f in data["findings"] if f["code"] == "iommu-translating"]
+    assert "predates `pci=disable_acs_redir=`" in iommu["fix"] and "4.15.0-112-generic" in iommu["fix"]
+    assert "systemd oneshot" in iommu["fix"] and "ONE `pci=disable_acs_redir=" not in iommu["fix"]
+
+
+def test_kernel_releases_are_compared_as_versions():
+    from gputopo.analysis.doctor_acs import _older_than
+
+    assert _older_than("4.15.0-112-generic", (5, 1)) and _older_than("5.0.21", (5, 1))
+    assert not _older_than("5.15.0-91-generic", (5, 1)) and not _older_than("6.8.0", (5, 1))
+    assert not _older_than(None, (5, 1)) and not _older_than("garbage", (5, 1))
+
+
+def test_a_kernel_of_5_1_or_newer_gets_one_option_for_every_bridge(cli, tmp_path):
+    import json
+
+    from conftest import OWN_FIXTURES
+
+    box = OWN_FIXTURES / "doctor" / "constructed"
+    newer = tmp_path / "dmesg.txt"
+    newer.write_text((box / "dmesg.txt").read_text().replace("Linux version 4.15.0-112-generic", "Linux version 5.15.0-91-generic", 1))
+    data = json.loads(cli("doctor", "--from", str(box / "lspci_vvv.txt"), "--from", str(newer), "--json").output)
+    (iommu,) = [f for f in data["findings"] if f["code"] == "iommu-translating"]
+    assert "ONE `pci=disable_acs_redir=0000:19:08.0;0000:87:10.0`" in iommu["fix"] and "predates" not in iommu["fix"]
