@@ -31,6 +31,11 @@ def nccl_topo_command(
 
     topology = topology_for(TopologyRequest(from_files=tuple(from_files or ()), machine=machine, host=host))
     text = nccl_topology_xml(topology, node)
+    unplaced = [g.index for g in topology.gpus if not g.pci_bus_id]
+    if unplaced:  # NCCL matches a file's GPUs to its own by bus id: these match none (newcomer review)
+        typer.echo(f"gputopo: note: GPUs {','.join(map(str, unplaced))} have no PCI bus id in the source; the file "
+                   "gives them made-up ones, which NCCL cannot match to the real GPUs: read the topology where bus ids "
+                   "are known (this host's NVML, a snapshot, `nvidia-smi -q`) before NCCL_TOPO_FILE uses it", err=True)
     if output is None:
         typer.echo(text, nl=False)
         return

@@ -215,7 +215,9 @@ def test_a_killed_worker_is_reported_and_resume_continues(tmp_path: Path):
     options = ["train", "--cpu-devices", "1", "--strategy", "multi-worker", "--local-workers", "2",
                "--batch-size", "16", "--steps-per-epoch", "150", "--image-size", "16", "--no-eval",
                "--checkpoint-dir", str(ck), "--checkpoint-every", "5", "--startup-timeout", "90", "--json"]
-    parent = subprocess.Popen([sys.executable, "-m", "gputopo", *options], cwd=REPO,
+    # As a user runs it: TF_CPP_MIN_LOG_LEVEL as they set it (unset), not as this test process's TensorFlow set it.
+    user_env = {k: v for k, v in os.environ.items() if k != "TF_CPP_MIN_LOG_LEVEL"}
+    parent = subprocess.Popen([sys.executable, "-m", "gputopo", *options], cwd=REPO, env=user_env,
                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         deadline = time.monotonic() + 120
