@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+
 from typing import Annotated, Optional
 
 import typer
@@ -53,7 +55,7 @@ def doctor_command(
         from gputopo.errors import InputError
 
         raise InputError("--topology names the snapshot that --save annotates: give --save FILE too")
-    topo = _topology_to_annotate(topology, save) if save is not None else None
+    topo = _topology_to_annotate(topology, save, from_files or []) if save is not None else None
     index_of = {g.pci_bus_id: g.index for g in topo.gpus if g.pci_bus_id} if topo is not None else None
     expected = expectation(expect_gpus, live=not from_files and root is None)
     report = _report(from_files or [], root, index_of, expected)
@@ -71,13 +73,19 @@ def doctor_command(
         _fail_on_findings(report.findings, fail_on, fail_on_design)
 
 
-def _topology_to_annotate(topology_file: str | None, save: str):
-    """The topology ``--save`` writes: ``--topology FILE``, else this host's NVML probe."""
+def _topology_to_annotate(topology_file: str | None, save: str, from_files: list[str]):
+    """The topology ``--save`` writes: ``--topology FILE`` merged with the outputs among ``--from``
+    that are topologies (p2pBandwidthLatencyTest's bus ids let doctor's pair health join a `topo -m`
+    that has none, as `scan --from` merges them), else those outputs alone, else this host's NVML probe."""
     from gputopo.fileio import write_target
     from gputopo.sources import TopologyRequest, resolve
+    from gputopo.sources.archive import is_archive
+    from gputopo.sources.doctor_input import health_only
 
     write_target(save)  # refuse a bad target before probing
-    return resolve(TopologyRequest(from_files=(topology_file,) if topology_file else ()))
+    outputs = tuple(path for path in from_files
+                    if path != "-" and not os.path.isdir(path) and not is_archive(path) and not health_only(path))
+    return resolve(TopologyRequest(from_files=((topology_file,) if topology_file else ()) + outputs))
 
 
 def _save_with_health(report, topo, save: str) -> None:
@@ -89,7 +97,10 @@ def _save_with_health(report, topo, save: str) -> None:
     from gputopo.analysis.finding_kinds import with_kinds
 
     add_reading_findings(topo)  # what the reader noticed, in words, first (as every snapshot holds it)
-    apply_health(topo, report)
+    if not apply_health(topo, report) and report.pair_problems:  # said, never dropped silently
+        unjoined = "has no PCI bus ids" if not any(g.pci_bus_id for g in topo.gpus) else "names none of their GPUs"
+        typer.echo(f"gputopo: note: doctor's pair problems are not on the saved links: the topology {unjoined}; give "
+                   "a file with bus ids too (p2pBandwidthLatencyTest, `nvidia-smi -q`, a snapshot)", err=True)
     with_kinds(topo.diagnostics)
     save_snapshot(topo, save)
 

@@ -244,3 +244,23 @@ def test_no_driver_visible_fails_when_slurm_expects_gpus(cli, tmp_path, monkeypa
     assert "0 GPUs visible, 8 expected" in " ".join(result.stdout.split())
     monkeypatch.delenv("SLURM_JOB_GPUS")
     assert cli("doctor", "--root", str(tmp_path), "--fail-on", "warning").exit_code == 0  # nothing expected
+
+
+def test_save_joins_health_through_the_bus_ids_of_another_pasted_output(cli, tmp_path):
+    """Newcomer review: `doctor --from lspci --from dmesg --from p2p --topology topo_m.txt --save` kept no
+    pair health (topo -m has no bus ids) and said nothing. The outputs among --from that are topologies
+    are merged with --topology, as scan merges them; where no join is possible, it is said."""
+    import json
+
+    from conftest import OWN_FIXTURES
+
+    box = OWN_FIXTURES / "doctor" / "constructed"
+    pastes = ["--from", str(box / "lspci_vvv.txt"), "--from", str(box / "dmesg.txt")]
+    saved = tmp_path / "box.json"
+    result = cli("doctor", *pastes, "--from", str(box / "p2pBandwidthLatencyTest.txt"),
+                 "--topology", str(box / "topo_m.txt"), "--save", str(saved))
+    assert result.exit_code == 0, result.output
+    links = {(link["a"], link["b"]): link["health"] for link in json.loads(saved.read_text())["links"]}
+    assert "acs" in links[(0, 1)] and "downtrained" in links[(4, 5)]
+    without = cli("doctor", *pastes, "--topology", str(box / "topo_m.txt"), "--save", str(tmp_path / "b2.json"))
+    assert without.exit_code == 0 and "pair problems are not on the saved links" in without.output
