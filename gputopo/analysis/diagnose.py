@@ -6,10 +6,10 @@ the GPUs it is about, and a ``fix`` where one exists. Codes:
 =======================  ===================================================================
 ``virtual-machine``      nvidia-smi shows a hypervisor's flat virtual PCI topology (nothing is concluded from it)
 ``cross-socket``         GPUs split over NUMA nodes with SYS pairs between them; "CPU sockets" only where known
-``pcie-width-degraded``  a GPU's PCIe link runs with fewer lanes than it can (x8 of x16)
-``pcie-gen-degraded``    a GPU at P0 runs its link below its top generation: it trained down (inferred)
-``pcie-gen-below-max-idle``  a GPU at P8 or lower power runs below its top generation: idle, by design
-``pcie-gen-below-max``   a GPU's PCIe link runs below its top generation, its state unknown (often just idle)
+``pcie-link-narrow``  a GPU's PCIe link runs with fewer lanes than it can (x8 of x16)
+``pcie-link-slow``    a GPU at P0 runs its link below its top generation: it trained down (inferred)
+``pcie-link-slow-idle``  a GPU at P8 or lower power runs below its top generation: idle, by design
+``pcie-link-slow-maybe-idle``   a GPU's PCIe link runs below its top generation, its state unknown (often just idle)
 ``p2p-<word>``           pairs without P2P, one finding per NVML reason word (``p2p-tns``, ``p2p-dr``)
 ``nvswitch-fabric``      NVSwitch: every pair has the same NVLink bandwidth
 ``nvlink-summary``       direct NVLinks (no switch): generation, links per GPU, which pairs have them

@@ -27,13 +27,17 @@ from dataclasses import dataclass
 
 from gputopo.analysis import pstates
 from gputopo.analysis.doctor_common import DoctorReport, and_list
-from gputopo.model import Finding
+from gputopo.model import Finding, Gpu
 from gputopo.sources.health import HealthEvidence
 
 # Not `nvidia-smi -q -d PCIE`: a real nvidia-smi 580 refused `-q -d PCIE,MEMORY` (MEMORY is a display
 # type, so PCIE is not; tests/hardware/README.md). The query shows the state the speed follows.
 UNDER_LOAD = ("check it under load: run `gputopo bench-p2p` (or any copy) and meanwhile "
               f"`{pstates.STATE_AND_LINK_QUERY} -l 1` or `sudo lspci -vv -s {{bdf}} | grep LnkSta`")
+# Each link's generation and width, for findings about a narrow link (not `nvidia-smi -q -d PCIE`: a
+# real nvidia-smi 580 has no PCIE display type for -d).
+LINK_QUERY = ("nvidia-smi --query-gpu=index,pstate,pcie.link.gen.current,pcie.link.gen.max,"
+              "pcie.link.width.current,pcie.link.width.max --format=csv")
 # The pair-problem word recommend and report read (doctor_common.PAIR_PROBLEMS).
 DOWNTRAINED = "downtrained"
 
@@ -169,3 +173,57 @@ def slow_link(report: DoctorReport, who: str, speed_now: str, speed_max: str, *,
         gpus=gpus, evidence=shown if named else evidence,
         fix=UNDER_LOAD.format(bdf=bdf or "<bdf>")))
     return False
+
+
+# --- the same links as a topology's source read them (NVML, `nvidia-smi -q`, a snapshot): scan's
+# findings, one per kind for every GPU it applies to (``analysis.pcie_findings`` picks the GPUs).
+
+
+def gpus_narrow(narrow: list[tuple[Gpu, int, int]]) -> Finding:
+    """``pcie-link-narrow`` for GPUs whose own link runs with fewer lanes than it can."""
+    return Finding(
+        severity="warning", code="pcie-link-narrow",
+        message="; ".join(f"GPU {g.index} runs at PCIe x{now} (max x{most})" for g, now, most in narrow)
+        + ": fewer lanes mean proportionally less host and PCIe peer bandwidth",
+        gpus=[g.index for g, _, _ in narrow],
+        fix="check that the card sits in an x16 slot (not one wired x8 or shared), reseat it and its riser")
+
+
+def _details(slow: list[tuple[Gpu, int, int, int | None]]) -> str:
+    return "; ".join(f"GPU {g.index} runs at PCIe Gen{now} (max Gen{most})"
+                     + (f" in {pstates.word(state)}" if pstates.known(state) else "")
+                     for g, now, most, state in slow)
+
+
+def gpus_trained_down(slow: list[tuple[Gpu, int, int, int | None]]) -> Finding:
+    return Finding(
+        severity="warning", code="pcie-link-slow",
+        message=f"{_details(slow)}: at P0 the driver runs the link at the best generation it can train to, so "
+                f"{'this link' if len(slow) == 1 else 'these links'} trained down (inferred from the performance "
+                "state read with it; a riser, the slot, or the BIOS's PCIe speed setting): each generation down "
+                "roughly halves the bandwidth per lane",
+        gpus=[g.index for g, *_ in slow],
+        fix="reseat the card and check its riser or cable, set the slot's PCIe speed in the BIOS to Auto (or the "
+            f"highest generation) and update the BIOS; then read it again under load: {pstates.STATE_AND_LINK_QUERY}")
+
+
+def gpus_slow_idle(slow: list[tuple[Gpu, int, int, int | None]]) -> Finding:
+    return Finding(
+        severity="info", code="pcie-link-slow-idle",
+        message=f"{_details(slow)}: idle GPUs lower their link generation by design in P8 and lower-power states, "
+                "so this is no sign of a fault (nor proof that the link reaches its max under load, which "
+                "was not read)",
+        gpus=[g.index for g, *_ in slow],
+        fix=f"nothing to fix; to see the speed under load, while training runs: {pstates.STATE_AND_LINK_QUERY}")
+
+
+def gpus_slow_maybe_idle(slow: list[tuple[Gpu, int, int, int | None]]) -> Finding:
+    intermediate = any(pstates.known(state) for *_, state in slow)
+    return Finding(
+        severity="info", code="pcie-link-slow-maybe-idle",
+        message=f"{_details(slow)}: idle GPUs drop the link generation to save power, so this is only a problem "
+                "if it stays low under load"
+                + (" (P1-P7 are intermediate states: some GPUs lower their link there and some do not)"
+                   if intermediate else ""),
+        gpus=[g.index for g, *_ in slow],
+        fix=f"check again while training runs: {pstates.STATE_AND_LINK_QUERY}")

@@ -30,7 +30,7 @@ KIND_OF_CODE: dict[str, KindRule] = {
     # diagnose: the wiring
     "virtual-machine": NOTE,
     "cross-socket": DESIGN,
-    "pcie-width-degraded": FAULT,
+    "pcie-width-degraded": FAULT,  # (scan's codes before one wording: snapshots saved then)
     "pcie-gen-degraded": FAULT,
     "pcie-gen-below-max-idle": NOTE,
     "pcie-gen-below-max": NOTE,

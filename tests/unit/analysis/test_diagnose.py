@@ -171,10 +171,10 @@ def test_pcie_width_and_generation_below_max() -> None:
     topo.gpu(3).pcie_width_current = 8
     topo.gpu(2).pcie_gen_current = 1
     f = _by_code(topo)
-    width = f["pcie-width-degraded"]
+    width = f["pcie-link-narrow"]
     assert (width.severity, width.gpus) == ("warning", [3])
     assert width.message.startswith("GPU 3 runs at PCIe x8 (max x16)")
-    gen = f["pcie-gen-below-max"]
+    gen = f["pcie-link-slow-maybe-idle"]
     assert (gen.severity, gen.gpus) == ("info", [2])
     assert "GPU 2 runs at PCIe Gen1 (max Gen4)" in gen.message and "idle" in gen.message and "under load" in gen.message
 

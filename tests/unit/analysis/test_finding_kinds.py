@@ -106,8 +106,8 @@ def test_the_table_holds_only_kinds_and_no_code_twice_by_its_prefix():
     ("p2p-dr", "warning", FAULT),  # a registry key someone set
     ("p2p-status-tns", "info", DESIGN),
     ("doctor-acs-redirect", "error", FAULT),
-    ("pcie-width-degraded", "warning", FAULT),
-    ("pcie-gen-below-max-idle", "info", NOTE),
+    ("pcie-link-narrow", "warning", FAULT),
+    ("pcie-link-slow-idle", "info", NOTE),
     ("nvml-pcie-width-unavailable", "info", NOTE),
     ("xid-79", "error", FAULT),
     ("gpus-missing", "error", FAULT),
@@ -126,9 +126,9 @@ def test_a_code_not_in_the_table_keeps_its_saved_kind_else_a_warning_is_a_fault(
 
 
 def test_fail_on_counts_faults_at_the_level_and_design_only_when_asked():
-    findings = [Finding("warning", "cross-socket", "m"), Finding("info", "pcie-gen-below-max-idle", "m"),
-                Finding("warning", "pcie-width-degraded", "m"), Finding("error", "p2p-tns", "m")]
-    assert [f.code for f in counted(findings, "warning")] == ["pcie-width-degraded"]
+    findings = [Finding("warning", "cross-socket", "m"), Finding("info", "pcie-link-slow-idle", "m"),
+                Finding("warning", "pcie-link-narrow", "m"), Finding("error", "p2p-tns", "m")]
+    assert [f.code for f in counted(findings, "warning")] == ["pcie-link-narrow"]
     assert counted(findings, "error") == []
-    assert [f.code for f in counted(findings, "warning", design=True)] == ["cross-socket", "pcie-width-degraded", "p2p-tns"]
-    assert [f.code for f in counted(findings, "info", design=True)] == ["cross-socket", "pcie-width-degraded", "p2p-tns"]
+    assert [f.code for f in counted(findings, "warning", design=True)] == ["cross-socket", "pcie-link-narrow", "p2p-tns"]
+    assert [f.code for f in counted(findings, "info", design=True)] == ["cross-socket", "pcie-link-narrow", "p2p-tns"]

@@ -125,7 +125,7 @@ def test_faults_are_drawn_where_they_are():
     """A fault that names a GPU marks that GPU (its words on hover); an NVLink doctor found down is
     drawn red and dashed; a measured edge is coloured by measured/expected, expected in its tooltip."""
     topo = cube_mesh_8()
-    topo.diagnostics = [Finding("warning", "pcie-width-degraded", "GPU 2's PCIe link trained at x8 of x16", gpus=[2], kind="fault"),
+    topo.diagnostics = [Finding("warning", "pcie-link-narrow", "GPU 2's PCIe link trained at x8 of x16", gpus=[2], kind="fault"),
                         Finding("warning", "cross-socket", "GPUs 0-3 and 4-7 are on two sockets", gpus=list(range(8)), kind="design")]
     topo.link(0, 3).health = ["nvlink-down"]
     topo.link(0, 1).measured = Measurement(a_to_b_gbps=4.0, b_to_a_gbps=4.1)
