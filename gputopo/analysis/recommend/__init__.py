@@ -154,6 +154,7 @@ def recommend(
         search_stopped=budget.stopped,
         budget_note=stopped_note(budget) if budget.stopped else None,
         measurements_set_aside=measurements_set_aside(topology),
+        measurement_noise=dict(problem.noise) if problem.measured_pairs else {},
         source=topology.source,
         label=topology.label,
     )

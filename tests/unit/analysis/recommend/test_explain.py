@@ -109,6 +109,7 @@ def test_a_faster_measurement_within_the_noise_loses_to_locality():
     assert best.reason == ("slowest hop within the ~5% a measurement varies of {0,2}'s (~44.9 and ~45.2 GB/s), but "
                            "on one NUMA node instead of 2, keeping the input pipeline next to the GPUs")
     assert any("rank as equal" in note and "~5%" in note for note in result.notes)
+    assert result.to_dict()["measurement_noise"] == {"bench-p2p": 0.05}
 
 
 def test_measurements_beyond_the_noise_still_rank_by_speed():
