@@ -89,8 +89,9 @@ def _describe_ring(problem: Problem, members: tuple[int, ...], group: GroupAdvic
         group.allreduce_gbps = round(bottleneck_centi / CENTI * k / (2 * (k - 1)), 2)
     else:
         group.bottleneck = "one GPU: no all-reduce between GPUs"
-    gpus = group.gpus
-    group.total_link_gbps = sum(problem.own_figure(a, b)[0] for x, a in enumerate(gpus) for b in gpus[x + 1 :]) / CENTI
+    gpus = group.gpus  # the key's total, but with measured pairs' own figures (not their noise classes')
+    group.total_link_gbps = (sum(problem.own_figure(a, b)[0] for x, a in enumerate(gpus) for b in gpus[x + 1 :])
+                             if problem.measured else group.key[3]) / CENTI
 
 
 def _describe_locality(problem: Problem, group: GroupAdvice) -> None:

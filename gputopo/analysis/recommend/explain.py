@@ -152,7 +152,7 @@ def why_better(group: GroupAdvice, worse: GroupAdvice, name_worse: bool = True, 
                 "figures fall in, which another run may reorder")
     if format_gbps(total) == format_gbps(other_total):
         return (f"{same}, but a little more link bandwidth inside the group ({total:.1f} against {other_total:.1f} GB/s "
-                "summed over pairs, as estimated) for NCCL's extra rings")
+                "summed over pairs) for NCCL's extra rings")
     return (
         f"{same}, but more link bandwidth inside the group "
         f"({format_gbps(total)} against {format_gbps(other_total)} GB/s summed over pairs) for NCCL's extra rings"
