@@ -26,7 +26,9 @@ def explain_ranking(problem: Problem, groups: list[GroupAdvice], k: int) -> None
                 group.reason = "the only group asked for"
             if problem.uniform and 1 < k < problem.n and x == 0:
                 group.reason = ("every pair measured within the noise of the others: any group of this size is as good"
-                                if problem.measured and problem.links_known else
+                                if problem.all_measured else
+                                "every pair's figure within the noise of the measured ones: any group of this size is "
+                                "as good" if problem.measured and problem.links_known else
                                 "every pair has the same bandwidth: any group of this size is as good" if problem.links_known
                                 else "the source does not say how the GPUs are connected, so no group can be told "
                                      "better (any may be faster or slower)")
@@ -183,7 +185,8 @@ def recommendation_notes(topology: Topology, problem: Problem, k: int) -> list[s
     """The notes under the answer: indistinguishable links, TF numbering, reference machines,
     TF peer view and measurements used."""
     notes: list[str] = []
-    if problem.uniform and k > 1 and problem.n > k and all(link.type == "UNKNOWN" for link in topology.links):
+    if problem.uniform and k > 1 and problem.n > k and not problem.all_measured and all(
+            link.type == "UNKNOWN" for link in topology.links):
         notes.append(
             "The source does not tell the links apart (every pair looks the same), so any group looks as good; "
             "run `gputopo scan` on the host, or bench-p2p, for a real answer."
@@ -192,13 +195,11 @@ def recommendation_notes(topology: Topology, problem: Problem, k: int) -> list[s
         table = topology.link_table()  # (once per kind of link)
         nvswitch = all(table.examples[kind].nvswitch for kind in set(table.kind_of))
         inferred = " (inferred from the NV<n> pattern of the text)" if topology.source == "nvidia-smi" else ""
-        notes.append(
-            (f"Every pair is linked through NVSwitch{inferred}" if nvswitch else
-             f"Every pair measured within the noise of the others ({noise_text(problem.noise)})" if problem.measured
-             else "Every pair has the same bandwidth")
-            + f" (~{format_gbps(problem.max_weight / CENTI)} GB/s): any {k} GPUs are as good for all-reduce; "
-            "placement decides only how many CPUs, NUMA nodes or hosts the group spans."
-        )
+        alike = (f"Every pair is linked through NVSwitch{inferred} (~{format_gbps(problem.max_weight / CENTI)} GB/s)"
+                 if nvswitch else f"Every pair's figure is within the noise of the measured ones, {noise_text(problem.noise)},"
+                 if problem.measured else f"Every pair has the same bandwidth (~{format_gbps(problem.max_weight / CENTI)} GB/s)")
+        notes.append(f"{alike}: any {k} GPUs are as good for all-reduce; placement decides only how many CPUs, NUMA "
+                     "nodes or hosts the group spans.")
     if topology.source == "tf-log":
         notes.append(_tf_numbering_note(topology))
     if topology.is_reference:

@@ -108,7 +108,11 @@ class Problem:
         self.max_weight = self.speeds[0] if self.speeds else 0
         # Every pair has the same bandwidth -- as far as the source tells: links it does not name
         # (a TF log alone: UNKNOWN) get one assumed figure each, which makes them look alike.
-        self.links_known = topology is None or "UNKNOWN" not in topology.link_table().kind_fact("type")
+        # Every pair measured tells the pairs apart too (their figures, not their links, rank them).
+        self.all_measured = self.n > 1 and len(self.measured) >= self.n * (self.n - 1) and all(
+            (a, b) in self.measured for x, a in enumerate(self.index) for b in self.index[x + 1 :])
+        self.links_known = (topology is None or "UNKNOWN" not in topology.link_table().kind_fact("type")
+                            or self.all_measured)
         self.uniform = len(self.speeds) <= 1
 
     @classmethod

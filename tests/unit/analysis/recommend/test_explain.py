@@ -127,4 +127,17 @@ def test_totals_within_the_noise_are_not_called_more_link_bandwidth():
     assert all("more link bandwidth" not in g.reason and "faster" not in g.reason for g in result.groups)
     assert result.best.reason == "every pair measured within the noise of the others: any group of this size is as good"
     assert result.interchangeable and result.best.gpus == [0, 1, 2]
-    assert any(note.startswith("Every pair measured within the noise of the others (~5%") for note in result.notes)
+    assert any(note.startswith("Every pair's figure is within the noise of the measured ones, ~5%") for note in result.notes)
+
+
+def test_a_box_measured_alone_whose_pairs_all_measure_alike_is_called_so():
+    """A p2pBandwidthLatencyTest matrix alone names no link; every pair measured within 5% of the
+    others is not "the source does not say how the GPUs are connected"."""
+    from gputopo.views.recommend import ring_summary
+
+    paste = REPO / "tests/fixtures/corpus/p2pbw/mleng_h100_8gpu_p2p_writes_only.txt"
+    result = recommend(resolve(TopologyRequest(from_files=[str(paste)])), 2)
+    assert result.interchangeable
+    assert result.best.reason == "every pair measured within the noise of the others: any group of this size is as good"
+    assert "measured ~" in ring_summary(result.best) and "assumed" not in ring_summary(result.best)
+    assert not any("does not tell the links apart" in note for note in result.notes)
