@@ -213,6 +213,14 @@ def with_kinds(findings: Iterable[Finding]) -> list[Finding]:
     return findings
 
 
+def worst_first(findings: Iterable[Finding]) -> list[Finding]:
+    """``findings`` worst first: errors, warnings, then infos; in each, faults, then design facts,
+    then notes; else in the order they were made."""
+    from gputopo.model import SEVERITIES
+
+    return sorted(findings, key=lambda f: (-SEVERITIES.index(f.severity), KINDS.index(kind_of(f))))
+
+
 def counted(findings: Iterable[Finding], level: str, design: bool = False) -> list[Finding]:
     """The findings ``--fail-on level`` counts: faults at or above ``level`` (and design facts with
     ``design``, ``--fail-on-design``); notes never."""

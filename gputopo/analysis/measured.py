@@ -27,6 +27,9 @@ VIA_HOST_FASTER_RATIO = 1.1
 # P2P figure below this share of the same tool's staged (P2P off) figure: P2P costs, it does not pay
 # on this pair (ACS or the IOMMU redirecting peer traffic: a fault a fix removes).
 P2P_SLOWER_RATIO = 0.9
+# How much a measured figure is taken to vary from run to run where its tool records no repeated
+# samples (p2pBandwidthLatencyTest, nvbandwidth): figures closer than this rank as equal.
+DEFAULT_NOISE = 0.05
 
 
 def measured_gbps(link: Link) -> float | None:
@@ -55,6 +58,33 @@ def method_of(m: Measurement | None) -> str:
         return "nothing"
     words = [w for w in (m.method or "bench-p2p", m.test) if w]
     return " ".join(words)
+
+
+def noise_by_method(topology: Topology) -> dict[str, float]:
+    """The noise assumed of each tool's figures (``method_of``), as a share of a figure: the widest
+    spread of its repeated samples (``Measurement.spread``, bench-p2p) where every figure of the tool
+    records one, else ``DEFAULT_NOISE``. Estimates have none: they are exact, given their facts."""
+    spreads: dict[str, list[float | None]] = {}
+    for link in measured_links(topology):
+        if measured_gbps(link) is not None:
+            spreads.setdefault(method_of(link.measured), []).append(link.measured.spread)
+    return {method: DEFAULT_NOISE if None in values else max(values)  # type: ignore[type-var]
+            for method, values in spreads.items()}
+
+
+def noise_text(noise: dict[str, float]) -> str:
+    """``"~5% (p2pBandwidthLatencyTest P2P=Enabled: no repeated samples, a default)"``: the noise
+    assumed, for a note: the widest, then each tool's and where it comes from."""
+    widest = max(noise.values(), default=DEFAULT_NOISE)
+    each = "; ".join(f"{method}: " + ("no repeated samples recorded, the default" if value == DEFAULT_NOISE
+                                      else f"the widest spread of its repeated samples, {percent(value)}")
+                     for method, value in sorted(noise.items()))
+    return f"~{percent(widest)}" + (f" ({each})" if each else "")
+
+
+def percent(share: float) -> str:
+    """``0.05`` -> ``"5%"``, ``0.021`` -> ``"2.1%"``."""
+    return f"{share * 100:.1f}".rstrip("0").rstrip(".") + "%"
 
 
 def staged_gbps(m: Measurement | None) -> float | None:

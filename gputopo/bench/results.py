@@ -296,6 +296,12 @@ def placeholder_topology(result: BenchResult) -> Topology:
     return Topology(gpus=gpus, links=links, source="bench-p2p", label=label)
 
 
+def _spread(stats: Iterable[Stat | None]) -> float | None:
+    """The wider relative spread, (max - min) / median, of repeated samples; None without two samples."""
+    spreads = [(s.max - s.min) / s.median for s in stats if s is not None and s.samples > 1 and s.median > 0]
+    return round(max(spreads), 4) if spreads else None
+
+
 def apply_measurements(topology: Topology, result: BenchResult) -> list[tuple[int, int]]:
     """Write each measured pair onto ``Link.measured`` of ``topology`` (in place).
 
@@ -330,6 +336,7 @@ def apply_measurements(topology: Topology, result: BenchResult) -> list[tuple[in
                 device_kind=result.device_kind,
                 size_bytes=min(sizes) if sizes else None,
                 repeats=result.repeat,
+                spread=_spread(h.uni_gbps for h in (head_f, head_b) if h),
             )
             updated.append((a, b))
     if result.measures_host_memory and updated:

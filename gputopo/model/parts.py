@@ -130,6 +130,9 @@ class Measurement:
     p2p_off_b_to_a_gbps: float | None = None
     p2p_off_bidirectional_gbps: float | None = None
     p2p_off_latency_us: float | None = None
+    # How much the repeated samples of the headline figures varied: (max - min) / median, the wider
+    # direction (bench-p2p keeps each pair's samples); None where the tool gives one figure only.
+    spread: float | None = None
 
 
 @dataclass

@@ -34,6 +34,8 @@ def ring_summary(group: GroupAdvice) -> str:
         return "one GPU, no ring"
     slowest = min(group.hops, key=lambda h: h.gbps)
     word = "pair" if len(group.gpus) == 2 else "ring"
+    if slowest.label.startswith("unknown") and slowest.basis == "measured":
+        return f"{word} {group.ring_text}, slowest hop measured ~{_gbps(slowest.gbps)} GB/s (its link not in the source)"
     if slowest.label.startswith("unknown"):  # the source names no link type: the figure is an assumption
         return (f"{word} {group.ring_text}, slowest hop not known (~{_gbps(slowest.gbps)} GB/s assumed from "
                 "what the source says of peer access)")
@@ -131,8 +133,8 @@ def _render_best(console: Console, rec: Recommendation) -> None:
     ))
     console.print(indented(Text(f"{placement(best)}. Why: {best.reason}.")))
     if rec.interchangeable:
-        console.print(indented(Text("Any group of this size is as good for all-reduce (every pair has the same bandwidth).",
-                                    style="cyan")))
+        alike = "every pair measured within the noise of the others" if rec.measurement_noise else "every pair has the same bandwidth"
+        console.print(indented(Text(f"Any group of this size is as good for all-reduce ({alike}).", style="cyan")))
 
 
 

@@ -32,6 +32,7 @@ h2{font-size:17px;margin:26px 0 8px;border-bottom:1px solid #d0d7de;padding-bott
 .drawing svg{display:block}
 pre{background:#f6f8fa;border:1px solid #d0d7de;border-radius:6px;padding:10px 12px;overflow-x:auto;font-size:13px}
 code{font-size:13px}
+#plan pre{white-space:pre-wrap;overflow-wrap:anywhere}
 table.heat{border-collapse:collapse;margin:6px 22px 14px 0;display:inline-table;vertical-align:top;font-size:12px}
 table.heat caption{text-align:left;font-weight:600;padding-bottom:4px}
 table.heat td,table.heat th{border:1px solid #ffffff;padding:2px 5px;text-align:center;min-width:26px}
@@ -144,10 +145,13 @@ def _plan(recommendation: Recommendation | None) -> str:
 def _findings(topology: Topology) -> str:
     if not topology.diagnostics:
         return '<p class="muted">No findings.</p>'
+    from gputopo.analysis.finding_kinds import kind_of, worst_first
+
     items = []
-    for f in topology.diagnostics:
+    for f in worst_first(topology.diagnostics):  # errors, warnings, infos; faults before design facts before notes
         fix = f"<br/><span class=\"muted\">Fix: {esc(f.fix)}</span>" if f.fix else ""
-        items.append(f'<li><span class="sev sev-{esc(f.severity)}">{esc(f.severity)}</span> {esc(f.message)}{fix}</li>')
+        items.append(f'<li data-kind="{esc(kind_of(f))}"><span class="sev sev-{esc(f.severity)}">{esc(f.severity)}</span> '
+                     f'{esc(f.message)}{fix}</li>')
     return "<ul>" + "".join(items) + "</ul>"
 
 
@@ -167,7 +171,9 @@ def unknowns(topology: Topology) -> list[str]:
         notes.append(f"NUMA node and CPU affinity are not known for GPU {','.join(map(str, placed))} (the 'placement unknown' box).")
     if topology.links and all(link.can_peer is None for link in table.examples):
         notes.append("P2P support is not in the source (nvidia-smi topo -m alone does not say it; topo -p2p does).")
-    return notes
+    from gputopo.views.unknowns import assumption_notes
+
+    return notes + assumption_notes(topology)
 
 
 def _gpu_table(topology: Topology) -> str:

@@ -33,6 +33,12 @@ def plan_json(plan: LaunchPlan, processes: Sequence[dict[str, Any]]) -> dict[str
     return {"plan": plan.to_dict(), "processes": list(processes)}
 
 
+def _basis_words(basis: str | None) -> str:
+    """How the bottleneck's figure was had: a measured figure is never "expected for its link type"."""
+    return {"measured": "measured", "assumed": "at least: estimated where a fact its speed depends on is not in the source",
+            "estimated": "estimated for its link type"}.get(basis or "", "expected for its link type")
+
+
 def render_plan(plan: LaunchPlan, processes: Sequence[dict[str, Any]], strategy: str) -> None:
     """Where training runs and why, then the exact command(s) that start it."""
     console = out()
@@ -46,7 +52,7 @@ def render_plan(plan: LaunchPlan, processes: Sequence[dict[str, Any]], strategy:
     if plan.ring:
         _row(table, "ring", " -> ".join(str(g) for g in [*plan.ring, plan.ring[0]]))
     if plan.bottleneck_gbps is not None:
-        _row(table, "bottleneck link", f"~{plan.bottleneck_gbps:.1f} GB/s per direction (expected for its link type)")
+        _row(table, "bottleneck link", f"~{plan.bottleneck_gbps:.1f} GB/s per direction ({_basis_words(plan.bottleneck_basis)})")
     if plan.cross_device_ops:
         _row(table, "cross-device op", plan.cross_device_ops)
     if plan.numactl:

@@ -28,6 +28,19 @@ def speed_span(topo: Topology, word: str) -> tuple[str, float, list[str]] | None
     return (f"~{low:.0f}" if round(low) == round(high) else f"~{low:.0f}-{high:.0f}"), low, assumed
 
 
+def assumption_notes(topo: Topology) -> list[str]:
+    """What the estimates rest on, one sentence per assumption with the link words it touches:
+    ``"Estimates of NV2, NV1 assume: NVLink generation not in the source; the lowest figure ranks."``"""
+    table = topo.link_table()
+    words: dict[str, list[str]] = {}
+    for word in dict.fromkeys(kind[0] for kind in table.kinds):
+        span = speed_span(topo, word)
+        for assumption in span[2] if span is not None else ():
+            words.setdefault(assumption, []).append(word)
+    return [f"Estimates of {', '.join(of)} rest on an assumption: {assumption}; the lowest figure it allows is the one "
+            "ranked and shown." for assumption, of in words.items()]
+
+
 def nvlink_cell(topo: Topology, gpu: Gpu) -> str:
     """The NVLink column: version and active links where the source says them, ``?`` where not,
     ``-`` only where it says there is none; ``>=N`` a count implied by the NV# words."""

@@ -245,3 +245,28 @@ def test_hovering_a_gpu_writes_its_path_into_every_other_gpu(tmp_path):
     dom = chromium(tmp_path, "--dump-dom", page.as_uri()).stdout
     said = json.loads(re.search(r'<pre id="hovered">(.*?)</pre>', dom, re.S).group(1).replace("&amp;", "&"))
     assert said["0"] == "" and said["1"].startswith("GPU 0: PIX ~") and said["7"].startswith("GPU 0: SYS ~")
+
+
+PLAN_WIDTH = """
+<script>
+(function () {
+  var plan = document.getElementById('plan-lines');
+  var out = document.createElement('p'); out.id = 'plan-width';
+  out.textContent = plan.scrollWidth + ' ' + plan.clientWidth + ' ' + document.documentElement.scrollWidth + ' ' + window.innerWidth;
+  document.body.appendChild(out);
+})();
+</script>
+"""
+
+
+def test_the_plans_lines_wrap_in_a_narrow_window(tmp_path):
+    """Issue 32: a long CUDA_VISIBLE_DEVICES line ran off the page; the plan's block wraps instead."""
+    from gputopo.analysis.recommend import recommend
+
+    topo = load_reference("gb200-nvl72")
+    page = tmp_path / "box.html"
+    html = render_report(topo, recommend(topo, 64)).replace("</body>", PLAN_WIDTH + "</body>")
+    page.write_text(html, encoding="utf-8")
+    dom = chromium(tmp_path, "--window-size=480,900", "--dump-dom", page.as_uri()).stdout
+    scroll, client, _page_width, _window = map(int, re.search(r'<p id="plan-width">([\d ]+)</p>', dom).group(1).split())
+    assert scroll <= client, f"the plan's block is {scroll}px wide in {client}px"

@@ -43,6 +43,10 @@ def test_train_dry_run_launches_what_recommend_printed(cli):
     assert result.exit_code == 0, result.output
     (process,) = json.loads(result.output)["processes"]
     assert process["env"]["CUDA_VISIBLE_DEVICES"] == best["cuda_visible_devices"] == "0,1,2,3"
+    text = " ".join(cli("train", *TOPOLOGY, "--gpus", "4", "--dry-run").output.replace("\u2502", " ").split())
+    # (its slowest hop pairs GPU 0, whose P2P figures are set aside: the estimate, at least, of its link)
+    assert "~9.9 GB/s per direction (at least: estimated where a fact" in text
+    assert "expected for its link type" not in text
 
 
 ALL_FOUR = [*TOPOLOGY, "--from", str(BOX / "lspci_vvv.txt"), "--from", str(BOX / "dmesg.txt")]
@@ -93,3 +97,13 @@ def test_the_findings_say_which_explains_which(cli):
     assert cause["doctor-iommu-translating"] is None
     text = cli("scan", *ALL_FOUR).output
     assert "caused by: doctor-iommu-translating" in text
+
+
+def test_report_shows_findings_worst_first_and_the_noise_assumed(cli, tmp_path):
+    page = tmp_path / "box.html"
+    assert cli("report", *TOPOLOGY, "--gpus", "4", "-o", str(page)).exit_code == 0
+    html = page.read_text()
+    findings = html[html.index('<section id="findings">'):html.index('<section id="unknown">')]
+    severities = [part.split('"', 1)[0] for part in findings.split('class="sev sev-')[1:]]
+    assert severities == sorted(severities, key=["error", "warning", "info"].index) and "warning" in severities
+    assert "rank as equal" in html and "~5%" in html

@@ -100,8 +100,7 @@ def recommend(
     if not 0 <= alternatives <= MAX_ALTERNATIVES:
         raise InputError(f"--alternatives must be from 0 to {MAX_ALTERNATIVES} (got {alternatives})")
     budget = budget if budget is not None else Budget()
-    require_list = sorted(set(int(g) for g in require))
-    exclude_list = sorted(set(int(g) for g in exclude))
+    require_list, exclude_list = (sorted({int(g) for g in gpus_given}) for gpus_given in (require, exclude))
     known = topology.gpu_indices
     check_ask(topology, gpus, jobs, require_list, exclude_list, set(known))
     problem = Problem.from_topology(topology, [g for g in known if g not in set(exclude_list)], budget)
@@ -154,6 +153,7 @@ def recommend(
         search_stopped=budget.stopped,
         budget_note=stopped_note(budget) if budget.stopped else None,
         measurements_set_aside=measurements_set_aside(topology),
+        measurement_noise=dict(problem.noise) if problem.measured_pairs else {},
         source=topology.source,
         label=topology.label,
     )

@@ -95,13 +95,14 @@ def _describe_ring(problem: Problem, members: tuple[int, ...], group: GroupAdvic
         pairs = list(zip(ring, ring[1:] + ring[:1])) if k > 2 else [(ring[0], ring[1])]
         for a, b in pairs:
             link = problem.links[(a, b)]
-            gbps = problem.weight[problem.pos[a]][problem.pos[b]] / CENTI
+            gbps = problem.own_figure(a, b)[0] / CENTI  # (a measured figure itself, not its noise class's)
             group.hops.append(RingHop(a, b, link.type, gbps, problem.estimate_basis[(a, b)],
                                       hop_label(link, tf=problem.topology is None or problem.topology.source == "tf-log")))
     group.ring_text = "-".join(str(g) for g in ring + ring[:1]) if k > 2 else "-".join(str(g) for g in ring)
     if k >= 2:
         slowest = min(group.hops, key=lambda h: h.gbps)
         group.slowest_hop = slowest
+        bottleneck_centi = round(slowest.gbps * CENTI)
         group.bottleneck_gbps = bottleneck_centi / CENTI
         group.bottleneck = (
             f"{slowest.label} between GPU {slowest.a} and GPU {slowest.b}, ~{format_gbps(slowest.gbps)} GB/s"
@@ -112,7 +113,9 @@ def _describe_ring(problem: Problem, members: tuple[int, ...], group: GroupAdvic
         group.allreduce_gbps = round(bottleneck_centi / CENTI * k / (2 * (k - 1)), 2)
     else:
         group.bottleneck = "one GPU: no all-reduce between GPUs"
-    group.total_link_gbps = group.key[3] / CENTI
+    gpus = group.gpus  # the key's total, but with measured pairs' own figures (not their noise classes')
+    group.total_link_gbps = (sum(problem.own_figure(a, b)[0] for x, a in enumerate(gpus) for b in gpus[x + 1 :])
+                             if problem.measured else group.key[3]) / CENTI
 
 
 def _describe_locality(problem: Problem, group: GroupAdvice) -> None:

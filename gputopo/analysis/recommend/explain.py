@@ -6,6 +6,7 @@ reading other sentences back.
 
 from __future__ import annotations
 
+from gputopo.analysis.measured import noise_text, percent
 from gputopo.analysis.recommend.problem import CENTI, Problem
 from gputopo.analysis.recommend.result import GroupAdvice
 from gputopo.model import Topology
@@ -24,7 +25,11 @@ def explain_ranking(problem: Problem, groups: list[GroupAdvice], k: int) -> None
             else:
                 group.reason = "the only group asked for"
             if problem.uniform and 1 < k < problem.n and x == 0:
-                group.reason = ("every pair has the same bandwidth: any group of this size is as good" if problem.links_known
+                group.reason = ("every pair measured within the noise of the others: any group of this size is as good"
+                                if problem.all_measured else
+                                "every pair's figure within the noise of the measured ones: any group of this size is "
+                                "as good" if problem.measured and problem.links_known else
+                                "every pair has the same bandwidth: any group of this size is as good" if problem.links_known
                                 else "the source does not say how the GPUs are connected, so no group can be told "
                                      "better (any may be faster or slower)")
             continue
@@ -33,8 +38,8 @@ def explain_ranking(problem: Problem, groups: list[GroupAdvice], k: int) -> None
             group.reason = why_better(group, nxt, problem=problem)
             continue
         group.reason = (
-            f"as good as {gpu_set(nxt.gpus)} in everything the source shows; listed first for its lower GPU numbers"
-            + _unknown_sockets(problem, group, nxt)
+            f"as good as {gpu_set(nxt.gpus)} in everything the source shows{_ties_within_noise(problem, group, nxt)}; "
+            "listed first for its lower GPU numbers" + _unknown_sockets(problem, group, nxt)
         )
         # Say too what it beats: the first listed group that is worse, if any.
         worse = next((g for g in groups[x + 2 :] if g.key != group.key), None)
@@ -58,18 +63,66 @@ def _one_or_count(n: int, word: str) -> str:
     return f"one {word}" if n == 1 else count_word(n, word)
 
 
+def _hop_noise(problem: Problem | None, *groups: GroupAdvice) -> float:
+    """The noise assumed of the groups' slowest hops (0 where both are estimates: exact)."""
+    hops = [g.slowest_hop for g in groups if g.slowest_hop is not None and g.slowest_hop.basis == "measured"]
+    return max((problem.own_figure(h.a, h.b)[1] for h in hops), default=0.0) if problem is not None else 0.0
+
+
+def _pairs_noise(problem: Problem | None, *groups: GroupAdvice) -> float:
+    """The noise assumed of the measured pairs inside the groups (0: every pair estimated)."""
+    if problem is None or not problem.measured:
+        return 0.0
+    return max((problem.own_figure(a, b)[1] for g in groups for x, a in enumerate(g.gpus) for b in g.gpus[x + 1 :]),
+               default=0.0)
+
+
+def _closer_than(x: float, y: float, noise: float) -> bool:
+    return abs(x - y) < noise * max(x, y)
+
+
+def _ties_within_noise(problem: Problem | None, group: GroupAdvice, other: GroupAdvice) -> str:
+    """What a tie of measured figures hides: ``", their slowest hops (~45.2 and ~44.9 GB/s) within
+    the ~5% a measurement varies"``; nothing where the figures are the same."""
+    noise = _pairs_noise(problem, group, other)
+    mine, theirs = group.bottleneck_gbps, other.bottleneck_gbps
+    if not noise or mine is None or theirs is None:
+        return ""
+    if mine != theirs:
+        return f", their slowest hops (~{mine:.1f} and ~{theirs:.1f} GB/s) within the ~{percent(noise)} a measurement varies"
+    if group.total_link_gbps != other.total_link_gbps:
+        return f", their measured figures within the ~{percent(noise)} a measurement varies"
+    return ""
+
+
 def why_better(group: GroupAdvice, worse: GroupAdvice, name_worse: bool = True, problem: Problem | None = None) -> str:
-    """Why ``group`` ranks above ``worse`` (their keys differ): the first key element that differs."""
+    """Why ``group`` ranks above ``worse`` (their keys differ): the first key element that differs.
+    The figures named are the groups' own (``bottleneck_gbps``, ``total_link_gbps``); the keys hold
+    measured figures by their noise class, so a difference in a key may still be within the noise."""
     a, b = group.key, worse.key
+    mine = group.bottleneck_gbps if group.bottleneck_gbps is not None else a[0] / CENTI
+    theirs = worse.bottleneck_gbps if worse.bottleneck_gbps is not None else b[0] / CENTI
+    noise = _hop_noise(problem, group, worse)
     if a[0] != b[0]:
-        if format_gbps(a[0] / CENTI) == format_gbps(b[0] / CENTI):
+        if _closer_than(mine, theirs, noise):
+            return (
+                f"its slowest ring hop is ~{mine:.1f} GB/s ({_slowest_hop_word(group)}) against ~{theirs:.1f} GB/s "
+                f"({_slowest_hop_word(worse)})" + (f" for {gpu_set(worse.gpus)}" if name_worse else "")
+                + f", closer than the ~{percent(noise)} a measurement varies: ranked by the noise bands the measured "
+                "figures fall in, which another run may reorder"
+            )
+        if format_gbps(mine) == format_gbps(theirs):
             return _slightly_faster(group, worse, name_worse)
         return (
-            f"its slowest ring hop is ~{format_gbps(a[0] / CENTI)} GB/s ({_slowest_hop_word(group)}) against "
-            f"~{format_gbps(b[0] / CENTI)} GB/s ({_slowest_hop_word(worse)})"
+            f"its slowest ring hop is ~{format_gbps(mine)} GB/s ({_slowest_hop_word(group)}) against "
+            f"~{format_gbps(theirs)} GB/s ({_slowest_hop_word(worse)})"
             + (f" for {gpu_set(worse.gpus)}" if name_worse else "")
         )
     same = "same slowest hop" + (f" as {gpu_set(worse.gpus)}" if name_worse else "")
+    if mine != theirs:  # one noise class: measured figures within the noise of each other
+        whose = f"{gpu_set(worse.gpus)}'s" if name_worse else "the other's"
+        same = (f"slowest hop within the ~{percent(noise or _pairs_noise(problem, group, worse))} a measurement varies "
+                f"of {whose} (~{mine:.1f} and ~{theirs:.1f} GB/s)")
     if a[1] != b[1]:
         return f"{same}, but on {count_word(-a[1], 'host')} instead of {-b[1]}"
     if a[2] != b[2]:
@@ -93,29 +146,34 @@ def why_better(group: GroupAdvice, worse: GroupAdvice, name_worse: bool = True, 
             f"{same}, but on {_one_or_count(numa_a, 'NUMA node')} instead of {numa_b}, "
             f"keeping the input pipeline next to the GPUs"
         )
+    total, other_total = group.total_link_gbps or a[3] / CENTI, worse.total_link_gbps or b[3] / CENTI
+    noise = _pairs_noise(problem, group, worse)
+    if _closer_than(total, other_total, noise):
+        return (f"{same}, on as many hosts and NUMA nodes; its pairs sum to ~{total:.1f} against ~{other_total:.1f} GB/s, "
+                f"closer than the ~{percent(noise)} a measurement varies: ranked by the noise bands the measured "
+                "figures fall in, which another run may reorder")
+    if format_gbps(total) == format_gbps(other_total):
+        return (f"{same}, but a little more link bandwidth inside the group ({total:.1f} against {other_total:.1f} GB/s "
+                "summed over pairs) for NCCL's extra rings")
     return (
         f"{same}, but more link bandwidth inside the group "
-        f"({format_gbps(a[3] / CENTI)} against {format_gbps(b[3] / CENTI)} GB/s summed over pairs) for NCCL's extra rings"
+        f"({format_gbps(total)} against {format_gbps(other_total)} GB/s summed over pairs) for NCCL's extra rings"
     )
 
 
 def _slightly_faster(group: GroupAdvice, worse: GroupAdvice, name_worse: bool) -> str:
-    """Why a group ranks first where both slowest hops round to the same GB/s: say what differs (the
-    estimate's small cost per PCIe bridge, or a measured difference that small) instead of "~12
-    against ~12"."""
+    """Why a group ranks first where both slowest hops round to the same GB/s, yet differ by more
+    than the noise of a measurement: say what differs (the estimate's small cost per PCIe bridge, or
+    the figures to a decimal) instead of "~12 against ~12"."""
     mine, theirs = group.slowest_hop, worse.slowest_hop
     of_worse = f" than {gpu_set(worse.gpus)}'s" if name_worse else " than the other's"
     both = f"both ~{format_gbps(group.key[0] / CENTI)} GB/s"
     bases = (mine.basis, theirs.basis) if mine is not None and theirs is not None else ()
-    if bases == ("measured", "measured"):
-        return (f"its slowest ring hop ({_slowest_hop_word(group)}) measured a little faster{of_worse} "
-                f"({_slowest_hop_word(worse)}), {both}: a difference this small may be no more than how much one "
-                "measurement varies")
-    if "measured" in bases:  # one figure measured, the other estimated: neither is "measured faster"
+    if "measured" in bases and mine is not None and theirs is not None:
         said = ["measured" if basis == "measured" else "estimated" for basis in bases]
-        return (f"its slowest ring hop ({_slowest_hop_word(group)}, {said[0]}) is a little faster{of_worse} "
-                f"({_slowest_hop_word(worse)}, {said[1]}), {both}: a measurement and an estimate this close do not "
-                "tell which is faster")
+        return (f"its slowest ring hop ({_slowest_hop_word(group)}, {said[0]} ~{mine.gbps:.1f} GB/s) is faster{of_worse} "
+                f"({_slowest_hop_word(worse)}, {said[1]} ~{theirs.gbps:.1f} GB/s) by more than a measurement is "
+                "taken to vary")
     if _slowest_hop_word(group) != _slowest_hop_word(worse):
         return (f"its slowest ring hop ({_slowest_hop_word(group)}) is estimated a little faster{of_worse} "
                 f"({_slowest_hop_word(worse)}), {both}: the estimate takes a small cost for each PCIe bridge or host "
@@ -127,7 +185,8 @@ def recommendation_notes(topology: Topology, problem: Problem, k: int) -> list[s
     """The notes under the answer: indistinguishable links, TF numbering, reference machines,
     TF peer view and measurements used."""
     notes: list[str] = []
-    if problem.uniform and k > 1 and problem.n > k and all(link.type == "UNKNOWN" for link in topology.links):
+    if problem.uniform and k > 1 and problem.n > k and not problem.all_measured and all(
+            link.type == "UNKNOWN" for link in topology.links):
         notes.append(
             "The source does not tell the links apart (every pair looks the same), so any group looks as good; "
             "run `gputopo scan` on the host, or bench-p2p, for a real answer."
@@ -136,11 +195,11 @@ def recommendation_notes(topology: Topology, problem: Problem, k: int) -> list[s
         table = topology.link_table()  # (once per kind of link)
         nvswitch = all(table.examples[kind].nvswitch for kind in set(table.kind_of))
         inferred = " (inferred from the NV<n> pattern of the text)" if topology.source == "nvidia-smi" else ""
-        notes.append(
-            (f"Every pair is linked through NVSwitch{inferred}" if nvswitch else "Every pair has the same bandwidth")
-            + f" (~{format_gbps(problem.max_weight / CENTI)} GB/s): any {k} GPUs are as good for all-reduce; "
-            "placement decides only how many CPUs, NUMA nodes or hosts the group spans."
-        )
+        alike = (f"Every pair is linked through NVSwitch{inferred} (~{format_gbps(problem.max_weight / CENTI)} GB/s)"
+                 if nvswitch else f"Every pair's figure is within the noise of the measured ones, {noise_text(problem.noise)},"
+                 if problem.measured else f"Every pair has the same bandwidth (~{format_gbps(problem.max_weight / CENTI)} GB/s)")
+        notes.append(f"{alike}: any {k} GPUs are as good for all-reduce; placement decides only how many CPUs, NUMA "
+                     "nodes or hosts the group spans.")
     if topology.source == "tf-log":
         notes.append(_tf_numbering_note(topology))
     if topology.is_reference:
@@ -154,7 +213,9 @@ def recommendation_notes(topology: Topology, problem: Problem, k: int) -> list[s
         from gputopo.analysis.measured import method_of
 
         methods = sorted({method_of(link.measured) for link in topology.links if link.measured is not None})
-        notes.append(f"Ranked by measured GB/s: {measured} pair(s) use measurements ({'; '.join(methods)}) instead of estimates.")
+        notes.append(f"Ranked by measured GB/s: {measured} pair(s) use measurements ({'; '.join(methods)}) instead of estimates; "
+                     f"measured figures closer than the noise assumed, {noise_text(problem.noise)}, rank as equal "
+                     "(fewer hosts, sockets and NUMA nodes decide between them).")
     set_aside = measurements_set_aside(topology)
     if set_aside:
         shown = ", ".join(f"{a}-{b}" for a, b in set_aside[:8]) + (f" and {len(set_aside) - 8} more" if len(set_aside) > 8 else "")

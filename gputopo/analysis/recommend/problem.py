@@ -75,6 +75,8 @@ class Problem:
         socket_id: list[int | None] | None = None,
         numa_node: list[int | None] | None = None,
         budget: Budget | None = None,
+        measured: dict[tuple[int, int], tuple[int, float]] | None = None,
+        noise: dict[str, float] | None = None,
     ):
         self.index = list(index)  # position -> GPU index
         self.pos = {g: p for p, g in enumerate(self.index)}
@@ -88,6 +90,10 @@ class Problem:
         self.estimate_basis = estimate_basis if estimate_basis is not None else {}
         self.tf_peer_pairs = tf_peer_pairs
         self.measured_pairs = measured_pairs  # candidate pairs ranked by a measurement
+        # A measured pair's own figure and noise, by GPU numbers ((a, b) both orders): ``weight``
+        # holds the figure of its noise class (``weights.ranking_figures``); ``noise``: per tool.
+        self.measured = measured if measured is not None else {}
+        self.noise = noise if noise is not None else {}
         # Sockets ((host, socket) ids) and NUMA node numbers per position, where the source knows them.
         self.socket_id = socket_id if socket_id is not None else [None] * len(self.index)
         self.numa_node = numa_node if numa_node is not None else [None] * len(self.index)
@@ -102,7 +108,11 @@ class Problem:
         self.max_weight = self.speeds[0] if self.speeds else 0
         # Every pair has the same bandwidth -- as far as the source tells: links it does not name
         # (a TF log alone: UNKNOWN) get one assumed figure each, which makes them look alike.
-        self.links_known = topology is None or "UNKNOWN" not in topology.link_table().kind_fact("type")
+        # Every pair measured tells the pairs apart too (their figures, not their links, rank them).
+        self.all_measured = self.n > 1 and len(self.measured) >= self.n * (self.n - 1) and all(
+            (a, b) in self.measured for x, a in enumerate(self.index) for b in self.index[x + 1 :])
+        self.links_known = (topology is None or "UNKNOWN" not in topology.link_table().kind_fact("type")
+                            or self.all_measured)
         self.uniform = len(self.speeds) <= 1
 
     @classmethod
@@ -128,6 +138,7 @@ class Problem:
             index, weights.weight, host_id, domain_id, topology=topology, links=links, gpus=gpus,
             estimate_basis=weights.basis, tf_peer_pairs=tf_peer_pairs, measured_pairs=weights.measured_pairs,
             socket_id=socket_id, numa_node=[gpus[g].numa_node for g in index], budget=budget,
+            measured=weights.measured, noise=weights.noise,
         )
 
     def restricted(self, positions: Sequence[int]) -> Problem:
@@ -142,8 +153,14 @@ class Problem:
             topology=self.topology, links=self.links, gpus=self.gpus,
             estimate_basis=self.estimate_basis, tf_peer_pairs=self.tf_peer_pairs, measured_pairs=self.measured_pairs,
             socket_id=[self.socket_id[p] for p in positions], numa_node=[self.numa_node[p] for p in positions],
-            budget=self.budget,
+            budget=self.budget, measured=self.measured, noise=self.noise,
         )
+
+    def own_figure(self, a: int, b: int) -> tuple[int, float]:
+        """GPUs ``a`` and ``b``'s own figure (centi-GB/s; measured, not its noise class's) and the
+        noise assumed of it (0: an estimate, exact)."""
+        found = self.measured.get((a, b))
+        return found if found is not None else (self.weight[self.pos[a]][self.pos[b]], 0.0)
 
     # -- worth of a group
 

@@ -117,6 +117,9 @@ class Recommendation:
     # Measured pairs whose figures were set aside (P2P slower than staged: a fault to fix), ranked on
     # the healthy state; empty where none.
     measurements_set_aside: list[tuple[int, int]] = field(default_factory=list)
+    # The noise assumed of each tool's measured figures (a share: 0.05 is 5%): figures closer than it
+    # rank as equal. Empty where nothing measured ranks (estimates are exact).
+    measurement_noise: dict[str, float] = field(default_factory=dict)
     search_steps: int = 0  # the work the call spent, in the budget's steps (``budget``)
     search_budget: int = 0  # the steps it was allowed
     search_stopped: bool = False  # the budget ran out: the groups are the best found, not proven
@@ -156,4 +159,5 @@ class Recommendation:
                 "ranked_on": "healthy-state",
                 "until_fixed_env": {"NCCL_P2P_DISABLE": "1"},
             } if self.measurements_set_aside else None,
+            "measurement_noise": dict(sorted(self.measurement_noise.items())),
         }

@@ -7,11 +7,17 @@ NVLinks each must have). A 576-GPU domain has 165,600 pairs and a handful of suc
 are made once per class and spread over the links in whole columns; only measured pairs and pairs
 doctor found unhealthy are figured one by one. Where TensorFlow's peer view filled in P2P facts
 (links copied with other words than the topology's), every pair is figured on its own.
+
+A measured figure is known only to within its noise (``measured.noise_by_method``): the search ranks
+each by the figure of its *noise class* (``ranking_figures``), so that measured figures closer than
+the noise compare equal and locality decides between them; the raw figures are kept beside
+(``PairWeights.measured``) for what is shown. Estimates are exact and rank as they are.
 """
 
 from __future__ import annotations
 
 import collections
+import dataclasses
 import itertools
 import operator
 from collections.abc import Sequence
@@ -20,7 +26,7 @@ from typing import Any
 
 from gputopo.analysis.bandwidth import estimate_link, implied_nvlinks
 from gputopo.analysis.estimates import pair_classes
-from gputopo.analysis.measured import best_estimate
+from gputopo.analysis.measured import best_estimate, method_of, noise_by_method
 from gputopo.errors import InputError
 from gputopo.model import Gpu, Link, Topology
 from gputopo.model.link_table import LinkTable
@@ -40,11 +46,63 @@ EVERY_PAIR_ALIKE = frozenset({"iommu", "p2p-disabled"})
 class PairWeights:
     """``weight[p][q]``: the figure of the pair at positions ``p``, ``q`` (0 on the diagonal);
     ``basis[(a, b)]``: how a pair's figure was had ("measured", "estimated", "assumed": the low end
-    of a range), by GPU numbers in either order; ``measured_pairs``: how many pairs are measured."""
+    of a range), by GPU numbers in either order; ``measured_pairs``: how many pairs are measured;
+    ``measured[(a, b)]``: a measured pair's own figure and the noise assumed of it (a share), where
+    ``weight`` holds the figure of its noise class; ``noise``: the noise assumed per tool."""
 
     weight: list[list[int]]
     basis: Any  # a Mapping from (a, b) to its basis
     measured_pairs: int
+    measured: dict[tuple[int, int], tuple[int, float]] = dataclasses.field(default_factory=dict)
+    noise: dict[str, float] = dataclasses.field(default_factory=dict)
+
+
+def ranking_figures(measured: dict[int, float], estimates: set[int]) -> dict[int, int]:
+    """``{measured figure: the figure it ranks by}``, given each measured figure's noise (a share)
+    and the estimated figures (exact) beside them.
+
+    The figures, fastest first, are cut into classes: a class starts at its fastest figure (its
+    anchor) and takes every next figure closer to the anchor than the noise of either, so any two
+    figures of a class differ by less than the noise; at most one estimate joins a class (estimates
+    are exact: two different ones never tie). A class ranks by its estimate, else by its anchor; the
+    classes keep their order, so a faster figure never ranks below a slower one."""
+    ranked: dict[int, int] = {}
+    members: list[int] = []
+    anchor, anchor_noise, estimate = 0, 0.0, None
+
+    def close() -> None:
+        for value in members:
+            if value in measured:
+                ranked[value] = estimate if estimate is not None else anchor
+
+    for value in sorted(set(measured) | estimates, reverse=True):
+        noise = measured.get(value, 0.0)
+        is_estimate = value in estimates
+        if members and anchor - value < max(anchor_noise, noise) * anchor and not (is_estimate and estimate is not None):
+            members.append(value)
+        else:
+            close()
+            members, anchor, anchor_noise, estimate = [value], value, noise, None
+        if is_estimate:
+            estimate = value
+    close()
+    return ranked
+
+
+def _rank_measured(weight: list[list[int]], position: dict[int, int], measured: list[tuple[int, int, int, float]],
+                   estimates: set[int]) -> dict[tuple[int, int], tuple[int, float]]:
+    """Put each measured pair's class figure into ``weight``; return the pairs' own figures and noise
+    (by GPU numbers, both orders). ``measured``: ``(a, b, figure, noise)`` of the candidate pairs."""
+    noise_of: dict[int, float] = {}
+    for _, _, value, noise in measured:
+        noise_of[value] = max(noise, noise_of.get(value, 0.0))
+    ranked = ranking_figures(noise_of, estimates)
+    own: dict[tuple[int, int], tuple[int, float]] = {}
+    for a, b, value, noise in measured:
+        i, j = position[a], position[b]
+        weight[i][j] = weight[j][i] = ranked[value]
+        own[(a, b)] = own[(b, a)] = (value, noise)
+    return own
 
 
 def figure(link: Link, gpu_a: Gpu | None, gpu_b: Gpu | None, fewest: int, topology: Topology | None = None) -> tuple[int, str]:
@@ -96,6 +154,9 @@ def _pair_by_pair(topology: Topology, index: Sequence[int], links: dict[tuple[in
     n = len(index)
     weight = [[0] * n for _ in range(n)]
     basis: dict[tuple[int, int], str] = {}
+    noise = noise_by_method(topology)
+    measured: list[tuple[int, int, int, float]] = []
+    estimates: set[int] = set()
     for i in range(n):
         for j in range(i + 1, n):
             a, b = index[i], index[j]
@@ -105,7 +166,12 @@ def _pair_by_pair(topology: Topology, index: Sequence[int], links: dict[tuple[in
             value, how = figure(link, gpus.get(link.a), gpus.get(link.b), _fewest(topology, link), topology)
             weight[i][j] = weight[j][i] = value
             basis[(a, b)] = basis[(b, a)] = how
-    return PairWeights(weight, basis, sum(1 for value in basis.values() if value == "measured") // 2)
+            if how == "measured":
+                measured.append((a, b, value, noise[method_of(link.measured)]))
+            else:
+                estimates.add(value)
+    own = _rank_measured(weight, {g: p for p, g in enumerate(index)}, measured, estimates)
+    return PairWeights(weight, basis, len(measured), own, noise)
 
 
 _MEASURED, _HEALTH = operator.attrgetter("measured"), operator.attrgetter("health")
@@ -154,12 +220,19 @@ def _by_class(topology: Topology, index: Sequence[int], links: Any, gpus: dict[i
     positions = range(len(every))
     special = sorted(set(itertools.compress(positions, map(_MEASURED, every)))
                      | set(itertools.compress(positions, map(_HEALTH, every))))
-    measured = 0
     position = {g: p for p, g in enumerate(index)}
+    noise = noise_by_method(topology)
+    measured: list[tuple[int, int, int, float]] = []
+    measured_at: set[int] = set()
     for k in special:  # measured, or doctor found the path unhealthy
         link = every[k]
         values[k], basis = figure(link, gpus[link.a], gpus[link.b], _fewest(topology, link), topology)
-        measured += basis == "measured" and link.a in position and link.b in position
+        if basis == "measured":
+            measured_at.add(k)
+            if link.a in position and link.b in position:
+                measured.append((link.a, link.b, values[k], noise[method_of(link.measured)]))
+    # (the figures of the links not measured: of every link, those of GPUs left out too)
+    estimates = set(itertools.compress(values, map(operator.not_, map(measured_at.__contains__, positions)))) if measured else set()
     weight = _matrix(len(index), position, table, values)
     for i, row in enumerate(weight):
         row[i] = 0
@@ -167,4 +240,5 @@ def _by_class(topology: Topology, index: Sequence[int], links: Any, gpus: dict[i
             j = row.index(None)
             raise InputError(f"the topology has no link between GPU {index[min(i, j)]} and GPU {index[max(i, j)]}; "
                              "cannot rank groups")
-    return PairWeights(weight, PairBasis(topology, links, gpus), measured)
+    own = _rank_measured(weight, position, measured, estimates) if measured else {}
+    return PairWeights(weight, PairBasis(topology, links, gpus), len(measured), own, noise)

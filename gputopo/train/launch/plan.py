@@ -37,6 +37,9 @@ class LaunchPlan:
     numa_node: int | None = None
     ring: list[int] | None = None
     bottleneck_gbps: float | None = None
+    # How the slowest hop's figure was had: "measured", "estimated" (for its link type) or "assumed"
+    # (the low end of a range: a fact it depends on is not in the source); None: not known.
+    bottleneck_basis: str | None = None
     reason: str | None = None
     notes: list[str] = field(default_factory=list)
 
@@ -115,6 +118,7 @@ def plan_from_group(group: Any, numactl_path: str | None, topology: Any = None) 
         numa_node=numa_node,
         ring=list(getattr(group, "ring", None) or []) or None,
         bottleneck_gbps=getattr(group, "bottleneck_gbps", None),
+        bottleneck_basis=getattr(getattr(group, "slowest_hop", None), "basis", None),
         reason=getattr(group, "reason", None),
     )
 

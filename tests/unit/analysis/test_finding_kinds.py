@@ -132,3 +132,14 @@ def test_fail_on_counts_faults_at_the_level_and_design_only_when_asked():
     assert counted(findings, "error") == []
     assert [f.code for f in counted(findings, "warning", design=True)] == ["cross-socket", "pcie-link-narrow", "p2p-tns"]
     assert [f.code for f in counted(findings, "info", design=True)] == ["cross-socket", "pcie-link-narrow", "p2p-tns"]
+
+
+def test_worst_first_orders_by_severity_then_faults_design_notes_and_keeps_the_rest():
+    from gputopo.analysis.finding_kinds import worst_first
+
+    made = [Finding("info", "virtual-machine", "a note"), Finding("warning", "cross-socket", "design warning"),
+            Finding("info", "cross-socket", "design info"), Finding("warning", "pcie-link-narrow", "fault 1"),
+            Finding("error", "virtual-machine", "an error note"), Finding("warning", "pcie-link-narrow", "fault 2"),
+            Finding("info", "pcie-link-slow-maybe-idle", "another note")]
+    assert [f.message for f in worst_first(made)] == [
+        "an error note", "fault 1", "fault 2", "design warning", "design info", "a note", "another note"]

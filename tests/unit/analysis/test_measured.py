@@ -117,3 +117,19 @@ def test_host_memory_figures_never_land_on_gpu_links():
         with pytest.raises(InputError, match="host memory on logical CPU devices"):
             merge_measurements(topo, bench, "bench.json", join_by_index)
         assert not any(link.measured for link in topo.links)
+
+
+def test_the_noise_of_each_tool_is_its_widest_spread_else_the_default():
+    from gputopo.analysis.measured import DEFAULT_NOISE, noise_by_method, noise_text
+
+    topology = load_reference("two-socket-4gpu")
+    topology.link(0, 1).measured = Measurement(10.0, 10.0, method="bench-p2p", spread=0.02)
+    topology.link(0, 2).measured = Measurement(10.0, 10.0, method="bench-p2p", spread=0.031)
+    topology.link(1, 3).measured = Measurement(10.0, 10.0, method="p2pBandwidthLatencyTest", test="P2P=Enabled")
+    topology.link(2, 3).measured = Measurement(10.0, 10.0, device_kind="CPU", method="bench-p2p", spread=0.5)  # host memory
+    noise = noise_by_method(topology)
+    assert noise == {"bench-p2p": 0.031, "p2pBandwidthLatencyTest P2P=Enabled": DEFAULT_NOISE}
+    assert noise_text(noise) == ("~5% (bench-p2p: the widest spread of its repeated samples, 3.1%; "
+                                 "p2pBandwidthLatencyTest P2P=Enabled: no repeated samples recorded, the default)")
+    topology.link(0, 2).measured = Measurement(10.0, 10.0, method="bench-p2p")  # one figure without samples
+    assert noise_by_method(topology)["bench-p2p"] == DEFAULT_NOISE

@@ -67,3 +67,11 @@ def test_placeholder_topology_says_host_memory_and_validates():
     assert "host memory" in topo.label
     assert apply_measurements(topo, result) == [(0, 1)]
     assert Topology.from_dict(topo.to_dict()).link(0, 1).measured.device_kind == "CPU"
+
+
+def test_apply_measurements_keeps_how_much_the_repeated_samples_varied():
+    """recommend takes a bench's spread, (max - min) / median of its samples, for the noise of its figures."""
+    topo = two_socket_4()
+    apply_measurements(topo, make_result("GPU", {(0, 1): 10.0, (1, 0): 20.0}, indices=[0, 1, 2, 3]))
+    m = Topology.from_dict(topo.to_dict()).link(0, 1).measured
+    assert m is not None and m.spread == pytest.approx(0.2)  # make_result's samples: median +-10%

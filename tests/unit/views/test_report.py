@@ -129,3 +129,40 @@ def test_one_gpu_still_draws():
     topo.gpus, topo.links, topo.nic_links = topo.gpus[:1], [], []
     root = ET.fromstring(render_report(topo).replace("<!DOCTYPE html>", "", 1))
     assert _attrs(root, "data-gpu") == ["0"] and _attrs(root, "data-link") == []
+
+
+def _section(page: str, name: str) -> str:
+    start = page.index(f'<section id="{name}">')
+    return page[start:page.index("</section>", start)]
+
+
+def test_findings_are_listed_worst_first_faults_before_design_before_notes():
+    from gputopo.model import Finding
+
+    topo = load_reference("two-socket-4gpu")
+    topo.diagnostics = [Finding("info", "virtual-machine", "NOTE-INFO"), Finding("warning", "cross-socket", "DESIGN-WARN"),
+                        Finding("warning", "pcie-width-degraded", "FAULT-WARN", gpus=[1]),
+                        Finding("error", "gpus-missing", "FAULT-ERROR"), Finding("info", "cross-socket", "DESIGN-INFO")]
+    findings = _section(render_report(topo), "findings")
+    shown = [word for word in ("FAULT-ERROR", "FAULT-WARN", "DESIGN-WARN", "DESIGN-INFO", "NOTE-INFO") if word in findings]
+    assert sorted(shown, key=findings.index) == ["FAULT-ERROR", "FAULT-WARN", "DESIGN-WARN", "DESIGN-INFO", "NOTE-INFO"]
+    assert '<li data-kind="fault"><span class="sev sev-error">' in findings
+
+
+def test_not_known_lists_what_the_estimates_assume():
+    paste = OWN_FIXTURES / "corpus" / "topo" / "a100_4gpu_nv4_restricted_cpuset_nic_legend.txt"
+    unknown = _section(render_report(read_file(str(paste))), "unknown")
+    assert "Estimates of NV4 rest on an assumption: NVLink generation not in the source" in unknown
+    paste = OWN_FIXTURES / "doctor" / "constructed" / "topo_m.txt"
+    unknown = _section(render_report(read_file(str(paste))), "unknown")
+    assert "Estimates of PIX, NODE, SYS rest on an assumption: PCIe generation not in the source" in unknown
+    assert "rest on an assumption" not in _section(render_report(load_reference("dgx1")), "unknown")
+
+
+def test_the_plans_lines_wrap_instead_of_running_off_the_page():
+    from gputopo.analysis.recommend import recommend
+
+    topo = load_reference("dgx1")
+    page = render_report(topo, recommend(topo, 4))
+    assert '<pre id="plan-lines">' in _section(page, "plan")
+    assert "#plan pre{white-space:pre-wrap;overflow-wrap:anywhere}" in page

@@ -3,6 +3,8 @@ the loss figures are."""
 
 from __future__ import annotations
 
+import pytest
+
 from gputopo.train.launch.plan import LaunchPlan
 from gputopo.views.train import render_plan, render_summary
 
@@ -51,8 +53,17 @@ def test_plan_prints_notes_and_reason_literally(monkeypatch, capsys):
     assert "why [red]not[/]" in text and "see /data/[x]/train" in text and "--data '/data/[x]'" in text
 
 
-def test_plan_says_the_bottleneck_is_an_expected_per_direction_figure(monkeypatch, capsys):
-    monkeypatch.setenv("COLUMNS", "120")
-    plan = LaunchPlan("GPU", 2, [0, 1], {"CUDA_VISIBLE_DEVICES": "0,1"}, [], ring=[0, 1], bottleneck_gbps=20.0)
+@pytest.mark.parametrize(("basis", "says"), [
+    ("measured", "(measured)"),
+    ("estimated", "(estimated for its link type)"),
+    ("assumed", "(at least: estimated where a fact its speed depends on is not in the source)"),
+])
+def test_plan_says_how_the_bottleneck_per_direction_figure_was_had(monkeypatch, capsys, basis, says):
+    """Issue 32: a measured figure is never called "expected for its link type"."""
+    monkeypatch.setenv("COLUMNS", "160")
+    plan = LaunchPlan("GPU", 2, [0, 1], {"CUDA_VISIBLE_DEVICES": "0,1"}, [], ring=[0, 1], bottleneck_gbps=20.0,
+                      bottleneck_basis=basis)
     render_plan(plan, [], "mirrored")
-    assert "~20.0 GB/s per direction (expected for its link type)" in _text(capsys)
+    text = " ".join(_text(capsys).split())
+    assert f"~20.0 GB/s per direction {says}" in text
+    assert basis != "measured" or "expected" not in text

@@ -63,20 +63,81 @@ def test_hops_that_round_alike_say_what_differs_not_twelve_against_twelve():
     assert "cost for each PCIe bridge" in reason
 
 
-@pytest.mark.parametrize(("measured", "best", "says"), [
-    ((0, 1), [0, 1], "its slowest ring hop (PXB, measured) is a little faster than {2,3}'s (PIX, estimated)"),
-    ((2, 3), [2, 3], "its slowest ring hop (PIX, measured) is a little faster than {0,1}'s (PXB, estimated)"),
-])
-def test_hops_that_round_alike_with_one_measured_do_not_call_the_estimate_measured(measured, best, says):
-    """The same box with one pair measured near the other's estimate: "measured a little faster" would
-    call an estimated hop measured, or compare a measurement with a figure nobody measured."""
+@pytest.mark.parametrize(("measured", "gbps"), [((0, 1), 12.4), ((2, 3), 12.0)])
+def test_hops_that_round_alike_with_one_measured_tie_within_the_noise(measured, gbps):
+    """The same box with one pair measured near the other's estimate (12.3 GB/s): "measured a little
+    faster" would call an estimated hop measured, and a measurement within its noise of an estimate
+    does not tell which is faster (issue 32): the two rank as equal, and the lower GPU numbers go first."""
     from gputopo.model.parts import Measurement
 
     paste = REPO / "tests/fixtures/corpus/topo/nccl667_4gpu_pxb_pair_pix_pair_sys_two_numa_no_legend.txt"
     topology = resolve(TopologyRequest(from_files=[str(paste)]))
-    gbps = 12.4 if measured == (0, 1) else 12.0
     topology.link(*measured).measured = Measurement(a_to_b_gbps=gbps, b_to_a_gbps=gbps, method="bench-p2p",
                                                     p2p_enabled=True)
     result = recommend(topology, 2)
-    assert result.best.gpus == best and says in result.best.reason
-    assert "measured a little faster" not in result.best.reason
+    first, second = result.groups[:2]
+    assert first.gpus == [0, 1] and second.gpus == [2, 3] and first.key == second.key
+    assert first.reason.startswith("as good as {2,3} in everything the source shows, their slowest hops (~")
+    assert "within the ~5% a measurement varies" in first.reason
+    assert "faster" not in first.reason
+    assert gbps in {hop.gbps for hop in first.hops + second.hops}  # the figure shown is the one measured
+
+
+def _measured_box(figures, numa):
+    """A PCIe box of len(numa) GPUs, every pair measured (bench-p2p, no spread): ``figures[(a, b)]``."""
+    from linktable import link_table
+
+    from gputopo.model.parts import Measurement
+
+    n = len(numa)
+    rows = [["X" if i == j else "PIX" for j in range(n)] for i in range(n)]
+    topology = link_table(rows, numa=numa)
+    for (a, b), gbps in figures.items():
+        topology.link(a, b).measured = Measurement(a_to_b_gbps=gbps, b_to_a_gbps=gbps, method="bench-p2p")
+    return topology
+
+
+def test_a_faster_measurement_within_the_noise_loses_to_locality():
+    """Issue 32: 45.2 against 44.9 GB/s measured is no difference; the pair on one NUMA node wins, and
+    the reason says the figures are within the noise, not that one is faster."""
+    topology = _measured_box({(0, 1): 44.9, (0, 2): 45.2, (0, 3): 20.0, (1, 2): 20.0, (1, 3): 20.0, (2, 3): 20.0},
+                             numa=[0, 0, 1, 1])
+    result = recommend(topology, 2)
+    best, runner_up = result.groups[:2]
+    assert best.gpus == [0, 1] and runner_up.gpus == [0, 2]
+    assert best.bottleneck_gbps == 44.9 and runner_up.bottleneck_gbps == 45.2
+    assert best.reason == ("slowest hop within the ~5% a measurement varies of {0,2}'s (~44.9 and ~45.2 GB/s), but "
+                           "on one NUMA node instead of 2, keeping the input pipeline next to the GPUs")
+    assert any("rank as equal" in note and "~5%" in note for note in result.notes)
+    assert result.to_dict()["measurement_noise"] == {"bench-p2p": 0.05}
+
+
+def test_measurements_beyond_the_noise_still_rank_by_speed():
+    topology = _measured_box({(0, 1): 40.0, (0, 2): 45.2, (0, 3): 20.0, (1, 2): 20.0, (1, 3): 20.0, (2, 3): 20.0},
+                             numa=[0, 0, 1, 1])
+    best = recommend(topology, 2).best
+    assert best.gpus == [0, 2] and best.reason.startswith("its slowest ring hop is ~45 GB/s (PIX) against ~40 GB/s")
+
+
+def test_totals_within_the_noise_are_not_called_more_link_bandwidth():
+    """Four GPUs on one NUMA node, every pair measured within 5% of the fastest: no group is "more
+    link bandwidth (45 against 45 GB/s)" than another; they tie, and the reasons say why."""
+    figures = {(0, 1): 45.0, (0, 2): 45.3, (1, 2): 44.8, (0, 3): 44.1, (1, 3): 45.0, (2, 3): 43.9}
+    result = recommend(_measured_box(figures, numa=[0, 0, 0, 0]), 3)
+    assert all("more link bandwidth" not in g.reason and "faster" not in g.reason for g in result.groups)
+    assert result.best.reason == "every pair measured within the noise of the others: any group of this size is as good"
+    assert result.interchangeable and result.best.gpus == [0, 1, 2]
+    assert any(note.startswith("Every pair's figure is within the noise of the measured ones, ~5%") for note in result.notes)
+
+
+def test_a_box_measured_alone_whose_pairs_all_measure_alike_is_called_so():
+    """A p2pBandwidthLatencyTest matrix alone names no link; every pair measured within 5% of the
+    others is not "the source does not say how the GPUs are connected"."""
+    from gputopo.views.recommend import ring_summary
+
+    paste = REPO / "tests/fixtures/corpus/p2pbw/mleng_h100_8gpu_p2p_writes_only.txt"
+    result = recommend(resolve(TopologyRequest(from_files=[str(paste)])), 2)
+    assert result.interchangeable
+    assert result.best.reason == "every pair measured within the noise of the others: any group of this size is as good"
+    assert "measured ~" in ring_summary(result.best) and "assumed" not in ring_summary(result.best)
+    assert not any("does not tell the links apart" in note for note in result.notes)

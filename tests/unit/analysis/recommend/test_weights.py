@@ -97,3 +97,26 @@ def test_the_figures_of_small_machines_come_out_as_before():
         gpus = {g.index: g for g in topology.gpus}
         weights = pair_weights(topology, topology.gpu_indices, LinkLookup(topology), gpus, 0)
         assert weights.weight == _pair_by_pair(topology, topology.gpu_indices, topology.link_map(), gpus).weight
+
+
+def test_measured_figures_closer_than_their_noise_rank_by_one_figure():
+    """Classes from the fastest down, each within the noise of its fastest figure; an estimate (exact)
+    gives its class its figure, and two estimates never share a class."""
+    from gputopo.analysis.recommend.weights import ranking_figures
+
+    assert ranking_figures({4520: 0.05, 4490: 0.05, 4000: 0.05}, set()) == {4520: 4520, 4490: 4520, 4000: 4000}
+    assert ranking_figures({4520: 0.05}, {4490}) == {4520: 4490}  # a measurement near an estimate ties it
+    assert ranking_figures({4400: 0.05}, {4500, 4450}) == {4400: 4450}
+    assert ranking_figures({4520: 0.0, 4490: 0.0}, set()) == {4520: 4520, 4490: 4490}  # no noise: exact
+    # a chain: 5000 anchors [4750, 5000]; 4740 starts the next class
+    assert ranking_figures({5000: 0.05, 4760: 0.05, 4740: 0.05}, set()) == {5000: 5000, 4760: 5000, 4740: 4740}
+
+
+def test_the_search_sees_the_class_figures_and_keeps_the_measured_ones():
+    topology = two_socket_4()
+    topology.link(0, 1).measured = Measurement(45.2, 45.2, method="bench-p2p")
+    topology.link(2, 3).measured = Measurement(44.9, 44.9, method="bench-p2p")
+    for weigh in (_by_class, _pair_by_pair):
+        weights = weigh(topology, topology.gpu_indices, topology.link_map(), {g.index: g for g in topology.gpus})
+        assert weights.weight[0][1] == weights.weight[2][3] == 4520
+        assert weights.measured[(3, 2)] == (4490, 0.05) and weights.measured_pairs == 2
