@@ -3,7 +3,8 @@ adds beside the topology, so a script reads the same figures and verdicts the te
 bench-p2p show (``analysis.measured``: one expectation, one verdict).
 
 A 576-GPU domain has 165,600 links and a handful of classes of pair (``analysis.estimates``): the
-expectations are written once per class, each link a row ``[a, b, class, measured, verdict]``.
+expectations are written once per class, each link only its class number (``class_of_link``, in the
+order of the topology's ``links``), and the measured links, usually none or few, one entry each.
 """
 
 from __future__ import annotations
@@ -32,7 +33,8 @@ RULE = (f"expected: GB/s per direction that a link of its kind gives, from its t
 
 
 def link_figures(topology: Topology) -> dict[str, Any]:
-    """``{"rule", "classes": [{"class", "expected_gbps", ...}], "links": [[a, b, class, measured, verdict]]}``."""
+    """``{"rule", "classes": [{"class", "expected_gbps", ...}], "class_of_link": [k, ...],
+    "measured": [{"a", "b", "measured_gbps", "verdict"}]}``."""
     classes = pair_classes(topology)
     links = topology.links
     if classes.complete and links:
@@ -50,15 +52,14 @@ def link_figures(topology: Topology) -> dict[str, Any]:
         described = {k: _described(link, estimate_of(topology, link), gpus_by_index.get(link.a), gpus_by_index.get(link.b))
                      for k, link in enumerate(links)}
     numbering = {code: k for k, code in enumerate(described)}
-    rows = [[link.a, link.b, numbering[code], None, None] for link, code in zip(links, codes)]
-    measured = {id(link): link for link in measured_links(topology)}
-    if measured:
-        for row, link in zip(rows, links):
-            if id(link) in measured:
-                row[3], row[4] = _judged(topology, link)
+    measured = []
+    for link in measured_links(topology):  # (few: one pass in C finds them)
+        value, judged = _judged(topology, link)
+        measured.append({"a": link.a, "b": link.b, "measured_gbps": value, "verdict": judged})
     return {"rule": RULE,
             "classes": [{"class": numbering[code], **fields} for code, fields in described.items()],
-            "links": rows}
+            "class_of_link": list(map(numbering.__getitem__, codes)),
+            "measured": measured}
 
 
 def _described(example: Link, estimate: Estimate, gpu_a: Gpu | None, gpu_b: Gpu | None) -> dict[str, Any]:

@@ -157,7 +157,10 @@ def _rows_text(data: Any, indent: int, margin: str, parts: list[str | Iterator[s
 def _rows_of_objects(items: list[Any], inner: str) -> str | None:
     """A list of objects as rows from one call of the C encoder: the text between two items is
     ``}, {``, which becomes a line break. Only where that text occurs exactly between the items (no
-    string or nested list holds it: the count says so); else None and the rows are made one by one."""
+    string or nested list holds it: the count says so); else None and the rows are made one by one.
+    A list of integers likewise (``scan --json``'s ``class_of_link``: no integer holds ``, ``)."""
+    if all(type(item) is int for item in items):
+        return inner + _STRICT_ENCODER.encode(items)[1:-1].replace(", ", ",\n" + inner)
     if not all(type(item) is dict for item in items):
         return None
     text = _STRICT_ENCODER.encode(items)[1:-1]

@@ -57,7 +57,6 @@ UNTESTED = frozenset(
         "cli/machines",
         "errors",
         "model/cluster",
-        "model/json_text",
         "model/tf_view",
         "numbering",
         "sources/doctor_input",
