@@ -69,12 +69,12 @@ def _health_apart(request: TopologyRequest) -> tuple[TopologyRequest, list[str]]
     """``--from`` means the same in every command (issue 30): a file of health evidence (what doctor
     reads) given beside a topology is taken apart from it, to be judged; alone, it stays, so the
     readers refuse it with the command that reads it (``gputopo doctor --from``)."""
+    if len(request.from_files) < 2:  # alone, a file stays what it is (and nothing is imported for it)
+        return request, []
     import dataclasses
 
     from gputopo.sources.doctor_input import health_only
 
-    if not request.from_files:
-        return request, []
     health = [path for path in request.from_files if health_only(path)]
     rest = tuple(path for path in request.from_files if path not in health)
     if not health or not rest:

@@ -24,11 +24,14 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from gputopo.analysis import pstates
 from gputopo.analysis.doctor_common import DoctorReport, and_list
 from gputopo.model import Finding, Gpu
-from gputopo.sources.health import HealthEvidence
+
+if TYPE_CHECKING:  # (scan's findings import this module: no doctor evidence readers at its start-up)
+    from gputopo.sources.health import HealthEvidence
 
 # Not `nvidia-smi -q -d PCIE`: a real nvidia-smi 580 refused `-q -d PCIE,MEMORY` (MEMORY is a display
 # type, so PCIE is not; tests/hardware/README.md). The query shows the state the speed follows.
