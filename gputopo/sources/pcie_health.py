@@ -36,6 +36,7 @@ MAX_CONFIG_BYTES = 4096
 NVIDIA_VENDOR = "0x10de"
 DISPLAY_CLASSES = ("0x0300", "0x0302")  # VGA controller, 3D controller
 BRIDGE_CLASS = "0x0604"
+MAX_PCI_DEPTH = 16  # devices between a host bridge and a GPU: real machines have a handful
 ACS_BITS = ("SrcValid", "TransBlk", "ReqRedir", "CmpltRedir", "UpstreamFwd", "EgressCtrl", "DirectTrans")
 # The bits that send peer requests/completions up to the root complex (or block them).
 ACS_REDIRECT_MASK = 0b0111110  # TransBlk, ReqRedir, CmpltRedir, UpstreamFwd, EgressCtrl (not SrcValid, DirectTrans)
@@ -197,6 +198,8 @@ def gpu_pcie_path(bdf: str, root: Root = "/") -> GpuPciePath | None:
     starts = [k for k, part in enumerate(parts) if part.startswith("pci") and ":" in part]
     if not starts or parts[-1] != bdf:
         return None
+    if sum(1 for part in parts[starts[0] + 1:] if _BDF.match(part)) > MAX_PCI_DEPTH:
+        return None  # deeper than any real machine: a crafted tree (each level is read from the root)
     host_bridge = parts[starts[0]]
     nodes = []
     for k in range(starts[0] + 1, len(parts)):

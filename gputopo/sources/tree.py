@@ -32,6 +32,9 @@ from gputopo.errors import InputError
 from gputopo.fileio import decode_text
 
 MAX_LINK_HOPS = 40  # the kernel's own limit on links followed in one path (ELOOP past it)
+# Names one walk may visit, links' targets included: a real sysfs path is a few dozen; 40 hops of
+# 4096-byte targets of `..` would be 80,000 (an archive of 49,000 such links: minutes of work).
+MAX_WALK_NAMES = 4096
 DEFAULT_READ_LIMIT = 1 << 20
 
 FILE, FOLDER, LINK, OTHER = "file", "folder", "link", "other"
@@ -49,6 +52,7 @@ class Tree:
 
     label: str = ""
     is_live_host: bool = False  # the real ``/`` of this machine (statvfs and NVML may be asked too)
+    walked: int = 0  # names visited by every walk so far (an archive's check bounds their sum)
 
     # --- what subclasses give ---------------------------------------------------------------------
 
@@ -78,8 +82,12 @@ class Tree:
     def _walk(self, rel: str) -> tuple[tuple[str, ...] | None, str | None]:
         pending = list(reversed(split_relative(rel)))
         done: list[str] = []
-        hops = 0
+        hops = visited = 0
         while pending:
+            visited += 1
+            if visited > MAX_WALK_NAMES:
+                return None, "loop"  # (said as the kernel says a chain too long: not followed)
+            self.walked += 1
             name = pending.pop()
             if name == "/":  # an absolute link target: this host's root (only the live host's is followed)
                 done = []
@@ -296,7 +304,7 @@ class MemoryTree(Tree):
             child = parent
 
     def _lookup(self, parts: tuple[str, ...]) -> tuple[str, str | None] | None:
-        path = "/".join(parts)
+        path = "/".join(parts)  # (bounded: a walk visits at most MAX_WALK_NAMES names)
         if path in self.links:
             return LINK, self.links[path]
         if path in self.files:

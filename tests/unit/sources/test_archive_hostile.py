@@ -173,3 +173,75 @@ def test_names_and_link_targets_longer_than_path_max_are_refused(tmp_path):
     path = _archive(tmp_path / "longlink.tar.gz", {"l": "a/" * 2100})
     with pytest.raises(InputError, match="a link of more than 4096 bytes"):
         opened_archive(path)
+
+
+def _sparse_header(name: str, extended: bool) -> bytes:
+    """A GNU sparse (``S``) header, its isextended byte (offset 482) set, the checksum made again."""
+    info = tarfile.TarInfo(name)
+    info.type, info.size = tarfile.GNUTYPE_SPARSE, 0
+    block = bytearray(info.tobuf(format=tarfile.GNU_FORMAT)[: tarfile.BLOCKSIZE])
+    block[482] = 1 if extended else 0
+    block[148:156] = b"        "
+    block[148:156] = b"%06o\0 " % sum(block)
+    return bytes(block)
+
+
+def _marked() -> bytes:
+    mark = tarfile.TarInfo(GATHER_MARK)
+    mark.size = 2
+    return mark.tobuf(format=tarfile.GNU_FORMAT) + b"x\n" + b"\0" * 510
+
+
+@pytest.mark.parametrize("extension_blocks", [None, 2000])
+def test_a_sparse_member_is_refused_before_tarfile_reads_its_extensions(tmp_path, extension_blocks):
+    """Review: a cut sparse header ended in an IndexError traceback (exit 1); 180,000 extension blocks
+    (321 KB of gzip) took 380 MB before the refusal. Now refused at its header."""
+    import gzip
+
+    body = _marked() + _sparse_header("s", True)
+    if extension_blocks:
+        block = bytearray(512)
+        block[504] = 1  # every block says another follows
+        body += bytes(block) * extension_blocks + b"\0" * 1024
+    path = tmp_path / "sparse.tar.gz"
+    path.write_bytes(gzip.compress(body))
+    with pytest.raises(InputError, match="a sparse member"):
+        opened_archive(str(path))
+
+
+def test_links_that_walk_each_other_too_long_are_refused_in_bounded_work(tmp_path):
+    """Review: 38 links whose 4 KB targets of `d/..` lead to the next, and thousands of links to the
+    first: each walk stayed under 40 hops but visited ~60,000 names (10 minutes for 49,000 links).
+    A walk visits at most MAX_WALK_NAMES names, and the archive's check a budget in all."""
+    from gputopo.sources.tree import MAX_WALK_NAMES
+
+    climb = "/".join(["d/.."] * 800)
+    links = {f"k{i}": f"{climb}/k{i + 1}" for i in range(38)}
+    links["k38"] = f"{climb}/d"
+    links.update({f"l{i}": "k0" for i in range(300)})
+    path = _archive(tmp_path / "walk.tar.gz", links, {"d/f": "x"})
+    with pytest.raises(InputError, match="loops|too deeply"):
+        opened_archive(path)
+    assert 800 * 2 * 3 > MAX_WALK_NAMES  # (three such hops already pass the bound)
+
+
+def test_a_pcie_path_deeper_than_any_machine_places_no_gpu(tmp_path):
+    """Review: 290 bridges above each of 200 GPUs cost 83 s (every level read again from the root)."""
+    from gputopo.sources.pcie_health import MAX_PCI_DEPTH, gpu_pcie_path
+
+    def bdf(n: int) -> str:
+        return f"0000:{n % 256:02x}:{n // 256:02x}.0"
+
+    deep = tmp_path / "sys/devices/pci0000:00"
+    for n in range(MAX_PCI_DEPTH + 2):
+        deep = deep / bdf(n)
+    deep.mkdir(parents=True)
+    devices = tmp_path / "sys/bus/pci/devices"
+    devices.mkdir(parents=True)
+    last = bdf(MAX_PCI_DEPTH + 1)
+    os.symlink(os.path.relpath(deep, devices), devices / last)
+    assert gpu_pcie_path(last, tmp_path) is None
+    shallow = tmp_path / "sys/devices/pci0000:00" / bdf(300)
+    shallow.mkdir()
+    os.symlink(os.path.relpath(shallow, devices), devices / bdf(300))
+    assert gpu_pcie_path(bdf(300), tmp_path) is not None
