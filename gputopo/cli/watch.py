@@ -9,6 +9,7 @@ SIGTERM when gputopo dies), samples while it runs, prints a summary and exits wi
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -18,7 +19,7 @@ from typing import Annotated, Any, Optional
 import typer
 
 from gputopo.cli import JsonOption, command
-from gputopo.errors import InputError
+from gputopo.errors import InputError, Terminated
 
 MAX_INTERVAL_S = 3600.0
 MIN_INTERVAL_S = 0.05
@@ -50,6 +51,10 @@ def watch_command(
     if count is not None and count < 1:
         raise InputError(f"--count must be 1 or more (got {count})")
     planned = parse_gpu_list(planned_gpus, "--planned-gpus") if planned_gpus is not None else None
+    if prometheus is not None:  # a bad target refused before anything starts (review: the command ran first)
+        from gputopo.fileio import write_target
+
+        write_target(prometheus)
     code = _watch(list(argv or []), interval, count, json_output, prometheus, planned)
     if code:
         raise typer.Exit(code)
@@ -76,6 +81,13 @@ def _start(argv: list[str], json_output: bool) -> subprocess.Popen[bytes]:
         raise InputError(f"cannot run {argv[0]!r}: no such command") from None
     except PermissionError:
         raise InputError(f"cannot run {argv[0]!r}: permission denied") from None
+
+
+def _terminated(signum: int, frame: object) -> None:
+    """SIGTERM to gputopo while it watches a command: stop the command as Ctrl-C does (``_stop``:
+    SIGTERM, then SIGKILL after the grace), then end with 143. The kernel's parent-death SIGTERM alone
+    can be ignored by the child (review: a `trap "" TERM` outlived gputopo)."""
+    raise Terminated("terminated (SIGTERM): the watched command was stopped")
 
 
 def _stop(child: subprocess.Popen[bytes]) -> None:
@@ -121,6 +133,7 @@ def _watch(argv: list[str], interval: float, count: int | None, json_output: boo
             raise InputError(f"--planned-gpus names a GPU this host does not have ({len(gpus)} GPUs)")
         labels = {g.index: {"gpu": g.index, "name": g.name, "bus_id": g.bus_id} for g in gpus}
         before = reader.sample()
+        previous = signal.signal(signal.SIGTERM, _terminated) if argv else None  # (the main thread: typer's)
         child = _start(argv, json_output) if argv else None
         screen = _Screen(json_output, prometheus, labels)
         try:
@@ -140,7 +153,9 @@ def _watch(argv: list[str], interval: float, count: int | None, json_output: boo
         finally:
             screen.close()
             if child is not None:
-                _stop(child)
+                _stop(child)  # (on SIGTERM too: a child that ignores the kernel's SIGTERM is killed after the grace)
+            if previous is not None:
+                signal.signal(signal.SIGTERM, previous)
     if child is not None or planned is not None:
         _print_summary(summary, argv or None, _exit_code(child), planned, json_output)
     return _exit_code(child) or 0

@@ -103,3 +103,46 @@ def test_both_fakes_answer_alike(libnvml, tmp_path):
     for mine, theirs in zip(python.links, real["links"]):
         assert theirs["rx_gbps"] == pytest.approx(mine.rx_gbps, rel=0.05, abs=1e-3)
     assert real["pcie"][1]["tx_gbps"] == pytest.approx(python.pcie[1].tx_gbps, rel=0.05)
+
+
+def test_sigterm_to_gputopo_stops_a_command_that_ignores_sigterm(libnvml, tmp_path):
+    """Security review: `watch -- bash -c 'trap "" TERM; sleep 300'` outlived a SIGTERM'd gputopo (the
+    kernel's parent-death SIGTERM is ignorable). gputopo now stops it as Ctrl-C does: SIGTERM, then
+    SIGKILL after the grace; and a bad --prometheus target is refused before the command starts."""
+    import signal
+    import time
+
+    data = load_reference("dgx1").to_dict()
+    (tmp_path / "snapshot.json").write_text(json.dumps(data))
+    (tmp_path / "counters.json").write_text(json.dumps({"gpus": {}}))
+    env = {**os.environ, "LD_LIBRARY_PATH": str(libnvml), "PYTHONPATH": str(REPO),
+           "GPUTOPO_FAKE_NVML_SNAPSHOT": str(tmp_path / "snapshot.json"),
+           "GPUTOPO_FAKE_NVML_COUNTERS": str(tmp_path / "counters.json")}
+    pid_file = tmp_path / "child.pid"
+    script = f'trap "" TERM; echo $$ > {pid_file}; sleep 300'
+    parent = subprocess.Popen([sys.executable, "-m", "gputopo", "watch", "-i", "0.5", "--json", "--", "bash", "-c", script],
+                              env=env, cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 60
+        while not pid_file.exists() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        child = int(pid_file.read_text())
+        parent.send_signal(signal.SIGTERM)
+        parent.wait(60)
+        gone = time.monotonic() + 30
+        while time.monotonic() < gone:
+            try:
+                os.kill(child, 0)
+            except ProcessLookupError:
+                break
+            time.sleep(0.1)
+        else:
+            os.kill(child, signal.SIGKILL)
+            pytest.fail("the watched command outlived gputopo")
+        assert parent.returncode == 143 and "Traceback" not in parent.stderr.read()
+    finally:
+        parent.kill()
+    ran = tmp_path / "ran"
+    refused = subprocess.run([sys.executable, "-m", "gputopo", "watch", "--prometheus", "/dev/null", "--", "touch", str(ran)],
+                             env=env, cwd=tmp_path, capture_output=True, text=True, timeout=60)
+    assert refused.returncode == 2 and not ran.exists()
