@@ -72,7 +72,7 @@ def _int_list(text: str | None) -> list[int] | None:
 
 def _gpu(match: re.Match, number: int) -> SlurmGpu | None:
     fields = _fields(match.group("fields"))
-    if fields.get("Name") != "gpu" or not (fields.get("Index") or "").isdigit() or len(fields["Index"]) > 5:
+    if fields.get("Name") != "gpu" or not _ascii_digits(fields.get("Index") or "") or len(fields["Index"]) > 5:
         return None
     file = fields.get("File")
     device = _DEVICE.search(file or "")
@@ -91,7 +91,7 @@ def _node_gres(node: str, text: str, number: int) -> SlurmNodeGres | None:
         parts = entry.split(":")
         if parts[0] != "gpu":
             continue
-        count = parts[-1] if len(parts) > 1 and parts[-1].isdigit() else None
+        count = parts[-1] if len(parts) > 1 and _ascii_digits(parts[-1]) else None
         if count is None or len(count) > 5:
             return None
         entries.append((parts[1] if len(parts) == 3 else None, int(count)))
@@ -115,3 +115,8 @@ def read(text: str) -> SlurmGresText:
             if gres is not None:
                 result.nodes.append(gres)
     return result
+
+
+def _ascii_digits(text: str) -> bool:
+    """Digits 0-9 only (``str.isdigit`` takes ``²`` and ``٣``, which ``int`` refuses or reads as 3)."""
+    return text.isascii() and text.isdigit()

@@ -25,6 +25,7 @@ Every attribute is a number gputopo wrote or a bus id it normalised, through ``q
 
 from __future__ import annotations
 
+import re
 from collections import defaultdict
 
 from gputopo.errors import InputError
@@ -77,11 +78,14 @@ def _cpumask(cpus: list[int]) -> str:
     return ",".join(f"{w:08x}" for w in reversed(words))
 
 
+_CAPABILITY = re.compile(r"([0-9]{1,2})(?:\.([0-9]{1,2}))?")
+
+
 class _BusIds:
     """Made-up bus ids for the bridges: bus numbers no GPU of the host uses, from 0xff down."""
 
     def __init__(self, used: set[str]) -> None:
-        self.used_buses = {bus.split(":")[1] for bus in used}
+        self.used_buses = {bus.split(":")[1] for bus in used if bus.count(":") >= 2}  # (a snapshot's bus id may be anything)
         self.next_bus = 0xFF
         self.device = 0
 
@@ -115,9 +119,9 @@ def _gpu_lines(gpu: Gpu, dev: int, depth: int, nvlinks: list[tuple[str, int, str
     pci += f" link_speed={xml_attr(speed)}" if speed else ""
     pci += f' link_width="{int(width)}"' if width else ""
     sm = ""
-    if gpu.compute_capability and gpu.compute_capability.replace(".", "").isdigit():
-        major, _, minor = gpu.compute_capability.partition(".")
-        sm = f' sm="{int(major) * 10 + int(minor or 0)}"'
+    capability = _CAPABILITY.fullmatch(gpu.compute_capability or "")
+    if capability:  # ("8.0"; a crafted snapshot's "1.2.3", "²" or 5,000 digits is left out)
+        sm = f' sm="{int(capability.group(1)) * 10 + int(capability.group(2) or 0)}"'
     lines = [indent * depth + pci + ">", indent * (depth + 1) + f'<gpu dev="{int(dev)}"{sm} rank="{int(dev)}" gdr="1">']
     for target, count, tclass in nvlinks:
         attrs = f'<nvlink target={xml_attr(target)} count="{int(count)}"'

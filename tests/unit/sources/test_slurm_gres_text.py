@@ -44,3 +44,13 @@ def test_other_text_and_damaged_values():
     damaged = read("slurmd-n1: Gres Name=gpu Index=x File=/dev/nvidia0\n"
                    "slurmd-n1: Gres Name=gpu Index=1 Cores=zz Links=1,a\n").gpus
     assert [(g.index, g.cores, g.links) for g in damaged] == [(1, None, None)]
+
+
+def test_unicode_digits_are_not_gpu_numbers():
+    """Security review: `Index=²` raised in int() (exit 1) and `Index=٣` read as GPU 3."""
+    from gputopo.sources.slurm_gres_text import read
+
+    for index in ("\u00b2", "\u0663"):
+        text = f"slurmd-box1: Gres Name=gpu Type=a100 Count=1 Index={index} File=/dev/nvidia0 Links=-1,0\n"
+        assert read(text).gpus == []
+    assert [gpu.index for gpu in read(text.replace("Index=\u0663", "Index=3")).gpus] == [3]

@@ -71,3 +71,17 @@ def test_gpus_without_bus_ids_get_made_up_ones_said_in_a_comment():
     text = nccl_topology_xml(topology)
     assert "have made-up bus ids" in text
     assert nccl_xml.read(text, "t").link(0, 1).type == "PIX"
+
+
+def test_a_crafted_snapshots_bus_id_and_capability_are_no_traceback():
+    """Security review: a bus id without colons and a compute capability of "1.2.3", "²" or 5,000
+    digits passed the snapshot checks and raised in the XML writer (exit 1)."""
+    from gputopo.sources.reference import load_reference
+    from gputopo.views.nccl_topo import nccl_topology_xml
+
+    for capability in ("1.2.3", "\u00b2.0", "9" * 5000):
+        topo = load_reference("dgx1")
+        topo.gpus[0].pci_bus_id = "abc"
+        topo.gpus[0].compute_capability = capability
+        text = nccl_topology_xml(topo)
+        assert text.count("<gpu ") == 8 and 'sm="' in text
