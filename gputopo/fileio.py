@@ -168,8 +168,9 @@ def _new_file_mode() -> int:
 
 
 def atomic_write_text(path: str | os.PathLike[str], text: str) -> Path:
-    """``atomic_write_bytes`` of ``text`` in UTF-8."""
-    return atomic_write_bytes(path, text.encode("utf-8"))
+    """``atomic_write_bytes`` of ``text`` in UTF-8 (a lone surrogate, which no UTF-8 holds, written
+    as ``?``: what is written reads back)."""
+    return atomic_write_bytes(path, text.encode("utf-8", "replace"))
 
 
 def atomic_write_bytes(path: str | os.PathLike[str], data: bytes) -> Path:

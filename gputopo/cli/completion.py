@@ -62,10 +62,19 @@ def plan_for(shell: str, home: Path) -> Plan:
 
 def _home() -> Path:
     """``$HOME``, when it is an absolute path to a folder of the user running gputopo."""
+    from gputopo.fileio import protected_link
+    from gputopo.quoting import first_control
+
     text = os.environ.get("HOME", "")
     home = Path(text)
     if not text or not home.is_absolute():
         raise InputError(f"cannot install completion: HOME ({text!r}) is not an absolute path")
+    if first_control(text) is not None:  # (a byte no UTF-8 decoder took, as '\udc9b': no shell line can hold it)
+        raise InputError(f"cannot install completion: HOME ({text[:80]!r}) holds a control character or a byte "
+                         "that is not text; install it yourself with `gputopo --show-completion`")
+    refused = protected_link(home)  # checked before anything is made under it (review: a folder was)
+    if refused is not None:
+        raise InputError(f"cannot install completion: {refused}")
     try:
         st = os.stat(home)
     except OSError as exc:

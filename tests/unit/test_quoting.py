@@ -342,3 +342,30 @@ def test_xml_attr_and_comment():
     note = xml_comment("x --> <y/> --- \n z-")
     assert note.startswith("<!-- ") and note.endswith(" -->") and "--" not in note[4:-3]
     assert list(ET.fromstring(f"<r>{note}</r>")) == []
+
+
+def test_lone_surrogates_are_no_text_for_any_target():
+    """Security review: a file name read with surrogateescape carries the 8-bit CSI 0x9b as '\\udc9b',
+    which a terminal acts on when it is written back as a byte; a snapshot's '\\ud800' broke every
+    writer (UnicodeEncodeError, exit 1). Names refuse them; terminal text drops them."""
+    import pytest
+
+    from gputopo.quoting import check_text, one_line, terminal_safe
+
+    for bad in ("mlx\udc9b2J", "V100\ud800x"):
+        with pytest.raises(ValueError):
+            check_text(bad, "name")
+        assert "\udc9b" not in terminal_safe(bad) and "\ud800" not in one_line(bad)
+
+
+def test_a_snapshot_with_a_surrogate_in_free_text_still_writes_a_report(cli, tmp_path):
+    import json
+
+    from gputopo.sources.reference import load_reference
+
+    data = load_reference("dgx1").to_dict()
+    data["diagnostics"] = [{"severity": "warning", "code": "x", "message": "bad \ud800 text", "gpus": [0]}]
+    snapshot = tmp_path / "s.json"
+    snapshot.write_text(json.dumps(data))
+    assert cli("report", "--from", str(snapshot), "-o", str(tmp_path / "r.html")).exit_code == 0
+    assert "bad ? text" in (tmp_path / "r.html").read_text() or "bad  text" in (tmp_path / "r.html").read_text()

@@ -73,3 +73,29 @@ def test_zsh_and_fish_as_typer_installs_them_and_other_shells_are_one_line(cli, 
     assert (home / ".config" / "fish" / "completions" / "gputopo.fish").is_file()
     line = assert_one_error_line(cli("--install-completion", "powershell"))
     assert "bash, zsh and fish" in line and "--show-completion" in line
+
+
+def test_a_home_with_bytes_that_are_not_text_is_refused_before_anything_is_written(cli, tmp_path, monkeypatch):
+    """Security review: HOME b'/h\\xff\\x9b' (read with surrogateescape) raised UnicodeEncodeError after
+    the script was written, and its 0x9b is an 8-bit CSI a terminal acts on."""
+    folder = os.fsdecode(os.fsencode(str(tmp_path)) + b"/h\xff\x9b")
+    os.mkdir(folder)
+    monkeypatch.setenv("HOME", folder)
+    line = assert_one_error_line(cli("--install-completion", "bash"))
+    assert "not text" in line and os.listdir(folder) == []
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="needs root to own a link as another user")
+def test_a_home_that_is_another_users_link_in_a_sticky_folder_makes_nothing_through_it(cli, tmp_path, monkeypatch):
+    """Security review: such a HOME was refused only after a folder had been made through the link."""
+    public = tmp_path / "public"
+    public.mkdir()
+    os.chmod(public, 0o1777)
+    real = tmp_path / "realhome"
+    real.mkdir()
+    link = public / "home"
+    os.symlink(real, link)
+    os.lchown(link, 65534, 65534)
+    monkeypatch.setenv("HOME", str(link))
+    line = assert_one_error_line(cli("--install-completion", "bash"))
+    assert "protected_symlinks" in line and os.listdir(real) == []
