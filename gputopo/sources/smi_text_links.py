@@ -13,10 +13,18 @@ import itertools
 from collections.abc import Callable
 
 from gputopo.model import Link, is_known_link_type, nvlink_count_of
+from gputopo.model.json_text import gc_paused
 from gputopo.sources.smi_text_matrix import LINK_WORDS, NV_RE, SELF_WORD, _Matrix
 
 
 def gpu_links(matrix: _Matrix, index_of: dict[str, int], careful: Callable[[str, str], str]) -> list[Link]:
+    """``_gpu_links`` with no cyclic garbage collection while a domain's 165,600 links are made (they
+    make no cycles; each collection would scan every object the readers' modules hold)."""
+    with gc_paused():
+        return _gpu_links(matrix, index_of, careful)
+
+
+def _gpu_links(matrix: _Matrix, index_of: dict[str, int], careful: Callable[[str, str], str]) -> list[Link]:
     """The link of every pair of GPU columns; ``careful(a, b)``: the word of a pair (or, for
     ``a == b``, the diagonal's check) where a row needs a closer look."""
     gpu_columns = matrix.gpu_columns
