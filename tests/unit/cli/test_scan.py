@@ -186,7 +186,7 @@ def test_fail_on_warning_fails_a_corpus_capture_with_a_fault(cli):
 
 def test_design_findings_are_marked_in_the_text(cli):
     out = cli("scan", "--machine", "two-socket-4gpu").stdout
-    assert "design: GPUs 0,1 and 2,3 are on different CPU" in out
+    assert "WARNING cross-socket (design): GPUs 0,1 and 2,3 are on different" in out
 
 
 @pytest.mark.parametrize(("variables", "expect"), [
