@@ -24,6 +24,7 @@ from gputopo.bench.results import BenchResult, Stat
 from gputopo.model import Topology
 from gputopo.notation import format_size
 from gputopo.views.common import err, out
+from gputopo.views.vocabulary import SELF
 
 # The thresholds and the rating (rate) live with the rest of measured-vs-expected in analysis.measured.
 
@@ -127,7 +128,7 @@ def _matrix(
         cells: list[Text] = []
         for b in result.indices:
             if a == b:
-                cells.append(Text("-", style="dim"))
+                cells.append(Text(SELF, style="dim"))
                 continue
             pair = result.pairs.get((a, b))
             figure = value(a, b)

@@ -46,7 +46,7 @@ def render_plan(plan: ClusterPlan, console: Console | None = None) -> None:
         gpus = [",".join(map(str, host.gpus))] if renumbered else []
         # Text, never markup strings: a snapshot's "[/x]" or "[link=...]" is shown as it is.
         table.add_row(Text(host.host, style="bold"), _role(host), *map(Text, gpus), Text(host.cuda_visible_devices),
-                      Text(" ".join(host.numactl) or "-"), Text(_nics_text(host)))
+                      Text(" ".join(host.numactl) or "none"), Text(_nics_text(host)))
     console.print(table)
     for host in plan.hosts:
         console.print(Text(f"{host.host} ({_role(host)})", style="bold"))

@@ -17,6 +17,7 @@ from rich.text import Text
 from gputopo.notation import count_word, format_gbps, gpus_word, number_list
 from gputopo.quoting import comment, env_assignment, python_str
 from gputopo.views.common import indented, labelled, out
+from gputopo.views.vocabulary import UNKNOWN
 
 if TYPE_CHECKING:
     from gputopo.analysis.recommend import GroupAdvice, Recommendation
@@ -151,7 +152,7 @@ def _ranked_table(rec: Recommendation) -> Table:
             hop = "-"
         else:
             slowest = min(group.hops, key=lambda h: h.gbps)
-            hop = f"{slowest.label} ~{_gbps(slowest.gbps)}"
+            hop = f"{UNKNOWN if slowest.label.startswith('unknown') else slowest.label} ~{_gbps(slowest.gbps)}"
         if group.same_socket is None:
             where = "?"
         else:

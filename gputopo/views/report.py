@@ -19,6 +19,7 @@ from gputopo.views.report_tables import heatmaps
 from gputopo.views.svg import render_svg
 from gputopo.views.svg_layout import missing_pairs
 from gputopo.views.svg_links import esc
+from gputopo.views.vocabulary import severity_word
 
 if TYPE_CHECKING:
     from gputopo.analysis.recommend import Recommendation
@@ -147,7 +148,7 @@ def _findings(topology: Topology) -> str:
     items = []
     for f in topology.diagnostics:
         fix = f"<br/><span class=\"muted\">Fix: {esc(f.fix)}</span>" if f.fix else ""
-        items.append(f'<li><span class="sev sev-{esc(f.severity)}">{esc(f.severity)}</span> {esc(f.message)}{fix}</li>')
+        items.append(f'<li><span class="sev sev-{esc(f.severity)}">{esc(severity_word(f.severity))}</span> <code>{esc(f.code)}</code> {esc(f.message)}{fix}</li>')
     return "<ul>" + "".join(items) + "</ul>"
 
 

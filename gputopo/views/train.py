@@ -9,10 +9,11 @@ from rich.text import Text
 
 from gputopo.train.launch.plan import LaunchPlan
 from gputopo.views.common import out
+from gputopo.views.vocabulary import SLOWEST_HOP, UNKNOWN, ring_text
 
 
 def _fmt_float(value: Any, digits: int = 4) -> str:
-    return "-" if value is None else f"{value:.{digits}f}"
+    return UNKNOWN if value is None else f"{value:.{digits}f}"
 
 
 def _facts_table(title: str) -> Table:
@@ -44,9 +45,9 @@ def render_plan(plan: LaunchPlan, processes: Sequence[dict[str, Any]], strategy:
         _row(table, "devices", f"{plan.replicas} logical CPU device{'s' if plan.replicas != 1 else ''} (standing in for GPUs)")
     _row(table, "strategy", strategy)
     if plan.ring:
-        _row(table, "ring", " -> ".join(str(g) for g in [*plan.ring, plan.ring[0]]))
+        _row(table, "ring", ring_text(plan.ring))
     if plan.bottleneck_gbps is not None:
-        _row(table, "bottleneck link", f"~{plan.bottleneck_gbps:.1f} GB/s per direction (expected for its link type)")
+        _row(table, SLOWEST_HOP, f"~{plan.bottleneck_gbps:.1f} GB/s per direction (expected for its link type)")
     if plan.cross_device_ops:
         _row(table, "cross-device op", plan.cross_device_ops)
     if plan.numactl:
