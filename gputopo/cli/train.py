@@ -264,7 +264,9 @@ def _run_scaling(
     results, interrupted = run_scaling(sizes, specs, announce)
     rows = scaling_rows(results) if results else []
     if json_output:
-        print_json({"scaling": rows, "status": "interrupted" if interrupted else "completed",
+        from gputopo.views.train import SCALING_SCHEMA
+
+        print_json({"schema": SCALING_SCHEMA, "scaling": rows, "status": "interrupted" if interrupted else "completed",
                     "device_kind": plan.device_kind, "per_replica_batch_size": config.batch_size // plan.replicas,
                     "steps": steps, "plan": plan.to_dict()})  # fmt: skip
     elif rows:

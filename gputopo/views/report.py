@@ -223,5 +223,5 @@ def render_report(topology: Topology, recommendation: Recommendation | None = No
 
 def report_summary(path: str, topology: Topology) -> dict[str, object]:
     """What ``report --json`` prints."""
-    return {"output": path, "gpus": len(topology.gpus), "links": len(topology.links)}
+    return {"schema": "gputopo.report/1", "output": path, "gpus": len(topology.gpus), "links": len(topology.links)}
 

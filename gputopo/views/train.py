@@ -12,6 +12,10 @@ from gputopo.views.common import out
 from gputopo.views.vocabulary import SLOWEST_HOP, UNKNOWN, ring_text
 
 
+PLAN_SCHEMA = "gputopo.train-plan/1"  # train --dry-run --json
+SCALING_SCHEMA = "gputopo.train-scaling/1"  # train --scaling --json
+
+
 def _fmt_float(value: Any, digits: int = 4) -> str:
     return UNKNOWN if value is None else f"{value:.{digits}f}"
 
@@ -31,7 +35,7 @@ def _row(table: Table, what: str, value: str) -> None:
 
 def plan_json(plan: LaunchPlan, processes: Sequence[dict[str, Any]]) -> dict[str, Any]:
     """The plan and every process to start, each with its environment and exact command."""
-    return {"plan": plan.to_dict(), "processes": list(processes)}
+    return {"schema": PLAN_SCHEMA, "plan": plan.to_dict(), "processes": list(processes)}
 
 
 def render_plan(plan: LaunchPlan, processes: Sequence[dict[str, Any]], strategy: str) -> None:

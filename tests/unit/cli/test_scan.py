@@ -114,7 +114,8 @@ def test_garbage_snapshots_giveassert_one_error_line(cli, tmp_path, content, exp
 def test_machines_lists_every_reference_machine(cli):
     result = cli("machines", "--json")
     assert result.exit_code == 0
-    assert [m["name"] for m in json.loads(result.output)] == list(MACHINES)
+    data = json.loads(result.output)
+    assert data["schema"] == "gputopo.machines/1" and [m["name"] for m in data["machines"]] == list(MACHINES)
 
 
 def test_scan_never_imports_tensorflow():
