@@ -172,3 +172,66 @@ def test_a_snapshot_with_findings_only_reads_back(tmp_path):
     data = json.loads(with_findings(load_reference("dgx1")).to_json_text())
     findings = data.pop("diagnostics")
     assert findings and Topology.from_dict(data).diagnostics == Topology.from_dict({**data, "diagnostics": findings}).diagnostics
+
+
+def _option_rows(help_text: str) -> dict[str, int]:
+    """Each option of a rich help screen -> how many lines its row takes."""
+    import re
+
+    rows: dict[str, int] = {}
+    current = None
+    for line in help_text.splitlines():
+        if not line.startswith("│"):
+            current = None  # a panel's border or a blank line ends its last option
+            continue
+        match = re.match(r"│ (--[\w-]+)", line)
+        if match:
+            current = match.group(1)
+            rows[current] = 1
+        elif current is not None:
+            rows[current] += 1
+    return rows
+
+
+def test_train_help_groups_its_options_and_says_each_in_at_most_two_lines():
+    run = _gputopo("train", "--help", env={"COLUMNS": "80"})
+    for panel in ("Inputs", "Choice of GPUs", "Training", "Cluster", "Checkpoints", "Output"):
+        assert f"╭─ {panel} " in run.stdout, panel
+    rows = _option_rows(run.stdout)
+    assert len(rows) > 30 and "--checkpoint-every" in rows
+    long = {option: count for option, count in rows.items() if count > 2}
+    assert not long, long
+
+
+def test_command_help_is_wrapped_by_the_terminal_not_by_the_docstring():
+    import re
+
+    for columns in (80, 120):
+        run = _gputopo("--help", env={"COLUMNS": str(columns)})
+        rows: list[list[str]] = []
+        for line in run.stdout.split("Commands", 1)[1].splitlines():
+            if not line.startswith("│"):
+                continue
+            if re.match(r"│ [a-z]", line):
+                rows.append([])
+            rows[-1].append(line[1:-1].rstrip())
+        assert len(rows) >= 10
+        for row in rows:  # a line ends only where the next word would not fit: no break of the docstring's
+            ragged = [line for line, after in zip(row, row[1:]) if len(line) + 1 + len(after.split()[0]) < columns - 4]
+            assert not ragged, (columns, row)
+    scan = _gputopo("scan", "--help", env={"COLUMNS": "200"}).stdout
+    assert "findings. --from may be given several times" in scan  # one paragraph, not the docstring's lines
+
+
+def test_values_are_completed(cli):
+    def complete(*words: str) -> list[str]:
+        run = _gputopo(env={"_GPUTOPO_COMPLETE": "complete_bash", "COMP_WORDS": " ".join(("gputopo", *words)),
+                            "COMP_CWORD": str(len(words))})
+        return run.stdout.split()
+
+    assert "dgx1" in complete("scan", "--machine", "") and complete("recommend", "--machine", "dgx-") == [
+        "dgx-a100", "dgx-h100"]
+    assert complete("scan", "--fail-on", "") == ["warning", "error"]
+    assert complete("doctor", "--fail-on", "e") == ["error"]
+    assert complete("recommend", "--format", "s") == ["slurm", "slurm-topology"]
+    assert complete("train", "--strategy", "") == ["mirrored", "multi-worker", "parameter-server"]
