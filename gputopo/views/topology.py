@@ -336,10 +336,18 @@ def render_topology(topology: Topology, console: Console | None = None) -> None:
         console.print(link_legend(topology))
     else:
         table = gpu_table(topology)
-        if Measurement.get(console, console.options.update_width(10_000), table).maximum > console.width:
-            # Too wide with the host names: they are in the tree below, beside each GPU's NUMA node.
+
+        def too_wide(table: Table) -> bool:
+            return Measurement.get(console, console.options.update_width(10_000), table).maximum > console.width
+
+        if too_wide(table):
+            # Too wide with the host names: they are in the tree below, beside each GPU's NUMA node;
+            # still too wide, a CPU list takes a line per range (whole, as one line, in the tree).
+            hosts = any(g.host for g in topology.gpus)
             table = gpu_table(topology, host_column=False)
-            table.caption = "hosts: see the tree below"
+            if too_wide(table):
+                table = gpu_table(topology, host_column=False, cpu_lines=True)
+            table.caption = "hosts: see the tree below" if hosts else None
             table.caption_justify = "left"
         console.print(table)
         for part in live_state(topology):  # when it was read, and the processes
