@@ -74,6 +74,14 @@ def render_summary(summary: dict[str, Any]) -> None:
     """The run's outcome: steps, loss, accuracy, speed, devices, checkpoint."""
     console = out()
     status = summary.get("status", "completed")
+    if status == "completed" and summary.get("steps_run") == 0 and summary["start_step"] >= summary["total_steps"]:
+        # --resume of a finished run: no step ran, so no figure to show (not a table of '?').
+        console.print(Text(f"Already complete: the checkpoint is at step {summary['start_step']} of "
+                           f"{summary['total_steps']}; nothing was trained. Raise --epochs to train further "
+                           "from it.", style="yellow"))
+        if summary.get("checkpoint_path"):
+            console.print(Text(f"checkpoint: {summary['checkpoint_path']}"))
+        return
     title = "Training finished" if status == "completed" else f"Training {status}"
     table = _facts_table(title)
     _row(table, "steps", f"{summary['steps']} of {summary['total_steps']} (this run: {summary['steps_run']}, "
@@ -102,7 +110,7 @@ def render_summary(summary: dict[str, Any]) -> None:
     if summary.get("worker_weights_sha256"):
         same = len(set(summary["worker_weights_sha256"])) == 1
         _row(table, "workers' weights", "identical" if same else "DIFFER")
-    _row(table, "checkpoint", summary.get("checkpoint_path") or "none (no --checkpoint-dir)")
+    _row(table, "checkpoint", summary.get("checkpoint_path") or _no_checkpoint(summary))
     console.print(table)
     if status == "interrupted":
         if summary.get("checkpoint_path"):
@@ -110,6 +118,13 @@ def render_summary(summary: dict[str, Any]) -> None:
         else:
             console.print(Text("Stopped early; no checkpoint was saved (--no-checkpoint), so a rerun starts afresh.",
                                style="yellow"))
+
+
+def _no_checkpoint(summary: dict[str, Any]) -> str:
+    """Why a run left no checkpoint: another worker writes them, or --no-checkpoint."""
+    if summary.get("task_index"):
+        return "none here (worker 0, the chief, writes them)"
+    return "none (--no-checkpoint)"
 
 
 def scaling_rows(results: Sequence[tuple[int, dict[str, Any]]]) -> list[dict[str, Any]]:
