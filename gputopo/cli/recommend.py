@@ -240,4 +240,4 @@ def _recommend_hosts(topologies: list[Topology], gpus: int, gpus_per_host: int |
     elif fmt == "slurm":
         typer.echo(view.format_plan_slurm(plan, save), nl=False)
     else:
-        view.render_plan(plan)
+        view.render_plan(plan, saved=save)

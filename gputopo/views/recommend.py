@@ -251,6 +251,8 @@ def format_python(rec: Recommendation) -> str:
         lines += ["", "import tensorflow as tf", "", strategy_line(best)]
         return "\n".join(lines) + "\n"
     lines.append(f'os.environ["CUDA_VISIBLE_DEVICES"] = {python_str(best.cuda_visible_devices)}  # CUDA renumbers these /gpu:0..')
+    if best.numactl:  # a binding is made before Python starts: say how to start it
+        lines.append(comment(f"Start this script bound next to the GPUs: {best.numactl} python train.py"))
     lines += ["", "import tensorflow as tf", ""]
     if len(best.gpus) == 1:
         lines.append('strategy = tf.distribute.OneDeviceStrategy("/gpu:0")  # one GPU: nothing to all-reduce')
