@@ -60,6 +60,11 @@ def is_archive(path: str) -> bool:
             start = head.read(_CHUNK_BYTES)
     except OSError:
         return False
+    return is_archive_start(start)
+
+
+def is_archive_start(start: bytes) -> bool:
+    """``is_archive`` of what a file or standard input starts with (its first chunk)."""
     if start.startswith(_COMPRESSED_MAGIC):
         return True
     # What tarfile.is_tarfile tries but the magic above: a plain tar, and (its xz opener takes
@@ -179,11 +184,12 @@ def _decompressor(raw: io.BufferedReader, start: bytes):
     return raw
 
 
-def _tar_bytes(path: str, label: str) -> bytes:
-    """The archive's tar stream, decompressed in chunks, at most ``MAX_STREAM_BYTES`` of it."""
+def _tar_bytes(path: str, label: str, data: bytes | None = None) -> bytes:
+    """The archive's tar stream, decompressed in chunks, at most ``MAX_STREAM_BYTES`` of it
+    (``data``: the archive's bytes, read from standard input, in the place of ``path``)."""
     chunks, total = [], 0
     try:
-        with open(path, "rb") as raw:
+        with (open(path, "rb") if data is None else io.BytesIO(data)) as raw:
             start = raw.read(_CHUNK_BYTES)
             raw.seek(0)
             stream = _decompressor(raw, start)
@@ -206,10 +212,11 @@ def _one_line(exc: BaseException) -> str:
     return " ".join(str(exc).split())[:200]
 
 
-def opened_archive(path: str) -> MemoryTree:
-    """The archive at ``path``, checked and held in memory as a tree (see the module docstring)."""
-    label = os.path.basename(path)
-    stream = _HeaderBoundedStream(_tar_bytes(path, label))
+def opened_archive(path: str, data: bytes | None = None) -> MemoryTree:
+    """The archive at ``path`` (or ``data``, its bytes from standard input: ``gather -o - | doctor
+    --from -``), checked and held in memory as a tree (see the module docstring)."""
+    label = os.path.basename(path) if data is None else "standard input"
+    stream = _HeaderBoundedStream(_tar_bytes(path, label, data))
     try:
         with tarfile.open(fileobj=stream, mode="r:") as archive:
             members = checked_members(archive, label)
