@@ -71,8 +71,11 @@ def callouts(result: BenchResult, expected: dict[tuple[int, int], Expectation]) 
 
 
 def via_host_notes(result: BenchResult) -> list[str]:
-    """Pairs where copying through host memory beat the direct copy: P2P does not pay there."""
+    """Pairs where copying through host memory beat the direct copy: P2P does not pay there. None on
+    logical CPU devices: every copy is in host memory, so neither is a link (docs/bench-p2p.md)."""
     lines: list[str] = []
+    if result.measures_host_memory:
+        return lines
     for key in result.ordered_pairs():
         pair = result.pairs.get(key)
         head = pair.headline() if pair else None
