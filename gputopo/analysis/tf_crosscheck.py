@@ -23,7 +23,7 @@ from gputopo.model import (
     Topology,
     normalize_pci_bus_id,
 )
-from gputopo.notation import gpu_set, number_list, pair_list
+from gputopo.notation import all_word, gpu_set, number_list, pair_list
 from gputopo.numbering import index_by_bus_id
 from gputopo.analysis.locality import SYS_MEANING, same_socket, vm_evidence
 from gputopo.analysis.reading_notes import note_findings
@@ -103,7 +103,7 @@ def peer_group_summary(view: TfView) -> str | None:
     singles = [g[0] for g in result.groups if len(g) == 1]
     inferred = " (inferred: TF logs only the pairs that cannot peer)" if view.peer_inferred else ""
     if len(result.groups) == 1 and not result.partial and not result.unknown:
-        text = f"all {len(ordinals)} GPUs ({number_list(ordinals)}) can peer with each other{inferred}"
+        text = f"{all_word(len(ordinals), 'GPU')} ({number_list(ordinals)}) can peer with each other{inferred}"
     else:
         parts = []
         if multi:

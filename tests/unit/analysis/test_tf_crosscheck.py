@@ -52,7 +52,7 @@ def test_peer_groups_are_connected_cliques():
     assert peer_groups(chain).partial == [[0, 1, 2]]
     assert "not every pair within {0,1,2} can peer: 0-2 cannot" in peer_group_summary(chain)
     everyone = TfView(peer=[[True, True], [True, True]])
-    assert peer_group_summary(everyone) == "all 2 GPUs (0,1) can peer with each other"
+    assert peer_group_summary(everyone) == "both GPUs (0,1) can peer with each other"  # never "all 2"
     assert peer_group_summary(TfView(peer=[[True, None], [None, True]])) is None
 
 
