@@ -233,7 +233,6 @@ def _join_devices(topology: Topology, view: TfView, findings: list[Finding]) -> 
                 f"{'the topology' if not by_bus else 'the TensorFlow log'} has no PCI bus ids to join on, so "
                 "TensorFlow's GPU:i is taken as nvidia-smi's GPU i (true with CUDA_DEVICE_ORDER=PCI_BUS_ID "
                 "and all GPUs visible)",
-                # The input that lacks the bus ids is the one to give again: the topology or the log.
                 fix="the topology with bus ids (`gputopo scan --tf-log LOG` on the machine itself reads them through "
                 "NVML, or a snapshot saved there) joins them for certain" if not by_bus else
                 "a log with 'Created device ... pci bus id: ...' lines joins them for certain",
