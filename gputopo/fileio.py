@@ -354,6 +354,15 @@ def _read_regular(stream: BinaryIO, max_bytes: int) -> bytearray | None:
     return buffer
 
 
+def read_stdin_bytes(what: str, max_bytes: int) -> bytes:
+    """Standard input's bytes, text or not (an archive piped in), at most ``max_bytes``: more is
+    one ``InputError``."""
+    data = sys.stdin.buffer.read(max_bytes + 1)
+    if len(data) > max_bytes:
+        raise InputError(f"{what} standard input is larger than the {max_bytes // (1024 * 1024)} MiB limit for inputs")
+    return data
+
+
 def decode_text(data: bytes | bytearray, label: str, what: str) -> str:
     """Text from bytes (``InputError`` for binary): a UTF-8 or UTF-16 byte-order mark decides; else UTF-8, else Latin-1."""
     if data.startswith(_UTF8_BOM):

@@ -222,6 +222,13 @@ def pair_list(pairs: Iterable[tuple[int, int]], limit: int | None = MAX_PAIRS_LI
     return text
 
 
+def all_word(n: int, word: str, plural: str | None = None) -> str:
+    """``both bridges``, ``all 3 bridges``, ``the one bridge``: never "all 2"."""
+    if n == 1:
+        return f"the one {word}"
+    return f"both {plural or word + 's'}" if n == 2 else f"all {n} {plural or word + 's'}"
+
+
 def count_word(n: int, word: str, plural: str | None = None) -> str:
     """``one host``, ``3 hosts``; ``plural`` for words that do not just take an s (``classes``)."""
     return f"one {word}" if n == 1 else f"{n} {plural or word + 's'}"

@@ -37,7 +37,7 @@ class HostSummary:
 
     host: str
     gpus: str  # "8x NVIDIA H100 80GB HBM3", "8 GPUs (model not shown)"
-    versions: str  # "535.104.05 / CUDA 12.2", "not shown"
+    versions: str  # "535.104.05 / CUDA 12.2", "?" (the source does not say)
     links: str  # "NV18 all-to-all", "PCIe (PIX/SYS), 2 NUMA nodes"
     nics: str  # "NIC0 (mlx5_10) PXB: GPU 0; ...", "none"
 
@@ -48,14 +48,14 @@ def gpu_models(topology: Topology) -> str:
         return "no GPUs"
     names = Counter(gpu.name for gpu in topology.gpus)
     if None in names:
-        return f"{count_word(len(topology.gpus), 'GPU')} (model not shown)"
+        return f"{count_word(len(topology.gpus), 'GPU')} (model ?)"
     return ", ".join(f"{count}x {name}" for name, count in sorted(names.items()))
 
 
 def versions(topology: Topology) -> str:
     driver, cuda = topology.driver_version, topology.cuda_driver_version
     if driver is None and cuda is None:
-        return "not shown"
+        return "?"
     return f"{driver or '?'} / CUDA {cuda or '?'}"
 
 
@@ -79,7 +79,7 @@ def link_shape(topology: Topology) -> str:
         shape = (f"NVLink {'/'.join(sorted(nvlink, key=nvlink_count_of))} on {sum(nvlink.values())} of {pairs} pairs"
                  + (f", else {'/'.join(pcie)}" if pcie else ""))
     else:
-        shape = f"PCIe ({'/'.join(pcie)})" if pcie else "links not shown"
+        shape = f"PCIe ({'/'.join(pcie)})" if pcie else "links ?"
     numa = _numa_count(topology)
     return shape + (f", {numa} NUMA nodes" if numa > 1 else "")
 
@@ -96,7 +96,7 @@ def nic_summary(topology: Topology) -> str:
         return "none shown"
     nearest = nearest_nics(topology)
     if all(entry.path is None for entry in nearest):
-        return f"{count_word(len(topology.nics), 'NIC')}, paths to the GPUs not shown"
+        return f"{count_word(len(topology.nics), 'NIC')}, paths to the GPUs ?"
     own = [entry.nics[0].name for entry in nearest if len(entry.nics) == 1]
     paths = {entry.path for entry in nearest}
     if len(own) == len(nearest) > 1 and len(set(own)) == len(own) and len(paths) == 1:

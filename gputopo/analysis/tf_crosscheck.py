@@ -23,7 +23,7 @@ from gputopo.model import (
     Topology,
     normalize_pci_bus_id,
 )
-from gputopo.notation import gpu_set, number_list, pair_list
+from gputopo.notation import all_word, gpu_set, number_list, pair_list
 from gputopo.numbering import index_by_bus_id
 from gputopo.analysis.locality import SYS_MEANING, same_socket, vm_evidence
 from gputopo.analysis.reading_notes import note_findings
@@ -103,7 +103,7 @@ def peer_group_summary(view: TfView) -> str | None:
     singles = [g[0] for g in result.groups if len(g) == 1]
     inferred = " (inferred: TF logs only the pairs that cannot peer)" if view.peer_inferred else ""
     if len(result.groups) == 1 and not result.partial and not result.unknown:
-        text = f"all {len(ordinals)} GPUs ({number_list(ordinals)}) can peer with each other{inferred}"
+        text = f"{all_word(len(ordinals), 'GPU')} ({number_list(ordinals)}) can peer with each other{inferred}"
     else:
         parts = []
         if multi:
@@ -233,8 +233,9 @@ def _join_devices(topology: Topology, view: TfView, findings: list[Finding]) -> 
                 f"{'the topology' if not by_bus else 'the TensorFlow log'} has no PCI bus ids to join on, so "
                 "TensorFlow's GPU:i is taken as nvidia-smi's GPU i (true with CUDA_DEVICE_ORDER=PCI_BUS_ID "
                 "and all GPUs visible)",
-                fix="a log with 'Created device ... pci bus id: ...' lines, checked on the machine itself, "
-                "joins them for certain",
+                fix="the topology with bus ids (`gputopo scan --tf-log LOG` on the machine itself reads them through "
+                "NVML, or a snapshot saved there) joins them for certain" if not by_bus else
+                "a log with 'Created device ... pci bus id: ...' lines joins them for certain",
             )
         )
         return {o: topology.gpu_indices[o] for o in ordinals}

@@ -148,9 +148,65 @@ def command(*args: Any, **kwargs: Any) -> Callable[[Callable[..., Any]], Callabl
                     raise typer.Exit(EXIT_PIPE_CLOSED) from None
                 raise fail(f"cannot write the output: {exc.strerror or exc}", EXIT_ENVIRONMENT) from None
 
+        if fn.__doc__ and "help" not in kwargs:
+            kwargs["help"] = one_line_paragraphs(fn.__doc__)
+            kwargs.setdefault("short_help", first_sentence(kwargs["help"]))
         return _app.command(*args, **kwargs)(wrapper)
 
     return decorate
+
+
+def first_sentence(text: str) -> str:
+    """What `gputopo -h` lists beside a command: its help's first sentence."""
+    import re
+
+    first = re.split(r"(?<=\.)\s+(?=[A-Z-])", text.split("\n\n")[0], maxsplit=1)[0]
+    return first if first.endswith(".") else first + "."
+
+
+def one_line_paragraphs(doc: str) -> str:
+    """A docstring as help: each paragraph one line (the terminal wraps it at its own width, not at
+    the docstring's line breaks), paragraphs apart by a blank line."""
+    import inspect
+
+    paragraphs = inspect.cleandoc(doc).split("\n\n")
+    return "\n\n".join(" ".join(paragraph.split()) for paragraph in paragraphs if paragraph.strip())
+
+
+# Help panels: a command with many options groups them (`gputopo train -h`); the shared options of
+# every command are under "Inputs" and "Output" wherever they appear.
+PANEL_INPUTS = "Inputs"
+PANEL_OUTPUT = "Output"
+
+
+def _starting(values: Iterable[str], incomplete: str) -> list[str]:
+    return [value for value in values if value.startswith(incomplete)]
+
+
+# Completion of values (`gputopo scan --machine <TAB>`): each imports what it lists only when asked.
+def complete_machine(incomplete: str) -> list[str]:
+    """The reference machines' names."""
+    from gputopo.sources.reference import machine_names
+
+    return _starting(machine_names(), incomplete)
+
+
+def complete_fail_on(incomplete: str) -> list[str]:
+    """``--fail-on``'s levels."""
+    return _starting(("warning", "error"), incomplete)
+
+
+def complete_strategy(incomplete: str) -> list[str]:
+    """``train --strategy``'s strategies."""
+    from gputopo.train.config import STRATEGIES
+
+    return _starting(STRATEGIES, incomplete)
+
+
+def complete_recommend_format(incomplete: str) -> list[str]:
+    """``recommend --format``'s formats, one host's and several hosts' together."""
+    formats = ("text", "json", "env", "python", "slurm", "gres", "slurm-topology")
+    return _starting(formats, incomplete)
 
 
 # Options shared by every command that reads a topology; they become one ``TopologyRequest``.
@@ -161,10 +217,9 @@ FromOption = Annotated[
     Optional[list[str]],
     typer.Option(
         "--from",
-        help="Read the topology from a file ('-' = stdin): a snapshot (JSON), `nvidia-smi topo -m` text or another "
-        "tool's output (docs/inputs.md). Several --from of one host are merged; snapshots of several hosts "
-        "(saved with --host) are compared or planned together by scan and recommend.",
+        help="Topology from FILE ('-': stdin): any output docs/inputs.md lists; repeatable.",
         metavar="FILE",
+        rich_help_panel=PANEL_INPUTS,
     ),
 ]
 
@@ -176,21 +231,26 @@ HostOption = Annotated[
         help="Name the host this topology is of (text, TF logs and reference machines do not say; "
         "a --save snapshot keeps it).",
         metavar="NAME",
+        rich_help_panel=PANEL_INPUTS,
     ),
 ]
 MachineOption = Annotated[
     Optional[str],
-    typer.Option("--machine", "-m", help="Use a built-in reference machine (see `gputopo machines`).", metavar="NAME"),
+    typer.Option("--machine", "-m", help="Use a built-in reference machine (see `gputopo machines`).", metavar="NAME",
+                 autocompletion=complete_machine, rich_help_panel=PANEL_INPUTS),
 ]
 TfLogOption = Annotated[
     Optional[str],
-    typer.Option("--tf-log", help="Read TensorFlow's device log and cross-check it ('-' = stdin).", metavar="FILE"),
+    typer.Option("--tf-log", help="Read TensorFlow's device log and cross-check it ('-' = stdin).", metavar="FILE",
+                 rich_help_panel=PANEL_INPUTS),
 ]
 TfRunOption = Annotated[
     Optional[int],
-    typer.Option("--tf-run", help="Which TensorFlow start-up of --tf-log to read (from 1; default the one that says most about peers).", metavar="N"),
+    typer.Option("--tf-run", help="Which TensorFlow start-up of --tf-log to read (default: the one that says most).",
+                 metavar="N", rich_help_panel=PANEL_INPUTS),
 ]
-JsonOption = Annotated[bool, typer.Option("--json", help="Print machine-readable JSON instead of tables.")]
+JsonOption = Annotated[bool, typer.Option("--json", help="Print machine-readable JSON instead of tables.",
+                                          rich_help_panel=PANEL_OUTPUT)]
 
 
 # Command name -> the module under gputopo.cli that registers it, in the order `gputopo --help` lists them.

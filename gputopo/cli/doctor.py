@@ -8,12 +8,12 @@ from typing import Annotated, Optional
 
 import typer
 
-from gputopo.cli import JsonOption, command
+from gputopo.cli import JsonOption, command, complete_fail_on
 from gputopo.cli.scan import ExpectGpusOption, FailOnDesignOption
 
 FailOnOption = Annotated[
     Optional[str],
-    typer.Option("--fail-on", metavar="LEVEL",
+    typer.Option("--fail-on", metavar="LEVEL", autocompletion=complete_fail_on,
                  help="Exit with code 1 when a fault (not a design fact or a note) is at least this severe: warning or "
                       "error (Slurm prologs, CI)."),
 ]

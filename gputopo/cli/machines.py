@@ -12,7 +12,8 @@ def machines(json_output: JsonOption = False) -> None:
     from gputopo.views.common import out, print_json
 
     if json_output:
-        print_json([{"name": m.name, "title": m.title, "summary": m.summary} for m in MACHINES.values()])
+        print_json({"schema": "gputopo.machines/1",
+                    "machines": [{"name": m.name, "title": m.title, "summary": m.summary} for m in MACHINES.values()]})
         return
     from rich.table import Table
 

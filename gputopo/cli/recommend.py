@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Annotated, Optional
 
 import typer
 
-from gputopo.cli import FromOption, HostOption, JsonOption, MachineOption, TfLogOption, TfRunOption, command
+from gputopo.cli import FromOption, HostOption, JsonOption, MachineOption, TfLogOption, TfRunOption, command, complete_recommend_format
 from gputopo.errors import InputError
 
 if TYPE_CHECKING:
@@ -44,7 +44,7 @@ def recommend_command(
     alternatives: Annotated[int, typer.Option("--alternatives", help="How many runner-up groups to list.")] = 3,
     output_format: Annotated[
         str,
-        typer.Option("--format", "-f", help="text (default), json, env (shell `eval`) or python (snippet); "
+        typer.Option("--format", "-f", autocompletion=complete_recommend_format, help="text (default), json, env (shell `eval`) or python (snippet); "
                      "with several --from: text, json, env (a block per host) or slurm (an sbatch script); "
                      "gres (Slurm's gres.conf) or slurm-topology (topology.conf blocks) for any hosts."),
     ] = "text",
@@ -81,7 +81,7 @@ def recommend_command(
                                     "switch tree (PIX/PXB), so Slurm prefers them together (default 0).", metavar="N")
     ] = None,
 ) -> None:
-    """Recommend the best GPUs to train on together: ranked groups with their ring bottleneck, and
+    """Recommend the best GPUs to train on together: ranked groups with their slowest hop, and
     the CUDA_VISIBLE_DEVICES / MirroredStrategy lines to use them. With --from once per host: the
     same group on every host, each host's CUDA/numactl/NCCL environment and TF_CONFIG."""
     if json_output and output_format.lower() not in ("text", "json"):
@@ -240,4 +240,4 @@ def _recommend_hosts(topologies: list[Topology], gpus: int, gpus_per_host: int |
     elif fmt == "slurm":
         typer.echo(view.format_plan_slurm(plan, save), nl=False)
     else:
-        view.render_plan(plan)
+        view.render_plan(plan, saved=save)

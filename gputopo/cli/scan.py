@@ -6,7 +6,7 @@ from typing import TYPE_CHECKING, Annotated, Optional
 
 import typer
 
-from gputopo.cli import FromOption, HostOption, JsonOption, MachineOption, TfLogOption, TfRunOption, command
+from gputopo.cli import FromOption, HostOption, JsonOption, MachineOption, TfLogOption, TfRunOption, command, complete_fail_on
 
 if TYPE_CHECKING:
     from gputopo.model import Finding, Topology
@@ -51,6 +51,7 @@ def scan(
         Optional[str],
         typer.Option(
             "--fail-on",
+            autocompletion=complete_fail_on,
             help="Exit with code 1 when a fault (not a design fact or a note) is at least this severe: warning or "
             "error (for CI and Slurm prologs).",
             metavar="LEVEL",

@@ -17,7 +17,9 @@ from gputopo.cli import (
     MachineOption,
     TfLogOption,
     TfRunOption,
+    PANEL_OUTPUT,
     command,
+    complete_strategy,
 )
 
 if TYPE_CHECKING:
@@ -27,93 +29,100 @@ if TYPE_CHECKING:
     from gputopo.train.launch.plan import LaunchPlan, ProcessSpec
 
 DEFAULT_CHECKPOINT_DIR = "gputopo-checkpoints"
+# `train -h` groups its options (PANEL_INPUTS and PANEL_OUTPUT as every command has them).
+_CHOICE, _TRAINING, _CLUSTER, _CHECKPOINTS = "Choice of GPUs", "Training", "Cluster", "Checkpoints"
+
+
+def complete_launcher(incomplete: str) -> list[str]:
+    """``--launcher``'s launchers."""
+    return [name for name in ("slurm", "tf-config") if name.startswith(incomplete)]
 
 
 @command("train")
 def train(
-    gpus: Annotated[Optional[int], typer.Option("--gpus", "-n", help="How many GPUs to train on (picked by `recommend`).")] = None,
-    devices: Annotated[
-        Optional[str], typer.Option("--devices", help="Train on exactly these GPUs (nvidia-smi indices, e.g. 0,2,3).")
-    ] = None,
-    cpu_devices: Annotated[
-        Optional[int], typer.Option("--cpu-devices", help="Use N logical CPU devices in place of GPUs (no GPU needed).")
-    ] = None,
-    data: Annotated[
-        str, typer.Option("--data", help="Image folder (train/<class>/*.png, test/<class>/*), mnist, cifar10 or synthetic.")
-    ] = "synthetic",
-    model: Annotated[str, typer.Option("--model", help="cnn (small, default) or mobilenetv2.")] = "cnn",
-    batch_size: Annotated[int, typer.Option("--batch-size", "-b", help="Global batch, split over all replicas.")] = 64,
-    epochs: Annotated[int, typer.Option("--epochs", help="Epochs to train (evaluation on test/ after each).")] = 1,
-    steps_per_epoch: Annotated[
-        Optional[int], typer.Option("--steps-per-epoch", help="Steps per epoch (default: one pass over the training data).")
-    ] = None,
-    learning_rate: Annotated[
-        Optional[float],
-        typer.Option("--learning-rate", help="Adam learning rate (default 0.001; with --resume: the checkpoint's)."),
-    ] = None,
-    image_size: Annotated[Optional[int], typer.Option("--image-size", help="Resize images to SIZE x SIZE.")] = None,
-    seed: Annotated[int, typer.Option("--seed", help="Random seed (data order and initial weights).")] = 0,
-    evaluate: Annotated[bool, typer.Option("--eval/--no-eval", help="Evaluate on test/ after each epoch.")] = True,
-    strategy: Annotated[
-        str, typer.Option("--strategy", help="mirrored (one host), multi-worker or parameter-server.")
-    ] = "mirrored",
-    workers: Annotated[
-        Optional[str],
-        typer.Option(
-            "--workers",
-            help="multi-worker: host:port of every worker, comma-separated; parameter-server: number of workers.",
-        ),
-    ] = None,
-    task_index: Annotated[int, typer.Option("--task-index", help="multi-worker: which of --workers this host is.")] = 0,
-    local_workers: Annotated[
-        Optional[int], typer.Option("--local-workers", help="multi-worker: start N worker processes on this host.")
-    ] = None,
-    ps: Annotated[Optional[int], typer.Option("--ps", help="parameter-server: number of parameter servers.")] = None,
-    launcher: Annotated[
-        Optional[str],
-        typer.Option(
-            "--launcher",
-            help="slurm (a task of srun) or tf-config (TF_CONFIG from an operator): train one worker of a "
-            "multi-host --plan (docs/cluster.md).",
-        ),
-    ] = None,
-    plan_file: Annotated[
-        Optional[str],
-        typer.Option("--plan", help="--launcher: the multi-host plan (gputopo recommend --from a.json --from b.json --save)."),
-    ] = None,
-    port: Annotated[
-        Optional[int], typer.Option("--port", help="--launcher slurm: the first worker port on a node (default: the plan's).")
-    ] = None,
-    allow_exposed_ports: Annotated[
-        bool,
-        typer.Option(
-            "--allow-exposed-ports",
-            help="Run a local cluster even where it cannot be kept off the network (see docs/security.md).",
-        ),
-    ] = False,
-    allow_busy: Annotated[
-        bool, typer.Option("--allow-busy", help="Train even on GPUs another process is computing on.")
-    ] = False,
-    startup_timeout_s: Annotated[
-        float, typer.Option("--startup-timeout", help="multi-worker: seconds to wait for the other workers.")
-    ] = 120.0,
-    checkpoint_dir: Annotated[
-        Optional[str], typer.Option("--checkpoint-dir", help="Where checkpoints go.")
-    ] = DEFAULT_CHECKPOINT_DIR,
-    no_checkpoint: Annotated[bool, typer.Option("--no-checkpoint", help="Do not write checkpoints.")] = False,
-    checkpoint_every: Annotated[
-        int, typer.Option("--checkpoint-every", help="Steps between checkpoints (0: only at the end).")
-    ] = 100,
-    resume: Annotated[bool, typer.Option("--resume", help="Continue from the last checkpoint in --checkpoint-dir.")] = False,
-    scaling: Annotated[
-        Optional[str], typer.Option("--scaling", help="Train briefly on each device count (e.g. 1,2,4) and compare speed.")
-    ] = None,
-    scaling_steps: Annotated[int, typer.Option("--scaling-steps", help="Steps per --scaling run.")] = 30,
-    dry_run: Annotated[bool, typer.Option("--dry-run", help="Print the plan and the exact command; do not train.")] = False,
     from_files: FromOption = None,
     machine: MachineOption = None,
     tf_log: TfLogOption = None,
     tf_run: TfRunOption = None,
+    gpus: Annotated[Optional[int], typer.Option(
+        "--gpus", "-n", metavar="N", rich_help_panel=_CHOICE, help="How many GPUs (picked by `recommend`).")] = None,
+    devices: Annotated[Optional[str], typer.Option(
+        "--devices", metavar="LIST", rich_help_panel=_CHOICE, help="Exactly these GPUs (nvidia-smi indices: 0,2,3).")] = None,
+    cpu_devices: Annotated[Optional[int], typer.Option(
+        "--cpu-devices", metavar="N", rich_help_panel=_CHOICE, help="N logical CPU devices instead of GPUs (no GPU needed).")] = None,
+    allow_busy: Annotated[bool, typer.Option(
+        "--allow-busy", rich_help_panel=_CHOICE, help="Train even on GPUs another process computes on.")] = False,
+    data: Annotated[str, typer.Option(
+        "--data", metavar="DATA", rich_help_panel=_TRAINING, show_default=False,
+        help="synthetic (default), mnist, cifar10 or an image folder.")] = "synthetic",
+    model: Annotated[str, typer.Option(
+        "--model", metavar="NAME", rich_help_panel=_TRAINING, show_default=False,
+        help="cnn (small, default) or mobilenetv2.")] = "cnn",
+    batch_size: Annotated[int, typer.Option(
+        "--batch-size", "-b", metavar="N", rich_help_panel=_TRAINING, show_default=False,
+        help="Global batch, split over all replicas (default 64).")] = 64,
+    epochs: Annotated[int, typer.Option(
+        "--epochs", metavar="N", rich_help_panel=_TRAINING, show_default=False,
+        help="Epochs to train (default 1), evaluating after each.")] = 1,
+    steps_per_epoch: Annotated[Optional[int], typer.Option(
+        "--steps-per-epoch", metavar="N", rich_help_panel=_TRAINING,
+        help="Steps per epoch (default: one pass over the data).")] = None,
+    learning_rate: Annotated[Optional[float], typer.Option(
+        "--learning-rate", metavar="RATE", rich_help_panel=_TRAINING,
+        help="Adam's rate (default 0.001; --resume: the checkpoint's).")] = None,
+    image_size: Annotated[Optional[int], typer.Option(
+        "--image-size", metavar="SIZE", rich_help_panel=_TRAINING, help="Resize images to SIZE x SIZE.")] = None,
+    seed: Annotated[int, typer.Option(
+        "--seed", metavar="N", rich_help_panel=_TRAINING, show_default=False,
+        help="Seed of the data order and first weights (default 0).")] = 0,
+    evaluate: Annotated[bool, typer.Option(
+        "--eval/--no-eval", rich_help_panel=_TRAINING, show_default=False,
+        help="Evaluate on test/ after each epoch (default: --eval).")] = True,
+    strategy: Annotated[str, typer.Option(
+        "--strategy", metavar="NAME", rich_help_panel=_TRAINING, show_default=False, autocompletion=complete_strategy,
+        help="mirrored (default), multi-worker or parameter-server.")] = "mirrored",
+    workers: Annotated[Optional[str], typer.Option(
+        "--workers", metavar="LIST", rich_help_panel=_CLUSTER,
+        help="multi-worker: every worker's host:port; parameter-server: a count.")] = None,
+    task_index: Annotated[int, typer.Option(
+        "--task-index", metavar="N", rich_help_panel=_CLUSTER, show_default=False,
+        help="multi-worker: which of --workers this host is (default 0).")] = 0,
+    local_workers: Annotated[Optional[int], typer.Option(
+        "--local-workers", metavar="N", rich_help_panel=_CLUSTER, help="multi-worker: start N workers on this host.")] = None,
+    ps: Annotated[Optional[int], typer.Option(
+        "--ps", metavar="N", rich_help_panel=_CLUSTER, help="parameter-server: how many parameter servers.")] = None,
+    launcher: Annotated[Optional[str], typer.Option(
+        "--launcher", metavar="NAME", rich_help_panel=_CLUSTER, autocompletion=complete_launcher,
+        help="slurm or tf-config: one worker of a multi-host --plan (docs/cluster.md).")] = None,
+    plan_file: Annotated[Optional[str], typer.Option(
+        "--plan", metavar="FILE", rich_help_panel=_CLUSTER, help="--launcher's multi-host plan (`recommend --save`).")] = None,
+    port: Annotated[Optional[int], typer.Option(
+        "--port", metavar="N", rich_help_panel=_CLUSTER,
+        help="--launcher slurm: a node's first worker port (default: the plan's).")] = None,
+    allow_exposed_ports: Annotated[bool, typer.Option(
+        "--allow-exposed-ports", rich_help_panel=_CLUSTER,
+        help="Run a local cluster the network can reach (docs/security.md).")] = False,
+    startup_timeout_s: Annotated[float, typer.Option(
+        "--startup-timeout", metavar="SECONDS", rich_help_panel=_CLUSTER, show_default=False,
+        help="multi-worker: how long to wait for the other workers (default 120).")] = 120.0,
+    checkpoint_dir: Annotated[Optional[str], typer.Option(
+        "--checkpoint-dir", metavar="DIR", rich_help_panel=_CHECKPOINTS, show_default=False,
+        help=f"Where checkpoints go (default {DEFAULT_CHECKPOINT_DIR}).")] = DEFAULT_CHECKPOINT_DIR,
+    no_checkpoint: Annotated[bool, typer.Option(
+        "--no-checkpoint", rich_help_panel=_CHECKPOINTS, help="Write no checkpoints.")] = False,
+    checkpoint_every: Annotated[int, typer.Option(
+        "--checkpoint-every", metavar="N", rich_help_panel=_CHECKPOINTS, show_default=False,
+        help="Steps between checkpoints (default 100; 0: only at the end).")] = 100,
+    resume: Annotated[bool, typer.Option(
+        "--resume", rich_help_panel=_CHECKPOINTS, help="Continue from the last checkpoint in --checkpoint-dir.")] = False,
+    scaling: Annotated[Optional[str], typer.Option(
+        "--scaling", metavar="COUNTS", rich_help_panel=PANEL_OUTPUT,
+        help="Train briefly on each device count (1,2,4) and compare speed.")] = None,
+    scaling_steps: Annotated[int, typer.Option(
+        "--scaling-steps", metavar="N", rich_help_panel=PANEL_OUTPUT, show_default=False,
+        help="Steps per --scaling run (default 30).")] = 30,
+    dry_run: Annotated[bool, typer.Option(
+        "--dry-run", rich_help_panel=PANEL_OUTPUT, help="Print the plan and the exact command; do not train.")] = False,
     json_output: JsonOption = False,
 ) -> None:
     """Train a model data-parallel on the best GPUs for it (or logical CPU devices) and report speed."""
@@ -264,7 +273,9 @@ def _run_scaling(
     results, interrupted = run_scaling(sizes, specs, announce)
     rows = scaling_rows(results) if results else []
     if json_output:
-        print_json({"scaling": rows, "status": "interrupted" if interrupted else "completed",
+        from gputopo.views.train import SCALING_SCHEMA
+
+        print_json({"schema": SCALING_SCHEMA, "scaling": rows, "status": "interrupted" if interrupted else "completed",
                     "device_kind": plan.device_kind, "per_replica_batch_size": config.batch_size // plan.replicas,
                     "steps": steps, "plan": plan.to_dict()})  # fmt: skip
     elif rows:

@@ -30,7 +30,8 @@ class Cluster:
         return {
             "schema": CLUSTER_SCHEMA,
             "hosts": [topology.to_dict() for topology in self.hosts],
-            "diagnostics": [dataclasses.asdict(finding) for finding in self.diagnostics],
+            "findings": [dataclasses.asdict(finding) for finding in self.diagnostics],
+            "diagnostics": [dataclasses.asdict(finding) for finding in self.diagnostics],  # deprecated alias
         }
 
     @classmethod
@@ -49,7 +50,7 @@ class Cluster:
                 topologies.append(Topology.from_dict(host))
             except ValueError as exc:
                 raise ValueError(f"hosts[{k}]: {exc}") from None
-        findings = data.get("diagnostics", [])
+        findings = data.get("diagnostics", data.get("findings", []))
         if not isinstance(findings, list):
             raise ValueError(f"diagnostics: must be a list, got {shown(findings)}")
         return cls(hosts=topologies, diagnostics=[build(Finding, f, f"diagnostics[{k}]") for k, f in enumerate(findings)])

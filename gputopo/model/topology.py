@@ -208,9 +208,14 @@ class Topology:
         with gc_paused():  # plain values make no cycles (see json_text.gc_paused)
             data = {f.name: _plain(getattr(self, f.name)) if f.name != "links" else None for f in dataclasses.fields(self)}
             data["links"] = _plain(links) if links is self.links else links
-        # Put the schema and provenance first for people reading the JSON.
+        # Put the schema and provenance first for people reading the JSON. The findings are
+        # ``findings``, as in every other document; ``diagnostics``, their older name, is written
+        # alongside (deprecated: docs/json.md) for readers made before.
         ordered = {"schema": data.pop("schema"), "source": data.pop("source")}
-        ordered.update(data)
+        for key, value in data.items():
+            if key == "diagnostics":
+                ordered["findings"] = value
+            ordered[key] = value
         return ordered
 
     def to_json_text(self, indent: int = 2) -> str:
@@ -244,6 +249,8 @@ class Topology:
         schema = data.get("schema")
         if schema != SCHEMA:
             raise ValueError(f"schema: unsupported snapshot schema {shown(schema)} (expected {SCHEMA!r})")
+        if "diagnostics" not in data and "findings" in data:  # written without the deprecated alias
+            data = {**data, "diagnostics": data["findings"]}
         links = data.get("links")
         kinds = build_kinds(Link, links, KIND_FIELDS, take) if take and type(links) is list and len(links) > 16 else None
         try:

@@ -61,6 +61,11 @@ def is_archive(path: str) -> bool:
             start = head.read(_CHUNK_BYTES)
     except OSError:
         return False
+    return is_archive_start(start)
+
+
+def is_archive_start(start: bytes) -> bool:
+    """``is_archive`` of what a file or standard input starts with (its first chunk)."""
     if start.startswith(_COMPRESSED_MAGIC):
         return True
     # What tarfile.is_tarfile tries but the magic above: a plain tar, and (its xz opener takes
@@ -194,12 +199,13 @@ def _decompressor(raw: io.BufferedReader, start: bytes):
     return raw
 
 
-def _tar_stream(path: str, label: str) -> "_HeaderBoundedStream":
+def _tar_stream(path: str, label: str, data: bytes | None = None) -> "_HeaderBoundedStream":
     """The archive's tar stream, decompressed in chunks straight into the buffer tarfile reads (no
-    second copy), at most ``MAX_STREAM_BYTES`` of it."""
+    second copy), at most ``MAX_STREAM_BYTES`` of it (``data``: the archive's bytes, read from
+    standard input, in the place of ``path``)."""
     buffer, total = _HeaderBoundedStream(), 0
     try:
-        with open(path, "rb") as raw:
+        with (open(path, "rb") if data is None else io.BytesIO(data)) as raw:
             start = raw.read(_CHUNK_BYTES)
             raw.seek(0)
             stream = _decompressor(raw, start)
@@ -223,10 +229,11 @@ def _one_line(exc: BaseException) -> str:
     return " ".join(str(exc).split())[:200]
 
 
-def opened_archive(path: str) -> MemoryTree:
-    """The archive at ``path``, checked and held in memory as a tree (see the module docstring)."""
-    label = os.path.basename(path)
-    stream = _tar_stream(path, label)
+def opened_archive(path: str, data: bytes | None = None) -> MemoryTree:
+    """The archive at ``path`` (or ``data``, its bytes from standard input: ``gather -o - | doctor
+    --from -``), checked and held in memory as a tree (see the module docstring)."""
+    label = os.path.basename(path) if data is None else "standard input"
+    stream = _tar_stream(path, label, data)
     try:
         with tarfile.open(fileobj=stream, mode="r:", tarinfo=_NoSparseTarInfo) as archive:
             members = checked_members(archive, label)

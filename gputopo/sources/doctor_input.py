@@ -70,12 +70,27 @@ def evidence_of_tree(tree: Tree, label: str) -> HealthEvidence:
 def evidence_from_files(paths: list[str]) -> Iterator[HealthEvidence]:
     """Evidence from ``--from`` files: at most one tree (archive or folder) plus any pasted texts."""
     trees = [p for p in paths if p != "-" and (os.path.isdir(p) or is_archive(p))]
+    stdin_text: str | None = None
+    stdin_tree = None
+    if "-" in paths:  # read once: a pasted text, or a `gather -o -` archive piped in
+        from gputopo.fileio import decode_text, read_stdin_bytes
+        from gputopo.sources.archive import MAX_STREAM_BYTES, is_archive_start
+
+        data = read_stdin_bytes("evidence file", max(MAX_STREAM_BYTES, MAX_PASTE_BYTES))
+        if is_archive_start(data[: 1 << 20]):
+            stdin_tree = opened_archive("-", data)
+            trees.append("-")
+        else:
+            if len(data) > MAX_PASTE_BYTES:
+                raise InputError(f"evidence file standard input is larger than the {MAX_PASTE_BYTES >> 20} MiB "
+                                 "limit for inputs")
+            stdin_text = decode_text(data, "standard input", "evidence file")
     if len(trees) > 1:
         raise InputError("give at most one gathered archive or folder with --from (pasted text files may be added)")
     if trees:
         given = trees[0]
-        label = os.path.basename(os.path.normpath(given))
-        tree = FolderTree(given, label) if os.path.isdir(given) else opened_archive(given)
+        label = "standard input" if given == "-" else os.path.basename(os.path.normpath(given))
+        tree = stdin_tree if given == "-" else FolderTree(given, label) if os.path.isdir(given) else opened_archive(given)
         evidence = evidence_of_tree(tree, label)
     else:
         evidence = HealthEvidence(source=", ".join(os.path.basename(p) if p != "-" else "standard input" for p in paths))
@@ -83,7 +98,7 @@ def evidence_from_files(paths: list[str]) -> Iterator[HealthEvidence]:
     for path in paths:
         if path in trees:
             continue
-        text = read_text_input(path, "evidence file", MAX_PASTE_BYTES)
+        text = stdin_text if path == "-" and stdin_text is not None else read_text_input(path, "evidence file", MAX_PASTE_BYTES)
         label = os.path.basename(path) if path != "-" else "standard input"
         if slurm_gres_text.sniff(text):  # Slurm's view of the GPUs: judged against the wiring given beside it
             evidence.slurm_gres.append((label, slurm_gres_text.read(text)))

@@ -107,7 +107,7 @@ def _check_counts(data: Any) -> None:
     nics = data.get("nics")
     limits = {"gpus": MAX_GPU_INDEX + 1, "links": n * (n - 1) // 2, "nics": MAX_NICS,
               "nic_links": n * min(len(nics) if isinstance(nics, list) else 0, MAX_NICS), "diagnostics": MAX_FINDINGS,
-              "reading_notes": MAX_FINDINGS}
+              "findings": MAX_FINDINGS, "reading_notes": MAX_FINDINGS}
     for key, most in limits.items():
         value = data.get(key)
         if key in ("links", "nic_links") and not isinstance(gpus, list):

@@ -42,7 +42,7 @@ class PeerMatrix:
 def apply_matrix(matrix: PeerMatrix, peer: list[list[bool | None]], notes: list[ReadingNote]) -> None:
     """Copy a matrix into ``peer`` (by ordinal) and note a missing header, rows or cells."""
     columns = matrix.columns()
-    if not matrix.ordinals and matrix.rows:
+    if not matrix.ordinals and matrix.rows and columns:  # (rows cut before any cell: no columns to name)
         notes.append(_cut({"cut": "matrix-header", "line": matrix.line_no, "columns": [columns[0], columns[-1]]}))
     for row_ordinal, values in matrix.rows.items():
         if row_ordinal >= len(peer):

@@ -24,6 +24,7 @@ from gputopo.bench.results import BenchResult, Stat
 from gputopo.model import Topology
 from gputopo.notation import format_size
 from gputopo.views.common import err, out
+from gputopo.views.vocabulary import SELF
 
 # The thresholds and the rating (rate) live with the rest of measured-vs-expected in analysis.measured.
 
@@ -70,8 +71,11 @@ def callouts(result: BenchResult, expected: dict[tuple[int, int], Expectation]) 
 
 
 def via_host_notes(result: BenchResult) -> list[str]:
-    """Pairs where copying through host memory beat the direct copy: P2P does not pay there."""
+    """Pairs where copying through host memory beat the direct copy: P2P does not pay there. None on
+    logical CPU devices: every copy is in host memory, so neither is a link (docs/bench-p2p.md)."""
     lines: list[str] = []
+    if result.measures_host_memory:
+        return lines
     for key in result.ordered_pairs():
         pair = result.pairs.get(key)
         head = pair.headline() if pair else None
@@ -127,7 +131,7 @@ def _matrix(
         cells: list[Text] = []
         for b in result.indices:
             if a == b:
-                cells.append(Text("-", style="dim"))
+                cells.append(Text(SELF, style="dim"))
                 continue
             pair = result.pairs.get((a, b))
             figure = value(a, b)

@@ -67,7 +67,8 @@ def _concurrent_table(result: BenchResult) -> Any:
         for item in entry["per_pair"]:
             alone = item["alone_gbps"]
             alone_text = "-" if alone is None else (f"~{alone:.1f}" if item["alone_inferred"] else f"{alone:.1f}")
-            ratio = "-" if item["contention"] is None else f"{item['contention']:.0%}"
+            # On logical CPU devices the ratio is of host memory's bandwidth, not a link's: a figure, no call-out.
+            ratio = "-" if item["contention"] is None or result.measures_host_memory else f"{item['contention']:.0%}"
             table.add_row(str(entry["round"]), f"{item['src']}->{item['dst']}", f"{item['gbps']:.1f}", alone_text, ratio)
     return table
 

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 from rich import box
 from rich.console import Console
-from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
 
@@ -13,7 +12,7 @@ from gputopo.analysis.cluster import host_summary
 from gputopo.model.cluster import Cluster
 from gputopo.notation import count_word
 from gputopo.views.common import out
-from gputopo.views.topology import SEVERITY_STYLE
+from gputopo.views.findings import print_findings, print_hanging
 
 
 def hosts_table(cluster: Cluster) -> Table:
@@ -29,28 +28,28 @@ def hosts_table(cluster: Cluster) -> Table:
     return table
 
 
-def cluster_findings_panel(cluster: Cluster) -> Panel:
-    grid = Table.grid(padding=(0, 1))
-    grid.add_column(no_wrap=True, min_width=7)
-    grid.add_column()
-    for finding in cluster.diagnostics:
-        message = Text("design: " if finding.kind == "design" else "", style="cyan")
-        message.append(finding.message)
-        if finding.fix:
-            message.append(f"\nfix: {finding.fix}", style="dim")
-        grid.add_row(Text(finding.severity.upper(), style=SEVERITY_STYLE.get(finding.severity, "")), message)
+def render_cluster_findings(cluster: Cluster, console: Console) -> None:
+    """The findings about the hosts together, as scan and doctor print findings; then each host's
+    count of its own."""
+    from rich.rule import Rule
+
+    console.print(Rule(Text("Findings", style="bold"), align="left"))
+    print_findings(console, cluster.diagnostics)
+    own = []
     for name, topology in zip(cluster.host_names, cluster.hosts):
         counts = [count_word(sum(f.severity == level for f in topology.diagnostics), level)
                   for level in ("error", "warning") if any(f.severity == level for f in topology.diagnostics)]
         if counts:
-            grid.add_row(Text("HOST", style="dim"), Text(f"{name}: {', '.join(counts)} of its own "
-                                                         f"(`gputopo scan --from` its snapshot shows them)"))
-    if not grid.rows:
-        return Panel(Text("No findings: the hosts match.", style="green"), title="Findings", title_align="left")
-    return Panel(grid, title="Findings", title_align="left")
+            own.append(f"{name}: {', '.join(counts)} of its own (`gputopo scan --from` its snapshot shows them)")
+    if own and cluster.diagnostics:
+        console.print()
+    for line in own:
+        print_hanging(console, line, 7, 0, Text("HOST  ", style="dim"))
+    if not cluster.diagnostics and not own:
+        console.print(Text("No findings: the hosts match.", style="green"))
 
 
 def render_cluster(cluster: Cluster, console: Console | None = None) -> None:
     console = console or out()
     console.print(hosts_table(cluster))
-    console.print(cluster_findings_panel(cluster))
+    render_cluster_findings(cluster, console)

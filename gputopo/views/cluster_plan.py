@@ -33,7 +33,7 @@ def _nics_text(plan: HostPlan) -> str:
                      for nic in plan.nics) or "none shown"
 
 
-def render_plan(plan: ClusterPlan, console: Console | None = None) -> None:
+def render_plan(plan: ClusterPlan, console: Console | None = None, saved: str | None = None) -> None:
     console = console or out()
     table = Table(title=f"{count_word(len(plan.hosts), 'host')} x {count_word(plan.gpus_per_host, 'GPU')} "
                         f"= {count_word(plan.gpus, 'GPU')}, one worker per host",
@@ -46,7 +46,7 @@ def render_plan(plan: ClusterPlan, console: Console | None = None) -> None:
         gpus = [",".join(map(str, host.gpus))] if renumbered else []
         # Text, never markup strings: a snapshot's "[/x]" or "[link=...]" is shown as it is.
         table.add_row(Text(host.host, style="bold"), _role(host), *map(Text, gpus), Text(host.cuda_visible_devices),
-                      Text(" ".join(host.numactl) or "-"), Text(_nics_text(host)))
+                      Text(" ".join(host.numactl) or "none"), Text(_nics_text(host)))
     console.print(table)
     for host in plan.hosts:
         console.print(Text(f"{host.host} ({_role(host)})", style="bold"))
@@ -56,8 +56,12 @@ def render_plan(plan: ClusterPlan, console: Console | None = None) -> None:
         for warning in host.warnings:
             console.print(Text(f"  warning: {warning}", style="yellow"))
     console.print(Text(f"why: {plan.reason}"))
-    console.print(Text("save it with --save plan.json for `gputopo train --plan`; --format env or --format slurm "
-                       "print it for shells and sbatch", style="dim"))
+    from gputopo.quoting import shell_word
+
+    # After --save the plan is saved: say where it goes next, not to save it.
+    first = (f"saved as {saved}: each host trains its part with `gputopo train --launcher slurm|tf-config --plan "
+             f"{shell_word(saved, 'the plan file')}`" if saved else "save it with --save plan.json for `gputopo train --plan`")
+    console.print(Text(f"{first}; --format env or --format slurm print it for shells and sbatch", style="dim"))
 
 
 def format_plan_env(plan: ClusterPlan) -> str:

@@ -7,12 +7,10 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from gputopo.views.common import out, terminal_safe
+from gputopo.views.findings import print_findings, print_hanging
 
 if TYPE_CHECKING:
     from gputopo.analysis.doctor import DoctorReport
-
-_STYLE = {"error": "bold red", "warning": "yellow", "info": "cyan"}
-
 
 def _safe(text: str | None) -> str:
     from rich.markup import escape
@@ -21,27 +19,22 @@ def _safe(text: str | None) -> str:
 
 
 def render_doctor(report: DoctorReport) -> None:
+    from rich.text import Text
+
     console = out()
     console.print(f"[bold]gputopo doctor[/bold] — {_safe(report.source)}")
     if report.gpus:
         console.print(f"GPUs: {_safe(', '.join(report.label(b) for b in sorted(report.gpus)))}")
     if not report.findings:
         console.print("[green]Nothing wrong found[/green] in the checks that could be made.")
-    for finding in report.findings:
+    if report.findings:
         console.print()
-        console.print(f"[{_STYLE[finding.severity]}]{finding.severity.upper()}[/] [bold]{_safe(finding.code)}[/bold]{' (design)' if finding.kind == 'design' else ''}: "
-                      f"{_safe(finding.message)}")
-        for line in finding.evidence:
-            console.print(f"  evidence: {_safe(line)}")
-        if finding.effect:
-            console.print(f"  effect:   {_safe(finding.effect)}")
-        if finding.fix:
-            console.print(f"  fix:      {_safe(finding.fix)}")
+        print_findings(console, report.findings)
     if report.checks:
         console.print()
         console.print("[bold]Checks[/bold]")
         for check in report.checks:
             word = {"ok": "ok", "problem": "problem"}.get(check.status, "not made")
             style = {"ok": "green", "problem": "red"}.get(check.status, "dim")
-            detail = f" — {_safe(check.detail)}" if check.detail else ""
-            console.print(f"  [{style}]{word:<8}[/] {_safe(check.name)}{detail}")
+            detail = f"{terminal_safe(check.name)}" + (f" — {terminal_safe(check.detail)}" if check.detail else "")
+            print_hanging(console, detail, 11, 2, Text(f"{word:<8} ", style=style))

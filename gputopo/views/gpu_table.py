@@ -14,10 +14,11 @@ from gputopo.views.live import memory_cell as _memory
 from gputopo.views.unknowns import nvlink_cell
 
 
-def _wrappable(cpus: str) -> str:
-    """A long CPU list with a space after each comma, so that a narrow column wraps it between
-    ranges, never inside a number (rich breaks lines only at spaces, else mid-word)."""
-    return cpus.replace(",", ", ") if len(cpus) > 12 else cpus
+def _wrappable(cpus: str, lines: bool = False) -> str:
+    """A CPU list as `taskset -c` and `numactl --physcpubind` take it (no space after a comma: a
+    copy pastes whole); with ``lines`` (a terminal too narrow for it) a line per range, each ending
+    at its comma, never broken inside a number."""
+    return cpus.replace(",", ",\n") if lines else cpus
 
 
 def _fmt(value: object) -> str:
@@ -46,7 +47,7 @@ def _short_name(name: str | None) -> str:
     return name
 
 
-def gpu_table(topo: Topology, host_column: bool = True) -> Table:
+def gpu_table(topo: Topology, host_column: bool = True, cpu_lines: bool = False) -> Table:
     table = Table(title="GPUs", title_justify="left", box=box.SIMPLE_HEAD, padding=(0, 1), pad_edge=False, collapse_padding=True)
     show_mig = any(g.mig_mode for g in topo.gpus)
     show_gpu_numa = any(g.gpu_numa_id is not None for g in topo.gpus)  # Grace: the GPU's memory as a node
@@ -66,7 +67,7 @@ def gpu_table(topo: Topology, host_column: bool = True) -> Table:
     if show_host:
         table.add_column("host", no_wrap=True)
     for g in topo.gpus:
-        cells = gpu_cells(topo, g, show_gpu_numa, show_mig, show_util)
+        cells = gpu_cells(topo, g, show_gpu_numa, show_mig, show_util, cpu_lines)
         row = [str(g.index), cells[0], _short_bus_id(g.pci_bus_id), *cells[1:]]
         if show_host:
             row.append(_fmt(g.host))
@@ -76,7 +77,7 @@ def gpu_table(topo: Topology, host_column: bool = True) -> Table:
 
 
 def gpu_cells(topo: Topology, g: Gpu, show_gpu_numa: bool = False, show_mig: bool = False,
-              show_util: bool = False) -> list[Text | str]:
+              show_util: bool = False, cpu_lines: bool = False) -> list[Text | str]:
     """A GPU's cells but its number, bus id and host: name, mem, NUMA, (GPU NUMA), CPUs, PCIe,
     NVLink (``?`` where not known, ``>=N`` implied by the NV# words), (MIG), (util)."""
     pcie = _pcie_cell(g)
@@ -84,7 +85,7 @@ def gpu_cells(topo: Topology, g: Gpu, show_gpu_numa: bool = False, show_mig: boo
     numa = _fmt(g.numa_node) if g.numa_node is not None or not g.numa_affinity else g.numa_affinity
     util = _fmt(g.utilization_percent) + ("%" if g.utilization_percent is not None else "")
     return ([_short_name(g.name), _memory(g), numa] + ([_fmt(g.gpu_numa_id)] if show_gpu_numa else [])
-            + [_wrappable(_fmt(g.cpu_affinity)), pcie, nvlink_cell(topo, g)] + ([mig] if show_mig else [])
+            + [_wrappable(_fmt(g.cpu_affinity), cpu_lines), pcie, nvlink_cell(topo, g)] + ([mig] if show_mig else [])
             + ([util] if show_util else []))
 
 

@@ -17,6 +17,7 @@ from rich.text import Text
 from gputopo.notation import count_word, format_gbps, gpus_word, number_list
 from gputopo.quoting import comment, env_assignment, python_str
 from gputopo.views.common import indented, labelled, out
+from gputopo.views.vocabulary import UNKNOWN
 
 if TYPE_CHECKING:
     from gputopo.analysis.recommend import GroupAdvice, Recommendation
@@ -154,7 +155,7 @@ def _ranked_table(rec: Recommendation) -> Table:
             hop = "-"
         else:
             slowest = min(group.hops, key=lambda h: h.gbps)
-            hop = f"{slowest.label} ~{_gbps(slowest.gbps)}"
+            hop = f"{UNKNOWN if slowest.label.startswith('unknown') else slowest.label} ~{_gbps(slowest.gbps)}"
         if group.same_socket is None:
             where = "?"
         else:
@@ -258,6 +259,8 @@ def format_python(rec: Recommendation) -> str:
         lines += ["", "import tensorflow as tf", "", strategy_line(best)]
         return "\n".join(lines) + "\n"
     lines.append(f'os.environ["CUDA_VISIBLE_DEVICES"] = {python_str(best.cuda_visible_devices)}  # CUDA renumbers these /gpu:0..')
+    if best.numactl:  # a binding is made before Python starts: say how to start it
+        lines.append(comment(f"Start this script bound next to the GPUs: {best.numactl} python train.py"))
     lines += ["", "import tensorflow as tf", ""]
     if len(best.gpus) == 1:
         lines.append('strategy = tf.distribute.OneDeviceStrategy("/gpu:0")  # one GPU: nothing to all-reduce')

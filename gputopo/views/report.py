@@ -19,6 +19,7 @@ from gputopo.views.report_tables import heatmaps
 from gputopo.views.svg import render_svg
 from gputopo.views.svg_layout import missing_pairs
 from gputopo.views.svg_links import esc
+from gputopo.views.vocabulary import severity_word
 
 if TYPE_CHECKING:
     from gputopo.analysis.recommend import Recommendation
@@ -150,8 +151,8 @@ def _findings(topology: Topology) -> str:
     items = []
     for f in worst_first(topology.diagnostics):  # errors, warnings, infos; faults before design facts before notes
         fix = f"<br/><span class=\"muted\">Fix: {esc(f.fix)}</span>" if f.fix else ""
-        items.append(f'<li data-kind="{esc(kind_of(f))}"><span class="sev sev-{esc(f.severity)}">{esc(f.severity)}</span> '
-                     f'{esc(f.message)}{fix}</li>')
+        items.append(f'<li data-kind="{esc(kind_of(f))}"><span class="sev sev-{esc(f.severity)}">{esc(severity_word(f.severity))}</span> '
+                     f'<code>{esc(f.code)}</code> {esc(f.message)}{fix}</li>')
     return "<ul>" + "".join(items) + "</ul>"
 
 
@@ -228,5 +229,5 @@ def render_report(topology: Topology, recommendation: Recommendation | None = No
 
 def report_summary(path: str, topology: Topology) -> dict[str, object]:
     """What ``report --json`` prints."""
-    return {"output": path, "gpus": len(topology.gpus), "links": len(topology.links)}
+    return {"schema": "gputopo.report/1", "output": path, "gpus": len(topology.gpus), "links": len(topology.links)}
 

@@ -28,6 +28,7 @@ from gputopo.model import (
     Topology,
 )
 from gputopo.views.common import matrix_tables, out
+from gputopo.views.findings import print_findings
 from gputopo.views.gpu_table import gpu_cells, gpu_table
 from gputopo.views.live import fmt_bytes as _fmt_bytes  # noqa: F401  (the GPU table tests use it)
 from gputopo.views.live import live_state
@@ -37,11 +38,11 @@ from gputopo.views.topology_large import (
     host_summary_tree,
 )
 from gputopo.views.unknowns import nvlink_cell, speed_span
+from gputopo.views.vocabulary import SEVERITY_STYLE as SEVERITY_STYLE  # noqa: F401  (re-exported)
 
 # Larger topologies get a summary instead of N x N matrices that no terminal can show.
 MAX_MATRIX_GPUS = 16
 
-SEVERITY_STYLE = {"error": "bold red", "warning": "yellow", "info": "cyan"}
 
 
 # (lowest GB/s per direction, colour, word for the legend), fastest first.
@@ -311,23 +312,16 @@ def p2p_matrices(topo: Topology, width: int | None = None) -> Group | None:
     return Group(*parts, legend, Text(""))
 
 
-def findings_panel(topo: Topology) -> Panel:
+def render_findings(topo: Topology, console: Console) -> None:
+    """The findings, worst first, as doctor prints them (``SEVERITY code: message``, then the fix);
+    a command in a fix is never broken or cut (``views.findings``)."""
+    from rich.rule import Rule
+
+    console.print(Rule(Text("Findings", style="bold"), align="left"))
     if not topo.diagnostics:
-        return Panel(Text("No findings.", style="green"), title="Findings", title_align="left")
-    # A grid, so that wrapped messages and fixes stay indented under their severity word.
-    grid = Table.grid(padding=(0, 1))
-    grid.add_column(no_wrap=True, min_width=7)
-    grid.add_column()
-    order = {"error": 0, "warning": 1, "info": 2}
-    for f in sorted(topo.diagnostics, key=lambda f: order.get(f.severity, 3)):
-        message = Text("design: " if f.kind == "design" else "", style="cyan")  # the machine's build, no fault
-        message.append(f.message)
-        if f.caused_by:
-            message.append(f"\ncaused by: {f.caused_by}", style="dim")
-        if f.fix:
-            message.append(f"\nfix: {f.fix}", style="dim")
-        grid.add_row(Text(f.severity.upper(), style=SEVERITY_STYLE.get(f.severity, "")), message)
-    return Panel(grid, title="Findings", title_align="left")
+        console.print(Text("No findings.", style="green"))
+        return
+    print_findings(console, topo.diagnostics)
 
 
 def render_topology(topology: Topology, console: Console | None = None) -> None:
@@ -342,10 +336,18 @@ def render_topology(topology: Topology, console: Console | None = None) -> None:
         console.print(link_legend(topology))
     else:
         table = gpu_table(topology)
-        if Measurement.get(console, console.options.update_width(10_000), table).maximum > console.width:
-            # Too wide with the host names: they are in the tree below, beside each GPU's NUMA node.
+
+        def too_wide(table: Table) -> bool:
+            return Measurement.get(console, console.options.update_width(10_000), table).maximum > console.width
+
+        if too_wide(table):
+            # Too wide with the host names: they are in the tree below, beside each GPU's NUMA node;
+            # still too wide, a CPU list takes a line per range (whole, as one line, in the tree).
+            hosts = any(g.host for g in topology.gpus)
             table = gpu_table(topology, host_column=False)
-            table.caption = "hosts: see the tree below"
+            if too_wide(table):
+                table = gpu_table(topology, host_column=False, cpu_lines=True)
+            table.caption = "hosts: see the tree below" if hosts else None
             table.caption_justify = "left"
         console.print(table)
         for part in live_state(topology):  # when it was read, and the processes
@@ -373,4 +375,4 @@ def render_topology(topology: Topology, console: Console | None = None) -> None:
         from gputopo.views.observed import render_observed
 
         render_observed(topology, console)
-    console.print(findings_panel(topology))
+    render_findings(topology, console)

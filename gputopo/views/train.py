@@ -9,10 +9,15 @@ from rich.text import Text
 
 from gputopo.train.launch.plan import LaunchPlan
 from gputopo.views.common import out
+from gputopo.views.vocabulary import SLOWEST_HOP, UNKNOWN, ring_text
+
+
+PLAN_SCHEMA = "gputopo.train-plan/1"  # train --dry-run --json
+SCALING_SCHEMA = "gputopo.train-scaling/1"  # train --scaling --json
 
 
 def _fmt_float(value: Any, digits: int = 4) -> str:
-    return "-" if value is None else f"{value:.{digits}f}"
+    return UNKNOWN if value is None else f"{value:.{digits}f}"
 
 
 def _facts_table(title: str) -> Table:
@@ -30,7 +35,7 @@ def _row(table: Table, what: str, value: str) -> None:
 
 def plan_json(plan: LaunchPlan, processes: Sequence[dict[str, Any]]) -> dict[str, Any]:
     """The plan and every process to start, each with its environment and exact command."""
-    return {"plan": plan.to_dict(), "processes": list(processes)}
+    return {"schema": PLAN_SCHEMA, "plan": plan.to_dict(), "processes": list(processes)}
 
 
 def _basis_words(basis: str | None) -> str:
@@ -50,9 +55,9 @@ def render_plan(plan: LaunchPlan, processes: Sequence[dict[str, Any]], strategy:
         _row(table, "devices", f"{plan.replicas} logical CPU device{'s' if plan.replicas != 1 else ''} (standing in for GPUs)")
     _row(table, "strategy", strategy)
     if plan.ring:
-        _row(table, "ring", " -> ".join(str(g) for g in [*plan.ring, plan.ring[0]]))
+        _row(table, "ring", ring_text(plan.ring))
     if plan.bottleneck_gbps is not None:
-        _row(table, "bottleneck link", f"~{plan.bottleneck_gbps:.1f} GB/s per direction ({_basis_words(plan.bottleneck_basis)})")
+        _row(table, SLOWEST_HOP, f"~{plan.bottleneck_gbps:.1f} GB/s per direction ({_basis_words(plan.bottleneck_basis)})")
     if plan.cross_device_ops:
         _row(table, "cross-device op", plan.cross_device_ops)
     if plan.numactl:
@@ -75,6 +80,14 @@ def render_summary(summary: dict[str, Any]) -> None:
     """The run's outcome: steps, loss, accuracy, speed, devices, checkpoint."""
     console = out()
     status = summary.get("status", "completed")
+    if status == "completed" and summary.get("steps_run") == 0 and summary["start_step"] >= summary["total_steps"]:
+        # --resume of a finished run: no step ran, so no figure to show (not a table of '?').
+        console.print(Text(f"Already complete: the checkpoint is at step {summary['start_step']} of "
+                           f"{summary['total_steps']}; nothing was trained. Raise --epochs to train further "
+                           "from it.", style="yellow"))
+        if summary.get("checkpoint_path"):
+            console.print(Text(f"checkpoint: {summary['checkpoint_path']}"))
+        return
     title = "Training finished" if status == "completed" else f"Training {status}"
     table = _facts_table(title)
     _row(table, "steps", f"{summary['steps']} of {summary['total_steps']} (this run: {summary['steps_run']}, "
@@ -103,7 +116,7 @@ def render_summary(summary: dict[str, Any]) -> None:
     if summary.get("worker_weights_sha256"):
         same = len(set(summary["worker_weights_sha256"])) == 1
         _row(table, "workers' weights", "identical" if same else "DIFFER")
-    _row(table, "checkpoint", summary.get("checkpoint_path") or "none (no --checkpoint-dir)")
+    _row(table, "checkpoint", summary.get("checkpoint_path") or _no_checkpoint(summary))
     console.print(table)
     if status == "interrupted":
         if summary.get("checkpoint_path"):
@@ -111,6 +124,13 @@ def render_summary(summary: dict[str, Any]) -> None:
         else:
             console.print(Text("Stopped early; no checkpoint was saved (--no-checkpoint), so a rerun starts afresh.",
                                style="yellow"))
+
+
+def _no_checkpoint(summary: dict[str, Any]) -> str:
+    """Why a run left no checkpoint: another worker writes them, or --no-checkpoint."""
+    if summary.get("task_index"):
+        return "none here (worker 0, the chief, writes them)"
+    return "none (--no-checkpoint)"
 
 
 def scaling_rows(results: Sequence[tuple[int, dict[str, Any]]]) -> list[dict[str, Any]]:

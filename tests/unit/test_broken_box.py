@@ -96,7 +96,7 @@ def test_the_findings_say_which_explains_which(cli):
     assert cause["doctor-acs-redirect"] == cause["p2p-slower-than-staged"] == "doctor-iommu-translating"
     assert cause["doctor-iommu-translating"] is None
     text = cli("scan", *ALL_FOUR).output
-    assert "caused by: doctor-iommu-translating" in text
+    assert "cause:    doctor-iommu-translating" in text
 
 
 def test_report_shows_findings_worst_first_and_the_noise_assumed(cli, tmp_path):

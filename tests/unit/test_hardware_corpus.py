@@ -22,7 +22,9 @@ from gputopo.sources.snapshot import parse_snapshot
 
 HARDWARE = REPO / "tests/fixtures/hardware"
 RUNS = sorted(p.parent.name for p in HARDWARE.glob("*/nvml-recording.json"))
-MACHINE_ONLY = ("captured_at", "host")  # when and on which host name: not NVML's answers
+# When and on which host name: not NVML's answers; and `findings`, the name the recordings' snapshots
+# predate (the same list as their `diagnostics`, which is compared).
+MACHINE_ONLY = ("captured_at", "host", "findings")
 
 
 @pytest.fixture(params=RUNS)

@@ -36,3 +36,9 @@ def test_utc_times_as_snapshots_record_them():
         with pytest.raises(ValueError, match="^t: not a UTC time in ISO 8601"):
             check_utc_time(bad, "t")
     assert shown_utc_time("2025-06-01T10:00:00.5Z") == "2025-06-01 10:00:00 UTC"
+
+
+def test_all_word_never_says_all_two():
+    from gputopo.notation import all_word
+
+    assert [all_word(n, "bridge") for n in (1, 2, 3)] == ["the one bridge", "both bridges", "all 3 bridges"]

@@ -91,6 +91,7 @@ class GroupAdvice:
         data.pop("key")
         data.pop("slowest_hop")  # already in "hops" and "bottleneck"
         data["env"] = self.env if self.same_host else None
+        data["numactl"] = self.numactl.split() if self.numactl else []  # a list, as in train and plans (docs/json.md)
         return data
 
 

@@ -105,6 +105,7 @@ class Launch:
 
     def to_dict(self) -> dict[str, Any]:
         return {
+            "schema": "gputopo.train-launch/1",
             "launcher": self.launcher,
             "plan_file": self.plan_file,
             "tasks": [

@@ -143,7 +143,7 @@ def test_host_summaries():
     h100 = resolve(TopologyRequest(from_files=(H100_9NIC,), host="node1"))
     summary = host_summary(h100, "node1")
     assert summary.links == "NV18 all-to-all, 2 NUMA nodes"
-    assert summary.gpus == "8 GPUs (model not shown)" and summary.versions == "not shown"
+    assert summary.gpus == "8 GPUs (model ?)" and summary.versions == "?"
     assert summary.nics == "one NIC per GPU at PXB (NIC0 (mlx5_10) ... NIC7 (mlx5_17))"
     dgx1 = cube_mesh_8(nics=CUBE_MESH_8_NICS)
     assert link_shape(dgx1) == "NVLink NV1/NV2 on 16 of 28 pairs, else SYS, 2 NUMA nodes"

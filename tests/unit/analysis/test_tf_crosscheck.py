@@ -52,7 +52,7 @@ def test_peer_groups_are_connected_cliques():
     assert peer_groups(chain).partial == [[0, 1, 2]]
     assert "not every pair within {0,1,2} can peer: 0-2 cannot" in peer_group_summary(chain)
     everyone = TfView(peer=[[True, True], [True, True]])
-    assert peer_group_summary(everyone) == "all 2 GPUs (0,1) can peer with each other"
+    assert peer_group_summary(everyone) == "both GPUs (0,1) can peer with each other"  # never "all 2"
     assert peer_group_summary(TfView(peer=[[True, None], [None, True]])) is None
 
 
@@ -70,6 +70,7 @@ def test_cannot_peer_across_sockets_is_explained_by_the_topology():
     assert cross.gpus == [0, 1, 2, 3] and "0-2, 0-3, 1-2, 1-3" in cross.message
     assert "QPI/UPI" in cross.message and "TNS" in cross.message
     assert "tf-join-assumed" in findings  # the old log has no PCI bus ids
+    assert "Created device ... pci bus id" in findings["tf-join-assumed"].fix
     assert "tf-peers-across-sockets" not in findings
 
 
@@ -198,6 +199,8 @@ def test_a_log_with_bus_ids_joins_by_ordinal_where_the_topology_has_none():
     log = (CORPUS / "tf_logs" / "tf15_edge_matrix_two_islands_8gpu_1080ti.log").read_text()
     findings = _text_with_log(shared / "pcie_8gpu_dual_socket_pix_node_sys.txt", log)
     assert "the topology has no PCI bus ids" in findings["tf-join-assumed"].message
+    fix = findings["tf-join-assumed"].fix  # the input to give again is the topology, not the log
+    assert "Created device" not in fix and "the topology with bus ids" in fix
     assert "tf-cannot-peer-cross-socket" in findings and "tf-gpu-not-in-topology" not in findings
     log = (CORPUS / "tf_logs" / "tf12_readme_two_startups_4gpu.log").read_text()
     findings = _text_with_log(shared / "dgx1_v100_8gpu_mlx5.txt", log)

@@ -122,3 +122,116 @@ def test_parameter_server_summary_says_each_step_is_one_workers_batch(monkeypatc
     text = " ".join(capsys.readouterr().out.split())
     assert "64 per step, each step on one of 2 workers" in text and "per replica" not in text
     assert "mean of the first 10 steps" in text
+
+
+# Every --json document names its schema; findings are `findings`, numactl a list (docs/json.md).
+def _json_documents(cli, tmp_path):
+    import json
+
+    plan = tmp_path / "plan.json"
+    a, b = tmp_path / "a.json", tmp_path / "b.json"
+    for path, host in ((a, "node1"), (b, "node2")):
+        assert cli("scan", "--machine", "dgx1", "--host", host, "--save", str(path)).exit_code == 0
+    runs = {
+        "scan": ["scan", "--machine", "dgx1", "--json"],
+        "scan (cluster)": ["scan", "--from", str(a), "--from", str(b), "--json"],
+        "recommend": ["recommend", "--machine", "dgx1", "--gpus", "4", "--json"],
+        "recommend (plan)": ["recommend", "--from", str(a), "--from", str(b), "--gpus", "16", "--save", str(plan), "--json"],
+        "train --dry-run": ["train", "--machine", "dgx1", "--gpus", "4", "--dry-run", "--json"],
+        "report": ["report", "--machine", "dgx1", "-o", str(tmp_path / "r.html"), "--json"],
+        "machines": ["machines", "--json"],
+        "doctor": ["doctor", "--from", str(REPO / "tests/fixtures/doctor/proc_cmdline_amd_iommu_pt.txt"), "--json"],
+    }
+    for name, args in runs.items():
+        result = cli(*args)
+        assert result.exit_code == 0, (name, result.output)
+        yield name, json.loads(result.stdout)
+
+
+def test_every_json_document_names_its_schema_and_spells_findings_and_numactl_one_way(cli, tmp_path):
+    documents = dict(_json_documents(cli, tmp_path))
+    for name, data in documents.items():
+        assert isinstance(data, dict) and str(data.get("schema", "")).startswith("gputopo."), name
+    for name in ("scan", "scan (cluster)", "doctor"):
+        assert isinstance(documents[name]["findings"], list), name
+    scan = documents["scan"]
+    assert scan["diagnostics"] == scan["findings"]  # the deprecated alias, written alongside
+    numactls = [documents["recommend"]["groups"][0]["numactl"], documents["train --dry-run"]["plan"]["numactl"],
+                *(host["numactl"] for host in documents["recommend (plan)"]["hosts"])]
+    assert all(isinstance(value, list) for value in numactls), numactls
+    assert documents["recommend"]["groups"][0]["numactl"] == ["numactl", "--cpunodebind=0", "--membind=0"]
+
+
+def test_a_snapshot_with_findings_only_reads_back(tmp_path):
+    import json
+
+    from gputopo.sources.reference import load_reference
+    from gputopo.analysis import with_findings
+    from gputopo.model import Topology
+
+    data = json.loads(with_findings(load_reference("dgx1")).to_json_text())
+    findings = data.pop("diagnostics")
+    assert findings and Topology.from_dict(data).diagnostics == Topology.from_dict({**data, "diagnostics": findings}).diagnostics
+
+
+def _option_rows(help_text: str) -> dict[str, int]:
+    """Each option of a rich help screen -> how many lines its row takes."""
+    import re
+
+    rows: dict[str, int] = {}
+    current = None
+    for line in help_text.splitlines():
+        if not line.startswith("│"):
+            current = None  # a panel's border or a blank line ends its last option
+            continue
+        match = re.match(r"│ (--[\w-]+)", line)
+        if match:
+            current = match.group(1)
+            rows[current] = 1
+        elif current is not None:
+            rows[current] += 1
+    return rows
+
+
+def test_train_help_groups_its_options_and_says_each_in_at_most_two_lines():
+    run = _gputopo("train", "--help", env={"COLUMNS": "80"})
+    for panel in ("Inputs", "Choice of GPUs", "Training", "Cluster", "Checkpoints", "Output"):
+        assert f"╭─ {panel} " in run.stdout, panel
+    rows = _option_rows(run.stdout)
+    assert len(rows) > 30 and "--checkpoint-every" in rows
+    long = {option: count for option, count in rows.items() if count > 2}
+    assert not long, long
+
+
+def test_command_help_is_wrapped_by_the_terminal_not_by_the_docstring():
+    import re
+
+    for columns in (80, 120):
+        run = _gputopo("--help", env={"COLUMNS": str(columns)})
+        rows: list[list[str]] = []
+        for line in run.stdout.split("Commands", 1)[1].splitlines():
+            if not line.startswith("│"):
+                continue
+            if re.match(r"│ [a-z]", line):
+                rows.append([])
+            rows[-1].append(line[1:-1].rstrip())
+        assert len(rows) >= 10
+        for row in rows:  # a line ends only where the next word would not fit: no break of the docstring's
+            ragged = [line for line, after in zip(row, row[1:]) if len(line) + 1 + len(after.split()[0]) < columns - 4]
+            assert not ragged, (columns, row)
+    scan = _gputopo("scan", "--help", env={"COLUMNS": "200"}).stdout
+    assert "findings. --from may be given several times" in scan  # one paragraph, not the docstring's lines
+
+
+def test_values_are_completed(cli):
+    def complete(*words: str) -> list[str]:
+        run = _gputopo(env={"_GPUTOPO_COMPLETE": "complete_bash", "COMP_WORDS": " ".join(("gputopo", *words)),
+                            "COMP_CWORD": str(len(words))})
+        return run.stdout.split()
+
+    assert "dgx1" in complete("scan", "--machine", "") and complete("recommend", "--machine", "dgx-") == [
+        "dgx-a100", "dgx-h100"]
+    assert complete("scan", "--fail-on", "") == ["warning", "error"]
+    assert complete("doctor", "--fail-on", "e") == ["error"]
+    assert complete("recommend", "--format", "s") == ["slurm", "slurm-topology"]
+    assert complete("train", "--strategy", "") == ["mirrored", "multi-worker", "parameter-server"]

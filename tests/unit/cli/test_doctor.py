@@ -69,6 +69,28 @@ def test_gather_writes_an_archive_doctor_reads(cli, tmp_path):
     assert read.exit_code == 0, read.output
 
 
+def test_gather_to_stdout_pipes_into_doctor_from_stdin(tmp_path):
+    """`gputopo gather -o - | gputopo doctor --from -`: the archive on standard input is read as one."""
+    import os
+    import subprocess
+    import sys
+
+    from conftest import REPO
+
+    host = tmp_path / "host"
+    _healthy(host)
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    gathered = subprocess.run([sys.executable, "-m", "gputopo", "gather", "-o", "-", "--no-smi", "--root", str(host)],
+                              capture_output=True, timeout=120, env=env, check=True).stdout
+    read = subprocess.run([sys.executable, "-m", "gputopo", "doctor", "--from", "-", "--json"], input=gathered,
+                          capture_output=True, timeout=120, env=env)
+    assert read.returncode == 0, read.stderr
+    assert json.loads(read.stdout)["schema"] == "gputopo.doctor/1"
+    pasted = subprocess.run([sys.executable, "-m", "gputopo", "doctor", "--from", "-"], capture_output=True, timeout=120,
+                            input=(DOCTOR_FIXTURES / "dmesg_nvrm_fallen_off_bus.txt").read_bytes(), env=env)
+    assert pasted.returncode == 0 and b"standard input" in pasted.stdout, pasted.stderr
+
+
 def test_doctor_imports_no_tensorflow(tmp_path):
     _healthy(tmp_path / "root")
     modules = imported_by(tmp_path, "doctor", "--root", str(tmp_path / "root"), "--json")

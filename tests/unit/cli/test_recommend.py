@@ -155,3 +155,21 @@ def test_too_many_alternatives_is_one_error_line(cli):
     result = cli("recommend", "--machine", "dgx1", "--gpus", "2", "--alternatives", "1000000")
     assert result.exit_code == 2
     assert "--alternatives must be from 0 to 100 (got 1000000)" in assert_one_error_line(result)
+
+
+def test_python_format_keeps_the_numactl_binding(cli):
+    text = cli("recommend", "--machine", "dgx1", "-n", "4", "--format", "python").output
+    compile(text, "<recommend>", "exec")
+    assert "# Start this script bound next to the GPUs: numactl --cpunodebind=0 --membind=0 python train.py" in text
+
+
+def test_a_saved_plan_is_not_asked_to_be_saved(cli, tmp_path):
+    snapshots = []
+    for host in ("node1", "node2"):
+        path = tmp_path / f"{host}.json"
+        assert cli("scan", "--machine", "dgx1", "--host", host, "--save", str(path)).exit_code == 0
+        snapshots += ["--from", str(path)]
+    unsaved = cli("recommend", *snapshots, "-n", "16").stdout
+    assert "save it with --save plan.json" in unsaved
+    saved = " ".join(cli("recommend", *snapshots, "-n", "16", "--save", str(tmp_path / "plan.json")).stdout.split())
+    assert "save it with" not in saved and "saved as " in saved and "--plan " in saved

@@ -35,7 +35,7 @@ def test_report_cli_writes_the_page_and_a_json_summary(cli, tmp_path):
     out = tmp_path / "box.html"
     result = cli("report", "--machine", "dgx1", "--gpus", "4", "-o", str(out), "--json")
     assert result.exit_code == 0, result.output
-    assert json.loads(result.stdout) == {"output": str(out), "gpus": 8, "links": 28}
+    assert json.loads(result.stdout) == {"schema": "gputopo.report/1", "output": str(out), "gpus": 8, "links": 28}
     page = out.read_text()
     assert page.count('class="gpu best"') == 4
     assert "CUDA_VISIBLE_DEVICES=0,1,2,3" in page and "MirroredStrategy(devices=" in page

@@ -114,7 +114,8 @@ def test_garbage_snapshots_giveassert_one_error_line(cli, tmp_path, content, exp
 def test_machines_lists_every_reference_machine(cli):
     result = cli("machines", "--json")
     assert result.exit_code == 0
-    assert [m["name"] for m in json.loads(result.output)] == list(MACHINES)
+    data = json.loads(result.output)
+    assert data["schema"] == "gputopo.machines/1" and [m["name"] for m in data["machines"]] == list(MACHINES)
 
 
 def test_scan_never_imports_tensorflow():
@@ -186,7 +187,7 @@ def test_fail_on_warning_fails_a_corpus_capture_with_a_fault(cli):
 
 def test_design_findings_are_marked_in_the_text(cli):
     out = cli("scan", "--machine", "two-socket-4gpu").stdout
-    assert "design: GPUs 0,1 and 2,3 are on different CPU" in out
+    assert "WARNING cross-socket (design): GPUs 0,1 and 2,3 are on different" in out
 
 
 @pytest.mark.parametrize(("variables", "expect"), [

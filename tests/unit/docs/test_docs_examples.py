@@ -3,8 +3,10 @@
 Convention (docs/development.md): a ```sh fence holds commands that are meant to run. The docs
 tests run every such block, in order, one scratch folder per document, as one bash script
 (``set -eo pipefail``), with ``gputopo`` this checkout and ``nvidia-smi`` a stand-in that prints a
-real DGX-1 capture for ``topo -m``. A line whose comment says ``not run: REASON`` is left out; a
-block whose first line is ``# not run ...`` is left out whole. Other fences (``console``, ``bash``
+real DGX-1 capture for ``topo -m``. A block whose fence says ``not-run`` after the language
+(```` ```sh not-run (needs a GPU) ````: a reader sees the commands, not the marker) is left out
+whole, as is one whose first line is ``# not run ...``; a line whose comment says ``not run: REASON``
+is left out. Other fences (``console``, ``bash``
 for a file's content, plain) are shown, not run. Files the examples read (topo.txt, train.log,
 p2p.txt, box.json, node1.json, ...) are copied or written into the scratch folder first.
 
@@ -25,15 +27,18 @@ import pytest
 from conftest import OWN_FIXTURES, REPO, SHARED_FIXTURES
 
 DOCS = [REPO / "README.md", *sorted((REPO / "docs").glob("*.md"))]
-SH_BLOCK = re.compile(r"^```sh\n(.*?)^```", re.S | re.M)
+SH_BLOCK = re.compile(r"^```sh([^\n]*)\n(.*?)^```", re.S | re.M)  # (the fence's words after sh, the block)
 NOT_RUN = re.compile(r"#.*\bnot run\b")
 CAPTURE = SHARED_FIXTURES / "topo" / "dgx1_v100_8gpu_mlx5.txt"
 TF_LOG = SHARED_FIXTURES / "tf_logs" / "tf2_created_device_4gpu_3090.log"
 PAIR = OWN_FIXTURES / "corpus" / "pairs"  # nvidia-smi topo -m and p2pBandwidthLatencyTest of one box
 
 
-def runnable(block: str) -> str | None:
-    """The block as a script, lines marked ``not run`` left out; None for a block marked whole."""
+def runnable(block: str, fence: str = "") -> str | None:
+    """The block as a script, lines marked ``not run`` left out; None for a block marked whole (in
+    its fence, hidden from readers, or in its first line)."""
+    if "not-run" in fence.split(" ", 1)[0] or fence.strip().startswith("not-run"):
+        return None
     lines = block.splitlines()
     first = next((line for line in lines if line.strip()), "")
     if first.lstrip().startswith("# not run"):
@@ -90,14 +95,14 @@ def _bench_of(box: Path, bench: Path) -> None:
 
 
 def _documents_with_examples() -> list[Path]:
-    return [doc for doc in DOCS if any(runnable(b) for b in SH_BLOCK.findall(doc.read_text()))]
+    return [doc for doc in DOCS if any(runnable(b, fence) for fence, b in SH_BLOCK.findall(doc.read_text()))]
 
 
 @pytest.mark.parametrize("doc", _documents_with_examples(), ids=lambda p: p.name)
 def test_the_examples_of_each_document_run(doc: Path, tmp_path: Path) -> None:
     work, env = _scratch(tmp_path)
-    for number, block in enumerate(SH_BLOCK.findall(doc.read_text()), start=1):
-        script = runnable(block)
+    for number, (fence, block) in enumerate(SH_BLOCK.findall(doc.read_text()), start=1):
+        script = runnable(block, fence)
         if script is None:
             continue
         run = subprocess.run(["bash", "-e", "-o", "pipefail", "-c", script], cwd=work, env=env, text=True,
@@ -109,6 +114,8 @@ def test_the_convention_keeps_and_drops_what_it_says():
     block = "# a comment\ngputopo machines\ngputopo scan   # this host (not run: needs a GPU)\n"
     assert runnable(block) == "# a comment\ngputopo machines"
     assert runnable("# not run by the docs tests: needs root\nnft list ruleset\n") is None
+    assert runnable("gputopo scan\n", " not-run (needs a GPU)") is None
+    assert runnable("gputopo machines\n", "") == "gputopo machines"
 
 
 # Paths a document names: `docs/x.md`, `gputopo/...`, `tests/...`, `benchmarks/...`, `.ci/...`, and
@@ -139,7 +146,7 @@ def test_each_training_example_has_its_own_checkpoint_folder_or_none():
     (TensorFlow, so not run above) must not share one, or the second of them fails."""
     folders: list[str] = []
     for doc in DOCS:
-        for block in SH_BLOCK.findall(doc.read_text()):
+        for _, block in SH_BLOCK.findall(doc.read_text()):
             for line in block.splitlines():
                 command = line.split("#")[0]
                 if "gputopo train" not in command or "--dry-run" in command or "--launcher" in command:
@@ -149,3 +156,33 @@ def test_each_training_example_has_its_own_checkpoint_folder_or_none():
                 found = re.search(r"--checkpoint-dir\s+(\S+)", command)
                 folders.append(found.group(1) if found else "gputopo-checkpoints (the default)")
     assert len(folders) == len(set(folders)), folders
+
+
+def test_the_readme_shows_readers_no_test_markers():
+    """The README is read first: what marks a block for the docs tests stays in its fence's hidden
+    words, never in a comment a reader sees."""
+    text = (REPO / "README.md").read_text()
+    for fence, block in SH_BLOCK.findall(text):
+        assert not re.search(r"not run|docs tests", block), block
+
+
+def test_the_readme_says_which_commands_take_which_options():
+    """Each `--option` the README ties to commands (`--gpus N` / `-n N` (`recommend`, `train`, ...))
+    is in those commands' --help, and every `gputopo CMD ... --option` it shows is CMD's."""
+    text = (REPO / "README.md").read_text()
+    claims: list[tuple[str, str]] = []
+    for options, commands in re.findall(r"((?:`-[-\w]+(?: [A-Z]+)?`(?:\s/\s)?)+)\s\(((?:`[a-z0-9-]+`(?:,\s|\sor\s|\sand\s)?)+)\)", text):
+        for option in re.findall(r"`(-[-\w]+)", options):
+            claims += [(command, option) for command in re.findall(r"`([a-z0-9-]+)`", commands)]
+    assert ("recommend", "-n") in claims and ("bench-p2p", "--devices") in claims
+    for line in re.findall(r"gputopo ([a-z0-9-]+)((?: [^#\n;|>`]*)?)", text):
+        command, rest = line
+        claims += [(command, option) for option in re.findall(r"(?<!\S)(--?[a-zA-Z][-\w]*)", rest)]
+    helps: dict[str, str] = {}
+    for command, option in claims:
+        if command not in helps:
+            run = subprocess.run([sys.executable, "-m", "gputopo", command, "--help"], capture_output=True, text=True,
+                                 timeout=120, env={**os.environ, "PYTHONPATH": str(REPO), "COLUMNS": "200"}, cwd=REPO)
+            assert run.returncode == 0, (command, run.stderr)
+            helps[command] = run.stdout
+        assert re.search(rf"(?<![-\w]){re.escape(option)}(?![-\w])", helps[command]), (command, option)

@@ -55,5 +55,5 @@ def test_the_readme_first_screen_shows_a_real_captures_current_findings():
     assert capture.exists()
     run = subprocess.run([sys.executable, "-m", "gputopo", "scan", "--from", str(capture)], capture_output=True,
                          text=True, timeout=120, env={**os.environ, "COLUMNS": "100"}, cwd=REPO)
-    shown = run.stdout[run.stdout.index("╭─ Findings"):]
+    shown = run.stdout[run.stdout.index("Findings ─"):]
     assert block.group(2).strip() == shown.strip()

@@ -60,5 +60,7 @@ def test_to_dict_is_what_dataclasses_asdict_gives():
     topo = load_reference("dgx-h100")
     topo.links[0].measured = __import__("gputopo.model", fromlist=["Measurement"]).Measurement(a_to_b_gbps=1.5)
     expected = dataclasses.asdict(topo)
-    assert topo.to_dict() == {"schema": expected.pop("schema"), "source": expected.pop("source"), **expected}
+    # (with ``findings``, the same list as ``diagnostics``, its deprecated alias: docs/json.md)
+    assert topo.to_dict() == {"schema": expected.pop("schema"), "source": expected.pop("source"),
+                              "findings": expected["diagnostics"], **expected}
     assert list(topo.to_dict())[:2] == ["schema", "source"]

@@ -285,3 +285,16 @@ def test_tf20_found_device_one_line_properties():
     assert (view.devices[1].name, view.devices[1].pci_bus_id, view.devices[1].compute_capability) == (
         "GeForce RTX 2080 Ti", "0000:02:00.0", "7.5")
     assert view.devices[0].name is None
+
+
+def test_a_headless_matrix_cut_inside_its_first_row_reads():
+    """Found by the fuzz test above: a matrix without its header line, cut before any cell, has no
+    column to name in its note (it crashed with an IndexError)."""
+    log = (OWN_LOGS / "tf15_edge_matrix_no_header_4gpu_2080ti_cut.log").read_text()
+    lines = log[: int(len(log) * 0.29296875)].splitlines()
+    lines.insert(len(lines) // 2, "")
+    try:
+        view = parse_tf_log("\n".join(lines), "fuzz")
+    except InputError:
+        return
+    assert all(len(row) == len(view.peer) for row in view.peer)

@@ -133,3 +133,12 @@ def test_a_figure_within_the_line_rates_slack_is_no_callout_and_one_above_it_is(
     beyond = make_result("GPU", {(0, 1): expected.line_rate_gbps * 1.2})
     (line,) = view.callouts(beyond, view.pair_expectations(beyond, topo))
     assert "above the" in line and "line rate" in line
+
+
+def test_logical_cpu_devices_get_no_call_outs():
+    """docs/bench-p2p.md: on logical CPU devices every copy is in host memory: no call-outs."""
+    result = make_result("CPU", {(0, 1): 1.0, (1, 0): 1.0}, via={(0, 1): 3.0, (1, 0): 3.0})
+    assert view.via_host_notes(result) == []
+    assert view.bench_json(result, None)["via_host_faster"] == []
+    gpu = make_result("GPU", {(0, 1): 1.0, (1, 0): 1.0}, via={(0, 1): 3.0, (1, 0): 3.0})
+    assert view.via_host_notes(gpu)  # on GPUs the same figures are worth saying

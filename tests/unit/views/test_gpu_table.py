@@ -24,3 +24,18 @@ def test_the_pcie_cell_names_the_state_the_link_was_read_in(state, shown, style)
     gpu.pcie_width_current = 8  # a narrow link is a fault in any state
     (cell,) = [c for c in gpu_cells(topo, gpu) if str(c).startswith("Gen")]
     assert str(cell.style) == "yellow"
+
+
+def test_a_cpu_list_is_written_as_taskset_takes_it():
+    """`taskset -c 48-63,176-191` pastes; `48-63, 176-191` does not. Where the terminal is too
+    narrow, a line per range (each whole) instead of a space."""
+    import subprocess
+    import sys
+
+    from conftest import REPO
+
+    for columns, shown in (("120", "48-63,176-191"), ("60", "48-63,")):
+        run = subprocess.run([sys.executable, "-m", "gputopo", "scan", "--machine", "dgx-a100"], cwd=REPO, text=True,
+                             capture_output=True, timeout=120, env={**__import__("os").environ, "COLUMNS": columns})
+        table = run.stdout.split("GPUs", 1)[1].split("\n\n", 2)[1]
+        assert shown in table and ", 1" not in table, table

@@ -67,3 +67,17 @@ def test_plan_says_how_the_bottleneck_per_direction_figure_was_had(monkeypatch, 
     text = " ".join(_text(capsys).split())
     assert f"~20.0 GB/s per direction {says}" in text
     assert basis != "measured" or "expected" not in text
+
+def test_a_resumed_run_that_was_already_complete_says_so(monkeypatch, capsys):
+    monkeypatch.setenv("COLUMNS", "120")
+    render_summary({**SUMMARY, "steps": 20, "steps_run": 0, "start_step": 20, "initial_loss": None,
+                    "final_loss": None, "examples_per_second": None})
+    text = _text(capsys)
+    assert "Already complete: the checkpoint is at step 20 of 20" in text and "Raise --epochs" in text
+    assert " ? " not in text and "examples/s" not in text
+
+
+def test_no_checkpoint_names_the_option_that_was_given(monkeypatch, capsys):
+    monkeypatch.setenv("COLUMNS", "120")
+    render_summary({**SUMMARY, "checkpoint_path": None})
+    assert "none (--no-checkpoint)" in _text(capsys) and "--checkpoint-dir" not in _text(capsys)
