@@ -67,6 +67,14 @@ def _nccl_xml_cut(facts: dict[str, Any], gpus: list[int]) -> Words:
              + "; GPUs and NICs after the cut are not in the text"), None)
 
 
+def _nccl_xml_no_root(facts: dict[str, Any], gpus: list[int]) -> Words:
+    where = ("" if facts.get("cpus") else
+             "; no <cpu> encloses its GPUs, so their NUMA nodes, and how pairs without a shared <pci> above them "
+             "are connected, are unknown")
+    return ("info", (f"{facts['source']}: a fragment of an NCCL topology XML without its <system> root: read the "
+                     f"<cpu>/<pci> elements it has{where}; GPUs and NICs outside the fragment are not in the text"), None)
+
+
 def _smi_q_gpus_not_listed(facts: dict[str, Any], gpus: list[int]) -> Words:
     return ("info", (f"{facts['source']}: `nvidia-smi -q` says {facts['attached']} GPUs are attached but the text lists "
             f"{facts['listed']} (run with -i, or cut short): the others are not in the text, and which indices the "
@@ -108,6 +116,7 @@ TOOL_WORDINGS: dict[str, Callable[[dict[str, Any], list[int]], Words]] = {
     "nvbandwidth-wrong-data": _nvbandwidth_wrong_data,
     "nccl-gpus-by-bus-id": _nccl_gpus_by_bus_id,
     "nccl-xml-cut": _nccl_xml_cut,
+    "nccl-xml-no-root": _nccl_xml_no_root,
     "smi-q-gpus-not-listed": _smi_q_gpus_not_listed,
     "smi-q-unavailable": _smi_q_unavailable,
     "smi-q-grep-gaps": _smi_q_grep_gaps,
