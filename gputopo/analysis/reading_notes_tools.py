@@ -75,6 +75,13 @@ def _nccl_xml_no_root(facts: dict[str, Any], gpus: list[int]) -> Words:
                      f"<cpu>/<pci> elements it has{where}; GPUs and NICs outside the fragment are not in the text"), None)
 
 
+def _nccl_tests_no_rows(facts: dict[str, Any], gpus: list[int]) -> Words:
+    where = "after its column header" if facts.get("header") else "before its column header"
+    return ("info", (f"{facts['source']}: the nccl-tests output is cut {where}, before its first row: the GPUs its "
+                     "`Using devices` lines name are read, and no bus bandwidth (run it to the end, or paste the "
+                     "rows and `# Avg bus bandwidth`)"), None)
+
+
 def _smi_q_gpus_not_listed(facts: dict[str, Any], gpus: list[int]) -> Words:
     return ("info", (f"{facts['source']}: `nvidia-smi -q` says {facts['attached']} GPUs are attached but the text lists "
             f"{facts['listed']} (run with -i, or cut short): the others are not in the text, and which indices the "
@@ -117,6 +124,7 @@ TOOL_WORDINGS: dict[str, Callable[[dict[str, Any], list[int]], Words]] = {
     "nccl-gpus-by-bus-id": _nccl_gpus_by_bus_id,
     "nccl-xml-cut": _nccl_xml_cut,
     "nccl-xml-no-root": _nccl_xml_no_root,
+    "nccl-tests-no-rows": _nccl_tests_no_rows,
     "smi-q-gpus-not-listed": _smi_q_gpus_not_listed,
     "smi-q-unavailable": _smi_q_unavailable,
     "smi-q-grep-gaps": _smi_q_grep_gaps,
