@@ -67,6 +67,38 @@ def _nccl_xml_cut(facts: dict[str, Any], gpus: list[int]) -> Words:
              + "; GPUs and NICs after the cut are not in the text"), None)
 
 
+def _nccl_xml_no_root(facts: dict[str, Any], gpus: list[int]) -> Words:
+    where = ("" if facts.get("cpus") else
+             "; no <cpu> encloses its GPUs, so their NUMA nodes, and how pairs without a shared <pci> above them "
+             "are connected, are unknown")
+    return ("info", (f"{facts['source']}: a fragment of an NCCL topology XML without its <system> root: read the "
+                     f"<cpu>/<pci> elements it has{where}; GPUs and NICs outside the fragment are not in the text"), None)
+
+
+def _nccl_tests_no_rows(facts: dict[str, Any], gpus: list[int]) -> Words:
+    where = "after its column header" if facts.get("header") else "before its column header"
+    return ("info", (f"{facts['source']}: the nccl-tests output is cut {where}, before its first row: the GPUs its "
+                     "`Using devices` lines name are read, and no bus bandwidth (run it to the end, or paste the "
+                     "rows and `# Avg bus bandwidth`)"), None)
+
+
+def _nccl_p2p_disabled_unplaced(facts: dict[str, Any], gpus: list[int]) -> Words:
+    pairs = ", ".join(f"{a} and {b}" for a, b in facts["pairs"])
+    how = ("each rank's `nvmlDev` (NCCL 2.19 and later print it in `Init START` lines)" if facts.get("one_host")
+           else "each rank's host and `nvmlDev`")
+    return ("info", (f"{facts['source']}: NCCL says P2P is disabled between connected GPUs {pairs} (NVML's numbers, "
+                     f"so P2P is not used between them), but the log does not say which of its ranks those GPUs are: "
+                     f"not placed on a pair here (a log with {how} places them)"), None)
+
+
+def _nccl_log_hosts_missing(facts: dict[str, Any], gpus: list[int]) -> Words:
+    hosts = ", ".join(facts["hosts"]) or "no host name"
+    return ("info", (f"{facts['source']}: the job runs on {facts['nodes']} nodes (`nNodes`), and the text holds the "
+                     f"lines of {hosts} only: its ranks are shown as ranks, not as GPUs of one host, and what the "
+                     "other hosts logged is not in the text (paste every host's log, each line with its "
+                     "`host:pid:tid` prefix)"), None)
+
+
 def _smi_q_gpus_not_listed(facts: dict[str, Any], gpus: list[int]) -> Words:
     return ("info", (f"{facts['source']}: `nvidia-smi -q` says {facts['attached']} GPUs are attached but the text lists "
             f"{facts['listed']} (run with -i, or cut short): the others are not in the text, and which indices the "
@@ -108,6 +140,10 @@ TOOL_WORDINGS: dict[str, Callable[[dict[str, Any], list[int]], Words]] = {
     "nvbandwidth-wrong-data": _nvbandwidth_wrong_data,
     "nccl-gpus-by-bus-id": _nccl_gpus_by_bus_id,
     "nccl-xml-cut": _nccl_xml_cut,
+    "nccl-xml-no-root": _nccl_xml_no_root,
+    "nccl-tests-no-rows": _nccl_tests_no_rows,
+    "nccl-p2p-disabled-unplaced": _nccl_p2p_disabled_unplaced,
+    "nccl-log-hosts-missing": _nccl_log_hosts_missing,
     "smi-q-gpus-not-listed": _smi_q_gpus_not_listed,
     "smi-q-unavailable": _smi_q_unavailable,
     "smi-q-grep-gaps": _smi_q_grep_gaps,

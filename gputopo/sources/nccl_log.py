@@ -78,6 +78,10 @@ class _State:
     rank_host: dict[int, str] = field(default_factory=dict)
     transports: dict[tuple[int, int, str], NcclTransport] = field(default_factory=dict)
     disabled: set[tuple[int, int]] = field(default_factory=set)
+    # "P2P is disabled between connected GPUs a and b" with the host that logged it: NVML's numbers there
+    disabled_at: set[tuple[str | None, int, int]] = field(default_factory=set)
+    refused_bus: set[tuple[str, str]] = field(default_factory=set)  # "Could not enable P2P": the two bus ids
+    nodes: int = 0  # the most ``nNodes`` any comm line says
     dev_bus: dict[int, str] = field(default_factory=dict)  # NCCL's GPU number -> bus id ("Could not enable P2P")
     thread_p2p: dict[str | None, list[tuple[int, int]]] = field(default_factory=dict)  # host:pid:tid -> P2P it set up
     ipc_failed: list[tuple[str | None, bool]] = field(default_factory=list)  # (thread, peer access unsupported)
@@ -145,6 +149,8 @@ def _message(state: _State, level: str, msg: str, host: str | None, thread: str 
         _logs_for(state, rank)
     elif (m := _COMM_RE.search(msg)) or (m := _OLD_COMM_RE.match(msg.strip())):
         view.nranks = int(m.group(2)[:9])
+        if m.re is _COMM_RE:
+            state.nodes = max(state.nodes, min(int(m.group(3)[:9]), MAX_GPUS))
     elif m := _RING_RE.match(msg.strip()):
         if len(view.rings) < MAX_GPUS:
             view.rings.append(f"Channel {m.group(1)}/{m.group(2)} : {' '.join(m.group(3).split())}")
@@ -157,7 +163,7 @@ def _message(state: _State, level: str, msg: str, host: str | None, thread: str 
         if len(state.speaker_gpu) < MAX_GPUS * 8:
             state.speaker_gpu[state.speaker] = gpu
     else:
-        _other(state, msg)
+        _other(state, msg, host)
 
 
 def _logs_for(state: _State, rank: int) -> None:
@@ -165,12 +171,18 @@ def _logs_for(state: _State, rank: int) -> None:
         state.speaker_rank.setdefault(state.speaker, rank)
 
 
-def _other(state: _State, msg: str) -> None:
+def _other(state: _State, msg: str, host: str | None = None) -> None:
     view = state.view
     if m := _DISABLED_RE.search(msg):
-        state.disabled.add(tuple(sorted((int(m.group(1)), int(m.group(2))))))  # type: ignore[arg-type]
+        pair = tuple(sorted((int(m.group(1)), int(m.group(2)))))
+        state.disabled.add(pair)  # type: ignore[arg-type]
+        if len(state.disabled_at) < MAX_GPUS * 8:
+            state.disabled_at.add((host, *pair))  # type: ignore[arg-type]
     elif m := _NOT_ENABLED_RE.search(msg):
         state.disabled.add(tuple(sorted((int(m.group(1)), int(m.group(3))))))  # type: ignore[arg-type]
+        buses = (nccl_bus_id(m.group(2)), nccl_bus_id(m.group(4)))
+        if None not in buses and len(state.refused_bus) < MAX_GPUS * 8:
+            state.refused_bus.add(tuple(sorted(buses)))  # type: ignore[arg-type]
         for dev, tag in ((m.group(1), m.group(2)), (m.group(3), m.group(4))):
             if (index := device_index(dev)) is not None and (bus := nccl_bus_id(tag)) is not None:
                 state.dev_bus.setdefault(index, bus)
@@ -241,7 +253,8 @@ def _topology(state: _State, source: str) -> Topology:
     ranks = sorted(set(state.bus) | set(state.cuda) | {r for t in view.transports for r in (t.src_rank, t.dst_rank)})
     if not ranks:  # only P2P complaints: they number the GPUs themselves (NCCL's GPU numbers)
         return _gpus_of_complaints(state, source)
-    one_host = len(state.hosts) <= 1
+    # One host's lines of a job on several nodes (``nNodes``) are not one host's GPUs: ranks, as across hosts.
+    one_host = len(state.hosts) <= 1 and state.nodes <= 1
     by_nvml = one_host and all(r in state.nvml for r in ranks) and len({state.nvml[r] for r in ranks}) == len(ranks)
     by_bus = not by_nvml and one_host and all(r in state.bus for r in ranks) and len(set(state.bus.values())) == len(ranks)
     if by_nvml:  # NCCL names each rank's NVML index: nvidia-smi's GPU numbers, exactly
@@ -269,10 +282,22 @@ def _topology(state: _State, source: str) -> Topology:
             link = links[(t.a, t.b)]
             link.p2p_read = link.p2p_write = "ok"  # NCCL set up a peer-to-peer connection
     _mark_ipc_failed(state, index_of, links)
-    _mark_refused(state, by_nvml or by_bus, links)
+    unplaced = _mark_refused(state, by_nvml or by_bus, links, _nvml_places(state, index_of, one_host), topo)
     if by_bus and len(ranks) > 1:
         topo.reading_notes.append(ReadingNote("nccl-gpus-by-bus-id", {"source": source}))
+    if unplaced:
+        topo.reading_notes.append(ReadingNote("nccl-p2p-disabled-unplaced", {
+            "source": source, "pairs": [list(pair) for pair in unplaced[:MAX_NOTES]], "one_host": one_host}))
+    if state.nodes > max(len(state.hosts), 1):
+        topo.reading_notes.append(ReadingNote("nccl-log-hosts-missing", {
+            "source": source, "nodes": state.nodes, "hosts": sorted(state.hosts)[:MAX_NOTES]}))
     return topo
+
+
+def _nvml_places(state: _State, index_of: dict[int, int], one_host: bool) -> dict[tuple[str | None, int], int]:
+    """``{(host, NVML index): GPU number}`` for the ranks whose NVML index the log names (host None on one host)."""
+    return {(None if one_host else state.rank_host.get(rank), nvml): index_of[rank]
+            for rank, nvml in state.nvml.items() if rank in index_of}
 
 
 def _mark_ipc_failed(state: _State, index_of: dict[int, int], links: dict) -> None:
@@ -293,17 +318,38 @@ def _mark_ipc_failed(state: _State, index_of: dict[int, int], links: dict) -> No
                 link.p2p_read = link.p2p_write = "NS" if unsupported and one_pair else None
 
 
-def _mark_refused(state: _State, numbered_like_nvml: bool, links: dict) -> None:
+def _mark_refused(state: _State, numbered_like_nvml: bool, links: dict,
+                  places: dict[tuple[str | None, int], int], topo: Topology) -> list[tuple[int, int]]:
     """"P2P is disabled between connected GPUs a and b" numbers the GPUs as NVML does (NCCL's
     ``ncclTopoCheckP2p`` prints ``gpu.dev``, the NVML index: nvidia-smi's numbers). They land on
     this topology's pair where its GPUs are numbered that way too (by ``nvmlDev``, or by bus-id
-    order, which the ``nccl-gpus-by-bus-id`` note says is inferred)."""
-    if not numbered_like_nvml:
-        return
-    for a, b in state.disabled:
-        link = links.get((a, b))
-        if link is not None:
+    order, which the ``nccl-gpus-by-bus-id`` note says is inferred), else where the log names the
+    NVML index of both GPUs' ranks (``nvmlDev``, ``Setting affinity for GPU N``) on the host that
+    logged the line. "Could not enable P2P between dev a(=B) and dev b(=C)" names the bus ids: it
+    lands on the GPUs that have them. The pairs of the first kind that land nowhere are returned
+    (said in a note: the log records them, it does not say which of its GPUs they are)."""
+    by_bus = {g.pci_bus_id: g.index for g in topo.gpus if g.pci_bus_id}
+    for bus_a, bus_b in state.refused_bus:
+        a, b = by_bus.get(bus_a), by_bus.get(bus_b)
+        if a is not None and b is not None and (link := links.get((min(a, b), max(a, b)))) is not None:
             link.p2p_read = link.p2p_write = "NS"  # CUDA refused peer access to NCCL
+    unplaced = []
+    for host, a, b in sorted(state.disabled_at, key=lambda d: (d[0] or "", d[1], d[2])):
+        if numbered_like_nvml:
+            pair = (a, b)
+        else:
+            where = None if all(h is None for h, _ in places) else host
+            pair = (places.get((where, a)), places.get((where, b)))  # type: ignore[assignment]
+        link = links.get((min(pair), max(pair))) if None not in pair else None  # type: ignore[type-var]
+        if link is not None:
+            link.p2p_read = link.p2p_write = "NS"  # NCCL found P2P disabled between the pair: not used
+        elif (a, b) not in unplaced:
+            unplaced.append((a, b))
+    if numbered_like_nvml:  # "Could not enable" pairs without bus ids on the GPUs: by number, as before
+        for a, b in state.disabled:
+            if (link := links.get((a, b))) is not None:
+                link.p2p_read = link.p2p_write = "NS"
+    return unplaced
 
 
 def _gpus_of_complaints(state: _State, source: str) -> Topology:

@@ -16,6 +16,12 @@ same). Tags are found by one linear pass (``_TAG_RE``). A dump pasted cut short 
 ``</system>``) is read up to its last whole tag, the elements left open closed; the GPU whose
 ``<gpu>`` element was cut keeps its place and PCIe path, but its pairs without a known NVLink are
 UNKNOWN (its NVLink list may go on), and the cut is said.
+
+A fragment without its ``<system>`` root (a paste of ``<cpu>`` or ``<pci>`` elements holding a
+``<gpu dev=...>``) is read as the elements it has, and the missing root is said
+(``nccl-xml-no-root``): closing tags of elements the fragment does not open are skipped. Where no
+``<cpu>`` encloses the GPUs, their NUMA nodes are unknown, and so is the PCIe word of a pair that
+shares no ``<pci>`` above it (the fragment does not show whether their trees hang off one CPU).
 """
 
 from __future__ import annotations
@@ -45,16 +51,25 @@ _TAG_RE = re.compile(r"<(/?)([A-Za-z_][\w.\-]*+)[^<>]*?(/?)>")
 _GEN_OF_SPEED = {"2.5": 1, "5": 2, "5.0": 2, "8": 3, "8.0": 3, "16": 4, "16.0": 4, "32": 5, "32.0": 5, "64": 6, "64.0": 6}
 
 
+_ROOT_RE = re.compile(r"<system\s+version\s*=")
+_GPU_TAG_RE = re.compile(r"<gpu\s+dev\s*=")
+_FRAGMENT_TOP_RE = re.compile(r"<(?:cpu|pci)\s")
+
+
 def sniff(text: str) -> bool:
-    """Whether the text holds a ``<system version=...>`` topology document."""
-    return re.search(r"<system\s+version\s*=", text) is not None
+    """Whether the text holds a ``<system version=...>`` topology document, or a fragment of one (a
+    ``<gpu dev=...>`` element after a ``<cpu>`` or ``<pci>`` element)."""
+    if _ROOT_RE.search(text) is not None:
+        return True
+    top = _FRAGMENT_TOP_RE.search(text)
+    return top is not None and _GPU_TAG_RE.search(text, top.end()) is not None
 
 
 def _document(text: str, source: str) -> tuple[ET.Element, list[str] | None]:
     """The ``<system>`` element, and for a dump cut short the tags that were left open (else None)."""
-    start = re.search(r"<system\s+version\s*=", text)
+    start = _ROOT_RE.search(text)
     if start is None:
-        raise InputError(f"{source}: no NCCL topology XML (<system version=...>)")
+        return _fragment(text, source)
     end = text.find("</system>", start.start())
     body = text[start.start() : end + len("</system>")] if end >= 0 else text[start.start() : text.rfind(">") + 1]
     if len(body) > MAX_XML_CHARS:
@@ -72,6 +87,40 @@ def _document(text: str, source: str) -> tuple[ET.Element, list[str] | None]:
         return ET.fromstring(body), open_tags
     except ET.ParseError as exc:
         raise InputError(f"{source}: the NCCL topology XML is damaged ({str(exc)[:80]})") from None
+
+
+def _fragment(text: str, source: str) -> tuple[ET.Element, list[str] | None]:
+    """Elements of a dump pasted without ``<system>``, under a ``<system>`` of their own (its
+    ``fragment`` attribute marks it); closing tags the fragment does not open are skipped."""
+    top = _FRAGMENT_TOP_RE.search(text)
+    if top is None or _GPU_TAG_RE.search(text, top.end()) is None:
+        raise InputError(f"{source}: no NCCL topology XML (<system version=...>, or <cpu>/<pci> elements with a <gpu>)")
+    body = text[top.start() : text.rfind(">") + 1]
+    if len(body) > MAX_XML_CHARS:
+        raise InputError(f"{source}: the NCCL topology XML is over {MAX_XML_CHARS} characters; not a real dump")
+    if re.search(r"<!(?:DOCTYPE|ENTITY)", text[: top.start() + len(body)], re.IGNORECASE):
+        raise InputError(f"{source}: the XML declares a DOCTYPE or ENTITY, which NCCL topology files never do; refused")
+    kept: list[str] = []
+    stack: list[str] = []
+    at = 0
+    for tag in _TAG_RE.finditer(body):
+        closing, name, empty = tag.groups()
+        if closing and (not stack or stack[-1] != name):
+            kept.append(body[at : tag.start()])  # a closing tag of an element opened before the fragment
+            at = tag.end()
+        elif closing:
+            stack.pop()
+        elif not empty:
+            stack.append(name)
+            if len(stack) > MAX_XML_DEPTH:
+                raise InputError(f"{source}: the NCCL topology XML nests elements over {MAX_XML_DEPTH} deep; NCCL's "
+                                 "dumps nest a few levels; refused")
+    kept.append(body[at:])
+    wrapped = '<system version="fragment">' + "".join(kept) + "".join(f"</{t}>" for t in reversed(stack)) + "</system>"
+    try:
+        return ET.fromstring(wrapped), None
+    except ET.ParseError as exc:
+        raise InputError(f"{source}: the NCCL topology XML fragment is damaged ({str(exc)[:80]})") from None
 
 
 def _open_tags(body: str) -> tuple[list[str], int]:
@@ -95,9 +144,13 @@ def read(text: str, source: str) -> Topology:
     paths: dict[int, list[str]] = {}  # GPU -> its PCI bus ids from the top of its cpu down
     nvlinks: dict[int, list[tuple[str, int, str]]] = {}
     nics: list[Nic] = []
-    for numa, cpu in enumerate(root.iter("cpu")):
+    fragment = root.get("version") == "fragment"
+    cpus = list(root.iter("cpu"))
+    for numa, cpu in enumerate(cpus):
         node = _int(cpu.get("numaid"))
         _walk(cpu, node if node is not None else numa, gpus, paths, nvlinks, nics)
+    if fragment and not cpus:  # <pci> elements only: under which CPU (NUMA node) is not in the text
+        _walk(root, None, gpus, paths, nvlinks, nics)
     if open_tags is not None and not gpus:
         raise InputError(f"{source}: the NCCL topology XML is cut (no </system>) before its first <gpu>")
     if len(gpus) > MAX_GPUS:
@@ -109,10 +162,12 @@ def read(text: str, source: str) -> Topology:
     _links(topo, paths, nvlinks, cut_gpu)
     if open_tags is not None:
         topo.reading_notes.append(ReadingNote("nccl-xml-cut", {"source": source, "cut_gpu": cut_gpu}))
+    if fragment:
+        topo.reading_notes.append(ReadingNote("nccl-xml-no-root", {"source": source, "cpus": len(cpus)}))
     return topo
 
 
-def _walk(cpu: ET.Element, numa: int, gpus: dict[int, Gpu], paths: dict[int, list[str]],
+def _walk(cpu: ET.Element, numa: int | None, gpus: dict[int, Gpu], paths: dict[int, list[str]],
           nvlinks: dict[int, list[tuple[str, int, str]]], nics: list[Nic]) -> None:
     """The GPUs and NICs under ``cpu`` in document order, each with its path of ``<pci>`` bus ids
     (depth first, with a stack of the elements being read: no recursion)."""
@@ -134,7 +189,7 @@ def _walk(cpu: ET.Element, numa: int, gpus: dict[int, Gpu], paths: dict[int, lis
                 nics.append(Nic(name=net.get("name", "?")[:64], pci_bus_id=_bus(path[-1] if path else None), numa_node=numa))
 
 
-def _gpu(index: int, pci: ET.Element, path: list[str], numa: int) -> Gpu:
+def _gpu(index: int, pci: ET.Element, path: list[str], numa: int | None) -> Gpu:
     speed = (pci.get("link_speed") or "").split(" ")[0]
     width = _int(pci.get("link_width"))
     return Gpu(index=index, pci_bus_id=_bus(path[-1] if path else None), numa_node=numa,
@@ -155,7 +210,8 @@ def _links(topo: Topology, paths: dict[int, list[str]], nvlinks: dict[int, list[
     indices = topo.gpu_indices
     for i, a in enumerate(indices):
         for b in indices[i + 1 :]:
-            pcie = _pcie_word(topo.gpu(a), topo.gpu(b), paths.get(a, []), paths.get(b, []))
+            word = _pcie_word(topo.gpu(a), topo.gpu(b), paths.get(a, []), paths.get(b, []))
+            pcie = None if word == "UNKNOWN" else word
             switched = min(switch_links.get(a, 0), switch_links.get(b, 0))
             if direct.get((a, b)):
                 topo.links.append(make_link(a, b, f"NV{direct[(a, b)]}", nvswitch=False, pcie_path=pcie))
@@ -164,10 +220,13 @@ def _links(topo: Topology, paths: dict[int, list[str]], nvlinks: dict[int, list[
             elif switched:
                 topo.links.append(make_link(a, b, f"NV{switched}", nvswitch=True, pcie_path=pcie))
             else:
-                topo.links.append(make_link(a, b, pcie, pcie_path=pcie))
+                topo.links.append(make_link(a, b, word, pcie_path=pcie))
 
 
 def _pcie_word(gpu_a: Gpu, gpu_b: Gpu, path_a: list[str], path_b: list[str]) -> str:
+    shared_top = bool(path_a) and bool(path_b) and path_a[0] == path_b[0]
+    if (gpu_a.numa_node is None or gpu_b.numa_node is None) and not shared_top:
+        return "UNKNOWN"  # a fragment without <cpu>: whether the trees hang off one CPU is not in the text
     if gpu_a.numa_node != gpu_b.numa_node:
         return "SYS"
     if not path_a or not path_b or path_a[0] != path_b[0]:

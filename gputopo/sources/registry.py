@@ -60,6 +60,7 @@ READERS: tuple[Reader, ...] = (
     Reader("nvidia-smi topo -m", _sniff_topo_matrix, _read_topo_matrix),
     *(_reader_of(module) for module in (
         "smi_p2p", "nccl_xml", "p2pbw", "nvbandwidth", "nvbandwidth_json", "nccl_log", "nccl_tests", "nvlink", "smi_q",
+        "cuda_peers",
     )),
 )
 

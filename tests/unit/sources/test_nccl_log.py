@@ -159,3 +159,57 @@ def test_one_thread_that_sets_up_two_ranks_in_turn_gives_each_its_own_device():
     topo = nccl_log.read(log, "loop")
     assert [(r.rank, r.cuda_device) for r in topo.nccl.ranks] == [(0, 0), (1, 1)]
     assert topo.gpu_numbering == "nvml" and [g.index for g in topo.gpus] == [4, 5]
+
+
+def test_one_hosts_lines_of_a_job_on_three_nodes_are_ranks_not_one_hosts_gpus():
+    """NVIDIA/nccl-tests#373: only bigo's lines of a 3-node job (nNodes 3): ranks 0 and 1 are on
+    other hosts, so no pair of them is linked as if on bigo, and the missing hosts are said."""
+    from gputopo.analysis.reading_notes import note_findings
+
+    name = "nccltests373_p2p_level_loc_3node_ibext_cut.log"
+    topo = nccl_log.read(text_of("nccl_log", name), name)
+    assert [g.index for g in topo.gpus] == [0, 1, 2] and topo.links == []
+    assert "3 ranks on 1 hosts" in topo.label
+    (finding,) = note_findings(topo.reading_notes)
+    assert "3 nodes" in finding.message and "bigo" in finding.message
+
+
+def _init(host: str, pid: int, rank: int, dev: int, nvml: str, bus: str) -> str:
+    return (f"{host}:{pid}:{pid} [{dev}] NCCL INFO ncclCommInitRank comm 0x55aa rank {rank} nranks 2 cudaDev {dev}"
+            f"{nvml} busId {bus} commId 0x1 - Init START\n")
+
+
+DISABLED = "box:11:11 [0] NCCL INFO P2P is disabled between connected GPUs 1 and 2. You can repress this message with NCCL_IGNORE_DISABLED_P2P=1.\n"
+
+
+def test_p2p_disabled_lands_on_the_ranks_whose_nvml_index_the_affinity_lines_name():
+    """Ranks numbered by rank (rank 2 names no NVML index); the threads of ranks 0 and 1 print
+    ``Setting affinity for GPU N`` with N not their CUDA device: their NVML index. So "GPUs 1 and 2"
+    are ranks 0 and 1."""
+    log = ("box:11:11 [0] NCCL INFO Setting affinity for GPU 1 to ff\n"
+           "box:11:11 [0] NCCL INFO Channel 00 : 0[0] -> 1[1] via SHM/direct/direct\n"
+           "box:12:12 [1] NCCL INFO Setting affinity for GPU 2 to ff\n"
+           "box:12:12 [1] NCCL INFO Channel 00 : 1[1] -> 2[2] via SHM/direct/direct\n"
+           "box:13:13 [2] NCCL INFO Channel 00 : 2[2] -> 0[0] via SHM/direct/direct\n"
+           + DISABLED)
+    topo = nccl_log.read(log, "x")
+    assert [g.index for g in topo.gpus] == [0, 1, 2]
+    assert topo.link(0, 1).p2p_read == "NS" and topo.link(1, 2).p2p_read is None
+    assert [n.code for n in topo.reading_notes] == []
+
+
+def test_p2p_disabled_between_gpus_the_log_cannot_place_is_said_not_dropped():
+    log = (_init("box", 11, 0, 0, "", "41000") + _init("other", 12, 1, 0, "", "81000") + DISABLED)
+    topo = nccl_log.read(log, "x")  # two hosts: GPUs numbered by rank, NVML's 1 and 2 not named
+    assert all(link.p2p_read is None for link in topo.links)
+    from gputopo.analysis.reading_notes import note_findings
+
+    (finding,) = [f for f in note_findings(topo.reading_notes) if "P2P is disabled" in f.message]
+    assert "1 and 2" in finding.message and "not placed" in finding.message
+
+
+def test_could_not_enable_p2p_lands_on_the_gpus_with_its_bus_ids():
+    log = (_init("box", 11, 0, 0, "", "41000") + _init("box", 12, 1, 1, "", "81000")
+           + "box:11:11 [0] NCCL INFO Could not enable P2P between dev 0(=41000) and dev 1(=81000)\n")
+    topo = nccl_log.read(log, "x")
+    assert topo.link(0, 1).p2p_read == "NS"

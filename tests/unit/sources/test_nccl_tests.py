@@ -78,3 +78,70 @@ def test_a_command_after_roots_prompt_names_the_operation(command, operation):
               "#        (B)    (elements)                               (us)  (GB/s)  (GB/s)            (us)  (GB/s)  (GB/s)\n")
     row = "     1048576        262144     float     sum      -1    222.8    4.71    8.24      0    226.1    4.64    8.12      0\n"
     assert nccl_tests.read(f"{command}\n{header}{row}", "r").collectives[0].operation == operation
+
+
+def _each_line(text: str, dress) -> str:
+    return "\n".join(dress(line) if line.strip() else line for line in text.split("\n"))
+
+
+DRESSINGS = {
+    "as pasted": lambda t: t,
+    "CRLF": lambda t: t.replace("\n", "\r\n"),
+    "tabs for spaces": lambda t: t.replace("    ", "\t"),
+    "spaces for tabs": lambda t: t.replace("\t", "    "),
+    "shell prompt": lambda t: _each_line(t, lambda line: "$ " + line),
+    "markdown fence": lambda t: "```text\n" + t.rstrip("\n") + "\n```\n",
+    "host prefix": lambda t: _each_line(t, lambda line: "node-7: " + line),
+    "lines cut": lambda t: "\n".join(line[:200] for line in t.split("\n")),
+}
+
+
+def _hashes_lost(text: str) -> str:
+    """DERIVED: every line's leading ``#`` taken off, as markdown does to a paste outside a code block."""
+    return "\n".join(line.lstrip().lstrip("#").lstrip() for line in text.split("\n"))
+
+
+@pytest.mark.parametrize("dressing", DRESSINGS)
+@pytest.mark.parametrize(("name", "want"), cases("nccl_tests"))
+def test_a_table_whose_hash_markers_were_lost_reads_as_the_real_one(name, want, dressing):
+    whole = nccl_tests.read(text_of("nccl_tests", name), name)
+    text = DRESSINGS[dressing](_hashes_lost(text_of("nccl_tests", name)))
+    assert nccl_tests.sniff(text)
+    topo = nccl_tests.read(text, name)
+    assert [run.avg_busbw_gbps for run in topo.collectives] == [run.avg_busbw_gbps for run in whole.collectives]
+    assert [len(run.rows) for run in topo.collectives] == [len(run.rows) for run in whole.collectives]
+    assert [(g.index, g.pci_bus_id, g.host) for g in topo.gpus] == [(g.index, g.pci_bus_id, g.host) for g in whole.gpus]
+
+
+@pytest.mark.parametrize("dressing", DRESSINGS)
+@pytest.mark.parametrize("name", cases("nccl_tests"), ids=lambda case: case[0])
+def test_every_real_table_reads_the_same_under_a_pastes_dressing(name, dressing):
+    name = name[0]
+    whole = nccl_tests.read(text_of("nccl_tests", name), name)
+    topo = nccl_tests.read(DRESSINGS[dressing](text_of("nccl_tests", name)), name)
+    assert [run.avg_busbw_gbps for run in topo.collectives] == [run.avg_busbw_gbps for run in whole.collectives]
+    assert [len(run.rows) for run in topo.collectives] == [len(run.rows) for run in whole.collectives]
+
+
+def _cut_before_rows(name: str, keep_header: bool) -> str:
+    """DERIVED: the real output cut before its first row (the header kept or not)."""
+    lines = text_of("nccl_tests", name).split("\n")
+    header = next(i for i, line in enumerate(lines) if "busbw" in line)
+    return "\n".join(lines[: header + (2 if keep_header else -1)])
+
+
+@pytest.mark.parametrize("keep_header", [True, False])
+@pytest.mark.parametrize(("name", "gpus", "hosts"), [("h100_8gpu_single_process_indented_markdown_list.txt", 8, 1),
+                                                     ("k8s_2node_16x_h100_all_reduce.txt", 16, 2)])
+def test_a_paste_cut_before_its_first_row_gives_the_devices_and_says_no_rows(name, gpus, hosts, keep_header):
+    from gputopo.analysis.reading_notes import note_findings
+    from gputopo.sources.registry import read_text
+
+    text = _cut_before_rows(name, keep_header)
+    assert nccl_tests.sniff(text)
+    topo = read_text(text, name)
+    assert len(topo.gpus) == gpus and len({g.host for g in topo.gpus}) == hosts
+    assert topo.collectives == []
+    (finding,) = note_findings(topo.reading_notes)
+    assert "before its first row" in finding.message and "no bus bandwidth" in finding.message
+    assert ("after its column header" in finding.message) is keep_header

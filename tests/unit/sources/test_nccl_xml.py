@@ -95,3 +95,55 @@ def test_a_tag_without_its_closing_bracket_is_one_input_error():
     text = '<system version="1"><cpu numaid="0"><pci busid="0000:01:00.0"><gpu dev="0"/><' + "a" * 100_000 + "<x/>"
     with pytest.raises(InputError, match="is damaged"):
         nccl_xml.read(text, "cut.xml")
+
+
+IBM = "ibm_gx3d_8xh100_nvswitch_8nic_topo.xml"
+FRAGMENT_DRESSINGS = {
+    "as pasted": lambda t: t,
+    "CRLF": lambda t: t.replace("\n", "\r\n"),
+    "tabs for spaces": lambda t: t.replace("  ", "\t"),
+    "shell prompt": lambda t: "\n".join("$ " + line for line in t.split("\n")),
+    "markdown fence": lambda t: "```xml\n" + t.rstrip("\n") + "\n```\n",
+    "host prefix": lambda t: "\n".join("node-7: " + line for line in t.split("\n")),
+}
+
+
+def _without_root(text: str) -> str:
+    """DERIVED: a real dump with its ``<system ...>`` and ``</system>`` lines deleted."""
+    return "\n".join(line for line in text.split("\n") if not line.lstrip().startswith(("<system", "</system")))
+
+
+@pytest.mark.parametrize("dressing", FRAGMENT_DRESSINGS)
+def test_a_dump_without_its_system_root_is_read_and_the_missing_root_said(dressing):
+    text = FRAGMENT_DRESSINGS[dressing](_without_root(text_of("nccl_xml", IBM)))
+    assert nccl_xml.sniff(text)
+    topo = nccl_xml.read(text, "fragment.xml")
+    whole = nccl_xml.read(text_of("nccl_xml", IBM), IBM)
+    assert [(g.index, g.pci_bus_id, g.numa_node) for g in topo.gpus] == [(g.index, g.pci_bus_id, g.numa_node) for g in whole.gpus]
+    assert [(link.type, link.pcie_path) for link in topo.links] == [(link.type, link.pcie_path) for link in whole.links]
+    assert [n.code for n in topo.reading_notes] == ["nccl-xml-no-root"]
+    (finding,) = note_findings(topo.reading_notes)
+    assert "without its <system> root" in finding.message
+
+
+def test_pci_elements_without_their_cpu_leave_numa_and_the_pcie_word_between_trees_unknown():
+    """DERIVED: lines 3-32 of the IBM dump (two PCIe switch subtrees, GPUs 0 and 1), then the dump's
+    closing ``</pci>`` and ``</cpu>`` lines, of elements the fragment does not open."""
+    lines = text_of("nccl_xml", IBM).split("\n")
+    text = "\n".join(lines[2:32]) + "\n    </pci>\n  </cpu>\n"
+    assert nccl_xml.sniff(text)
+    topo = nccl_xml.read(text, "fragment.xml")
+    assert [g.pci_bus_id for g in topo.gpus] == ["0000:a4:00.0", "0000:ae:00.0"]
+    assert all(g.numa_node is None for g in topo.gpus)
+    link = topo.link(0, 1)
+    assert link.type == "NV18" and link.nvswitch is True  # the NVLinks are in the text
+    assert link.pcie_path is None  # whether both switches hang off one CPU is not
+    (finding,) = note_findings(topo.reading_notes)
+    assert "NUMA nodes" in finding.message and "unknown" in finding.message
+
+
+@pytest.mark.parametrize("text", ['<pci busid="0000:01:00.0">', "<gpu dev=\"0\"/>", "<cpu numaid=\"0\"></cpu>"])
+def test_xml_without_a_gpu_under_a_cpu_or_pci_is_not_this_kind(text):
+    assert not nccl_xml.sniff(text)
+    with pytest.raises(InputError):
+        nccl_xml.read(text, "x")
