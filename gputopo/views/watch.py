@@ -26,7 +26,7 @@ def json_line(data: Any) -> str:
 
 def _finding(finding: Finding) -> dict[str, Any]:
     return {"severity": finding.severity, "code": finding.code, "message": finding.message,
-            "gpus": list(finding.gpus), "fix": finding.fix, "kind": finding.kind}
+            "gpus": list(finding.gpus), "fix": finding.fix, "kind": finding.kind, "caused_by": finding.caused_by}
 
 
 def frame_json(frame: Frame, captured_at: str) -> dict[str, Any]:
