@@ -67,3 +67,15 @@ def test_plan_says_how_the_bottleneck_per_direction_figure_was_had(monkeypatch, 
     text = " ".join(_text(capsys).split())
     assert f"~20.0 GB/s per direction {says}" in text
     assert basis != "measured" or "expected" not in text
+
+
+def test_summary_prints_the_watched_link_traffic_literally(monkeypatch, capsys):
+    monkeypatch.setenv("COLUMNS", "160")
+    watch = {"recorded": True, "reason": None, "seconds": 3.0, "frames": 3,
+             "links": [{"gpu": 0, "link": 1, "peer": "GPU [bold]2[/bold]", "tx_bytes": 2e9, "rx_bytes": 0,
+                        "peak_percent": 30.0}], "pcie": [],
+             "plan": {"verdict": "pcie", "link_errors": 0}, "findings": []}
+    render_summary(dict(SUMMARY, watch=watch))
+    text = _text(capsys)
+    assert "link traffic over 3.0 s (3 intervals):" in text and "GPU [bold]2[/bold]: 2.00 GB" in text
+    assert "plan: PCIe carried the traffic while the planned NVLinks idled" in text
