@@ -694,3 +694,11 @@ class FakeNvml:
         links = None if fake.nvlinks is None else [link.active for link in fake.nvlinks]
         return fake_nvml_counters.field_values(self.counters.get(str(handle.index)), list(fieldIds), links,
                                                now_s - (self.init_time_s or now_s), int(now_s * 1e6))
+
+    def nvmlDeviceGetPcieThroughput(self, handle: Any, counter: int) -> int:
+        """KiB/s over the driver's ~20 ms (tests/fake_nvml_counters.py ``pcie_throughput``)."""
+        self._enter("nvmlDeviceGetPcieThroughput", handle)
+        code, value = fake_nvml_counters.pcie_throughput(self.counters.get(str(handle.index)), int(counter))
+        if code != fake_nvml_counters.SUCCESS:
+            raise pynvml.NVMLError_NotSupported()
+        return value

@@ -9,13 +9,16 @@ The scripted rates, per GPU (NVML's index, as a string) -- the format of the fil
                     "pcie_tx_bytes_per_s": 2e9, "pcie_rx_bytes_per_s": 1e9,
                     "nvlink_replay_errors_per_s": {"3": 5}, "nvlink_recovery_errors_per_s": {},
                     "nvlink_crc_errors_per_s": {}, "pcie_replay_errors_per_s": 0,
-                    "unsupported": ["nvlink_throughput", "nvlink_errors", "pcie_count", "pcie_replay"]}}}
+                    "unsupported": ["nvlink_throughput", "nvlink_errors", "pcie_count", "pcie_replay",
+                                    "pcie_throughput"]}}}
 
 A counter is cumulative, as NVML's are: value = floor(rate x seconds since ``nvmlInit``), the NVLink
 throughput in KiB (bytes / 1024), the others in their own unit; a rate not given is 0. Each value
 carries the time it was read, in µs of the wall clock, and its own return code: NOT_SUPPORTED for a
 group named in ``unsupported``, for NVLink fields of a GPU without NVLink or of a link that is down,
 and for a field id not listed here; INVALID_ARGUMENT for a link past the GPU's last.
+``nvmlDeviceGetPcieThroughput`` (the fallback where ``pcie_count`` is unsupported) answers the PCIe
+rates in KiB/s, NOT_SUPPORTED where ``pcie_throughput`` is named.
 """
 
 from __future__ import annotations
@@ -85,3 +88,12 @@ def field_values(script: dict[str, Any] | None, field_ids: list[Any], links: lis
         values[i].valueType = VALUE_TYPE_ULL
         values[i].value.ullVal = value
     return values
+
+
+def pcie_throughput(script: dict[str, Any] | None, counter: int) -> tuple[int, int]:
+    """(NVML return code, KiB/s) of ``nvmlDeviceGetPcieThroughput``: counter 0 TX, 1 RX."""
+    script = script or {}
+    if "pcie_throughput" in script.get("unsupported", []) or counter not in (0, 1):
+        return NOT_SUPPORTED, 0
+    key = "pcie_tx_bytes_per_s" if counter == 0 else "pcie_rx_bytes_per_s"
+    return SUCCESS, int(rate_of(script, key, None) // 1024)

@@ -86,6 +86,10 @@ KIND_OF_CODE: dict[str, KindRule] = {
     "watch-counters-zero-while-busy": NOTE,
     "watch-counters-unsupported": NOTE,
     "watch-plan-nvlink-idle": DESIGN,
+    "watch-plan-p2p-off-by-setting": FAULT,
+    "watch-plan-nvlink-down": FAULT,
+    "watch-plan-no-p2p": DESIGN,
+    "watch-plan-traffic-elsewhere": FAULT,
     # several hosts (cluster)
     "cluster-gpu-count": DESIGN,
     "cluster-gpu-model": DESIGN,

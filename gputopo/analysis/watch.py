@@ -13,6 +13,10 @@ Each GPU's traffic is one of (``state``):
   least ``BUSY_PERCENT``): some systems read 0 under load (DCGM#149), so the zeros may not be true;
 - ``not-supported``: the driver does not give these counters (per field: NOT_SUPPORTED);
 - ``lost``: the GPU fell off the bus.
+
+A GPU's PCIe ``reading`` is ``counters`` (the cumulative byte counters: the interval's average) or
+``sampled`` (where the driver lacks them: ``nvmlDeviceGetPcieThroughput``, KiB/s over the ~20 ms the
+driver samples at the end of the interval, a glimpse of it, said as such everywhere it is shown).
 """
 
 from __future__ import annotations
@@ -58,6 +62,7 @@ class PcieRate:
     rx_gbps: float | None
     line_rate_gbps: float | None
     percent_of_peak: float | None
+    reading: str | None = "counters"  # "counters", "sampled" (~20 ms, see the module), None: no reading
 
 
 @dataclass(frozen=True)
@@ -137,11 +142,10 @@ def frame(gpus: list[WatchedGpu], before: list[GpuSample], after: list[GpuSample
             moved |= bool(tx) or bool(rx)
             result.links.append(LinkRate(gpu.index, link.link, peer_text(link), link.peer_gpu,
                                          _round(tx), _round(rx), line, _percent(tx, rx, line)))
-        tx = _gbps(a, b, ("pcie_tx_bytes", NO_LINK), 1)
-        rx = _gbps(a, b, ("pcie_rx_bytes", NO_LINK), 1)
+        tx, rx, reading = _pcie(a, b)
         moved |= bool(tx) or bool(rx)
         pcie_line = pcie_line_rate_gbps(gpu)
-        result.pcie.append(PcieRate(gpu.index, _round(tx), _round(rx), pcie_line, _percent(tx, rx, pcie_line)))
+        result.pcie.append(PcieRate(gpu.index, _round(tx), _round(rx), pcie_line, _percent(tx, rx, pcie_line), reading))
         for (name, scope) in b.counters:
             if name in ERROR_COUNTERS:
                 delta = _delta(a, b, (name, scope))
@@ -154,11 +158,29 @@ def frame(gpus: list[WatchedGpu], before: list[GpuSample], after: list[GpuSample
     return result
 
 
+def _sampled_gbps(sample: GpuSample, name: str) -> float | None:
+    counter = sample.counters.get((name, NO_LINK))
+    if counter is None or counter.status != OK or counter.value is None:
+        return None
+    return float(counter.value) * KIB / BYTES_PER_GB
+
+
+def _pcie(before: GpuSample, after: GpuSample) -> tuple[float | None, float | None, str | None]:
+    """A GPU's PCIe TX and RX (GB/s) and how they were read: the byte counters, else the driver's
+    ~20 ms sample (``sampled``), else nothing (None)."""
+    tx = _gbps(before, after, ("pcie_tx_bytes", NO_LINK), 1)
+    rx = _gbps(before, after, ("pcie_rx_bytes", NO_LINK), 1)
+    if tx is not None or rx is not None:
+        return tx, rx, "counters"
+    tx, rx = _sampled_gbps(after, "pcie_tx_kib_per_s"), _sampled_gbps(after, "pcie_rx_kib_per_s")
+    return tx, rx, "sampled" if tx is not None or rx is not None else None
+
+
 def _round(value: float | None) -> float | None:
     return None if value is None else round(value, 3)
 
 
-THROUGHPUT = ("nvlink_tx_kib", "nvlink_rx_kib", "pcie_tx_bytes", "pcie_rx_bytes")
+THROUGHPUT = ("nvlink_tx_kib", "nvlink_rx_kib", "pcie_tx_bytes", "pcie_rx_bytes", "pcie_tx_kib_per_s", "pcie_rx_kib_per_s")
 
 
 def _state(sample: GpuSample, moved: bool) -> str:

@@ -30,6 +30,7 @@ class Totals:
     peak_percent: float | None = None
     percent_sum: float = 0.0
     frames: int = 0
+    reading: str | None = None  # PCIe: "counters", or "sampled" where any interval was (analysis.watch)
 
     def add(self, tx_gbps: float | None, rx_gbps: float | None, percent: float | None, seconds: float) -> None:
         self.tx_bytes += (tx_gbps or 0.0) * BYTES_PER_GB * seconds
@@ -62,6 +63,8 @@ class Summary:
         for pcie in frame.pcie:
             totals = self.pcie.setdefault(pcie.gpu, Totals(pcie.gpu, None, "CPU"))
             totals.add(pcie.tx_gbps, pcie.rx_gbps, pcie.percent_of_peak, frame.interval_s)
+            if pcie.reading is not None and totals.reading != "sampled":
+                totals.reading = pcie.reading
         for error in frame.errors:
             key = (error.gpu, error.link, error.counter)
             self.errors[key] = self.errors.get(key, 0) + error.delta

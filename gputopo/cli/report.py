@@ -42,6 +42,9 @@ def report_command(
     gpus: Annotated[
         Optional[int], typer.Option("--gpus", "-n", help="Plan for K GPUs: highlight the best group, with its lines.")
     ] = None,
+    watch: Annotated[Optional[str], typer.Option(
+        "--watch", help="Lines of `gputopo watch --json` (or `train --watch-file`): draw each link's use over time "
+        "beside the plan.", metavar="FILE")] = None,
     json_output: Annotated[bool, typer.Option("--json", help="Print a small JSON summary of what was written.")] = False,
 ) -> None:
     """Write one self-contained HTML page: the box drawn with its links, heatmaps, findings, the
@@ -55,6 +58,11 @@ def report_command(
 
     if gpus is not None and gpus < 1:
         raise InputError(f"--gpus must be 1 or more (got {gpus})")
+    watched = None
+    if watch is not None:
+        from gputopo.sources.watch_lines import read_watch_lines
+
+        watched = read_watch_lines(watch)
     request = TopologyRequest(from_files=tuple(from_files or ()), machine=machine, tf_log=tf_log, tf_run=tf_run, host=host)
     if bench is not None and not (request.from_files or machine or tf_log):
         # the bench snapshot is a whole topology
@@ -69,7 +77,7 @@ def report_command(
         from gputopo.analysis.recommend import recommend
 
         recommendation = recommend(topology, gpus)
-    atomic_write_text(output, render_report(topology, recommendation))
+    atomic_write_text(output, render_report(topology, recommendation, watched))
     if json_output:
         from gputopo.views.common import print_json
 

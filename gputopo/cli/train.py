@@ -6,7 +6,7 @@ This module only parses options, calls ``gputopo.train`` and renders; TensorFlow
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Optional
+from typing import TYPE_CHECKING, Any, Optional
 
 import typer
 from typing_extensions import Annotated
@@ -123,11 +123,18 @@ def train(
         help="Steps per --scaling run (default 30).")] = 30,
     dry_run: Annotated[bool, typer.Option(
         "--dry-run", rich_help_panel=PANEL_OUTPUT, help="Print the plan and the exact command; do not train.")] = False,
+    watch: Annotated[bool, typer.Option(
+        "--watch", rich_help_panel=PANEL_OUTPUT,
+        help="Record NVLink/PCIe traffic and link errors while training (as `gputopo watch`).")] = False,
+    watch_file: Annotated[Optional[str], typer.Option(
+        "--watch-file", metavar="FILE", rich_help_panel=PANEL_OUTPUT,
+        help="--watch, appending each interval to FILE as a JSON line.")] = None,
     json_output: JsonOption = False,
 ) -> None:
     """Train a model data-parallel on the best GPUs for it (or logical CPU devices) and report speed."""
     import shutil
 
+    from gputopo.errors import InputError
     from gputopo.sources import TopologyRequest
 
     request = TopologyRequest(from_files=tuple(from_files or ()), machine=machine, tf_log=tf_log, tf_run=tf_run)
@@ -167,18 +174,22 @@ def train(
                   "--tf-log": tf_log, "--tf-run": tf_run, "--workers": workers, "--local-workers": local_workers, "--ps": ps,
                   "--scaling": scaling, "--task-index": task_index or None}  # fmt: skip
         _launch(launcher, plan_file, port, config, dry_run, json_output, allow_exposed_ports,
-                [flag for flag, value in others.items() if value not in (None, [], ())])  # fmt: skip
+                [flag for flag, value in others.items() if value not in (None, [], ())],
+                _watch_choice(watch, watch_file, dry_run))  # fmt: skip
         return
     plan = build_plan(config, _training_topology(request, config), gpus=gpus, devices=devices,
                       numactl_path=shutil.which("numactl"), allow_busy=allow_busy)
     if scaling is not None:
+        if watch or watch_file is not None:
+            raise InputError("--watch records one training run; leave it out of --scaling")
         _run_scaling(plan, config, parse_count_list(scaling), scaling_steps, json_output, dry_run)
         return
     processes = training_processes(plan, config, workers=workers, local_workers=local_workers, ps=ps)
+    watching = _watch_choice(watch, watch_file, dry_run)
     if dry_run:
         _show_plan(plan, processes, config, json_output)
         return
-    summary = _run(plan, processes, config, json_output, allow_exposed_ports)
+    summary = _run(plan, processes, config, json_output, allow_exposed_ports, watch=watching)
     summary["plan"] = plan.to_dict()
     _show_summary(summary, json_output)
 
@@ -196,11 +207,31 @@ def _training_topology(request: "TopologyRequest", config: "TrainConfig") -> "To
         raise NvmlUnavailable(f"{exc}; or train on logical CPU devices with --cpu-devices N") from None
 
 
+def _watch_choice(watch: bool, watch_file: "str | None", dry_run: bool) -> "int | str | None":
+    """``--watch`` / ``--watch-file``: None (not asked), ``""`` (no file), or the file's descriptor,
+    opened for appending before training starts: never through a symbolic link, and anything but a
+    regular file refused in one line (``fileio.open_regular``)."""
+    import os
+
+    from gputopo.errors import InputError
+    from gputopo.fileio import open_regular, protected_link
+
+    if watch_file is None:
+        return "" if watch else None
+    if dry_run:
+        return ""
+    refused = protected_link(watch_file)
+    if refused is not None:
+        raise InputError(f"cannot write --watch-file {watch_file}: {refused}")
+    return open_regular(watch_file, os.O_WRONLY | os.O_CREAT | os.O_APPEND, "--watch-file")
+
+
 def _run(
     plan: "LaunchPlan", processes: "list[ProcessSpec]", config: "TrainConfig", json_output: bool, allow_exposed: bool,
-    lock_checkpoints: bool = True,
+    lock_checkpoints: bool = True, watch: "int | str | None" = None,
 ) -> dict:
-    """Train locally (``train.launch.run.run_locally``), showing the plan and any exposure warning first."""
+    """Train locally (``train.launch.run.run_locally``), showing the plan and any exposure warning
+    first; with ``watch`` the link counters sampled meanwhile (``train.launch.watching``)."""
     from gputopo.train.launch.run import run_locally
     from gputopo.views.common import err
 
@@ -210,12 +241,64 @@ def _run(
         if warning:
             err().print(warning, markup=False, soft_wrap=True)
 
-    return run_locally(plan, processes, config, show_start, allow_exposed, lock_checkpoints)
+    if watch is None:
+        return run_locally(plan, processes, config, show_start, allow_exposed, lock_checkpoints)
+    recorder = _start_watch(watch)
+    try:
+        summary = run_locally(plan, processes, config, show_start, allow_exposed, lock_checkpoints)
+    finally:
+        recorder.stop()
+        if isinstance(watch, int):
+            import os
+
+            os.close(watch)
+    summary["watch"] = _watch_result(recorder, plan)
+    return summary
+
+
+def _start_watch(watch: "int | str") -> "Any":
+    """The recorder, sampling; where NVML cannot start, one line saying so (training goes on)."""
+    import os
+    from datetime import datetime, timezone
+
+    from gputopo.train.launch.watching import TrainWatch
+    from gputopo.views.watch import frame_json, json_line
+
+    def write(current: "Any") -> None:
+        if isinstance(watch, int):  # one write per line on an O_APPEND descriptor: lines never interleave
+            now = datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+            os.write(watch, json_line(frame_json(current, now)).encode("utf-8"))
+
+    recorder = TrainWatch(write)
+    reason = recorder.start()
+    if reason:
+        typer.echo(f"gputopo: note: {reason}", err=True)
+    return recorder
+
+
+def _watch_result(recorder: "Any", plan: "LaunchPlan") -> dict:
+    """The watch's summary (``gputopo.watch-summary/1``) with the verdict on the plan's GPUs."""
+    import os
+
+    from gputopo.analysis.finding_kinds import with_kinds
+    from gputopo.analysis.watch_plan import judge_plan
+    from gputopo.views.watch import summary_json
+
+    if not recorder.gpus:
+        return {"recorded": False, "reason": recorder.reason}
+    verdict = None
+    if plan.gpus and all(g < len(recorder.gpus) for g in plan.gpus):
+        judged = judge_plan(recorder.summary, list(plan.gpus), "train's plan", recorder.gpus, os.environ)
+        for finding in with_kinds(judged.findings):
+            recorder.summary.findings[(finding.code, tuple(finding.gpus))] = finding
+        verdict = judged.to_dict()
+    data = summary_json(recorder.summary, None, None, verdict)
+    return {"recorded": True, "reason": recorder.reason, **data}
 
 
 def _launch(
     launcher: str, plan_file: Optional[str], port: Optional[int], config: "TrainConfig", dry_run: bool,
-    json_output: bool, allow_exposed: bool, conflicting: "list[str]",
+    json_output: bool, allow_exposed: bool, conflicting: "list[str]", watch: "int | str | None" = None,
 ) -> None:  # fmt: skip
     """``--launcher slurm|tf-config --plan plan.json``: this task's worker of a multi-host plan
     (``gputopo.train.launch.launchers``); with ``--dry-run`` every task of the plan and the sbatch script."""
@@ -232,7 +315,8 @@ def _launch(
         return
     task = launched.tasks[0]
     chief = task.process.config.task_index == 0  # locks the shared checkpoint folder; the others write beside it
-    summary = _run(task.plan, [task.process], task.process.config, json_output, allow_exposed, lock_checkpoints=chief)
+    summary = _run(task.plan, [task.process], task.process.config, json_output, allow_exposed, lock_checkpoints=chief,
+                   watch=watch)
     summary["plan"] = task.plan.to_dict()
     summary["launch"] = {"launcher": launcher, "plan_file": launched.plan_file, "task": task.process.label,
                          "entry": task.entry.to_dict()}  # fmt: skip

@@ -18,7 +18,7 @@ from typing import Annotated, Any, Optional
 
 import typer
 
-from gputopo.cli import JsonOption, command
+from gputopo.cli import FromOption, JsonOption, command
 from gputopo.errors import InputError, Terminated
 
 MAX_INTERVAL_S = 3600.0
@@ -41,6 +41,13 @@ def watch_command(
     planned_gpus: Annotated[Optional[str], typer.Option(
         "--planned-gpus", help="The GPUs a plan chose (as `recommend` printed them, e.g. 0,1,2,3): the summary "
         "says whether their NVLinks carried the traffic or PCIe did.", metavar="LIST")] = None,
+    plan_file: Annotated[Optional[str], typer.Option(
+        "--plan", help="The plan file `recommend --save` wrote: this host's GPUs in it are the planned ones.",
+        metavar="FILE")] = None,
+    gpus: Annotated[Optional[int], typer.Option(
+        "--gpus", "-n", help="The plan is the group of K GPUs `recommend` picks (of --from, else this host).",
+        metavar="K")] = None,
+    from_files: FromOption = None,
 ) -> None:
     """Live NVLink and PCIe traffic (GB/s, % of line rate) and link errors of every GPU, from NVML's
     counters; with `-- COMMAND` a summary of what the command moved over which links."""
@@ -50,7 +57,19 @@ def watch_command(
         raise InputError(f"--interval must be between {MIN_INTERVAL_S} and {MAX_INTERVAL_S:g} seconds (got {interval:g})")
     if count is not None and count < 1:
         raise InputError(f"--count must be 1 or more (got {count})")
-    planned = parse_gpu_list(planned_gpus, "--planned-gpus") if planned_gpus is not None else None
+    given = [flag for flag, value in (("--planned-gpus", planned_gpus), ("--plan", plan_file), ("--gpus", gpus))
+             if value is not None]
+    if len(given) > 1:
+        raise InputError(f"{' and '.join(given)} each name the plan; give one of them")
+    if from_files and not given:
+        raise InputError("--from is the topology a plan is judged on; give --gpus K (or --plan, --planned-gpus)")
+    planned = None
+    if planned_gpus is not None:
+        planned = _Plan(parse_gpu_list(planned_gpus, "--planned-gpus"), "--planned-gpus")
+    elif plan_file is not None:
+        planned = _plan_of_file(plan_file)
+    if given:
+        planned = _with_topology(planned, gpus, list(from_files or ()))
     if prometheus is not None:  # a bad target refused before anything starts (review: the command ran first)
         from gputopo.fileio import write_target
 
@@ -58,6 +77,56 @@ def watch_command(
     code = _watch(list(argv or []), interval, count, json_output, prometheus, planned)
     if code:
         raise typer.Exit(code)
+
+
+class _Plan:
+    """The planned GPUs, where they came from, and the topology their causes are read on (or None)."""
+
+    def __init__(self, gpus: list[int], source: str, topology: Any = None) -> None:
+        self.gpus, self.source, self.topology = gpus, source, topology
+
+
+def _plan_of_file(path: str) -> _Plan:
+    """This host's GPUs in a plan file: its only host's, else the entries named as this host is."""
+    import socket
+
+    from gputopo.fileio import read_text_input
+    from gputopo.model.cluster_plan import plan_from_json
+
+    plan = plan_from_json(read_text_input(path, "plan file"), path)
+    names = plan.host_names
+    if len(names) == 1:
+        host = names[0]
+    else:
+        me = socket.gethostname()
+        host = next((n for n in names if n in (me, me.split(".")[0])), None)
+        if host is None:
+            shown = ", ".join(names[:8]) + (" ..." if len(names) > 8 else "")
+            raise InputError(f"plan file {path} has no entry for this host ({me}; its hosts: {shown}); "
+                             "give this host's GPUs with --planned-gpus")
+    gpus = sorted({g for entry in plan.hosts if entry.host == host for g in entry.gpus})
+    return _Plan(gpus, f"plan file {path} (host {host})")
+
+
+def _with_topology(planned: _Plan | None, gpus: int | None, from_files: list[str]) -> _Plan:
+    """The topology the causes are read on (``--from``, else this host's through NVML when --gpus
+    asks recommend), and with ``--gpus K`` the group recommend picks of every GPU, busy or not (the
+    watched job is what makes them busy)."""
+    from gputopo.analysis import topology_for
+    from gputopo.sources import TopologyRequest
+
+    if planned is not None and not from_files:
+        return planned
+    topology = topology_for(TopologyRequest(from_files=tuple(from_files)))
+    if planned is not None:
+        planned.topology = topology
+        return planned
+    from gputopo.analysis.recommend import recommend
+
+    assert gpus is not None
+    picked = recommend(topology, gpus, alternatives=0).groups[0].gpus
+    where = f" of {from_files[0]}" if len(from_files) == 1 else ""
+    return _Plan(sorted(picked), f"recommend --gpus {gpus}{where}", topology)
 
 
 def _now() -> str:
@@ -119,7 +188,7 @@ def _wait(child: subprocess.Popen[bytes] | None, seconds: float) -> bool:
 
 
 def _watch(argv: list[str], interval: float, count: int | None, json_output: bool, prometheus: str | None,
-           planned: list[int] | None) -> int:
+           planned: _Plan | None) -> int:
     from gputopo.analysis.finding_kinds import with_kinds
     from gputopo.analysis.watch import frame
     from gputopo.analysis.watch_summary import Summary
@@ -129,8 +198,8 @@ def _watch(argv: list[str], interval: float, count: int | None, json_output: boo
     child = None
     with nvml_counters.reader() as reader:
         gpus = reader.gpus or reader.open()
-        if planned is not None and any(i >= len(gpus) for i in planned):
-            raise InputError(f"--planned-gpus names a GPU this host does not have ({len(gpus)} GPUs)")
+        if planned is not None and any(i >= len(gpus) for i in planned.gpus):
+            raise InputError(f"the plan ({planned.source}) names a GPU this host does not have ({len(gpus)} GPUs)")
         labels = {g.index: {"gpu": g.index, "name": g.name, "bus_id": g.bus_id} for g in gpus}
         before = reader.sample()
         previous = signal.signal(signal.SIGTERM, _terminated) if argv else None  # (the main thread: typer's)
@@ -157,7 +226,7 @@ def _watch(argv: list[str], interval: float, count: int | None, json_output: boo
             if previous is not None:
                 signal.signal(signal.SIGTERM, previous)
     if child is not None or planned is not None:
-        _print_summary(summary, argv or None, _exit_code(child), planned, json_output)
+        _print_summary(summary, argv or None, _exit_code(child), planned, gpus, json_output)
     return _exit_code(child) or 0
 
 
@@ -205,23 +274,24 @@ class _Screen:
             self.live = None
 
 
-def _print_summary(summary: Any, argv: list[str] | None, exit_code: int | None, planned: list[int] | None,
-                   json_output: bool) -> None:
+def _print_summary(summary: Any, argv: list[str] | None, exit_code: int | None, planned: _Plan | None,
+                   gpus: list[Any], json_output: bool) -> None:
     from gputopo.analysis.finding_kinds import with_kinds
-    from gputopo.analysis.watch_summary import plan_verdict
+    from gputopo.analysis.watch_plan import judge_plan
     from gputopo.views.watch import summary_json, summary_text
 
     plan = None
     verdict_text = None
     if planned is not None:
-        verdict, finding = plan_verdict(summary, planned)
-        if finding is not None:
-            with_kinds([finding])
+        judged = judge_plan(summary, planned.gpus, planned.source, gpus, os.environ, planned.topology)
+        for finding in with_kinds(judged.findings):
             summary.findings[(finding.code, tuple(finding.gpus))] = finding
-        plan = {"gpus": planned, "verdict": verdict}
+        plan = judged.to_dict()
         verdict_text = {"nvlink": "the planned GPUs' NVLinks carried their traffic",
                         "idle": "the planned GPUs moved nothing", "unknown": "no NVLink counters to judge by",
-                        "pcie": "PCIe carried the traffic while the planned NVLinks idled"}[verdict]
+                        "pcie": "PCIe carried the traffic while the planned NVLinks idled"}[judged.verdict]
+        verdict_text = f"GPUs {','.join(map(str, judged.gpus))} ({planned.source}): {verdict_text}" + (
+            f"; link errors +{judged.link_errors}" if judged.link_errors else "")
     if json_output:
         from gputopo.views.common import print_json_text
         from gputopo.views.watch import json_line

@@ -10,6 +10,12 @@ counter it has, and its utilisation:
 - PCIe TX/RX (``NVML_FI_DEV_PCIE_COUNT_TX_BYTES`` 197 / ``_RX_BYTES`` 198): cumulative bytes;
 - errors: NVLink DL replay / recovery / CRC per link (161, 162, 163), PCIe replays (94).
 
+Where a GPU's driver does not give the PCIe byte counters (197/198 NOT_SUPPORTED or failing), its
+PCIe reading is ``nvmlDeviceGetPcieThroughput`` instead (TX and RX, KiB/s the driver samples over
+about 20 ms each: a glimpse, not the interval's average), kept as ``pcie_tx_kib_per_s`` /
+``pcie_rx_kib_per_s`` so analysis can say which it is. NVLinks whose state reads 0 (down) are kept in
+``WatchedGpu.down_links``.
+
 Each value comes with the driver's timestamp (µs) and its own return code: NOT_SUPPORTED for one
 field is kept apart from a value, so analysis can tell "not supported" from "reads zero". NVML
 field values take no lock (DCGM's profiling fields 1009-1075 take a system-wide perfmon lock that
@@ -32,6 +38,7 @@ from gputopo.sources.nvml_binding import (
     NVLINK_VERSION_ENUM,
     NVML_NOT_SUPPORTED_CODE,
     NVML_SUCCESS_CODE,
+    FUNCTION_NOT_FOUND,
     Failed,
     GpuLost,
     NvmlBinding,
@@ -55,6 +62,9 @@ LINK_COUNTERS = {"nvlink_tx_kib": FI_NVLINK_TX_KIB, "nvlink_rx_kib": FI_NVLINK_R
                  "nvlink_crc": FI_NVLINK_CRC}
 GPU_COUNTERS = {"pcie_tx_bytes": FI_PCIE_TX_BYTES, "pcie_rx_bytes": FI_PCIE_RX_BYTES, "pcie_replay": FI_PCIE_REPLAY}
 NO_LINK = -1  # the scope of a per-GPU counter
+# The PCIe fallback (``nvmlDeviceGetPcieThroughput``'s counter argument, nvmlPcieUtilCounter_t) ->
+# the name its reading is kept under (KiB/s over the driver's ~20 ms sample).
+PCIE_SAMPLED = {"pcie_tx_kib_per_s": 0, "pcie_rx_kib_per_s": 1}
 
 PEER_GPU, PEER_SWITCH, PEER_CPU, PEER_UNKNOWN = "gpu", "nvswitch", "cpu", "unknown"
 OK, UNSUPPORTED, FAILED = "ok", "not-supported", "failed"
@@ -81,6 +91,7 @@ class WatchedGpu:
     pcie_gen: int | None  # current (what the link runs at now)
     pcie_width: int | None
     links: tuple[WatchedLink, ...] = ()
+    down_links: tuple[int, ...] = ()  # NVLinks that exist but whose state reads 0 (down)
 
 
 @dataclass(frozen=True)
@@ -118,9 +129,11 @@ def _peer_of(nvml: NvmlBinding, handle: Any, index: int, link: int, gpu_of_bus: 
     return WatchedLink(index, link, PEER_UNKNOWN, None, bus)
 
 
-def _active_links(nvml: NvmlBinding, handle: Any) -> tuple[list[int], str | None]:
-    """The GPU's active NVLink indices and their version (links until InvalidArgument)."""
+def _active_links(nvml: NvmlBinding, handle: Any) -> tuple[list[int], str | None, list[int]]:
+    """The GPU's active NVLink indices, their version (links until InvalidArgument) and the links
+    that are down (state 0)."""
     active: list[int] = []
+    down: list[int] = []
     version = None
     for link in range(nvml.max_nvlinks()):
         state = nvml.query("nvmlDeviceGetNvLinkState", handle, link)
@@ -129,12 +142,13 @@ def _active_links(nvml: NvmlBinding, handle: Any) -> tuple[list[int], str | None
                 break
             continue
         if int(state) != 1:
+            down.append(link)
             continue
         active.append(link)
         if version is None:
             enum = nvml.query("nvmlDeviceGetNvLinkVersion", handle, link)
             version = None if isinstance(enum, Failed) else NVLINK_VERSION_ENUM.get(int(enum))
-    return active, version
+    return active, version, down
 
 
 class CounterReader:
@@ -148,6 +162,7 @@ class CounterReader:
         self._fields: list[list[tuple[int, int]]] = []  # per GPU, (field id, scope) in order
         self._names: list[list[tuple[str, int]]] = []
         self._lost: set[int] = set()
+        self._no_sampled_pcie: set[int] = set()  # GPUs whose driver lacks nvmlDeviceGetPcieThroughput too
         self._open = False
 
     def __enter__(self) -> "CounterReader":
@@ -187,11 +202,12 @@ class CounterReader:
             return WatchedGpu(index, None, None, None, None, None)
         name = self.nvml.query("nvmlDeviceGetName", handle)
         bus = next((b for b, i in buses.items() if i == index), None)
-        active, version = _active_links(self.nvml, handle)
+        active, version, down = _active_links(self.nvml, handle)
         links = tuple(_peer_of(self.nvml, handle, index, link, buses) for link in active)
         return WatchedGpu(index, None if isinstance(name, Failed) else name, bus, version,
                           _int_or_none(self.nvml.query("nvmlDeviceGetCurrPcieLinkGeneration", handle)),
-                          _int_or_none(self.nvml.query("nvmlDeviceGetCurrPcieLinkWidth", handle)), links)
+                          _int_or_none(self.nvml.query("nvmlDeviceGetCurrPcieLinkWidth", handle)), links,
+                          tuple(down))
 
     def close(self) -> None:
         if self._open:
@@ -210,16 +226,24 @@ class CounterReader:
         try:
             utilization = self.nvml.query("nvmlDeviceGetUtilizationRates", handle)
             answer = self.nvml.query("nvmlDeviceGetFieldValues", handle, self._fields[index])
+            busy = None if isinstance(utilization, Failed) else int(utilization.gpu)
+            sample = GpuSample(index, taken_s, busy)
+            self._fill(sample, answer)
+            if index not in self._no_sampled_pcie and any(
+                    sample.counters.get((name, NO_LINK), Counter(FAILED)).status != OK
+                    for name in ("pcie_tx_bytes", "pcie_rx_bytes")):
+                self._sampled_pcie(index, handle, sample)
         except GpuLost:
             self._lost.add(index)
             return GpuSample(index, taken_s, lost=True)
-        busy = None if isinstance(utilization, Failed) else int(utilization.gpu)
-        sample = GpuSample(index, taken_s, busy)
-        names = self._names[index]
+        return sample
+
+    def _fill(self, sample: GpuSample, answer: Any) -> None:
+        names = self._names[sample.gpu]
         if isinstance(answer, Failed):
-            status = UNSUPPORTED if answer.error in (NOT_SUPPORTED, "NVMLError_FunctionNotFound") else FAILED
+            status = UNSUPPORTED if answer.error in (NOT_SUPPORTED, FUNCTION_NOT_FOUND) else FAILED
             sample.counters = {key: Counter(status, reason=answer.reason) for key in names}
-            return sample
+            return
         for key, value in zip(names, field_values(answer)):
             if value.code == NVML_SUCCESS_CODE and value.value is not None:
                 sample.counters[key] = Counter(OK, value.value, value.timestamp_us)
@@ -227,7 +251,19 @@ class CounterReader:
                 sample.counters[key] = Counter(UNSUPPORTED, reason="not supported")
             else:
                 sample.counters[key] = Counter(FAILED, reason=f"NVML error {value.code}")
-        return sample
+
+    def _sampled_pcie(self, index: int, handle: Any, sample: GpuSample) -> None:
+        """The PCIe fallback: ``nvmlDeviceGetPcieThroughput`` TX and RX (KiB/s over ~20 ms each);
+        a driver without it is not asked again."""
+        for name, counter in PCIE_SAMPLED.items():
+            value = self.nvml.query("nvmlDeviceGetPcieThroughput", handle, counter)
+            if isinstance(value, Failed):
+                unsupported = value.error in (NOT_SUPPORTED, FUNCTION_NOT_FOUND)
+                if unsupported:
+                    self._no_sampled_pcie.add(index)
+                sample.counters[(name, NO_LINK)] = Counter(UNSUPPORTED if unsupported else FAILED, reason=value.reason)
+            else:
+                sample.counters[(name, NO_LINK)] = Counter(OK, int(value), 0)
 
 
 def reader() -> CounterReader:

@@ -23,6 +23,7 @@ from gputopo.views.vocabulary import severity_word
 
 if TYPE_CHECKING:
     from gputopo.analysis.recommend import Recommendation
+    from gputopo.sources.watch_lines import WatchLines
 
 CSS = """
 body{font:14px/1.45 system-ui,-apple-system,'Segoe UI',Roboto,sans-serif;color:#1f2328;margin:20px 28px;background:#fff}
@@ -196,8 +197,10 @@ def _gpu_table(topology: Topology) -> str:
     return f'<table class="gpus">{head}{"".join(rows)}</table>'
 
 
-def render_report(topology: Topology, recommendation: Recommendation | None = None) -> str:
-    """The whole page as one string."""
+def render_report(topology: Topology, recommendation: Recommendation | None = None,
+                  watch: WatchLines | None = None) -> str:
+    """The whole page as one string; with ``watch`` (``report --watch``) the recorded link traffic
+    beside the plan (``views.report_watch``)."""
     best = recommendation.best.gpus if recommendation is not None else []
     svg = render_svg(topology, best=best, standalone=False)
     notes = unknowns(topology)
@@ -213,6 +216,7 @@ def render_report(topology: Topology, recommendation: Recommendation | None = No
             f'<section id="drawing"><h2>The box</h2><div class="drawing">{svg}</div>',
             '<p class="hint">Hover a GPU to see its NVLinks and, in every other GPU, the path to it; hover a link, box or NIC for details.</p></section>',
             f'<section id="plan"><h2>Plan</h2>{_plan(recommendation)}</section>',
+            _watch(watch, best),
             f'<section id="findings"><h2>Findings</h2>{_findings(topology)}</section>',
             f'<section id="unknown"><h2>Not known</h2>{unknown_html}</section>',
             f'<section id="heatmaps"><h2>Heatmaps</h2>{heatmaps(topology)}</section>',
@@ -225,6 +229,14 @@ def render_report(topology: Topology, recommendation: Recommendation | None = No
             "",
         ]
     )
+
+
+def _watch(watch: WatchLines | None, best: list[int]) -> str:
+    if watch is None:
+        return ""
+    from gputopo.views.report_watch import watch_section
+
+    return f'<section id="watch"><h2>Link traffic</h2>{watch_section(watch, best)}</section>'
 
 
 def report_summary(path: str, topology: Topology) -> dict[str, object]:

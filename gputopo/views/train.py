@@ -118,6 +118,11 @@ def render_summary(summary: dict[str, Any]) -> None:
         _row(table, "workers' weights", "identical" if same else "DIFFER")
     _row(table, "checkpoint", summary.get("checkpoint_path") or _no_checkpoint(summary))
     console.print(table)
+    if summary.get("watch"):
+        from gputopo.views.watch_result import result_lines
+
+        for line in result_lines(summary["watch"]):
+            console.print(line, markup=False, highlight=False, soft_wrap=True)
     if status == "interrupted":
         if summary.get("checkpoint_path"):
             console.print(Text("Stopped early; rerun the same command with --resume to continue.", style="yellow"))

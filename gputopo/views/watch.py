@@ -26,7 +26,7 @@ def json_line(data: Any) -> str:
 
 def _finding(finding: Finding) -> dict[str, Any]:
     return {"severity": finding.severity, "code": finding.code, "message": finding.message,
-            "gpus": list(finding.gpus), "fix": finding.fix, "kind": finding.kind}
+            "gpus": list(finding.gpus), "fix": finding.fix, "kind": finding.kind, "caused_by": finding.caused_by}
 
 
 def frame_json(frame: Frame, captured_at: str) -> dict[str, Any]:
@@ -40,7 +40,7 @@ def frame_json(frame: Frame, captured_at: str) -> dict[str, Any]:
                    "rx_gbps": r.rx_gbps, "line_rate_gbps": r.line_rate_gbps, "percent_of_peak": r.percent_of_peak}
                   for r in frame.links],
         "pcie": [{"gpu": p.gpu, "tx_gbps": p.tx_gbps, "rx_gbps": p.rx_gbps, "line_rate_gbps": p.line_rate_gbps,
-                  "percent_of_peak": p.percent_of_peak} for p in frame.pcie],
+                  "percent_of_peak": p.percent_of_peak, "reading": p.reading} for p in frame.pcie],
         "errors": [{"gpu": e.gpu, "link": e.link, "counter": e.counter, "delta": e.delta} for e in frame.errors],
         "findings": [_finding(f) for f in frame.findings],
     }
@@ -61,7 +61,8 @@ def summary_json(summary: Summary, command: list[str] | None, exit_code: int | N
         "seconds": round(summary.seconds, 3),
         "frames": summary.frames,
         "links": [totals(t) for t in summary.links.values()],
-        "pcie": [{k: v for k, v in totals(t).items() if k not in ("link", "peer")} for t in summary.pcie.values()],
+        "pcie": [{**{k: v for k, v in totals(t).items() if k not in ("link", "peer")}, "reading": t.reading}
+                 for t in summary.pcie.values()],
         "errors": [{"gpu": g, "link": link, "counter": c, "count": n} for (g, link, c), n in summary.errors.items()],
         "plan": plan,
         "findings": [_finding(f) for f in summary.findings.values()],
@@ -100,7 +101,8 @@ def gpu_rows(frame: Frame) -> list[list[str]]:
         rows.append([
             str(index), "?" if util is None else f"{util}%", nv_text,
             bar(nv_percent) if links else " " * BAR_CELLS, "" if nv_percent is None else f"{nv_percent:.0f}%",
-            f"{_gbps(pcie.tx_gbps if pcie else None)}/{_gbps(pcie.rx_gbps if pcie else None)}",
+            ("~" if pcie and pcie.reading == "sampled" else "")  # the driver's ~20 ms glimpse, not counters
+            + f"{_gbps(pcie.tx_gbps if pcie else None)}/{_gbps(pcie.rx_gbps if pcie else None)}",
             bar(pcie.percent_of_peak if pcie else None),
             "" if not pcie or pcie.percent_of_peak is None else f"{pcie.percent_of_peak:.0f}%",
             str(errors) if errors else "", STATE_WORDS.get(str(gpu.get("state")), str(gpu.get("state"))),
@@ -141,7 +143,8 @@ def summary_text(summary: Summary, exit_code: int | None, verdict: str | None) -
     for t in summary.pcie.values():
         if t.tx_bytes + t.rx_bytes > 0:
             lines.append(f"  GPU {t.gpu} PCIe: {t.tx_bytes / 1e9:.2f} GB out, {t.rx_bytes / 1e9:.2f} GB in, "
-                         f"peak {t.peak_percent or 0:.0f}%, mean {t.mean_percent or 0:.0f}%")
+                         f"peak {t.peak_percent or 0:.0f}%, mean {t.mean_percent or 0:.0f}%"
+                         + (" (~20 ms samples, not counters)" if t.reading == "sampled" else ""))
     lines.extend(f"  errors: {line}" for line in error_lines(summary))
     if verdict:
         lines.append(f"  plan: {verdict}")

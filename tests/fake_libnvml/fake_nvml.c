@@ -650,6 +650,21 @@ API nvmlReturn_t nvmlDeviceGetFieldValues(nvmlDevice_t device, int count, nvmlFi
     return NVML_SUCCESS;
 }
 
+/* The PCIe fallback: KiB/s (counter 0 TX, 1 RX) as fake_nvml_counters.pcie_throughput answers it. */
+API nvmlReturn_t nvmlDeviceGetPcieThroughput(nvmlDevice_t device, int counter, unsigned int *value) {
+    ENTER("nvmlDeviceGetPcieThroughput", 1, device, NULL);
+    if (!value) return NVML_ERROR_INVALID_ARGUMENT;
+    const jval *script = jgeti(jget(&S.counters, "gpus"), device->local);
+    const jval *unsupported = jget(script, "unsupported");
+    if (counter != 0 && counter != 1) return NVML_ERROR_NOT_SUPPORTED;
+    for (size_t i = 0; unsupported && unsupported->t == J_ARR && i < unsupported->n; i++)
+        if (unsupported->items[i].t == J_STR && !strcmp(unsupported->items[i].str, "pcie_throughput"))
+            return NVML_ERROR_NOT_SUPPORTED;
+    double rate = jnumber(jget(script, counter == 0 ? "pcie_tx_bytes_per_s" : "pcie_rx_bytes_per_s")) / 1024;
+    *value = rate > 0 ? (unsigned int)rate : 0; /* truncation: floor of a positive value */
+    return NVML_SUCCESS;
+}
+
 /* ---- init, shutdown, errors, system ---------------------------------------------------------- */
 
 API nvmlReturn_t nvmlInitWithFlags(unsigned int flags) {

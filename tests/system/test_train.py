@@ -307,3 +307,22 @@ def _has_child(parent_pid: int) -> bool:
         if int(fields[1]) == parent_pid:
             return True
     return False
+
+
+def test_watch_records_link_traffic_beside_a_real_run(cli, tmp_path: Path, monkeypatch):
+    """TensorFlow trains in its children while the parent samples the (Python fake) NVML counters."""
+    from fake_nvml import FakeNvml
+
+    from gputopo.sources import nvml_counters
+    from gputopo.sources.reference import load_reference
+
+    counters = {"gpus": {"0": {"nvlink_tx_bytes_per_s": {"0": 10e9}}}}
+    monkeypatch.setattr(nvml_counters, "reader",
+                        lambda: nvml_counters.CounterReader(FakeNvml(load_reference("dgx1"), counters=counters)))
+    target = tmp_path / "watch.jsonl"
+    summary = _json_run(cli, "--cpu-devices", "2", "--batch-size", "16", "--steps-per-epoch", "3", "--no-eval",
+                        "--no-checkpoint", "--watch-file", str(target))
+    assert summary["status"] == "completed" and summary["watch"]["recorded"] is True
+    frames = [json.loads(line) for line in target.read_text().splitlines()]
+    assert len(frames) == summary["watch"]["frames"] >= 1 and all(f["schema"] == "gputopo.watch/1" for f in frames)
+    assert any(t["gpu"] == 0 and t["link"] == 0 and t["tx_bytes"] > 0 for t in summary["watch"]["links"])

@@ -57,7 +57,7 @@ def test_dgx1_reports_each_links_peer_gpu(libnvml, tmp_path):
 
 
 def test_unsupported_and_zero_under_load_told_apart(libnvml, tmp_path):
-    counters = {"0": {"unsupported": ["nvlink_throughput", "pcie_count"]}}
+    counters = {"0": {"unsupported": ["nvlink_throughput", "pcie_count", "pcie_throughput"]}}
     frame = last_frame(watch(libnvml, tmp_path, "dgx-h100", counters, "-i", "0.1", "-c", "1", "--json",
                              utilization={"0": 95, "1": 95}))
     states = {g["index"]: g["state"] for g in frame["gpus"]}
@@ -146,3 +146,19 @@ def test_sigterm_to_gputopo_stops_a_command_that_ignores_sigterm(libnvml, tmp_pa
     refused = subprocess.run([sys.executable, "-m", "gputopo", "watch", "--prometheus", "/dev/null", "--", "touch", str(ran)],
                              env=env, cwd=tmp_path, capture_output=True, text=True, timeout=60)
     assert refused.returncode == 2 and not ran.exists()
+
+
+def test_pcie_sampled_where_the_byte_counters_are_not_supported(libnvml, tmp_path):
+    counters = {"0": {"pcie_tx_bytes_per_s": 4e9, "unsupported": ["pcie_count"]}}
+    frame = last_frame(watch(libnvml, tmp_path, "dgx-h100", counters, "-i", "0.1", "-c", "1", "--json"))
+    assert frame["pcie"][0]["reading"] == "sampled" and frame["pcie"][0]["tx_gbps"] == pytest.approx(4.0, rel=0.01)
+    assert frame["pcie"][1]["reading"] == "counters"
+
+
+def test_planned_gpus_idle_with_p2p_off_through_the_real_binding(libnvml, tmp_path, monkeypatch):
+    monkeypatch.setenv("NCCL_P2P_DISABLE", "1")
+    counters = {"0": {"pcie_tx_bytes_per_s": 30e9}, "1": {"pcie_rx_bytes_per_s": 30e9}}
+    result = watch(libnvml, tmp_path, "dgx-h100", counters, "-i", "0.1", "--json", "--planned-gpus", "0,1", "--",
+                   sys.executable, "-c", "import time; time.sleep(0.5)")
+    summary = last_frame(result)
+    assert summary["plan"]["verdict"] == "pcie" and summary["plan"]["causes"] == ["watch-plan-p2p-off-by-setting"]

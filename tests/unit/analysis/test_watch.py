@@ -76,3 +76,17 @@ def test_counter_going_backwards_is_no_rate():
 def test_lost_gpu():
     result = frame([H100], [GpuSample(0, 0.0)], [GpuSample(0, 1.0, lost=True)])
     assert result.gpus[0]["state"] == LOST
+
+
+def test_pcie_sampled_where_the_byte_counters_are_missing():
+    gone = {("pcie_tx_bytes", NO_LINK): Counter(UNSUPPORTED), ("pcie_rx_bytes", NO_LINK): Counter(UNSUPPORTED)}
+    after = {**gone, ("pcie_tx_kib_per_s", NO_LINK): Counter(OK, 2e9 / 1024),
+             ("pcie_rx_kib_per_s", NO_LINK): Counter(OK, 0)}
+    result = frame([H100], [GpuSample(0, 0.0, 50, gone)], [GpuSample(0, 1.0, 50, after)])
+    pcie = result.pcie[0]
+    assert pcie.reading == "sampled" and pcie.tx_gbps == pytest.approx(2.0) and pcie.rx_gbps == 0
+    assert result.gpus[0]["state"] == MOVING
+    counted = frame([H100], [sample(0.0, pcie_tx_bytes_at_gpu=0)], [sample(1.0, pcie_tx_bytes_at_gpu=1e9)])
+    assert counted.pcie[0].reading == "counters"
+    none = frame([H100], [GpuSample(0, 0.0, 0, gone)], [GpuSample(0, 1.0, 0, dict(gone))])
+    assert none.pcie[0].reading is None and none.pcie[0].tx_gbps is None

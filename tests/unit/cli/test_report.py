@@ -113,3 +113,26 @@ def test_report_says_when_the_work_budget_stopped_the_search(cli, tmp_path, monk
     result = cli("report", "--machine", "dgx1", "--gpus", "5", "-o", str(out))
     assert result.exit_code == 0, result.output
     assert "search stopped after" in out.read_text()
+
+
+def test_report_watch_draws_each_link_beside_the_plan(cli, tmp_path):
+    line = {"schema": "gputopo.watch/1", "captured_at": "2026-01-01T00:00:00Z", "interval_s": 1.0,
+            "links": [{"gpu": 0, "link": 0, "peer": "GPU 1", "tx_gbps": 10.0, "rx_gbps": 0.0, "percent_of_peak": 40.0}],
+            "pcie": [{"gpu": 0, "tx_gbps": 0.0, "rx_gbps": 0.0, "percent_of_peak": 0.0}]}
+    watch = tmp_path / "watch.jsonl"
+    watch.write_text(json.dumps(line) + "\n" + json.dumps(line) + "\n")
+    out = tmp_path / "box.html"
+    result = cli("report", "--machine", "dgx1", "--gpus", "4", "--watch", str(watch), "-o", str(out))
+    assert result.exit_code == 0, result.output
+    page = out.read_text()
+    assert 'id="watch"' in page and page.index('id="plan"') < page.index('id="watch"') < page.index('id="findings"')
+    assert "NVLink 0 → GPU 1" in page and 'class="spark"' in page
+    ET.fromstring(page.split("\n", 1)[1])  # still well-formed XML
+
+
+def test_report_watch_garbage_is_one_line_exit_2(cli, tmp_path):
+    watch = tmp_path / "watch.jsonl"
+    watch.write_bytes(b'{"schema": "gputopo.watch/1", "links": [{"gpu": -1}]}\n')
+    out = tmp_path / "box.html"
+    result = cli("report", "--machine", "dgx1", "--watch", str(watch), "-o", str(out))
+    assert result.exit_code == 2 and "line 1" in assert_one_error_line(result) and not out.exists()

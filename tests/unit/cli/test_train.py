@@ -193,3 +193,63 @@ def test_dry_run_says_when_the_work_budget_stopped_the_pick(cli, monkeypatch):
     assert any(note.startswith("search stopped after") for note in data["plan"]["notes"]), data
     text = cli("train", "--machine", "dgx1", "--gpus", "5", "--batch-size", "60", "--dry-run")
     assert "search stopped after" in text.output
+
+
+def _fake_training(monkeypatch, counters=None):
+    from fake_nvml import FakeNvml
+
+    from gputopo.sources import nvml_counters
+    from gputopo.sources.reference import load_reference
+    from gputopo.train.launch import run
+
+    monkeypatch.setattr(nvml_counters, "reader", lambda: nvml_counters.CounterReader(
+        FakeNvml(load_reference("dgx1"), counters={"gpus": counters or {}})))
+    monkeypatch.setattr(run, "run_locally", lambda *args, **kwargs: {"status": "completed", "steps": 1})
+
+
+def test_watch_file_gets_json_lines_and_the_result_the_summary(cli, tmp_path: Path, monkeypatch):
+    _fake_training(monkeypatch, {"0": {"nvlink_tx_bytes_per_s": {"0": 10e9}}})
+    target = tmp_path / "watch.jsonl"
+    target.write_text('{"schema": "gputopo.watch/1"}\n')  # appended to, never truncated
+    result = cli("train", "--cpu-devices", "2", "--no-checkpoint", "--json", "--watch-file", str(target))
+    assert result.exit_code == 0, result.output
+    summary = json.loads(result.stdout)
+    assert summary["watch"]["recorded"] is True and summary["watch"]["schema"] == "gputopo.watch-summary/1"
+    lines = target.read_text().splitlines()
+    assert len(lines) == 2 and json.loads(lines[1])["schema"] == "gputopo.watch/1"
+
+
+def test_watch_without_nvml_is_one_note_and_training_goes_on(cli, tmp_path: Path, monkeypatch):
+    from gputopo.errors import NvmlUnavailable
+    from gputopo.sources import nvml_counters
+    from gputopo.train.launch import run
+
+    def no_nvml():
+        raise NvmlUnavailable("cannot read this host's GPUs through NVML: no driver")
+
+    monkeypatch.setattr(nvml_counters, "reader", no_nvml)
+    monkeypatch.setattr(run, "run_locally", lambda *args, **kwargs: {"status": "completed"})
+    result = cli("train", "--cpu-devices", "2", "--no-checkpoint", "--json", "--watch")
+    assert result.exit_code == 0, result.output
+    assert result.stderr.count("link traffic not recorded") == 1
+    assert json.loads(result.stdout)["watch"] == {
+        "recorded": False, "reason": "link traffic not recorded: cannot read this host's GPUs through NVML: no driver"}
+
+
+@pytest.mark.parametrize("kind", ["symlink", "folder", "fifo"])
+def test_watch_file_not_a_regular_file_is_refused_before_training(cli, tmp_path: Path, monkeypatch, kind):
+    _fake_training(monkeypatch)
+    from gputopo.train.launch import run
+
+    monkeypatch.setattr(run, "run_locally", lambda *a, **k: pytest.fail("training started"))
+    target = tmp_path / "watch.jsonl"
+    if kind == "symlink":
+        (tmp_path / "real").write_text("")
+        target.symlink_to(tmp_path / "real")
+    elif kind == "folder":
+        target.mkdir()
+    else:
+        os.mkfifo(target)
+    result = cli("train", "--cpu-devices", "2", "--no-checkpoint", "--watch-file", str(target))
+    _assert_one_line_error(result, str(target))
+    assert result.exit_code == 2

@@ -60,10 +60,15 @@ def test_an_unsupported_group_is_not_a_zero():
     reader.close()
 
 
-def test_a_driver_without_field_values_reads_nothing():
+def test_a_driver_without_field_values_reads_nothing_but_the_pcie_sample():
     reader, _ = open_reader("dgx1", {}, missing=["nvmlDeviceGetFieldValues"])
     sample = reader.sample()[0]
-    assert {c.status for c in sample.counters.values()} == {UNSUPPORTED}
+    sampled = {key for key in sample.counters if key[0].endswith("_kib_per_s")}
+    assert {c.status for key, c in sample.counters.items() if key not in sampled} == {UNSUPPORTED}
+    assert {c.status for key, c in sample.counters.items() if key in sampled} == {OK}
+    reader.close()
+    reader, _ = open_reader("dgx1", {}, missing=["nvmlDeviceGetFieldValues", "nvmlDeviceGetPcieThroughput"])
+    assert {c.status for c in reader.sample()[0].counters.values()} == {UNSUPPORTED}
     reader.close()
 
 
@@ -72,4 +77,25 @@ def test_gpus_without_nvlink_have_pcie_counters_only(machine):
     reader, _ = open_reader(machine, {})
     assert reader.gpus[0].links == ()
     assert {name for name, _ in reader.sample()[0].counters} == {"pcie_tx_bytes", "pcie_rx_bytes", "pcie_replay"}
+    reader.close()
+
+
+def test_pcie_fallback_where_the_byte_counters_are_not_supported():
+    counters = {"0": {"pcie_tx_bytes_per_s": 4 * 1024 ** 2 * 1000, "unsupported": ["pcie_count"]},
+                "1": {"unsupported": ["pcie_count", "pcie_throughput"]}}
+    reader, _ = open_reader("dgx-h100", counters)
+    first = reader.sample()
+    assert first[0].counters[("pcie_tx_bytes", NO_LINK)].status == UNSUPPORTED
+    assert first[0].counters[("pcie_tx_kib_per_s", NO_LINK)].value == 4 * 1024 * 1000
+    assert first[1].counters[("pcie_tx_kib_per_s", NO_LINK)].status == UNSUPPORTED
+    assert ("pcie_tx_kib_per_s", NO_LINK) not in first[2].counters  # the byte counters answered
+    asked = reader.nvml.module.calls.count("nvmlDeviceGetPcieThroughput")
+    reader.sample()  # GPU 1 is not asked again; GPU 0 is, twice
+    assert reader.nvml.module.calls.count("nvmlDeviceGetPcieThroughput") == asked + 2
+    reader.close()
+
+
+def test_down_links_are_kept_apart():
+    reader, _ = open_reader("dgx-h100", {}, inactive_links={0: 2})
+    assert reader.gpus[0].down_links and len(reader.gpus[0].links) + len(reader.gpus[0].down_links) == 18
     reader.close()

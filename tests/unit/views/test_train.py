@@ -81,3 +81,15 @@ def test_no_checkpoint_names_the_option_that_was_given(monkeypatch, capsys):
     monkeypatch.setenv("COLUMNS", "120")
     render_summary({**SUMMARY, "checkpoint_path": None})
     assert "none (--no-checkpoint)" in _text(capsys) and "--checkpoint-dir" not in _text(capsys)
+
+
+def test_summary_prints_the_watched_link_traffic_literally(monkeypatch, capsys):
+    monkeypatch.setenv("COLUMNS", "160")
+    watch = {"recorded": True, "reason": None, "seconds": 3.0, "frames": 3,
+             "links": [{"gpu": 0, "link": 1, "peer": "GPU [bold]2[/bold]", "tx_bytes": 2e9, "rx_bytes": 0,
+                        "peak_percent": 30.0}], "pcie": [],
+             "plan": {"verdict": "pcie", "link_errors": 0}, "findings": []}
+    render_summary(dict(SUMMARY, watch=watch))
+    text = _text(capsys)
+    assert "link traffic over 3.0 s (3 intervals):" in text and "GPU [bold]2[/bold]: 2.00 GB" in text
+    assert "plan: PCIe carried the traffic while the planned NVLinks idled" in text

@@ -53,3 +53,16 @@ def test_summary_json_and_text():
     text = summary_text(summary, 3, "the planned GPUs' NVLinks carried their traffic")
     assert text[0].startswith("watched 1.0 s") and "exited 3" in text[0]
     assert any("more links" in line for line in text)
+
+
+def test_a_sampled_pcie_reading_is_said_as_such():
+    from gputopo.views.watch import gpu_rows
+
+    current = Frame(1.0, [{"index": 0, "name": "x", "utilization_percent": 5, "state": "moving"}],
+                    pcie=[PcieRate(0, 2.0, 0.0, 63.0, 3.2, "sampled")])
+    assert gpu_rows(current)[0][5] == "~2.0/0.0"
+    assert frame_json(current, "t")["pcie"][0]["reading"] == "sampled"
+    summary = Summary()
+    summary.add(current)
+    assert summary_json(summary, None, None, None)["pcie"][0]["reading"] == "sampled"
+    assert any("(~20 ms samples, not counters)" in line for line in summary_text(summary, None, None))
