@@ -26,7 +26,7 @@ import os
 import stat
 import sys
 from pathlib import Path
-from typing import BinaryIO
+from typing import BinaryIO, Iterable
 
 from gputopo.errors import InputError, OutputError
 
@@ -206,10 +206,17 @@ def _open_folder(folder: Path) -> int:
     ``O_NOFOLLOW``: a name that has become a link since it was resolved fails (ENOTDIR or ELOOP).
     ``O_PATH`` where there is one: holding a folder needs only the right to search it, as a write by
     path does (a 0711 home, a --x folder on the way), not the right to list it."""
-    flags = getattr(os, "O_PATH", os.O_RDONLY) | os.O_DIRECTORY | os.O_CLOEXEC
-    fd = os.open("/", flags)
+    return open_folder_chain("/", folder.parts[1:], getattr(os, "O_PATH", os.O_RDONLY))
+
+
+def open_folder_chain(start: str, names: Iterable[str], mode: int = os.O_RDONLY) -> int:
+    """A descriptor of the folder ``names`` below ``start``, opened one name at a time with
+    ``O_NOFOLLOW`` (``mode``: ``O_RDONLY`` to list it, ``O_PATH`` to hold it): a name that is, or has
+    become, a link fails (ELOOP or ENOTDIR) instead of being followed."""
+    flags = mode | os.O_DIRECTORY | os.O_CLOEXEC
+    fd = os.open(start, flags)
     try:
-        for name in folder.parts[1:]:
+        for name in names:
             next_fd = os.open(name, flags | os.O_NOFOLLOW, dir_fd=fd)
             os.close(fd)
             fd = next_fd

@@ -29,7 +29,7 @@ import stat
 from typing import Iterable, Union
 
 from gputopo.errors import InputError
-from gputopo.fileio import decode_text
+from gputopo.fileio import decode_text, open_folder_chain
 
 MAX_LINK_HOPS = 40  # the kernel's own limit on links followed in one path (ELOOP past it)
 # Names one walk may visit, links' targets included: a real sysfs path is a few dozen; 40 hops of
@@ -221,17 +221,7 @@ class FolderTree(Tree):
     def _open_folder(self, parts: tuple[str, ...]) -> int:
         """A descriptor of the link-free folder ``parts``, opened from the root one name at a time
         with ``O_NOFOLLOW``: a name swapped for a link since the walk fails (ELOOP/ENOTDIR)."""
-        flags = os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC
-        fd = os.open(self.root, flags)
-        try:
-            for name in parts:
-                next_fd = os.open(name, flags | os.O_NOFOLLOW, dir_fd=fd)
-                os.close(fd)
-                fd = next_fd
-        except BaseException:
-            os.close(fd)
-            raise
-        return fd
+        return open_folder_chain(self.root, parts)
 
     def _read_resolved(self, parts: tuple[str, ...], limit: int) -> bytes | None:
         try:
