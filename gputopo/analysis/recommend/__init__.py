@@ -167,19 +167,18 @@ def stopped_note(budget: Budget) -> str:
 
 def _search_text(problem: Problem, result: SearchResult, budget: Budget) -> str:
     """How the groups were found, in words."""
-    classes = count_word(result.classes, "class", "classes")
+    # (GPUs wired alike to every other GPU are weighed once: said so, without the search's jargon)
+    alike = f"; GPUs wired alike weighed once ({result.classes} kinds of {problem.n})" if result.classes < problem.n else ""
+    nodes = count_word(result.nodes, "search node")
     if result.listed:
         search = (
-            f"exact over {problem.n} GPUs in {classes}: after {count_word(result.nodes, 'search node')} of branch "
-            "and bound, every group of one NUMA node on a ring of the fastest links was listed, and none other can rank above them"
+            f"exact over {problem.n} GPUs: after {nodes} of branch and bound, every group of one NUMA node on a "
+            f"ring of the fastest links was listed, and none other can rank above them{alike}"
         )
     elif result.exhausted and not budget.stopped:
-        search = (
-            f"exact branch and bound over {problem.n} GPUs in {classes} "
-            f"of interchangeable GPUs ({count_word(result.nodes, 'search node')})"
-        )
+        search = f"exact: every group of the {problem.n} GPUs weighed by branch and bound ({nodes}{alike})"
     else:
-        search = f"branch and bound over {problem.n} GPUs in {classes} ({count_word(result.nodes, 'search node')})"
+        search = f"branch and bound over {problem.n} GPUs ({nodes}{alike})"
     if budget.stopped:
         search += f"; search stopped after {budget.stopped_after:,} steps; best found, not proven"
     elif problem.ring_budget_hit:
