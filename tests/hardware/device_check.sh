@@ -50,6 +50,10 @@ g scan-from-q.txt scan --from "$R/nvidia-smi-q.txt"
 g scan-from-gather.txt scan --from "$R/gather.tar.gz"
 g doctor-from-cmdline.txt doctor --from "$R/proc-cmdline.txt"
 g doctor-from-lspci.txt doctor --from "$R/lspci-vvv.txt"
+g gres.txt recommend --format gres
+g nccl-topo.xml nccl-topo
+g watch.jsonl watch -c 3 -i 0.5 --json
+g watch-command.jsonl watch -i 0.5 --json -- sleep 2
 echo "== timings (wall s, scan --json x3)"
 TIMEFORMAT="%R s wall %U s user"; for i in 1 2 3; do time python3 -m gputopo scan --json >/dev/null; done
 for f in scan.txt doctor.txt recommend1.txt scan-from-q.txt scan-from-gather.txt doctor-from-gather.txt; do echo "---- $f"; head -c 6000 "$R/$f"; done
