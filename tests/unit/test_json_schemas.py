@@ -201,3 +201,21 @@ def test_bench_p2p_json_of_a_hand_made_result(kind):
     result = make_result(kind, {(0, 2): 1.0, (2, 0): 5.0}, via={(0, 2): 3.0, (2, 0): 3.0})
     document = json.loads(json.dumps(view.bench_json(result, load_reference("two-socket-4gpu"))))
     assert check(document) == "gputopo.bench-p2p/1"
+
+
+@pytest.mark.tf
+@pytest.mark.parametrize("extra, name", [([], "gputopo.train/1"), (["--scaling", "1,2"], "gputopo.train-scaling/1")])
+def test_a_real_training_run_and_scaling_run(extra, name):
+    """A run's summary and a scaling run need TensorFlow (in the children): a few steps on CPU devices."""
+    import os
+    import subprocess
+
+    pytest.importorskip("tensorflow")
+    env = dict(os.environ, PYTHONPATH=str(REPO), TF_CPP_MIN_LOG_LEVEL="2")
+    run = subprocess.run(
+        [sys.executable, "-m", "gputopo", "train", "--cpu-devices", "2", "--batch-size", "16", "--no-eval",
+         "--steps-per-epoch", "2", "--epochs", "1", *extra, "--json"],
+        capture_output=True, text=True, cwd=REPO, env=env, timeout=300,
+    )  # fmt: skip
+    assert run.returncode == 0, run.stderr[-3000:]
+    assert check(json.loads(run.stdout)) == name
