@@ -205,7 +205,7 @@ def test_bench_p2p_json_of_a_hand_made_result(kind):
 
 @pytest.mark.tf
 @pytest.mark.parametrize("extra, name", [([], "gputopo.train/1"), (["--scaling", "1,2"], "gputopo.train-scaling/1")])
-def test_a_real_training_run_and_scaling_run(extra, name):
+def test_a_real_training_run_and_scaling_run(extra, name, tmp_path):
     """A run's summary and a scaling run need TensorFlow (in the children): a few steps on CPU devices."""
     import os
     import subprocess
@@ -214,7 +214,7 @@ def test_a_real_training_run_and_scaling_run(extra, name):
     env = dict(os.environ, PYTHONPATH=str(REPO), TF_CPP_MIN_LOG_LEVEL="2")
     run = subprocess.run(
         [sys.executable, "-m", "gputopo", "train", "--cpu-devices", "2", "--batch-size", "16", "--no-eval",
-         "--steps-per-epoch", "2", "--epochs", "1", *extra, "--json"],
+         "--steps-per-epoch", "2", "--epochs", "1", "--checkpoint-dir", str(tmp_path / "ck"), *extra, "--json"],
         capture_output=True, text=True, cwd=REPO, env=env, timeout=300,
     )  # fmt: skip
     assert run.returncode == 0, run.stderr[-3000:]
