@@ -21,6 +21,7 @@ CROSS_CUTTING = {
     "test_architecture.py": "the package's shape: module sizes, which module may import pynvml or TensorFlow",
     "test_cli_imports.py": "what every command imports (no TensorFlow for scan/recommend, no rich with --json)",
     "test_exit_codes.py": "the documented exit codes, across every command",
+    "test_json_schemas.py": "every command's --json against docs/schemas/ (JSON Schema), across every command",
     "test_hostile_inputs.py": "hostile input files through every reader and command",
     "test_layout.py": "this file: the layout of tests/ itself",
     "cli/test_cli_usage.py": "usage, -h, -V and completion across every command",
