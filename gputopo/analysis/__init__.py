@@ -36,14 +36,20 @@ def with_findings(topology: Topology, diagnosed: bool = True) -> Topology:
 
 def topology_for(request: TopologyRequest, tf_now: TfNow | None = None) -> Topology:
     """The one host's topology the request names, with its findings; health evidence given beside
-    it with ``--from`` (lspci, dmesg ...) judged by doctor and put on it (``_health_apart``)."""
+    it with ``--from`` (lspci, dmesg ...) judged by doctor and put on it (``resolved``)."""
+    return with_findings(resolved(request, tf_now))
+
+
+def resolved(request: TopologyRequest, tf_now: TfNow | None = None) -> Topology:
+    """The one host's topology as read, health evidence beside it judged and put on it, no findings
+    yet (``report`` merges a bench into it first)."""
     from gputopo.sources import resolve
 
     request, health = _health_apart(request)
     topology = resolve(request, tf_now)
     if health:
         _judge_health(topology, health)
-    return with_findings(topology)
+    return topology
 
 
 def topologies_for(request: TopologyRequest, tf_now: TfNow | None = None, diagnosed: bool = True) -> list[Topology]:

@@ -49,10 +49,10 @@ def report_command(
 ) -> None:
     """Write one self-contained HTML page: the box drawn with its links, heatmaps, findings, the
     plan for --gpus K, and the snapshot (read it back with `scan --from PAGE`)."""
-    from gputopo.analysis import topology_for, with_findings
+    from gputopo.analysis import resolved, topology_for, with_findings
     from gputopo.analysis.measured import merge_measurements
     from gputopo.fileio import atomic_write_text
-    from gputopo.sources import TopologyRequest, resolve
+    from gputopo.sources import TopologyRequest
     from gputopo.sources.registry import read_file
     from gputopo.views.report import render_report, report_summary
 
@@ -68,7 +68,7 @@ def report_command(
         # the bench snapshot is a whole topology
         topology = topology_for(TopologyRequest(from_files=(bench,), host=host))
     else:
-        topology = resolve(request)
+        topology = resolved(request)  # (health pastes beside it judged, as every command judges them)
         if bench is not None:
             merge_measurements(topology, read_file(bench), bench, join_by_index)
         topology = with_findings(topology)

@@ -107,3 +107,13 @@ def test_report_shows_findings_worst_first_and_the_noise_assumed(cli, tmp_path):
     severities = [part.split('"', 1)[0] for part in findings.split('class="sev sev-')[1:]]
     assert severities == sorted(severities, key=["error", "warning", "info"].index) and "warning" in severities
     assert "rank as equal" in html and "~5%" in html
+
+
+def test_the_report_of_every_paste_marks_the_faults_where_they_are(cli, tmp_path):
+    """Issue 35's 'a report from a box with ACS redirect and an x8 link marks both elements', through
+    the same --from every command takes."""
+    page = tmp_path / "box.html"
+    assert cli("report", *ALL_FOUR, "--gpus", "4", "-o", str(page)).exit_code == 0
+    html = page.read_text()
+    assert 'class="fault-mark"' in html and "box box-switch fault" in html
+    assert "doctor-acs-redirect" in html and "doctor-pcie-link-narrow" in html
