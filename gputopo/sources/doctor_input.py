@@ -157,12 +157,17 @@ def health_only(path: str) -> bool:
     """Whether the ``--from`` file ``path`` holds health evidence only (lspci, dmesg, a command
     line, NCCL variables ...: what doctor reads) and nothing a topology reader takes: given beside a
     topology to ``scan``/``recommend``/``report``/``train``, it is judged by doctor and its pair
-    problems put on that topology's links. Standard input, archives, folders and files that cannot
-    be read are not (the readers say what they are)."""
+    problems put on that topology's links. Only a regular file of at most ``MAX_PASTE_BYTES`` is
+    looked at, read here and again by its reader: standard input and a pipe (``<(nvidia-smi topo
+    -m)``) can be read once only, and a large snapshot is no paste; archives, folders and files that
+    cannot be read are not either (the readers say what they are)."""
     from gputopo.sources.registry import READERS
     from gputopo.sources.snapshot import looks_like_report, looks_like_snapshot
 
-    if path == "-" or os.path.isdir(path) or is_archive(path):
+    try:
+        if path == "-" or not os.path.isfile(path) or os.path.getsize(path) > MAX_PASTE_BYTES or is_archive(path):
+            return False
+    except OSError:
         return False
     try:
         text = read_text_input(path, "evidence file", MAX_PASTE_BYTES)

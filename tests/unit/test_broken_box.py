@@ -117,3 +117,20 @@ def test_the_report_of_every_paste_marks_the_faults_where_they_are(cli, tmp_path
     html = page.read_text()
     assert 'class="fault-mark"' in html and "box box-switch fault" in html
     assert "doctor-acs-redirect" in html and "doctor-pcie-link-narrow" in html
+
+
+def test_a_topology_given_through_a_pipe_is_read_once_by_its_reader(tmp_path):
+    """The health split looks only at regular files: it once read `<(nvidia-smi topo -m)` to see
+    whether it was a paste, and the topology reader then found the pipe empty."""
+    import os
+    import subprocess
+    import sys
+
+    from conftest import REPO
+
+    script = (f'{sys.executable} -m gputopo scan --from <(cat {BOX / "topo_m.txt"}) '
+              f'--from {BOX / "p2pBandwidthLatencyTest.txt"} --json')
+    done = subprocess.run(["bash", "-c", script], capture_output=True, text=True, timeout=120,
+                          env={**os.environ, "PYTHONPATH": str(REPO)})
+    assert done.returncode == 0, done.stderr
+    assert len(json.loads(done.stdout)["gpus"]) == 8

@@ -161,6 +161,7 @@ PATH_CALLS = {"open", "listdir", "scandir", "readlink", "realpath", "islink", "i
               "read_text", "read_bytes", "iterdir", "glob", "rglob", "walk"}
 ALLOWED = {
     ("sources/doctor_input.py", "isdir"): "which --from path is a folder: the user's own argument",
+    ("sources/doctor_input.py", "isfile"): "whether a --from path is a regular file (a pipe is read once): the user's own argument",
     ("sources/archive.py", "isfile"): "is_archive: the user's own --from argument",
     ("sources/archive.py", "open"): "the user's --from archive file itself (tarfile reads from memory)",
     ("sources/gather.py", "open"): "tarfile.open of the archive being written, not a host file",
