@@ -141,12 +141,7 @@ class Tree:
 
     def is_link(self, rel: str) -> bool:
         """Whether the last name of ``rel`` is itself a link (its folder resolved inside the tree)."""
-        folder, _, name = rel.rstrip("/").rpartition("/")
-        parts = self.resolve(folder)
-        if parts is None or not name or name in (".", ".."):
-            return False
-        found = self._lookup((*parts, name))
-        return found is not None and found[0] == LINK
+        return self.read_link(rel) is not None
 
     def read_link(self, rel: str) -> str | None:
         """The text of the link ``rel`` (its folder resolved inside the tree), not followed."""

@@ -64,11 +64,8 @@ def launch_lines(group: GroupAdvice) -> list[str]:
     prefix = f"{group.numactl} " if group.numactl else ""
     # In a multi-host topology a one-host group's command only works on that host: name it.
     where = f"on {group.hosts[0]}: " if group.hosts else ""
-    p2p_off = "NCCL_P2P_DISABLE=1 " if group.p2p_broken_pairs else ""  # until P2P is fixed (p2p_caveat)
-    return [
-        f"{where}CUDA_DEVICE_ORDER={group.cuda_device_order} CUDA_VISIBLE_DEVICES={group.cuda_visible_devices} "
-        f"{p2p_off}{prefix}python train.py"
-    ]
+    env = " ".join(f"{name}={value}" for name, value in group.env.items())  # (NCCL_P2P_DISABLE too, where set)
+    return [f"{where}{env} {prefix}python train.py"]
 
 
 def placement(group: GroupAdvice) -> str:

@@ -105,8 +105,8 @@ def plan_from_group(group: Any, numactl_path: str | None, topology: Any = None) 
         visible = getattr(group, "cuda_visible_devices", None)
         if visible:
             env["CUDA_VISIBLE_DEVICES"] = str(visible)
-    if getattr(group, "p2p_broken_pairs", None):  # what recommend printed: NCCL off the broken P2P path
-        env["NCCL_P2P_DISABLE"] = "1"
+    # What recommend printed beside the GPUs: NCCL_P2P_DISABLE=1 where its P2P is broken until a fix.
+    env.update({name: value for name, value in getattr(group, "env", {}).items() if name.startswith("NCCL_")})
     numa_node = getattr(group, "numa_node", None)
     return LaunchPlan(
         device_kind="GPU",
