@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 
+from gputopo.analysis.measured import staged_gbps
 from gputopo.model import Finding, Link, Topology
 
 SLOW_RATIO = 0.8  # every pair at most 80% of what the other GPUs' pairs of its kind copy
@@ -20,12 +21,14 @@ MIN_PEERS = 2  # a GPU judged on fewer measured pairs says too little
 
 
 def _figures(link: Link, staged: bool) -> float | None:
-    """The slower direction of ``link``'s copies: staged (P2P off) or the headline figures."""
+    """The slower direction of ``link``'s copies: staged (P2P off: ``measured.staged_gbps``) or the
+    headline figures (the two directions only: a bidirectional total says nothing of one GPU's side)."""
     m = link.measured
+    if staged:
+        return staged_gbps(m)
     if m is None or m.device_kind != "GPU":
         return None
-    values = (m.p2p_off_a_to_b_gbps, m.p2p_off_b_to_a_gbps) if staged else (m.a_to_b_gbps, m.b_to_a_gbps)
-    present = [v for v in values if v is not None and v > 0]
+    present = [v for v in (m.a_to_b_gbps, m.b_to_a_gbps) if v is not None and v > 0]
     return min(present) if present else None
 
 
