@@ -20,7 +20,9 @@ Eras (newest last):
 - TF >= 2.5: ``Created device /job:.../device:GPU:0 with N MB memory:  -> device: 0, ...``; since
   about TF 2.16 absl prefixes, and the edge matrix only at ``TF_CPP_MAX_VLOG_LEVEL=1``.
 - TF 1.12-2.x with XLA: ``StreamExecutor device (N): NAME, Compute Capability X.Y``; ROCm builds print
-  the same lines as CUDA ones (``Found device N`` with ``AMDGPU ISA: gfx906``).
+  the same lines as CUDA ones (``Found device N`` with ``AMDGPU ISA: gfx906``), and their own twin of
+  ``Ignoring visible gpu device (...) with Cuda compute capability X.Y``: ``with AMDGPU version : gfx1100.
+  The supported AMDGPU versions are ...`` (TF 1.x: ``with AMDGPU ISA gfx801``), read alike.
 - Any era on a box with more than 9 GPUs: ``Unable to enable peer access between device ordinals
   i and j ... CUDA_ERROR_TOO_MANY_PEERS`` (a GPU can map at most 8 peers). TF tries to enable only
   pairs CUDA says can peer, so the pair *can* peer; it is recorded in ``TfView.enable_failed``.
@@ -29,8 +31,9 @@ TF 0.x-1.4 loop over every ordered pair and log only the pairs that cannot peer.
 those lines and no matrix, and they name every GPU as a source and as a target, the pairs it does
 not name could peer: ``peer`` says True for them and ``TfView.peer_inferred`` is set.
 
-How many GPUs TF had is what the log implies (``TfView.gpu_count``: ``GPU:7`` or ``Found device 7``
-=> at least 8), kept apart from the ordinals it names (``devices``).
+How many GPUs TF had is what the log implies (``TfView.gpu_count``: any ordinal named, ``GPU:7`` or
+``Found device 7`` or a peer line's 7 => at least 8), kept apart from the ordinals it names
+(``devices``), never fewer than them, and a lower bound (``gpu_count_at_least``) wherever more.
 
 Peer entries use the CUDA device ordinals the log prints (``device: N``), which are TensorFlow's
 GPU numbers after ``CUDA_VISIBLE_DEVICES`` / ``CUDA_DEVICE_ORDER``. A device can always access its

@@ -14,6 +14,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
+from gputopo.model import normalize_pci_bus_id
 from gputopo.sources.pasted import LINE_CAP_CHARS  # the cut every reader of pasted text shares
 
 # Event kinds
@@ -28,7 +29,7 @@ FOUND = "found"  # "Found device N with properties:" (+ detail lines: PROPS)
 PROPS = "props"
 XLA = "xla-device"  # XLA's "StreamExecutor device (N): NAME, Compute Capability X.Y" (TF >= 1.12)
 START = "start"  # a line a TF process prints once, before it looks for GPUs (driver library, CPU guard)
-IGNORED = "ignored"  # "Ignoring gpu device (device: 1, ...) with Cuda compute capability 2.0"
+IGNORED = "ignored"  # "Ignoring gpu device (device: 1, ...) with Cuda compute capability 2.0" (ROCm: "AMDGPU version")
 
 ERA_LINE_TF0 = "tf0"
 ERA_LINE_TF12 = "tf1.2"
@@ -64,6 +65,17 @@ _START_RE = re.compile(r"opened (?:dynamic|CUDA) library (?:libcuda\.so|libhip_h
                        r"|Your CPU supports instructions that this TensorFlow binary|This TensorFlow binary is optimized")
 _IGNORED_RE = re.compile(r"Ignoring (?:visible )?gpu device \(device: (\d{1,9})")
 _IGNORED_CC_RE = re.compile(r"compute capability (\d{1,3}\.\d{1,3})\.? The minimum required Cuda capability is (\d{1,3}\.\d{1,3})")
+# ROCm builds' twins of the CUDA line: "with AMDGPU version : gfx1100. The supported AMDGPU versions are
+# gfx1030, gfx900, ..." (TF 2.x) and "with AMDGPU ISA gfx801. The minimum required AMDGPU ISA is gfx803" (1.x).
+_IGNORED_ROCM_RE = re.compile(r"with AMDGPU version ?: ?(gfx[\w:+\-]{1,40}?)\.? The supported AMDGPU versions are "
+                              r"([\w:+\-]{1,40}(?:, ?[\w:+\-]{1,40}){0,40})")
+_IGNORED_ISA_RE = re.compile(r"with AMDGPU ISA (gfx\w{1,12})\.? The minimum required AMDGPU ISA is (gfx\w{1,12})")
+# A device's name and PCI bus id: "(device: 0, name: NAME, pci bus id: 0000:03:00.0, ...)" in Created,
+# Ignoring and XLA lines; "name: NAME major: 6 ..." / "pciBusID: 0000:03:00.0" in Found device's properties.
+NAME_RE = re.compile(r"\bname:[ \t]*([^,)]{1,200}?)[ \t]*(?=[,)])")
+BUS_RE = re.compile(r"\bpci bus id:[ \t]*([0-9a-fA-F:.]{1,32})")
+PROP_NAME_RE = re.compile(r"\bname:[ \t]*(.{1,200}?)[ \t]*(?=[ \t](?:major:|computeCapability:|pciBusID)|$)")
+PROP_BUS_RE = re.compile(r"\bpciBusID:?[ \t]*([0-9a-fA-F]{4,8}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7])")
 
 
 @dataclass
@@ -84,12 +96,26 @@ class LogEvent:
     header_missing: bool = False  # MATRIX: an edge matrix whose column header line is not there (yet)
     cut: str | None = None  # CREATED: where the line is cut: "details" (before its device details), "number" (before its device number)
     process: str | None = None  # which process wrote the line, where its prefix says (MPI rank, thread id)
+    reason: str | None = None  # IGNORED: why TF ignores the GPU (CUDA compute capability, ROCm AMDGPU version)
 
 
 # Prefixes that tell processes apart: mpirun's "[1,3]<stderr>:" (rank 3), glog/absl's thread id
 # ("I0612 10:11:12.123456  12345 gpu_device.cc:1639]").
 _RANK_RE = re.compile(r"^\s{0,8}\[\d{1,6},(\d{1,6})\]<std(?:out|err)>:")
 _THREAD_RE = re.compile(r"^\s{0,8}[IWEF]\d{4} \d\d:\d\d:[\d.]{1,20} {1,12}(\d{1,20}) {1,12}[\w.\-]{1,120}\.cc:\d{1,6}\]")
+
+
+def identity_of(event: LogEvent) -> tuple[str | None, str | None]:
+    """``(name, PCI bus id)`` a device line says of its GPU (``(None, None)`` where it says neither):
+    Created, Ignoring and XLA lines carry ``name: ..., pci bus id: ...``; Found device and its
+    property lines ``name: ... major:`` and ``pciBusID``."""
+    if event.kind in (FOUND, PROPS):
+        name, bus = PROP_NAME_RE.search(event.text), PROP_BUS_RE.search(event.text)
+    elif event.kind in (CREATED, IGNORED, XLA):
+        name, bus = NAME_RE.search(event.text), BUS_RE.search(event.text)
+    else:
+        return None, None
+    return ((name.group(1).strip() or None) if name else None), (normalize_pci_bus_id(bus.group(1)) if bus else None)
 
 
 def process_of(line: str) -> str | None:
@@ -189,10 +215,23 @@ def _classify(line: str, message: str, line_no: int, prefixed: bool, events: lis
     if "Ignoring" in message:
         match = _IGNORED_RE.search(message)
         if match:
-            cc = _IGNORED_CC_RE.search(message)
-            why = f"compute capability {cc.group(1)} (TensorFlow needs {cc.group(2)})" if cc else "TensorFlow ignores it"
-            return LogEvent(IGNORED, line_no, ordinals=[int(match.group(1))], text=why)
+            return LogEvent(IGNORED, line_no, ordinals=[int(match.group(1))], text=message[match.end() :],
+                            reason=_ignored_reason(message))
     return None
+
+
+def _ignored_reason(message: str) -> str:
+    """Why TF ignores a GPU, in the same shape for CUDA's compute capability and ROCm's AMDGPU version."""
+    cc = _IGNORED_CC_RE.search(message)
+    if cc:
+        return f"compute capability {cc.group(1)} (TensorFlow needs {cc.group(2)})"
+    rocm = _IGNORED_ROCM_RE.search(message)
+    if rocm:
+        return f"AMDGPU version {rocm.group(1)} (TensorFlow supports {rocm.group(2)})"
+    isa = _IGNORED_ISA_RE.search(message)
+    if isa:
+        return f"AMDGPU ISA {isa.group(1)} (TensorFlow needs {isa.group(2)})"
+    return "TensorFlow ignores it"
 
 
 def _peer_event(line: str, lower: str, line_no: int, prefixed: bool, events: list[LogEvent]) -> LogEvent | None | bool:

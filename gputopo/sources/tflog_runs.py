@@ -14,14 +14,26 @@ starts a new start-up when it cannot belong to the current one:
 - a ``cannot peer`` line repeating a pair, or after the matrix or the devices;
 - ``Created ... device`` for a TF GPU or CUDA device this start-up already created. Interleaved
   ranks print their matrix before their devices, so such a line goes to the latest start-up that
-  names its device and has not created it yet, and starts a new one only where none does.
-
+  names its device and has not created it yet, and starts a new one only where none does;
+- a device line (``Found device``, its property lines, XLA's ``StreamExecutor device``, ``Created``,
+  ``Ignoring ... gpu device``) naming an ordinal the start-up already knows as another GPU: another
+  model name (one name a prefix of the other is the same name: ``Found device`` prints more of it)
+  or another PCI bus id. One process numbers each GPU once, so that is another process, and where the
+  two differ, another machine: a README of two machines, two logs pasted one after the other. Such
+  start-ups are never merged; a ``Created`` line goes to no start-up that knows its ordinal as
+  another GPU. Lines that name no model or bus id (a visible list, a matrix) cannot tell: where
+  they come before the first line that does, they stay with the earlier start-up;
 - a line a process prints once before it looks for GPUs (the driver library opened: ``libcuda.so``,
   ROCm's ``libhip_hcc``/``libamdhip64``; the CPU feature guard) after GPU lines.
 
 Where line prefixes name the process (mpirun's ``[1,3]<stderr>:``, glog/absl thread ids), each
 process's lines are split on their own. The default start-up (``chosen_startup``) is the one that
 says most about peers (``peer_entries``), among equals the last complete one.
+
+The same log twice (one machine started twice: a restarted job) holds two start-ups of the same
+GPUs: each GPU is found or created twice, so the second begins anew; the view reads one of them, as
+any other restart. A repeated ``Ignoring ... gpu device`` line is no restart (TF 0.x printed it once
+per session).
 
 A start-up is *complete* when it created every GPU it names (less those TF ignores) and its
 matrix has every row.
@@ -44,6 +56,7 @@ from gputopo.sources.tflog_lines import (
     VISIBLE,
     XLA,
     LogEvent,
+    identity_of,
 )
 
 _LOOK_BACK_STARTUPS = 16  # interleaved ranks: how far back a Created line may find its start-up
@@ -65,6 +78,8 @@ class StartUp:
     created: set[int] = field(default_factory=set)
     created_tf_ids: set[int] = field(default_factory=set)
     ignored: set[int] = field(default_factory=set)
+    identity: dict[int, tuple[str | None, str | None]] = field(default_factory=dict)  # ordinal -> (name, bus id)
+    last_found: int | None = None  # the "Found device N" whose property lines follow
 
     @property
     def first_line(self) -> int:
@@ -85,11 +100,36 @@ class StartUp:
             return False
         return self.names() - self.ignored <= self.created
 
+    def knows_otherwise(self, event: LogEvent) -> bool:
+        """Whether a device line names an ordinal this start-up knows as another GPU (another model
+        name or PCI bus id)."""
+        ordinal = event.ordinals[0] if event.ordinals else (self.last_found if event.kind == PROPS else None)
+        known = self.identity.get(ordinal) if ordinal is not None else None
+        if known is None:
+            return False
+        (name, bus), (known_name, known_bus) = identity_of(event), known
+        if bus and known_bus and bus != known_bus:
+            return True
+        if name and known_name:
+            a, b = name.casefold(), known_name.casefold()
+            return not (a.startswith(b) or b.startswith(a))
+        return False
+
+    def _learn(self, event: LogEvent) -> None:
+        ordinal = event.ordinals[0] if event.ordinals else (self.last_found if event.kind == PROPS else None)
+        name, bus = identity_of(event)
+        if ordinal is None or (name is None and bus is None):
+            return
+        known_name, known_bus = self.identity.get(ordinal, (None, None))
+        self.identity[ordinal] = (known_name or name, known_bus or bus)
+
     def add(self, event: LogEvent) -> None:
         self.events.append(event)
         kind, ordinals = event.kind, event.ordinals
+        self._learn(event)
         if kind == FOUND:
             self.found.update(ordinals)
+            self.last_found = ordinals[0]
         elif kind == XLA:
             self.xla.update(ordinals)
         elif kind == VISIBLE:
@@ -138,6 +178,8 @@ def _split(events: list[LogEvent]) -> list[StartUp]:
                 found_owner = matrix_owner = None
             continue
         if event.kind == PROPS:
+            if found_owner is not None and found_owner.knows_otherwise(event):
+                found_owner = _split_off_found(found_owner, startups)  # its name or bus id says: another GPU
             if found_owner is not None:
                 found_owner.add(event)
             continue
@@ -164,6 +206,25 @@ def _split(events: list[LogEvent]) -> list[StartUp]:
     return startups
 
 
+def _split_off_found(owner: StartUp, startups: list[StartUp]) -> StartUp:
+    """A ``Found device N`` whose property lines show another GPU than the one ``owner`` knows as N
+    (TF 1.x prints the name and bus id on the lines after it): that line and its properties so far
+    begin a new start-up (appended); ``owner`` keeps the lines before it."""
+    cut = max(k for k, e in enumerate(owner.events) if e.kind == FOUND)
+    kept, moved = owner.events[:cut], owner.events[cut:]
+    owner.__dict__.update(_startup_of(kept).__dict__)
+    startup = _startup_of(moved)
+    startups.append(startup)
+    return startup
+
+
+def _startup_of(events: list[LogEvent]) -> StartUp:
+    startup = StartUp()
+    for event in events:
+        startup.add(event)
+    return startup
+
+
 def _startup_for(startups: list[StartUp], event: LogEvent) -> StartUp:
     """The current start-up if ``event`` fits it, else a new one (appended)."""
     current = startups[-1] if startups else None
@@ -175,6 +236,8 @@ def _startup_for(startups: list[StartUp], event: LogEvent) -> StartUp:
 
 def _starts_new(current: StartUp, event: LogEvent) -> bool:
     kind, ordinals = event.kind, set(event.ordinals)
+    if kind in (FOUND, XLA, IGNORED) and current.knows_otherwise(event):
+        return True  # the ordinal is another GPU here: another process, another machine
     if kind == XLA:
         return bool(ordinals & current.xla)
     if kind == FOUND:
@@ -198,6 +261,8 @@ def _startup_for_created(startups: list[StartUp], event: LogEvent) -> StartUp:
         if ordinal is not None and ordinal in startup.created:
             continue
         if event.tf_id is not None and event.tf_id in startup.created_tf_ids:
+            continue
+        if startup.knows_otherwise(event):  # another GPU by that ordinal: never this start-up
             continue
         named = startup.names()
         if ordinal is None or not named or ordinal in named:

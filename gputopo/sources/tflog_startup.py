@@ -9,25 +9,29 @@ says cannot peer, and the inference TF 0.x-1.4's "cannot peer" lines allow.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from typing import Any
 
 from gputopo.errors import InputError
 from gputopo.model import ReadingNote, TfDevice, TfView, normalize_pci_bus_id
 from gputopo.sources.tflog_lines import (
+    BUS_RE,
     CREATED,
     DENIED,
     ENABLE_FAILED,
+    ERA_LINE_FOUND,
     ERA_LINE_TF0,
     ERA_LINE_TF12,
     ERA_LINE_TF15,
     ERA_LINE_TF25,
-    ERA_LINE_FOUND,
     FOUND,
     IGNORED,
     MATRIX,
+    NAME_RE,
     PEER_LIMIT,
+    PROP_BUS_RE,
+    PROP_NAME_RE,
     PROPS,
     ROW,
     VISIBLE,
@@ -51,12 +55,8 @@ MAX_TF_ORDINAL = 127
 _ERA_ORDER = [ERA_CUDA_PEER_LIMIT, ERA_TF0, ERA_TF12, ERA_TF15, ERA_TF25, ERA_TF_ABSL]
 _LINE_ERAS = {ERA_LINE_TF0: ERA_TF0, ERA_LINE_TF12: ERA_TF12, ERA_LINE_TF15: ERA_TF15, ERA_LINE_TF25: ERA_TF25}
 
-_NAME_RE = re.compile(r"\bname:[ \t]*([^,)]{1,200}?)[ \t]*(?=[,)])")
-_BUS_RE = re.compile(r"\bpci bus id:[ \t]*([0-9a-fA-F:.]{1,32})")
 _CC_RE = re.compile(r"\bcompute capability:[ \t]*(\d{1,3}\.\d{1,3})\b")
 # TF 0.x-2.4 "Found device 0 with properties:" followed by name/pciBusID lines (or one line in 2.x).
-_PROP_NAME_RE = re.compile(r"\bname:[ \t]*(.{1,200}?)[ \t]*(?=[ \t](?:major:|computeCapability:|pciBusID)|$)")
-_PROP_BUS_RE = re.compile(r"\bpciBusID:?[ \t]*([0-9a-fA-F]{4,8}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7])")
 _PROP_CC_RE = re.compile(r"(?:computeCapability:[ \t]*(\d{1,3}\.\d{1,3}))|(?:major:[ \t]*(\d{1,3})[ \t]+minor:[ \t]*(\d{1,3}))")
 
 
@@ -123,26 +123,30 @@ def view_of_startup(startup: StartUp, source: str, lines: list[str] | None = Non
 
 
 def _gpu_count(startup: StartUp, facts: _Facts) -> tuple[int, bool]:
-    """``(how many GPUs TensorFlow had in this start-up, whether that is a lower bound)``.
+    """``(how many GPUs TensorFlow's process had in this start-up, whether that is a lower bound)``.
 
     TF numbers its GPUs densely from 0 (``/device:GPU:k``), and so does CUDA among the devices a
-    process sees (``Found device N``, XLA's ``StreamExecutor device (N)``, a peer line naming N): the
-    largest number named implies at least that many plus one. ``Adding visible gpu devices`` and a
-    whole peer matrix list them all. Where TF's own numbers are printed, they count (a rank that
-    uses CUDA device 3 as its GPU:0 has one GPU)."""
+    process sees: any ordinal a line names (``Found device N``, XLA's ``StreamExecutor device (N)``,
+    a ``Created`` line's ``device: N``, a peer line or a matrix naming N, a GPU TF ignores) proves at
+    least N+1. ``Adding visible gpu devices`` (with the GPUs TF ignores, which it leaves out of that
+    list) and a whole peer matrix list them all: exact. A process whose GPUs are not numbered from 0
+    (``gpu_options.visible_device_list``: an MPI rank using CUDA device 3 as its ``GPU:0``, a 1x1
+    matrix of ordinal 7) has the GPUs TF numbers or lists, not its largest ordinal plus one."""
+    ignored = {o for o, d in facts.devices.items() if d.ignored}
     tf_ids = {e.tf_id for e in startup.events if e.kind == CREATED and e.tf_id is not None and e.tf_id <= MAX_TF_ORDINAL}
-    counts = [max(tf_ids) + 1] if tf_ids else []
-    exact = facts.visible is not None or any(m.rows and set(m.columns()) <= set(m.rows) for m in facts.matrices)
-    exact = exact or (startup.complete and (not tf_ids or tf_ids == set(range(max(tf_ids) + 1))))
+    lists = [set(m.columns()) for m in facts.matrices if m.rows and set(m.columns()) <= set(m.rows)]
     if facts.visible is not None:
-        counts.append(len(facts.visible))
-    counts += [len(m.columns()) for m in facts.matrices]
-    if not tf_ids and facts.visible is None:
-        ordinals = set(startup.found) | startup.xla | {o for pair in facts.denied for o in pair}
-        ordinals |= {o for pair in facts.enable_failed for o in pair} | set(facts.too_many_peers or [])
-        ordinals = {o for o in ordinals if o <= MAX_TF_ORDINAL} | set(facts.devices)
-        counts.append(max(ordinals, default=-1) + 1)
-    return max(counts, default=0), not exact
+        lists.append(set(facts.visible) | ignored)
+    remapped = any(e.kind == CREATED and e.tf_id is not None and e.ordinals and e.ordinals[0] != e.tf_id
+                   for e in startup.events) or any(listed and max(listed) + 1 > len(listed) for listed in lists)
+    counts = [max(tf_ids) + 1] if tf_ids else []
+    counts += [len(listed) for listed in lists] + [len(m.columns()) for m in facts.matrices]
+    if not remapped:  # every ordinal named: the devices, and every pair and matrix's GPUs
+        counts.append(max(facts.named() | ignored, default=-1) + 1)
+    count = max(counts, default=0)
+    exact = any(len(listed) == count for listed in lists)
+    exact = exact or (startup.complete and (not tf_ids or tf_ids == set(range(max(tf_ids) + 1))) and count <= len(facts.devices))
+    return count, not exact
 
 
 def _collect(startup: StartUp) -> _Facts:
@@ -180,8 +184,14 @@ def _collect(startup: StartUp) -> _Facts:
             _read_created_details(xla, event.text)
         elif kind == PROPS and found is not None:
             _read_properties(found, event.text)
-        elif kind == IGNORED:
-            facts.devices.setdefault(ordinals[0], TfDevice(ordinal=ordinals[0])).ignored = event.text
+        elif kind == IGNORED:  # CUDA's and ROCm's lines alike: "(device: N, name: ..., pci bus id: ...) with ..."
+            ignored = facts.devices.setdefault(ordinals[0], TfDevice(ordinal=ordinals[0]))
+            ignored.ignored = event.reason
+            said = TfDevice(ordinal=ordinals[0])  # its name is cut at a comma: "Found device" says more
+            _read_created_details(said, event.text)
+            ignored.name = ignored.name or said.name
+            ignored.pci_bus_id = ignored.pci_bus_id or said.pci_bus_id
+            ignored.compute_capability = ignored.compute_capability or said.compute_capability
     if not facts.eras and facts.too_many_peers is not None:
         facts.eras.add(ERA_CUDA_PEER_LIMIT)
     if not facts.eras:
@@ -300,10 +310,10 @@ def _read_created(event: LogEvent, devices: dict[int, TfDevice], notes: list[Rea
 def _read_created_details(device: TfDevice, detail: str, notes: list[ReadingNote] | None = None, line_no: int = 0,
                           ordinal: int = 0) -> None:
     """Name, PCI bus id (a cut one noted where ``notes`` is given) and compute capability."""
-    name = _NAME_RE.search(detail)
-    if name:
+    name = NAME_RE.search(detail)
+    if name and name.group(1).strip():  # ROCm may print "name: , pci bus id: ...": no name
         device.name = name.group(1).strip()
-    bus = _BUS_RE.search(detail)
+    bus = BUS_RE.search(detail)
     if bus:
         normalized = normalize_pci_bus_id(bus.group(1))
         if normalized:
@@ -319,10 +329,10 @@ def _read_created_details(device: TfDevice, detail: str, notes: list[ReadingNote
 
 def _read_properties(device: TfDevice, text: str) -> None:
     """Name, PCI bus id and compute capability from ``Found device N with properties:`` lines."""
-    name = _PROP_NAME_RE.search(text)
+    name = PROP_NAME_RE.search(text)
     if name and device.name is None:
         device.name = name.group(1).strip()
-    bus = _PROP_BUS_RE.search(text)
+    bus = PROP_BUS_RE.search(text)
     if bus and device.pci_bus_id is None:
         device.pci_bus_id = normalize_pci_bus_id(bus.group(1))
     cc = _PROP_CC_RE.search(text)

@@ -218,3 +218,47 @@ def test_expect_gpus_fails_a_machine_showing_fewer(cli):
     assert missing["kind"] == "fault" and missing["severity"] == "error"
     assert missing["message"].startswith("8 GPUs visible, 16 expected: expected by --expect-gpus 16")
     assert cli("scan", "--machine", "dgx1", "--expect-gpus", "8", "--fail-on", "error").exit_code == 0
+
+
+def _no_nvml(monkeypatch):
+    import gputopo.sources.nvml as nvml_source
+    from gputopo.errors import NvmlUnavailable
+
+    def no_driver():
+        raise NvmlUnavailable("no driver")
+
+    monkeypatch.setattr(nvml_source, "probe", no_driver)
+
+
+def test_a_cut_tf_log_says_at_least_how_many_gpus_in_json_and_text(cli, tmp_path, monkeypatch):
+    """Issue 31: a real log cut to its 'Created ... GPU:7' line. The JSON lists the one GPU it
+    names, and says how many the log implies and that it is a lower bound; the screen says so."""
+    from conftest import OWN_FIXTURES
+
+    _no_nvml(monkeypatch)
+    log = OWN_FIXTURES / "corpus" / "tf_logs" / "tf15_edge_matrix_two_islands_8gpu_1080ti.log"
+    cut = tmp_path / "cut.log"
+    cut.write_text("".join(line for line in log.read_text().splitlines(keepends=True) if "device:GPU:7" in line))
+    result = cli("scan", "--tf-log", str(cut), "--json")
+    assert result.exit_code == 0, result.output
+    doc = json.loads(result.stdout)
+    assert [g["index"] for g in doc["gpus"]] == [7] and [d["ordinal"] for d in doc["tf"]["devices"]] == [7]
+    assert (doc["tf"]["gpu_count"], doc["tf"]["gpu_count_at_least"]) == (8, True)
+    text = cli("scan", "--tf-log", str(cut)).stdout
+    assert "TensorFlow had at least 8 GPUs; the log names GPU 7" in text
+
+
+def test_a_rocm_log_whose_gpu_tf_ignores_says_why_in_json_and_text(cli, monkeypatch):
+    from conftest import OWN_FIXTURES
+
+    _no_nvml(monkeypatch)
+    log = OWN_FIXTURES / "corpus" / "tf_logs" / "rocm_tf214_ignoring_visible_gpu_gfx1100_rx7900xtx.log"
+    doc = json.loads(cli("scan", "--tf-log", str(log), "--json").stdout)
+    assert doc["gpus"] == []  # no GPU to train on
+    (device,) = doc["tf"]["devices"]
+    assert (device["name"], device["pci_bus_id"]) == ("Radeon RX 7900 XTX", "0000:03:00.0")
+    assert device["ignored"].startswith("AMDGPU version gfx1100 (TensorFlow supports gfx1030gfx1100, gfx900")
+    assert (doc["tf"]["gpu_count"], doc["tf"]["gpu_count_at_least"]) == (1, True)
+    assert "tf-gpu-ignored" in {f["code"] for f in doc["findings"]}
+    text = cli("scan", "--tf-log", str(log)).stdout
+    assert "TensorFlow had at least 1 GPU; the log names GPU 0; it ignores GPU 0" in text

@@ -4,8 +4,10 @@ deleted from one (a log as it is pasted: cut)."""
 
 from __future__ import annotations
 
+import pytest
 from conftest import OWN_FIXTURES
 
+from gputopo.errors import InputError
 from gputopo.sources.tflog import ERA_TF15, parse_tf_log, peer_state
 
 CORPUS = OWN_FIXTURES / "corpus" / "tf_logs"
@@ -85,3 +87,77 @@ def test_a_new_process_is_told_by_the_line_it_prints_before_looking_for_gpus():
     assert view.startups == 2
     assert [d.ordinal for d in parse_tf_log(text, "readme", run=1).devices] == [0]
     assert view.gpu_count == 4 and sorted(d.ordinal for d in view.devices) == [0, 1, 2, 3]
+
+
+# Issue 31: any ordinal a line names proves at least that many plus one GPUs, and the count never
+# says fewer GPUs than the view lists. Each case is a real log cut to the lines named.
+
+
+def _only(name: str, *needles: str) -> str:
+    return "\n".join(line for line in _lines(name) if any(needle in line for needle in needles))
+
+
+def test_a_created_line_for_gpu3_alone_implies_at_least_four():
+    view = parse_tf_log(_only("tf25_created_device_4gpu_a100_pcie.log", "device:GPU:3"), "cut.log")
+    assert (view.gpu_count, view.gpu_count_at_least) == (4, True)
+    assert [d.ordinal for d in view.devices] == [3]
+
+
+def test_a_cannot_peer_line_from_3_to_1_alone_implies_at_least_four():
+    text = _only("tf0_cannot_enable_peer_only_4gpu.log", "ordinal 3 to device ordinal 1")
+    assert text.count("\n") == 0  # one line
+    view = parse_tf_log(text, "cut.log")
+    assert (view.gpu_count, view.gpu_count_at_least) == (4, True)
+
+
+def test_a_dma_header_or_an_edge_matrix_header_alone_says_how_many_at_least():
+    dma = parse_tf_log(_only("tf0_gpu_init_dma_8x8_all_y_no_timestamps.log", "DMA:"), "cut.log")
+    assert (dma.gpu_count, dma.gpu_count_at_least) == (8, True)  # its rows are not there
+    edge = parse_tf_log("\n".join(_lines("tf15_edge_matrix_two_islands_8gpu_1080ti.log")[2:4]), "cut.log")
+    assert "edge matrix" in _lines("tf15_edge_matrix_two_islands_8gpu_1080ti.log")[2]
+    assert (edge.gpu_count, edge.gpu_count_at_least) == (8, True)
+
+
+def test_tfs_own_gpu0_and_an_ignored_device_1_imply_at_least_two():
+    """The second run of a README: '/gpu:0' created and CUDA device 1 ignored. TF's own numbers
+    counted alone said 1 GPU while the view listed 2."""
+    lines = _lines("tf0_readme_two_runs_dma_2gpu.log")
+    text = "\n".join(line for line in lines[40:] if "Creating TensorFlow device" in line or "Ignoring" in line)
+    view = parse_tf_log(text, "cut.log")
+    assert [d.ordinal for d in view.devices] == [0, 1] and view.devices[1].ignored
+    assert view.gpu_count == 2
+
+
+def test_a_one_gpu_process_matrix_of_ordinal_7_has_one_gpu_not_eight():
+    """PocketFlow#86 cut after its first 1x1 matrix (ordinal 7): a process TF gave one GPU
+    (gpu_options.visible_device_list), as its 'GPU:0 ... device: 7' line says once it is there."""
+    view = parse_tf_log("\n".join(_lines("pocketflow86_tf112_one_gpu_per_process_edge_matrix_device7_then_4_cut.log")[:3]),
+                        "cut.log")
+    assert (view.gpu_count, view.gpu_count_at_least) == (1, False)
+
+
+def _cuts(lines: list[str]):
+    yield from (lines[:k] for k in range(1, len(lines)))
+    yield from (lines[k:] for k in range(1, len(lines)))
+    yield from (lines[:k] + lines[k + 1 :] for k in range(len(lines)))
+
+
+@pytest.mark.parametrize("path", sorted(CORPUS.glob("*.log")), ids=lambda p: p.name)
+def test_every_cut_of_a_corpus_log_counts_at_least_what_it_names(path):
+    """Every head, tail and one-line-less cut of every corpus log: the count covers every GPU the
+    view lists, a lower bound every ordinal named (unless TF numbers the process's GPUs apart from
+    CUDA's: ``GPU:0 ... device: 7``; a whole 1x1 matrix of ordinal 7 is one GPU, exactly), and it
+    says "at least" where it is more than the GPUs the view lists."""
+    for lines in _cuts(path.read_text().split("\n")):
+        try:
+            view = parse_tf_log("\n".join(lines), "cut.log")
+        except InputError:
+            continue  # no GPU line left
+        remapped = any(d.tf_id is not None and d.tf_id != d.ordinal for d in view.devices)
+        largest = max((d.ordinal for d in view.devices), default=-1)
+        if not remapped:
+            assert view.gpu_count >= len(view.devices), lines
+        if not remapped and view.gpu_count_at_least:
+            assert view.gpu_count >= largest + 1, lines
+        if view.gpu_count > len(view.devices):
+            assert view.gpu_count_at_least, lines

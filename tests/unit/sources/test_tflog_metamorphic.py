@@ -1,8 +1,10 @@
 """Every real TensorFlow log of the corpus, decorated the way logs are pasted (quoted, CRLF, blank
-lines, one rank's mpirun prefix), reads to the same view: start-ups, GPUs, the implied count, peers."""
+lines, one rank's mpirun prefix, timestamps stripped, a shell prompt before), reads to the same
+view: start-ups, GPUs, the implied count, peers."""
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -17,6 +19,8 @@ MANGLINGS = {
     "blank lines": lambda t: t.replace("\n", "\n\n"),
     "one mpirun rank": lambda t: "\n".join("[1,0]<stderr>:" + line for line in t.split("\n")),
     "indented": lambda t: "\n".join("    " + line for line in t.split("\n")),
+    "timestamps stripped": lambda t: re.sub(r"(?m)^(\s*)\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.\d+: ", r"\1", t),
+    "shell prompt first": lambda t: "(venv) user@gpu-host:~/run$ python train.py 2>&1 | tee log.txt\n" + t,
 }
 
 
