@@ -175,7 +175,7 @@ def test_train_dry_runs(cli, args):
 def test_watch_lines_and_summary_over_the_python_fake(cli, monkeypatch):
     from fake_nvml import FakeNvml
 
-    from gputopo.sources import nvml_counters
+    from gputopo.sources.host import nvml_counters
     from gputopo.sources.reference import load_reference
 
     counters = {"gpus": {"0": {"nvlink_tx_bytes_per_s": {"3": 25e9}, "nvlink_replay_errors_per_s": {"1": 1000},
