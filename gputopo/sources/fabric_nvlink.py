@@ -10,6 +10,12 @@ per switch bus id (``pci:<bdf>``, kind ``nvswitch``), and the one ``nvswitch:fab
 switch has no bus id (NCCL's sentinel ``fffffff:ffff:ff``: a switch this host cannot see, as on a
 GB200 NVL72's switch trays). A link to the CPU (POWER9's NVLink) or to a GPU this topology does not
 hold makes no edge. Pair NVLink counts are then derived from the edges (``Fabric.nvlink_count``).
+
+A gathered archive has the machine's tree (its sysfs) but its NVLinks only as ``nvidia-smi topo -m``'s
+pair words: ``add_pair_word_edges`` lays them on that tree (a direct ``NV#`` is that many links
+between the two GPUs; through NVSwitch, each GPU's most ``NV#`` to a switched peer is its links to the
+``nvswitch:fabric`` node; a pair the text cannot place, ``nvswitch`` unknown, makes no edge). A
+source of pair words alone still makes no fabric.
 """
 
 from __future__ import annotations
@@ -100,3 +106,25 @@ def _far_node(fabric: Fabric, topology: Topology, by_bus: dict[str, int], index:
     if peer is None or peer == index:
         return None
     return gpu_fabric_node(fabric, topology, peer).id
+
+
+def add_pair_word_edges(topology: Topology) -> None:
+    """NVLink edges from the pair table's ``NV#`` words, onto a fabric a source of the machine's tree
+    already made (nothing where there is none): one pass over one host's links (no ``link_table``
+    kept: the reader's caller may still change the words)."""
+    if topology.fabric is None:
+        return
+    ends: dict[int, list[LinkEnd]] = {}
+    switch_links: dict[int, int] = {}
+    bus_of = {gpu.index: gpu.pci_bus_id for gpu in topology.gpus}
+    for link in topology.links:
+        if not link.nvlink_count or link.nvswitch is None:
+            continue
+        if link.nvswitch:
+            for gpu in (link.a, link.b):
+                switch_links[gpu] = max(switch_links.get(gpu, 0), link.nvlink_count)
+        elif bus_of.get(link.b):
+            ends.setdefault(link.a, []).append(LinkEnd(REMOTE_GPU, bus_of[link.b], None, links=link.nvlink_count))
+    for gpu, links in switch_links.items():
+        ends.setdefault(gpu, []).append(LinkEnd(REMOTE_SWITCH, None, None, links=links))
+    add_nvlink_edges(topology, ends)

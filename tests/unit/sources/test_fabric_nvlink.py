@@ -3,6 +3,8 @@ bus id or as the one fabric node, nothing for ends this topology does not hold."
 
 from __future__ import annotations
 
+from linktable import cube_mesh_8, nvswitch
+
 from gputopo.model import Gpu, Topology
 from gputopo.model.fabric import (
     BRIDGE,
@@ -18,6 +20,7 @@ from gputopo.sources.fabric_nvlink import (
     REMOTE_SWITCH,
     LinkEnd,
     add_nvlink_edges,
+    add_pair_word_edges,
 )
 
 
@@ -61,3 +64,38 @@ def test_no_nvlink_leaves_the_fabric_as_it_was():
     topo = _topology("0000:01:00.0")
     add_nvlink_edges(topo, {0: []})
     assert topo.fabric is None
+
+
+def _placed(topo: Topology) -> Topology:
+    """``topo`` with bus ids and a fabric holding its GPUs (as a gathered archive's sysfs gives)."""
+    for gpu in topo.gpus:
+        gpu.pci_bus_id = f"0000:{0x10 + gpu.index:02x}:00.0"
+    topo.fabric = Fabric([FabricNode(f"pci:{g.pci_bus_id}", GPU, parent="numa:0", bdf=g.pci_bus_id, gpu=g.index)
+                          for g in topo.gpus])
+    return topo
+
+
+def test_pair_words_on_a_tree_already_read_give_edges_that_give_the_words_back():
+    mesh = _placed(cube_mesh_8())
+    add_pair_word_edges(mesh)
+    assert len(mesh.fabric.edges) == 16 and {e.active for e in mesh.fabric.edges} == {None}
+    switched = _placed(nvswitch(8, "NV18", "4.0"))
+    for other in range(8):
+        if other != 5:
+            switched.link(5, other).type, switched.link(5, other).nvlink_count = "NV16", 16  # two links down
+    add_pair_word_edges(switched)
+    assert len(switched.fabric.edges) == 8 and switched.fabric.nvswitch_links("pci:0000:15:00.0") == 16
+    for topo in (mesh, switched):
+        for link in topo.links:
+            assert (topo.fabric.gpu_nvlinks(link.a, link.b) or (0, False)) == (link.nvlink_count, bool(link.nvswitch))
+
+
+def test_pair_words_alone_or_that_cannot_tell_the_switch_make_no_edge():
+    alone = nvswitch(4, "NV12", "3.0")
+    add_pair_word_edges(alone)
+    assert alone.fabric is None
+    unknown = _placed(nvswitch(4, "NV12", "3.0"))
+    for link in unknown.links:
+        link.nvswitch = None  # nvidia-smi text that cannot tell NVSwitch from direct links
+    add_pair_word_edges(unknown)
+    assert unknown.fabric.edges == []
