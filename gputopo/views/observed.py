@@ -9,7 +9,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from gputopo.analysis.measured import Comparison, comparisons, method_of
+from gputopo.analysis.expect.measured import Comparison, comparisons, method_of
 from gputopo.model import Topology
 from gputopo.model.observed import CollectiveRun
 from gputopo.notation import format_size

@@ -11,7 +11,7 @@ import itertools
 import operator
 from typing import Callable
 
-from gputopo.analysis.measured import expectation, verdict
+from gputopo.analysis.expect.measured import expectation, verdict
 from gputopo.model import P2P_OK, P2P_STATUS_MEANING, Link, Topology
 from gputopo.notation import format_gbps
 from gputopo.views.svg_links import UNKNOWN_HEX, VERDICT_HEX, VERDICT_WORDS, esc, link_figures, speed_hex
@@ -109,7 +109,7 @@ def _ratio_cell(topology: Topology) -> Callable[[int, int, Link], Cell | None]:
         if expected is None:
             return None
         ratio = value / expected.gbps if expected.gbps else 0.0
-        judged = verdict(value, expected.gbps, expected.line_rate_gbps)  # the one rule (analysis.measured)
+        judged = verdict(value, expected.gbps, expected.line_rate_gbps)  # the one rule (analysis.expect.measured)
         return (f"{ratio:.0%}", _VERDICT_HEX[judged], f"GPU {a} -> GPU {b}: measured {value:.1f} of ~{expected.gbps:.1f} "
                 f"GB/s expected ({expected.explanation}){_VERDICT_WORDS[judged]}")
 

@@ -18,7 +18,7 @@ from gputopo.views.common import matrix_tables
 
 def render_tf_view(topology: Topology, console: Console) -> None:
     """Print TF's device table, peer matrix and peer-group line; nothing without ``topology.tf``."""
-    from gputopo.analysis.tf_crosscheck import peer_group_summary, tf_ordinals
+    from gputopo.analysis.causes.tf_crosscheck import peer_group_summary, tf_ordinals
 
     view = topology.tf
     if view is None:

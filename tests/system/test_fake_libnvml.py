@@ -27,11 +27,11 @@ from conftest import REPO, corpus_known_gaps
 from fake_nvml import FakeNvml
 from linktable import nvswitch
 
-from gputopo.analysis.reading_notes import note_findings
+from gputopo.analysis.notes.reading_notes import note_findings
 from gputopo.errors import EXIT_ENVIRONMENT, NvmlUnavailable
 from gputopo.model import Gpu, Topology
 from gputopo.notation import check_utc_time
-from gputopo.sources.nvml import probe
+from gputopo.sources.host.nvml import probe
 from gputopo.sources.reference import MACHINES, load_reference
 from gputopo.sources.registry import read_file
 

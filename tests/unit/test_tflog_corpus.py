@@ -13,8 +13,8 @@ import pytest
 from conftest import OWN_FIXTURES, corpus_known_gaps
 
 from gputopo.analysis.recommend import recommend
-from gputopo.analysis.tf_crosscheck import tf_findings
-from gputopo.sources.tflog import (
+from gputopo.analysis.causes.tf_crosscheck import tf_findings
+from gputopo.sources.tf.tflog import (
     ERA_CUDA_PEER_LIMIT,
     ERA_TF0,
     ERA_TF12,

@@ -60,7 +60,7 @@ def test_what_scan_save_writes_of_a_live_host_scan_from_reads_back_whatever_nvml
     control characters."""
     from fake_nvml import FakeNvml
 
-    import gputopo.sources.nvml as nvml
+    import gputopo.sources.host.nvml as nvml
 
     fake = FakeNvml(load_reference("two-socket-4gpu"), processes={0: [(4242, b"\xff\x1b]0;x\x07run\n", 1 << 20)]},
                     raw_text={"nvmlDeviceGetName": b"Tesla\xff V100\x1b[31m\nRED", ("nvmlDeviceGetUUID", 2): b"GPU-\x00\xfe"})
@@ -156,7 +156,7 @@ def test_scan_from_a_topo_m_and_an_nccl_log_of_one_host_names_why_nccl_used_host
     assert "GPUs 0-3, 1-2 (NODE)" in shm["message"] and "(inferred" in shm["message"]
 
 
-# --- --fail-on counts faults (analysis/finding_kinds.py); issue 32 ------------------------------
+# --- --fail-on counts faults (analysis/causes/finding_kinds.py); issue 32 ------------------------------
 
 @pytest.mark.parametrize("name", sorted(MACHINES))
 def test_fail_on_warning_passes_every_healthy_reference_machine(cli, name):
@@ -198,13 +198,13 @@ def test_design_findings_are_marked_in_the_text(cli):
     ({"CUDA_VISIBLE_DEVICES": ",".join(map(str, range(9)))}, 0),  # outside Slurm nothing is expected
 ])
 def test_expect_gpus_from_slurm_applies_to_this_host_only(cli, monkeypatch, variables, expect):
-    import gputopo.sources.nvml
+    import gputopo.sources.host.nvml
 
     for name in ("SLURM_JOB_GPUS", "SLURM_GPUS_ON_NODE", "SLURM_JOB_ID", "CUDA_VISIBLE_DEVICES"):
         monkeypatch.delenv(name, raising=False)
     for name, value in variables.items():
         monkeypatch.setenv(name, value)
-    monkeypatch.setattr(gputopo.sources.nvml, "probe", lambda: load_reference("dgx1"))  # this host: 8 GPUs
+    monkeypatch.setattr(gputopo.sources.host.nvml, "probe", lambda: load_reference("dgx1"))  # this host: 8 GPUs
     live = cli("scan", "--fail-on", "error")
     assert live.exit_code == expect, live.output
     assert cli("scan", "--machine", "dgx1", "--fail-on", "error").exit_code == 0  # a file is no host's prolog

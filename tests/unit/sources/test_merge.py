@@ -37,7 +37,7 @@ def test_measurements_join_the_links_and_unknowns_are_filled():
 def test_a_cuda_ordered_source_with_bus_ids_joins_by_bus_order():
     """p2pBandwidthLatencyTest numbers GPUs the CUDA way (FASTEST_FIRST): its device 0 here is the
     GPU at 3d:00.0, which nvidia-smi (PCI bus order) calls 2."""
-    from gputopo.analysis.disagreements import disagreement_findings
+    from gputopo.analysis.causes.disagreements import disagreement_findings
 
     bus = ["0000:3d:00.0", "0000:1a:00.0", "0000:1b:00.0"]
     merged = merge_views([smi(), measured(0, 1, 48.3, bus_ids=bus)])
