@@ -59,8 +59,8 @@ def _reader_of(module: str) -> Reader:
 READERS: tuple[Reader, ...] = (
     Reader("nvidia-smi topo -m", _sniff_topo_matrix, _read_topo_matrix),
     *(_reader_of(module) for module in (
-        "smi_p2p", "nccl_xml", "p2pbw", "nvbandwidth", "nvbandwidth_json", "nccl_log", "nccl_tests", "nvlink", "smi_q",
-        "cuda_peers",
+        "smi.smi_p2p", "tools.nccl_xml", "tools.p2pbw", "tools.nvbandwidth", "tools.nvbandwidth_json", "tools.nccl_log",
+        "tools.nccl_tests", "smi.nvlink", "smi.smi_q", "tools.cuda_peers",
     )),
 )
 
@@ -90,7 +90,12 @@ def read_file(path: str) -> Topology:
 
 def read_text(text: str, label: str) -> Topology:
     """What ``text`` says, by content: a snapshot, a report page, or any mix of the text kinds."""
-    from gputopo.sources.snapshot import looks_like_report, looks_like_snapshot, parse_snapshot, report_snapshot_text
+    from gputopo.sources.snapshot import (
+        looks_like_report,
+        looks_like_snapshot,
+        parse_snapshot,
+        report_snapshot_text,
+    )
 
     if not text.strip():
         raise InputError(f"{label} is empty: expected one of {', '.join(kinds_read())}")

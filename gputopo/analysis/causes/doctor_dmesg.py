@@ -81,21 +81,32 @@ def _iommu_faults(label: str, evidence: PastedEvidence, report: DoctorReport) ->
             fix=IOMMU_FIX))
 
 
+def _cause_class(cause: int | None) -> int | str | None:
+    """Causes fixed the same way are one class: every NVLink Xid is the NVLink."""
+    return "nvlink" if cause in NVLINK_XIDS else cause
+
+
 def _xids(label: str, xids: list[PastedXid], report: DoctorReport) -> None:
-    """One finding per GPU, Xid and named cause; a consequence (Xid 45 after an NVLink Xid) is said
-    with its cause, and fixed as the cause is."""
-    grouped: dict[tuple[str, int, int | None], list[str]] = {}
+    """One finding per Xid and class of named cause, naming every GPU that logged it (one NVLink
+    event that made four GPUs clean up is one problem, not four); a consequence (Xid 45 after an
+    NVLink Xid) is said with its cause, and fixed as the cause is."""
+    grouped: dict[tuple[int, int | str | None], dict[str, list[PastedXid]]] = {}
     for xid in xids:
-        grouped.setdefault((xid.pci, xid.code, xid.cause), []).append(xid.text)
-    for (pci, code, cause), lines in grouped.items():
-        times = f" ({len(lines)} times)" if len(lines) > 1 else ""
-        caused = (f", caused (the driver says) by an earlier Xid {cause}: {xid_meaning(cause)}. Xid {code} is "
-                  if cause is not None else ": ")
+        grouped.setdefault((xid.code, _cause_class(xid.cause)), {}).setdefault(xid.pci, []).append(xid)
+    for (code, _), by_gpu in grouped.items():
+        causes = sorted({xid.cause for seen in by_gpu.values() for xid in seen if xid.cause is not None})
+        places = [f"{pci} ({len(seen)} times)" if len(seen) > 1 else pci for pci, seen in by_gpu.items()]
+        who = f"the GPU at PCI {places[0]}" if len(places) == 1 else f"{len(places)} GPUs, at PCI {and_list(places)}"
+        if causes:
+            earlier = f"an earlier Xid {causes[0]}" if len(causes) == 1 else f"earlier Xids {and_list([str(c) for c in causes])}"
+            caused = f", caused (the driver says) by {earlier}: {xid_meaning(causes[0])}. Xid {code} is "
+        else:
+            caused = ": "
         report.add(Finding(
             "error", f"xid-{code}",
-            f"The NVIDIA driver logged Xid {code} for the GPU at PCI {pci}{times}{caused}{xid_meaning(code)}.",
-            evidence=[f"{label}: {lines[0]}"],
-            fix=_xid_fix(cause if cause is not None else code)))
+            f"The NVIDIA driver logged Xid {code} for {who}{caused}{xid_meaning(code)}.",
+            evidence=[f"{label}: {seen[0].text}" for seen in list(by_gpu.values())[:4]],
+            fix=_xid_fix(causes[0] if causes else code)))
 
 
 def _who(aer: PastedAer) -> str:

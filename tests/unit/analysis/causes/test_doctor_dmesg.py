@@ -37,9 +37,21 @@ def test_a_device_lost_without_its_error_in_the_paste():
 
 def test_an_xid_is_said_with_the_cause_the_driver_names_and_fixed_as_the_cause():
     report = _report(capture("dmesg_xid45_caused_by_nvlink_xid149_145.txt"))
-    assert [f.code for f in report.findings] == ["xid-45"] * 4
-    first = report.findings[0]
-    assert "(2 times), caused (the driver says) by an earlier Xid 149: an NVLink error" in first.message
-    assert "nvidia-smi nvlink -e" in first.fix and "79:" not in first.fix
+    # Four GPUs cleaned up after NVLink Xids 145 and 149: one NVLink event, one finding naming all four.
+    (first,) = report.findings
+    assert first.code == "xid-45"
+    assert ("4 GPUs, at PCI 0000:dc:00 (2 times), 0000:ed:00 (2 times), 0000:ba:00 (2 times) and 0000:97:00, "
+            "caused (the driver says) by earlier Xids 145 and 149: an NVLink error") in first.message
+    assert len(first.evidence) == 4 and "nvidia-smi nvlink -e" in first.fix and "79:" not in first.fix
     (xid32,) = _report(capture("dmesg_nvrm_xid32_twice.txt")).findings
     assert "earlier Xid" not in xid32.message and "Xid catalogue" in xid32.fix
+    assert "for the GPU at PCI " in xid32.message and "(2 times)" in xid32.message
+
+
+def test_xids_with_causes_fixed_differently_stay_apart():
+    lines = ("kernel: NVRM: Xid (PCI:0000:dc:00): 45, pid=1, name=python3, Ch 00000001 caused by previous Xid 149\n"
+             "kernel: NVRM: Xid (PCI:0000:ed:00): 45, pid=2, name=python3, Ch 00000001 caused by previous Xid 48\n")
+    report = _report(lines)
+    assert [f.code for f in report.findings] == ["xid-45", "xid-45"]
+    assert "Xid 149: an NVLink error" in report.findings[0].message and "0000:ed:00" not in report.findings[0].message
+    assert "Xid 48: a double-bit ECC error" in report.findings[1].message and "nvidia-smi -q -d ECC" in report.findings[1].fix

@@ -11,7 +11,7 @@ import pytest
 from gputopo.analysis.causes.finding_kinds import DESIGN, FAULT, KIND_OF_CODE, KINDS, NOTE, counted, kind_of, kind_rule
 from gputopo.model import Finding
 
-GPUTOPO = Path(__file__).resolve().parents[3] / "gputopo"
+GPUTOPO = Path(__file__).resolve().parents[4] / "gputopo"
 # Modules outside gputopo/analysis/ that make findings (bench-p2p's own, from before the rule).
 ALSO_MAKE_FINDINGS = ("bench/results.py",)
 

@@ -27,7 +27,7 @@ from gputopo.sources.smi.smi_text import parse_topo_matrix
 from gputopo.sources.tf.tf_init import tf_view_from_init_log
 from gputopo.sources.tf.tflog import parse_tf_log, read_tf_log
 
-SOURCES = Path(__file__).resolve().parents[3] / "gputopo" / "sources"
+SOURCES = Path(__file__).resolve().parents[4] / "gputopo" / "sources"
 CORPUS = OWN_FIXTURES / "corpus"
 OWN_LOGS = OWN_FIXTURES / "tf_logs"
 
@@ -41,7 +41,7 @@ def _noted_codes() -> set[str]:
     """The code of every ``ReadingNote(...)`` a module under gputopo/sources/ makes: a string, or a
     name the module holds (``TF_LOG_CUT``)."""
     codes = set()
-    for path in sorted(SOURCES.glob("*.py")):
+    for path in sorted(SOURCES.rglob("*.py")):
         module = None
         for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
             if isinstance(node, ast.Call) and getattr(node.func, "id", None) == "ReadingNote" and node.args:
@@ -49,7 +49,7 @@ def _noted_codes() -> set[str]:
                 if isinstance(first, ast.Constant):
                     codes.add(first.value)
                 else:
-                    module = module or importlib.import_module(f"gputopo.sources.{path.stem}")
+                    module = module or importlib.import_module(".".join(path.relative_to(SOURCES.parent.parent).with_suffix("").parts))
                     codes.add(getattr(module, ast.unparse(first)))
     return codes
 

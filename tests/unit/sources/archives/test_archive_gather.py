@@ -200,7 +200,7 @@ def test_scan_reads_the_topology_a_gather_archive_holds(tmp_path, cli):
     command's output) is read through the registry; the host files add the NUMA distances."""
     import json
 
-    capture_text = (Path(__file__).resolve().parents[2] / "fixtures/shared/topo/dgx1_v100_8gpu_mlx5.txt").read_bytes()
+    capture_text = (Path(__file__).resolve().parents[3] / "fixtures/shared/topo/dgx1_v100_8gpu_mlx5.txt").read_bytes()
     path = _tar(tmp_path / "box.tar.gz", [
         ("gputopo/nvidia-smi/topo-m.txt", "file", capture_text),
         ("sys/devices/system/node/online", "file", "0-1\n"),
@@ -287,7 +287,7 @@ def test_a_gathered_topo_m_becomes_doctors_topology_and_its_p2p_words_are_judged
     from gputopo.sources.evidence.health import HealthEvidence
     from gputopo.sources.reference import load_reference
 
-    text = (Path(__file__).resolve().parents[2] / "fixtures/shared/topo/dgx1_v100_8gpu_mlx5.txt").read_bytes()
+    text = (Path(__file__).resolve().parents[3] / "fixtures/shared/topo/dgx1_v100_8gpu_mlx5.txt").read_bytes()
     path = _tar(tmp_path / "box.tar.gz", [("gputopo/nvidia-smi/topo-m.txt", "file", text)])
     with evidence_from_files([path]) as evidence:
         assert evidence.topology is not None and len(evidence.topology.gpus) == 8

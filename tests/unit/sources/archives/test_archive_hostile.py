@@ -19,7 +19,7 @@ from gputopo.errors import InputError
 from gputopo.sources.archives import archive
 from gputopo.sources.archives.archive import GATHER_MARK, is_archive, opened_archive
 
-REPO = Path(__file__).resolve().parents[3]
+REPO = Path(__file__).resolve().parents[4]
 SECRET = "SECRET-6f1d2c-NOT-FOR-PRINTING"
 
 

@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 
 from gputopo.sources.host.tree import FILE, FOLDER, MAX_LINK_HOPS, FolderTree, MemoryTree, as_tree
 
-PACKAGE = Path(__file__).resolve().parents[3] / "gputopo"
+PACKAGE = Path(__file__).resolve().parents[4] / "gputopo"
 
 
 def _chain(root: Path) -> None:
