@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections import Counter, defaultdict
 
-from gputopo.model import Finding, Gpu, Link, Topology
+from gputopo.model import Fabric, Finding, Gpu, Link, Topology
 from gputopo.model.link_table import END_A, END_B, LinkTable
 from gputopo.model.words import nvlink_count_of
 from gputopo.notation import gpus_word, pair_list
@@ -203,7 +203,8 @@ def nvlinks_down(topology: Topology) -> list[Finding]:
         low = [g for g in model_gpus if (g.nvlink_active_links or 0) < most]
         if not low:
             continue
-        details = "; ".join(f"GPU {g.index} has {g.nvlink_active_links}" for g in low)
+        sides = _switch_sides(topology, low, model_gpus)
+        details = "; ".join(f"GPU {g.index} has {g.nvlink_active_links}{sides.get(g.index, '')}" for g in low)
         findings.append(
             Finding(
                 severity="warning",
@@ -220,3 +221,33 @@ def nvlinks_down(topology: Topology) -> list[Finding]:
             )
         )
     return findings
+
+
+def _switch_sides(topology: Topology, low: list[Gpu], peers: list[Gpu]) -> dict[int, str]:
+    """Where the fabric graph names each NVSwitch (NVML's remote PCI info, NCCL's XML): per GPU with
+    links down, the switches it has fewer up links to than its peers most have (`` (links up to
+    NVSwitch 0000:c4:00.0: 2 of 3; ...)``); nothing where the switches are not told apart."""
+    fabric = topology.fabric
+    if fabric is None:
+        return {}
+    per_node = fabric.links_per_nvswitch()
+    node_of = {g.index: node.id for g in peers if (node := fabric.gpu_node(g.index)) is not None}
+    most: dict[str, int] = {}
+    for g in peers:
+        for switch, links in per_node.get(node_of.get(g.index, ""), {}).items():
+            most[switch] = max(most.get(switch, 0), links)
+    if len(most) < 2:  # one switch node (or none): the GPU's total already says it
+        return {}
+    sides = {}
+    for g in low:
+        mine = per_node.get(node_of.get(g.index, ""), {})
+        short = [(switch, mine.get(switch, 0), links) for switch, links in sorted(most.items()) if mine.get(switch, 0) < links]
+        if short:
+            named = "; ".join(f"{_switch_name(fabric, switch)}: {up} of {links}" for switch, up, links in short)
+            sides[g.index] = f" (links up to NVSwitch {named})"
+    return sides
+
+
+def _switch_name(fabric: Fabric, switch: str) -> str:
+    node = fabric.node(switch)
+    return node.bdf if node is not None and node.bdf else switch

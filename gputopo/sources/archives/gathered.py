@@ -3,7 +3,8 @@
 The archive's ``gputopo/nvidia-smi/topo-m.txt`` (and ``topo-p2p-r.txt`` where present) is read
 through the registry like any pasted text, and its ``nvidia-smi -q`` (``q.txt``) merged in
 (``smi_q.with_gathered_q``: names, bus ids, memory, PCIe links); the host's files packed beside it
-then add what sysfs tells the live probe: CPU sockets, NUMA distances, RDMA NICs and their paths to the GPUs.
+then add what sysfs tells the live probe: CPU sockets, NUMA distances, RDMA NICs and their paths to the GPUs,
+the fabric graph's tree, and on it the NVLinks ``topo -m``'s words give (``fabric_nvlink.add_pair_word_edges``).
 The archive is checked and held in memory (``gputopo.sources.archives.archive``), never unpacked to disk;
 every path in it is resolved inside it (``gputopo.sources.host.tree``).
 """
@@ -16,8 +17,9 @@ from typing import Callable
 from gputopo.errors import InputError
 from gputopo.model import Topology
 from gputopo.sources.archives.archive import opened_archive
-from gputopo.sources.merge import merge_views
+from gputopo.sources.host.fabric_nvlink import add_pair_word_edges
 from gputopo.sources.host.fabric_sysfs import add_fabric
+from gputopo.sources.merge import merge_views
 from gputopo.sources.host.sysfs import add_host_locality
 from gputopo.sources.host.tree import Tree
 
@@ -38,6 +40,7 @@ def read_gathered(path: str, read_text: Callable[[str, str], Topology]) -> Topol
                          "or failed); `gputopo doctor --from` still reads its host files")
     add_host_locality(topology, tree)
     add_fabric(topology, tree)
+    add_pair_word_edges(topology)  # its NVLinks, from topo -m's words, on the tree sysfs gave
     topology.source_detail = label
     return topology
 

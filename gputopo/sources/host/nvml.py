@@ -25,6 +25,13 @@ from typing import Any
 
 from gputopo.model import P2P_STATUS_WORDS, Gpu, GpuProcess, Link, Topology
 from gputopo.notation import format_cpu_list, utc_now_text
+from gputopo.sources.host.fabric_nvlink import (
+    REMOTE_GPU,
+    REMOTE_SWITCH,
+    LinkEnd,
+    add_nvlink_edges,
+)
+from gputopo.sources.host.fabric_sysfs import add_fabric
 from gputopo.sources.host.nvml_binding import (
     BITS_PER_AFFINITY_WORD,
     INVALID_ARGUMENT,
@@ -49,7 +56,6 @@ from gputopo.sources.host.nvml_binding import (
     text,
 )
 from gputopo.sources.host.nvml_notes import failure_notes
-from gputopo.sources.host.fabric_sysfs import add_fabric
 from gputopo.sources.host.sysfs import add_host_locality
 
 P2P_CAPS_FIELDS = (
@@ -70,6 +76,7 @@ class _NvlinkEnds:
     to_switch: int = 0
     to_cpu: int = 0
     unresolved: int = 0
+    far_ends: list[LinkEnd] = field(default_factory=list)  # per active link to a GPU or switch (fabric edges)
 
 
 @dataclass
@@ -123,16 +130,17 @@ def probe(nvml: Any = None, sysfs_root: str | os.PathLike[str] | None = None) ->
     binding = NvmlBinding(nvml)
     binding.init()
     try:
-        topology = _probe_initialised(_Probe(binding))
+        topology, ends = _probe_initialised(_Probe(binding))
     finally:
         binding.shutdown()
     host_root = sysfs_root or getattr(nvml, "sysfs_root", None) or "/"
     add_host_locality(topology, host_root)
     add_fabric(topology, host_root)
+    add_nvlink_edges(topology, {index: found.far_ends for index, found in ends.items() if found is not None})
     return topology
 
 
-def _probe_initialised(state: _Probe) -> Topology:
+def _probe_initialised(state: _Probe) -> tuple[Topology, dict[int, _NvlinkEnds | None]]:
     topo = Topology(source="nvml", host=socket.gethostname(), captured_at=utc_now_text())
     topo.source_detail = "NVML (nvidia-ml-py)"
     topo.driver_version = text(state.call("system", (), "nvmlSystemGetDriverVersion"))
@@ -160,7 +168,7 @@ def _probe_initialised(state: _Probe) -> Topology:
 
     _probe_links(state, topo, handles, ends)
     topo.reading_notes.extend(failure_notes(state.failures, state.lost))
-    return topo
+    return topo, ends
 
 
 def _probe_gpu(state: _Probe, gpu: Gpu, handle: Any) -> _NvlinkEnds | None:
@@ -317,7 +325,9 @@ def _probe_nvlinks(state: _Probe, gpu: Gpu, handle: Any) -> _NvlinkEnds | None:
                     state.record("nvlink-version", gpu.index, f"unknown version enum {int(enum)}")
         remote_type = state.call("nvlink-remote", i, "nvmlDeviceGetNvLinkRemoteDeviceType", handle, link)
         if remote_type is not None and int(remote_type) == NVLINK_REMOTE_SWITCH:
-            ends.to_switch += 1
+            ends.to_switch += 1  # which switch: its bus id where NVML gives one (none: the fabric node)
+            switch = state.ask(i, "nvmlDeviceGetNvLinkRemotePciInfo", handle, link)
+            ends.far_ends.append(LinkEnd(REMOTE_SWITCH, None if isinstance(switch, Failed) else bus_id_of(switch)))
             continue
         if remote_type is not None and int(remote_type) == NVLINK_REMOTE_IBMNPU:
             ends.to_cpu += 1
@@ -327,6 +337,7 @@ def _probe_nvlinks(state: _Probe, gpu: Gpu, handle: Any) -> _NvlinkEnds | None:
             ends.unresolved += 1
         else:
             ends.to_gpu_bus_ids.append(remote_bus)
+            ends.far_ends.append(LinkEnd(REMOTE_GPU, remote_bus))
     gpu.nvlink_active_links = ends.active
     gpu.nvlink_version = version
     return ends

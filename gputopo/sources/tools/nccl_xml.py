@@ -9,6 +9,13 @@ the fabric (NV<n>, n = the fewer of their switch links). Pairs without NVLink ge
 tree, as nvidia-smi would word it (inferred): another NUMA node SYS, another top-level PCI tree of the
 same node NODE, the same parent bridge PIX, else PXB.
 
+The document is also the machine's fabric graph (``Topology.fabric``): each ``<cpu numaid>`` a NUMA
+node, each ``<pci busid>`` a bridge under what encloses it (the one holding a ``<gpu>`` that GPU, a
+``<nic>`` that NIC), with the PCIe link it states; NCCL writes no host bridge or root port, so the
+tree gives no PCIe pair word of its own. Each ``<nvlink>`` is an edge (``sources.host.fabric_nvlink``:
+to the GPU of its target's bus id, or, class ``0x068000``, to that NVSwitch; NCCL's
+``fffffff:ffff:ff``, a switch the host cannot see, to the one ``nvswitch:fabric`` node).
+
 The XML is parsed only after refusing what a topology file never holds: a DOCTYPE or an ENTITY
 (no entity expansion can be triggered), more than ``MAX_XML_CHARS``, or elements nested more than
 ``MAX_XML_DEPTH`` deep (NCCL's dumps nest a few levels; the tree is walked without recursion all the
@@ -38,6 +45,13 @@ from gputopo.model import (
     Topology,
     make_link,
     normalize_pci_bus_id,
+)
+from gputopo.model.fabric import BRIDGE, GPU, NIC, NUMA, NVSWITCH, Fabric, FabricNode
+from gputopo.sources.host.fabric_nvlink import (
+    REMOTE_GPU,
+    REMOTE_SWITCH,
+    LinkEnd,
+    add_nvlink_edges,
 )
 from gputopo.sources.pasted import MAX_GPUS, device_index
 
@@ -160,6 +174,8 @@ def read(text: str, source: str) -> Topology:
     # The <gpu> left open by a cut is the last one read: its NVLink list may go on past the cut.
     cut_gpu = list(gpus)[-1] if open_tags and "gpu" in open_tags and gpus else None
     _links(topo, paths, nvlinks, cut_gpu)
+    topo.fabric = _tree(root, cpus, fragment)
+    add_nvlink_edges(topo, _link_ends(topo, nvlinks))
     if open_tags is not None:
         topo.reading_notes.append(ReadingNote("nccl-xml-cut", {"source": source, "cut_gpu": cut_gpu}))
     if fragment:
@@ -221,6 +237,57 @@ def _links(topo: Topology, paths: dict[int, list[str]], nvlinks: dict[int, list[
                 topo.links.append(make_link(a, b, f"NV{switched}", nvswitch=True, pcie_path=pcie))
             else:
                 topo.links.append(make_link(a, b, word, pcie_path=pcie))
+
+
+def _tree(root: ET.Element, cpus: list[ET.Element], fragment: bool) -> Fabric | None:
+    """The containment the XML states: NUMA nodes, ``<pci>`` bridges, GPUs and NICs (no recursion:
+    a stack of (element, its node id)). None where it places no device."""
+    fabric = Fabric()
+    tops: list[tuple[ET.Element, str | None]] = []
+    for numa, cpu in enumerate(cpus):
+        node = _int(cpu.get("numaid"))
+        node = numa if node is None else node
+        tops.append((cpu, fabric.add(FabricNode(f"numa:{node}", NUMA, numa_node=node)).id))
+    if fragment and not cpus:
+        tops.append((root, None))
+    stack = [(child, parent) for element, parent in tops for child in element]
+    placed = False
+    while stack:
+        element, parent = stack.pop()
+        bus = _bus(element.get("busid")) if element.tag == "pci" else None
+        if bus is None:
+            continue
+        gpu = next((device_index(g.get("dev", "")) for g in element.findall("gpu")), None)
+        card = element.find("nic")
+        nic = next((net.get("name", "?")[:64] for net in card.iter("net")), None) if card is not None else None
+        kind = GPU if gpu is not None else NIC if nic is not None else BRIDGE
+        kind = NVSWITCH if kind == BRIDGE and (element.get("class") or "").lower() == NVSWITCH_CLASS else kind
+        speed = (element.get("link_speed") or "").split(" ")[0]
+        fabric.add(FabricNode(f"pci:{bus}", kind, parent=parent, bdf=bus, gpu=gpu, nic=nic if kind == NIC else None,
+                              link_gts_current=_speed(speed), link_width_current=_int(element.get("link_width")) or None))
+        placed = placed or kind in (GPU, NIC)
+        stack.extend((child, f"pci:{bus}") for child in element if child.tag == "pci")
+    return fabric if placed else None
+
+
+def _link_ends(topo: Topology, nvlinks: dict[int, list[tuple[str, int, str]]]) -> dict[int, list[LinkEnd]]:
+    """Each GPU's ``<nvlink>`` elements as one ``LinkEnd`` per link (up or not: the XML does not say)."""
+    by_bus = {g.pci_bus_id for g in topo.gpus if g.pci_bus_id}
+    ends: dict[int, list[LinkEnd]] = {}
+    for index, links in nvlinks.items():
+        for target, count, tclass in links:
+            bus = _bus(target)
+            remote = REMOTE_GPU if bus in by_bus else REMOTE_SWITCH if tclass == NVSWITCH_CLASS else None
+            if remote is not None and count > 0:
+                ends.setdefault(index, []).append(LinkEnd(remote, bus, None, links=count))
+    return ends
+
+
+def _speed(text: str) -> float | None:
+    try:
+        return float(text) if text in _GEN_OF_SPEED else None
+    except ValueError:
+        return None
 
 
 def _pcie_word(gpu_a: Gpu, gpu_b: Gpu, path_a: list[str], path_b: list[str]) -> str:

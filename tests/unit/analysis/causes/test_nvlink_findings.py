@@ -136,3 +136,33 @@ def test_equal_pairs_a_mesh_or_counts_from_nvml_give_no_bridged_pair_finding():
     assert "nvlink-links-down" not in by_code(cube_mesh_8())  # NV1 beside NV2 by design: several peers each
     counted = link_table(_TWO_BRIDGED_PAIRS, name="NVIDIA A100 80GB PCIe", gpu={"nvlink_active_links": [12, 12, 10, 10]})
     assert "nvlink-links-down" not in by_code(counted)  # diagnose says it from NVML's counts
+
+
+def test_links_down_name_the_nvswitch_side_where_the_fabric_graph_knows_the_switches():
+    from gputopo.analysis.causes.nvlink_findings import nvlinks_down
+    from gputopo.model.fabric import (
+        GPU,
+        NVLINK,
+        NVSWITCH,
+        NVSWITCH_FABRIC,
+        Fabric,
+        FabricEdge,
+        FabricNode,
+    )
+
+    topo = nvswitch(4, "NV12", "3.0")
+    for gpu in topo.gpus:
+        gpu.nvlink_active_links = 11 if gpu.index == 2 else 12
+    fabric = Fabric([FabricNode(f"gpu:{g}", GPU, gpu=g) for g in range(4)])
+    for k in range(6):
+        fabric.add(FabricNode(f"pci:0000:c{k}:00.0", NVSWITCH, bdf=f"0000:c{k}:00.0"))
+        for g in range(4):
+            fabric.edges.append(FabricEdge(f"gpu:{g}", f"pci:0000:c{k}:00.0", NVLINK, count=2,
+                                           active=1 if (g, k) == (2, 4) else 2))
+    topo.fabric = fabric
+    (down,) = nvlinks_down(topo)
+    assert "GPU 2 has 11 (links up to NVSwitch 0000:c4:00.0: 1 of 2) (the others 12)" in down.message
+    topo.fabric = Fabric([*fabric.nodes[:4], FabricNode(NVSWITCH_FABRIC, NVSWITCH)],
+                         [FabricEdge(f"gpu:{g}", NVSWITCH_FABRIC, NVLINK, 12, 11 if g == 2 else 12) for g in range(4)])
+    (down,) = nvlinks_down(topo)  # one switch node: the total says it all
+    assert "GPU 2 has 11 (the others 12)" in down.message

@@ -245,6 +245,51 @@ def test_without_remote_device_type_switch_links_are_reported_unresolved() -> No
     assert dgx1.link(0, 3).type == "NV2" and dgx1.link(0, 4).type == "NV2"
 
 
+# --- NVLink edges of the fabric graph -------------------------------------------------------------
+
+
+def _agrees_with_pair_table(probed: Topology) -> None:
+    """Every pair's NVLink count and NVSwitch flag, derived from the fabric's edges, is the pair table's."""
+    for link in probed.links:
+        assert (probed.fabric.gpu_nvlinks(link.a, link.b) or (0, False)) == (link.nvlink_count, bool(link.nvswitch)), link
+
+
+@pytest.mark.parametrize("machine", [name for name in MACHINES if load_reference(name).gpus[0].nvlink_version])
+def test_nvlink_edges_give_the_pair_tables_counts_on_every_nvlink_machine(machine: str) -> None:
+    original = load_reference(machine)
+    probed = probe(FakeNvml(original, host=_host_of(original)))
+    _agrees_with_pair_table(probed)
+    assert Topology.from_dict(probed.to_dict()).fabric == probed.fabric
+
+
+def test_a_gpu_reaches_each_nvswitch_by_its_bus_id_and_a_peer_gpu_directly() -> None:
+    a100 = probe(FakeNvml(load_reference("dgx-a100"))).fabric
+    switches = [node for node in a100.nodes if node.kind == "nvswitch"]
+    assert len(switches) == 6 and all(node.id == f"pci:{node.bdf}" for node in switches)
+    gpu0 = a100.gpu_node(0).id
+    assert a100.nvswitches_of(gpu0) == sorted(node.id for node in switches)
+    assert {(e.count, e.active) for e in a100.edges if e.a == gpu0} == {(2, 2)}  # 12 links, 2 per switch
+    assert len(a100.edges) == 8 * 6 and a100.nvlink_word(0, 7) == "NV12"
+    dgx1 = probe(FakeNvml(load_reference("dgx1"))).fabric
+    assert not [node for node in dgx1.nodes if node.kind == "nvswitch"]
+    assert dgx1.nvlink_count(dgx1.gpu_node(0).id, dgx1.gpu_node(3).id) == 2 and dgx1.gpu_nvlinks(0, 5) == (0, False)
+
+
+def test_switch_links_without_a_remote_bus_id_end_at_the_one_nvswitch_fabric_node() -> None:
+    fake = FakeNvml(load_reference("dgx-h100"), inactive_links={5: 2},
+                    unsupported={"nvmlDeviceGetNvLinkRemotePciInfo": pynvml.NVMLError_NotSupported})
+    probed = probe(fake)
+    fabric = probed.fabric
+    assert [node.id for node in fabric.nodes if node.kind == "nvswitch"] == ["nvswitch:fabric"]
+    assert len(fabric.edges) == 8 and fabric.nvswitch_links(fabric.gpu_node(5).id) == 16
+    assert probed.reading_notes == []  # which switch is not asked of every driver: no gap said
+    _agrees_with_pair_table(probed)
+
+
+def test_without_nvlink_there_is_no_fabric_from_nvml() -> None:
+    assert probe(FakeNvml(load_reference("pcie-8gpu"))).fabric is None
+
+
 def test_nvlink_state_error_leaves_links_unknown_but_peers_still_see_it() -> None:
     probed = probe(FakeNvml(load_reference("dgx1"), unsupported={("nvmlDeviceGetNvLinkState", 0): pynvml.NVMLError_Unknown}))
     assert probed.gpu(0).nvlink_active_links is None

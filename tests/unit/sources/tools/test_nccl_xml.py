@@ -3,8 +3,8 @@ as NV<n> to every peer, NICs; hostile XML refused before parsing."""
 
 import pytest
 
-from gputopo.errors import InputError
 from gputopo.analysis.notes.reading_notes import note_findings
+from gputopo.errors import InputError
 from gputopo.sources.tools import nccl_xml
 from unit.sources.readers_corpus import cases, text_of
 
@@ -147,3 +147,35 @@ def test_xml_without_a_gpu_under_a_cpu_or_pci_is_not_this_kind(text):
     assert not nccl_xml.sniff(text)
     with pytest.raises(InputError):
         nccl_xml.read(text, "x")
+
+
+@pytest.mark.parametrize(("name", "want"), cases("nccl_xml"))
+def test_the_fabric_graph_gives_the_pair_tables_nvlink_words(name, want):
+    topo = nccl_xml.read(text_of("nccl_xml", name), name)
+    fabric = topo.fabric
+    assert sorted(node.gpu for node in fabric.nodes if node.kind == "gpu") == topo.gpu_indices
+    for gpu in topo.gpus:  # each GPU under its NUMA node, as the XML nests it
+        assert gpu.numa_node is None or fabric.numa_of(fabric.gpu_node(gpu.index).id) == gpu.numa_node
+    cut = next((note.facts["cut_gpu"] for note in topo.reading_notes if note.code == "nccl-xml-cut"), None)
+    for link in topo.links:
+        if cut not in (link.a, link.b):
+            assert (fabric.nvlink_word(link.a, link.b) or link.type) == link.type, link
+
+
+def test_nvlink_elements_are_edges_to_gpus_switches_or_the_switch_the_host_cannot_see():
+    text = ('<system version="1"><cpu numaid="1"><pci busid="0000:05:00.0" link_speed="32.0 GT/s PCIe" link_width="16">'
+            '<pci busid="0000:07:00.0"><gpu dev="0"><nvlink target="0000:08:00.0" count="4" tclass="0x030200"/>'
+            '<nvlink target="fffffff:ffff:ff" count="6" tclass="0x068000"/></gpu></pci>'
+            '<pci busid="0000:08:00.0"><gpu dev="1"><nvlink target="0000:07:00.0" count="4" tclass="0x030200"/>'
+            '<nvlink target="0000:c1:00.0" count="5" tclass="0x068000"/></gpu></pci></pci>'
+            '<pci busid="0000:09:00.0"><nic><net name="mlx5_0"/></nic></pci></cpu></system>')
+    topo = nccl_xml.read(text, "x")
+    fabric = topo.fabric
+    assert fabric.node("pci:0000:05:00.0").kind == "bridge" and fabric.node("pci:0000:05:00.0").link_width_current == 16
+    assert fabric.node("pci:0000:07:00.0").parent == "pci:0000:05:00.0" and fabric.numa_of("pci:0000:07:00.0") == 1
+    assert fabric.node("pci:0000:09:00.0").nic == "mlx5_0" and fabric.node("pci:0000:c1:00.0").kind == "nvswitch"
+    assert fabric.nvswitches_of("pci:0000:07:00.0") == ["nvswitch:fabric"]
+    assert fabric.gpu_nvlinks(0, 1) == (4, False) and topo.link(0, 1).type == "NV4"
+    assert {(e.a, e.b, e.count, e.active) for e in fabric.edges} == {
+        ("pci:0000:07:00.0", "pci:0000:08:00.0", 4, None), ("pci:0000:07:00.0", "nvswitch:fabric", 6, None),
+        ("pci:0000:08:00.0", "pci:0000:c1:00.0", 5, None)}
