@@ -46,6 +46,7 @@ FABRIC = "fabric"
 INFERRED = "inferred"
 FABRIC_CAPTION = "PCIe tree as read from sysfs"
 INFERRED_CAPTION = "switches inferred from nvidia-smi's link words"
+MAX_DEPTH = 24  # levels above a GPU (a real tree has under 12; a snapshot's may be anything)
 
 
 @dataclass(frozen=True)
@@ -90,18 +91,36 @@ def _fabric_roots(topology: Topology) -> tuple[tuple[Box, list[Item]] | None, st
     gpus = [g for g in topology.gpu_indices if ("gpu", g) in leaves and fabric.pci_path(leaves[("gpu", g)].id)]
     if not gpus or len(gpus) < len(topology.gpus):
         return None, f"the PCIe tree read places {len(gpus)} of the {len(topology.gpus)} GPUs"
+    if any(len(fabric.ancestors(leaves[("gpu", g)].id)) > MAX_DEPTH for g in gpus):
+        return None, f"the PCIe tree read is more than {MAX_DEPTH} levels deep"
     nics = {item.name: item for item in nic_items(topology)}
-    placed = [name for name in nics if ("nic", name) in leaves and fabric.pci_path(leaves[("nic", name)].id)]
+    placed = [name for name in nics if ("nic", name) in leaves and fabric.pci_path(leaves[("nic", name)].id)
+              and len(fabric.ancestors(leaves[("nic", name)].id)) <= MAX_DEPTH]
     builder = _Builder(topology, fabric, [leaves[("gpu", g)] for g in gpus] + [leaves[("nic", n)] for n in placed], nics)
     roots = builder.roots()
     if builder.drawn_gpus != set(gpus):  # (parents in a loop: a hostile snapshot's)
         return None, "the PCIe tree read is not a tree"
-    rest = [item for name, item in nics.items() if name not in placed]
+    rest: list[Item] = []
+    homes = {g: root for root in roots if isinstance(root, Box) for g in _gpus_in(root)}
+    for name, item in nics.items():  # NICs the tree lacks: in their nearest GPUs' NUMA node, as inferred
+        home = homes.get(item.nearest[0]) if item.nearest else None
+        if name not in placed:
+            (home.children if home is not None else rest).append(item)
     if rest:
-        roots.append(Box("unknown", "NICs not in the PCIe tree", "these NICs are not in the PCIe tree read", list(rest)))
+        roots.append(Box("unknown", "NICs not in the PCIe tree", "these NICs are not in the PCIe tree read", rest))
     name = next((gpu.host for gpu in topology.gpus if gpu.host), None) or topology.host
     frame = Box("host", name or "host", f"host {name}" if name else "the host (its name is not in the source)")
     return (frame, roots), ""
+
+
+def _gpus_in(box: Box) -> set[int]:
+    found: set[int] = set()
+    for item in box.children:
+        if isinstance(item, GpuItem):
+            found.add(item.index)
+        elif isinstance(item, Box):
+            found |= _gpus_in(item)
+    return found
 
 
 def _order(node: FabricNode) -> tuple:

@@ -185,3 +185,22 @@ def test_names_in_a_hostile_snapshots_fabric_are_text():
     assert f"pci:{odd}x" in boxes and boxes[f"pci:{odd}x"][0] == [2] and sorted(gpus) == [0, 1, 2, 3]
     hop = next(g for g in root.iter(NS + "g") if g.attrib.get("data-gpu") == "3")
     assert hop.attrib["data-hop"] == "x1 of x16" and odd in hop.find(NS + "title").text
+
+
+def test_a_nic_the_tree_lacks_sits_in_its_nearest_gpus_numa_node(tmp_path):
+    topology, fabric = _starship(tmp_path)
+    fabric.nodes = [node for node in fabric.nodes if node.kind != "nic"]
+    boxes, _, nics, _ = _drawn(render_svg(topology))
+    assert {n for n, (_, rect, _) in boxes.items() if _inside(nics["mlx5_0"], rect)} == {"numa:0"}
+
+
+def test_a_tree_deeper_than_any_machines_is_not_drawn():
+    """(A snapshot's fabric is input: a chain of bridges as long as it likes would nest as many boxes.)"""
+    fabric = _two_socket_fabric()
+    parent = "pci:0000:40:01.1"
+    for k in range(200):
+        parent = fabric.add(FabricNode(f"pci:chain{k}", "bridge", parent=parent, bdf=f"chain{k}")).id
+    fabric.node("pci:0000:41:00.0").parent = parent
+    topology = Topology(source="test", gpus=[Gpu(index=k) for k in range(3)], fabric=fabric)
+    _, gpus, _, root = _drawn(render_svg(topology))
+    assert sorted(gpus) == [0, 1, 2] and "levels deep" in _caption(root).find(NS + "title").text
