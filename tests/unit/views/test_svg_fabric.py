@@ -12,11 +12,17 @@ from __future__ import annotations
 import xml.etree.ElementTree as ET
 
 from conftest import OWN_FIXTURES
-from doctor_trees import real_links
+from doctor_trees import (
+    FakeHost,
+    real_acs_controls,
+    real_links,
+    two_gpus_under_root_ports,
+)
 from lspci_trees import starship_topology
 
 from gputopo.model import Fabric, FabricNode, Gpu, Link, Topology
 from gputopo.model.fabric import GPU, HOST_BRIDGE, NUMA, ROOT_PORT, SOCKET
+from gputopo.sources.fabric_sysfs import sysfs_fabric
 from gputopo.sources.registry import read_file
 from gputopo.views.svg import render_svg
 from gputopo.views.svg_fabric import FABRIC_CAPTION, INFERRED_CAPTION, link_hop
@@ -204,3 +210,19 @@ def test_a_tree_deeper_than_any_machines_is_not_drawn():
     topology = Topology(source="test", gpus=[Gpu(index=k) for k in range(3)], fabric=fabric)
     _, gpus, _, root = _drawn(render_svg(topology))
     assert sorted(gpus) == [0, 1, 2] and "levels deep" in _caption(root).find(NS + "title").text
+
+
+def test_a_gpu_alone_on_its_root_port_is_in_that_ports_box(tmp_path):
+    """Two GPUs each below its own root port (where NVIDIA/nccl#2079's GPUs were: doctor_trees),
+    the second's link trained at x8 of x16 (a real RTX 3090 reading)."""
+    two_gpus_under_root_ports(tmp_path, real_acs_controls()["off"], gpu_link=None)
+    host = FakeHost(tmp_path)
+    host.device(["pci0000:60", "0000:60:01.1", "0000:61:00.0"], gpu=True, link=real_links()["gpu-x8"])
+    gpus = [Gpu(index=0, pci_bus_id="0000:41:00.0", numa_node=0, socket=0),
+            Gpu(index=1, pci_bus_id="0000:61:00.0", numa_node=0, socket=0)]
+    topology = Topology(source="test", gpus=gpus, links=[Link(0, 1, "NODE")], fabric=sysfs_fabric(gpus, [], tmp_path))
+    boxes, _, _, root = _drawn(render_svg(topology))
+    assert {node: found for node, (found, _, _) in boxes.items()} == {
+        "numa:0": [0, 1], "pci:0000:40:01.1": [0], "pci:0000:60:01.1": [1]}
+    assert {g.attrib["data-gpu"]: g.attrib.get("data-hop") for g in root.iter(NS + "g") if "data-gpu" in g.attrib} == {
+        "0": None, "1": "x8 of x16 · 2.5 of 16 GT/s"}
