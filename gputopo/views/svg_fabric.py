@@ -104,7 +104,7 @@ def _fabric_roots(topology: Topology) -> tuple[tuple[Box, list[Item]] | None, st
     homes = {g: root for root in roots if isinstance(root, Box) for g in _gpus_in(root)}
     for name, item in nics.items():  # NICs the tree lacks: in their nearest GPUs' NUMA node, as inferred
         home = homes.get(item.nearest[0]) if item.nearest else None
-        if name not in placed:
+        if name not in builder.drawn_nics:
             (home.children if home is not None else rest).append(item)
     if rest:
         roots.append(Box("unknown", "NICs not in the PCIe tree", "these NICs are not in the PCIe tree read", rest))
@@ -174,6 +174,7 @@ class _Builder:
         self.topology, self.fabric, self.nics = topology, fabric, nics
         self.leaves = {leaf.id for leaf in leaves}
         self.drawn_gpus: set[int] = set()
+        self.drawn_nics: set[str] = set()
         keep: set[str] = set()
         for leaf in leaves:
             keep.add(leaf.id)
@@ -221,6 +222,7 @@ class _Builder:
             self.drawn_gpus.add(node.gpu)
             return [GpuItem(node.gpu, hop=hop)]
         if node.id in self.leaves and node.kind == NIC:
+            self.drawn_nics.add(node.nic)
             return [self.nics[node.nic]]
         if node.kind == BRIDGE and any(kid.kind == BRIDGE for kid in kids):
             return [self._switch(node, kids, hop)]

@@ -226,3 +226,10 @@ def test_a_gpu_alone_on_its_root_port_is_in_that_ports_box(tmp_path):
         "numa:0": [0, 1], "pci:0000:40:01.1": [0], "pci:0000:60:01.1": [1]}
     assert {g.attrib["data-gpu"]: g.attrib.get("data-hop") for g in root.iter(NS + "g") if "data-gpu" in g.attrib} == {
         "0": None, "1": "x8 of x16 · 2.5 of 16 GT/s"}
+
+
+def test_a_nic_in_a_loop_of_the_tree_is_still_drawn(tmp_path):
+    topology, fabric = _starship(tmp_path)
+    fabric.node("pci:0000:44:00.0").parent = "pci:0000:45:00.0"  # the NIC's port below the NIC itself
+    _, _, nics, root = _drawn(render_svg(topology))
+    assert list(nics) == ["mlx5_0"] and _caption(root).attrib["data-tree"] == "fabric"
