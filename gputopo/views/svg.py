@@ -65,6 +65,7 @@ text{font-family:system-ui,-apple-system,'Segoe UI',Roboto,sans-serif;font-size:
 .fault-mark text{fill:#ffffff;font-weight:700;text-anchor:middle}
 .hop{font-weight:700}
 """
+CAPTION_CHAR_W = 6.2  # an 11px character of the caption's words, on average (CHAR_W: the widest, for fitting)
 NARROW_HEX, SLOW_HEX = "#e8710a", "#c99a00"  # a PCIe link trained narrower / slower than both ends can do
 
 
@@ -298,7 +299,7 @@ def render_svg(topology: Topology, best: list[int] | tuple[int, ...] = (), stand
         parts.append(f'<text class="tree-source" data-tree="{layout.tree.kind}" x="{layout.width - 12:.1f}" y="20" '
                      f'text-anchor="end" style="fill:#57606a"><title>{esc(layout.tree.detail)}</title>{esc(caption)}</text>')
     if standalone:  # in the report the page's own heading says it
-        room = layout.width - 24 - (len(caption) * CHAR_W + 16 if caption else 0)
+        room = layout.width - 24 - (len(caption) * CAPTION_CHAR_W + 16 if caption else 0)
         shown = fit(title, room, 7.8)  # (cut: the whole title on hover)
         tip = f"<title>{esc(title)}</title>" if shown != title else ""
         parts.append(f'<text x="12" y="20" font-size="14" font-weight="700">{tip}{esc(shown)}</text>')
