@@ -28,7 +28,7 @@ from gputopo.views.svg_links import (
     peer_word,
     speed_hex,
 )
-from gputopo.views.svg_tree import Box, GpuItem, NicItem, fit, wrap
+from gputopo.views.svg_tree import CHAR_W, Box, GpuItem, Hop, NicItem, fit, wrap
 
 SVG_NS = "http://www.w3.org/2000/svg"
 BOX_STYLE = {
@@ -36,6 +36,8 @@ BOX_STYLE = {
     "numa": ("#eaf1fb", "#8aa4c8", ""),
     "cpus": ("#eaf1fb", "#8aa4c8", ""),
     "switch": ("#fff6e0", "#d1a850", ""),
+    "socket": ("#f0f3f7", "#7a8594", ""),
+    "root": ("#f4f7fb", "#9aa7b5", ""),
     "unknown": ("#f2f2f2", "#999999", "5 4"),
 }
 STYLE = """
@@ -61,7 +63,16 @@ text{font-family:system-ui,-apple-system,'Segoe UI',Roboto,sans-serif;font-size:
 .gpu.fault>rect{stroke:#d93025;stroke-width:2.5}
 .fault-mark circle{fill:#d93025}
 .fault-mark text{fill:#ffffff;font-weight:700;text-anchor:middle}
+.hop{font-weight:700}
 """
+CAPTION_CHAR_W = 6.2  # an 11px character of the caption's words, on average (CHAR_W: the widest, for fitting)
+NARROW_HEX, SLOW_HEX = "#e8710a", "#c99a00"  # a PCIe link trained narrower / slower than both ends can do
+
+
+def _hop_hex(hop: Hop) -> str:
+    return NARROW_HEX if hop.narrow else SLOW_HEX
+
+
 def switch_faults(layout: Layout) -> dict[int, list[str]]:
     """The PCIe switches doctor found at fault on a path between two of their own GPUs (``acs``:
     ACS redirecting peer traffic up to the root; a PIX pair goes through that switch alone):
@@ -79,27 +90,49 @@ def switch_faults(layout: Layout) -> dict[int, list[str]]:
 
 def _box(box: Box, faults: list[str] | None = None) -> str:
     fill, stroke, dash = BOX_STYLE.get(box.kind, BOX_STYLE["unknown"])
-    detail = box.detail
+    detail = box.detail + (f"\n{box.hop.detail}" if box.hop else "")
+    if box.hop:
+        stroke = _hop_hex(box.hop)
     if faults:  # doctor's problems on paths through this switch
         stroke, dash = FAULT_HEX, "6 3"
         detail += "\nfaults on paths through this switch:\n" + "\n".join(faults)
     dash_attr = f' stroke-dasharray="{dash}"' if dash else ""
     ty = box.y + box.h - 6 if box.header_at_bottom else box.y + 14
     cls = f"box box-{box.kind}" + (" fault" if faults else "")
+    attrs = f' data-fabric="{esc(box.fabric_id)}" data-gpus="{",".join(map(str, _gpus_in(box)))}"' if box.fabric_id else ""
+    hop, room = "", box.w - 14
+    if box.hop:  # the link above this box, trained down: on the right of its label strip
+        room -= len(box.hop.words) * CHAR_W + 8
+        attrs += f' data-hop="{esc(box.hop.words)}"'
+        hop = (f'<text class="hop" x="{box.x + box.w - 8:.1f}" y="{ty:.1f}" text-anchor="end" '
+               f'style="fill:{_hop_hex(box.hop)}">{esc(box.hop.words)}</text>')
     return (
-        f'<g class="{cls}"><title>{esc(detail)}</title>'
+        f'<g class="{cls}"{attrs}><title>{esc(detail)}</title>'
         f'<rect x="{box.x:.1f}" y="{box.y:.1f}" width="{box.w:.1f}" height="{box.h:.1f}" rx="6" '
-        f'fill="{fill}" stroke="{stroke}"{dash_attr}' + (' stroke-width="2.5"' if faults else "") + "/>"
-        f'<text class="boxlabel" x="{box.x + 8:.1f}" y="{ty:.1f}">{esc(fit(box.label, box.w - 14))}</text></g>'
+        f'fill="{fill}" stroke="{stroke}"{dash_attr}' + (' stroke-width="2.5"' if faults or box.hop else "") + "/>"
+        f'<text class="boxlabel" x="{box.x + 8:.1f}" y="{ty:.1f}">{esc(fit(box.label, room))}</text>{hop}</g>'
     )
 
 
-def _gpu_text_lines(topology: Topology, index: int, width: float) -> list[str]:
+def _gpus_in(box: Box) -> list[int]:
+    """The GPUs drawn inside ``box``, at any depth, by index."""
+    found, stack = [], list(box.children)
+    while stack:
+        item = stack.pop()
+        if isinstance(item, GpuItem):
+            found.append(item.index)
+        elif isinstance(item, Box):
+            stack.extend(item.children)
+    return sorted(found)
+
+
+def _gpu_text_lines(topology: Topology, index: int, width: float, hop: Hop | None = None) -> list[str]:
     """The lines under a GPU's number: its name (wrapped on two lines; cut further only with the
-    full name in the tooltip), bus id, PCIe and NVLinks."""
+    full name in the tooltip), bus id, PCIe (the fabric's link above it where it trained down) and NVLinks."""
     gpu = topology.gpu(index)
     gen, lanes = gpu.pcie_gen_max or gpu.pcie_gen_current, gpu.pcie_width_current or gpu.pcie_width_max
     pcie = f"Gen{gen} x{lanes}" if gen and lanes else "PCIe not known"
+    pcie = f"PCIe {hop.words}" if hop else pcie
     nvlink = f"{gpu.nvlink_active_links} NVLinks" if gpu.nvlink_active_links else ""
     name = wrap(gpu.name or "name not known", width)
     return [*name, gpu.pci_bus_id or "bus id not known", fit(" · ".join(w for w in (pcie, nvlink) if w), width)]
@@ -150,8 +183,10 @@ def _gpu_item(topology: Topology, item: GpuItem, layout: Layout, best: set[int],
     cls = "gpu best" if item.index in best else "gpu"
     cls += " fault" if faults else ""
     tooltip = gpu_tooltip(topology, item.index) + ("\nfaults:\n" + "\n".join(dict.fromkeys(faults)) if faults else "")
+    tooltip += f"\n{item.hop.detail}" if item.hop else ""
+    hop = f' data-hop="{esc(item.hop.words)}"' if item.hop else ""
     head = (
-        f'<g class="{cls}" data-gpu="{item.index}"><title>{esc(tooltip)}</title>'
+        f'<g class="{cls}" data-gpu="{item.index}"{hop}><title>{esc(tooltip)}</title>'
         f'<rect x="{item.x:.1f}" y="{item.y:.1f}" width="{item.w:.1f}" height="{item.h:.1f}" rx="5"/>'
         + (_fault_mark(item, faults) if faults and not layout.compact else "")
     )
@@ -167,8 +202,10 @@ def _gpu_item(topology: Topology, item: GpuItem, layout: Layout, best: set[int],
         f'<text class="idx" x="{x:.1f}" y="{item.y + 17:.1f}">GPU {item.index}</text>',
         f'<text class="sub" x="{item.x + item.w - 8:.1f}" y="{item.y + 17:.1f}" text-anchor="end">{esc(memory)}</text>',
     ]
-    for k, line in enumerate(_gpu_text_lines(topology, item.index, item.w - 16)):
-        parts.append(f'<text class="sub" x="{x:.1f}" y="{item.y + 33 + 15 * k:.1f}">{esc(line)}</text>')
+    lines = _gpu_text_lines(topology, item.index, item.w - 16, item.hop)
+    for k, line in enumerate(lines):
+        hop = f' class="sub hop" style="fill:{_hop_hex(item.hop)}"' if item.hop and k == len(lines) - 1 else ' class="sub"'
+        parts.append(f'<text{hop} x="{x:.1f}" y="{item.y + 33 + 15 * k:.1f}">{esc(line)}</text>')
     # The path to the GPU under the pointer, written here by the page's script on hover.
     parts.append(f'<text class="via" x="{x:.1f}" y="{item.y + item.h - 7:.1f}"></text>')
     return "".join(parts) + "</g>"
@@ -257,8 +294,13 @@ def render_svg(topology: Topology, best: list[int] | tuple[int, ...] = (), stand
         f"<style>{STYLE}</style>",
         f'<rect x="0" y="0" width="{layout.width:.0f}" height="{layout.height:.0f}" fill="#ffffff"/>',
     ]
+    caption = layout.tree.caption  # where the boxes come from, on the right of the title's row
+    if caption:
+        parts.append(f'<text class="tree-source" data-tree="{layout.tree.kind}" x="{layout.width - 12:.1f}" y="20" '
+                     f'text-anchor="end" style="fill:#57606a"><title>{esc(layout.tree.detail)}</title>{esc(caption)}</text>')
     if standalone:  # in the report the page's own heading says it
-        shown = fit(title, layout.width - 24, 7.8)  # (cut: the whole title on hover)
+        room = layout.width - 24 - (len(caption) * CAPTION_CHAR_W + 16 if caption else 0)
+        shown = fit(title, room, 7.8)  # (cut: the whole title on hover)
         tip = f"<title>{esc(title)}</title>" if shown != title else ""
         parts.append(f'<text x="12" y="20" font-size="14" font-weight="700">{tip}{esc(shown)}</text>')
     at_fault = switch_faults(layout)

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 
 from gputopo.analysis.causes.finding_kinds import FAULT
 from gputopo.model import Link, Topology
+from gputopo.views.svg_fabric import FABRIC, TreeSource, drawing_roots
 from gputopo.views.svg_links import is_edge, link_label
 from gputopo.views.svg_tree import (
     CHAR_W,
@@ -34,7 +35,6 @@ from gputopo.views.svg_tree import (
     GpuItem,
     Item,
     NicItem,
-    build_roots,
     hub_members,
     measure,
 )
@@ -90,6 +90,7 @@ class Layout:
     edges: dict[tuple[int, int], Edge]  # (a, b) of each of arc_links -> its geometry
     legend_y: float
     missing_pairs: list[tuple[int, int]]  # GPU pairs without any link in the source
+    tree: TreeSource = TreeSource("", "", "")  # where the boxes come from: the fabric read, or inferred
 
 
 def _place(item: Item, x: float, level: int, band: dict, out: dict) -> None:
@@ -300,7 +301,12 @@ def _bands(roots: list[Item], sizes: dict, members: list[int], arc_links: list[L
 
 def legend_notes(topology: Topology, layout: Layout) -> list[str]:
     """The legend's lines of notes (under its colours and edge kinds), one a line."""
-    notes = ["PCIe paths: the boxes (NUMA node › PCIe switch › GPU); hover a GPU for its path to each other GPU"]
+    if layout.tree.kind == FABRIC:
+        notes = ["PCIe paths: the boxes as read (NUMA node › root port › PCIe switch › GPU); hover a GPU for its path to each other GPU"]
+        if any(box.hop for box in layout.boxes) or any(g.hop for g in layout.gpus.values()):
+            notes.append("x8 of x16 (orange) on a switch or GPU: the PCIe link above it trained below what both its ends can do")
+    else:
+        notes = ["PCIe paths: the boxes (NUMA node › PCIe switch › GPU); hover a GPU for its path to each other GPU"]
     if any(lk.measured is not None for lk in layout.arc_links):
         notes.append("measured edges: colour = measured / expected (green ok, yellow low, red far below, "
                      "purple above line rate); expected in the tooltip")
@@ -353,14 +359,14 @@ def build_layout(topology: Topology) -> Layout:
     """Every coordinate of the drawing of ``topology``."""
     compact = len(topology.gpus) > COMPACT_ABOVE
     sizes = COMPACT if compact else NORMAL
-    frame, roots = build_roots(topology, compact)
+    frame, roots, tree = drawing_roots(topology, compact)
     members = hub_members(topology)
     arc_links, path_links = _edge_links(topology, set(members))
     bands = [b for b in _bands(roots, sizes, members, arc_links, len(topology.gpus)) if b]
     x = MARGIN + (PAD if frame else 0)
     y = TITLE_H + (HEAD_H + 4 if frame else 0)
     placed = [_place_band(band, x, 0, sizes, flipped=i == 1) for i, band in enumerate(bands)]
-    layout = Layout(0, 0, compact, frame, [], {}, [], arc_links, path_links, members, None, {}, 0, [])
+    layout = Layout(0, 0, compact, frame, [], {}, [], arc_links, path_links, members, None, {}, 0, [], tree)
     for _, _, local in placed:
         layout.gpus.update(local["gpus"])
         layout.nics.extend(local["nics"])

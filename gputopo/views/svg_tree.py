@@ -31,12 +31,24 @@ COMPACT_ABOVE = 16  # more GPUs than this: compact drawing
 
 
 @dataclass
+class Hop:
+    """A PCIe link drawn as trained below what both its ends can do (``svg_fabric``): its words
+    (``x8 of x16``, ``8 of 16 GT/s``), whether its width is down (else only its speed, which an idle
+    GPU lowers by design), and a tooltip."""
+
+    words: str
+    narrow: bool
+    detail: str
+
+
+@dataclass
 class GpuItem:
     index: int
     x: float = 0
     y: float = 0
     w: float = 0
     h: float = 0
+    hop: Hop | None = None  # the PCIe link above it, where the fabric shows it trained down
 
 
 @dataclass
@@ -76,6 +88,8 @@ class Box:
     h: float = 0
     level: int = 0
     header_at_bottom: bool = False
+    fabric_id: str | None = None  # the fabric node it draws (``svg_fabric``); None for an inferred box
+    hop: Hop | None = None  # the PCIe link above it, where the fabric shows it trained down
 
 
 Item = Union[Box, GpuItem, NicItem]
@@ -176,7 +190,7 @@ def _switch_groups(topology: Topology, gpus: list[int]) -> list[list[int]]:
     return [sorted(v) for v in groups.values() if len(v) > 1]
 
 
-def _nic_items(topology: Topology) -> list[NicItem]:
+def nic_items(topology: Topology) -> list[NicItem]:
     items = []
     for nic in topology.nics:
         paths = [(PCIE_PATHS.index(nl.type), nl.gpu) for nl in topology.nic_links if nl.nic == nic.name and nl.type in PCIE_PATHS]
@@ -251,7 +265,7 @@ def _contains(box: Box, gpu: int) -> bool:
 
 def build_roots(topology: Topology, compact: bool) -> tuple[Box | None, list[Item]]:
     """The top-level items of the drawing and, for one host, the host frame around them."""
-    nics = _nic_items(topology)
+    nics = nic_items(topology)
     hosts: dict[str | None, list[int]] = {}
     for g in topology.gpu_indices:
         hosts.setdefault(topology.gpu(g).host, []).append(g)
@@ -281,5 +295,5 @@ def measure(item: Item, sizes: dict[str, int]) -> tuple[float, int]:
         return item.width(sizes), 0
     widths, depths = zip(*(measure(c, sizes) for c in item.children)) if item.children else ((0,), (0,))
     content = sum(widths) + GAP * (len(widths) - 1) + 2 * PAD
-    label_room = min(len(item.label), 30) * CHAR_W + 2 * PAD
-    return max(content, label_room if item.kind != "switch" else 0, 40), 1 + max(depths)
+    label_room = min(len(item.label), 40 if item.fabric_id else 30) * CHAR_W + 2 * PAD + (len(item.hop.words) * CHAR_W + PAD if item.hop else 0)
+    return max(content, label_room if item.kind != "switch" or item.fabric_id else 0, 40), 1 + max(depths)

@@ -10,14 +10,17 @@ import re
 import shutil
 import struct
 import subprocess
+import tempfile
 import zlib
 from pathlib import Path
 
 import pytest
-
 from conftest import OWN_FIXTURES
-from gputopo.sources.registry import read_file
+from doctor_trees import real_links
+from lspci_trees import starship_topology
+
 from gputopo.sources.reference import load_reference, machine_names
+from gputopo.sources.registry import read_file
 from gputopo.views.report import render_report
 
 CHROMIUM = next((p for p in (shutil.which("chromium"), shutil.which("chromium-headless-shell")) if p), None)
@@ -181,11 +184,22 @@ LAYOUT_CAPTURES = [  # real captures of every shape: meshes, bridges, sockets, N
 ]
 
 
+def _fabric_cases():
+    """Drawings of the PCIe tree itself (issue 30): a real lspci -tv's two levels of switches, with
+    real readings of links trained down on a switch and a GPU, and a real H200 VM's gathered archive."""
+    links = real_links()
+    downtrained = {"0000:50:00.0": links["gpu-x8"], "0000:46:00.0": links["bridge-x8"]}
+    yield pytest.param(lambda: starship_topology(Path(tempfile.mkdtemp()), downtrained)[0], id="lspci-tv-fabric")
+    yield pytest.param(lambda: read_file(str(OWN_FIXTURES / "hardware" / "2026-11-26-h200-firecracker-run3" / "gather.tar.gz")),
+                       id="h200-gather-fabric")
+
+
 def _layout_cases():
     for name in machine_names():
         yield pytest.param(lambda name=name: load_reference(name), id=name)
     for capture in LAYOUT_CAPTURES:
         yield pytest.param(lambda c=capture: read_file(str(CORPUS / c)), id=capture)
+    yield from _fabric_cases()
 
 
 def measured_layout(tmp_path: Path, topo) -> dict:
