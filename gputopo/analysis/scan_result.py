@@ -5,21 +5,25 @@ source does not say. The text screen, the report page and ``scan --json`` all re
 as ``recommend`` renders its ``Recommendation`` and ``doctor`` its ``DoctorReport``: none of them
 judges a figure while drawing it.
 
-Costs stay those of the parts: the places are a pass over the GPUs and NIC links, the measured
-directions a pass in C over the links (``measured_links``), the unknowns once per kind of link;
-``link_figures`` (every link's expected figure, once per class of pair) is made only for ``--json``.
+Costs stay those of the parts, each made once and only where a rendering asks for it: the measured
+links are found in one pass in C (``measured_links``) and shared by the verdicts and
+``link_figures``; the places (a pass over the GPUs and NIC links), the unknowns (once per kind of
+link) and ``link_figures`` (every link's expected figure, once per class of pair) are made when
+first asked: a 576-GPU domain's text screen needs none of them.
 """
 
 from __future__ import annotations
 
+import itertools
+import operator
 from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any, Iterator
 
 from gputopo.analysis.link_figures import link_figures
-from gputopo.analysis.measured import Comparison, comparisons
+from gputopo.analysis.measured import Comparison, compare, measured_links
 from gputopo.analysis.nics import nearest_nics, nic_label
-from gputopo.model import Finding, Topology
+from gputopo.model import Finding, Link, Topology
 
 
 @dataclass(frozen=True)
@@ -67,9 +71,16 @@ class ScanResult:
 
     topology: Topology
     findings: list[Finding]
-    places: list[GpuPlace]
+    measured: list[Link]  # the links with a measurement, in link order
     compared: list[Comparison]  # every measured direction with an expectation, in link order
-    unknowns: Unknowns
+
+    @cached_property
+    def places(self) -> list[GpuPlace]:
+        return gpu_places(self.topology)
+
+    @cached_property
+    def unknowns(self) -> Unknowns:
+        return unknowns(self.topology)
 
     def comparison(self, src: int, dst: int) -> Comparison | None:
         """The measured direction ``src -> dst`` against its expectation, or None."""
@@ -82,7 +93,7 @@ class ScanResult:
     @cached_property
     def link_figures(self) -> dict[str, Any]:
         """``analysis.link_figures``'s figures, each measured link with its measured directions."""
-        figures = link_figures(self.topology)
+        figures = link_figures(self.topology, self.measured)
         for entry in figures["measured"]:
             entry["directions"] = [direction_dict(c) for c in (self.comparison(entry["a"], entry["b"]),
                                                                self.comparison(entry["b"], entry["a"])) if c]
@@ -108,8 +119,9 @@ def direction_dict(c: Comparison) -> dict[str, Any]:
 
 def scan_result(topology: Topology) -> ScanResult:
     """``topology`` (resolved, its findings made: ``analysis.topology_for``) as ``scan`` shows it."""
-    return ScanResult(topology=topology, findings=list(topology.diagnostics), places=gpu_places(topology),
-                      compared=comparisons(topology), unknowns=unknowns(topology))
+    measured = measured_links(topology)  # (once: a domain's links are many, its measured ones few)
+    return ScanResult(topology=topology, findings=list(topology.diagnostics), measured=measured,
+                      compared=[c for link in measured for c in compare(topology, link)])  # (= comparisons(topology))
 
 
 def gpu_places(topology: Topology) -> list[GpuPlace]:
@@ -126,7 +138,7 @@ def gpu_places(topology: Topology) -> list[GpuPlace]:
 def unknowns(topology: Topology) -> Unknowns:
     """What the source does not say (once per kind of link: a 576-GPU domain has 165,600 links)."""
     table = topology.link_table()
-    if table.covers_every_pair(topology.gpu_indices):
+    if _every_pair_linked(topology):
         missing: list[tuple[int, int]] = []
     else:
         links = topology.link_map()
@@ -139,3 +151,21 @@ def unknowns(topology: Topology) -> Unknowns:
         unplaced_gpus=[g.index for g in topology.gpus if g.numa_node is None and not g.cpu_affinity],
         p2p_not_in_source=bool(topology.links) and all(link.can_peer is None for link in table.examples),
     )
+
+
+def _every_pair_linked(topology: Topology) -> bool:
+    """Whether every pair of the topology's GPUs has a link, in whole columns: where the links come
+    in order (each ``a < b``, each pair after the one before it: a reader's matrix, a snapshot) and
+    are as many as the pairs, each pair is there once, and no table of every pair is made (a 576-GPU
+    domain's 165,600 links); else the link table counts them (``covers_every_pair``)."""
+    gpus = frozenset(topology.gpu_indices)
+    table = topology.link_table()
+    if len(topology.links) != len(gpus) * (len(gpus) - 1) // 2 or not table.gpus_of() <= gpus:
+        return False
+    ends_a, ends_b = table.ends_a, table.ends_b
+    try:
+        in_order = all(map(operator.lt, ends_a, ends_b)) and all(
+            map(operator.lt, zip(ends_a, ends_b), itertools.islice(zip(ends_a, ends_b), 1, None)))
+    except TypeError:  # (ends that do not compare: the table's count says)
+        in_order = False
+    return in_order or table.covers_every_pair(topology.gpu_indices)

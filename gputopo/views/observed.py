@@ -19,15 +19,17 @@ from gputopo.views.common import terminal_safe
 
 if TYPE_CHECKING:
     from gputopo.analysis.measured import Comparison
+    from gputopo.analysis.scan_result import ScanResult
 
 MAX_PAIR_ROWS = 64  # beyond that the pairs are summarised (every figure stays in --json)
 MAX_SIZE_ROWS = 12  # nccl-tests sizes shown per run: the smallest, the largest and evenly between
 
 
-def render_observed(topology: Topology, console: Console, compared: list[Comparison]) -> None:
-    """Every observed part the topology holds, each as its own table; ``compared``: each measured
-    direction against its expectation, judged once (``ScanResult.compared``)."""
-    for part in (_measured_table(topology, compared), _nvlink_table(topology), _nccl_table(topology),
+def render_observed(result: ScanResult, console: Console) -> None:
+    """Every observed part the scan result's topology holds, each as its own table; the measured
+    directions as the result judged them (``ScanResult.compared``)."""
+    topology = result.topology
+    for part in (_measured_table(result), _nvlink_table(topology), _nccl_table(topology),
                  *(_collective_table(run) for run in topology.collectives)):
         if part is not None:
             console.print(part)
@@ -37,11 +39,11 @@ def _plain(text: object) -> Text:
     return Text(terminal_safe(str(text)))
 
 
-def _measured_table(topology: Topology, compared: list[Comparison]) -> Table | None:
-    measured = [link for link in topology.links if link.measured is not None and link.measured.device_kind == "GPU"]
+def _measured_table(result: ScanResult) -> Table | None:
+    measured = [link for link in result.measured if link.measured.device_kind == "GPU"]
     if not measured:
         return None
-    versus = {(c.src, c.dst): c for c in compared}
+    versus = {(c.src, c.dst): c for c in result.compared}
     table = Table(title="Measured copy bandwidth (GB/s, per direction)", title_justify="left")
     for column in ("GPUs", "link", "GB/s", "of expected", "verdict", "latency", "measured by"):
         table.add_column(column, justify="right" if column in ("GB/s", "of expected", "latency") else "left",

@@ -386,8 +386,8 @@ def render_scan(result: ScanResult, console: Console | None = None) -> None:
         from gputopo.views.tfview import render_tf_view
 
         render_tf_view(topology, console)
-    if topology.nvlinks or topology.nccl is not None or topology.collectives or any(lk.measured for lk in topology.links):
+    if topology.nvlinks or topology.nccl is not None or topology.collectives or result.measured:
         from gputopo.views.observed import render_observed
 
-        render_observed(topology, console, result.compared)
+        render_observed(result, console)
     render_findings(result, console)

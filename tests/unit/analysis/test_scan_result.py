@@ -82,3 +82,13 @@ def test_the_json_is_the_topologys_with_the_results_members_after_it():
     assert data["gpu_places"][2]["nearest_nics"] == ["mlx5_1"]
     assert data["unknowns"] == {"missing_pairs": [], "unknown_link_pairs": [], "unplaced_gpus": [],
                                 "p2p_not_in_source": False}
+
+
+def test_every_pair_is_found_linked_in_any_order_and_a_pair_listed_twice_is_not_two():
+    topo = cube_mesh_8()
+    assert scan_result(topo).unknowns.missing_pairs == []
+    topo.links = list(reversed(topo.links))  # (out of order: counted by the link table)
+    assert scan_result(topo).unknowns.missing_pairs == []
+    twice = cube_mesh_8()
+    twice.links = [*twice.links[:-1], make_link(0, 1, "NV1")]  # as many links as pairs, one pair twice
+    assert scan_result(twice).unknowns.missing_pairs == [(6, 7)]

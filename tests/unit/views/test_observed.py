@@ -18,7 +18,7 @@ CORPUS = OWN_FIXTURES / "corpus"
 
 def shown(topology: Topology) -> str:
     console = Console(file=io.StringIO(), width=150, color_system=None)
-    render_observed(topology, console, scan_result(topology).compared)
+    render_observed(scan_result(topology), console)
     return console.file.getvalue()  # type: ignore[attr-defined]
 
 
