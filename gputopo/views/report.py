@@ -177,20 +177,27 @@ def unknowns(result: ScanResult) -> list[str]:
     return notes + assumption_notes(result.topology)
 
 
-def _gpu_table(topology: Topology) -> str:
+def _gpu_table(result: ScanResult) -> str:
+    """A row per GPU: its facts, and its place as the scan result gives it (bus id, NUMA node, CPUs,
+    host; the NICs nearest it where the source shows any)."""
+    topology = result.topology
+    hosts = any(p.host for p in result.places)
+    nics = any(p.nic_path for p in result.places)
     head = ("<tr><th>GPU</th><th>name</th><th>bus id</th><th>memory</th><th>NUMA</th><th>CPUs</th><th>PCIe</th><th>NVLink</th>"
-            + ("<th>host</th>" if any(g.host for g in topology.gpus) else "") + "</tr>")
+            + ("<th>nearest NIC</th>" if nics else "") + ("<th>host</th>" if hosts else "") + "</tr>")
     from gputopo.views.unknowns import nvlink_cell
 
     rows = []
-    for g in topology.gpus:
+    for g, place in zip(topology.gpus, result.places):
         # Unknown is "?" (with why on hover), never an empty cell that reads as "none".
         memory = f"{g.memory_total_bytes / 2**30:.0f} GiB" if g.memory_total_bytes else None
         pcie = f"Gen{g.pcie_gen_current or '?'}/{g.pcie_gen_max or '?'} x{g.pcie_width_current or '?'}" if g.pcie_gen_max or g.pcie_gen_current else None
         nvlink = nvlink_cell(topology, g)
-        cells = [g.index, g.name, g.pci_bus_id, memory, g.numa_node, g.cpu_affinity, pcie, nvlink]
-        if any(x.host for x in topology.gpus):
-            cells.append(g.host)
+        cells = [g.index, g.name, place.pci_bus_id, memory, place.numa_node, place.cpu_affinity, pcie, nvlink]
+        if nics:
+            cells.append(f"{', '.join(place.nearest_nics)} ({place.nic_path})" if place.nic_path else None)
+        if hosts:
+            cells.append(place.host)
         rows.append("<tr>" + "".join(
             '<td title="not in the source">?</td>' if c is None else f"<td>{esc(c)}</td>" for c in cells) + "</tr>")
     return f'<table class="gpus">{head}{"".join(rows)}</table>'
@@ -225,7 +232,7 @@ def render_report(topology: Topology, recommendation: Recommendation | None = No
             f'<section id="findings"><h2>Findings</h2>{_findings(scan.findings)}</section>',
             f'<section id="unknown"><h2>Not known</h2>{unknown_html}</section>',
             f'<section id="heatmaps"><h2>Heatmaps</h2>{heatmaps(scan)}</section>',
-            f'<section id="gpus"><h2>GPUs</h2>{_gpu_table(topology)}</section>',
+            f'<section id="gpus"><h2>GPUs</h2>{_gpu_table(scan)}</section>',
             '<section id="snapshot"><h2>Snapshot</h2><p>This page carries the whole topology snapshot: '
             "<code>gputopo scan --from this-page.html</code> (or <code>recommend --from</code>) reads it back.</p></section>",
             report_snapshot_script(topology),

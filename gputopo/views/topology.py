@@ -132,12 +132,31 @@ def socket_picture(topo: Topology, places: list[GpuPlace]) -> Tree:
         if one_host and numa >= 0 and nics_by_numa.get(numa) and numa not in placed:
             node.add(Text("NICs " + ", ".join(nics_by_numa[numa])))
             placed.add(numa)
+        if one_host:
+            nearest = _nearest_nics_line(placed_here)
+            if nearest is not None:
+                node.add(nearest)
     # NICs not shown beside GPUs above: their NUMA node is unknown, has no GPU, or hosts differ.
     rest = [name for numa, names in sorted(nics_by_numa.items(), key=lambda kv: -1 if kv[0] is None else kv[0])
             if numa not in placed for name in names]
     if rest:
         tree.add(Text("NICs " + ", ".join(rest) + " (NUMA node not known)", style="dim"))
     return tree
+
+
+def _nearest_nics_line(places: list[GpuPlace]) -> Text | None:
+    """``nearest NIC: mlx5_0 (PIX) for GPUs 0, 1; mlx5_1 (PIX) for GPUs 2, 3``: each GPU's NICs on
+    its best path (``GpuPlace.nearest_nics``, as ``--json``'s ``gpu_places``); None where no path
+    to a NIC is known."""
+    by_nics: dict[tuple[tuple[str, ...], str], list[int]] = defaultdict(list)
+    for p in places:
+        if p.nic_path is not None:
+            by_nics[(p.nearest_nics, p.nic_path)].append(p.gpu)
+    if not by_nics:
+        return None
+    return Text("nearest NIC: " + "; ".join(
+        f"{', '.join(nics)} ({path}) for GPU{'s' if len(gpus) > 1 else ''} {', '.join(map(str, gpus))}"
+        for (nics, path), gpus in by_nics.items()), style="dim")
 
 
 def _link_cell(topo: Topology, a: int, b: int, vm: bool = False) -> Text:

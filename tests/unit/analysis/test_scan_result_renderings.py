@@ -113,6 +113,16 @@ def test_text_json_and_report_place_the_gpus_alike_and_say_what_is_not_known(nam
             assert f"NUMA node {place['numa_node']}" in text
         if place["cpu_affinity"]:
             assert place["cpu_affinity"] in text
+    rows = {int(tr[0].text): [td.text for td in tr] for tr in _section(page, "gpus").iter("tr") if tr[0].tag == "td"}
+    for place in data["gpu_places"]:
+        row = rows[place["gpu"]]
+        for fact in ("pci_bus_id", "numa_node", "cpu_affinity"):
+            assert (str(place[fact]) if place[fact] is not None else "?") in row, fact
+        if place["nic_path"]:
+            near = f"{', '.join(place['nearest_nics'])} ({place['nic_path']})"
+            assert near in row and f"{near} for GPU" in text
+    if name.startswith("cube mesh"):
+        assert data["gpu_places"][0]["nearest_nics"] == ["mlx5_0"]
     unknown = "".join(_section(page, "unknown").itertext())
     said = data["unknowns"]
     assert ("P2P support is not in the source" in unknown) == said["p2p_not_in_source"]
