@@ -29,9 +29,9 @@ from typing import Callable
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from gputopo.errors import InputError  # noqa: E402
-from gputopo.sources.pasted_health import parse_pasted  # noqa: E402
+from gputopo.sources.evidence.pasted_health import parse_pasted  # noqa: E402
 from gputopo.sources.registry import READERS, read_text  # noqa: E402
-from gputopo.sources.tflog import parse_tf_log  # noqa: E402
+from gputopo.sources.tf.tflog import parse_tf_log  # noqa: E402
 
 KIB = 1024
 MIB = 1024 * 1024

@@ -18,7 +18,7 @@ machine being shared does not inflate) beside wall time:
 
 And the target of issue 21: random 72-GPU topologies (5 seeds), k = 4 and 8, proven optimal within 1 s.
 
-Then, side by side with go-gpuallocator's best-effort policy (``analysis/gpuallocator.py``) on the
+Then, side by side with go-gpuallocator's best-effort policy (``analysis/recommend/gpuallocator.py``) on the
 reference machines and the shared fixtures: both picks, each ring's slowest hop, both run times.
 
 Run: ``.venv/bin/python benchmarks/recommend_speed.py`` (about a minute on 2 cores).
@@ -203,7 +203,7 @@ RANDOM_72_SEEDS = (999, 0, 1, 2, 3)
 def compare_with_gpuallocator() -> None:
     """Side by side with go-gpuallocator's best-effort policy: its pick, ours, each ring's slowest
     hop, and both run times, on the reference machines and the shared fixtures."""
-    from gputopo.analysis import gpuallocator
+    from gputopo.analysis.recommend import gpuallocator
     from gputopo.analysis.recommend import Problem
     from gputopo.sources import TopologyRequest, resolve
     from gputopo.sources.reference import MACHINES

@@ -116,8 +116,18 @@ def domain_snapshot(n: int) -> dict:
             link = dict(template[(ta, tb)] if same_tray else template[(0, TRAY)], a=a, b=b)
             links.append(link)
     ref.update(gpus=gpus, links=links, diagnostics=[], source="snapshot", is_reference=False,
-               source_detail=None, label=f"generated {n}-GPU NVLink domain (GB200 NVL72 pattern)")
+               source_detail=None, label=f"generated {n}-GPU NVLink domain (GB200 NVL72 pattern)",
+               fabric=domain_fabric(n))
     return ref
+
+
+def domain_fabric(n: int) -> dict:
+    """The domain's fabric graph as a snapshot holds it: each GPU's 18 NVLinks to the one NVSwitch
+    fabric node (the switch trays' chips not told apart), ``n`` edges rather than a record per pair."""
+    switch = {"id": "nvswitch:fabric", "kind": "nvswitch", "parent": None}
+    nodes = [switch] + [{"id": f"gpu:{i}", "kind": "gpu", "parent": None, "gpu": i} for i in range(n)]
+    edges = [{"a": f"gpu:{i}", "b": "nvswitch:fabric", "kind": "nvlink", "count": 18, "active": 18} for i in range(n)]
+    return {"nodes": nodes, "edges": edges}
 
 
 def domain_topo_text(n: int) -> str:

@@ -13,9 +13,9 @@ sys.path[:0] = [str(Path(__file__).resolve().parents[1]), str(Path(__file__).res
 
 from fake_nvml import FakeNvml  # noqa: E402
 
-from gputopo.analysis.watch import frame  # noqa: E402
-from gputopo.analysis.watch_summary import Summary  # noqa: E402
-from gputopo.sources.nvml_counters import CounterReader  # noqa: E402
+from gputopo.analysis.watch.watch import frame  # noqa: E402
+from gputopo.analysis.watch.watch_summary import Summary  # noqa: E402
+from gputopo.sources.host.nvml_counters import CounterReader  # noqa: E402
 from gputopo.sources.reference import load_reference  # noqa: E402
 from gputopo.views.watch import frame_json, json_line  # noqa: E402
 from gputopo.views.watch_prometheus import prometheus_text  # noqa: E402

@@ -12,8 +12,8 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from gputopo.sources.pasted_health import parse_pasted
-from gputopo.sources.pcie_health import LinkState
+from gputopo.sources.evidence.pasted_health import parse_pasted
+from gputopo.sources.host.pcie_health import LinkState
 
 DOCTOR_FIXTURES = Path(__file__).resolve().parent / "fixtures" / "doctor"
 

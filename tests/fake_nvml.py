@@ -1,7 +1,7 @@
-"""A fake of exactly the pynvml (nvidia-ml-py) functions ``gputopo.sources.nvml.probe`` calls.
+"""A fake of exactly the pynvml (nvidia-ml-py) functions ``gputopo.sources.host.nvml.probe`` calls.
 
 Passed as ``probe(nvml=FakeNvml(...))`` (or ``NvmlBinding(FakeNvml(...))``): it stands where the
-real ``pynvml`` module would, behind ``gputopo.sources.nvml_binding``'s one query door.
+real ``pynvml`` module would, behind ``gputopo.sources.host.nvml_binding``'s one query door.
 
 It is built from a ``Topology`` (normally a reference machine) and answers the way the real binding
 does, so the probe can be tested on every machine we describe without a GPU:
@@ -184,7 +184,7 @@ class _FakeGpu:
 
 
 def write_fake_sysfs(gpus: list[Gpu], distances: dict[str, dict[str, int]] | None, root: str) -> None:
-    """The sysfs files ``gputopo.sources.sysfs`` reads: each CPU near a GPU in the GPU's socket, and
+    """The sysfs files ``gputopo.sources.host.sysfs`` reads: each CPU near a GPU in the GPU's socket, and
     ``node*/distance`` where the topology has NUMA distances."""
     base = Path(root) / "sys" / "devices" / "system"
     socket_of_cpu = {cpu: gpu.socket for gpu in gpus if gpu.socket is not None and gpu.cpu_affinity

@@ -20,13 +20,13 @@ def with_findings(topology: Topology, diagnosed: bool = True) -> Topology:
     """Attach the readers' notes in words (``reading_notes``), then ``diagnose(topology)``'s findings
     (a finding already there, same code and GPUs, is kept once). ``diagnosed=False``: the readers'
     findings only (a GPU the reader found lost), for a command that shows no finding."""
-    from gputopo.analysis.reading_notes import add_reading_findings
+    from gputopo.analysis.notes.reading_notes import add_reading_findings
 
-    from gputopo.analysis.finding_kinds import with_kinds
+    from gputopo.analysis.causes.finding_kinds import with_kinds
 
     add_reading_findings(topology)
     if diagnosed:
-        from gputopo.analysis.diagnose import diagnose
+        from gputopo.analysis.causes.diagnose import diagnose
 
         for finding in diagnose(topology):
             topology.add_finding(finding)
@@ -92,7 +92,7 @@ def _judge_health(topology: Topology, paths: list[str]) -> None:
     """doctor's judgement of the health evidence in ``paths``, its GPUs numbered as ``topology``'s
     (joined by PCI bus id), put on the topology: pair problems on the links (recommend ranks those
     pairs below healthy ones) and its findings among the topology's (``apply_health``)."""
-    from gputopo.analysis.doctor import apply_health, doctor
+    from gputopo.analysis.causes.doctor import apply_health, doctor
     from gputopo.sources.doctor_input import evidence_from_files
 
     with evidence_from_files(paths) as evidence:

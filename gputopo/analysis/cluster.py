@@ -24,8 +24,8 @@ from dataclasses import dataclass
 from typing import Callable
 
 from gputopo.analysis import with_findings
-from gputopo.analysis.finding_kinds import with_kinds
-from gputopo.analysis.nics import FAR_PATH, nearest_nics, nic_label
+from gputopo.analysis.causes.finding_kinds import with_kinds
+from gputopo.analysis.place.nics import FAR_PATH, nearest_nics, nic_label
 from gputopo.model import PCIE_PATHS, Finding, Topology, nvlink_count_of
 from gputopo.model.cluster import Cluster
 from gputopo.notation import count_word, gpus_word

@@ -1,6 +1,6 @@
 """What ``scan`` answers, made once: the findings (each with its kind), every measured direction
-against what its link should give with the one verdict of ``analysis.measured``, each GPU's place
-(host, socket, NUMA node, CPUs, PCI bus id) with its nearest NICs (``analysis.nics``), and what the
+against what its link should give with the one verdict of ``analysis.expect.measured``, each GPU's place
+(host, socket, NUMA node, CPUs, PCI bus id) with its nearest NICs (``analysis.place.nics``), and what the
 source does not say. The text screen, the report page and ``scan --json`` all render this one object,
 as ``recommend`` renders its ``Recommendation`` and ``doctor`` its ``DoctorReport``: none of them
 judges a figure while drawing it.
@@ -20,9 +20,9 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any, Iterator
 
-from gputopo.analysis.link_figures import link_figures
-from gputopo.analysis.measured import Comparison, compare, measured_links
-from gputopo.analysis.nics import nearest_nics, nic_label
+from gputopo.analysis.expect.link_figures import link_figures
+from gputopo.analysis.expect.measured import Comparison, compare, measured_links
+from gputopo.analysis.place.nics import nearest_nics, nic_label
 from gputopo.model import Finding, Link, Topology
 
 
@@ -92,7 +92,7 @@ class ScanResult:
 
     @cached_property
     def link_figures(self) -> dict[str, Any]:
-        """``analysis.link_figures``'s figures, each measured link with its measured directions."""
+        """``analysis.expect.link_figures``'s figures, each measured link with its measured directions."""
         figures = link_figures(self.topology, self.measured)
         for entry in figures["measured"]:
             entry["directions"] = [direction_dict(c) for c in (self.comparison(entry["a"], entry["b"]),

@@ -1,7 +1,7 @@
 """Which ordered pairs ``bench-p2p`` measures, and what it infers (no TensorFlow here).
 
 - Full (the default): every ordered pair.
-- ``--quick``: one ordered pair per class of equivalent pairs (``analysis.pair_classes``: same link
+- ``--quick``: one ordered pair per class of equivalent pairs (``analysis.place.pair_classes``: same link
   word, NUMA relation, switch), plus pairs so that every GPU is in at least one measured pair (a
   single bad link or GPU still shows); every other pair's figures are its class's, marked inferred.
 - ``--concurrent``: rounds of disjoint pairs (a perfect matching per round, as a round-robin
@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from gputopo.analysis.pair_classes import pair_classes
+from gputopo.analysis.place.pair_classes import pair_classes
 from gputopo.bench.results import BenchResult
 from gputopo.model import Topology
 

@@ -14,7 +14,7 @@ import statistics
 from dataclasses import dataclass, field
 from typing import Any, Iterable
 
-from gputopo.analysis.finding_kinds import with_kinds
+from gputopo.analysis.causes.finding_kinds import with_kinds
 from gputopo.model import Finding, Gpu, Measurement, Topology, make_link
 
 BENCH_SCHEMA = "gputopo.bench-p2p/1"

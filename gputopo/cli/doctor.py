@@ -79,7 +79,7 @@ def _topology_to_annotate(topology_file: str | None, save: str, from_files: list
     that has none, as `scan --from` merges them), else those outputs alone, else this host's NVML probe."""
     from gputopo.fileio import write_target
     from gputopo.sources import TopologyRequest, resolve
-    from gputopo.sources.archive import is_archive
+    from gputopo.sources.archives.archive import is_archive
     from gputopo.sources.doctor_input import health_only
 
     write_target(save)  # refuse a bad target before probing
@@ -90,11 +90,11 @@ def _topology_to_annotate(topology_file: str | None, save: str, from_files: list
 
 def _save_with_health(report, topo, save: str) -> None:
     """The topology with doctor's health on its links and its findings, saved."""
-    from gputopo.analysis.doctor import apply_health
-    from gputopo.analysis.reading_notes import add_reading_findings
+    from gputopo.analysis.causes.doctor import apply_health
+    from gputopo.analysis.notes.reading_notes import add_reading_findings
     from gputopo.sources.snapshot import save_snapshot
 
-    from gputopo.analysis.finding_kinds import with_kinds
+    from gputopo.analysis.causes.finding_kinds import with_kinds
 
     add_reading_findings(topo)  # what the reader noticed, in words, first (as every snapshot holds it)
     if not apply_health(topo, report) and report.pair_problems:  # said, never dropped silently
@@ -110,7 +110,7 @@ def _report(from_files: list[str], root: str | None, index_of: dict[str, int] | 
     """doctor's report on the evidence, each finding with its kind, and the GPU count checked."""
     import os
 
-    from gputopo.analysis.doctor import doctor
+    from gputopo.analysis.causes.doctor import doctor
     from gputopo.sources import doctor_input
 
     if from_files:
@@ -126,8 +126,8 @@ def _report(from_files: list[str], root: str | None, index_of: dict[str, int] | 
 
 def _judged(report, evidence, expected: tuple[int, str] | None):
     """``report`` with ``--expect-gpus``'s check (first, as the worst news) and every finding's kind."""
-    from gputopo.analysis.expected_gpus import expected_gpus_findings, visible_in_evidence
-    from gputopo.analysis.finding_kinds import with_kinds
+    from gputopo.analysis.causes.expected_gpus import expected_gpus_findings, visible_in_evidence
+    from gputopo.analysis.causes.finding_kinds import with_kinds
 
     if expected is not None:
         visible, unseen = visible_in_evidence(evidence)
@@ -153,7 +153,7 @@ def gather_command(
     import sys
 
     from gputopo.fileio import atomic_write_bytes, write_target
-    from gputopo.sources.gather import gather
+    from gputopo.sources.archives.gather import gather
     from gputopo.views.common import err
 
     if output != "-":

@@ -167,11 +167,11 @@ def _slurm_file(sources: tuple, fmt: str, output_format: str, pcie_weight: int |
                               host=host)
     topologies = topologies_for(request, diagnosed=False)
     if fmt == "gres":
-        from gputopo.analysis.slurm_gres import gres_nodes
+        from gputopo.analysis.slurm.slurm_gres import gres_nodes
 
         typer.echo(slurm_files.format_gres(gres_nodes(topologies, pcie_weight)), nl=False)
     else:
-        from gputopo.analysis.slurm_blocks import block_topology
+        from gputopo.analysis.slurm.slurm_blocks import block_topology
 
         typer.echo(slurm_files.format_block_topology(block_topology(topologies)), nl=False)
 

@@ -50,7 +50,7 @@ def report_command(
     """Write one self-contained HTML page: the box drawn with its links, heatmaps, findings, the
     plan for --gpus K, and the snapshot (read it back with `scan --from PAGE`)."""
     from gputopo.analysis import resolved, topology_for, with_findings
-    from gputopo.analysis.measured import merge_measurements
+    from gputopo.analysis.expect.measured import merge_measurements
     from gputopo.fileio import atomic_write_text
     from gputopo.sources import TopologyRequest
     from gputopo.sources.registry import read_file
@@ -60,7 +60,7 @@ def report_command(
         raise InputError(f"--gpus must be 1 or more (got {gpus})")
     watched = None
     if watch is not None:
-        from gputopo.sources.watch_lines import read_watch_lines
+        from gputopo.sources.tools.watch_lines import read_watch_lines
 
         watched = read_watch_lines(watch)
     request = TopologyRequest(from_files=tuple(from_files or ()), machine=machine, tf_log=tf_log, tf_run=tf_run, host=host)

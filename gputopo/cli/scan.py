@@ -113,10 +113,10 @@ def scan(
 
 def expectation(expect_gpus: int | None, live: bool) -> tuple[int, str] | None:
     """(GPUs expected, what says so): ``--expect-gpus N``; else, on this host (``live``), Slurm's
-    environment (``analysis.expected_gpus``); None: nothing expected (``--expect-gpus 0``)."""
+    environment (``analysis.causes.expected_gpus``); None: nothing expected (``--expect-gpus 0``)."""
     import os
 
-    from gputopo.analysis.expected_gpus import expected_from_env
+    from gputopo.analysis.causes.expected_gpus import expected_from_env
 
     if expect_gpus is not None:
         return (expect_gpus, f"--expect-gpus {expect_gpus}") if expect_gpus > 0 else None
@@ -125,8 +125,8 @@ def expectation(expect_gpus: int | None, live: bool) -> tuple[int, str] | None:
 
 def add_expected_findings(topology: Topology, expected: int, why: str) -> None:
     """A ``gpus-missing`` fault on ``topology`` where it shows fewer than ``expected`` GPUs."""
-    from gputopo.analysis.expected_gpus import expected_gpus_findings
-    from gputopo.analysis.finding_kinds import with_kinds
+    from gputopo.analysis.causes.expected_gpus import expected_gpus_findings
+    from gputopo.analysis.causes.finding_kinds import with_kinds
 
     where = f" on host {topology.host}" if topology.host else ""
     for finding in with_kinds(expected_gpus_findings(len(topology.gpus), expected, why, where)):
@@ -170,8 +170,8 @@ def _scan_hosts(topologies: list[Topology], one_topology_options: list[str], jso
 
 def _fail_on_findings(findings: list[Finding], level: str, design: bool = False) -> None:
     """``--fail-on LEVEL``: a ``CheckFailed`` (exit code 1) when any fault (and, with ``design``, any
-    design finding) is at least ``level``; notes never count (``analysis.finding_kinds``)."""
-    from gputopo.analysis.finding_kinds import counted
+    design finding) is at least ``level``; notes never count (``analysis.causes.finding_kinds``)."""
+    from gputopo.analysis.causes.finding_kinds import counted
     from gputopo.errors import CheckFailed
     from gputopo.notation import count_word
 

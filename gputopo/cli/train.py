@@ -280,8 +280,8 @@ def _watch_result(recorder: "Any", plan: "LaunchPlan") -> dict:
     """The watch's summary (``gputopo.watch-summary/1``) with the verdict on the plan's GPUs."""
     import os
 
-    from gputopo.analysis.finding_kinds import with_kinds
-    from gputopo.analysis.watch_plan import judge_plan
+    from gputopo.analysis.causes.finding_kinds import with_kinds
+    from gputopo.analysis.watch.watch_plan import judge_plan
     from gputopo.views.watch import summary_json
 
     if not recorder.gpus:

@@ -1,6 +1,6 @@
 """`gputopo watch`: live traffic and health of every GPU link, alone or while a command runs.
 
-Reading is ``gputopo.sources.nvml_counters``, rates and findings ``gputopo.analysis.watch`` and
+Reading is ``gputopo.sources.host.nvml_counters``, rates and findings ``gputopo.analysis.watch.watch`` and
 ``watch_summary``, the screens ``gputopo.views.watch`` / ``watch_prometheus``. ``-- COMMAND ...``
 runs the command as a child bound to this process's life (``gputopo.train.lifeline.die_with``:
 SIGTERM when gputopo dies), samples while it runs, prints a summary and exits with its exit code.
@@ -189,10 +189,10 @@ def _wait(child: subprocess.Popen[bytes] | None, seconds: float) -> bool:
 
 def _watch(argv: list[str], interval: float, count: int | None, json_output: bool, prometheus: str | None,
            planned: _Plan | None) -> int:
-    from gputopo.analysis.finding_kinds import with_kinds
-    from gputopo.analysis.watch import frame
-    from gputopo.analysis.watch_summary import Summary
-    from gputopo.sources import nvml_counters
+    from gputopo.analysis.causes.finding_kinds import with_kinds
+    from gputopo.analysis.watch.watch import frame
+    from gputopo.analysis.watch.watch_summary import Summary
+    from gputopo.sources.host import nvml_counters
 
     summary = Summary()
     child = None
@@ -276,8 +276,8 @@ class _Screen:
 
 def _print_summary(summary: Any, argv: list[str] | None, exit_code: int | None, planned: _Plan | None,
                    gpus: list[Any], json_output: bool) -> None:
-    from gputopo.analysis.finding_kinds import with_kinds
-    from gputopo.analysis.watch_plan import judge_plan
+    from gputopo.analysis.causes.finding_kinds import with_kinds
+    from gputopo.analysis.watch.watch_plan import judge_plan
     from gputopo.views.watch import summary_json, summary_text
 
     plan = None

@@ -26,6 +26,9 @@ NODE_KINDS = (SOCKET, NUMA, HOST_BRIDGE, ROOT_PORT, BRIDGE, GPU, NIC, NVSWITCH, 
 # Edge kinds (links that are not the PCIe tree's own).
 NVLINK, C2C, SMP = "nvlink", "c2c", "smp"
 EDGE_KINDS = (NVLINK, C2C, SMP)
+# The node standing for every NVSwitch where the source does not tell the switches apart (an NVLink
+# that NVML or NCCL says ends at a switch, with no bus id of its own): NCCL's one ``NVS`` node.
+NVSWITCH_FABRIC = "nvswitch:fabric"
 _PCI_KINDS = (HOST_BRIDGE, ROOT_PORT, BRIDGE, GPU, NIC, DEVICE)
 
 
@@ -33,7 +36,8 @@ _PCI_KINDS = (HOST_BRIDGE, ROOT_PORT, BRIDGE, GPU, NIC, DEVICE)
 class FabricNode:
     """One element of the machine. ``id`` is unique in the fabric: ``pci:0000:19:08.0``,
     ``host:pci0000:00``, ``numa:0``, ``socket:1``, ``gpu:3`` (a GPU known only by index),
-    ``nvswitch:0``. PCIe link fields describe the hop *above* this node (to its parent)."""
+    ``nvswitch:fabric`` (every NVSwitch, where the source does not tell them apart; an NVSwitch
+    with a bus id is ``pci:<bdf>``). PCIe link fields describe the hop *above* this node (to its parent)."""
 
     id: str
     kind: str
@@ -54,7 +58,9 @@ class FabricNode:
 @dataclass
 class FabricEdge:
     """A link outside the PCIe tree between two nodes: NVLink (``count`` links, ``active`` of them
-    up where known), C2C, or the interconnect between sockets / NUMA nodes."""
+    up where known), C2C, or the interconnect between sockets / NUMA nodes. An NVLink edge joins two
+    GPUs (direct links) or a GPU and an NVSwitch node (the GPU's links to that switch): a 576-GPU
+    NVSwitch domain is 576 edges, the pairs' NVLink counts derived (``Fabric.nvlink_count``)."""
 
     a: str
     b: str
@@ -95,7 +101,15 @@ class Fabric:
         return known
 
     def gpu_node(self, index: int) -> FabricNode | None:
-        return next((node for node in self.nodes if node.kind == GPU and node.gpu == index), None)
+        cached = getattr(self, "_by_gpu", None)
+        if cached is None or cached[0] != len(self.nodes):
+            by_gpu: dict[int, FabricNode] = {}
+            for node in self.nodes:
+                if node.kind == GPU and node.gpu is not None:
+                    by_gpu.setdefault(node.gpu, node)
+            cached = (len(self.nodes), by_gpu)
+            object.__setattr__(self, "_by_gpu", cached)
+        return cached[1].get(index)
 
     def ancestors(self, node_id: str) -> list[FabricNode]:
         """The nodes above ``node_id``, nearest first (bounded by the node count: a loop ends it)."""
@@ -156,10 +170,81 @@ class Fabric:
         same = None if numa_a is None or numa_b is None else numa_a == numa_b
         return pcie_path_word(path_a, path_b, same)
 
+    # --- NVLink pair facts, derived ----------------------------------------------------------------
+
+    def _nvlinks(self) -> tuple[dict[tuple[str, str], int], dict[str, int]]:
+        """(direct links per pair of node ids, in sorted order; each node's links to NVSwitch nodes),
+        counting a link that is up (``active``) where the source says which are, else every link.
+        Built once per length of the edge and node lists (a domain: one pass over its edges)."""
+        key = (len(self.edges), len(self.nodes))
+        cached = getattr(self, "_nvlink_summary", None)
+        if cached is not None and cached[0] == key:
+            return cached[1]
+        switches = {node.id for node in self.nodes if node.kind == NVSWITCH}
+        direct: dict[tuple[str, str], int] = {}
+        to_switch: dict[str, int] = {}
+        for edge in self.edges:
+            if edge.kind != NVLINK:
+                continue
+            links = (edge.active if edge.active is not None else edge.count) or 0
+            if edge.b in switches or edge.a in switches:
+                end = edge.a if edge.b in switches else edge.b
+                to_switch[end] = to_switch.get(end, 0) + links
+            else:
+                pair = (edge.a, edge.b) if edge.a < edge.b else (edge.b, edge.a)
+                direct[pair] = direct.get(pair, 0) + links
+        summary = (direct, to_switch)
+        object.__setattr__(self, "_nvlink_summary", (key, summary))
+        return summary
+
     def nvlink_count(self, a_id: str, b_id: str) -> int:
-        """NVLinks joining two nodes directly (not through an NVSwitch)."""
-        return sum(edge.count or 0 for edge in self.edges
-                   if edge.kind == NVLINK and {edge.a, edge.b} == {a_id, b_id})
+        """The NVLinks between two nodes as NCCL counts them (``topo.cc``: every NVSwitch one ``NVS``
+        node; ``paths.cc``: a path's width is its narrowest hop): the links joining them directly,
+        else, where both reach NVSwitches, the fewer of their switch links (nvidia-smi's NV#)."""
+        direct, to_switch = self._nvlinks()
+        pair = (a_id, b_id) if a_id < b_id else (b_id, a_id)
+        links = direct.get(pair, 0)
+        if links or a_id == b_id:
+            return links
+        return min(to_switch.get(a_id, 0), to_switch.get(b_id, 0))
+
+    def nvswitch_links(self, node_id: str) -> int:
+        """The node's NVLinks to NVSwitches (up ones where the source says)."""
+        return self._nvlinks()[1].get(node_id, 0)
+
+    def gpu_nvlinks(self, a: int, b: int) -> tuple[int, bool] | None:
+        """Two GPUs (by index): (their NVLink count, through NVSwitch?) as ``nvlink_count`` derives
+        it; None where either GPU is not in the fabric."""
+        node_a, node_b = self.gpu_node(a), self.gpu_node(b)
+        if node_a is None or node_b is None:
+            return None
+        direct, _ = self._nvlinks()
+        pair = (node_a.id, node_b.id) if node_a.id < node_b.id else (node_b.id, node_a.id)
+        count = self.nvlink_count(node_a.id, node_b.id)
+        return count, count > 0 and not direct.get(pair)
+
+    def nvlink_word(self, a: int, b: int) -> str | None:
+        """nvidia-smi's ``NV#`` for two GPUs (by index) where NVLink joins them; None otherwise."""
+        found = self.gpu_nvlinks(a, b)
+        return f"NV{found[0]}" if found and found[0] else None
+
+    def links_per_nvswitch(self) -> dict[str, dict[str, int]]:
+        """Each node's NVLinks per NVSwitch it reaches (up ones where the source says): one pass over
+        the edges, for a check that names the switch side of links that are down."""
+        switches = {node.id for node in self.nodes if node.kind == NVSWITCH}
+        found: dict[str, dict[str, int]] = {}
+        for edge in self.edges:
+            if edge.kind == NVLINK and (edge.a in switches) != (edge.b in switches):
+                end, switch = (edge.a, edge.b) if edge.b in switches else (edge.b, edge.a)
+                per = found.setdefault(end, {})
+                per[switch] = per.get(switch, 0) + ((edge.active if edge.active is not None else edge.count) or 0)
+        return found
+
+    def nvswitches_of(self, node_id: str) -> list[str]:
+        """The NVSwitch nodes a node's NVLink edges reach (sorted ids)."""
+        switches = {node.id for node in self.nodes if node.kind == NVSWITCH}
+        return sorted({edge.b if edge.a == node_id else edge.a for edge in self.edges
+                       if edge.kind == NVLINK and node_id in (edge.a, edge.b) and ({edge.a, edge.b} & switches)})
 
 
 def pcie_path_word(path_a: list[str], path_b: list[str], same_numa_node: bool | None) -> str | None:

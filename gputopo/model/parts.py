@@ -195,7 +195,7 @@ class Finding:
     # IOMMU is on; P2P slower than staged copies because of either), where the evidence shows it.
     caused_by: str | None = None
     # "fault" (fix it), "design" (the machine is built so: placement advice) or "note": set by
-    # gputopo.analysis.finding_kinds from its one table (None: not yet classified; older snapshots).
+    # gputopo.analysis.causes.finding_kinds from its one table (None: not yet classified; older snapshots).
     kind: str | None = None
 
 

@@ -4,7 +4,7 @@ A source gives the topology as read. Where reading it needed a decision the user
 damaged paste repaired, a TensorFlow log cut short, an NVML query that failed, a line showing a
 virtual machine), the reader records a ``ReadingNote``: a stable ``code``, the GPUs it is about,
 and ``facts``, plain JSON values (the source's name, line numbers, the repairs made, the cut
-places, the query and NVML's reason). No sentence is written here: ``gputopo.analysis.reading_notes``
+places, the query and NVML's reason). No sentence is written here: ``gputopo.analysis.notes.reading_notes``
 words each code into a ``Finding`` (severity, message, fix), in one place.
 
 JSON: ``Topology.reading_notes`` and ``TfView.reading_notes`` are lists of ``{"code", "facts",
@@ -36,7 +36,7 @@ class ReadingNote:
     gpus: list[int] = field(default_factory=list)
 
 
-# Codes whose facts analysis reads beyond wording them (``analysis.locality``).
+# Codes whose facts analysis reads beyond wording them (``analysis.place.locality``).
 VM_EVIDENCE = "vm-evidence"  # a line of the paste shows a virtual machine: {source, line, text}
 SOC_BETWEEN_SOCKETS = "soc-between-sockets"  # the matrix says SOC (nvidia-smi before 2017): {}
 # The facts of a note that carries a finding as it was worded (an older snapshot's; a snapshot's

@@ -32,7 +32,7 @@ class TfView:
     source: str | None = None  # the log file ("-" for standard input)
     visible_ordinals: list[int] | None = None  # "Adding visible gpu devices: ..."
     # What the log reader noticed (cut lines, missing matrix rows, several start-ups): facts that
-    # ``analysis.tf_crosscheck.tf_findings`` words. Older snapshots' ``notes`` (findings) load here.
+    # ``analysis.causes.tf_crosscheck.tf_findings`` words. Older snapshots' ``notes`` (findings) load here.
     reading_notes: list[ReadingNote] = field(default_factory=list)
     # True: the true entries of ``peer`` off the diagonal are inferred, not printed (TF 0.x-1.4 log
     # only the pairs that cannot peer, and this log names every GPU on both sides of those lines).

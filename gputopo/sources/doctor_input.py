@@ -9,12 +9,12 @@ from typing import Iterator, Mapping
 
 from gputopo.errors import InputError
 from gputopo.fileio import read_text_input
-from gputopo.sources import slurm_gres_text
-from gputopo.sources.archive import SMI_FAILURES, is_archive, opened_archive
-from gputopo.sources.health import HealthEvidence, read_health
-from gputopo.sources.pasted_health import parse_pasted, plain_pasted
-from gputopo.sources.pasted_text import unprefixed
-from gputopo.sources.tree import FolderTree, Tree
+from gputopo.sources.evidence import slurm_gres_text
+from gputopo.sources.archives.archive import SMI_FAILURES, is_archive, opened_archive
+from gputopo.sources.evidence.health import HealthEvidence, read_health
+from gputopo.sources.evidence.pasted_health import parse_pasted, plain_pasted
+from gputopo.sources.evidence.pasted_text import unprefixed
+from gputopo.sources.host.tree import FolderTree, Tree
 
 ENV_FILE = "gputopo/env"
 SMI_FOLDER = "gputopo/nvidia-smi"
@@ -40,7 +40,7 @@ def _saved_env(tree: Tree) -> dict[str, str] | None:
 def evidence_of_tree(tree: Tree, label: str) -> HealthEvidence:
     """A gathered tree (an archive held in memory, or a folder): read like a host, without NVML;
     the nvidia-smi outputs it holds are read as pasted evidence. Every path is resolved inside the
-    tree and only regular files are read (``sources/tree.py``)."""
+    tree and only regular files are read (``sources/host/tree.py``)."""
     evidence = read_health(tree, _saved_env(tree), use_nvml=False, source=label)
     for name in tree.listdir(SMI_FOLDER) or []:
         text = tree.read_text(f"{SMI_FOLDER}/{name}", MAX_PASTE_BYTES, "nvidia-smi output")
@@ -56,7 +56,7 @@ def evidence_of_tree(tree: Tree, label: str) -> HealthEvidence:
         if why:  # what gather could not record (nvidia-smi timed out or failed): said, not dropped
             evidence.unread_outputs.append((f"{label}:{SMI_FOLDER}/{name[:64]}.txt", why[:200]))
     if "topo-m.txt" in evidence.recorded_outputs:
-        from gputopo.sources.gathered import read_smi_outputs
+        from gputopo.sources.archives.gathered import read_smi_outputs
         from gputopo.sources.registry import read_text
 
         try:
@@ -74,7 +74,7 @@ def evidence_from_files(paths: list[str]) -> Iterator[HealthEvidence]:
     stdin_tree = None
     if "-" in paths:  # read once: a pasted text, or a `gather -o -` archive piped in
         from gputopo.fileio import decode_text, read_stdin_bytes
-        from gputopo.sources.archive import MAX_STREAM_BYTES, is_archive_start
+        from gputopo.sources.archives.archive import MAX_STREAM_BYTES, is_archive_start
 
         data = read_stdin_bytes("evidence file", max(MAX_STREAM_BYTES, MAX_PASTE_BYTES))
         if is_archive_start(data[: 1 << 20]):
@@ -135,7 +135,7 @@ def _read_as_topology(evidence: HealthEvidence, text: str, label: str, beside_he
     ``beside_health``: the text is health evidence too (dmesg with an NCCL log pasted after it): it
     is read only where a reader other than ``nvidia-smi nvlink`` (which doctor reads itself) takes a
     part of it, so no part of a paste is dropped silently."""
-    from gputopo.sources import nvlink
+    from gputopo.sources.smi import nvlink
     from gputopo.sources.registry import READERS, read_text
     from gputopo.sources.snapshot import looks_like_report, looks_like_snapshot
 

@@ -21,7 +21,7 @@ from typing import Any, Sequence
 
 from gputopo.errors import InputError
 from gputopo.model import GPU_NUMBERING_SUBJECT as NUMBERING
-from gputopo.model import Disagreement, Gpu, Link, Measurement, Topology
+from gputopo.model import Disagreement, Fabric, Gpu, Link, Measurement, Topology
 from gputopo.model.reading_notes import worded_note
 
 # Facts that are no facts: a field holding one of these says nothing and is filled from another source.
@@ -83,9 +83,31 @@ def _merge_into(merged: Topology, kept_from: str, part: Topology, other_from: st
             setattr(merged, name, copy.deepcopy(getattr(part, name)))
     if merged.tf is None:
         merged.tf = copy.deepcopy(part.tf)
+    if merged.fabric is None and part.fabric is not None:
+        merged.fabric = _renumbered_fabric(part.fabric, index_of)
     _merge_observed(merged, part, index_of)
     _merge_notes(merged, part)
     merged.disagreements.extend(copy.deepcopy(part.disagreements))
+
+
+def _renumbered_fabric(fabric: Fabric, index_of: dict[int, int]) -> Fabric:
+    """A later source's fabric (the first source had none: ``topo -m`` text beside an NCCL topology
+    XML), its GPUs numbered as the merged topology numbers them (a GPU known only by index is the
+    node ``gpu:<index>``: renamed with every reference to it, all at once)."""
+    fabric = copy.deepcopy(fabric)
+    renamed: dict[str, str] = {}
+    for node in fabric.nodes:
+        if node.gpu is None or node.gpu not in index_of:
+            continue
+        if node.id == f"gpu:{node.gpu}":
+            renamed[node.id] = f"gpu:{index_of[node.gpu]}"
+        node.gpu = index_of[node.gpu]
+    for node in fabric.nodes:
+        node.id = renamed.get(node.id, node.id)
+        node.parent = renamed.get(node.parent, node.parent) if node.parent is not None else None
+    for edge in fabric.edges:
+        edge.a, edge.b = renamed.get(edge.a, edge.a), renamed.get(edge.b, edge.b)
+    return Fabric(nodes=list(fabric.nodes), edges=list(fabric.edges))  # fresh lookups
 
 
 def _merge_notes(merged: Topology, part: Topology) -> None:

@@ -34,14 +34,14 @@ class Reader:
 
 
 def _sniff_topo_matrix(text: str) -> bool:
-    from gputopo.sources.smi_p2p import sniff as p2p_alone
-    from gputopo.sources.smi_text import sniff
+    from gputopo.sources.smi.smi_p2p import sniff as p2p_alone
+    from gputopo.sources.smi.smi_text import sniff
 
     return sniff(text) and not p2p_alone(text)  # a `topo -p2p` matrix alone is its own kind
 
 
 def _read_topo_matrix(text: str, source: str) -> Topology:
-    from gputopo.sources.smi_text import parse_topo_matrix
+    from gputopo.sources.smi.smi_text import parse_topo_matrix
 
     return parse_topo_matrix(text, source=source)
 
@@ -59,8 +59,8 @@ def _reader_of(module: str) -> Reader:
 READERS: tuple[Reader, ...] = (
     Reader("nvidia-smi topo -m", _sniff_topo_matrix, _read_topo_matrix),
     *(_reader_of(module) for module in (
-        "smi_p2p", "nccl_xml", "p2pbw", "nvbandwidth", "nvbandwidth_json", "nccl_log", "nccl_tests", "nvlink", "smi_q",
-        "cuda_peers",
+        "smi.smi_p2p", "tools.nccl_xml", "tools.p2pbw", "tools.nvbandwidth", "tools.nvbandwidth_json", "tools.nccl_log",
+        "tools.nccl_tests", "smi.nvlink", "smi.smi_q", "tools.cuda_peers",
     )),
 )
 
@@ -76,11 +76,11 @@ def kinds_read() -> list[str]:
 def read_file(path: str) -> Topology:
     """Read ``path`` ('-' = standard input), bounded, and turn it into a Topology (as read: no
     findings but those about reading itself). A ``gputopo gather`` archive is read by
-    ``gputopo.sources.gathered``."""
-    from gputopo.sources.archive import is_archive
+    ``gputopo.sources.archives.gathered``."""
+    from gputopo.sources.archives.archive import is_archive
 
     if path != "-" and is_archive(path):
-        from gputopo.sources.gathered import read_gathered
+        from gputopo.sources.archives.gathered import read_gathered
 
         return read_gathered(path, read_text)
     text = read_text_input(path, what="topology file")
@@ -90,7 +90,12 @@ def read_file(path: str) -> Topology:
 
 def read_text(text: str, label: str) -> Topology:
     """What ``text`` says, by content: a snapshot, a report page, or any mix of the text kinds."""
-    from gputopo.sources.snapshot import looks_like_report, looks_like_snapshot, parse_snapshot, report_snapshot_text
+    from gputopo.sources.snapshot import (
+        looks_like_report,
+        looks_like_snapshot,
+        parse_snapshot,
+        report_snapshot_text,
+    )
 
     if not text.strip():
         raise InputError(f"{label} is empty: expected one of {', '.join(kinds_read())}")
@@ -104,7 +109,7 @@ def read_text(text: str, label: str) -> Topology:
         topology.source_detail = topology.source_detail or label
         return topology
     if not matched:
-        from gputopo.sources.pasted_health import parse_pasted
+        from gputopo.sources.evidence.pasted_health import parse_pasted
 
         health = parse_pasted(text).kinds  # evidence doctor reads (lspci, dmesg, env, CUDA errors ...)
         if health:

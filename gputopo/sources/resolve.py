@@ -51,7 +51,7 @@ def resolve_hosts(request: TopologyRequest, tf_now: TfNow | None = None) -> list
     if not topologies and tf_view is not None:
         topologies = [_probe_or_tf_view_alone(tf_view)]
     elif not topologies:
-        from gputopo.sources.nvml import probe
+        from gputopo.sources.host.nvml import probe
 
         topologies = [probe()]
     (topology,) = topologies
@@ -64,12 +64,12 @@ def resolve_hosts(request: TopologyRequest, tf_now: TfNow | None = None) -> list
 
 def _tf_view(request: TopologyRequest, tf_now: TfNow | None) -> TfView | None:
     if request.tf_log is not None:
-        from gputopo.sources.tflog import read_tf_log
+        from gputopo.sources.tf.tflog import read_tf_log
 
         return read_tf_log(request.tf_log, run=request.tf_run)
     if request.tf_now:
         if tf_now is None:
-            from gputopo.sources.tf_init import capture_tf_init_log, tf_view_from_init_log
+            from gputopo.sources.tf.tf_init import capture_tf_init_log, tf_view_from_init_log
 
             return tf_view_from_init_log(capture_tf_init_log())
         return tf_now()
@@ -110,8 +110,8 @@ def _probe_or_tf_view_alone(tf_view: TfView) -> Topology:
     """This host's NVML topology; without NVML (no driver: a log copied from a GPU host, or a
     machine without GPUs), TensorFlow's view alone."""
     from gputopo.errors import NvmlUnavailable
-    from gputopo.sources.nvml import probe
-    from gputopo.sources.tflog import topology_from_tf_view
+    from gputopo.sources.host.nvml import probe
+    from gputopo.sources.tf.tflog import topology_from_tf_view
 
     try:
         return probe()

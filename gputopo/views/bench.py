@@ -1,7 +1,7 @@
 """How ``bench-p2p`` results look: rich matrices coloured against what each link should give,
 call-outs for pairs far below expectation, a progress bar on stderr, and the JSON form.
 
-Expectations come from ``gputopo.analysis.bandwidth`` (the link type and the GPUs' PCIe/NVLink
+Expectations come from ``gputopo.analysis.expect.bandwidth`` (the link type and the GPUs' PCIe/NVLink
 facts), never from an earlier measurement. On logical CPU devices there is nothing to expect: the
 figures are host memory, and the output says so before anything else.
 """
@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Callable
 
-from gputopo.analysis.measured import (
+from gputopo.analysis.expect.measured import (
     FAR_BELOW_RATIO,
     OK_RATIO,
     VIA_HOST_FASTER_RATIO,
@@ -26,11 +26,11 @@ from gputopo.notation import format_size
 from gputopo.views.common import err, out
 from gputopo.views.vocabulary import SELF
 
-# The thresholds and the rating (rate) live with the rest of measured-vs-expected in analysis.measured.
+# The thresholds and the rating (rate) live with the rest of measured-vs-expected in analysis.expect.measured.
 
 
 def pair_expectations(result: BenchResult, topology: Topology | None) -> dict[tuple[int, int], Expectation]:
-    """Per ordered pair, what its link should give (``analysis.measured.expectation``, the one rule
+    """Per ordered pair, what its link should give (``analysis.expect.measured.expectation``, the one rule
     scan and the report use too); empty for host memory or no topology."""
     if topology is None or result.measures_host_memory:
         return {}

@@ -10,7 +10,7 @@ from gputopo.views.common import out, terminal_safe
 from gputopo.views.findings import print_findings, print_hanging
 
 if TYPE_CHECKING:
-    from gputopo.analysis.doctor import DoctorReport
+    from gputopo.analysis.causes.doctor import DoctorReport
 
 def _safe(text: str | None) -> str:
     from rich.markup import escape

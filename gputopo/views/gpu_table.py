@@ -8,7 +8,7 @@ from rich import box
 from rich.table import Table
 from rich.text import Text
 
-from gputopo.analysis import pstates
+from gputopo.analysis.expect import pstates
 from gputopo.model import Gpu, Topology
 from gputopo.views.live import memory_cell as _memory
 from gputopo.views.unknowns import nvlink_cell
@@ -92,7 +92,7 @@ def gpu_cells(topo: Topology, g: Gpu, show_gpu_numa: bool = False, show_mig: boo
 def _pcie_cell(g: Gpu) -> Text:
     """``Gen5x16``; below max ``Gen1x16/Gen4x16`` in yellow, with the performance state where the
     source read one with the link: ``P0`` (a link that trained down: yellow) or ``P8`` (idle: a
-    lowered link is by design, dim; ``analysis.pstates``)."""
+    lowered link is by design, dim; ``analysis.expect.pstates``)."""
     narrow = g.pcie_below_max("width") is not None
     slow = g.pcie_below_max("gen") is not None
     now, most = _pcie(g.pcie_gen_current, g.pcie_width_current), _pcie(g.pcie_gen_max, g.pcie_width_max)

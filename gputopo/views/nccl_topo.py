@@ -2,7 +2,7 @@
 ``NCCL_TOPO_FILE`` reads): ``gputopo nccl-topo``.
 
 The document has the shape of NCCL's dump (src/graph/xml.cc, topo.cc) and of what
-``sources/nccl_xml.py`` reads back: ``<system version="1">``, one ``<cpu numaid=...>`` per NUMA
+``sources/tools/nccl_xml.py`` reads back: ``<system version="1">``, one ``<cpu numaid=...>`` per NUMA
 node (its ``affinity`` as the kernel's hex cpumask where the GPUs' CPU affinity gives it), under it
 a ``<pci>`` tree, and in each GPU's own ``<pci busid=...>`` a ``<gpu dev sm rank gdr>`` with its
 ``<nvlink target count tclass>`` children (``dev``: the GPU's NVML index on its host; for one tray

@@ -11,14 +11,14 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from gputopo.analysis.measured import FAR_BELOW_RATIO, OK_RATIO, method_of, percent
+from gputopo.analysis.expect.measured import FAR_BELOW_RATIO, OK_RATIO, method_of, percent
 from gputopo.model import Topology
 from gputopo.model.observed import CollectiveRun
 from gputopo.notation import format_size
 from gputopo.views.common import terminal_safe
 
 if TYPE_CHECKING:
-    from gputopo.analysis.measured import Comparison
+    from gputopo.analysis.expect.measured import Comparison
     from gputopo.analysis.scan_result import ScanResult
 
 MAX_PAIR_ROWS = 64  # beyond that the pairs are summarised (every figure stays in --json)
@@ -90,7 +90,7 @@ _VERDICT_STYLE = {"ok": "green", "low": "yellow", "far-below": "bold red", "abov
 
 
 def _verdict(comparison: Comparison | None) -> Text:
-    """The one verdict of ``analysis.measured`` on this direction (``--json``'s ``verdict``); blank
+    """The one verdict of ``analysis.expect.measured`` on this direction (``--json``'s ``verdict``); blank
     where nothing is expected of the link (its type is not known)."""
     if comparison is None:
         return Text("")

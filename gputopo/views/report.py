@@ -24,7 +24,7 @@ if TYPE_CHECKING:
     from gputopo.analysis.recommend import Recommendation
     from gputopo.analysis.scan_result import ScanResult
     from gputopo.model import Finding
-    from gputopo.sources.watch_lines import WatchLines
+    from gputopo.sources.tools.watch_lines import WatchLines
 
 CSS = """
 body{font:14px/1.45 system-ui,-apple-system,'Segoe UI',Roboto,sans-serif;color:#1f2328;margin:20px 28px;background:#fff}
@@ -148,7 +148,7 @@ def _plan(recommendation: Recommendation | None) -> str:
 def _findings(findings: list[Finding]) -> str:
     if not findings:
         return '<p class="muted">No findings.</p>'
-    from gputopo.analysis.finding_kinds import kind_of, worst_first
+    from gputopo.analysis.causes.finding_kinds import kind_of, worst_first
 
     items = []
     for f in worst_first(findings):  # errors, warnings, infos; faults before design facts before notes

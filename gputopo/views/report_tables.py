@@ -103,7 +103,7 @@ _VERDICT_HEX, _VERDICT_WORDS = VERDICT_HEX, VERDICT_WORDS  # (shared with the dr
 
 def _ratio_cell(result: ScanResult) -> Callable[[int, int, Link], Cell | None]:
     """Each measured direction as the scan result judged it (``ScanResult.compared``: the one rule of
-    ``analysis.measured``); the share is ``?`` where the expectation rests on an assumption, as on
+    ``analysis.expect.measured``); the share is ``?`` where the expectation rests on an assumption, as on
     the scan screen."""
     def cell(a: int, b: int, link: Link) -> Cell | None:
         c = result.comparison(a, b)

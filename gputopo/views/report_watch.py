@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from gputopo.sources.watch_lines import Series, WatchLines
+from gputopo.sources.tools.watch_lines import Series, WatchLines
 from gputopo.views.svg_links import esc
 
 POINTS = 120

@@ -16,8 +16,8 @@ from gputopo.notation import count_word, format_cpu_list
 from gputopo.quoting import comment
 
 if TYPE_CHECKING:
-    from gputopo.analysis.slurm_blocks import BlockTopology
-    from gputopo.analysis.slurm_gres import GresGpu, GresNode
+    from gputopo.analysis.slurm.slurm_blocks import BlockTopology
+    from gputopo.analysis.slurm.slurm_gres import GresGpu, GresNode
 
 GRES_HEADER = (
     "gres.conf written by gputopo (`gputopo recommend --format gres`): one line per GPU.",

@@ -12,7 +12,7 @@ from ``esc`` (untrusted input).
 
 from __future__ import annotations
 
-from gputopo.analysis.finding_kinds import FAULT
+from gputopo.analysis.causes.finding_kinds import FAULT
 from gputopo.model import Link, Topology
 from gputopo.views.svg_hub import hub_elements, legend
 from gputopo.views.svg_layout import LABEL_H, Layout, build_layout

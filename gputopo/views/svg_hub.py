@@ -10,9 +10,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from gputopo.analysis.bandwidth import Estimate
-from gputopo.analysis.estimates import estimate_column, pair_classes
-from gputopo.analysis.measured import measured_gbps
+from gputopo.analysis.expect.bandwidth import Estimate
+from gputopo.analysis.expect.estimates import estimate_column, pair_classes
+from gputopo.analysis.expect.measured import measured_gbps
 from gputopo.model import Link, Topology
 from gputopo.notation import format_gbps
 from gputopo.views.svg_layout import Layout, legend_notes
@@ -43,7 +43,7 @@ class _HubPairs:
     links: list[Link]
     classes: list[int]  # each link's class: its kind and its estimate say what it is drawn as
     kind: dict[int, int]  # class -> its kind of link (``Topology.link_table``)
-    expected: dict[int, Estimate]  # class -> its estimate (``analysis.estimates``)
+    expected: dict[int, Estimate]  # class -> its estimate (``analysis.expect.estimates``)
     measured: dict[int, float]  # position in ``links`` -> measured GB/s, where measured
 
     @classmethod

@@ -19,7 +19,7 @@ import itertools
 import operator
 from dataclasses import dataclass
 
-from gputopo.analysis.finding_kinds import FAULT
+from gputopo.analysis.causes.finding_kinds import FAULT
 from gputopo.model import Link, Topology
 from gputopo.views.svg_links import is_edge, link_label
 from gputopo.views.svg_tree import (

@@ -6,8 +6,8 @@ from __future__ import annotations
 import re
 from html import escape
 
-from gputopo.analysis.estimates import estimate_of
-from gputopo.analysis.measured import expectation, measured_gbps, verdict
+from gputopo.analysis.expect.estimates import estimate_of
+from gputopo.analysis.expect.measured import expectation, measured_gbps, verdict
 from gputopo.model import Link, Topology
 from gputopo.notation import format_gbps
 from gputopo.views.topology import SPEED_STYLES
@@ -16,7 +16,7 @@ from gputopo.views.topology import SPEED_STYLES
 SPEED_HEX = ("#137333", "#4caf50", "#c99a00", "#e8710a", "#d93025")
 UNKNOWN_HEX = "#8a8a8a"
 FAULT_HEX = "#d93025"
-# Measured against expected (``analysis.measured.verdict``): the colour of a measured edge.
+# Measured against expected (``analysis.expect.measured.verdict``): the colour of a measured edge.
 VERDICT_HEX = {"ok": "#4caf50", "low": "#c99a00", "far-below": "#d93025", "above-line-rate": "#8e44ad"}
 VERDICT_WORDS = {"ok": "", "low": ": low", "far-below": ": far below",
                  "above-line-rate": ": above the link's line rate, suspect (the bytes did not cross this link)"}
@@ -62,7 +62,7 @@ def link_label(topology: Topology, link: Link) -> str:
 
 def measured_verdict(topology: Topology, link: Link) -> str | None:
     """The verdict on a measured link's slower direction against its expectation (None: not measured
-    or nothing expected): the one rule of ``analysis.measured``."""
+    or nothing expected): the one rule of ``analysis.expect.measured``."""
     m = link.measured
     if m is None or m.device_kind != "GPU":
         return None

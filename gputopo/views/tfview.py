@@ -18,7 +18,7 @@ from gputopo.views.common import matrix_tables
 
 def render_tf_view(topology: Topology, console: Console) -> None:
     """Print TF's device table, peer matrix and peer-group line; nothing without ``topology.tf``."""
-    from gputopo.analysis.tf_crosscheck import peer_group_summary, tf_ordinals
+    from gputopo.analysis.causes.tf_crosscheck import peer_group_summary, tf_ordinals
 
     view = topology.tf
     if view is None:
@@ -33,6 +33,8 @@ def render_tf_view(topology: Topology, console: Console) -> None:
         return
 
     console.print(_device_table(view, title))
+    if view.gpu_count is not None:
+        console.print(Text(gpu_count_line(view), style="dim"))
 
     ordinals = tf_ordinals(view)
     rows: list[tuple[str, list[Text]]] = []
@@ -61,6 +63,20 @@ def render_tf_view(topology: Topology, console: Console) -> None:
         console.print(Text(f"TensorFlow: {summary}", style="bold"))
     else:
         console.print(Text("The log says nothing about peer access (see the findings for how to get it).", style="dim"))
+
+
+def gpu_count_line(view: TfView) -> str:
+    """How many GPUs TensorFlow had: ``TensorFlow had at least 8 GPUs; the log names GPU 7`` where
+    the log is cut, ``TensorFlow had 4 GPUs`` where it says them all; the GPUs it ignores."""
+    count = view.gpu_count or 0
+    named = sorted(d.ordinal for d in view.devices)
+    ignored = [d.ordinal for d in view.devices if d.ignored]
+    line = f"TensorFlow had {'at least ' if view.gpu_count_at_least else ''}{count} GPU{'' if count == 1 else 's'}"
+    if view.gpu_count_at_least or len(named) != count:
+        line += f"; the log names GPU{'' if len(named) == 1 else 's'} {', '.join(map(str, named))}"
+    if ignored:
+        line += f"; it ignores GPU{'' if len(ignored) == 1 else 's'} {', '.join(map(str, ignored))}"
+    return line
 
 
 def _device_table(view: TfView, title: str) -> Table:

@@ -19,7 +19,7 @@ from rich.table import Table
 from rich.text import Text
 from rich.tree import Tree
 
-from gputopo.analysis.bandwidth import pair_estimate
+from gputopo.analysis.expect.bandwidth import pair_estimate
 from gputopo.model import (
     NVLINK_MEANING,
     P2P_OK,
@@ -176,7 +176,7 @@ def link_matrices(topo: Topology, width: int | None = None) -> list[Group]:
     idx = topo.gpu_indices
     headers = [str(i) for i in idx] + [f"NIC{k}" for k in range(len(topo.nics))]
     nic_type = {(nl.gpu, nl.nic): nl.type for nl in topo.nic_links}
-    from gputopo.analysis.locality import vm_evidence
+    from gputopo.analysis.place.locality import vm_evidence
 
     vm = vm_evidence(topo) is not None
     rows: list[tuple[str, list[Text]]] = []

@@ -4,8 +4,8 @@ it is inferred."""
 
 from __future__ import annotations
 
-from gputopo.analysis.bandwidth import implied_nvlinks
-from gputopo.analysis.estimates import distinct_estimates
+from gputopo.analysis.expect.bandwidth import implied_nvlinks
+from gputopo.analysis.expect.estimates import distinct_estimates
 from gputopo.model import Gpu, Topology
 
 
@@ -13,7 +13,7 @@ def speed_span(topo: Topology, word: str) -> tuple[str, float, list[str]] | None
     """("~a-b", lowest GB/s, what was assumed) over the pairs of link ``word``: the span of every
     figure their facts allow (a range by generation where the source gives none); None where the
     speed is not known at all (a virtual machine's words are the hypervisor's, not the host's)."""
-    from gputopo.analysis.locality import vm_evidence
+    from gputopo.analysis.place.locality import vm_evidence
 
     if word == "UNKNOWN" or (not word.startswith("NV") and vm_evidence(topo) is not None):
         return None

@@ -7,8 +7,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from gputopo.analysis.watch import Frame
-from gputopo.analysis.watch_summary import Summary, error_lines
+from gputopo.analysis.watch.watch import Frame
+from gputopo.analysis.watch.watch_summary import Summary, error_lines
 from gputopo.model import Finding
 from gputopo.model.json_text import finite_or_null
 from gputopo.quoting import terminal_safe

@@ -12,8 +12,8 @@ from __future__ import annotations
 import math
 from typing import Any, Iterable
 
-from gputopo.analysis.watch import Frame
-from gputopo.analysis.watch_summary import Summary
+from gputopo.analysis.watch.watch import Frame
+from gputopo.analysis.watch.watch_summary import Summary
 
 METRICS = {
     "gputopo_nvlink_tx_bytes_per_second": ("gauge", "NVLink data sent per second, per link"),

@@ -14,7 +14,7 @@ import os
 import sys
 
 from gputopo.errors import NvmlUnavailable
-from gputopo.sources.nvml import probe
+from gputopo.sources.host.nvml import probe
 
 
 def main() -> None:

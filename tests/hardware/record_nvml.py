@@ -14,8 +14,8 @@ import sys
 import pynvml
 from nvml_recording import Recorder
 
-from gputopo.sources.nvml import probe
-from gputopo.sources.nvml_health import read_nvml_health
+from gputopo.sources.host.nvml import probe
+from gputopo.sources.host.nvml_health import read_nvml_health
 
 
 def main() -> None:

@@ -18,8 +18,8 @@ from fabric_cases import CASES, RECORDED_H200, fabric_conclusions, recorded_h200
 from fake_nvml import FakeNvml
 from nvml_recording import differences, live_state
 
-from gputopo.sources.health import HealthEvidence
-from gputopo.sources.nvml_health import read_nvml_health
+from gputopo.sources.evidence.health import HealthEvidence
+from gputopo.sources.host.nvml_health import read_nvml_health
 from gputopo.sources.reference import load_reference
 from system.test_fake_libnvml import (  # a sibling test module (tests/ is on sys.path)
     Case,
@@ -58,11 +58,11 @@ def test_doctor_reads_fabric_nvlink_state_and_errors_through_the_real_binding(li
 
 _FABRIC_WORKER = """
 import json, os, sys
-from gputopo.analysis.doctor_common import DoctorReport
-from gputopo.analysis.doctor_nvml import nvml_checks
-from gputopo.sources.health import HealthEvidence
-from gputopo.sources.health import HealthEvidence
-from gputopo.sources.nvml_health import read_nvml_health
+from gputopo.analysis.causes.doctor_common import DoctorReport
+from gputopo.analysis.causes.doctor_nvml import nvml_checks
+from gputopo.sources.evidence.health import HealthEvidence
+from gputopo.sources.evidence.health import HealthEvidence
+from gputopo.sources.host.nvml_health import read_nvml_health
 out = []
 for snapshot in json.load(sys.stdin):
     os.environ["GPUTOPO_FAKE_NVML_SNAPSHOT"] = snapshot
@@ -110,9 +110,9 @@ import json, sys
 import pynvml
 sys.path.insert(0, "tests")
 from nvml_recording import Recorder
-from gputopo.sources.nvml import probe
-from gputopo.sources.health import HealthEvidence
-from gputopo.sources.nvml_health import read_nvml_health
+from gputopo.sources.host.nvml import probe
+from gputopo.sources.evidence.health import HealthEvidence
+from gputopo.sources.host.nvml_health import read_nvml_health
 recorder = Recorder(pynvml)
 probe(nvml=recorder, sysfs_root=sys.argv[1])
 read_nvml_health(nvml=recorder)
@@ -141,7 +141,7 @@ class FabricInfo(ctypes.Structure):  # c_nvmlGpuFabricInfo_t as nvidia-ml-py 13.
     _fields_ = [("clusterUuid", ctypes.c_uint8 * 80), ("status", ctypes.c_int), ("cliqueId", ctypes.c_uint32),
                 ("state", ctypes.c_uint)]
 pynvml.c_nvmlGpuFabricInfo_t = FabricInfo
-from gputopo.sources.nvml_health import read_nvml_health
+from gputopo.sources.host.nvml_health import read_nvml_health
 print(json.dumps([[gpu.fabric_state, gpu.fabric_status] for gpu in read_nvml_health().gpus]))
 """
 
@@ -149,7 +149,7 @@ print(json.dumps([[gpu.fabric_state, gpu.fabric_status] for gpu in read_nvml_hea
 def test_the_plain_fabric_call_reads_the_state_whatever_layout_the_binding_declares(libnvml: Path, tmp_path: Path) -> None:
     """A driver before R550 answers only the plain call; nvidia-ml-py 13.610.43's structure for it has an
     80-byte cluster UUID, so read through it the state would always be 0, "not supported", and Fabric
-    Manager not running would go unseen (gputopo/sources/nvml_binding.py, fabric_info_v1)."""
+    Manager not running would go unseen (gputopo/sources/host/nvml_binding.py, fabric_info_v1)."""
     case = Case(tmp_path, "r535", load_reference("dgx-h100"), driver_version="535.129.03",
                 fabric={3: (pynvml.NVML_GPU_FABRIC_STATE_NOT_STARTED, 0, 0)})
     result = subprocess.run([sys.executable, "-c", _READ_WITH_THE_13_610_LAYOUT], env=_env(libnvml, case.snapshot),

@@ -27,13 +27,13 @@ from conftest import REPO, corpus_known_gaps
 from fake_nvml import FakeNvml
 from linktable import nvswitch
 
-from gputopo.analysis.reading_notes import note_findings
+from gputopo.analysis.notes.reading_notes import note_findings
 from gputopo.errors import EXIT_ENVIRONMENT, NvmlUnavailable
 from gputopo.model import Gpu, Topology
 from gputopo.notation import check_utc_time
-from gputopo.sources.registry import read_file
-from gputopo.sources.nvml import probe
+from gputopo.sources.host.nvml import probe
 from gputopo.sources.reference import MACHINES, load_reference
+from gputopo.sources.registry import read_file
 
 SOURCE = REPO / "tests" / "fake_libnvml" / "fake_nvml.c"
 WORKER = REPO / "tests" / "fake_libnvml" / "probe_worker.py"
@@ -498,3 +498,8 @@ def test_64_gpus_on_bus_ids_c0_to_ff_through_nvswitch(libnvml: Path, tmp_path: P
     assert [g.pci_bus_id for g in probed.gpus] == bus_ids
     assert probed.link(0, 63).type == "NV18" and probed.link(0, 63).nvswitch
     assert all(g.nvlink_active_links == 18 for g in probed.gpus)
+    # The fabric graph through the real binding: 64 GPU->NVSwitch edges per switch chip (in domain 0001,
+    # where c0..ff is taken), the pairs' NV18 derived from them.
+    switches = sorted(node.id for node in probed.fabric.nodes if node.kind == "nvswitch")
+    assert len(switches) == 6 and all(switch.startswith("pci:0001:") for switch in switches)
+    assert len(probed.fabric.edges) == 64 * 6 and probed.fabric.nvlink_word(0, 63) == "NV18"

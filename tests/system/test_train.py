@@ -313,7 +313,7 @@ def test_watch_records_link_traffic_beside_a_real_run(cli, tmp_path: Path, monke
     """TensorFlow trains in its children while the parent samples the (Python fake) NVML counters."""
     from fake_nvml import FakeNvml
 
-    from gputopo.sources import nvml_counters
+    from gputopo.sources.host import nvml_counters
     from gputopo.sources.reference import load_reference
 
     counters = {"gpus": {"0": {"nvlink_tx_bytes_per_s": {"0": 10e9}}}}

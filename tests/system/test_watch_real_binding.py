@@ -86,8 +86,8 @@ def test_both_fakes_answer_alike(libnvml, tmp_path):
     and states, and rates within 5%."""
     from fake_nvml import FakeNvml
 
-    from gputopo.analysis.watch import frame
-    from gputopo.sources.nvml_counters import CounterReader
+    from gputopo.analysis.watch.watch import frame
+    from gputopo.sources.host.nvml_counters import CounterReader
 
     counters = {"1": {"nvlink_rx_bytes_per_s": {"0": 8e9}, "pcie_tx_bytes_per_s": 3e9, "unsupported": ["nvlink_errors"]}}
     real = last_frame(watch(libnvml, tmp_path, "dgx1", counters, "-i", "0.2", "-c", "1", "--json"))

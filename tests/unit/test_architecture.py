@@ -44,7 +44,7 @@ def test_no_module_is_over_the_size_limit(path):
 
 def test_only_the_nvml_binding_imports_pynvml():
     importers = {_relative(p) for p in MODULES if "pynvml" in _imported_top_modules(p)}
-    assert importers == {"gputopo/sources/nvml_binding.py"}
+    assert importers == {"gputopo/sources/host/nvml_binding.py"}
 
 
 def test_only_tfruntime_imports_tensorflow():

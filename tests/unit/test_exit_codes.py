@@ -68,12 +68,12 @@ def test_help_and_version_still_exit_0(cli):
 
 
 def test_no_nvml_is_the_environment_exit_code(cli, monkeypatch):
-    import gputopo.sources.nvml
+    import gputopo.sources.host.nvml
 
     def no_driver():
         raise NvmlUnavailable("cannot read this host's GPUs through NVML: no driver")
 
-    monkeypatch.setattr(gputopo.sources.nvml, "probe", no_driver)
+    monkeypatch.setattr(gputopo.sources.host.nvml, "probe", no_driver)
     line = assert_one_error_line(cli("scan"), EXIT_ENVIRONMENT)
     assert "NVML" in line
 

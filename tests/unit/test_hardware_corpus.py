@@ -13,11 +13,11 @@ from conftest import REPO
 from fake_nvml import FakeNvml
 from nvml_recording import ASKED_SINCE, NotRecorded, Recorder, Replay, differences, live_state, predated
 
-from gputopo.analysis.doctor import doctor
+from gputopo.analysis.causes.doctor import doctor
 from gputopo.model import Topology
 from gputopo.sources.doctor_input import evidence_of_host
-from gputopo.sources.nvml import probe
-from gputopo.sources.nvml_health import read_nvml_health
+from gputopo.sources.host.nvml import probe
+from gputopo.sources.host.nvml_health import read_nvml_health
 from gputopo.sources.snapshot import parse_snapshot
 
 HARDWARE = REPO / "tests/fixtures/hardware"
@@ -139,7 +139,7 @@ def test_a_query_the_real_driver_was_never_asked_fails_instead_of_being_made_up(
 def test_a_call_asked_since_the_recording_is_absent_not_answered(recording):
     """The query door finds no such function, as with an older binding: "not in this driver", never
     an answer the driver did not give; and a function the recording holds cannot be hidden."""
-    from gputopo.sources.nvml_binding import FUNCTION_NOT_FOUND, Failed, NvmlBinding
+    from gputopo.sources.host.nvml_binding import FUNCTION_NOT_FOUND, Failed, NvmlBinding
 
     for fn in predated(recording):
         answer = NvmlBinding(_replay(recording)).query(fn, None)

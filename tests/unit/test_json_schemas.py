@@ -117,6 +117,24 @@ def test_scan_from_captures(cli, path):
     assert check(json_of(cli("scan", "--from", str(path), "--json"))) == "gputopo.topology/1"
 
 
+def test_scan_of_fabric_graphs_with_nvlink_and_nvswitch_edges(cli):
+    from fake_nvml import FakeNvml
+
+    from gputopo.sources.host.nvml import probe
+
+    topology = probe(FakeNvml(_machine("dgx-a100")))
+    assert topology.fabric.edges and check(topology.to_dict()) == "gputopo.topology/1"
+    for path in sorted((REPO / "tests/fixtures/corpus/nccl_xml").glob("*.xml")):
+        document = json_of(cli("scan", "--from", str(path), "--json"))
+        assert document["fabric"]["nodes"] and check(document) == "gputopo.topology/1"
+
+
+def _machine(name: str):
+    from gputopo.sources.reference import load_reference
+
+    return load_reference(name)
+
+
 @pytest.mark.parametrize("path", SHARED_TF_LOGS, ids=lambda p: p.name)
 def test_scan_of_tensorflow_logs_alone_and_beside_a_machine(cli, path):
     alone = json_of(cli("scan", "--tf-log", str(path), "--json"))
@@ -175,7 +193,7 @@ def test_train_dry_runs(cli, args):
 def test_watch_lines_and_summary_over_the_python_fake(cli, monkeypatch):
     from fake_nvml import FakeNvml
 
-    from gputopo.sources import nvml_counters
+    from gputopo.sources.host import nvml_counters
     from gputopo.sources.reference import load_reference
 
     counters = {"gpus": {"0": {"nvlink_tx_bytes_per_s": {"3": 25e9}, "nvlink_replay_errors_per_s": {"1": 1000},

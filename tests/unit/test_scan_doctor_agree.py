@@ -25,7 +25,7 @@ def test_doctor_says_every_finding_scan_makes_of_the_same_paste(cli, path):
     doctor = cli("doctor", "--from", str(path), "--json")
     if scan.exit_code != 0 or doctor.exit_code not in (0, 1):
         pytest.skip(f"not read by both (scan {scan.exit_code}, doctor {doctor.exit_code})")
-    from gputopo.analysis.reading_notes import _WORDINGS
+    from gputopo.analysis.notes.reading_notes import _WORDINGS
 
     scanned = {(f["code"], tuple(f["gpus"])) for f in json.loads(scan.output)["diagnostics"] if f["code"] not in _WORDINGS}
     doctored = {(f["code"], tuple(f["gpus"])) for f in json.loads(doctor.output)["findings"]}

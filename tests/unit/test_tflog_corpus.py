@@ -13,8 +13,8 @@ import pytest
 from conftest import OWN_FIXTURES, corpus_known_gaps
 
 from gputopo.analysis.recommend import recommend
-from gputopo.analysis.tf_crosscheck import tf_findings
-from gputopo.sources.tflog import (
+from gputopo.analysis.causes.tf_crosscheck import tf_findings
+from gputopo.sources.tf.tflog import (
     ERA_CUDA_PEER_LIMIT,
     ERA_TF0,
     ERA_TF12,
@@ -32,7 +32,7 @@ EXPECTED = json.loads((CORPUS / "EXPECTED.json").read_text())
 # test_known_gap_is_still_open, left out of the per-check tests below.
 KNOWN_GAPS = {name: why for name, why in corpus_known_gaps().items() if name.endswith(".log")}
 READ = [name for name in sorted(EXPECTED) if name not in KNOWN_GAPS]
-ERAS = {"tf0": ERA_TF0, "tf1.2": ERA_TF12, "tf1.5": ERA_TF15, "tf2.5": ERA_TF25, "absl": ERA_TF_ABSL, "cuda-peer-limit": ERA_CUDA_PEER_LIMIT}
+ERAS = {"none": None, "tf0": ERA_TF0, "tf1.2": ERA_TF12, "tf1.5": ERA_TF15, "tf2.5": ERA_TF25, "absl": ERA_TF_ABSL, "cuda-peer-limit": ERA_CUDA_PEER_LIMIT}
 
 
 def _read(name: str):

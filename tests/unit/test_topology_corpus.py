@@ -15,12 +15,12 @@ import re
 import pytest
 from conftest import OWN_FIXTURES, corpus_known_gaps
 
-from gputopo.analysis.diagnose import diagnose
-from gputopo.analysis.locality import SOC_CODE, SYS_MEANING, same_socket
-from gputopo.analysis.reading_notes import note_findings
+from gputopo.analysis.causes.diagnose import diagnose
+from gputopo.analysis.place.locality import SOC_CODE, SYS_MEANING, same_socket
+from gputopo.analysis.notes.reading_notes import note_findings
 from gputopo.errors import InputError
 from gputopo.model import Finding, Topology
-from gputopo.sources.smi_text import parse_topo_matrix
+from gputopo.sources.smi.smi_text import parse_topo_matrix
 
 CORPUS = OWN_FIXTURES / "corpus" / "topo"
 EXPECTED: dict[str, dict] = json.loads((CORPUS / "EXPECTED.json").read_text())

@@ -6,7 +6,7 @@ the tests all get the same answer from the same data.
 
 How a group is valued (docs/recommend.md says it for users):
 
-1. Every pair of GPUs gets a per-direction bandwidth from ``analysis.bandwidth`` (a bench-p2p
+1. Every pair of GPUs gets a per-direction bandwidth from ``analysis.expect.bandwidth`` (a bench-p2p
    measurement where there is one, else an estimate from the link).
 2. Data-parallel training spends its communication in an all-reduce of the gradients, and NCCL's
    all-reduce is a ring: every GPU sends to the next one at the same time, so the ring goes as fast

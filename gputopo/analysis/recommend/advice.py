@@ -11,7 +11,7 @@ from __future__ import annotations
 import itertools
 from typing import Any
 
-from gputopo.analysis.locality import same_socket
+from gputopo.analysis.place.locality import same_socket
 from gputopo.analysis.recommend.problem import CENTI, Problem, numa_domain_of
 from gputopo.analysis.recommend.result import GroupAdvice, GroupKey, RingHop
 from gputopo.errors import InputError
@@ -69,7 +69,7 @@ _P2P_PATH_FAULTS = frozenset({"acs", "iommu"})
 def _p2p_caveat(problem: Problem, group: GroupAdvice) -> None:
     """The pairs of ``group`` whose P2P is broken until a fix, and what to do meanwhile: doctor's
     pair health (ACS redirect, the IOMMU translating), or a measurement slower with P2P than staged."""
-    from gputopo.analysis.measured import p2p_slower_than_staged
+    from gputopo.analysis.expect.measured import p2p_slower_than_staged
 
     broken = [(a, b) for a, b in itertools.combinations(sorted(group.gpus), 2)
               if (link := problem.links.get((a, b))) is not None and not link.is_nvlink

@@ -6,7 +6,7 @@ reading other sentences back.
 
 from __future__ import annotations
 
-from gputopo.analysis.measured import noise_text, percent
+from gputopo.analysis.expect.measured import noise_text, percent
 from gputopo.analysis.recommend.problem import CENTI, Problem
 from gputopo.analysis.recommend.result import GroupAdvice
 from gputopo.model import Topology
@@ -210,7 +210,7 @@ def recommendation_notes(topology: Topology, problem: Problem, k: int) -> list[s
         )
     measured = problem.measured_pairs
     if measured:
-        from gputopo.analysis.measured import method_of
+        from gputopo.analysis.expect.measured import method_of
 
         methods = sorted({method_of(link.measured) for link in topology.links if link.measured is not None})
         notes.append(f"Ranked by measured GB/s: {measured} pair(s) use measurements ({'; '.join(methods)}) instead of estimates; "
@@ -229,7 +229,7 @@ def recommendation_notes(topology: Topology, problem: Problem, k: int) -> list[s
 
 def measurements_set_aside(topology: Topology) -> list[tuple[int, int]]:
     """The measured pairs whose figures did not rank (``measured.p2p_slower_than_staged``)."""
-    from gputopo.analysis.measured import measured_links, p2p_slower_than_staged
+    from gputopo.analysis.expect.measured import measured_links, p2p_slower_than_staged
 
     return [(link.a, link.b) for link in measured_links(topology) if p2p_slower_than_staged(link) is not None]
 

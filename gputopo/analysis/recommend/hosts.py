@@ -22,7 +22,7 @@ from __future__ import annotations
 from collections import Counter
 from typing import Sequence
 
-from gputopo.analysis.nics import FAR_PATH, NEAR_PATHS, NearestNics, nearest_nics
+from gputopo.analysis.place.nics import FAR_PATH, NEAR_PATHS, NearestNics, nearest_nics
 from gputopo.analysis.recommend import GroupAdvice, recommend
 from gputopo.errors import InputError
 from gputopo.model import Topology

@@ -1,7 +1,7 @@
 """The matrix the search sees: candidate GPUs as positions ``0..n-1``, the bandwidth of every pair
 in hundredths of a GB/s, and which host and NUMA node each sits on.
 
-``Problem.from_topology`` builds it from a ``Topology`` (bandwidths from ``analysis.bandwidth``, with
+``Problem.from_topology`` builds it from a ``Topology`` (bandwidths from ``analysis.expect.bandwidth``, with
 TensorFlow's peer view filled in where the topology has no P2P facts); ``Problem.restricted`` is the
 same problem on fewer positions. A group's key, ``(bottleneck, -hosts, -locality, total)``, is
 computed here; the best ring itself comes from ``ring``.

@@ -24,9 +24,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from gputopo.analysis.bandwidth import estimate_link, implied_nvlinks
-from gputopo.analysis.estimates import pair_classes
-from gputopo.analysis.measured import best_estimate, method_of, noise_by_method
+from gputopo.analysis.expect.bandwidth import estimate_link, implied_nvlinks
+from gputopo.analysis.expect.estimates import pair_classes
+from gputopo.analysis.expect.measured import best_estimate, method_of, noise_by_method
 from gputopo.errors import InputError
 from gputopo.model import Gpu, Link, Topology
 from gputopo.model.link_table import LinkTable
@@ -204,7 +204,7 @@ def _matrix(n: int, position: dict[int, int], table: LinkTable, values: list[int
 
 
 def _by_class(topology: Topology, index: Sequence[int], links: Any, gpus: dict[int, Gpu]) -> PairWeights:
-    """Long because it is one pass in columns: each link's class of pair (``analysis.estimates``), a
+    """Long because it is one pass in columns: each link's class of pair (``analysis.expect.estimates``), a
     figure per class, the measured and unhealthy links on their own, then the matrix."""
     classes = pair_classes(topology)
     table = topology.link_table()

@@ -1,6 +1,6 @@
 """``gputopo train --watch``: the link counters of ``gputopo watch`` sampled beside the training.
 
-A thread of the parent samples NVML's counters (``gputopo.sources.nvml_counters``, the one NVML door)
+A thread of the parent samples NVML's counters (``gputopo.sources.host.nvml_counters``, the one NVML door)
 every interval while the children train, folds each interval into a ``Summary`` and hands it to
 ``on_frame`` (the caller writes it out: the JSON line of ``--watch-file``); a last interval is read
 when training ends, so a short run has one. Where NVML cannot start (no driver, no binding) the
@@ -12,12 +12,12 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable
 
-from gputopo.analysis.finding_kinds import with_kinds
-from gputopo.analysis.watch import Frame, frame
-from gputopo.analysis.watch_summary import Summary
+from gputopo.analysis.causes.finding_kinds import with_kinds
+from gputopo.analysis.watch.watch import Frame, frame
+from gputopo.analysis.watch.watch_summary import Summary
 from gputopo.errors import GputopoError
-from gputopo.sources import nvml_counters
-from gputopo.sources.nvml_counters import CounterReader, GpuSample, WatchedGpu
+from gputopo.sources.host import nvml_counters
+from gputopo.sources.host.nvml_counters import CounterReader, GpuSample, WatchedGpu
 
 DEFAULT_INTERVAL_S = 1.0
 

@@ -9,7 +9,7 @@ import itertools
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from gputopo.analysis.measured import DEFAULT_NOISE
+from gputopo.analysis.expect.measured import DEFAULT_NOISE
 from gputopo.analysis.recommend import recommend
 from gputopo.analysis.recommend.budget import Budget
 from gputopo.analysis.recommend.problem import CENTI, Problem

@@ -8,8 +8,8 @@ import json
 from linktable import CUBE_MESH_8_NICS, cube_mesh_8, two_socket_4
 
 from gputopo.analysis import with_findings
-from gputopo.analysis.measured import comparisons, expectation, verdict
-from gputopo.analysis.nics import nearest_nics
+from gputopo.analysis.expect.measured import comparisons, expectation, verdict
+from gputopo.analysis.place.nics import nearest_nics
 from gputopo.analysis.scan_result import direction_dict, scan_result
 from gputopo.model import Gpu, Measurement, Topology, make_link
 

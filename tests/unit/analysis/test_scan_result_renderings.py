@@ -15,7 +15,7 @@ from linktable import CUBE_MESH_8_NICS, cube_mesh_8
 from rich.console import Console
 
 from gputopo.analysis import topology_for, with_findings
-from gputopo.analysis.measured import expectation
+from gputopo.analysis.expect.measured import expectation
 from gputopo.analysis.scan_result import ScanResult, scan_result
 from gputopo.model import Measurement, Topology
 from gputopo.sources import TopologyRequest

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from gputopo.analysis.pair_classes import pair_classes
+from gputopo.analysis.place.pair_classes import pair_classes
 from gputopo.bench.plan import fill_inferred, full_plan, matchings, quick_plan
 from gputopo.bench.results import BenchDevice, BenchResult, PairResult, gbps_stat
 from gputopo.sources import TopologyRequest, resolve

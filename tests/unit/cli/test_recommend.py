@@ -114,13 +114,13 @@ def test_garbage_topology_text_fails_in_one_line(cli, tmp_path):
 def test_recommend_diagnoses_nothing_yet_leaves_a_lost_gpu_out(cli, monkeypatch, tmp_path):
     """Issue 21: recommend shows no finding, so it does not diagnose (a sixth of a 576-GPU domain's
     run); the one finding it reads, a lost GPU, is a reader's, and still keeps that GPU out."""
-    import gputopo.analysis.diagnose
+    import gputopo.analysis.causes.diagnose
     from gputopo.sources.reference import load_reference
 
     def refuse(topology):
         raise AssertionError("recommend diagnosed the topology")
 
-    monkeypatch.setattr(gputopo.analysis.diagnose, "diagnose", refuse)
+    monkeypatch.setattr(gputopo.analysis.causes.diagnose, "diagnose", refuse)
     data = load_reference("dgx1").to_dict()
     data["reading_notes"] = [{"code": "gpu-lost", "facts": {"bus_id": None}, "gpus": [1]}]
     path = tmp_path / "box.json"

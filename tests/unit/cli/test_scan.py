@@ -60,7 +60,7 @@ def test_what_scan_save_writes_of_a_live_host_scan_from_reads_back_whatever_nvml
     control characters."""
     from fake_nvml import FakeNvml
 
-    import gputopo.sources.nvml as nvml
+    import gputopo.sources.host.nvml as nvml
 
     fake = FakeNvml(load_reference("two-socket-4gpu"), processes={0: [(4242, b"\xff\x1b]0;x\x07run\n", 1 << 20)]},
                     raw_text={"nvmlDeviceGetName": b"Tesla\xff V100\x1b[31m\nRED", ("nvmlDeviceGetUUID", 2): b"GPU-\x00\xfe"})
@@ -156,7 +156,7 @@ def test_scan_from_a_topo_m_and_an_nccl_log_of_one_host_names_why_nccl_used_host
     assert "GPUs 0-3, 1-2 (NODE)" in shm["message"] and "(inferred" in shm["message"]
 
 
-# --- --fail-on counts faults (analysis/finding_kinds.py); issue 32 ------------------------------
+# --- --fail-on counts faults (analysis/causes/finding_kinds.py); issue 32 ------------------------------
 
 @pytest.mark.parametrize("name", sorted(MACHINES))
 def test_fail_on_warning_passes_every_healthy_reference_machine(cli, name):
@@ -198,13 +198,13 @@ def test_design_findings_are_marked_in_the_text(cli):
     ({"CUDA_VISIBLE_DEVICES": ",".join(map(str, range(9)))}, 0),  # outside Slurm nothing is expected
 ])
 def test_expect_gpus_from_slurm_applies_to_this_host_only(cli, monkeypatch, variables, expect):
-    import gputopo.sources.nvml
+    import gputopo.sources.host.nvml
 
     for name in ("SLURM_JOB_GPUS", "SLURM_GPUS_ON_NODE", "SLURM_JOB_ID", "CUDA_VISIBLE_DEVICES"):
         monkeypatch.delenv(name, raising=False)
     for name, value in variables.items():
         monkeypatch.setenv(name, value)
-    monkeypatch.setattr(gputopo.sources.nvml, "probe", lambda: load_reference("dgx1"))  # this host: 8 GPUs
+    monkeypatch.setattr(gputopo.sources.host.nvml, "probe", lambda: load_reference("dgx1"))  # this host: 8 GPUs
     live = cli("scan", "--fail-on", "error")
     assert live.exit_code == expect, live.output
     assert cli("scan", "--machine", "dgx1", "--fail-on", "error").exit_code == 0  # a file is no host's prolog
@@ -218,3 +218,47 @@ def test_expect_gpus_fails_a_machine_showing_fewer(cli):
     assert missing["kind"] == "fault" and missing["severity"] == "error"
     assert missing["message"].startswith("8 GPUs visible, 16 expected: expected by --expect-gpus 16")
     assert cli("scan", "--machine", "dgx1", "--expect-gpus", "8", "--fail-on", "error").exit_code == 0
+
+
+def _no_nvml(monkeypatch):
+    import gputopo.sources.host.nvml as nvml_source
+    from gputopo.errors import NvmlUnavailable
+
+    def no_driver():
+        raise NvmlUnavailable("no driver")
+
+    monkeypatch.setattr(nvml_source, "probe", no_driver)
+
+
+def test_a_cut_tf_log_says_at_least_how_many_gpus_in_json_and_text(cli, tmp_path, monkeypatch):
+    """Issue 31: a real log cut to its 'Created ... GPU:7' line. The JSON lists the one GPU it
+    names, and says how many the log implies and that it is a lower bound; the screen says so."""
+    from conftest import OWN_FIXTURES
+
+    _no_nvml(monkeypatch)
+    log = OWN_FIXTURES / "corpus" / "tf_logs" / "tf15_edge_matrix_two_islands_8gpu_1080ti.log"
+    cut = tmp_path / "cut.log"
+    cut.write_text("".join(line for line in log.read_text().splitlines(keepends=True) if "device:GPU:7" in line))
+    result = cli("scan", "--tf-log", str(cut), "--json")
+    assert result.exit_code == 0, result.output
+    doc = json.loads(result.stdout)
+    assert [g["index"] for g in doc["gpus"]] == [7] and [d["ordinal"] for d in doc["tf"]["devices"]] == [7]
+    assert (doc["tf"]["gpu_count"], doc["tf"]["gpu_count_at_least"]) == (8, True)
+    text = cli("scan", "--tf-log", str(cut)).stdout
+    assert "TensorFlow had at least 8 GPUs; the log names GPU 7" in text
+
+
+def test_a_rocm_log_whose_gpu_tf_ignores_says_why_in_json_and_text(cli, monkeypatch):
+    from conftest import OWN_FIXTURES
+
+    _no_nvml(monkeypatch)
+    log = OWN_FIXTURES / "corpus" / "tf_logs" / "rocm_tf214_ignoring_visible_gpu_gfx1100_rx7900xtx.log"
+    doc = json.loads(cli("scan", "--tf-log", str(log), "--json").stdout)
+    assert doc["gpus"] == []  # no GPU to train on
+    (device,) = doc["tf"]["devices"]
+    assert (device["name"], device["pci_bus_id"]) == ("Radeon RX 7900 XTX", "0000:03:00.0")
+    assert device["ignored"].startswith("AMDGPU version gfx1100 (TensorFlow supports gfx1030gfx1100, gfx900")
+    assert (doc["tf"]["gpu_count"], doc["tf"]["gpu_count_at_least"]) == (1, True)
+    assert "tf-gpu-ignored" in {f["code"] for f in doc["findings"]}
+    text = cli("scan", "--tf-log", str(log)).stdout
+    assert "TensorFlow had at least 1 GPU; the log names GPU 0; it ignores GPU 0" in text

@@ -198,7 +198,7 @@ def test_dry_run_says_when_the_work_budget_stopped_the_pick(cli, monkeypatch):
 def _fake_training(monkeypatch, counters=None):
     from fake_nvml import FakeNvml
 
-    from gputopo.sources import nvml_counters
+    from gputopo.sources.host import nvml_counters
     from gputopo.sources.reference import load_reference
     from gputopo.train.launch import run
 
@@ -221,7 +221,7 @@ def test_watch_file_gets_json_lines_and_the_result_the_summary(cli, tmp_path: Pa
 
 def test_watch_without_nvml_is_one_note_and_training_goes_on(cli, tmp_path: Path, monkeypatch):
     from gputopo.errors import NvmlUnavailable
-    from gputopo.sources import nvml_counters
+    from gputopo.sources.host import nvml_counters
     from gputopo.train.launch import run
 
     def no_nvml():

@@ -9,7 +9,7 @@ import pytest
 from cluster_plans import cluster_plan, host_entry, write_plan
 from fake_nvml import FakeNvml
 
-from gputopo.sources import nvml_counters
+from gputopo.sources.host import nvml_counters
 from gputopo.sources.reference import load_reference
 
 

@@ -3,7 +3,19 @@
 from __future__ import annotations
 
 from gputopo.model import Topology
-from gputopo.model.fabric import BRIDGE, GPU, HOST_BRIDGE, NUMA, ROOT_PORT, Fabric, FabricEdge, FabricNode
+from gputopo.model.fabric import (
+    BRIDGE,
+    GPU,
+    HOST_BRIDGE,
+    NUMA,
+    NVLINK,
+    NVSWITCH,
+    NVSWITCH_FABRIC,
+    ROOT_PORT,
+    Fabric,
+    FabricEdge,
+    FabricNode,
+)
 
 
 def _server() -> Fabric:
@@ -69,3 +81,43 @@ def test_a_snapshot_carries_the_fabric_and_an_old_one_reads_without_it():
     old = topo.to_dict()
     del old["fabric"]
     assert Topology.from_dict(old).fabric is None
+
+
+def _switched(n: int, links: int = 18) -> Fabric:
+    """``n`` GPUs known by index, each with ``links`` NVLinks to the one NVSwitch fabric node (a
+    GB200 NVL72-style domain where the switches are not told apart)."""
+    f = Fabric()
+    f.add(FabricNode(NVSWITCH_FABRIC, NVSWITCH))
+    for i in range(n):
+        f.add(FabricNode(f"gpu:{i}", GPU, gpu=i))
+        f.edges.append(FabricEdge(f"gpu:{i}", NVSWITCH_FABRIC, NVLINK, count=links, active=links))
+    return f
+
+
+def test_pairs_through_nvswitch_get_the_fewer_of_their_switch_links_as_nccl_counts_them():
+    f = _switched(4)
+    f.edges[1] = FabricEdge("gpu:1", NVSWITCH_FABRIC, NVLINK, count=18, active=16)  # two links down
+    assert f.nvlink_count("gpu:0", "gpu:1") == 16 and f.nvlink_count("gpu:0", "gpu:2") == 18
+    assert f.gpu_nvlinks(0, 1) == (16, True) and f.nvlink_word(2, 3) == "NV18"
+    assert f.nvswitch_links("gpu:1") == 16 and f.nvswitches_of("gpu:1") == [NVSWITCH_FABRIC]
+    assert f.gpu_nvlinks(0, 9) is None and f.nvlink_word(0, 9) is None
+    f.edges.append(FabricEdge("gpu:2", "gpu:3", NVLINK, count=4))  # direct links win over the switch path
+    assert f.gpu_nvlinks(2, 3) == (4, False) and f.gpu_nvlinks(3, 2) == (4, False)
+
+
+def test_several_switches_add_up_and_a_pcie_only_gpu_has_no_nvlink_word():
+    f = _server()
+    for k in range(3):
+        f.add(FabricNode(f"pci:0000:c{k}:00.0", NVSWITCH, bdf=f"0000:c{k}:00.0"))
+        for gpu in ("pci:0000:03:00.0", "pci:0000:05:00.0"):
+            f.edges.append(FabricEdge(gpu, f"pci:0000:c{k}:00.0", NVLINK, count=2, active=None))
+    assert f.gpu_nvlinks(0, 2) == (6, True) and f.gpu_nvlinks(0, 1) == (2, False)
+    assert f.nvlink_word(1, 2) is None and f.gpu_nvlinks(3, 0) == (0, False)
+
+
+def test_a_576_gpu_domain_is_577_nodes_and_576_edges_and_round_trips():
+    f = _switched(576)
+    assert (len(f.nodes), len(f.edges)) == (577, 576)
+    assert f.nvlink_word(0, 575) == "NV18" and f.gpu_node(575).id == "gpu:575"
+    again = Topology.from_dict(Topology(fabric=f).to_dict()).fabric
+    assert again == f and again.nvlink_word(17, 300) == "NV18"

@@ -3,6 +3,8 @@ kept), GPUs joined by PCI bus id, or by index with the assumption said."""
 
 from __future__ import annotations
 
+import copy
+
 import pytest
 
 from gputopo.errors import InputError
@@ -37,7 +39,7 @@ def test_measurements_join_the_links_and_unknowns_are_filled():
 def test_a_cuda_ordered_source_with_bus_ids_joins_by_bus_order():
     """p2pBandwidthLatencyTest numbers GPUs the CUDA way (FASTEST_FIRST): its device 0 here is the
     GPU at 3d:00.0, which nvidia-smi (PCI bus order) calls 2."""
-    from gputopo.analysis.disagreements import disagreement_findings
+    from gputopo.analysis.causes.disagreements import disagreement_findings
 
     bus = ["0000:3d:00.0", "0000:1a:00.0", "0000:1b:00.0"]
     merged = merge_views([smi(), measured(0, 1, 48.3, bus_ids=bus)])
@@ -191,3 +193,34 @@ def test_host_memory_measured_on_cpu_devices_is_never_merged_onto_gpus():
     box = load_reference("two-socket-4gpu")  # as many GPUs as the bench has devices: an index join would go
     with pytest.raises(InputError, match="host memory on logical CPU devices"):
         merge_views([box, bench], ["box.json", "bench.json"])
+
+
+def test_a_later_sources_fabric_is_kept_with_its_gpus_numbered_as_the_merge_numbers_them():
+    # NCCL's topology XML gives the tree and NVLink edges; a first source without a fabric (as
+    # `topo -m` text) numbers the same GPUs otherwise: the fabric's GPUs follow the merged numbers.
+    from conftest import OWN_FIXTURES
+
+    from gputopo.model import normalize_pci_bus_id
+    from gputopo.sources.tools import nccl_xml
+
+    xml = OWN_FIXTURES / "corpus" / "nccl_xml" / "ibm_gx3d_8xh100_nvswitch_8nic_topo.xml"
+    with_fabric = nccl_xml.read(xml.read_text(encoding="utf-8"), "topo.xml")
+    assert with_fabric.fabric is not None and with_fabric.fabric.edges
+    last = max(g.index for g in with_fabric.gpus)
+    first = copy.deepcopy(with_fabric)
+    first.fabric = None
+    for gpu in first.gpus:
+        gpu.index = last - gpu.index
+    for link in first.links:
+        link.a, link.b = last - link.a, last - link.b
+
+    merged = merge_views([first, with_fabric], ["topo-m.txt", "topo.xml"])
+
+    index_by_bus = {normalize_pci_bus_id(g.pci_bus_id): g.index for g in merged.gpus}
+    gpu_nodes = [node for node in merged.fabric.nodes if node.kind == "gpu"]
+    assert len(gpu_nodes) == len(merged.gpus)
+    assert all(index_by_bus[normalize_pci_bus_id(node.bdf)] == node.gpu for node in gpu_nodes)
+    assert len(merged.fabric.edges) == len(with_fabric.fabric.edges)
+    a, b = (node for node in gpu_nodes[:2])
+    assert merged.fabric.nvlink_count(a.id, b.id) == with_fabric.fabric.nvlink_count(
+        next(n.id for n in with_fabric.fabric.nodes if n.bdf == a.bdf), next(n.id for n in with_fabric.fabric.nodes if n.bdf == b.bdf))

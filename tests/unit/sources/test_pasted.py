@@ -3,10 +3,11 @@
 import pytest
 
 from gputopo.errors import InputError
-from gputopo.sources import nccl_log, nvbandwidth, nvlink, p2pbw
+from gputopo.sources.tools import nccl_log, nvbandwidth, p2pbw
+from gputopo.sources.smi import nvlink
 from gputopo.sources.pasted import LINE_CAP_CHARS, capped
-from gputopo.sources.tflog import parse_tf_log
-from gputopo.sources.tflog_lines import LINE_CAP_CHARS as TF_LINE_CAP_CHARS
+from gputopo.sources.tf.tflog import parse_tf_log
+from gputopo.sources.tf.tflog_lines import LINE_CAP_CHARS as TF_LINE_CAP_CHARS
 
 
 def _p2pbw_gpu_name(pad: str) -> str | None:

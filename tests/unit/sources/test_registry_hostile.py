@@ -12,7 +12,7 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from gputopo.errors import InputError
-from gputopo.sources.pasted_health import parse_pasted
+from gputopo.sources.evidence.pasted_health import parse_pasted
 from gputopo.sources.registry import READERS, read_text
 
 XML_LEAD = '<system version="1"><cpu numaid="0">'

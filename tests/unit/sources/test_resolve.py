@@ -57,7 +57,7 @@ def test_a_tf_log_joins_the_topology_and_replaces_a_saved_one(tmp_path):
 
 
 def test_without_nvml_a_tf_view_alone_is_the_topology(monkeypatch):
-    from gputopo.sources import nvml
+    from gputopo.sources.host import nvml
 
     def no_driver():
         raise NvmlUnavailable("no NVIDIA driver")
@@ -74,7 +74,7 @@ def test_without_nvml_a_tf_view_alone_is_the_topology(monkeypatch):
 
 def test_without_a_source_this_host_is_probed(monkeypatch):
     from gputopo.model import Topology
-    from gputopo.sources import nvml
+    from gputopo.sources.host import nvml
 
     monkeypatch.setattr(nvml, "probe", lambda: Topology(source="nvml"))
     assert resolve(TopologyRequest(host="me")).host == "me"

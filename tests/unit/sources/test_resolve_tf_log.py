@@ -3,7 +3,7 @@
 import pytest
 from conftest import SHARED_FIXTURES
 
-import gputopo.sources.nvml as nvml_source
+import gputopo.sources.host.nvml as nvml_source
 from gputopo.errors import InputError, NvmlUnavailable
 from gputopo.analysis import with_findings
 from gputopo.sources import TopologyRequest, resolve

@@ -123,7 +123,7 @@ def test_matrices_fit_80_columns_without_cutting_figures(capsys, monkeypatch, co
 
 
 def test_a_figure_within_the_line_rates_slack_is_no_callout_and_one_above_it_is():
-    """One rule for every view (analysis.measured.verdict): bench-p2p once called 1% above the line
+    """One rule for every view (analysis.expect.measured.verdict): bench-p2p once called 1% above the line
     rate suspect while scan, with its 5% slack for clocks and rounding, did not."""
     topo = cube_mesh_8()
     expected = view.pair_expectations(make_result("GPU", {(0, 1): 1.0}), topo)[(0, 1)]

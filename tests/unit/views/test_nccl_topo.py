@@ -6,7 +6,7 @@ import pytest
 
 from gputopo.errors import InputError
 from gputopo.model import Gpu, Topology, make_link
-from gputopo.sources import nccl_xml
+from gputopo.sources.tools import nccl_xml
 from gputopo.sources.reference import load_reference, machine_names
 from gputopo.views.nccl_topo import nccl_topology_xml
 

@@ -1,11 +1,11 @@
 """The report's heatmaps: the measured / expected matrix judges each figure by the one rule of
-``analysis.measured`` (the same thresholds as scan's findings and bench-p2p's colours)."""
+``analysis.expect.measured`` (the same thresholds as scan's findings and bench-p2p's colours)."""
 
 from __future__ import annotations
 
 from linktable import cube_mesh_8
 
-from gputopo.analysis.measured import OK_RATIO, expectation
+from gputopo.analysis.expect.measured import OK_RATIO, expectation
 from gputopo.analysis.scan_result import scan_result
 from gputopo.model import Measurement
 from gputopo.views.report_tables import _tint, heatmaps

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import xml.etree.ElementTree as ET
 
-from gputopo.sources.watch_lines import Series, WatchLines
+from gputopo.sources.tools.watch_lines import Series, WatchLines
 from gputopo.views.report_watch import POINTS, sparkline, watch_section
 
 

@@ -6,8 +6,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from linktable import cube_mesh_8, link_table, nvl72, pcie_8
 
-from gputopo.analysis.slurm_blocks import block_topology
-from gputopo.analysis.slurm_gres import gres_nodes
+from gputopo.analysis.slurm.slurm_blocks import block_topology
+from gputopo.analysis.slurm.slurm_gres import gres_nodes
 from gputopo.views.slurm_files import format_block_topology, format_gres
 
 GPU_LINE = re.compile(r"(NodeName=[A-Za-z0-9_][A-Za-z0-9._-]* )?Name=gpu( Type=[a-z_][a-z0-9_.-]*)? "

@@ -52,3 +52,23 @@ def test_a_process_that_sees_one_gpu_shows_tfs_own_number_and_the_device():
     render_tf_view(Topology(gpus=[Gpu(index=4)], source="tf-log", tf=view), console)
     row = next(line for line in console.file.getvalue().splitlines() if "Graphics Device" in line)
     assert "GPU:0 (device 4)" in row
+
+
+def _count_line(view: TfView) -> str:
+    console = Console(file=io.StringIO(), width=120, color_system=None)
+    render_tf_view(Topology(gpus=[Gpu(d.ordinal) for d in view.devices if not d.ignored], tf=view), console)
+    return next(line for line in console.file.getvalue().splitlines() if line.startswith("TensorFlow had"))
+
+
+def test_a_cut_log_says_at_least_how_many_gpus_and_which_it_names():
+    view = TfView(devices=[TfDevice(7, name="GeForce GTX 1080 Ti")], peer=[[None] * 8 for _ in range(8)],
+                  source="cut.log", gpu_count=8, gpu_count_at_least=True)
+    assert _count_line(view) == "TensorFlow had at least 8 GPUs; the log names GPU 7"
+
+
+def test_a_whole_log_says_its_count_and_the_gpus_tf_ignores():
+    whole = TfView(devices=[TfDevice(i) for i in range(4)], peer=[[None] * 4 for _ in range(4)], gpu_count=4)
+    assert _count_line(whole) == "TensorFlow had 4 GPUs"
+    ignored = TfView(devices=[TfDevice(0), TfDevice(1, ignored="compute capability 2.0 (TensorFlow needs 3.5)")],
+                     peer=[[None] * 2 for _ in range(2)], gpu_count=2)
+    assert _count_line(ignored) == "TensorFlow had 2 GPUs; it ignores GPU 1"

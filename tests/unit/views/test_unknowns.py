@@ -8,7 +8,7 @@ import json
 import pytest
 from conftest import OWN_FIXTURES, SHARED_FIXTURES
 
-from gputopo.analysis.bandwidth import estimate_link, pair_estimate
+from gputopo.analysis.expect.bandwidth import estimate_link, pair_estimate
 from gputopo.model import Gpu, Topology, make_link
 from gputopo.sources import TopologyRequest, resolve
 

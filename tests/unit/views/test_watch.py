@@ -7,8 +7,8 @@ import json
 
 from rich.console import Console
 
-from gputopo.analysis.watch import Frame, LinkRate, PcieRate
-from gputopo.analysis.watch_summary import Summary
+from gputopo.analysis.watch.watch import Frame, LinkRate, PcieRate
+from gputopo.analysis.watch.watch_summary import Summary
 from gputopo.model import Finding
 from gputopo.views.watch import bar, frame_json, json_line, live_table, summary_json, summary_text
 

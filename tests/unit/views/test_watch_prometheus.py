@@ -7,8 +7,8 @@ import re
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from gputopo.analysis.watch import ErrorDelta, Frame, LinkRate, PcieRate
-from gputopo.analysis.watch_summary import Summary
+from gputopo.analysis.watch.watch import ErrorDelta, Frame, LinkRate, PcieRate
+from gputopo.analysis.watch.watch_summary import Summary
 from gputopo.views.watch_prometheus import escape_label, prometheus_text
 
 NAME = r"[a-zA-Z_:][a-zA-Z0-9_:]*"

@@ -86,7 +86,7 @@ def test_one_host_groups_of_a_multi_host_domain_use_that_hosts_cuda_numbers():
 
 
 def test_a_tf_log_alone_does_not_claim_a_cpu_socket():
-    from gputopo.sources.tflog import read_tf_log, topology_from_tf_view
+    from gputopo.sources.tf.tflog import read_tf_log, topology_from_tf_view
 
     log = SHARED_FIXTURES / "tf_logs" / "tf0_gpu_init_cannot_enable_peer_4gpu.log"
     topo = topology_from_tf_view(read_tf_log(str(log)))
@@ -191,7 +191,7 @@ def test_a_hop_known_only_to_peer_names_tf_only_for_a_tf_log():
     """p2pBandwidthLatencyTest's peer lines (aikitoria PR #29) say which pairs can peer, not TF."""
     from gputopo.analysis.recommend.advice import hop_label
     from gputopo.model import make_link
-    from gputopo.sources import p2pbw
+    from gputopo.sources.tools import p2pbw
     from unit.sources.readers_corpus import text_of
 
     assert hop_label(make_link(0, 1, "UNKNOWN", p2p_read="ok")) == "TF:P2P"

@@ -5,7 +5,7 @@ from __future__ import annotations
 from fake_nvml import FakeNvml
 
 from gputopo.errors import NvmlUnavailable
-from gputopo.sources import nvml_counters
+from gputopo.sources.host import nvml_counters
 from gputopo.sources.reference import load_reference
 from gputopo.train.launch.watching import TrainWatch
 

@@ -1,0 +1,161 @@
+"""ACS redirect on a PCIe bridge (``acs-redirect``): its one wording, whoever read it (sysfs on a live
+host or an archive, a pasted ``lspci -vvv``, NCCL's ACS script), the GPUs and pairs it hits, and
+who set it, with the fix that holds.
+
+Who set it: once an IOMMU is on (translating or passthrough), Linux asks for ACS
+(``pci_request_acs()`` from the Intel / AMD IOMMU init) and writes SrcValid, ReqRedir, CmpltRedir and
+UpstreamFwd (control ``0x001d``, or the part of it a port supports) on every ACS-capable port at boot
+(``pci_std_enable_acs()``); ``iommu=pt`` does not stop that, and neither does turning ACS off in the
+BIOS. Such a word beside an IOMMU that is on is the kernel's doing: the ACS finding is ``caused_by`` the
+IOMMU's finding (where there is one: a translating IOMMU), which carries the complete fix: the IOMMU
+off where no VM needs it, else ``iommu=pt`` plus ACS cleared at every boot on every bridge at once
+(one ``pci=disable_acs_redir=A;B``: the kernel keeps only the last such option). With the IOMMU off
+the BIOS or firmware set it; where the evidence does not say whether an IOMMU is on, both are said.
+
+Which pairs: the GPUs below a bridge are those on its secondary..subordinate buses (sysfs paths, or
+lspci's ``Bus: primary=.., secondary=.., subordinate=..``), joined to GPU indices by bus id. Redirect
+on a downstream port hits every pair with a GPU below it; on another bridge, the pairs with one GPU
+below it and one elsewhere.
+"""
+
+from __future__ import annotations
+
+from itertools import combinations
+
+from gputopo.analysis.causes.doctor_common import DoctorReport, and_list, pairs_text
+from gputopo.model import Finding
+from gputopo.quoting import shell_word
+from gputopo.sources.host.pcie_health import AcsState
+
+# The bits Linux's pci_std_enable_acs() writes (SrcValid, ReqRedir, CmpltRedir, UpstreamFwd): 0x001d.
+KERNEL_ACS_BITS = 0x001D
+NO_BUS_IDS = ("the pastes give no PCI bus ids for the GPUs (p2pBandwidthLatencyTest's `Device: N, ..., pciBusID:` "
+              "lines, `nvidia-smi -q` or the GPUs' own lspci headers give them)")
+GRUB = ("add the option to GRUB_CMDLINE_LINUX in /etc/default/grub (in quotes: `;` ends a shell command), run "
+        "update-grub, reboot; the loop goes in a boot-time unit (a systemd oneshot service), not in GRUB")
+DISABLE_ACS_REDIR_SINCE = (5, 1)  # the kernel that added pci=disable_acs_redir=
+
+
+def pairs_hit(bridge_port: str | None, below: list[str], gpus: list[str]) -> list[tuple[str, str]]:
+    """The pairs of ``gpus`` whose P2P passes a bridge with ``below`` under it: with a GPU below a
+    downstream port, or one GPU below another bridge and one elsewhere."""
+    under = set(below)
+    if bridge_port == "Downstream Port":
+        return [(a, b) for a, b in combinations(sorted(gpus), 2) if a in under or b in under]
+    return [(a, b) for a, b in combinations(sorted(gpus), 2) if (a in under) != (b in under)]
+
+
+def gpus_in_range(gpus: list[str], bdf: str, bus_range: tuple[int, int] | None) -> list[str]:
+    """The GPUs (bus ids) on the buses below bridge ``bdf`` (its domain, secondary..subordinate)."""
+    if bus_range is None:
+        return []
+    domain = bdf.split(":")[0]
+    return sorted(g for g in gpus if g.split(":")[0] == domain and bus_range[0] <= int(g.split(":")[1], 16) <= bus_range[1])
+
+
+def acs_redirect(report: DoctorReport, bdf: str | None, control: int, evidence: list[str], *,
+                 pairs: list[tuple[str, str]], gpus: list[str], port: str | None = None, why_no_pairs: str = "",
+                 spared: int = 0, count: int = 1) -> Finding:
+    """``acs-redirect`` at bridge ``bdf`` (None: ``count`` devices a grepped paste does not name):
+    ``pairs`` (bus ids) the pairs it hits, ``gpus`` the GPUs below it; ``why_no_pairs`` says why none
+    are named. Its cause and fix are set once every check has run (``link_causes``)."""
+    where = f"PCIe bridge {bdf}" + (f" (a switch's {port.lower()})" if port == "Downstream Port" else "") if bdf else \
+        f"{count} device(s) the paste does not name (a grepped paste)"
+    if pairs:
+        effect = f"P2P between {pairs_text(report, pairs)}"
+    else:
+        effect = f"P2P of the GPU(s) below {'it' if bdf else 'them'}" + (f": {why_no_pairs}" if why_no_pairs else "")
+    if spared:
+        effect += f" ({spared} pair(s) joined by NVLink copy over it, not through this bridge)"
+    finding = Finding(
+        "error", "acs-redirect",
+        f"ACS redirect is on at {where}: peer-to-peer traffic through it is sent up to the root complex (and the "
+        "IOMMU) instead of straight across: slow copies, hangs or wrong data (NVIDIA/nccl#2079, #606); "
+        "`nvidia-smi topo -p2p` can still say OK.",
+        gpus=report.indices(gpus), evidence=evidence,
+        effect=effect + "; GPUDirect RDMA between those GPUs and NICs across it",
+        fix=None)
+    for a, b in pairs:
+        report.mark_pair(a, b, "acs")
+    report.add(finding, pairs)
+    report.acs_on.append((finding, bdf, control, port))
+    return finding
+
+
+def acs_words(control: int) -> str:
+    return f"ACS control 0x{control:04x} ({AcsState('read', control).words()})"
+
+
+def _clear_all(bdfs: list[str]) -> tuple[str, str]:
+    """The two ways to clear ACS on every bridge at every boot: one kernel option, one shell loop."""
+    option = f"`pci=disable_acs_redir={';'.join(bdfs)}`"
+    loop = f"`for b in {' '.join(shell_word(b) for b in bdfs)}; do sudo setpci -s \"$b\" ECAP_ACS+6.w=0000; done`"
+    return option, loop
+
+
+def _iommu_off(vendor: str | None) -> str:
+    return {"intel": "`intel_iommu=off` (VT-d off in the BIOS)", "amd": "`amd_iommu=off` (AMD-Vi / IOMMU off in the BIOS)"}.get(
+        vendor or "", "`intel_iommu=off` / `amd_iommu=off` (VT-d / AMD-Vi off in the BIOS)")
+
+
+def _older_than(release: str | None, version: tuple[int, int]) -> bool:
+    """Whether the kernel ``release`` ("4.15.0-112-generic") is older than ``version``; False where not known."""
+    parts = (release or "").split(".")
+    if len(parts) < 2 or not parts[0].isdigit():
+        return False
+    minor = "".join(ch for ch in parts[1][:3] if ch.isdigit()) if parts[1][:1].isdigit() else ""
+    return bool(minor) and (int(parts[0]), int(minor)) < version
+
+
+def link_causes(report: DoctorReport) -> None:
+    """Once every check has run: each ACS finding said as the kernel's or the firmware's doing, linked
+    to the IOMMU finding that causes it, and the complete fix on the root cause."""
+    named = sorted({bdf for _, bdf, _, _ in report.acs_on if bdf})
+    option, loop = _clear_all(named or ["<bdf>"])
+    cause = next((f for f in report.findings if f.code == "iommu-translating"), None)
+    state = report.iommu
+    kernel_set = [f for f, _, control, _ in report.acs_on if state in ("translating", "passthrough")
+                  and control & ~KERNEL_ACS_BITS == 0]
+    old = _older_than(report.kernel_release, DISABLE_ACS_REDIR_SINCE)
+    if old:  # the evidence shows a kernel that has no pci=disable_acs_redir=: the loop is the way
+        at_once = (f"{loop} at every boot (this kernel, {report.kernel_release}, predates `pci=disable_acs_redir=`, "
+                   f"which Linux 5.1 added; run the loop from a systemd oneshot unit)")
+        option = f"{option} (on Linux 5.1 or newer; this kernel is {report.kernel_release}: the loop at every boot instead)"
+    else:
+        at_once = (f"ONE {option} (Linux 5.1 or newer; the kernel keeps only the last `pci=disable_acs_redir=` option, "
+                   f"so list every bridge, `;`-separated), or {loop}")
+    clear = f"clear ACS at every boot on every bridge at once: {at_once}"
+    kernel_fix = (f"{_iommu_off(report.iommu_vendor)} where no VM or device passthrough needs the IOMMU: that removes "
+                  f"the IOMMU's translation and Linux no longer turns ACS on; otherwise boot with `iommu=pt` AND {clear}; "
+                  + GRUB)
+    for finding, bdf, control, _ in report.acs_on:
+        here = f"`sudo setpci -s {shell_word(bdf)} ECAP_ACS+6.w=0000`" if bdf else \
+            "per bridge `sudo setpci -s <bdf> ECAP_ACS+6.w=0000` (find them with `sudo lspci -vvv | grep -E '^[0-9a-f]|ACSCtl'`)"
+        if finding in kernel_set:
+            finding.message += (
+                f" Linux set it: the IOMMU is on ({state}), and with an IOMMU on the kernel turns ACS on at boot on "
+                "every ACS-capable port (SrcValid, ReqRedir, CmpltRedir, UpstreamFwd: 0x001d), so turning ACS off in "
+                "the BIOS does not last and `iommu=pt` leaves it on.")
+            if cause is not None:
+                report.causes[id(finding)] = cause
+                finding.fix = (f"fix the cause, the IOMMU (iommu-translating, whose fix covers every bridge): "
+                               f"{_iommu_off(report.iommu_vendor)} where no VM needs the IOMMU, else `iommu=pt` plus one "
+                               f"{option} listing every bridge; this bridge alone until the next boot: {here}")
+            else:
+                finding.fix = f"this bridge alone until the next boot: {here}; to last: {kernel_fix}"
+        elif state == "off":
+            finding.message += " The IOMMU is off, so Linux did not set it: the BIOS or the switch's firmware did."
+            finding.fix = (f"turn ACS off in the BIOS (often 'PCIe ACS' / 'ACS Enable' under PCIe or IIO settings) or "
+                           f"the switch's firmware settings; until then {here} at every boot, or for every bridge at once {at_once}")
+        else:
+            unknown = state is None
+            finding.message += (
+                " Who set it is not known: " + ("the evidence does not say whether an IOMMU is on (Linux turns ACS on "
+                "where one is; give dmesg or /proc/cmdline)" if unknown else
+                f"the IOMMU is {state}, but this control word is not the kernel's 0x001d") + ".")
+            finding.fix = (f"{here} clears it until the next boot; to last: where an IOMMU is on, Linux sets ACS at boot: "
+                           f"{kernel_fix}; where it is off, turn ACS off in the BIOS ('PCIe ACS' / 'ACS Enable')")
+    if cause is not None and kernel_set:
+        bridges = and_list([b for f, b, _, _ in report.acs_on if f in kernel_set and b]) or "the bridges named"
+        cause.message += f" It is also why Linux turned ACS redirect on at {bridges} (see acs-redirect)."
+        cause.fix = kernel_fix

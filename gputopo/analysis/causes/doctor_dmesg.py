@@ -1,0 +1,154 @@
+"""What a pasted kernel log says, judged (``gputopo.sources.evidence.pasted_kernel`` read it): IOMMU faults,
+the NVIDIA driver's Xids (by the cause the driver names where it names one), GPUs fallen off the
+bus, and PCIe AER errors.
+
+AER: an uncorrected error is an error (the link or the device failed; a fatal one resets the link,
+and a GPU below it is lost until reset); a corrected one is a warning (the link retried, which costs
+bandwidth, and many of them mark a marginal link). Each is said for the device that reported it, as
+the log names it (a port above a GPU, or the GPU); the log does not say which GPUs sit below a port.
+"""
+
+from __future__ import annotations
+
+from gputopo.analysis.causes.doctor_common import DoctorReport, and_list
+from gputopo.analysis.causes.doctor_host import IOMMU_FIX
+from gputopo.model import Finding
+from gputopo.sources.evidence.pasted_evidence import PastedAer, PastedEvidence, PastedXid
+
+NVLINK_XIDS = frozenset({74, *range(144, 151)})
+ECC_XIDS = frozenset({48, 63, 64, 94, 95})
+XID_MEANING = {
+    13: "a graphics engine exception (most often the application's own fault)",
+    31: "a GPU memory page fault (with IOMMU faults: a DMA the IOMMU refused)",
+    32: "an invalid or corrupted push buffer stream (driver error, system memory corruption, a PCIe bus error)",
+    43: "the GPU stopped processing (an application fault, most often not the hardware)",
+    45: "the driver's cleanup of the GPU's work after an earlier error (the cause is the Xid before it)",
+    48: "a double-bit ECC error",
+    63: "an ECC page retirement or row remapping",
+    64: "an ECC page retirement or row remapping that failed",
+    74: "an NVLink error",
+    79: "the GPU fell off the bus (PCIe link lost: power, slot, riser or overheating)",
+    94: "a contained ECC error (the application was stopped; the GPU goes on)",
+    95: "an uncontained ECC error (the GPU needs a reset)",
+    119: "a GSP firmware timeout",
+}
+FALLEN_FIX = "check power cables and PSU headroom, reseat the card and riser, watch temperatures, update the BIOS"
+
+
+def xid_meaning(code: int) -> str:
+    if code in XID_MEANING:
+        return XID_MEANING[code]
+    if code in NVLINK_XIDS:
+        return "an NVLink error (Xids 144 to 150 report the NVLink blocks of newer GPUs)"
+    return "see NVIDIA's Xid catalogue"
+
+
+def _xid_fix(code: int) -> str:
+    if code in NVLINK_XIDS:
+        return ("check the NVLinks: `nvidia-smi nvlink -s` and `nvidia-smi nvlink -e` (links down, counters growing); "
+                "reseat the NVLink bridge (PCIe cards) or have the baseboard or NVSwitch tray checked; on NVSwitch "
+                "systems read the Fabric Manager log")
+    if code == 79:
+        return FALLEN_FIX
+    if code in ECC_XIDS:
+        return ("check `nvidia-smi -q -d ECC,ROW_REMAPPER`: a GPU with remapping pending needs a reset; errors that "
+                "come back need the GPU replaced")
+    return "look the Xid up in NVIDIA's Xid catalogue (https://docs.nvidia.com/deploy/xid-errors/)"
+
+
+def kernel_log_checks(label: str, evidence: PastedEvidence, report: DoctorReport) -> None:
+    _iommu_faults(label, evidence, report)
+    _xids(label, evidence.xids, report)
+    for bdf in evidence.fallen_off_bus:
+        report.add(Finding(
+            "error", "gpu-fallen-off-bus",
+            f"GPU {bdf} fell off the bus (Xid 79 class): its PCIe link was lost.",
+            evidence=[f"{label}: NVRM: ... {bdf} ... fallen off the bus"],
+            effect=f"every job on {bdf} until it is reset",
+            fix=FALLEN_FIX))
+    _aer(label, evidence, report)
+
+
+def _iommu_faults(label: str, evidence: PastedEvidence, report: DoctorReport) -> None:
+    if evidence.iommu_faults:
+        total = sum(evidence.iommu_faults.values())
+        report.add(Finding(
+            "error", "iommu-fault",
+            f"The IOMMU refused {total} DMA(s) from {and_list(sorted(evidence.iommu_faults))}: it translates the GPUs' "
+            "DMA and peer or host copies hit unmapped addresses: hangs, crashes or wrong data.",
+            evidence=[f"{label}: {evidence.iommu_fault_example}"],
+            effect="P2P and DMA of those devices",
+            fix=IOMMU_FIX))
+
+
+def _cause_class(cause: int | None) -> int | str | None:
+    """Causes fixed the same way are one class: every NVLink Xid is the NVLink."""
+    return "nvlink" if cause in NVLINK_XIDS else cause
+
+
+def _xids(label: str, xids: list[PastedXid], report: DoctorReport) -> None:
+    """One finding per Xid and class of named cause, naming every GPU that logged it (one NVLink
+    event that made four GPUs clean up is one problem, not four); a consequence (Xid 45 after an
+    NVLink Xid) is said with its cause, and fixed as the cause is."""
+    grouped: dict[tuple[int, int | str | None], dict[str, list[PastedXid]]] = {}
+    for xid in xids:
+        grouped.setdefault((xid.code, _cause_class(xid.cause)), {}).setdefault(xid.pci, []).append(xid)
+    for (code, _), by_gpu in grouped.items():
+        causes = sorted({xid.cause for seen in by_gpu.values() for xid in seen if xid.cause is not None})
+        places = [f"{pci} ({len(seen)} times)" if len(seen) > 1 else pci for pci, seen in by_gpu.items()]
+        who = f"the GPU at PCI {places[0]}" if len(places) == 1 else f"{len(places)} GPUs, at PCI {and_list(places)}"
+        if causes:
+            earlier = f"an earlier Xid {causes[0]}" if len(causes) == 1 else f"earlier Xids {and_list([str(c) for c in causes])}"
+            caused = f", caused (the driver says) by {earlier}: {xid_meaning(causes[0])}. Xid {code} is "
+        else:
+            caused = ": "
+        report.add(Finding(
+            "error", f"xid-{code}",
+            f"The NVIDIA driver logged Xid {code} for {who}{caused}{xid_meaning(code)}.",
+            evidence=[f"{label}: {seen[0].text}" for seen in list(by_gpu.values())[:4]],
+            fix=_xid_fix(causes[0] if causes else code)))
+
+
+def _who(aer: PastedAer) -> str:
+    kind = "port" if aer.driver == "pcieport" else "NVIDIA GPU" if aer.driver == "nvidia" else f"device ({aer.driver})"
+    return f"PCIe {kind} {aer.bdf}"
+
+
+def _aer(label: str, evidence: PastedEvidence, report: DoctorReport) -> None:
+    by_device: dict[tuple[str, bool], list[PastedAer]] = {}
+    for aer in evidence.aer:
+        by_device.setdefault((aer.bdf, aer.corrected), []).append(aer)
+    lost = sorted(evidence.not_recovered)
+    for (bdf, corrected), errors in by_device.items():
+        layers = and_list(sorted({e.layer for e in errors}))
+        severities = and_list(sorted({e.severity for e in errors}))
+        below = (f"every device below {bdf}" if errors[0].driver == "pcieport" else bdf)
+        if corrected:
+            report.add(Finding(
+                "warning", "pcie-aer-corrected",
+                f"{_who(errors[0])} logged {len(errors)} corrected AER error(s) ({layers}): the link recovered each by "
+                "retrying, which costs bandwidth; many of them mark a marginal link (riser, slot, power, or the "
+                "link's power saving, ASPM).",
+                evidence=[f"{label} line {e.line}: {e.text}" for e in errors[:3]],
+                effect=f"copies to and from {below}",
+                fix="watch whether they keep coming under load (`sudo dmesg -w`); reseat the card and its riser, try "
+                    "another slot; as a test, boot with `pcie_aspm=off`"))
+            continue
+        gone = f" {and_list(lost)} could not recover (a driver without AER recovery): lost until reset or reboot." if lost else ""
+        lost = []  # said once, with the first uncorrected error
+        report.add(Finding(
+            "error", "pcie-aer-uncorrected",
+            f"{_who(errors[0])} logged {len(errors)} {severities} AER error(s) ({layers}): the link or the device "
+            f"failed; a fatal error resets the link, and a GPU below it is lost (it falls off the bus).{gone}",
+            evidence=[f"{label} line {e.line}: {e.text}" for e in errors[:3]],
+            effect=f"every job using {below}",
+            fix="reseat the GPU and its riser, check its power cables, try another slot, update the BIOS; a port that "
+                "keeps logging errors points to the slot, the riser or the board"))
+    if lost:
+        report.add(Finding(
+            "error", "pcie-aer-not-recovered",
+            f"{and_list(lost)} could not recover from a PCIe error (a driver without AER recovery): lost until reset "
+            "or reboot; the error itself is not in the paste.",
+            evidence=[f"{label}: {evidence.not_recovered[bdf]}" for bdf in lost[:3]],
+            effect=f"every job on {and_list(lost)}",
+            fix=FALLEN_FIX))

@@ -1,0 +1,151 @@
+"""Doctor's reading of pasted evidence (``doctor --from lspci.txt|dmesg.txt|cmdline.txt|nvlink.txt``):
+the same causes as the live checks, from what the text shows and no more (a grepped ``ACSCtl`` line
+does not say which bridge it was). Here: ACS, PCIe links and whether the IOMMU translates; what a
+kernel log says is ``doctor_dmesg``, what nvidia-smi text says ``doctor_smi_pasted``."""
+
+from __future__ import annotations
+
+from gputopo.analysis.causes.doctor_acs import NO_BUS_IDS, acs_redirect, acs_words, gpus_in_range, pairs_hit
+from gputopo.analysis.causes.doctor_common import DoctorReport, and_list, gts_to_gen
+from gputopo.analysis.causes.doctor_dmesg import kernel_log_checks
+from gputopo.analysis.causes.doctor_host import (
+    cmdline_iommu,
+    iommu_translating,
+    passthrough_or_off,
+    switched_on,
+    vendor,
+)
+from gputopo.analysis.causes.doctor_links import narrow_link, slow_link
+from gputopo.analysis.causes.doctor_paste_cuda import cuda_paste_checks
+from gputopo.analysis.causes.doctor_paste_host import host_paste_checks
+from gputopo.analysis.causes.doctor_smi_pasted import fabric_checks, nvlink_checks
+from gputopo.model import Finding
+from gputopo.sources.evidence.pasted_health import PastedEvidence, PastedLink
+from gputopo.sources.host.pcie_health import ACS_REDIRECT_MASK
+
+
+def pasted_checks(label: str, evidence: PastedEvidence, report: DoctorReport) -> None:
+    if not evidence.kinds:
+        report.check(f"recognise {label}", "not-made",
+                     "nothing recognised (expected lspci -vvv / -tv, dmesg, /proc/cmdline, nvidia-smi nvlink -s / -e "
+                     "or nvidia-smi -q)")
+        return
+    report.check(f"recognise {label}", "ok", and_list(evidence.kinds))
+    report.kernel_release = report.kernel_release or evidence.kernel_release
+    _acs(label, evidence, report)
+    _links(label, evidence, report)
+    kernel_log_checks(label, evidence, report)
+    _iommu_mode(label, evidence, report)
+    nvlink_checks(label, evidence, report)
+    fabric_checks(label, evidence, report)
+    host_paste_checks(label, evidence, report)  # env, /dev/shm, GDR, GRUB (doctor_paste_host)
+    cuda_paste_checks(label, evidence, report)  # CUDA errors, peer answers, NVML/nvtop/CSV lines (doctor_paste_cuda)
+
+
+def _where(label: str, line: int) -> str:
+    return f"{label} line {line}"
+
+
+def _acs(label: str, evidence: PastedEvidence, report: DoctorReport) -> None:
+    on = [a for a in evidence.acs if a.control & ACS_REDIRECT_MASK]
+    if evidence.acs:
+        report.check("acs", "problem" if on else "ok", f"{len(evidence.acs)} ACS control word(s) in {label}")
+    gpus = sorted(report.gpus)
+    for acs in (a for a in on if a.bdf):
+        bus_range, port = evidence.bus_ranges.get(acs.bdf), evidence.port_types.get(acs.bdf)
+        below = gpus_in_range(gpus, acs.bdf, bus_range)
+        why = ("the paste does not show the bridge's buses (lspci -vvv's `Bus: primary=.., secondary=.., "
+               "subordinate=..` line)" if bus_range is None else NO_BUS_IDS if not gpus else
+               "no GPU the evidence names is on its buses" if not below else "")
+        acs_redirect(report, acs.bdf, acs.control, [f"{_where(label, acs.line)}: {acs_words(acs.control)}"],
+                     pairs=pairs_hit(port, below, gpus) if below else [], gpus=below, port=port, why_no_pairs=why)
+    unnamed = [a for a in on if not a.bdf]
+    if unnamed:
+        acs_redirect(report, None, max(a.control for a in unnamed), [f"{_where(label, a.line)}: {a.text}" for a in unnamed[:6]],
+                     pairs=[], gpus=[], count=len(unnamed),
+                     why_no_pairs="the paste does not say which bridges (find them with "
+                                  "`sudo lspci -vvv | grep -E '^[0-9a-f]|ACSCtl'`)")
+
+
+def _links(label: str, evidence: PastedEvidence, report: DoctorReport) -> None:
+    for down in evidence.links_down:
+        report.check(f"pcie link {down.bdf or 'of a device not named in the paste'}", "not-made",
+                     f"no link trained ({_where(label, down.line)}: {down.text}): nothing in the slot or the link "
+                     "is down, so its width and speed say nothing")
+    gpus = sorted(report.gpus)
+    for ends in _physical_links(evidence, gpus):
+        gpu = next((p.bdf for p in ends if p.bdf in report.gpus), None) or _gpu_below(evidence, ends[0].bdf, gpus)
+        pasted = next((p for p in ends if p.bdf == gpu), ends[0])  # the GPU's own reading where the paste has it
+        link = pasted.link
+        who = report.label(gpu) if gpu else pasted.bdf or "a device (not named in the paste)"
+        if len(ends) > 1 or (gpu and pasted.bdf != gpu):
+            who += f" (its link to {and_list(sorted(p.bdf for p in ends if p.bdf != gpu)) or 'the port above it'}, " \
+                   f"read at {'both ends' if len(ends) > 1 else 'the port'})"
+        shown = [f"{_where(label, p.line)}: {p.text}" for p in ends]
+        below = [gpu] if gpu else gpus_in_range(gpus, pasted.bdf, evidence.bus_ranges.get(pasted.bdf)) if pasted.bdf else []
+        if any(p.link.width_below_max for p in ends):  # a GPU's pairs all copy through its narrow link
+            narrow = next(p.link for p in ends if p.link.width_below_max)
+            narrow_link(report, who, narrow.current_width, narrow.max_width, below=below,
+                        affected=and_list([report.label(b) for b in below]) if below else who, evidence=shown)
+        elif link.speed_below_max:
+            slow_link(report, who, gts_to_gen(link.current_speed_gts), gts_to_gen(link.max_speed_gts),  # no state in a paste
+                      gpus=report.indices(below), bdf=pasted.bdf, evidence=shown)
+
+
+def _gpu_below(evidence: PastedEvidence, bdf: str | None, gpus: list[str]) -> str | None:
+    """The GPU right below port ``bdf``: alone on its secondary bus, which is its last (a GPU's own link)."""
+    bus_range = evidence.bus_ranges.get(bdf) if bdf else None
+    below = gpus_in_range(gpus, bdf, bus_range) if bdf and bus_range and bus_range[0] == bus_range[1] else []
+    return below[0] if len(below) == 1 else None
+
+
+def _physical_links(evidence: PastedEvidence, gpus: list[str]) -> list[list[PastedLink]]:
+    """The pasted LnkSta readings grouped by physical link: a GPU's own reading and that of the port
+    right above it (its other end) are one link; every other reading is its own."""
+    by_gpu: dict[str, list[PastedLink]] = {}
+    alone: list[list[PastedLink]] = []
+    for pasted in evidence.links:
+        gpu = pasted.bdf if pasted.bdf in gpus else _gpu_below(evidence, pasted.bdf, gpus)
+        if gpu is None:
+            alone.append([pasted])
+        else:
+            by_gpu.setdefault(gpu, []).append(pasted)
+    return alone + [ends for _, ends in sorted(by_gpu.items())]
+
+
+GROUP_TYPES = "read /sys/kernel/iommu_groups/*/type (DMA or DMA-FQ: translating; identity: passthrough)"
+
+
+def _iommu_mode(label: str, evidence: PastedEvidence, report: DoctorReport) -> None:
+    """Whether the IOMMU translates GPU DMA: what the kernel says it did (``Default domain type``)
+    first, then the command line. A translated default alone is no proof: the kernel prints it
+    whether or not an IOMMU is present, so it needs the IOMMU seen at work too."""
+    domain = evidence.default_domain
+    if evidence.cmdline is None and domain is None:
+        return
+    options = cmdline_iommu(evidence.cmdline)
+    booted = " ".join(f"{k}={v}" for k, v in options.items()) or "no IOMMU option"
+    said = passthrough_or_off(evidence.cmdline)
+    switched = switched_on(options)
+    at_work = evidence.iommu_active
+    if domain is not None and domain[0] == "passthrough":
+        report.iommu = "passthrough"
+        report.check("iommu (dmesg)", "ok", f"{domain[1]}: passthrough")
+    elif said is not None:
+        report.iommu = "off" if said == "off" else "passthrough" if switched or at_work else report.iommu
+        report.check("iommu (cmdline)", "ok", f"{booted}: {'passthrough' if said == 'passthrough' else 'IOMMU off'}")
+    elif switched or (domain is not None and at_work):
+        seen = ([f"{label}: {booted}"] if evidence.cmdline is not None else []) + [
+            f"{label}: {line}" for line in (domain[1] if domain else None, at_work) if line]
+        iommu_translating(
+            report, ("The kernel was booted with the IOMMU on and without `iommu=pt`" if switched else
+                     "The kernel's IOMMU translates DMA by default and an IOMMU is at work")
+            + ": it translates every GPU DMA", sorted(report.gpus), seen, vendor(options, at_work))
+    elif domain is not None:
+        report.check("iommu (dmesg)", "not-made",
+                     f"{domain[1]}: devices behind an IOMMU have their DMA translated, but the paste shows no IOMMU at "
+                     f"work (no `DMAR: IOMMU enabled`, AMD-Vi or iommu group line) and the kernel prints this line "
+                     f"without one; {GROUP_TYPES}")
+    else:
+        report.check("iommu (cmdline)", "not-made",
+                     f"{booted}: the kernel's default applies, which the command line alone does not show; {GROUP_TYPES}")

@@ -1,0 +1,372 @@
+"""Findings from what tools measured and observed, checked against the topology:
+
+- ``measured-below-expected``: a pair copies far below what its link type gives ("GPU 2->5: 9.9
+  GB/s, 40% of what PIX over PCIe Gen4 x16 gives"); only where the link type is known;
+- ``p2p-slower-than-staged``: with P2P on, a pair copies slower than the same tool measured with P2P
+  off (through host memory): P2P hurts there (ACS, IOMMU, a bad switch);
+- ``pcie-path-narrow``: a pair whose link type the source does not give copies below what one PCIe
+  Gen3 x16 link carries both with P2P and staged through host memory: a narrow or slow link on the
+  path (x4/x8 slot, chipset lanes, a riser), not P2P;
+- ``gpu-slow-to-every-peer``: one GPU copies slower than the others to every peer (``slow_gpu_findings``);
+- ``nccl-not-p2p``: NCCL connected two GPUs of one host through SHM or the network although the
+  topology says they can peer (NVLink, or P2P ok), naming the setting that explains it where the
+  log shows one (NCCL_P2P_DISABLE, NCCL_P2P_LEVEL);
+- ``nccl-shm-between-gpus``: NCCL connected GPUs of one host through host memory where the topology
+  does not say they can peer, with the cause the link between them points to (``nccl_paths``);
+- ``nccl-p2p-refused``: NCCL logged that CUDA refused P2P between GPUs it considers connected;
+- ``nccl-p2p-ipc-failed``: NCCL set up a P2P connection and CUDA would not open the peer's memory
+  (``failed to open CUDA IPC handle``): the job stops there, it does not fall back;
+- ``nccl-p2p-off-by-setting``: the log shows P2P turned off by the environment (NCCL_P2P_DISABLE,
+  NCCL_P2P_LEVEL=LOC) and no connection line that says more (an info);
+- ``nvlink-inactive``: links ``nvidia-smi nvlink`` shows ``<inactive>``, a warning where the topology
+  says the GPU should have more active links than it has;
+- ``collective-wrong-results``: nccl-tests counted wrong results (#wrong) or out-of-bounds values;
+- ``collective-busbw-vs-ring`` / ``collective-busbw-vs-pcie``: what a run's busbw says of the links
+  (``collective_findings``).
+"""
+
+from __future__ import annotations
+
+import re
+
+from gputopo.analysis.expect.bandwidth import pcie_generation
+from gputopo.analysis.causes.collective_findings import collective_findings
+from gputopo.analysis.expect.measured import (
+    FAR_BELOW_RATIO,
+    Comparison,
+    compare,
+    measured_gbps,
+    measured_links,
+    p2p_slower_than_staged,
+)
+from gputopo.analysis.causes.nccl_paths import host_memory_findings
+from gputopo.analysis.causes.pcie_findings import LINK_QUERY
+from gputopo.analysis.causes.slow_gpu_findings import slow_gpu_findings
+from gputopo.model import Finding, Link, Topology
+from gputopo.notation import count_word
+
+# "Tesla V100-SXM2-32GB", "NVIDIA A100-SXM4-80GB": a module on a board (an H100 SXM's name, "H100 80GB
+# HBM3", does not say so: it keeps the card wording).
+_SXM_RE = re.compile(r"\bSXM\d?\b", re.IGNORECASE)
+# Staged (P2P off) copies below this, per direction, are under what one PCIe Gen3 x16 link carries
+# (~10-12 GB/s staged): the path has a narrow or slow link; P2P within this factor of it does not help.
+NARROW_STAGED_GBPS = 8.0
+NARROW_P2P_FACTOR = 1.3  # P2P no more than 30% above staged: P2P does not help either
+
+
+def observed_findings(topology: Topology) -> list[Finding]:
+    """Every finding above that ``topology`` gives reason for."""
+    measured = measured_links(topology)  # (looked for once: a domain's links are many, its measured ones few)
+    compared = [c for link in measured for c in compare(topology, link)]  # = comparisons(topology)
+    return [
+        *_below_expected(compared),
+        *_above_line_rate(compared),
+        *_p2p_slower(measured, topology),
+        *_narrow_path(topology, measured),
+        *slow_gpu_findings(topology, measured),
+        *(_nccl_transports(topology) + host_memory_findings(topology) or _nccl_p2p_off(topology)),
+        *_nccl_refused(topology),
+        *_nccl_ipc_failed(topology),
+        *nvlink_inactive_findings(topology),
+        *_collective_errors(topology),
+        *collective_findings(topology),
+    ]
+
+
+def _below_expected(compared: list[Comparison]) -> list[Finding]:
+    slow = [c for c in compared if c.ratio < FAR_BELOW_RATIO]
+    if not slow:
+        return []
+    shown = "; ".join(c.text() for c in slow[:6]) + (f"; and {len(slow) - 6} more" if len(slow) > 6 else "")
+    gpus = sorted({g for c in slow for g in (c.src, c.dst)})
+    return [Finding(
+        "warning", "measured-below-expected",
+        f"{count_word(len(slow), 'direction')} measured far below what the link gives: {shown}",
+        gpus=gpus,
+        fix="check the PCIe link width/speed under load, ACS and IOMMU on the path (`gputopo doctor`), "
+            "and measure again with `gputopo bench-p2p`",
+    )]
+
+
+def _above_line_rate(compared: list[Comparison]) -> list[Finding]:
+    """Copies measured faster than the link can carry (cuda-samples#390 reported such figures):
+    the bytes did not cross that link, or the figure is misread."""
+    fast = [c for c in compared if c.above_line_rate]
+    if not fast:
+        return []
+    shown = "; ".join(f"GPU {c.src}\u2192{c.dst}: {c.measured_gbps:.1f} GB/s over {c.link_type}, whose line rate is "
+                      f"{c.line_rate_gbps:.0f} GB/s ({c.method})" for c in fast[:6])
+    more = f"; and {len(fast) - 6} more" if len(fast) > 6 else ""
+    return [Finding(
+        "warning", "measured-above-line-rate",
+        f"{count_word(len(fast), 'direction')} measured faster than the link can carry: {shown}{more}; those bytes "
+        "did not cross that link (a zero-copy or cached copy, a clock error, or a misread unit)",
+        gpus=sorted({g for c in fast for g in (c.src, c.dst)}),
+        fix="check the bytes, not only the speed: `gputopo bench-p2p` compares every copy's destination with its source",
+    )]
+
+
+# What makes P2P slower than staged copies where doctor found it (the root cause first).
+_P2P_CAUSES = ("doctor-iommu-translating", "doctor-acs-redirect")
+
+
+def _p2p_slower(measured: list[Link], topology: Topology) -> list[Finding]:
+    """One finding for every pair that copies slower with P2P on than staged through host memory."""
+    slow: list[tuple[int, int, float, float, str]] = []
+    for link in measured:
+        broken = p2p_slower_than_staged(link)  # (the rule recommend also sets such figures aside by)
+        if broken is not None:
+            slow.append((link.a, link.b, *broken, link.measured.method or "bench-p2p"))
+    if not slow:
+        return []
+    shown = "; ".join(f"{a}-{b} {on:.1f} vs {off:.1f}" for a, b, on, off, _ in slow[:6])
+    more = f"; and {len(slow) - 6} more" if len(slow) > 6 else ""
+    methods = ", ".join(sorted({method for *_, method in slow}))
+    return [Finding(
+        "warning", "p2p-slower-than-staged",
+        f"{count_word(len(slow), 'GPU pair')} {'copies' if len(slow) == 1 else 'copy'} slower with P2P on than with P2P off (staged through host "
+        f"memory), GB/s measured by the same test ({methods}): {shown}{more}: P2P slows these pairs down",
+        gpus=sorted({g for a, b, *_ in slow for g in (a, b)}),
+        fix="P2P slower than host copies points at ACS or the IOMMU redirecting peer traffic through the root "
+            "complex: check `sudo lspci -vvv | grep ACSCtl` and the kernel's iommu= setting; meanwhile "
+            "NCCL_P2P_DISABLE=1 is faster on this box",
+        caused_by=next((code for code in _P2P_CAUSES if any(f.code == code for f in topology.diagnostics)), None),
+    )]
+
+
+def _narrow_path(topology: Topology, measured: list[Link]) -> list[Finding]:
+    """Pairs of unknown link type slow both ways (P2P on and off): the path, not P2P (tinygrad#44).
+    A pair ``p2p-slower-than-staged`` names is left to it: there P2P is the cause."""
+    slow: list[tuple[int, int, float, float]] = []
+    assumed = False
+    gpus = {gpu.index: gpu for gpu in topology.gpus}
+    for link in measured:
+        m = link.measured
+        if link.type != "UNKNOWN" or m.p2p_enabled is not True:
+            continue
+        on = measured_gbps(link)
+        off = [v for v in (m.p2p_off_a_to_b_gbps, m.p2p_off_b_to_a_gbps) if v is not None and v > 0]
+        if on is None or not off or p2p_slower_than_staged(link) is not None:
+            continue
+        gens = [pcie_generation(gpus.get(g)) for g in (link.a, link.b)]
+        if any(gen is not None and gen < 3 for gen in gens):
+            continue  # a Gen2 (or older) link carries about this much: slow is normal there
+        if max(off) < NARROW_STAGED_GBPS and on < NARROW_P2P_FACTOR * max(off):
+            slow.append((link.a, link.b, on, max(off)))
+            assumed = assumed or None in gens
+    if not slow:
+        return []
+    basis = ("assuming PCIe Gen3 or newer (the source does not give the GPUs' PCIe generation; on a Gen2 card "
+             "such figures are normal)" if assumed else "the GPUs' links are PCIe Gen3 or newer")
+    shown = "; ".join(f"{a}-{b} {on:.1f} with P2P, {off:.1f} without" for a, b, on, off in slow[:6])
+    more = f"; and {len(slow) - 6} more" if len(slow) > 6 else ""
+    return [Finding(
+        "warning", "pcie-path-narrow",
+        f"{count_word(len(slow), 'GPU pair')} {'copies' if len(slow) == 1 else 'copy'} slowly both ways (GB/s): {shown}{more}; "
+        f"staged copies below {NARROW_STAGED_GBPS:.0f} GB/s are under what one PCIe Gen3 x16 link carries ({basis}), "
+        "so a link on the path is narrow or slow (an x4/x8 slot, chipset lanes, a riser); P2P is not the cause",
+        gpus=sorted({g for a, b, *_ in slow for g in (a, b)}),
+        fix=f"check each GPU's link under load (`{LINK_QUERY}`: width and generation, current vs max) "
+            "and which slots hang off the chipset; `gputopo doctor` with `lspci -vvv` shows the narrow hop",
+    )]
+
+
+def _nccl_transports(topology: Topology) -> list[Finding]:
+    view = topology.nccl
+    if view is None:
+        return []
+    links = topology.link_map()
+    seen: set[tuple[int, int]] = set()
+    findings = []
+    why = _p2p_setting(view.settings)
+    for t in view.transports:
+        if t.transport not in ("SHM", "NET") or t.a is None or t.b is None or (t.a, t.b) not in links:
+            continue
+        link = links[(t.a, t.b)]
+        pair = (link.a, link.b)
+        if pair in seen or not (link.is_nvlink or link.can_peer):
+            continue
+        seen.add(pair)
+        facts = link.type if link.is_nvlink else f"{link.type}, P2P ok"
+        findings.append(Finding(
+            "warning", "nccl-not-p2p",
+            f"NCCL uses {t.transport} ({t.detail}) between GPU {t.a} and GPU {t.b} although they are {facts}"
+            + (f": {why}" if why else ": P2P disabled by NCCL_P2P_DISABLE or NCCL_P2P_LEVEL? (the log does not show)"),
+            gpus=[link.a, link.b],
+            fix="unset NCCL_P2P_DISABLE / NCCL_P2P_LEVEL for this job, or see why NCCL refused P2P (NCCL_DEBUG=INFO, "
+                "NCCL_DEBUG_SUBSYS=INIT,P2P)",
+        ))
+    return findings
+
+
+def _p2p_setting(settings: dict[str, str]) -> str | None:
+    if settings.get("NCCL_P2P_DISABLE") not in (None, "0"):
+        return f"the log shows NCCL_P2P_DISABLE={settings['NCCL_P2P_DISABLE']}"
+    level = settings.get("NCCL_P2P_LEVEL")
+    if level is not None:
+        return f"the log shows NCCL_P2P_LEVEL={level}, which limits P2P to paths up to {level}"
+    return None
+
+
+def _nccl_p2p_off(topology: Topology) -> list[Finding]:
+    view = topology.nccl
+    why = _p2p_setting(view.settings) if view is not None else None
+    level = view.settings.get("NCCL_P2P_LEVEL", "") if view is not None else ""
+    if why is None or (level and level.upper() not in ("LOC", "0")):  # a level above LOC still allows some P2P
+        return []
+    return [Finding(
+        "info", "nccl-p2p-off-by-setting",
+        f"NCCL runs without P2P in this job: {why} (NCCL_P2P_DISABLE=1 shows as NCCL_P2P_LEVEL=LOC), so every "
+        "GPU-to-GPU copy goes through host memory or the network",
+        fix="unset NCCL_P2P_DISABLE / NCCL_P2P_LEVEL where the GPUs can peer (NVLink, or `nvidia-smi topo -p2p r` OK)",
+    )]
+
+
+def _nccl_ipc_failed(topology: Topology) -> list[Finding]:
+    view = topology.nccl
+    if view is None or not any("failed to open CUDA IPC handle" in note for note in view.notes):
+        return []
+    links = topology.link_map()
+    pairs = sorted({(min(t.a, t.b), max(t.a, t.b)) for t in view.transports if t.transport == "P2P"
+                    and t.a is not None and t.b is not None and (min(t.a, t.b), max(t.a, t.b)) in links})
+    refused = [p for p in pairs if links[p].p2p_read == "NS"]
+    named = refused or pairs
+    reason = next(note for note in view.notes if "failed to open CUDA IPC handle" in note)
+    return [Finding(
+        "warning", "nccl-p2p-ipc-failed",
+        f"NCCL set up P2P between GPU {' and GPU '.join(str(g) for g in named[0])}"
+        + (f" (and {count_word(len(named) - 1, 'more pair')})" if len(named) > 1 else "")
+        + f" and CUDA refused {'one of them' if len(named) > 1 and not refused else 'it'} ({reason!r}): NCCL "
+        "does not fall back, the job fails there"
+        if named else f"NCCL could not open a peer GPU's memory ({reason!r}): its P2P connection failed",
+        gpus=sorted({g for p in named for g in p}),
+        fix="run with NCCL_P2P_DISABLE=1 (SHM through host memory) to get going; then see why CUDA refuses peer "
+            "access: a GPU without P2P (GeForce), ACS or the IOMMU, a VM (`gputopo doctor`)",
+    )]
+
+
+def _nccl_refused(topology: Topology) -> list[Finding]:
+    view = topology.nccl
+    if view is None or not view.p2p_disabled_pairs:
+        return []
+    pairs = ", ".join(f"{a}-{b}" for a, b in view.p2p_disabled_pairs[:12])
+    return [Finding(
+        "warning", "nccl-p2p-refused",
+        f"NCCL could not use P2P between its GPUs {pairs} although it considers them connected "
+        "(numbers are NCCL's GPUs on that host); it falls back to copies through host memory",
+        fix="usually ACS or the IOMMU (or a VM): check `lspci -vvv | grep ACSCtl`, boot with iommu=pt, or run "
+            "`gputopo doctor`; NCCL_IGNORE_DISABLED_P2P=1 only hides the message",
+    )]
+
+
+def nvlink_inactive_findings(topology: Topology) -> list[Finding]:
+    """``nvlink-inactive`` for every GPU with links ``<inactive>`` (scan's and doctor's rule)."""
+    findings = []
+    by_gpu: dict[int, list[int]] = {}
+    for state in topology.nvlinks:
+        if state.active is False:
+            by_gpu.setdefault(state.gpu, []).append(state.link)
+    links = topology.link_map() if by_gpu else {}
+    for gpu, down in sorted(by_gpu.items()):
+        active = sum(1 for s in topology.nvlinks if s.gpu == gpu and s.active)
+        wired = max((links[(gpu, other)].nvlink_count for other in topology.gpu_indices
+                     if (gpu, other) in links and not links[(gpu, other)].nvswitch), default=0)
+        findings.append(nvlink_inactive_finding(gpu, down, active, topology.gpu(gpu).name, wired))
+    return findings
+
+
+def nvlink_inactive_finding(gpu: int, down: list[int], active: int, name: str | None, wired: int = 0,
+                            evidence: list[str] | None = None) -> Finding:
+    """``nvlink-inactive`` from ``nvidia-smi nvlink -s`` (what scan reads, and doctor's pasted
+    evidence): links ``down`` of GPU ``gpu`` (model ``name``), ``active`` up, ``wired`` the NV# count
+    the topology shows to a peer (0: not shown). A warning where a link is missing that the topology
+    shows, or on a module (SXM: its board wires every link); on a card only info: it has more link
+    slots than its bridge uses."""
+    expected_more = wired > active
+    module = _SXM_RE.search(name or "")
+    return Finding(
+        "warning" if expected_more or module else "info", "nvlink-inactive",
+        f"GPU {gpu}: NVLink {count_word(len(down), 'link')} {', '.join(map(str, down))} <inactive>, {active} active"
+        + (f", while the topology shows NV{wired} to a peer" if expected_more else
+           f" ({module.group(0)} module: its board wires every NVLink, so a link down is a fault, unless the "
+           "fabric is partitioned on purpose)" if module else
+           " (a card has more link slots than its bridge uses: this can be normal; a link that should be up and is "
+           "not means a bridge not seated or a fault)"),
+        gpus=[gpu],
+        fix="`nvidia-smi nvlink -e` shows error counters; a GPU reset or the vendor (no bridge to reseat on an "
+            "SXM board)" if module else "reseat the NVLink bridge; `nvidia-smi nvlink -e` shows error counters",
+        evidence=list(evidence or []),
+    )
+
+
+def nvlink_all_inactive_finding(gpu: int | None, name: str | None, module: bool, evidence: list[str]) -> Finding:
+    """``nvlink-inactive`` from NVML's one-line answer "all links are inActive" (a pasted nvidia-smi):
+    a fault on a module whose board wires every link, else maybe normal (a card without a bridge)."""
+    who = f"GPU {gpu}" if gpu is not None else "A GPU the paste does not name"
+    return Finding(
+        "warning" if module else "info", "nvlink-inactive",
+        f"{who}{f' ({name})' if name else ''}: NVML reports every NVLink inactive"
+        + (": its board wires every link, so this GPU is cut off the NVLink fabric (a GPU or link fault, a "
+           "fabric that did not finish, or a reset while Fabric Manager ran); its peer traffic falls back to "
+           "PCIe or fails." if module else
+           ": normal for a card without an NVLink bridge; a fault only if it has one (or sits on an SXM "
+           "board). The paste does not show which."),
+        gpus=[gpu] if gpu is not None else [],
+        evidence=evidence,
+        effect=f"every NVLink copy of {who}",
+        fix=("`nvidia-smi -q | grep -A6 Fabric` (State, Status) and `dmesg | grep -i xid` on that GPU; restart "
+             "nvidia-fabricmanager or reset the GPU; drain the node if the links stay down" if module else
+             "reseat the NVLink bridge if one is fitted; `nvidia-smi topo -m` shows NV# where links are up"))
+
+
+def nvlink_unheaded_finding(gpu: int | None, links: list[int], evidence: list[str]) -> Finding:
+    """``nvlink-inactive`` from ``Link K: <inactive>`` lines pasted without their ``GPU N:`` header:
+    whether those links should be up, the paste cannot show (info)."""
+    who = f"GPU {gpu}" if gpu is not None else "a GPU the paste does not name"
+    return Finding(
+        "info", "nvlink-inactive",
+        f"NVLink {', '.join(map(str, links))} of {who} <inactive>; the paste shows neither its other links "
+        "nor its model, so whether these should be up is unknown (a card has more link slots than its bridge "
+        "uses).", gpus=[gpu] if gpu is not None else [],
+        evidence=evidence,
+        fix="`nvidia-smi nvlink -s` whole (every GPU, every link) and `nvidia-smi topo -m`")
+
+
+def nvlink_inactive_nvml(who: str, index: int, down: list[int], total: int, *, in_vm: bool) -> Finding:
+    """``nvlink-inactive`` as NVML reads it on a live host (doctor): ``down`` of ``total`` links of GPU
+    ``index`` (``who`` in words). In a VM holding fewer than 8 GPUs said as a question (info)."""
+    if in_vm:
+        return Finding(
+            "info", "nvlink-inactive",
+            f"{who} has {len(down)} of {total} NVLinks inactive (link {', '.join(map(str, down))}). This is a virtual "
+            "machine: links to GPUs of the same board that this VM was not given are inactive by design, so this is a "
+            "fault only if this instance type should have them up (inferred: NVML does not say where an inactive link "
+            "leads).",
+            gpus=[index], evidence=[f"nvmlDeviceGetNvLinkState(GPU {index}, link {n}): inactive" for n in down[:6]],
+            effect="none if by design; else the NVLink bandwidth of pairs with this GPU",
+            fix="compare `nvidia-smi nvlink -s` with another instance of the same type; if its links are up, ask the provider")
+    return Finding(
+        "warning", "nvlink-inactive",
+        f"{who} has {len(down)} of {total} NVLinks inactive (link {', '.join(map(str, down))}): a bridge not seated, "
+        "a failed link, or a board that wires only some links (NVIDIA/nccl#340, #2329, Azure/azhpc-diagnostics#73).",
+        gpus=[index], evidence=[f"nvmlDeviceGetNvLinkState(GPU {index}, link {n}): inactive" for n in down[:6]],
+        effect=f"NVLink bandwidth of every pair with {who}",
+        fix="compare with `nvidia-smi nvlink -s` on a healthy node of the same model; reseat the NVLink bridge "
+            "(PCIe cards) or have the baseboard checked (SXM), then `nvidia-smi -r` or reboot")
+
+
+def _collective_errors(topology: Topology) -> list[Finding]:
+    findings = []
+    for run in topology.collectives:
+        wrong = sum((row.out_wrong or 0) + (row.in_wrong or 0) for row in run.rows)
+        if wrong or run.out_of_bounds:
+            findings.append(Finding(
+                "error", "collective-wrong-results",
+                f"nccl-tests {run.operation}: {wrong} wrong results"
+                + (f", {run.out_of_bounds} out-of-bounds values" if run.out_of_bounds else "")
+                + ": data was corrupted between GPUs (not just slow)",
+                gpus=list(run.gpus),
+                fix="corrupted collectives point at P2P through a broken path (ACS/IOMMU) or failing hardware: run "
+                    "again with NCCL_P2P_DISABLE=1; if that is correct, fix P2P (`gputopo doctor`)",
+            ))
+    return findings

@@ -1,0 +1,1 @@
+"""Readers' notes in words: each ReadingNote code becomes a Finding here."""

@@ -1,0 +1,1 @@
+"""Where GPUs sit: sockets, NUMA nodes, the NICs nearest each GPU, classes of pairs."""

@@ -1,0 +1,1 @@
+"""`gputopo watch`: link use per interval, its plan and summary."""

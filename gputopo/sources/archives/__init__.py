@@ -1,0 +1,1 @@
+"""`gputopo gather` archives and folders: bounded packing, checked reading held in memory."""

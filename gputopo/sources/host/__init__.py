@@ -1,0 +1,1 @@
+"""This host's files and NVML: the confined tree view, sysfs, the NVML door and probe, PCIe and host health."""

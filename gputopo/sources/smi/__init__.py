@@ -1,0 +1,1 @@
+"""nvidia-smi's outputs: `topo -m`/`-p2p` matrices, `-q`, `nvlink -s`."""

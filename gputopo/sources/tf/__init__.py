@@ -1,0 +1,1 @@
+"""TensorFlow logs of every era, and `scan --tf`'s child."""

@@ -1,0 +1,178 @@
+"""nccl-tests output (``all_reduce_perf`` and the other ``*_perf``) -> Topology with the collective's
+bus bandwidth per size (``Topology.collectives``).
+
+Read by structure: ``#  Rank  N [Group G] Pid P on HOST device D [BUS] NAME`` lines (BUS as ``0x1b``
+or ``0000:1b:00``), the column header (``size count type redop [root] time algbw busbw #wrong|error``,
+twice: out-of-place then in-place), numeric rows under it, ``# Out of bounds values : N OK|FAILED``
+and ``# Avg bus bandwidth : X``. Each header starts a run (several runs in one paste are kept in
+order); the operation is named from a ``*_perf`` command line (also after root's ``#`` prompt) or
+``Collective test concluded: X`` where the paste has one. Single host: GPU numbers are the devices
+(CUDA ordinals); several hosts: the ranks, with their host.
+
+Pasted text is read as it comes: the ``#`` comment markers may be lost (a paste outside a code block
+becomes markdown headings), and a prefix printed before the header (a ``$ `` prompt, a ``host: ``
+label) is taken off the rows too. A paste cut before its first row whose ``# Using devices`` block
+names the GPUs gives the GPUs and no run; the missing rows are said (``nccl-tests-no-rows``). Cut
+before its header too, it is recognised by that block, except beside ``NCCL INFO`` lines (then it is
+an NCCL log's preamble, read by ``sources.tools.nccl_log``).
+Patterns look at a line's first ``LINE_CAP_CHARS``.
+"""
+
+from __future__ import annotations
+
+import re
+
+from gputopo.errors import InputError
+from gputopo.model import CollectiveRow, CollectiveRun, Gpu, ReadingNote, Topology
+from gputopo.notation import ascii_int
+from gputopo.sources.pasted import MAX_GPUS, bus_id, capped, device_index, hex_bus_id, lines_of, number
+
+KIND = "nccl-tests"
+MAX_ROWS = 4096
+
+# The ``#`` markers may be lost in a paste. The name runs to the end of the line (stripped in code:
+# ``(.*?)\s*$`` tried ``\s*$`` at every length of it).
+_RANK_RE = re.compile(
+    r"(?:#\s*|\b)Rank\s+(\d+)(?:\s+Group\s+\d+)?\s+Pid\s+\d+\s+on\s+(\S+)\s+device\s+(\d+)\s+\[([0-9a-fA-Fx:.]+)\]\s+(.*)$"
+)
+_HEADER_RE = re.compile(r"(?:#\s*|\b)size\s+count\s+type\s+redop\s+(root\s+)?time\s+algbw\s+busbw\s+(#?wrong|error)\b")
+_OP_RE = re.compile(r"\b(\w+)_perf(?:_mpi)?\b")
+# A command after root's prompt ("# ./build/all_reduce_perf -b 8"): nccl-tests' own '#' lines never
+# start with a *_perf command (variables and sudo may stand before it); a bare name must be followed
+# by options or nothing, a comment's words ("# all_reduce_perf is slower") are no command.
+_ROOT_COMMAND_RE = re.compile(r"^\s*#\s*(?:[A-Za-z_]\w*=\S*\s+)*(?:sudo\s+)?"
+                              r"(?:\S*/(\w+)_perf(?:_mpi)?(?=\s|$)|(\w+)_perf(?:_mpi)?(?=\s+-|\s*$))")
+_OOB_RE = re.compile(r"Out of bounds values\s*:\s*(\d+)")
+_AVG_RE = re.compile(r"Avg bus bandwidth\s*:\s*([0-9.eE+-]+)")
+
+
+def sniff(text: str) -> bool:
+    """Whether the text holds an nccl-tests table (its column header) or its ``Using devices`` lines."""
+    if _HEADER_RE.search(text) is not None:
+        return True
+    # Cut before the header: its device list alone. Beside NCCL_DEBUG lines it is the preamble of an
+    # NCCL log, which that reader reads (ranks numbered its way: two numberings of one run would not join).
+    return "Using devices" in text and "NCCL INFO" not in text and "NCCL WARN" not in text and any(
+        _RANK_RE.search(capped(line)) for line in _lines_after(text, "Using devices"))
+
+
+def _lines_after(text: str, words: str, count: int = 4) -> list[str]:
+    """The ``count`` lines after the first line holding ``words``."""
+    at = text.find(words)
+    return text[at:].split("\n", count + 1)[1 : count + 1] if at >= 0 else []
+
+
+def read(text: str, source: str) -> Topology:
+    """Every nccl-tests run in ``text``, and the devices they name."""
+    devices: dict[int, tuple[str, int, str | None, str]] = {}  # rank -> host, device, bus, name
+    runs: list[CollectiveRun] = []
+    operation: str | None = None
+    lines = lines_of(text)
+    i = 0
+    headers = 0
+    while i < len(lines):
+        line = capped(lines[i])
+        if (m := _RANK_RE.search(line)) and (rank := device_index(m.group(1))) is not None:
+            device = device_index(m.group(3))
+            if device is not None:
+                devices[rank] = (m.group(2)[:100], device, _bus(m.group(4)), m.group(5).strip()[:200])
+        elif m := _HEADER_RE.search(line):
+            headers += 1
+            run = CollectiveRun(operation=operation or "unknown", origin=source)
+            prefix = line[: m.start()].strip()  # a prompt or host label printed before the table
+            i = _rows(lines, i + 1, run, has_root=m.group(1) is not None, prefix=prefix)
+            runs.append(run)
+            continue
+        elif (m := _OOB_RE.search(line)) and runs:
+            runs[-1].out_of_bounds = int(m.group(1))
+        elif (m := _AVG_RE.search(line)) and runs:
+            runs[-1].avg_busbw_gbps = number(m.group(1))
+        elif "concluded:" in line and (m := _OP_RE.search(line)) and runs:
+            runs[-1].operation = m.group(1)
+        elif "_perf" in line and (m := _ROOT_COMMAND_RE.match(line)):
+            operation = m.group(1) or m.group(2)
+        elif "_perf" in line and (m := _OP_RE.search(line)) and not line.lstrip().startswith("#"):
+            operation = m.group(1)
+        i += 1
+    runs = [run for run in runs if run.rows]
+    if not runs and not devices:
+        raise InputError(f"{source}: an nccl-tests header without any row, and no `Using devices` line")
+    topo = _topology(devices, runs, source)
+    if not runs:  # cut before the first row: the devices are all it says
+        topo.reading_notes.append(ReadingNote("nccl-tests-no-rows", {"source": source, "header": headers > 0}))
+    return topo
+
+
+def _bus(token: str) -> str | None:
+    if token.lower().startswith("0x"):
+        try:
+            return bus_id(0, int(token, 16))
+        except ValueError:
+            return None
+    parts = token.split(":")
+    return hex_bus_id(*parts) if len(parts) == 3 else None
+
+
+def _rows(lines: list[str], start: int, run: CollectiveRun, has_root: bool, prefix: str = "") -> int:
+    i = start
+    while i < len(lines) and len(run.rows) < MAX_ROWS:
+        line = lines[i].lstrip()
+        if prefix and line.startswith(prefix):  # the header's prompt or host label, on every line
+            line = line[len(prefix) :]
+        tokens = line.split()
+        if tokens and tokens[0] in ("#", "(B)") and not run.rows:  # the (B) (elements) units line
+            i += 1
+            continue
+        if not tokens or ascii_int(tokens[0], 20) is None:
+            break
+        row = _row(tokens, has_root)
+        if row is None:
+            break
+        run.rows.append(row)
+        i += 1
+    return i
+
+
+def _row(tokens: list[str], has_root: bool) -> CollectiveRow | None:
+    """One size: size count type redop [root] then (time algbw busbw wrong) out-of-place and in-place."""
+    head = 5 if has_root else 4
+    if len(tokens) < head + 4:
+        return None
+    size = ascii_int(tokens[0], 20)
+    if size is None:
+        return None
+    figures = tokens[head:]
+    out, inplace = figures[:4], figures[4:8]
+    row = CollectiveRow(size_bytes=size, count=ascii_int(tokens[1], 20),
+                        dtype=tokens[2][:20], redop=tokens[3][:20],
+                        root=int(tokens[4]) if has_root and re.fullmatch(r"-?\d+", tokens[4]) else None)
+    row.out_time_us, row.out_algbw_gbps, row.out_busbw_gbps = (number(t) for t in out[:3])
+    row.out_wrong = _wrong(out[3])
+    if len(inplace) == 4:
+        row.in_time_us, row.in_algbw_gbps, row.in_busbw_gbps = (number(t) for t in inplace[:3])
+        row.in_wrong = _wrong(inplace[3])
+    return row
+
+
+def _wrong(token: str) -> int | None:
+    """``#wrong`` as a count; an older ``error`` column (a float) counts as 0 when it is 0, else 1."""
+    if ascii_int(token, 20) is not None:
+        return ascii_int(token, 20)
+    value = number(token)
+    return None if value is None else (0 if value == 0 else 1)
+
+
+def _topology(devices: dict[int, tuple[str, int, str | None, str]], runs: list[CollectiveRun], source: str) -> Topology:
+    hosts = {host for host, _, _, _ in devices.values()}
+    one_host = len(hosts) <= 1
+    gpus: dict[int, Gpu] = {}
+    for rank, (host, device, bus, name) in sorted(devices.items()):
+        index = device if one_host else rank
+        if index < MAX_GPUS and index not in gpus:
+            gpus[index] = Gpu(index=index, name=name or None, pci_bus_id=bus, host=None if one_host else host)
+    for run in runs:
+        run.gpus = sorted(gpus)
+        run.nranks = len(devices) or None
+    topo = Topology(gpus=sorted(gpus.values(), key=lambda g: g.index), collectives=runs, source="nccl-tests",
+                    source_detail=source, label=f"nccl-tests on {len(devices) or 'unnamed'} ranks")
+    return topo

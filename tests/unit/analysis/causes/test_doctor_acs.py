@@ -1,0 +1,83 @@
+"""ACS redirect (gputopo/analysis/causes/doctor_acs.py): which pairs a bridge hits, and who set it (the kernel
+for an IOMMU that is on, the firmware with the IOMMU off, not known without IOMMU evidence)."""
+
+from __future__ import annotations
+
+from doctor_trees import DOCTOR_FIXTURES
+
+from gputopo.analysis.causes.doctor import doctor
+from gputopo.analysis.causes.doctor_acs import gpus_in_range, pairs_hit
+from gputopo.sources.evidence.health import HealthEvidence
+from gputopo.sources.evidence.pasted_health import parse_pasted
+
+LSPCI = (DOCTOR_FIXTURES / "constructed" / "lspci_vvv.txt").read_text()
+GPUS = ["0000:1a:00.0", "0000:1b:00.0", "0000:88:00.0", "0000:89:00.0"]
+
+
+def test_a_downstream_port_hits_every_pair_with_its_gpu_another_bridge_only_the_crossing_pairs():
+    assert gpus_in_range(GPUS, "0000:87:10.0", (0x89, 0x89)) == ["0000:89:00.0"]
+    assert gpus_in_range(GPUS, "0000:86:00.0", (0x87, 0x89)) == ["0000:88:00.0", "0000:89:00.0"]
+    assert len(pairs_hit("Downstream Port", ["0000:89:00.0"], GPUS)) == 3
+    upstream = pairs_hit("Upstream Port", ["0000:88:00.0", "0000:89:00.0"], GPUS)
+    assert ("0000:88:00.0", "0000:89:00.0") not in upstream and len(upstream) == 4
+
+
+def _judge(*texts: str):
+    return doctor(HealthEvidence(source="t", pasted=[(f"p{k}", parse_pasted(t)) for k, t in enumerate(texts)]))
+
+
+def test_without_iommu_evidence_who_set_it_is_unknown_and_the_gpus_have_no_index():
+    report = _judge(LSPCI)
+    acs = [f for f in report.findings if f.code == "acs-redirect"]
+    assert len(acs) == 2 and all("Who set it is not known" in f.message for f in acs)
+    assert not report.causes and all("`sudo setpci -s 0000:" in f.fix for f in acs)
+    assert "GPU 0000:1a:00.0 <-> GPU 0000:1b:00.0" in acs[0].effect  # the GPUs lspci lists, by bus id
+
+
+def test_with_the_iommu_off_the_firmware_set_it():
+    report = _judge(LSPCI, "BOOT_IMAGE=/vmlinuz-6.8.0 root=/dev/sda1 ro intel_iommu=off\n")
+    acs = [f for f in report.findings if f.code == "acs-redirect"]
+    assert all("the BIOS or the switch's firmware did" in f.message and "turn ACS off in the BIOS" in f.fix for f in acs)
+
+
+def test_in_passthrough_the_kernel_set_it_and_each_finding_carries_the_whole_fix():
+    report = _judge(LSPCI, "BOOT_IMAGE=/vmlinuz-6.8.0 root=/dev/sda1 ro intel_iommu=on iommu=pt\n")
+    acs = [f for f in report.findings if f.code == "acs-redirect"]
+    assert all("Linux set it: the IOMMU is on (passthrough)" in f.message for f in acs) and not report.causes
+    assert all("`pci=disable_acs_redir=0000:19:08.0;0000:87:10.0`" in f.fix for f in acs)
+
+
+def test_a_kernel_older_than_5_1_gets_the_loop_not_the_option_it_lacks(cli):
+    """Newcomer review: the V100 box runs Linux 4.15 (dmesg's first line), which has no
+    pci=disable_acs_redir=; the fix says so and gives the setpci loop at every boot, outside GRUB."""
+    import json
+
+    from conftest import OWN_FIXTURES
+
+    box = OWN_FIXTURES / "doctor" / "constructed"
+    data = json.loads(cli("doctor", "--from", str(box / "lspci_vvv.txt"), "--from", str(box / "dmesg.txt"),
+                          "--json").output)
+    (iommu,) = [f for f in data["findings"] if f["code"] == "iommu-translating"]
+    assert "predates `pci=disable_acs_redir=`" in iommu["fix"] and "4.15.0-112-generic" in iommu["fix"]
+    assert "systemd oneshot" in iommu["fix"] and "ONE `pci=disable_acs_redir=" not in iommu["fix"]
+
+
+def test_kernel_releases_are_compared_as_versions():
+    from gputopo.analysis.causes.doctor_acs import _older_than
+
+    assert _older_than("4.15.0-112-generic", (5, 1)) and _older_than("5.0.21", (5, 1))
+    assert not _older_than("5.15.0-91-generic", (5, 1)) and not _older_than("6.8.0", (5, 1))
+    assert not _older_than(None, (5, 1)) and not _older_than("garbage", (5, 1))
+
+
+def test_a_kernel_of_5_1_or_newer_gets_one_option_for_every_bridge(cli, tmp_path):
+    import json
+
+    from conftest import OWN_FIXTURES
+
+    box = OWN_FIXTURES / "doctor" / "constructed"
+    newer = tmp_path / "dmesg.txt"
+    newer.write_text((box / "dmesg.txt").read_text().replace("Linux version 4.15.0-112-generic", "Linux version 5.15.0-91-generic", 1))
+    data = json.loads(cli("doctor", "--from", str(box / "lspci_vvv.txt"), "--from", str(newer), "--json").output)
+    (iommu,) = [f for f in data["findings"] if f["code"] == "iommu-translating"]
+    assert "ONE `pci=disable_acs_redir=0000:19:08.0;0000:87:10.0`" in iommu["fix"] and "predates" not in iommu["fix"]

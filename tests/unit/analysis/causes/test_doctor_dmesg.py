@@ -1,0 +1,57 @@
+"""A pasted kernel log judged (gputopo/analysis/causes/doctor_dmesg.py): AER errors by severity, and an Xid
+said with the cause the driver names."""
+
+from __future__ import annotations
+
+from doctor_trees import capture
+
+from gputopo.analysis.causes.doctor import doctor
+from gputopo.sources.evidence.health import HealthEvidence
+from gputopo.sources.evidence.pasted_health import parse_pasted
+
+
+def _report(text: str, name: str = "paste.txt"):
+    return doctor(HealthEvidence(source=name, pasted=[(name, parse_pasted(text))]))
+
+
+def test_an_uncorrected_aer_error_is_an_error_naming_what_could_not_recover():
+    report = _report(capture("dmesg_aer_fatal_cmpltto_gpu_cannot_recover_returnn.txt"))
+    (finding,) = report.findings
+    assert (finding.severity, finding.code) == ("error", "pcie-aer-uncorrected")
+    assert "PCIe port 0000:00:03.0" in finding.message and "0000:03:00.0 and 0000:03:00.1 could not recover" in finding.message
+    assert finding.effect == "every job using every device below 0000:00:03.0"
+
+
+def test_corrected_aer_errors_are_a_warning_counted_per_device():
+    report = _report(capture("dmesg_aer_corrected_flood_amd_root_port_popos.txt"))
+    (finding,) = report.findings
+    assert (finding.severity, finding.code) == ("warning", "pcie-aer-corrected")
+    assert "0000:00:03.1 logged 3 corrected AER error(s) (Data Link Layer)" in finding.message
+
+
+def test_a_device_lost_without_its_error_in_the_paste():
+    report = _report("[  +0.000844] nvidia 0000:03:00.0: AER: can't recover (no error_detected callback)\n")
+    (finding,) = report.findings
+    assert (finding.severity, finding.code) == ("error", "pcie-aer-not-recovered") and "0000:03:00.0" in finding.message
+
+
+def test_an_xid_is_said_with_the_cause_the_driver_names_and_fixed_as_the_cause():
+    report = _report(capture("dmesg_xid45_caused_by_nvlink_xid149_145.txt"))
+    # Four GPUs cleaned up after NVLink Xids 145 and 149: one NVLink event, one finding naming all four.
+    (first,) = report.findings
+    assert first.code == "xid-45"
+    assert ("4 GPUs, at PCI 0000:dc:00 (2 times), 0000:ed:00 (2 times), 0000:ba:00 (2 times) and 0000:97:00, "
+            "caused (the driver says) by earlier Xids 145 and 149: an NVLink error") in first.message
+    assert len(first.evidence) == 4 and "nvidia-smi nvlink -e" in first.fix and "79:" not in first.fix
+    (xid32,) = _report(capture("dmesg_nvrm_xid32_twice.txt")).findings
+    assert "earlier Xid" not in xid32.message and "Xid catalogue" in xid32.fix
+    assert "for the GPU at PCI " in xid32.message and "(2 times)" in xid32.message
+
+
+def test_xids_with_causes_fixed_differently_stay_apart():
+    lines = ("kernel: NVRM: Xid (PCI:0000:dc:00): 45, pid=1, name=python3, Ch 00000001 caused by previous Xid 149\n"
+             "kernel: NVRM: Xid (PCI:0000:ed:00): 45, pid=2, name=python3, Ch 00000001 caused by previous Xid 48\n")
+    report = _report(lines)
+    assert [f.code for f in report.findings] == ["xid-45", "xid-45"]
+    assert "Xid 149: an NVLink error" in report.findings[0].message and "0000:ed:00" not in report.findings[0].message
+    assert "Xid 48: a double-bit ECC error" in report.findings[1].message and "nvidia-smi -q -d ECC" in report.findings[1].fix

@@ -1,0 +1,60 @@
+"""Pasted evidence judged (gputopo/analysis/causes/doctor_pasted.py): whether the IOMMU translates, from what
+the kernel says it did before what the command line asked; a link that never trained is no narrow link."""
+
+from __future__ import annotations
+
+import pytest
+from conftest import OWN_FIXTURES
+from doctor_trees import capture
+
+from gputopo.analysis.causes.doctor import doctor
+from gputopo.sources.evidence.health import HealthEvidence
+from gputopo.sources.evidence.pasted_health import parse_pasted
+
+TRANSLATED = "[    0.163549] iommu: Default domain type: Translated\n"
+AT_WORK = "[    0.281000] DMAR: IOMMU enabled\n"
+CMDLINE_ON = "[    0.000000] Command line: BOOT_IMAGE=/vmlinuz ro intel_iommu=on\n"
+
+
+def _report(text: str, name: str = "paste.txt"):
+    return doctor(HealthEvidence(source=name, pasted=[(name, parse_pasted(text))]))
+
+
+def _iommu(report):
+    return ([f.code for f in report.findings],
+            [(c.name, c.status) for c in report.checks if c.name.startswith("iommu")])
+
+
+@pytest.mark.parametrize(("text", "said"), [
+    (TRANSLATED, ([], [("iommu (dmesg)", "not-made")])),  # printed with or without an IOMMU
+    (TRANSLATED + AT_WORK, (["iommu-translating"], [])),
+    (CMDLINE_ON, (["iommu-translating"], [])),
+    (CMDLINE_ON + "[    0.640000] iommu: Default domain type: Passthrough\n", ([], [("iommu (dmesg)", "ok")])),
+    ("[    0.000000] Command line: BOOT_IMAGE=/vmlinuz ro intel_iommu=on iommu.passthrough=0 iommu.passthrough=1\n",
+     ([], [("iommu (cmdline)", "ok")])),
+])
+def test_what_the_kernel_did_decides_then_what_it_was_asked(text, said):
+    assert _iommu(_report(text)) == said
+
+
+def test_the_real_translated_default_without_an_iommu_at_work_is_not_called_translating():
+    report = _report(capture("cmdline_and_dmesg_default_domain_translated_vm.txt"))
+    (check,) = [c for c in report.checks if c.name.startswith("iommu")]
+    assert report.findings == [] and check.status == "not-made" and "no IOMMU at work" in check.detail
+
+
+def test_a_link_that_never_trained_is_said_as_a_check_not_judged():
+    report = _report(capture("lspci_vvv_root_port_empty_slot_width_x0.txt"))
+    assert report.findings == []
+    (check,) = [c for c in report.checks if c.name.startswith("pcie link")]
+    assert check.name == "pcie link 0000:00:1c.0" and check.status == "not-made" and "no link trained" in check.detail
+
+
+def test_a_vm_without_an_iommu_prints_translated_too():
+    """gputopo's own H200 Firecracker run: dmesg says `Default domain type: Translated`, while doctor on the
+    same VM found /sys/kernel/iommu_groups empty (no IOMMU at all): the line alone proves no translation."""
+    run = OWN_FIXTURES / "hardware" / "2026-11-26-h200-firecracker-run3"
+    assert "no IOMMU groups: no IOMMU is active" in (run / "doctor.txt").read_text()
+    report = _report((run / "dmesg.txt").read_text(), "dmesg.txt")
+    assert [f.code for f in report.findings if f.severity != "info"] == []
+    assert [(c.name, c.status) for c in report.checks if c.name.startswith("iommu")] == [("iommu (dmesg)", "not-made")]

@@ -1,0 +1,14 @@
+from gputopo.sources.evidence.pasted_health import parse_pasted
+
+
+def test_shm_failures_with_their_size():
+    facts = parse_pasted("include/shm.h:28 NCCL WARN Call to posix_fallocate failed : No space left on device\n"
+                         "Error while creating shared memory segment /dev/shm/nccl-1 (size 7340384)").facts
+    assert [f.size for f in facts.shm_failures] == [None, 7340384]
+
+
+def test_gdr_disabled_and_peermem_loaded():
+    facts = parse_pasted("h:1:2 [0] NCCL INFO NET/IB : GPU Direct RDMA Disabled for HCA 0 'mlx5_0'\n"
+                         "nvidia_peermem         16384  0").facts
+    assert len(facts.gdr_disabled) == 1 and facts.peermem_loaded is not None
+    assert parse_pasted("NCCL_NET_GDR_LEVEL=SYS disabled").facts.gdr_disabled == []
