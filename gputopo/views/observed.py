@@ -11,7 +11,12 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from gputopo.analysis.expect.measured import FAR_BELOW_RATIO, OK_RATIO, method_of, percent
+from gputopo.analysis.expect.measured import (
+    FAR_BELOW_RATIO,
+    OK_RATIO,
+    method_of,
+    percent,
+)
 from gputopo.model import Topology
 from gputopo.model.observed import CollectiveRun
 from gputopo.notation import format_size
