@@ -77,7 +77,9 @@ def report_command(
         from gputopo.analysis.recommend import recommend
 
         recommendation = recommend(topology, gpus)
-    atomic_write_text(output, render_report(topology, recommendation, watched))
+    from gputopo.analysis.scan_result import scan_result
+
+    atomic_write_text(output, render_report(topology, recommendation, watched, scan_result(topology)))
     if json_output:
         from gputopo.views.common import print_json
 

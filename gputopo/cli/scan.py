@@ -96,15 +96,17 @@ def scan(
 
         atomic_write_text(svg, render_svg(topo))
         typer.echo(f"saved {svg}", err=True)
+    from gputopo.analysis.scan_result import scan_result
+
+    result = scan_result(topo)  # the one object the text and --json render
     if json_output:
-        from gputopo.analysis.expect.link_figures import link_figures
         from gputopo.views.common import print_json_text
 
-        print_json_text(topo.json_parts(extra={"link_figures": link_figures(topo)}))
+        print_json_text(result.json_parts())
     else:
-        from gputopo.views.topology import render_topology
+        from gputopo.views.topology import render_scan
 
-        render_topology(topo)
+        render_scan(result)
     if fail_on is not None:
         _fail_on_findings(topo.diagnostics, fail_on, fail_on_design)
 

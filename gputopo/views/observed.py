@@ -5,23 +5,36 @@ the input is shown as plain text (``Text``), never parsed as markup."""
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from gputopo.analysis.expect.measured import Comparison, comparisons, method_of
+from gputopo.analysis.expect.measured import (
+    FAR_BELOW_RATIO,
+    OK_RATIO,
+    method_of,
+    percent,
+)
 from gputopo.model import Topology
 from gputopo.model.observed import CollectiveRun
 from gputopo.notation import format_size
 from gputopo.views.common import terminal_safe
 
+if TYPE_CHECKING:
+    from gputopo.analysis.expect.measured import Comparison
+    from gputopo.analysis.scan_result import ScanResult
+
 MAX_PAIR_ROWS = 64  # beyond that the pairs are summarised (every figure stays in --json)
 MAX_SIZE_ROWS = 12  # nccl-tests sizes shown per run: the smallest, the largest and evenly between
 
 
-def render_observed(topology: Topology, console: Console) -> None:
-    """Every observed part the topology holds, each as its own table."""
-    for part in (_measured_table(topology), _nvlink_table(topology), _nccl_table(topology),
+def render_observed(result: ScanResult, console: Console) -> None:
+    """Every observed part the scan result's topology holds, each as its own table; the measured
+    directions as the result judged them (``ScanResult.compared``)."""
+    topology = result.topology
+    for part in (_measured_table(result), _nvlink_table(topology), _nccl_table(topology),
                  *(_collective_table(run) for run in topology.collectives)):
         if part is not None:
             console.print(part)
@@ -31,14 +44,15 @@ def _plain(text: object) -> Text:
     return Text(terminal_safe(str(text)))
 
 
-def _measured_table(topology: Topology) -> Table | None:
-    measured = [link for link in topology.links if link.measured is not None and link.measured.device_kind == "GPU"]
+def _measured_table(result: ScanResult) -> Table | None:
+    measured = [link for link in result.measured if link.measured.device_kind == "GPU"]
     if not measured:
         return None
-    versus = {(c.src, c.dst): c for c in comparisons(topology)}
+    versus = {(c.src, c.dst): c for c in result.compared}
     table = Table(title="Measured copy bandwidth (GB/s, per direction)", title_justify="left")
-    for column in ("GPUs", "link", "GB/s", "of expected", "latency", "measured by"):
-        table.add_column(column, justify="right" if column in ("GB/s", "of expected", "latency") else "left")
+    for column in ("GPUs", "link", "GB/s", "of expected", "verdict", "latency", "measured by"):
+        table.add_column(column, justify="right" if column in ("GB/s", "of expected", "latency") else "left",
+                         no_wrap=column == "verdict")  # (the word as --json writes it, whole)
     rows = 0
     for link in measured:
         m = link.measured
@@ -49,7 +63,7 @@ def _measured_table(topology: Topology) -> Table | None:
             versus_expected = versus.get((src, dst))
             table.add_row(
                 f"{src} \u2192 {dst}", link.type if link.type != "UNKNOWN" else "?", f"{value:.1f}",
-                _of_expected(versus_expected),
+                _of_expected(versus_expected), _verdict(versus_expected),
                 f"{m.latency_us:.1f} us" if m.latency_us is not None else "",
                 _plain(method_of(m)),
             )  # fmt: skip
@@ -59,7 +73,9 @@ def _measured_table(topology: Topology) -> Table | None:
         table.caption = f"{total - rows} more in --json"
     table.caption = (table.caption + "; " if table.caption else "") + (
         "'of expected': against what the link type should give; ? where the link type, or a fact its speed "
-        "depends on (PCIe or NVLink generation), is not in the source; ! above the link's line rate")
+        "depends on (PCIe or NVLink generation), is not in the source; ! above the link's line rate; verdict: ok at "
+        f"{percent(OK_RATIO)} of expected or more, low at {percent(FAR_BELOW_RATIO)} or more, far-below under that "
+        "(against the lowest figure the source's facts allow), above-line-rate where the bytes did not cross the link")
     table.caption_justify = "left"
     return table
 
@@ -73,6 +89,17 @@ def _of_expected(comparison: Comparison | None) -> Text:
     if comparison.above_line_rate:
         text.append("!", style="bold red")
     return text
+
+
+_VERDICT_STYLE = {"ok": "green", "low": "yellow", "far-below": "bold red", "above-line-rate": "bold magenta"}
+
+
+def _verdict(comparison: Comparison | None) -> Text:
+    """The one verdict of ``analysis.expect.measured`` on this direction (``--json``'s ``verdict``); blank
+    where nothing is expected of the link (its type is not known)."""
+    if comparison is None:
+        return Text("")
+    return Text(comparison.verdict, style=_VERDICT_STYLE.get(comparison.verdict, ""))
 
 
 def _nvlink_table(topology: Topology) -> Table | None:

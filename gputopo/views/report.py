@@ -17,12 +17,13 @@ from gputopo.notation import format_gbps, pair_list
 from gputopo.sources.snapshot import report_snapshot_script
 from gputopo.views.report_tables import heatmaps
 from gputopo.views.svg import render_svg
-from gputopo.views.svg_layout import missing_pairs
 from gputopo.views.svg_links import esc
 from gputopo.views.vocabulary import severity_word
 
 if TYPE_CHECKING:
     from gputopo.analysis.recommend import Recommendation
+    from gputopo.analysis.scan_result import ScanResult
+    from gputopo.model import Finding
     from gputopo.sources.tools.watch_lines import WatchLines
 
 CSS = """
@@ -144,66 +145,77 @@ def _plan(recommendation: Recommendation | None) -> str:
     return "".join(parts)
 
 
-def _findings(topology: Topology) -> str:
-    if not topology.diagnostics:
+def _findings(findings: list[Finding]) -> str:
+    if not findings:
         return '<p class="muted">No findings.</p>'
     from gputopo.analysis.causes.finding_kinds import kind_of, worst_first
 
     items = []
-    for f in worst_first(topology.diagnostics):  # errors, warnings, infos; faults before design facts before notes
+    for f in worst_first(findings):  # errors, warnings, infos; faults before design facts before notes
         fix = f"<br/><span class=\"muted\">Fix: {esc(f.fix)}</span>" if f.fix else ""
         items.append(f'<li data-kind="{esc(kind_of(f))}"><span class="sev sev-{esc(f.severity)}">{esc(severity_word(f.severity))}</span> '
                      f'<code>{esc(f.code)}</code> {esc(f.message)}{fix}</li>')
     return "<ul>" + "".join(items) + "</ul>"
 
 
-def unknowns(topology: Topology) -> list[str]:
-    """What the source did not say, in sentences (the page says it rather than guessing silently)."""
-    missing = missing_pairs(topology)
+def unknowns(result: ScanResult) -> list[str]:
+    """What the source did not say (``ScanResult.unknowns``), in sentences (the page says it rather
+    than guessing silently)."""
+    said = result.unknowns
     notes = []
-    if missing:
-        notes.append(f"No link is known between GPUs {pair_list(missing)}: those pairs are not drawn.")
-    table = topology.link_table()  # (what each link says, once per kind of link)
-    unknown_links = table.links_where(topology.links, [k for k, kind in enumerate(table.kinds) if kind[0] == "UNKNOWN"])
-    unknown = [(lk.a, lk.b) for lk in unknown_links]
-    if unknown:
-        notes.append(f"The kind of link between GPUs {pair_list(unknown)} is not known (drawn dotted grey).")
-    placed = [g.index for g in topology.gpus if g.numa_node is None and not g.cpu_affinity]
-    if placed:
-        notes.append(f"NUMA node and CPU affinity are not known for GPU {','.join(map(str, placed))} (the 'placement unknown' box).")
-    if topology.links and all(link.can_peer is None for link in table.examples):
+    if said.missing_pairs:
+        notes.append(f"No link is known between GPUs {pair_list(said.missing_pairs)}: those pairs are not drawn.")
+    if said.unknown_link_pairs:
+        notes.append(f"The kind of link between GPUs {pair_list(said.unknown_link_pairs)} is not known (drawn dotted grey).")
+    if said.unplaced_gpus:
+        notes.append(f"NUMA node and CPU affinity are not known for GPU {','.join(map(str, said.unplaced_gpus))} "
+                     "(the 'placement unknown' box).")
+    if said.p2p_not_in_source:
         notes.append("P2P support is not in the source (nvidia-smi topo -m alone does not say it; topo -p2p does).")
     from gputopo.views.unknowns import assumption_notes
 
-    return notes + assumption_notes(topology)
+    return notes + assumption_notes(result.topology)
 
 
-def _gpu_table(topology: Topology) -> str:
+def _gpu_table(result: ScanResult) -> str:
+    """A row per GPU: its facts, and its place as the scan result gives it (bus id, NUMA node, CPUs,
+    host; the NICs nearest it where the source shows any)."""
+    topology = result.topology
+    hosts = any(p.host for p in result.places)
+    nics = any(p.nic_path for p in result.places)
     head = ("<tr><th>GPU</th><th>name</th><th>bus id</th><th>memory</th><th>NUMA</th><th>CPUs</th><th>PCIe</th><th>NVLink</th>"
-            + ("<th>host</th>" if any(g.host for g in topology.gpus) else "") + "</tr>")
+            + ("<th>nearest NIC</th>" if nics else "") + ("<th>host</th>" if hosts else "") + "</tr>")
     from gputopo.views.unknowns import nvlink_cell
 
     rows = []
-    for g in topology.gpus:
+    for g, place in zip(topology.gpus, result.places):
         # Unknown is "?" (with why on hover), never an empty cell that reads as "none".
         memory = f"{g.memory_total_bytes / 2**30:.0f} GiB" if g.memory_total_bytes else None
         pcie = f"Gen{g.pcie_gen_current or '?'}/{g.pcie_gen_max or '?'} x{g.pcie_width_current or '?'}" if g.pcie_gen_max or g.pcie_gen_current else None
         nvlink = nvlink_cell(topology, g)
-        cells = [g.index, g.name, g.pci_bus_id, memory, g.numa_node, g.cpu_affinity, pcie, nvlink]
-        if any(x.host for x in topology.gpus):
-            cells.append(g.host)
+        cells = [g.index, g.name, place.pci_bus_id, memory, place.numa_node, place.cpu_affinity, pcie, nvlink]
+        if nics:
+            cells.append(f"{', '.join(place.nearest_nics)} ({place.nic_path})" if place.nic_path else None)
+        if hosts:
+            cells.append(place.host)
         rows.append("<tr>" + "".join(
             '<td title="not in the source">?</td>' if c is None else f"<td>{esc(c)}</td>" for c in cells) + "</tr>")
     return f'<table class="gpus">{head}{"".join(rows)}</table>'
 
 
 def render_report(topology: Topology, recommendation: Recommendation | None = None,
-                  watch: WatchLines | None = None) -> str:
+                  watch: WatchLines | None = None, scan: ScanResult | None = None) -> str:
     """The whole page as one string; with ``watch`` (``report --watch``) the recorded link traffic
-    beside the plan (``views.report_watch``)."""
+    beside the plan (``views.report_watch``). ``scan``: the topology's ``ScanResult``, whose
+    findings, measured-vs-expected verdicts and unknowns the page shows as ``scan`` does (made here
+    where the caller holds only the topology)."""
+    if scan is None:
+        from gputopo.analysis.scan_result import scan_result
+
+        scan = scan_result(topology)
     best = recommendation.best.gpus if recommendation is not None else []
     svg = render_svg(topology, best=best, standalone=False)
-    notes = unknowns(topology)
+    notes = unknowns(scan)
     unknown_html = "<ul>" + "".join(f"<li>{esc(n)}</li>" for n in notes) + "</ul>" if notes else '<p class="muted">Nothing: every pair has a known link.</p>'
     title = _title(topology)
     return "\n".join(
@@ -217,10 +229,10 @@ def render_report(topology: Topology, recommendation: Recommendation | None = No
             '<p class="hint">Hover a GPU to see its NVLinks and, in every other GPU, the path to it; hover a link, box or NIC for details.</p></section>',
             f'<section id="plan"><h2>Plan</h2>{_plan(recommendation)}</section>',
             _watch(watch, best),
-            f'<section id="findings"><h2>Findings</h2>{_findings(topology)}</section>',
+            f'<section id="findings"><h2>Findings</h2>{_findings(scan.findings)}</section>',
             f'<section id="unknown"><h2>Not known</h2>{unknown_html}</section>',
-            f'<section id="heatmaps"><h2>Heatmaps</h2>{heatmaps(topology)}</section>',
-            f'<section id="gpus"><h2>GPUs</h2>{_gpu_table(topology)}</section>',
+            f'<section id="heatmaps"><h2>Heatmaps</h2>{heatmaps(scan)}</section>',
+            f'<section id="gpus"><h2>GPUs</h2>{_gpu_table(scan)}</section>',
             '<section id="snapshot"><h2>Snapshot</h2><p>This page carries the whole topology snapshot: '
             "<code>gputopo scan --from this-page.html</code> (or <code>recommend --from</code>) reads it back.</p></section>",
             report_snapshot_script(topology),

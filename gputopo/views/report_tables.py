@@ -9,12 +9,14 @@ from __future__ import annotations
 
 import itertools
 import operator
-from typing import Callable
+from typing import TYPE_CHECKING, Callable
 
-from gputopo.analysis.expect.measured import expectation, verdict
 from gputopo.model import P2P_OK, P2P_STATUS_MEANING, Link, Topology
 from gputopo.notation import format_gbps
 from gputopo.views.svg_links import UNKNOWN_HEX, VERDICT_HEX, VERDICT_WORDS, esc, link_figures, speed_hex
+
+if TYPE_CHECKING:
+    from gputopo.analysis.scan_result import ScanResult
 
 MAX_TABLE_GPUS = 32  # beyond this, a uniform matrix is summarised in one sentence
 Cell = tuple[str, str, str]  # (text, background colour, tooltip)
@@ -99,19 +101,19 @@ def _both_ways_cell(a: int, b: int, link: Link) -> Cell | None:
 _VERDICT_HEX, _VERDICT_WORDS = VERDICT_HEX, VERDICT_WORDS  # (shared with the drawing's measured edges)
 
 
-def _ratio_cell(topology: Topology) -> Callable[[int, int, Link], Cell | None]:
+def _ratio_cell(result: ScanResult) -> Callable[[int, int, Link], Cell | None]:
+    """Each measured direction as the scan result judged it (``ScanResult.compared``: the one rule of
+    ``analysis.expect.measured``); the share is ``?`` where the expectation rests on an assumption, as on
+    the scan screen."""
     def cell(a: int, b: int, link: Link) -> Cell | None:
-        m = _measured(link)
-        value = None if m is None else (m.a_to_b_gbps if a == link.a else m.b_to_a_gbps)
-        if value is None:
+        c = result.comparison(a, b)
+        if c is None:
             return None
-        expected = expectation(topology, link)
-        if expected is None:
-            return None
-        ratio = value / expected.gbps if expected.gbps else 0.0
-        judged = verdict(value, expected.gbps, expected.line_rate_gbps)  # the one rule (analysis.expect.measured)
-        return (f"{ratio:.0%}", _VERDICT_HEX[judged], f"GPU {a} -> GPU {b}: measured {value:.1f} of ~{expected.gbps:.1f} "
-                f"GB/s expected ({expected.explanation}){_VERDICT_WORDS[judged]}")
+        judged = c.verdict
+        share = "?" if c.assumption else f"{c.ratio:.0%}"
+        assumed = f"; assumes {c.assumption}" if c.assumption else ""
+        return (share, _VERDICT_HEX[judged], f"GPU {a} -> GPU {b}: measured {c.measured_gbps:.1f} of ~{c.expected_gbps:.1f} "
+                f"GB/s expected ({c.expected_explanation}{assumed}){_VERDICT_WORDS[judged]}")
 
     return cell
 
@@ -125,8 +127,9 @@ def _uniform_kind(topology: Topology) -> tuple[str, bool | None] | None:
     return next(iter(values)) if len(values) == 1 and complete else None
 
 
-def heatmaps(topology: Topology) -> str:
-    """Every heatmap the topology supports, as HTML."""
+def heatmaps(result: ScanResult) -> str:
+    """Every heatmap the scan result's topology supports, as HTML."""
+    topology = result.topology
     if len(topology.gpus) < 2:
         return "<p>One GPU: no pairs to show.</p>"
     parts: list[str] = []
@@ -148,7 +151,7 @@ def heatmaps(topology: Topology) -> str:
     if any(_measured(lk) for lk in measured):
         parts.append(matrix(topology, "measured-one-way", "Measured GB/s, row GPU -> column GPU", _one_way_cell))
         parts.append(matrix(topology, "measured-both-ways", "Measured GB/s both ways at once", _both_ways_cell))
-        parts.append(matrix(topology, "measured-vs-expected", "Measured / expected, row -> column", _ratio_cell(topology)))
+        parts.append(matrix(topology, "measured-vs-expected", "Measured / expected, row -> column", _ratio_cell(result)))
     elif measured:
         parts.append("<p>The measurements in this snapshot were taken on logical CPU devices (host memory), not GPUs.</p>")
     else:

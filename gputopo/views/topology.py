@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import importlib.util
 from collections import Counter, defaultdict
+from typing import TYPE_CHECKING
 
 from rich.console import Console, Group
 from rich.measure import Measurement
@@ -39,6 +40,9 @@ from gputopo.views.topology_large import (
 )
 from gputopo.views.unknowns import nvlink_cell, speed_span
 from gputopo.views.vocabulary import SEVERITY_STYLE as SEVERITY_STYLE  # noqa: F401  (re-exported)
+
+if TYPE_CHECKING:
+    from gputopo.analysis.scan_result import GpuPlace, ScanResult
 
 # Larger topologies get a summary instead of N x N matrices that no terminal can show.
 MAX_MATRIX_GPUS = 16
@@ -94,27 +98,29 @@ def _header(topo: Topology) -> Panel:
     return Panel(Group(*lines), title="gputopo scan", border_style="magenta" if topo.is_reference else "blue")
 
 
-def socket_picture(topo: Topology) -> Tree:
-    """CPU sockets (where the source knows them) / NUMA nodes with their GPUs and NICs, as a tree."""
+def socket_picture(topo: Topology, places: list[GpuPlace]) -> Tree:
+    """CPU sockets (where the source knows them) / NUMA nodes with their GPUs and NICs, as a tree,
+    from the GPUs' ``places`` (``ScanResult.places``)."""
     # Every label is a Text: host, NIC and CPU-list strings come from the user's files, never markup.
-    hosts = {g.host for g in topo.gpus if g.host}
+    hosts = {p.host for p in places if p.host}
     tree = Tree(Text(topo.host or (f"{len(hosts)} hosts" if len(hosts) > 1 else "host"), style="bold"))
     # Grouped by CPU list too: `nvidia-smi topo -m` without a NUMA column still tells the sockets
     # apart by CPU affinity (a DGX-1 capture: GPUs 0-3 on 0-11,24-35, GPUs 4-7 on 12-23,36-47).
-    by_place: dict[tuple[str, int, str], list[int]] = defaultdict(list)
-    for g in topo.gpus:
-        by_place[(g.host or "", -1 if g.numa_node is None else g.numa_node, g.cpu_affinity or "")].append(g.index)
-    one_host = len({g.host for g in topo.gpus}) <= 1  # NICs carry no host: place them only then
+    by_place: dict[tuple[str, int, str], list[GpuPlace]] = defaultdict(list)
+    for p in places:
+        by_place[(p.host or "", -1 if p.numa_node is None else p.numa_node, p.cpu_affinity or "")].append(p)
+    one_host = len({p.host for p in places}) <= 1  # NICs carry no host: place them only then
     nics_by_numa: dict[int | None, list[str]] = defaultdict(list)
     for nic in topo.nics:
         nics_by_numa[nic.numa_node].append(nic.name)
     placed: set[int] = set()
-    for (host, numa, cpus), gpus in sorted(by_place.items(), key=lambda kv: (kv[0][0], kv[0][1], kv[1][0])):
+    for (host, numa, cpus), placed_here in sorted(by_place.items(), key=lambda kv: (kv[0][0], kv[0][1], kv[1][0].gpu)):
+        gpus = [p.gpu for p in placed_here]
         title = Text("NUMA node ?" if numa < 0 else f"NUMA node {numa}")
-        affinity = {topo.gpu(i).numa_affinity for i in gpus}
+        affinity = {p.numa_affinity for p in placed_here}
         if numa < 0 and len(affinity) == 1 and None not in affinity:  # Grace: a set of nodes
             title = Text(f"NUMA nodes {next(iter(affinity))}")
-        sockets = {topo.gpu(i).socket for i in gpus}
+        sockets = {p.socket for p in placed_here}
         if len(sockets) == 1 and None not in sockets:  # only where the source knows the socket
             title = Text(f"socket {next(iter(sockets))} / ") + title
         if host:
@@ -126,12 +132,31 @@ def socket_picture(topo: Topology) -> Tree:
         if one_host and numa >= 0 and nics_by_numa.get(numa) and numa not in placed:
             node.add(Text("NICs " + ", ".join(nics_by_numa[numa])))
             placed.add(numa)
+        if one_host:
+            nearest = _nearest_nics_line(placed_here)
+            if nearest is not None:
+                node.add(nearest)
     # NICs not shown beside GPUs above: their NUMA node is unknown, has no GPU, or hosts differ.
     rest = [name for numa, names in sorted(nics_by_numa.items(), key=lambda kv: -1 if kv[0] is None else kv[0])
             if numa not in placed for name in names]
     if rest:
         tree.add(Text("NICs " + ", ".join(rest) + " (NUMA node not known)", style="dim"))
     return tree
+
+
+def _nearest_nics_line(places: list[GpuPlace]) -> Text | None:
+    """``nearest NIC: mlx5_0 (PIX) for GPUs 0, 1; mlx5_1 (PIX) for GPUs 2, 3``: each GPU's NICs on
+    its best path (``GpuPlace.nearest_nics``, as ``--json``'s ``gpu_places``); None where no path
+    to a NIC is known."""
+    by_nics: dict[tuple[tuple[str, ...], str], list[int]] = defaultdict(list)
+    for p in places:
+        if p.nic_path is not None:
+            by_nics[(p.nearest_nics, p.nic_path)].append(p.gpu)
+    if not by_nics:
+        return None
+    return Text("nearest NIC: " + "; ".join(
+        f"{', '.join(nics)} ({path}) for GPU{'s' if len(gpus) > 1 else ''} {', '.join(map(str, gpus))}"
+        for (nics, path), gpus in by_nics.items()), style="dim")
 
 
 def _link_cell(topo: Topology, a: int, b: int, vm: bool = False) -> Text:
@@ -312,20 +337,29 @@ def p2p_matrices(topo: Topology, width: int | None = None) -> Group | None:
     return Group(*parts, legend, Text(""))
 
 
-def render_findings(topo: Topology, console: Console) -> None:
+def render_findings(result: ScanResult, console: Console) -> None:
     """The findings, worst first, as doctor prints them (``SEVERITY code: message``, then the fix);
     a command in a fix is never broken or cut (``views.findings``)."""
     from rich.rule import Rule
 
     console.print(Rule(Text("Findings", style="bold"), align="left"))
-    if not topo.diagnostics:
+    if not result.findings:
         console.print(Text("No findings.", style="green"))
         return
-    print_findings(console, topo.diagnostics)
+    print_findings(console, result.findings)
 
 
 def render_topology(topology: Topology, console: Console | None = None) -> None:
+    """``render_scan`` of the topology's ``ScanResult`` (made here for callers holding a topology)."""
+    from gputopo.analysis.scan_result import scan_result
+
+    render_scan(scan_result(topology), console)
+
+
+def render_scan(result: ScanResult, console: Console | None = None) -> None:
+    """The ``scan`` screen of one ``ScanResult``: what ``--json`` and the report say, for people."""
     console = console or out()
+    topology = result.topology
     console.print(_header(topology))
     if not topology.gpus:
         console.print("No GPUs.")
@@ -355,7 +389,7 @@ def render_topology(topology: Topology, console: Console | None = None) -> None:
         if any(nvlink_cell(topology, g).count(">=") for g in topology.gpus):
             console.print(Text("NVLink >=N: at least N active links, counted from the NV# words of the link "
                                "matrix (the source gives no count)", style="dim"))
-        console.print(socket_picture(topology))
+        console.print(socket_picture(topology, result.places))
         if len(topology.gpus) > 1:
             if len(topology.gpus) <= MAX_MATRIX_GPUS:
                 for table in link_matrices(topology, console.width):
@@ -371,8 +405,8 @@ def render_topology(topology: Topology, console: Console | None = None) -> None:
         from gputopo.views.tfview import render_tf_view
 
         render_tf_view(topology, console)
-    if topology.nvlinks or topology.nccl is not None or topology.collectives or any(lk.measured for lk in topology.links):
+    if topology.nvlinks or topology.nccl is not None or topology.collectives or result.measured:
         from gputopo.views.observed import render_observed
 
-        render_observed(topology, console)
-    render_findings(topology, console)
+        render_observed(result, console)
+    render_findings(result, console)

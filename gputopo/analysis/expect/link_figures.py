@@ -32,9 +32,10 @@ RULE = (f"expected: GB/s per direction that a link of its kind gives, from its t
         f"not cross it); null where the link's type is not known")
 
 
-def link_figures(topology: Topology) -> dict[str, Any]:
+def link_figures(topology: Topology, measured_links_found: list[Link] | None = None) -> dict[str, Any]:
     """``{"rule", "classes": [{"class", "expected_gbps", ...}], "class_of_link": [k, ...],
-    "measured": [{"a", "b", "measured_gbps", "verdict"}]}``."""
+    "measured": [{"a", "b", "measured_gbps", "verdict"}]}``; ``measured_links_found``: the
+    topology's ``measured_links`` where the caller has them already."""
     classes = pair_classes(topology)
     links = topology.links
     if classes.complete and links:
@@ -53,7 +54,7 @@ def link_figures(topology: Topology) -> dict[str, Any]:
                      for k, link in enumerate(links)}
     numbering = {code: k for k, code in enumerate(described)}
     measured = []
-    for link in measured_links(topology):  # (few: one pass in C finds them)
+    for link in measured_links(topology) if measured_links_found is None else measured_links_found:  # (few: one pass in C)
         value, judged = _judged(topology, link)
         measured.append({"a": link.a, "b": link.b, "measured_gbps": value, "verdict": judged})
     return {"rule": RULE,

@@ -233,6 +233,11 @@ class Comparison:
     def rating(self) -> str:
         return rate(self.measured_gbps, self.expected_gbps)
 
+    @property
+    def verdict(self) -> str:
+        """The one judgement of this direction (``verdict``): ``"above-line-rate"``, else ``rating``."""
+        return verdict(self.measured_gbps, self.expected_gbps, self.line_rate_gbps)
+
     def text(self) -> str:
         """``GPU 2→5: 9.9 GB/s, 40% of what PIX over PCIe Gen4 x16 gives (~24.6 GB/s)``."""
         return (

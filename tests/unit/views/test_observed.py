@@ -7,6 +7,7 @@ import io
 from conftest import OWN_FIXTURES
 from rich.console import Console
 
+from gputopo.analysis.scan_result import scan_result
 from gputopo.model import Gpu, Measurement, Topology, make_link
 from gputopo.model.observed import CollectiveRow, CollectiveRun, NcclTransport, NcclView, NvLinkState
 from gputopo.sources.registry import read_file
@@ -17,7 +18,7 @@ CORPUS = OWN_FIXTURES / "corpus"
 
 def shown(topology: Topology) -> str:
     console = Console(file=io.StringIO(), width=150, color_system=None)
-    render_observed(topology, console)
+    render_observed(scan_result(topology), console)
     return console.file.getvalue()  # type: ignore[attr-defined]
 
 
