@@ -7,7 +7,8 @@ count tclass>`` children and ``<nic><net name speed gdr .../></nic>``. ``dev`` i
 a target of class ``0x068000`` is an NVSwitch, so GPUs with NVSwitch links reach each other through
 the fabric (NV<n>, n = the fewer of their switch links). Pairs without NVLink get a PCIe word from the
 tree, as nvidia-smi would word it (inferred): another NUMA node SYS, another top-level PCI tree of the
-same node NODE, the same parent bridge PIX, else PXB.
+same node NODE, the same parent bridge PIX, else PXB; each GPU's way to each NIC is worded so too
+(``nic_links``), and not at all where the text does not place the two.
 
 The document is also the machine's fabric graph (``Topology.fabric``): each ``<cpu numaid>`` a NUMA
 node, each ``<pci busid>`` a bridge under what encloses it (the one holding a ``<gpu>`` that GPU, a
@@ -41,6 +42,7 @@ from gputopo.errors import InputError
 from gputopo.model import (
     Gpu,
     Nic,
+    NicLink,
     ReadingNote,
     Topology,
     make_link,
@@ -158,13 +160,14 @@ def read(text: str, source: str) -> Topology:
     paths: dict[int, list[str]] = {}  # GPU -> its PCI bus ids from the top of its cpu down
     nvlinks: dict[int, list[tuple[str, int, str]]] = {}
     nics: list[Nic] = []
+    nic_paths: list[list[str]] = []  # beside ``nics``: each NIC's path of <pci> bus ids
     fragment = root.get("version") == "fragment"
     cpus = list(root.iter("cpu"))
     for numa, cpu in enumerate(cpus):
         node = _int(cpu.get("numaid"))
-        _walk(cpu, node if node is not None else numa, gpus, paths, nvlinks, nics)
+        _walk(cpu, node if node is not None else numa, gpus, paths, nvlinks, nics, nic_paths)
     if fragment and not cpus:  # <pci> elements only: under which CPU (NUMA node) is not in the text
-        _walk(root, None, gpus, paths, nvlinks, nics)
+        _walk(root, None, gpus, paths, nvlinks, nics, nic_paths)
     if open_tags is not None and not gpus:
         raise InputError(f"{source}: the NCCL topology XML is cut (no </system>) before its first <gpu>")
     if len(gpus) > MAX_GPUS:
@@ -174,6 +177,8 @@ def read(text: str, source: str) -> Topology:
     # The <gpu> left open by a cut is the last one read: its NVLink list may go on past the cut.
     cut_gpu = list(gpus)[-1] if open_tags and "gpu" in open_tags and gpus else None
     _links(topo, paths, nvlinks, cut_gpu)
+    topo.nic_links = [NicLink(gpu.index, nic.name, word) for gpu in topo.gpus for nic, nic_path in zip(nics, nic_paths)
+                      if (word := _pcie_word(gpu.numa_node, nic.numa_node, paths.get(gpu.index, []), nic_path)) != "UNKNOWN"]
     topo.fabric = _tree(root, cpus, fragment)
     add_nvlink_edges(topo, _link_ends(topo, nvlinks))
     if open_tags is not None:
@@ -184,7 +189,7 @@ def read(text: str, source: str) -> Topology:
 
 
 def _walk(cpu: ET.Element, numa: int | None, gpus: dict[int, Gpu], paths: dict[int, list[str]],
-          nvlinks: dict[int, list[tuple[str, int, str]]], nics: list[Nic]) -> None:
+          nvlinks: dict[int, list[tuple[str, int, str]]], nics: list[Nic], nic_paths: list[list[str]]) -> None:
     """The GPUs and NICs under ``cpu`` in document order, each with its path of ``<pci>`` bus ids
     (depth first, with a stack of the elements being read: no recursion)."""
     stack: list[tuple[ET.Element, Iterator[ET.Element], list[str]]] = [(cpu, iter(cpu), [])]
@@ -203,6 +208,7 @@ def _walk(cpu: ET.Element, numa: int | None, gpus: dict[int, Gpu], paths: dict[i
         elif child.tag == "nic":
             for net in child.iter("net"):
                 nics.append(Nic(name=net.get("name", "?")[:64], pci_bus_id=_bus(path[-1] if path else None), numa_node=numa))
+                nic_paths.append(path)
 
 
 def _gpu(index: int, pci: ET.Element, path: list[str], numa: int | None) -> Gpu:
@@ -226,7 +232,7 @@ def _links(topo: Topology, paths: dict[int, list[str]], nvlinks: dict[int, list[
     indices = topo.gpu_indices
     for i, a in enumerate(indices):
         for b in indices[i + 1 :]:
-            word = _pcie_word(topo.gpu(a), topo.gpu(b), paths.get(a, []), paths.get(b, []))
+            word = _pcie_word(topo.gpu(a).numa_node, topo.gpu(b).numa_node, paths.get(a, []), paths.get(b, []))
             pcie = None if word == "UNKNOWN" else word
             switched = min(switch_links.get(a, 0), switch_links.get(b, 0))
             if direct.get((a, b)):
@@ -290,11 +296,12 @@ def _speed(text: str) -> float | None:
         return None
 
 
-def _pcie_word(gpu_a: Gpu, gpu_b: Gpu, path_a: list[str], path_b: list[str]) -> str:
+def _pcie_word(numa_a: int | None, numa_b: int | None, path_a: list[str], path_b: list[str]) -> str:
+    """The word for two devices (GPUs, or a GPU and a NIC) from their NUMA nodes and ``<pci>`` paths."""
     shared_top = bool(path_a) and bool(path_b) and path_a[0] == path_b[0]
-    if (gpu_a.numa_node is None or gpu_b.numa_node is None) and not shared_top:
+    if (numa_a is None or numa_b is None) and not shared_top:
         return "UNKNOWN"  # a fragment without <cpu>: whether the trees hang off one CPU is not in the text
-    if gpu_a.numa_node != gpu_b.numa_node:
+    if numa_a != numa_b:
         return "SYS"
     if not path_a or not path_b or path_a[0] != path_b[0]:
         return "NODE"

@@ -142,6 +142,19 @@ def test_pci_elements_without_their_cpu_leave_numa_and_the_pcie_word_between_tre
     assert "NUMA nodes" in finding.message and "unknown" in finding.message
 
 
+def test_each_gpus_way_to_each_nic_is_worded_from_the_tree_as_between_gpus():
+    # The IBM dump hangs each GPU and one ConnectX under one PCIe switch (PIX), four per CPU.
+    topo = nccl_xml.read(text_of("nccl_xml", IBM), "ibm")
+    words = {(link.gpu, link.nic): link.type for link in topo.nic_links}
+    assert len(words) == 64
+    assert words[(0, "mlx5_7")] == "PIX" and words[(0, "mlx5_6")] == "NODE" and words[(0, "mlx5_3")] == "SYS"
+    assert sorted(nic for (gpu, nic), word in words.items() if word == "PIX" and gpu == 4) == ["mlx5_3"]
+    # A fragment without its <cpu>: a GPU and a NIC in other switch trees are not worded (not known).
+    lines = text_of("nccl_xml", IBM).split("\n")
+    fragment = nccl_xml.read("\n".join(lines[2:32]) + "\n    </pci>\n  </cpu>\n", "fragment.xml")
+    assert {(link.gpu, link.nic, link.type) for link in fragment.nic_links} == {(0, "mlx5_7", "PIX"), (1, "mlx5_6", "PIX")}
+
+
 @pytest.mark.parametrize("text", ['<pci busid="0000:01:00.0">', "<gpu dev=\"0\"/>", "<cpu numaid=\"0\"></cpu>"])
 def test_xml_without_a_gpu_under_a_cpu_or_pci_is_not_this_kind(text):
     assert not nccl_xml.sniff(text)
