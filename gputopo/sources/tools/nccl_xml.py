@@ -179,6 +179,9 @@ def read(text: str, source: str) -> Topology:
     _links(topo, paths, nvlinks, cut_gpu)
     topo.nic_links = [NicLink(gpu.index, nic.name, word) for gpu in topo.gpus for nic, nic_path in zip(nics, nic_paths)
                       if (word := _pcie_word(gpu.numa_node, nic.numa_node, paths.get(gpu.index, []), nic_path)) != "UNKNOWN"]
+    for index, links in nvlinks.items():  # NCCL writes only the links that are up (``_link_ends``)
+        if index != cut_gpu and links:
+            gpus[index].nvlink_active_links = sum(count for _, count, _ in links)
     topo.fabric = _tree(root, cpus, fragment)
     add_nvlink_edges(topo, _link_ends(topo, nvlinks))
     if open_tags is not None:
@@ -201,7 +204,7 @@ def _walk(cpu: ET.Element, numa: int | None, gpus: dict[int, Gpu], paths: dict[i
         elif child.tag == "pci":
             stack.append((child, iter(child), path + [child.get("busid", "?")]))
         elif child.tag == "gpu" and (index := device_index(child.get("dev", ""))) is not None and index not in gpus:
-            gpus[index] = _gpu(index, element, path, numa)
+            gpus[index] = _gpu(index, element, path, numa, child.get("sm"))
             paths[index] = path
             nvlinks[index] = [(link.get("target", "").lower(), _int(link.get("count")) or 0, link.get("tclass", "").lower())
                               for link in child.iter("nvlink")]
@@ -211,11 +214,18 @@ def _walk(cpu: ET.Element, numa: int | None, gpus: dict[int, Gpu], paths: dict[i
                 nic_paths.append(path)
 
 
-def _gpu(index: int, pci: ET.Element, path: list[str], numa: int | None) -> Gpu:
+def _gpu(index: int, pci: ET.Element, path: list[str], numa: int | None, sm: str | None) -> Gpu:
     speed = (pci.get("link_speed") or "").split(" ")[0]
     width = _int(pci.get("link_width"))
     return Gpu(index=index, pci_bus_id=_bus(path[-1] if path else None), numa_node=numa,
-               pcie_gen_current=_GEN_OF_SPEED.get(speed), pcie_width_current=width or None)
+               pcie_gen_current=_GEN_OF_SPEED.get(speed), pcie_width_current=width or None,
+               compute_capability=_capability(sm))
+
+
+def _capability(sm: str | None) -> str | None:
+    """NCCL's ``sm="90"`` (major * 10 + minor) as CUDA writes it, ``9.0``; None where it is not that."""
+    number = _int(sm) if sm and sm.isdigit() and len(sm) <= 3 else None
+    return f"{number // 10}.{number % 10}" if number else None
 
 
 def _links(topo: Topology, paths: dict[int, list[str]], nvlinks: dict[int, list[tuple[str, int, str]]],
@@ -277,7 +287,9 @@ def _tree(root: ET.Element, cpus: list[ET.Element], fragment: bool) -> Fabric | 
 
 
 def _link_ends(topo: Topology, nvlinks: dict[int, list[tuple[str, int, str]]]) -> dict[int, list[LinkEnd]]:
-    """Each GPU's ``<nvlink>`` elements as one ``LinkEnd`` per link (up or not: the XML does not say)."""
+    """Each GPU's ``<nvlink>`` elements as one ``LinkEnd`` per element, its links up: NCCL writes only
+    the links NVML says are active when it dumps (``ncclTopoGetXmlFromGpu`` in its ``xml.cc`` skips
+    a link whose state is not ``NVML_FEATURE_ENABLED``), so ``count`` is the links up at that time."""
     by_bus = {g.pci_bus_id for g in topo.gpus if g.pci_bus_id}
     ends: dict[int, list[LinkEnd]] = {}
     for index, links in nvlinks.items():
@@ -285,7 +297,7 @@ def _link_ends(topo: Topology, nvlinks: dict[int, list[tuple[str, int, str]]]) -
             bus = _bus(target)
             remote = REMOTE_GPU if bus in by_bus else REMOTE_SWITCH if tclass == NVSWITCH_CLASS else None
             if remote is not None and count > 0:
-                ends.setdefault(index, []).append(LinkEnd(remote, bus, None, links=count))
+                ends.setdefault(index, []).append(LinkEnd(remote, bus, True, links=count))
     return ends
 
 

@@ -147,6 +147,7 @@ def test_each_gpus_way_to_each_nic_is_worded_from_the_tree_as_between_gpus():
     topo = nccl_xml.read(text_of("nccl_xml", IBM), "ibm")
     words = {(link.gpu, link.nic): link.type for link in topo.nic_links}
     assert len(words) == 64
+    assert {(g.compute_capability, g.nvlink_active_links) for g in topo.gpus} == {("9.0", 18)}  # sm="90", 5+5+4+4 up
     assert words[(0, "mlx5_7")] == "PIX" and words[(0, "mlx5_6")] == "NODE" and words[(0, "mlx5_3")] == "SYS"
     assert sorted(nic for (gpu, nic), word in words.items() if word == "PIX" and gpu == 4) == ["mlx5_3"]
     # A fragment without its <cpu>: a GPU and a NIC in other switch trees are not worded (not known).
@@ -190,5 +191,5 @@ def test_nvlink_elements_are_edges_to_gpus_switches_or_the_switch_the_host_canno
     assert fabric.nvswitches_of("pci:0000:07:00.0") == ["nvswitch:fabric"]
     assert fabric.gpu_nvlinks(0, 1) == (4, False) and topo.link(0, 1).type == "NV4"
     assert {(e.a, e.b, e.count, e.active) for e in fabric.edges} == {
-        ("pci:0000:07:00.0", "pci:0000:08:00.0", 4, None), ("pci:0000:07:00.0", "nvswitch:fabric", 6, None),
-        ("pci:0000:08:00.0", "pci:0000:c1:00.0", 5, None)}
+        ("pci:0000:07:00.0", "pci:0000:08:00.0", 4, 4), ("pci:0000:07:00.0", "nvswitch:fabric", 6, 6),
+        ("pci:0000:08:00.0", "pci:0000:c1:00.0", 5, 5)}  # NCCL writes only the links that are up
