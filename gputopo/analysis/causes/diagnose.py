@@ -35,7 +35,7 @@ from collections import defaultdict
 
 from gputopo.analysis.causes.disagreements import disagreement_findings
 from gputopo.analysis.expect.measured import measured_links
-from gputopo.analysis.causes.nccl_paths import nccl_if_cuda_allows, nccl_without_p2p
+from gputopo.analysis.causes.nccl_paths import nccl_if_cuda_allows, nccl_without_p2p, refused_pairs
 from gputopo.analysis.causes.nvlink_findings import nvlink_fabric, nvlinks_down
 from gputopo.analysis.causes.observed_findings import observed_findings
 from gputopo.analysis.causes.vm_findings import virtual_machine
@@ -243,7 +243,10 @@ def _measured_alike(topology: Topology, crossing: list[Link]) -> tuple[float, fl
 
 
 def _p2p_unsupported(topology: Topology) -> list[Finding]:
+    """``p2p-<word>`` for the pairs that cannot peer, except the pairs NCCL found connected yet
+    refused (``nccl-p2p-refused`` says those, as the fault it is: not the machine's design)."""
     by_word: dict[str, list[tuple[int, int]]] = defaultdict(list)
+    refused = refused_pairs(topology)
     table = topology.link_table()  # the words are read once per kind of link
     word_of_kind = []
     for link in table.examples:
@@ -256,7 +259,9 @@ def _p2p_unsupported(topology: Topology) -> list[Finding]:
         links_of_word[word] = [link for link, w in zip(table.examples, word_of_kind) if w == word]
     findings = []
     for word in sorted(by_word, key=lambda w: list(P2P_STATUS_MEANING).index(w) if w in P2P_STATUS_MEANING else 99):
-        pairs = sorted(by_word[word])
+        pairs = sorted(pair for pair in by_word[word] if word != "NS" or pair not in refused)
+        if not pairs:
+            continue
         meaning = P2P_STATUS_MEANING.get(word, "not supported")
         unknown = word == "U"  # the driver could not tell: not a "no"
         findings.append(

@@ -39,7 +39,7 @@ from gputopo.analysis.expect.measured import (
     measured_links,
     p2p_slower_than_staged,
 )
-from gputopo.analysis.causes.nccl_paths import host_memory_findings
+from gputopo.analysis.causes.nccl_paths import host_memory_findings, refused_pairs
 from gputopo.analysis.causes.pcie_findings import LINK_QUERY
 from gputopo.analysis.causes.slow_gpu_findings import slow_gpu_findings
 from gputopo.model import Finding, Link, Topology
@@ -250,10 +250,13 @@ def _nccl_refused(topology: Topology) -> list[Finding]:
     if view is None or not view.p2p_disabled_pairs:
         return []
     pairs = ", ".join(f"{a}-{b}" for a, b in view.p2p_disabled_pairs[:12])
+    ours = refused_pairs(topology)  # NCCL's numbers are this topology's where it numbers GPUs as NVML does
     return [Finding(
         "warning", "nccl-p2p-refused",
         f"NCCL could not use P2P between its GPUs {pairs} although it considers them connected "
-        "(numbers are NCCL's GPUs on that host); it falls back to copies through host memory",
+        "(numbers are NCCL's GPUs on that host); CUDA refuses them peer access, so NCCL falls back to "
+        "copies through host memory",
+        gpus=sorted({g for pair in ours for g in pair}),
         fix="usually ACS or the IOMMU (or a VM): check `lspci -vvv | grep ACSCtl`, boot with iommu=pt, or run "
             "`gputopo doctor`; NCCL_IGNORE_DISABLED_P2P=1 only hides the message",
     )]
