@@ -36,6 +36,7 @@ from collections import defaultdict
 from gputopo.analysis.causes.disagreements import disagreement_findings
 from gputopo.analysis.expect.measured import measured_links
 from gputopo.analysis.causes.nccl_paths import nccl_if_cuda_allows, nccl_without_p2p, refused_pairs
+from gputopo.analysis.causes.sys_within_numa import sys_within_numa_node
 from gputopo.analysis.causes.nvlink_findings import nvlink_fabric, nvlinks_down
 from gputopo.analysis.causes.observed_findings import observed_findings
 from gputopo.analysis.causes.vm_findings import virtual_machine
@@ -72,6 +73,7 @@ def diagnose(topology: Topology) -> list[Finding]:
     findings: list[Finding] = []
     findings += _virtual_machine(topology)
     findings += _cross_socket(topology)
+    findings += sys_within_numa_node(topology)
     findings += _p2p_unsupported(topology)
     findings += _mig(topology)
     findings += _mixed_models(topology)

@@ -30,6 +30,7 @@ KIND_OF_CODE: dict[str, KindRule] = {
     # diagnose: the wiring
     "virtual-machine": NOTE,
     "cross-socket": DESIGN,
+    "sys-within-numa-node": NOTE,
     "pcie-width-degraded": FAULT,  # (scan's codes before one wording: snapshots saved then)
     "pcie-gen-degraded": FAULT,
     "pcie-gen-below-max-idle": NOTE,
