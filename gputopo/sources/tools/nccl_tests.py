@@ -14,7 +14,8 @@ becomes markdown headings), and a prefix printed before the header (a ``$ `` pro
 label) is taken off the rows too. A paste cut before its first row whose ``# Using devices`` block
 names the GPUs gives the GPUs and no run; the missing rows are said (``nccl-tests-no-rows``). Cut
 before its header too, it is recognised by that block, except beside ``NCCL INFO`` lines (then it is
-an NCCL log's preamble, read by ``sources.tools.nccl_log``).
+an NCCL log's preamble, read by ``sources.tools.nccl_log``); so is a header without any row or device
+line there (the log's lines interleave with the table's first lines): that reader says the cut.
 Patterns look at a line's first ``LINE_CAP_CHARS``.
 """
 
@@ -49,11 +50,23 @@ _AVG_RE = re.compile(r"Avg bus bandwidth\s*:\s*([0-9.eE+-]+)")
 def sniff(text: str) -> bool:
     """Whether the text holds an nccl-tests table (its column header) or its ``Using devices`` lines."""
     if _HEADER_RE.search(text) is not None:
-        return True
+        # A header without a row or a device line among NCCL_DEBUG lines (the log interleaves with the
+        # table's first lines, and the paste ends there) is the NCCL log's: that reader says the cut.
+        return not ("NCCL INFO" in text and header_without_rows(text))
     # Cut before the header: its device list alone. Beside NCCL_DEBUG lines it is the preamble of an
     # NCCL log, which that reader reads (ranks numbered its way: two numberings of one run would not join).
     return "Using devices" in text and "NCCL INFO" not in text and "NCCL WARN" not in text and any(
         _RANK_RE.search(capped(line)) for line in _lines_after(text, "Using devices"))
+
+
+def header_without_rows(text: str) -> bool:
+    """Whether the text's nccl-tests column header has no row under it and no ``Rank N ... device``
+    line names a GPU (the table cut before its first row, its device list not pasted)."""
+    try:
+        read(text, "text")
+    except InputError:
+        return True
+    return False
 
 
 def _lines_after(text: str, words: str, count: int = 4) -> list[str]:
