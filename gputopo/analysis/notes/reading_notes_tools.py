@@ -99,6 +99,15 @@ def _nccl_tests_no_rows(facts: dict[str, Any], gpus: list[int]) -> Words:
                      "rows and `# Avg bus bandwidth`)"), None)
 
 
+def _nccl_tests_separate_jobs(facts: dict[str, Any], gpus: list[int]) -> Words:
+    named = ", ".join(f"pid {pid} on {host}" for host, pid in facts["processes"])
+    return ("warning", (f"{facts['source']}: one rank is named by {len(facts['processes'])} processes ({named}): each "
+                        "ran nccl-tests as a job of its own, so no collective joined their GPUs and its figures are "
+                        "no measure of the link between them (under mpirun: nccl-tests built without MPI support)"),
+            "rebuild nccl-tests with `make MPI=1` (MPI_HOME set) and run it under mpirun again; each process then "
+            "prints a rank of its own")
+
+
 def _nccl_p2p_disabled_unplaced(facts: dict[str, Any], gpus: list[int]) -> Words:
     pairs = ", ".join(f"{a} and {b}" for a, b in facts["pairs"])
     how = ("each rank's `nvmlDev` (NCCL 2.19 and later print it in `Init START` lines)" if facts.get("one_host")
@@ -160,6 +169,7 @@ TOOL_WORDINGS: dict[str, Callable[[dict[str, Any], list[int]], Words]] = {
     "nccl-xml-cut": _nccl_xml_cut,
     "nccl-xml-no-root": _nccl_xml_no_root,
     "nccl-tests-no-rows": _nccl_tests_no_rows,
+    "nccl-tests-separate-jobs": _nccl_tests_separate_jobs,
     "nccl-p2p-disabled-unplaced": _nccl_p2p_disabled_unplaced,
     "nccl-log-hosts-missing": _nccl_log_hosts_missing,
     "smi-q-gpus-not-listed": _smi_q_gpus_not_listed,
