@@ -26,6 +26,13 @@ skipped: timestamps, log collectors). Read:
 GPU numbers: on one host, ranks whose bus ids are all known are numbered in bus-id order (PCI
 order, which is nvidia-smi's where every GPU takes part: inferred, and said so); otherwise, and
 across hosts, the GPU number is the rank.
+
+Hosts: a rank's host is the ``host`` of the lines its thread logs; P2P and SHM never leave a host,
+so the peer of such a connection is on the logging rank's host too. A NET (or CollNet) connection
+the log does not place inside one named host means several hosts (NCCL takes the network inside a
+host only where P2P and SHM are both off, which ``NCCL_P2P_DISABLE``/``NCCL_SHM_DISABLE`` would
+show): host names redacted to one ``<placeholder>`` no longer make a multi-node job one host's GPUs.
+A decoration every line shares (a quote, bold, a host label) is taken off first.
 """
 
 from __future__ import annotations
