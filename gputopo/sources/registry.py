@@ -19,6 +19,7 @@ from typing import Callable
 from gputopo.errors import InputError
 from gputopo.fileio import read_text_input
 from gputopo.model import Topology
+from gputopo.sources.pasted import undecorated_lines
 
 MAX_DESCRIBED_CHARS = 60
 _SNAPSHOT_HEAD_RE = re.compile(r'\s*\{\s*"schema"\s*:\s*"gputopo\.')
@@ -103,6 +104,8 @@ def read_text(text: str, label: str) -> Topology:
         text = report_snapshot_text(text, source=label)
     # A snapshot names its schema first (``to_dict``); other JSON (``nvbandwidth -j``) is a text
     # kind's, and JSON that no reader takes is read as a snapshot for its precise error.
+    if not _SNAPSHOT_HEAD_RE.match(text[:200]):  # a decoration on every line (a quote, bold, a host label) is no output's
+        text = "\n".join(undecorated_lines(text))
     matched = [] if _SNAPSHOT_HEAD_RE.match(text[:200]) else [reader for reader in READERS if reader.sniff(text)]
     if not matched and looks_like_snapshot(text):
         topology = parse_snapshot(text, source=label)

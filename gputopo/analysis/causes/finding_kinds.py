@@ -148,6 +148,8 @@ KIND_OF_CODE: dict[str, KindRule] = {
     "nccl-xml-cut": NOTE,
     "nccl-xml-no-root": NOTE,
     "nccl-tests-no-rows": NOTE,
+    "nccl-tests-separate-jobs": NOTE,
+    "p2p-enabled-not-measured": NOTE,
     "nccl-p2p-disabled-unplaced": NOTE,
     "nccl-log-hosts-missing": NOTE,
     "no-pair-measured": NOTE,

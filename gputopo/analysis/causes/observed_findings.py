@@ -29,8 +29,11 @@ from __future__ import annotations
 
 import re
 
-from gputopo.analysis.expect.bandwidth import pcie_generation
 from gputopo.analysis.causes.collective_findings import collective_findings
+from gputopo.analysis.causes.nccl_paths import host_memory_findings, refused_pairs
+from gputopo.analysis.causes.pcie_findings import LINK_QUERY
+from gputopo.analysis.causes.slow_gpu_findings import slow_gpu_findings
+from gputopo.analysis.expect.bandwidth import pcie_generation
 from gputopo.analysis.expect.measured import (
     FAR_BELOW_RATIO,
     Comparison,
@@ -39,9 +42,6 @@ from gputopo.analysis.expect.measured import (
     measured_links,
     p2p_slower_than_staged,
 )
-from gputopo.analysis.causes.nccl_paths import host_memory_findings, refused_pairs
-from gputopo.analysis.causes.pcie_findings import LINK_QUERY
-from gputopo.analysis.causes.slow_gpu_findings import slow_gpu_findings
 from gputopo.model import Finding, Link, Topology
 from gputopo.notation import count_word
 
@@ -257,8 +257,10 @@ def _nccl_refused(topology: Topology) -> list[Finding]:
         "(numbers are NCCL's GPUs on that host); CUDA refuses them peer access, so NCCL falls back to "
         "copies through host memory",
         gpus=sorted({g for pair in ours for g in pair}),
-        fix="usually ACS or the IOMMU (or a VM): check `lspci -vvv | grep ACSCtl`, boot with iommu=pt, or run "
-            "`gputopo doctor`; NCCL_IGNORE_DISABLED_P2P=1 only hides the message",
+        fix="the log does not say why CUDA refused: `nvidia-smi topo -p2p r` tells (GNS: a GPU model without P2P, "
+            "such as GeForce; CNS/TNS: the chipset or topology; OK there: ACS or the IOMMU, check "
+            "`lspci -vvv | grep ACSCtl` or boot with iommu=pt; or a VM), or run `gputopo doctor` on the host; "
+            "NCCL_IGNORE_DISABLED_P2P=1 only hides the message",
     )]
 
 

@@ -29,7 +29,8 @@ A fragment without its ``<system>`` root (a paste of ``<cpu>`` or ``<pci>`` elem
 ``<gpu dev=...>``) is read as the elements it has, and the missing root is said
 (``nccl-xml-no-root``): closing tags of elements the fragment does not open are skipped. Where no
 ``<cpu>`` encloses the GPUs, their NUMA nodes are unknown, and so is the PCIe word of a pair that
-shares no ``<pci>`` above it (the fragment does not show whether their trees hang off one CPU).
+shares no ``<pci>`` above it (the fragment does not show whether their trees hang off one CPU). A
+fragment that leaves an element open is cut short too: a ``<gpu>`` left open is the cut GPU above.
 """
 
 from __future__ import annotations
@@ -107,7 +108,8 @@ def _document(text: str, source: str) -> tuple[ET.Element, list[str] | None]:
 
 def _fragment(text: str, source: str) -> tuple[ET.Element, list[str] | None]:
     """Elements of a dump pasted without ``<system>``, under a ``<system>`` of their own (its
-    ``fragment`` attribute marks it); closing tags the fragment does not open are skipped."""
+    ``fragment`` attribute marks it); closing tags the fragment does not open are skipped. The
+    elements it opens and leaves open are returned as a cut document's are (a fragment cut short)."""
     top = _FRAGMENT_TOP_RE.search(text)
     if top is None or _GPU_TAG_RE.search(text, top.end()) is None:
         raise InputError(f"{source}: no NCCL topology XML (<system version=...>, or <cpu>/<pci> elements with a <gpu>)")
@@ -133,8 +135,8 @@ def _fragment(text: str, source: str) -> tuple[ET.Element, list[str] | None]:
                                  "dumps nest a few levels; refused")
     kept.append(body[at:])
     wrapped = '<system version="fragment">' + "".join(kept) + "".join(f"</{t}>" for t in reversed(stack)) + "</system>"
-    try:
-        return ET.fromstring(wrapped), None
+    try:  # elements the fragment opens and never closes: it was cut there, as a dump without </system>
+        return ET.fromstring(wrapped), (stack or None)
     except ET.ParseError as exc:
         raise InputError(f"{source}: the NCCL topology XML fragment is damaged ({str(exc)[:80]})") from None
 

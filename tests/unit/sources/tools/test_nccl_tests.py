@@ -20,7 +20,7 @@ def test_real_outputs_read_as_the_expert_reads_them(name, want):
     assert [run.avg_busbw_gbps for run in runs] == pytest.approx(averages)
     wrong_in = want.get("wrong_in", want["wrong"])  # "N/A" in place (not checked) is None
     assert all(row.out_wrong == want["wrong"] and row.in_wrong == wrong_in for run in runs for row in run.rows)
-    assert all(run.out_of_bounds == 0 for run in runs)
+    assert all(run.out_of_bounds == want.get("out_of_bounds", 0) for run in runs)  # None: cut before that line
     if "rows" in want:
         assert len(runs[0].rows) == want["rows"]
     for size, busbw in want.get("busbw_gbps", {}).items():
@@ -30,6 +30,10 @@ def test_real_outputs_read_as_the_expert_reads_them(name, want):
         assert len({g.host for g in topo.gpus}) == (want["hosts"] if want["hosts"] > 1 else 1)
     for index, bus in {**want.get("bus_ids", {}), **want.get("bus_ids_rank0_7", {})}.items():
         assert topo.gpu(int(index)).pci_bus_id == bus
+    for index, host in want.get("gpu_hosts", {}).items():
+        assert topo.gpu(int(index)).host == host
+    if "reading_notes" in want:
+        assert sorted(n.code for n in topo.reading_notes) == want["reading_notes"]
 
 
 def test_the_p2p_disabled_sys_run_is_thirty_times_slower_than_nvlink():
@@ -145,3 +149,20 @@ def test_a_paste_cut_before_its_first_row_gives_the_devices_and_says_no_rows(nam
     (finding,) = note_findings(topo.reading_notes)
     assert "before its first row" in finding.message and "no bus bandwidth" in finding.message
     assert ("after its column header" in finding.message) is keep_header
+
+
+def test_one_rank_named_by_two_processes_is_jobs_run_apart_and_said():
+    """NVIDIA/nccl-tests#107: under mpirun -np 2 each process names itself Rank 0 (nccl-tests built
+    without MPI): both GPUs are kept, on their hosts, and the separate jobs are said; two runs one after
+    the other (a column header between their device lists) are not."""
+    from gputopo.analysis.notes.reading_notes import note_findings
+
+    topo = nccl_tests.read(text_of("nccl_tests", "nccltests107_2node_v100_mpirun_without_mpi_two_rank0_error_column_cut.txt"), "x")
+    assert [(g.index, g.host) for g in topo.gpus] == [(0, "ip-172-31-20-228"), (1, "ip-172-31-22-230")]
+    (finding,) = [f for f in note_findings(topo.reading_notes) if f.code == "nccl-tests-separate-jobs"]
+    assert "pid 1320 on ip-172-31-20-228" in finding.message and "MPI=1" in finding.fix
+    header = "#       size         count      type   redop    root     time   algbw   busbw #wrong\n"
+    row = "     1048576        262144     float     sum      -1    222.8    4.71    8.24      0\n"
+    run = "#  Rank  0 Group  0 Pid  {pid} on h device  0 [0x1b] GPU\n" + header + row
+    again = nccl_tests.read(run.format(pid=1) + run.format(pid=2), "two runs")
+    assert len(again.gpus) == 1 and not any(n.code == "nccl-tests-separate-jobs" for n in again.reading_notes)

@@ -20,7 +20,12 @@ def test_real_dumps_read_as_the_expert_reads_them(name, want):
     for index, node in want.get("numa", {}).items():
         assert topo.gpu(int(index)).numa_node == node
     assert len(topo.nics) == want["nics"]
-    if want["gpus"] > 1:
+    for key, word in want.get("pair_words", {}).items():
+        a, b = (int(x) for x in key.split("-"))
+        assert topo.link(a, b).type == word
+    if "reading_notes" in want:
+        assert sorted(n.code for n in topo.reading_notes) == want["reading_notes"]
+    if want["gpus"] > 1 and want["nvlinks_per_gpu"] is not None:
         assert {link.type for link in topo.links} == {f"NV{want['nvlinks_per_gpu']}"}
         assert all(link.nvswitch is want["nvswitch"] for link in topo.links)
 
@@ -193,3 +198,16 @@ def test_nvlink_elements_are_edges_to_gpus_switches_or_the_switch_the_host_canno
     assert {(e.a, e.b, e.count, e.active) for e in fabric.edges} == {
         ("pci:0000:07:00.0", "pci:0000:08:00.0", 4, 4), ("pci:0000:07:00.0", "nvswitch:fabric", 6, 6),
         ("pci:0000:08:00.0", "pci:0000:c1:00.0", 5, 5)}  # NCCL writes only the links that are up
+
+
+def test_a_fragment_cut_inside_a_gpu_leaves_that_gpus_pairs_unknown_and_says_so():
+    """aliyun/SimAI#128: an excerpt without <system>, cut after GPU 7's first of four NVSwitch lines:
+    its switch links are a lower bound, so the pair is not NV4 (nor any count): unknown, and the cut said."""
+    topo = nccl_xml.read(text_of("nccl_xml", "simai128_8xh100_nvswitch_fragment_no_root_gpu5_cut_in_gpu7.xml"), "f")
+    assert topo.link(5, 7).type == "UNKNOWN"
+    (cut,) = [f for f in note_findings(topo.reading_notes) if f.code == "nccl-xml-cut"]
+    assert "GPU 7's NVLink list was cut" in cut.message
+    whole = '<pci busid="0000:01:00.0"><gpu dev="0">' + "".join(
+        f'<nvlink target="0000:0{s}:00.0" count="2" tclass="0x068000"/>' for s in "56") + "</gpu></pci>"
+    closed = nccl_xml.read(whole + whole.replace('"0000:01', '"0000:02').replace('dev="0"', 'dev="1"'), "closed")
+    assert closed.link(0, 1).type == "NV4" and not any(n.code == "nccl-xml-cut" for n in closed.reading_notes)
