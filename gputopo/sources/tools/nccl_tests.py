@@ -132,11 +132,14 @@ def read(text: str, source: str) -> Topology:
 
 
 def _bus(token: str) -> str | None:
-    if token.lower().startswith("0x"):
+    if token.lower().startswith("0x"):  # the bus number alone (see ``_topology``)
         try:
-            return bus_id(0, int(token, 16))
+            number = int(token, 16)
         except ValueError:
             return None
+        # Bus 0 is the root bus, whose device 0 is the host bridge: a GPU there (a VM's, AWS p3's at
+        # 00:1e.0) is at a device number the text does not give.
+        return bus_id(0, number) if number else None
     parts = token.split(":")
     return hex_bus_id(*parts) if len(parts) == 3 else None
 
@@ -193,8 +196,17 @@ def _wrong(token: str) -> int | None:
 def _topology(devices: dict[int, tuple[str, int, str | None, str]], runs: list[CollectiveRun], source: str) -> Topology:
     hosts = {host for host, _, _, _ in devices.values()}
     one_host = len(hosts) <= 1
+    # ``[0x1b]`` is the bus number alone (CUDA's pciBusID), read as 0000:1b:00.0: device 0, as GPUs
+    # sit on most hosts. Where two GPUs of one host print the same number (a VM's GPUs, all on bus 0
+    # at devices 1b..1e), their bus ids are not in the text: none is claimed for them.
+    seen: dict[tuple[str, str], set[int]] = {}
+    for host, device, bus, _ in devices.values():
+        if bus is not None:
+            seen.setdefault((host, bus), set()).add(device)
+    shared = {key for key, on in seen.items() if len(on) > 1}
     gpus: dict[int, Gpu] = {}
     for rank, (host, device, bus, name) in sorted(devices.items()):
+        bus = None if (host, bus) in shared else bus
         index = device if one_host else rank
         if index < MAX_GPUS and index not in gpus:
             gpus[index] = Gpu(index=index, name=name or None, pci_bus_id=bus, host=None if one_host else host)

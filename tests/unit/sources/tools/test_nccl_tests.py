@@ -166,3 +166,17 @@ def test_one_rank_named_by_two_processes_is_jobs_run_apart_and_said():
     run = "#  Rank  0 Group  0 Pid  {pid} on h device  0 [0x1b] GPU\n" + header + row
     again = nccl_tests.read(run.format(pid=1) + run.format(pid=2), "two runs")
     assert len(again.gpus) == 1 and not any(n.code == "nccl-tests-separate-jobs" for n in again.reading_notes)
+
+
+def test_a_bus_number_two_gpus_share_is_no_bus_id():
+    # nccl-tests prints CUDA's pciBusID, the bus number alone: [0x1b] is read as 0000:1b:00.0 (device
+    # 0); where several GPUs of one host print [0x00] (a VM's GPUs at 00:1b.0..00:1e.0), none is claimed.
+    head = "#  Rank %d Group  0 Pid  42 on   host-a device  %d [%s] Tesla V100-SXM2-16GB\n"
+    table = ("#       size         count      type   redop    root     time   algbw   busbw #wrong     time   algbw   busbw #wrong\n"
+             "           8             2     float     sum      -1    10.00    0.00    0.00      0    10.00    0.00    0.00      0\n")
+    shared = nccl_tests.read("".join(head % (r, r, "0x3a") for r in range(4)) + table, "vm.txt")
+    assert [g.pci_bus_id for g in shared.gpus] == [None] * 4
+    root_bus = nccl_tests.read(head % (0, 0, "0x00") + table, "p3.txt")  # bus 0's device 0 is the host bridge
+    assert [g.pci_bus_id for g in root_bus.gpus] == [None]
+    apart = nccl_tests.read("".join(head % (r, r, f"0x{0x1b + r:02x}") for r in range(2)) + table, "metal.txt")
+    assert [g.pci_bus_id for g in apart.gpus] == ["0000:1b:00.0", "0000:1c:00.0"]
