@@ -83,13 +83,20 @@ def _links(label: str, evidence: PastedEvidence, report: DoctorReport) -> None:
                    f"read at {'both ends' if len(ends) > 1 else 'the port'})"
         shown = [f"{_where(label, p.line)}: {p.text}" for p in ends]
         below = [gpu] if gpu else gpus_in_range(gpus, pasted.bdf, evidence.bus_ranges.get(pasted.bdf)) if pasted.bdf else []
-        if any(p.link.width_below_max for p in ends):  # a GPU's pairs all copy through its narrow link
-            narrow = next(p.link for p in ends if p.link.width_below_max)
+        if any(p.narrow for p in ends):  # a GPU's pairs all copy through its narrow link
+            narrow = next(p.link for p in ends if p.narrow)
             narrow_link(report, who, narrow.current_width, narrow.max_width, below=below,
                         affected=and_list([report.label(b) for b in below]) if below else who, evidence=shown)
-        elif link.speed_below_max:
-            slow_link(report, who, gts_to_gen(link.current_speed_gts), gts_to_gen(link.max_speed_gts),  # no state in a paste
+        if pasted.slow:  # said too where the link is narrow; no state in a paste; no top where only lspci's mark says it
+            slow_link(report, who, gts_to_gen(link.current_speed_gts),
+                      gts_to_gen(link.max_speed_gts) if link.max_speed_gts is not None else None,
                       gpus=report.indices(below), bdf=pasted.bdf, evidence=shown)
+    if evidence.links:
+        problem = any(f.code in ("pcie-link-narrow", "pcie-link-slow") for f in report.findings)
+        report.check("pcie-links", "problem" if problem else "ok",
+                     f"{len(evidence.links)} LnkSta line(s) in {label}"
+                     + ("" if all(p.link.max_width is not None for p in evidence.links) else
+                        ", some without their LnkCap line (judged by lspci's own ok/downgraded marks where it printed them)"))
 
 
 def _gpu_below(evidence: PastedEvidence, bdf: str | None, gpus: list[str]) -> str | None:

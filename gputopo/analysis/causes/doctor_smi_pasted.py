@@ -96,7 +96,8 @@ def _fabric(label: str, fabric: PastedFabric, report: DoctorReport) -> str:
     if state != "Completed" or status != "Success":
         if fabric.gpu:
             report.mark_gpu(fabric.gpu, "nvlink-down")
-        fabric_not_ready(report, who, f"State {state}, Status {status}", gpus, [where])
+        fabric_not_ready(report, who, f"State {state}, Status {status}", gpus, [where],
+                         refused=state == "Completed" and status not in (*NOT_A_VALUE, ""))
         return "problem"
     if summary not in (*NOT_A_VALUE, "Healthy") or bandwidth not in (*NOT_A_VALUE, "Full"):
         fabric_degraded(report, who, f"its health as {summary or '?'} (bandwidth {bandwidth or '?'})", gpus,

@@ -41,6 +41,7 @@ _AMD_VI_DEVICE = re.compile(r"AMD-Vi: Event logged \[IO_PAGE_FAULT device=" + _B
 _DMAR = re.compile(r"DMAR: \[DMA (?:Read|Write)[^\]]{0,200}\] Request device \[" + _BDF_IN + r"\]")
 # Numbers are ASCII digits and bounded: int() refuses a number of more than 4300 digits (a traceback).
 _XID = re.compile(r"NVRM: Xid \(PCI:([0-9a-fA-F:.]+)\):\s*([0-9]{1,9})\b")
+_HEX_PAIR = re.compile(r"[0-9a-f]{2}")
 _XID_CAUSE = re.compile(r"caused by previous Xid ([0-9]{1,9})\b")
 _FALLEN_GPU = re.compile(r"NVRM: (?:The NVIDIA GPU|GPU at(?: PCI:)?)\s+" + _BDF_IN)
 # The driver's name is a word of its own, bounded: ``(\S+) `` searched along a long line without
@@ -132,7 +133,8 @@ def _scan_faults(evidence: PastedEvidence, line: str, number: int, before: list[
     if xid:
         evidence.add_kind("dmesg")
         cause = _XID_CAUSE.search(line)
-        evidence.xids.append(PastedXid(xid.group(1).lower(), int(xid.group(2)), shown(line),
+        pci = xid.group(1).lower()  # an address the poster blanked out (``PCI:...``) names no GPU
+        evidence.xids.append(PastedXid(pci if _HEX_PAIR.search(pci) else None, int(xid.group(2)), shown(line),
                                        int(cause.group(1)) if cause else None))
         return True
     if "fallen off the bus" in line:

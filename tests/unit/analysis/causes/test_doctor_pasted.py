@@ -58,3 +58,22 @@ def test_a_vm_without_an_iommu_prints_translated_too():
     report = _report((run / "dmesg.txt").read_text(), "dmesg.txt")
     assert [f.code for f in report.findings if f.severity != "info"] == []
     assert [(c.name, c.status) for c in report.checks if c.name.startswith("iommu")] == [("iommu (dmesg)", "not-made")]
+
+
+def test_a_fragment_without_lnkcap_is_judged_by_lspcis_marks_and_unnamed():
+    report = _report(capture("lspci_vvv_fragment_lnksta_5gt_x1_downgraded_no_header_geerling480.txt"))
+    (narrow,) = [f for f in report.findings if f.code == "pcie-link-narrow"]
+    assert narrow.severity == "warning" and "a device (not named in the paste) runs at x1 of its maximum" in narrow.message
+    assert "LnkCap line with the maximum is not in the paste" in narrow.message and "xNone" not in narrow.message
+    # The speed, downgraded too, is said apart: maybe idle (no performance state in an lspci paste).
+    (slow,) = [f for f in report.findings if f.code == "pcie-link-slow-maybe-idle"]
+    assert slow.severity == "info" and "runs at Gen2 of its maximum" in slow.message
+    (check,) = [c for c in report.checks if c.name == "pcie-links"]
+    assert check.status == "problem" and "without their LnkCap line" in check.detail
+
+
+def test_links_read_at_their_maximum_make_the_check_instead_of_saying_none_were_pasted():
+    """Every link of this paste is at its LnkCap: the check is made and ok, never 'no LnkCap/LnkSta lines'."""
+    report = _report(capture("lspci_pp_vvv_amd_switch_downstream_port_acs_on.txt"))
+    (check,) = [c for c in report.checks if c.name == "pcie-links"]
+    assert check.status == "ok" and check.detail.startswith("3 LnkSta line(s)")

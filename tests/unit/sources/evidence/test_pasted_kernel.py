@@ -80,3 +80,9 @@ def test_numbers_of_thousands_of_digits_are_no_xid_and_no_traceback():
     parsed = parse_pasted(f"NVRM: Xid (PCI:0000:01:00): {nines}, pid=1\n"
                           f"NVRM: Xid (PCI:0000:02:00): 45, pid=1, caused by previous Xid {nines}\n")
     assert [(x.pci, x.code, x.cause) for x in parsed.xids] == [("0000:02:00", 45, None)]
+
+
+def test_an_xid_address_the_poster_blanked_out_names_no_gpu():
+    """nccl#2241: `Xid (PCI:...): 145`: the address is unknown, never the string '...'."""
+    parsed = parse_pasted(capture("dmesg_journal_xid145_137_pci_redacted_nccl2241.txt"))
+    assert [(x.pci, x.code) for x in parsed.xids] == [(None, 145), (None, 137)]
