@@ -102,3 +102,14 @@ def test_a_registration_that_completed_with_an_error_is_not_told_to_start_fabric
     (live,) = [f for f in report.findings if f.code == "fabric-not-ready"]
     assert "finished registering with the NVSwitch fabric with an error (state completed" in live.message
     assert (live.fix, live.effect) == (refused.fix, refused.effect)
+
+
+def test_nvlink_status_makes_its_check_and_an_elided_list_is_said_with_the_pastes_line():
+    """A healthy `nvlink -s` makes the nvlink check (never 'no nvlink -s output in the pastes'); a list
+    the paste elided (k8s-test-infra#371) is said, at the paste's own line, and no link is called down."""
+    nvlink_dir = OWN_FIXTURES / "corpus" / "nvlink"
+    healthy = _report((nvlink_dir / "power9_4x_v100_status_all_active.txt").read_text())
+    assert [(c.name, c.status) for c in healthy.checks if c.name.startswith("nvlink")] == [("nvlink status", "ok")]
+    cut = _report((nvlink_dir / "k8sti371_gb200_status_18_links_53gbps_gpu1_elided.txt").read_text())
+    (note,) = cut.findings
+    assert note.code == "nvlink-list-cut" and "GPU 1: 2 links listed, then line 24" in note.message
