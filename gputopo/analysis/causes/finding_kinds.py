@@ -131,6 +131,7 @@ KIND_OF_CODE: dict[str, KindRule] = {
     "gpu-fallen-off-bus": FAULT,
     "pcie-aer-uncorrected": FAULT,
     "pcie-aer-corrected": FAULT,
+    "pcie-errors-logged": FAULT,
     "pcie-aer-not-recovered": FAULT,
     # the readers' notes in words (analysis/notes/reading_notes.py)
     "repaired-paste": NOTE,

@@ -100,6 +100,8 @@ class PastedEvidence:
     acs: list[PastedAcs] = field(default_factory=list)
     links: list[PastedLink] = field(default_factory=list)
     links_down: list[PastedLink] = field(default_factory=list)  # ``Width x0``: no link trained (an empty slot)
+    # ``CESta:`` lines with link-layer error bits set (``BadTLP+``...): (device or None, the bits, line, text)
+    link_errors_logged: list[tuple[str | None, list[str], int, str]] = field(default_factory=list)
     iommu_faults: dict[str, int] = field(default_factory=dict)  # bdf -> count
     iommu_fault_example: str | None = None
     xids: list[PastedXid] = field(default_factory=list)

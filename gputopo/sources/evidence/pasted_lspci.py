@@ -31,6 +31,11 @@ _HEADER = re.compile(r"^\s*((?:[0-9a-fA-F]{4}:)?" + _SHORT + r")((?:/" + _SHORT 
 _LSPCI_WORD = re.compile(r"\blspci\b")
 _DASH_S = re.compile(r"\s-s\s*+(" + BDF + ")")
 _ACSCTL = re.compile(r"ACSCtl:\s*((?:\w+[+-]\s*)+)")
+# The correctable error status: bits stay set from the error until cleared. Those of the link itself
+# (the physical layer's RxErr, the data link layer's CRC and replay errors); AdvNonFatalErr and the
+# others say nothing of the link.
+_CESTA = re.compile(r"\bCESta:\s*((?:\w+[+-]\s*)+)")
+LINK_ERROR_BITS = ("RxErr", "BadTLP", "BadDLLP", "Rollover", "Timeout")
 # What stands between ``GT/s`` and its comma is bounded (``(ok)``, ``(downgraded)``): ``[^,]*`` ran to the
 # end of a line without a comma from every ``LnkSta: Speed ..GT/s``.
 _LNK = re.compile(r"\b(LnkCap|LnkSta):\s*(?:Port #[0-9]+,\s*)?Speed\s+([0-9]{1,3}(?:\.[0-9]{1,3})?)GT/s([^,]{0,64}),"
@@ -85,6 +90,13 @@ def scan_lspci(evidence: PastedEvidence, line: str, number: int, device: str | N
     if acs:
         evidence.add_kind("lspci -vvv")
         evidence.acs.append(PastedAcs(device, acs_control_from_words(acs.group(1)), number, shown(line)))
+        return True
+    cesta = _CESTA.search(line)
+    if cesta:
+        evidence.add_kind("lspci -vvv")
+        set_bits = [b for b in LINK_ERROR_BITS if f"{b}+" in cesta.group(1).split()]
+        if set_bits:
+            evidence.link_errors_logged.append((device, set_bits, number, shown(line)))
         return True
     bus = _BUS.search(line)
     if bus and device is not None:

@@ -75,6 +75,14 @@ def _check_links(expected: dict, report) -> None:
         assert len([f for f in slow if "not named" in f.message]) == expected["slow_unnamed"]
 
 
+def _check_links_made(expected: dict, report) -> None:
+    if "pcie_links_check" in expected:
+        (check,) = [c for c in report.checks if c.name == "pcie-links"]
+        assert check.status == expected["pcie_links_check"], check
+    if "link_errors_logged" in expected:  # CESta with link error bits set: a warning per device (or the unnamed)
+        assert len(_found(report, "pcie-errors-logged", "warning")) == expected["link_errors_logged"]
+
+
 def _check_kernel_log(expected: dict, report) -> None:
     if "iommu_faults" in expected:
         (fault,) = _found(report, "iommu-fault", "error")
@@ -164,6 +172,7 @@ def test_real_pasted_captures_match_the_expert(name):
         assert _codes(report, "error") == [] and _codes(report, "warning") == []
     _check_acs(expected, report)
     _check_links(expected, report)
+    _check_links_made(expected, report)
     _check_kernel_log(expected, report)
     _check_iommu(expected, parsed, report)
     _check_smi(expected, report)

@@ -77,3 +77,16 @@ def test_links_read_at_their_maximum_make_the_check_instead_of_saying_none_were_
     report = _report(capture("lspci_pp_vvv_amd_switch_downstream_port_acs_on.txt"))
     (check,) = [c for c in report.checks if c.name == "pcie-links"]
     assert check.status == "ok" and check.detail.startswith("3 LnkSta line(s)")
+
+
+def test_lnksta_without_lnkcap_or_marks_is_not_judged_and_cesta_link_errors_are_a_warning():
+    report = _report(capture("lspci_vvv_diff_two_runs_lnksta_gen1_gen2_x1_no_lnkcap_geerling4.txt"))
+    (check,) = [c for c in report.checks if c.name == "pcie-links"]
+    assert check.status == "not-made" and "not what they can do" in check.detail
+    assert not [f for f in report.findings if f.code.startswith("pcie-link")]
+    (logged,) = report.findings
+    assert (logged.severity, logged.code) == ("warning", "pcie-errors-logged")
+    assert "devices the paste does not name (2 lines) has BadDLLP+, BadTLP+, Rollover+ and Timeout+ set" in logged.message
+    named = _report("0000:01:00.0 VGA compatible controller: NVIDIA Corporation GA102\n"
+                    "\t\tCESta:\tRxErr+ BadTLP- BadDLLP- Rollover- Timeout- AdvNonFatalErr-\n")
+    assert "(CESta) of GPU 0000:01:00.0 has RxErr+ set" in named.findings[0].message

@@ -68,3 +68,14 @@ def test_lspci_own_marks_are_kept_where_the_paste_has_no_lnkcap():
     # Where LnkCap is there, it decides (the marks only repeat it).
     capped = parse_pasted("\t\tLnkCap:\tPort #0, Speed 16GT/s, Width x16\n\t\tLnkSta:\tSpeed 16GT/s (ok), Width x8 (ok)\n")
     assert capped.links[0].narrow and not capped.links[0].slow
+
+
+def test_cesta_keeps_the_link_error_bits_only():
+    """raspberry-pi-pcie-devices#4 diffed two lspci runs: CESta BadTLP+ BadDLLP+ Rollover+ Timeout+ (link
+    errors); AdvNonFatalErr+ alone (common, says nothing of the link) is no link error."""
+    parsed = parse_pasted(capture("lspci_vvv_diff_two_runs_lnksta_gen1_gen2_x1_no_lnkcap_geerling4.txt"))
+    assert [(bdf, bits, line) for bdf, bits, line, _ in parsed.link_errors_logged] == [
+        (None, ["BadDLLP"], 14), (None, ["BadTLP", "BadDLLP", "Rollover", "Timeout"], 16)]
+    benign = parse_pasted("01:00.0 VGA compatible controller: NVIDIA Corporation\n"
+                          "\t\tCESta:\tRxErr- BadTLP- BadDLLP- Rollover- Timeout- AdvNonFatalErr+\n")
+    assert benign.link_errors_logged == [] and "lspci -vvv" in benign.kinds
