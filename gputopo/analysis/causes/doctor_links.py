@@ -187,6 +187,22 @@ def slow_link(report: DoctorReport, who: str, speed_now: str, speed_max: str | N
     return False
 
 
+def link_limited_at_boot(report: DoctorReport, who: str, speed_now: str, speed_max: str, at: str, *,
+                         gpus: list[int], evidence: list[str]) -> None:
+    """``pcie-link-limited``: the kernel's boot-time line says the link at ``at`` holds ``who`` to
+    ``speed_now`` of ``speed_max``. Trained at enumeration, not lowered by an idle GPU: a port or slot of a
+    lower generation (the platform's limit, by design) or a link trained down; the port's LnkCap tells."""
+    report.add(Finding(
+        "info", "pcie-link-limited",
+        f"At boot the kernel found {who} held to {speed_now} of its {speed_max} by the PCIe link at {at}: that port "
+        "or slot is of a lower generation (the platform's limit, by design) or the link trained down; each "
+        "generation down halves the bandwidth per lane.",
+        gpus=gpus, evidence=evidence,
+        fix=f"read what the port can do: `sudo lspci -vv -s {at} | grep -E 'LnkCap|LnkSta'`; if its LnkCap reaches "
+            f"{speed_max}, the link trained down (reseat the card, check the riser, set the slot's PCIe speed in the "
+            "BIOS to Auto); if not, it is the board's limit (a slot wired to a newer root port, if the board has one)"))
+
+
 # --- the same links as a topology's source read them (NVML, `nvidia-smi -q`, a snapshot): scan's
 # findings, one per kind for every GPU it applies to (``analysis.causes.pcie_findings`` picks the GPUs).
 

@@ -15,7 +15,7 @@ from gputopo.analysis.causes.doctor_host import (
     switched_on,
     vendor,
 )
-from gputopo.analysis.causes.doctor_links import narrow_link, slow_link
+from gputopo.analysis.causes.doctor_links import link_limited_at_boot, narrow_link, slow_link
 from gputopo.analysis.causes.doctor_paste_cuda import cuda_paste_checks
 from gputopo.analysis.causes.doctor_paste_host import host_paste_checks
 from gputopo.analysis.causes.doctor_smi_pasted import fabric_checks, nvlink_checks
@@ -81,13 +81,19 @@ def _links(label: str, evidence: PastedEvidence, report: DoctorReport) -> None:
         if len(ends) > 1 or (gpu and pasted.bdf != gpu):
             who += f" (its link to {and_list(sorted(p.bdf for p in ends if p.bdf != gpu)) or 'the port above it'}, " \
                    f"read at {'both ends' if len(ends) > 1 else 'the port'})"
+        device = who
+        if pasted.limited_at and pasted.limited_at != pasted.bdf:  # the kernel's boot line: the slowest link on its path
+            who += f" (limited at boot by the link at {pasted.limited_at})"
         shown = [f"{_where(label, p.line)}: {p.text}" for p in ends]
         below = [gpu] if gpu else gpus_in_range(gpus, pasted.bdf, evidence.bus_ranges.get(pasted.bdf)) if pasted.bdf else []
         if any(p.narrow for p in ends):  # a GPU's pairs all copy through its narrow link
             narrow = next(p.link for p in ends if p.narrow)
             narrow_link(report, who, narrow.current_width, narrow.max_width, below=below,
                         affected=and_list([report.label(b) for b in below]) if below else who, evidence=shown)
-        if pasted.slow:  # said too where the link is narrow; no state in a paste; no top where only lspci's mark says it
+        if pasted.slow and pasted.limited_at:  # trained so at boot: the platform's limit or trained down, not idle
+            link_limited_at_boot(report, device, gts_to_gen(link.current_speed_gts), gts_to_gen(link.max_speed_gts),
+                                 pasted.limited_at, gpus=report.indices(below), evidence=shown)
+        elif pasted.slow:  # said too where the link is narrow; no state in a paste; no top where only lspci's mark says it
             slow_link(report, who, gts_to_gen(link.current_speed_gts),
                       gts_to_gen(link.max_speed_gts) if link.max_speed_gts is not None else None,
                       gpus=report.indices(below), bdf=pasted.bdf, evidence=shown)
@@ -130,7 +136,7 @@ def _links_check(label: str, evidence: PastedEvidence, report: DoctorReport) -> 
         return
     problem = any(f.code in ("pcie-link-narrow", "pcie-link-slow") for f in report.findings)
     report.check("pcie-links", "problem" if problem else "ok",
-                 f"{len(judged)} LnkSta line(s) in {label}"
+                 f"{len(judged)} link reading(s) (LnkSta, the kernel's boot-time line) in {label}"
                  + ("" if all(p.link.max_width is not None for p in judged) else
                     ", some without their LnkCap line (judged by lspci's own ok/downgraded marks)")
                  + (f"; {unjudged} more without their LnkCap line or marks: not judged" if unjudged else ""))

@@ -106,6 +106,7 @@ KIND_OF_CODE: dict[str, KindRule] = {
     "pcie-link-slow": FAULT,
     "pcie-link-slow-idle": NOTE,
     "pcie-link-slow-maybe-idle": NOTE,
+    "pcie-link-limited": NOTE,
     "iommu-translating": FAULT,
     "iommu-fault": FAULT,
     "nvidia-peermem-missing": FAULT,

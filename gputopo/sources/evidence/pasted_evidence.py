@@ -44,6 +44,8 @@ class PastedLink:
     # or None (not printed: older pciutils). They judge a link whose LnkCap line the paste lacks.
     speed_mark: str | None = None
     width_mark: str | None = None
+    # The kernel's boot-time line: the link (at this bridge) that limits the device, None for lspci's.
+    limited_at: str | None = None
 
     @property
     def narrow(self) -> bool:

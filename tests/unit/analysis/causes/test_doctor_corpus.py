@@ -79,6 +79,10 @@ def _check_links_made(expected: dict, report) -> None:
     if "pcie_links_check" in expected:
         (check,) = [c for c in report.checks if c.name == "pcie-links"]
         assert check.status == expected["pcie_links_check"], check
+    for bdf, limit in expected.get("link_limited", {}).items():  # the kernel's boot-time bandwidth line
+        code, severity = ("pcie-link-narrow", "warning") if limit["by"] == "width" else ("pcie-link-limited", "info")
+        (one,) = _found(report, code, severity)
+        assert bdf in one.message and limit["at"] in one.message
     if "link_errors_logged" in expected:  # CESta with link error bits set: a warning per device (or the unnamed)
         assert len(_found(report, "pcie-errors-logged", "warning")) == expected["link_errors_logged"]
 

@@ -76,7 +76,7 @@ def test_links_read_at_their_maximum_make_the_check_instead_of_saying_none_were_
     """Every link of this paste is at its LnkCap: the check is made and ok, never 'no LnkCap/LnkSta lines'."""
     report = _report(capture("lspci_pp_vvv_amd_switch_downstream_port_acs_on.txt"))
     (check,) = [c for c in report.checks if c.name == "pcie-links"]
-    assert check.status == "ok" and check.detail.startswith("3 LnkSta line(s)")
+    assert check.status == "ok" and check.detail.startswith("3 link reading(s) (LnkSta")
 
 
 def test_lnksta_without_lnkcap_or_marks_is_not_judged_and_cesta_link_errors_are_a_warning():
@@ -90,3 +90,12 @@ def test_lnksta_without_lnkcap_or_marks_is_not_judged_and_cesta_link_errors_are_
     named = _report("0000:01:00.0 VGA compatible controller: NVIDIA Corporation GA102\n"
                     "\t\tCESta:\tRxErr+ BadTLP- BadDLLP- Rollover- Timeout- AdvNonFatalErr-\n")
     assert "(CESta) of GPU 0000:01:00.0 has RxErr+ set" in named.findings[0].message
+
+
+def test_a_link_held_down_at_boot_names_the_port_and_is_no_idle_guess():
+    (limited,) = _report(capture("dmesg_pci_bandwidth_limited_gen3_slot_gen4_card_amdgputop33.txt")).findings
+    assert (limited.severity, limited.code) == ("info", "pcie-link-limited")
+    assert "0000:0b:00.0 held to Gen3 of its Gen4 by the PCIe link at 0000:00:03.1" in limited.message
+    assert "idle" not in limited.message and "sudo lspci -vv -s 0000:00:03.1" in limited.fix
+    (narrow,) = _report(capture("dmesg_boot_pci_bandwidth_limited_x1_of_x16_pi_vega_geerling712.txt")).findings
+    assert narrow.code == "pcie-link-narrow" and "(limited at boot by the link at 0000:00:00.0) runs at x1 of x16" in narrow.message
