@@ -122,6 +122,7 @@ KIND_OF_CODE: dict[str, KindRule] = {
     "slurm-nvswitch-links-zero": NOTE,
     "fabric-manager-no-nvswitch": NOTE,
     "cuda-peer-access-unsupported": DESIGN,
+    "cuda-too-many-peers": DESIGN,
     "cuda-peer-access-no": DESIGN,
     "cuda-peer-access-already-enabled": NOTE,
     "gpus-hidden": NOTE,
