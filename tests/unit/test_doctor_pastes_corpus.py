@@ -34,6 +34,7 @@ CAUSE_CODES = {
                           "cuda-peer-access-unsupported", "cuda-peer-access-no"},
     "p2p-topology-limited": {"cuda-peer-access-no", "p2p-ns", "p2p-cns"},
     "shm-too-small": {"shm-too-small"},
+    "too-many-peers": {"cuda-too-many-peers"},
 }
 LINE_CUT = 200  # a wide terminal or a ticket's code box
 

@@ -175,6 +175,9 @@ def _cross_socket(topology: Topology) -> list[Finding]:
     peers = {link.can_peer for link in without_nvlink}
     staged = " through host memory" if False in peers else (" (through host memory where they cannot peer)" if None in peers else "")
     how = f"cross {interconnect}{staged}"
+    # `topo -mp` shows PCIe paths only: NVLink between the groups is neither seen nor ruled out.
+    unless = (" (unless NVLink joins them: `nvidia-smi topo -mp` does not show NVLink)"
+              if any(note.code == "pcie-only-matrix" for note in topology.reading_notes) else "")
     # Pairs joined by NVLink (through NVSwitch too) copy over it, whatever their NUMA nodes: name only
     # the pairs without where some crossing pairs have it (a B200 whose GPU 2 lost its NVLinks).
     if len(without_nvlink) == len(sys_links) and (by_pair or not nvlink_across):
@@ -192,7 +195,7 @@ def _cross_socket(topology: Topology) -> list[Finding]:
         )]
     return [Finding(
         severity="warning", code="cross-socket",
-        message=message + f", which is slower than PCIe within one {unit}",
+        message=message + f", which is slower than PCIe within one {unit}{unless}",
         gpus=gpus,
         fix="train on GPUs within one group (`gputopo recommend` picks them), or expect slower gradient exchange",
     )]
@@ -209,15 +212,30 @@ def _crossing_groups(topology: Topology, sys_links: list[Link]) -> tuple[str, li
         first_host = min((g for g in topology.gpus if g.host in hosts), key=lambda g: g.index).host  # its lowest GPU first
         groups = [grp for grp in groups if topology.gpu(grp[0]).host == first_host]
         prefix = f"on host {first_host}, "
+    groups, unplaced = _lump_unplaced(topology, groups)
     if len(groups) < 2:
         return None
-    grouped = f"GPUs {gpu_list(groups[0])} and {gpu_list(groups[1])}" if len(groups) == 2 else (
-        "GPU groups " + " | ".join(gpu_list(grp) for grp in groups))
+    words = [gpu_list(grp) + (" (whether these share a NUMA node, the source does not say)" if grp is unplaced else "")
+             for grp in groups]
+    grouped = f"GPUs {words[0]} and {words[1]}" if len(groups) == 2 else "GPU groups " + " | ".join(words)
     by_pair = bool(_ungroupable(topology, groups))  # NVLinked pairs whose NUMA sides the source does not tell
     if by_pair:
         grouped = "the GPU pairs " + pair_list((link.a, link.b) for link in sys_links)
     grouped = prefix + grouped
     return grouped[0].upper() + grouped[1:], groups, by_pair
+
+
+def _lump_unplaced(topology: Topology, groups: list[list[int]]) -> tuple[list[list[int]], list[int] | None]:
+    """The GPUs alone in their group only because the source does not say how they connect to each other
+    (the rows a cut paste lacks: pairs UNKNOWN, no NUMA node) put in one group, said as such: never called
+    "on different NUMA nodes" from each other. Returns the groups and that group (None where none)."""
+    links = topology.link_map()
+    singles = [grp[0] for grp in groups if len(grp) == 1]
+    unplaced = [g for g in singles if topology.gpu(g).numa_node is None and any(
+        h != g and (g, h) in links and links[(g, h)].type == "UNKNOWN" for h in singles)]
+    if len(unplaced) < 2:
+        return groups, None
+    return [grp for grp in groups if not (len(grp) == 1 and grp[0] in unplaced)] + [unplaced], unplaced
 
 
 # Crossing pairs measured at this share of the pairs within one NUMA node (or more) cost nothing a copy sees.

@@ -60,7 +60,7 @@ def acs_redirect(report: DoctorReport, bdf: str | None, control: int, evidence: 
     ``pairs`` (bus ids) the pairs it hits, ``gpus`` the GPUs below it; ``why_no_pairs`` says why none
     are named. Its cause and fix are set once every check has run (``link_causes``)."""
     where = f"PCIe bridge {bdf}" + (f" (a switch's {port.lower()})" if port == "Downstream Port" else "") if bdf else \
-        f"{count} device(s) the paste does not name (a grepped paste)"
+        f"{count} device(s) the paste does not name (their header lines are not in it: grepped out or cut off)"
     if pairs:
         effect = f"P2P between {pairs_text(report, pairs)}"
     else:

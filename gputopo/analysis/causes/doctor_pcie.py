@@ -90,7 +90,7 @@ def _links(paths: dict[str, GpuPciePath], report: DoctorReport, nvlinked: set[tu
             any_link = any_link or node.link.max_width is not None
             if node.link.width_below_max:
                 slow_width.append(node)
-            elif node.link.speed_below_max:
+            if node.link.speed_below_max:  # a narrow link's speed is said too (it may be idle, or trained down)
                 slow_speed.append(node)
     if not any_link:
         report.check("pcie-links", "not-made", "no link files (current_link_width, max_link_width) under sysfs")

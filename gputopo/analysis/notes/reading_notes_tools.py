@@ -12,7 +12,8 @@
 - ``nccl-xml-cut``: an NCCL topology XML cut short, read up to its last whole tag;
 - ``nvidia-smi -q`` (``sources.smi.smi_q``): ``smi-q-gpus-not-listed`` (``Attached GPUs`` says more than
   the text lists), ``smi-q-unavailable`` (values printed as N/A), ``smi-q-grep-gaps`` (grep's ``--``
-  lines), ``smi-q-gpu-repeated`` (a second block of one bus id), ``smi-q-no-bus-id``.
+  lines), ``smi-q-gpu-repeated`` (a second block of one bus id), ``smi-q-no-bus-id``;
+- ``nvidia-smi nvlink`` (``sources.smi.nvlink``): ``nvlink-list-cut`` (a GPU's link list elided).
 """
 
 from __future__ import annotations
@@ -160,6 +161,14 @@ def _smi_q_no_bus_id(facts: dict[str, Any], gpus: list[int]) -> Words:
             f"{', '.join(map(str, gpus))} cannot be matched to other sources by bus id"), None)
 
 
+def _nvlink_list_cut(facts: dict[str, Any], gpus: list[int]) -> Words:
+    shown = "; ".join(f"GPU {g}: {n} link{'s' if n != 1 else ''} listed, then line {line}"
+                      for g, n, line in zip(gpus, facts["links_listed"], facts["lines"]))
+    return ("info", (f"{facts['source']}: the `nvidia-smi nvlink` output elides lines ({shown}: '...'): the links "
+            "left out are unknown, so how many of those GPUs' links are up is not known (not 'down')"),
+            f"paste the whole `nvidia-smi nvlink -s -i {gpus[0]}` output")
+
+
 TOOL_WORDINGS: dict[str, Callable[[dict[str, Any], list[int]], Words]] = {
     "cuda-ordinals-only": _cuda_ordinals_only,
     "no-pair-measured": _no_pair_measured,
@@ -177,4 +186,5 @@ TOOL_WORDINGS: dict[str, Callable[[dict[str, Any], list[int]], Words]] = {
     "smi-q-grep-gaps": _smi_q_grep_gaps,
     "smi-q-gpu-repeated": _smi_q_gpu_repeated,
     "smi-q-no-bus-id": _smi_q_no_bus_id,
+    "nvlink-list-cut": _nvlink_list_cut,
 }

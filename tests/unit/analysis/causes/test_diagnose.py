@@ -388,3 +388,18 @@ def test_crossing_pairs_joined_by_nvswitch_are_not_said_to_cross_the_numa_link()
     path = OWN_FIXTURES / "corpus/topo/vllm16336_8x_b200_gpu2_no_nvlink_rows_only_cut_after_gpu5.txt"
     (finding,) = [f for f in with_findings(read_file(str(path))).diagnostics if f.code == "cross-socket"]
     assert "copies between the pairs without NVLink (2-4, 2-5, 2-6, 2-7)" in finding.message
+
+
+def test_gpus_a_cut_paste_does_not_place_are_one_group_said_as_unknown_and_mp_hedges_nvlink():
+    """DeepEP#60: `topo -mp` cut after row GPU3: 0-3 NODE in NUMA 0, SYS to 4-7, pairs among 4-7 and their
+    NUMA unknown. They are not 'on different NUMA nodes' from each other, and `-mp` does not rule out NVLink."""
+    from conftest import OWN_FIXTURES
+
+    from gputopo.sources.smi.smi_text import parse_topo_matrix
+
+    name = "deepep60_8gpu_topo_mp_node_sys_14nic_nic11_shift_rows_cut_after_gpu3.txt"
+    topology = parse_topo_matrix((OWN_FIXTURES / "corpus" / "topo" / name).read_text(), name)
+    (cross,) = [f for f in diagnose(topology) if f.code == "cross-socket"]
+    assert cross.message.startswith("GPUs 0,1,2,3 and 4,5,6,7 (whether these share a NUMA node, the source does not say)")
+    assert "| 4 | 5" not in cross.message
+    assert cross.message.endswith("(unless NVLink joins them: `nvidia-smi topo -mp` does not show NVLink)")

@@ -93,6 +93,9 @@ def test_a_link_trained_narrow_is_a_warning_on_the_gpu_or_a_bridge_above_it(tmp_
     assert len(narrow) == 2 and all(f.severity == "warning" for f in narrow)
     assert all("x8 of x16" in f.message for f in narrow)
     assert ("a bridge above" in narrow[0].message) == (where == "bridge")
+    # Its speed (2.5 of 16 GT/s) is said too, apart: with no performance state read, maybe idle.
+    slow = [f for f in report.findings if f.code.startswith("pcie-link-slow")]
+    assert [f.code for f in slow] == ["pcie-link-slow-maybe-idle"] * 2 and "Gen1 of Gen4" in slow[0].message
     assert "downtrained" in report.gpu_problems["0000:41:00.0"]
     assert report.pair_problems[("0000:41:00.0", "0000:61:00.0")] == ["downtrained"]
 
