@@ -6,27 +6,7 @@ import pytest
 from gputopo.errors import InputError
 from gputopo.sources.registry import read_text
 from gputopo.sources.tools import cuda_peers
-from unit.sources.readers_corpus import CORPUS, cases, pair, text_of
-
-LINE_CUT = 200
-
-
-def _each_line(text: str, dress) -> str:
-    return "\n".join(dress(line) if line.strip() else line for line in text.split("\n"))
-
-
-DRESSINGS = {
-    "as pasted": lambda t: t,
-    "CRLF": lambda t: t.replace("\n", "\r\n"),
-    "tabs for spaces": lambda t: t.replace("    ", "\t"),
-    "spaces for tabs": lambda t: t.replace("\t", "    "),
-    "shell prompt": lambda t: _each_line(t, lambda line: "$ " + line),
-    "markdown fence": lambda t: "```text\n" + t.rstrip("\n") + "\n```\n",
-    "markdown bold": lambda t: _each_line(t, lambda line: f"**{line}**"),
-    "host prefix": lambda t: _each_line(t, lambda line: "node-7: " + line),
-    "lines cut": lambda t: "\n".join(line[:LINE_CUT] for line in t.split("\n")),
-}
-
+from unit.sources.readers_corpus import CORPUS, DRESSINGS, cases, pair, text_of
 
 @pytest.mark.parametrize("dressing", DRESSINGS)
 @pytest.mark.parametrize(("name", "want"), cases("cuda_peers"))

@@ -5,7 +5,7 @@ import pytest
 
 from gputopo.errors import InputError
 from gputopo.sources.tools import nccl_tests
-from unit.sources.readers_corpus import cases, text_of
+from unit.sources.readers_corpus import DRESSINGS, cases, text_of
 
 
 @pytest.mark.parametrize(("name", "want"), cases("nccl_tests"))
@@ -82,22 +82,6 @@ def test_a_command_after_roots_prompt_names_the_operation(command, operation):
               "#        (B)    (elements)                               (us)  (GB/s)  (GB/s)            (us)  (GB/s)  (GB/s)\n")
     row = "     1048576        262144     float     sum      -1    222.8    4.71    8.24      0    226.1    4.64    8.12      0\n"
     assert nccl_tests.read(f"{command}\n{header}{row}", "r").collectives[0].operation == operation
-
-
-def _each_line(text: str, dress) -> str:
-    return "\n".join(dress(line) if line.strip() else line for line in text.split("\n"))
-
-
-DRESSINGS = {
-    "as pasted": lambda t: t,
-    "CRLF": lambda t: t.replace("\n", "\r\n"),
-    "tabs for spaces": lambda t: t.replace("    ", "\t"),
-    "spaces for tabs": lambda t: t.replace("\t", "    "),
-    "shell prompt": lambda t: _each_line(t, lambda line: "$ " + line),
-    "markdown fence": lambda t: "```text\n" + t.rstrip("\n") + "\n```\n",
-    "host prefix": lambda t: _each_line(t, lambda line: "node-7: " + line),
-    "lines cut": lambda t: "\n".join(line[:200] for line in t.split("\n")),
-}
 
 
 def _hashes_lost(text: str) -> str:
