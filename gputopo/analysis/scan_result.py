@@ -3,7 +3,10 @@ against what its link should give with the one verdict of ``analysis.expect.meas
 (host, socket, NUMA node, CPUs, PCI bus id) with its nearest NICs (``analysis.place.nics``), and what the
 source does not say. The text screen, the report page and ``scan --json`` all render this one object,
 as ``recommend`` renders its ``Recommendation`` and ``doctor`` its ``DoctorReport``: none of them
-judges a figure while drawing it.
+judges a figure while drawing it. What they colour and write is made here too: each link's expected
+figure and whether its speed is known at all (a virtual machine's PCIe words), each link word's span
+and what it assumes, a measured link's verdict, a PCIe link below its max read with its performance
+state, the findings ranked and those the drawing marks, the pairs doctor named.
 
 Costs stay those of the parts, each made once and only where a rendering asks for it: the measured
 links are found in one pass in C (``measured_links``) and shared by the verdicts and

@@ -1,5 +1,6 @@
 """What a GPU's performance state (P-state) says of its PCIe link's speed: the one reading of it,
-for scan's findings (``diagnose``) and doctor's (``doctor_links``).
+for scan's findings (``diagnose``), doctor's (``doctor_links``) and scan's GPU table (``pcie_below``,
+carried by ``ScanResult``).
 
 NVIDIA GPUs change their PCIe link generation with their performance state, to save power: NVML
 numbers the states P0 ("maximum performance") to P15 ("minimum performance"), and nvidia-smi's help
