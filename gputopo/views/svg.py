@@ -177,7 +177,9 @@ def gpu_faults(scan: ScanResult, layout: Layout) -> dict[int, list[str]]:
     for finding in scan.faults:
         for g in dict.fromkeys(finding.gpus):
             out.setdefault(g, []).append(finding.message)
-    for (a, b), words in _pair_faults_outside_hub(scan, layout).items():
+    pairs = _pair_faults_outside_hub(scan, layout)
+    for (a, b) in sorted(pairs, key=lambda pair: pair not in layout.edges):  # the edges' first, then the paths'
+        words = pairs[(a, b)]
         for g, peer in ((a, b), (b, a)):
             out.setdefault(g, []).append(f"to GPU {peer}: " + ", ".join(words))
     return {g: words for g, words in out.items() if g in layout.gpus}
