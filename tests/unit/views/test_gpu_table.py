@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 from linktable import table_machine
 
+from gputopo.analysis.scan_result import scan_result
 from gputopo.views.gpu_table import gpu_cells
 
 
@@ -19,10 +20,10 @@ def test_the_pcie_cell_names_the_state_the_link_was_read_in(state, shown, style)
     gpu = topo.gpus[0]
     gpu.pcie_gen_current, gpu.pcie_gen_max, gpu.pcie_width_current, gpu.pcie_width_max = 1, 4, 16, 16
     gpu.performance_state = state
-    (cell,) = [c for c in gpu_cells(topo, gpu) if str(c).startswith("Gen")]
+    (cell,) = [c for c in gpu_cells(scan_result(topo), gpu) if str(c).startswith("Gen")]
     assert str(cell) == shown and str(cell.style) == style
     gpu.pcie_width_current = 8  # a narrow link is a fault in any state
-    (cell,) = [c for c in gpu_cells(topo, gpu) if str(c).startswith("Gen")]
+    (cell,) = [c for c in gpu_cells(scan_result(topo), gpu) if str(c).startswith("Gen")]
     assert str(cell.style) == "yellow"
 
 
