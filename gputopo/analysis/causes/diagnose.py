@@ -53,7 +53,8 @@ from gputopo.analysis.place.locality import (
 from gputopo.model import P2P_OK, P2P_STATUS_MEANING, Finding, Link, Topology
 from gputopo.notation import gpu_list, gpus_word, pair_list
 
-DEFAULT_INTERCONNECT = "QPI/UPI"
+# Sockets known, their link not named (NVML and sysfs do not say it): Intel's or AMD's, said both ways.
+DEFAULT_INTERCONNECT = "the link between CPU sockets (QPI/UPI on Intel, Infinity Fabric on AMD)"
 
 P2P_FIX = {
     "DR": (
