@@ -61,21 +61,33 @@ def gpu_table(result: ScanResult, host_column: bool = True, cpu_lines: bool = Fa
     show_util = any(g.utilization_percent is not None for g in topo.gpus)
     columns = (["GPU", "name", "bus id", "mem", "NUMA"]
                + (["GPU NUMA"] if show_gpu_numa else []) + ["CPUs", "PCIe", "NVLink"] + (["MIG"] if show_mig else []) + (["util"] if show_util else []))
-    for col in columns:
+    rows = []
+    for g in topo.gpus:
+        cells = gpu_cells(result, g, show_gpu_numa, show_mig, show_util, cpu_lines)
+        rows.append([str(g.index), cells[0], _short_bus_id(g.pci_bus_id), *cells[1:]])
+
+    def fits(position: int, cap: int) -> int:
+        """A folding column's least width: ``cap``, or less where its header and cells are shorter
+        (a source without names or PCIe figures): the width goes to the columns that cannot fold."""
+        longest = max([len(columns[position])] + [max(map(len, str(row[position]).split("\n"))) for row in rows])
+        return min(cap, longest)
+
+    for position, col in enumerate(columns):
         if col == "name":
-            table.add_column(col, min_width=12, overflow="fold")
+            table.add_column(col, min_width=fits(position, 12), overflow="fold")
         elif col in ("CPUs", "PCIe", "NUMA"):
             # May fold onto a second line, so that the columns after them are never pushed off an
             # 80-column terminal.
-            table.add_column(col, overflow="fold", min_width=7)
+            table.add_column(col, overflow="fold", min_width=fits(position, 7))
+        elif col == "NVLink":
+            # Never cut: a cropped "? x>=18" would read "? x>=1" (Grace's wide NUMA sets, 80 columns).
+            table.add_column(col, no_wrap=True, min_width=fits(position, 12))
         else:
             table.add_column(col, no_wrap=True)
     show_host = host_column and any(g.host for g in topo.gpus)
     if show_host:
         table.add_column("host", no_wrap=True)
-    for g in topo.gpus:
-        cells = gpu_cells(result, g, show_gpu_numa, show_mig, show_util, cpu_lines)
-        row = [str(g.index), cells[0], _short_bus_id(g.pci_bus_id), *cells[1:]]
+    for g, row in zip(topo.gpus, rows):
         if show_host:
             row.append(_fmt(g.host))
         # Text, not str: names, bus ids and hosts come from the user's files and may hold "[...]".

@@ -45,6 +45,7 @@ from gputopo.analysis.place.locality import (
     SYS_MEANING,
     link_sides,
     numa_crossing_links,
+    same_socket,
     socket_groups,
     sockets_known,
     vm_evidence,
@@ -52,7 +53,8 @@ from gputopo.analysis.place.locality import (
 from gputopo.model import P2P_OK, P2P_STATUS_MEANING, Finding, Link, Topology
 from gputopo.notation import gpu_list, gpus_word, pair_list
 
-DEFAULT_INTERCONNECT = "QPI/UPI"
+# Sockets known, their link not named (NVML and sysfs do not say it): Intel's or AMD's, said both ways.
+DEFAULT_INTERCONNECT = "the link between CPU sockets (QPI/UPI on Intel, Infinity Fabric on AMD)"
 
 P2P_FIX = {
     "DR": (
@@ -127,6 +129,11 @@ def _where(topology: Topology, groups: list[list[int]]) -> tuple[str, str, str, 
     if len(groups) == 2 and sockets and sockets[0] != sockets[1]:
         where = "different CPU sockets" + (f" (NUMA nodes {nodes[0]} and {nodes[1]})" if nodes else "")
         return where, "the other socket", interconnect or DEFAULT_INTERCONNECT, "socket"
+    if len(groups) == 2 and not sockets and all(same_socket(topology, a, b) is False for a in groups[0] for b in groups[1]):
+        # The text shows the sockets apart though it does not number them (the old word SOC, whose legend
+        # says "the SMP link between CPU sockets"; CPU sets no one socket holds): no NUMA hedge to add.
+        where = "different CPU sockets" + (f" (NUMA nodes {nodes[0]} and {nodes[1]})" if nodes else "")
+        return where, "the other socket", interconnect or "the link between CPU sockets", "socket"
     numa = f"different NUMA nodes ({_and(nodes)})" if nodes else "different NUMA nodes"
     if sockets and len(set(sockets)) == 1:
         where = f"{numa} of one CPU socket ({sockets[0]})"

@@ -33,6 +33,8 @@ NO_BUS_IDS = ("the pastes give no PCI bus ids for the GPUs (p2pBandwidthLatencyT
               "lines, `nvidia-smi -q` or the GPUs' own lspci headers give them)")
 GRUB = ("add the option to GRUB_CMDLINE_LINUX in /etc/default/grub (in quotes: `;` ends a shell command), run "
         "update-grub, reboot; the loop goes in a boot-time unit (a systemd oneshot service), not in GRUB")
+# A kernel without pci=disable_acs_redir=: only the IOMMU option goes in GRUB (the loop's unit is said already).
+GRUB_IOMMU_ONLY = "the IOMMU option goes in GRUB_CMDLINE_LINUX in /etc/default/grub: run update-grub, reboot"
 DISABLE_ACS_REDIR_SINCE = (5, 1)  # the kernel that added pci=disable_acs_redir=
 
 
@@ -127,7 +129,7 @@ def link_causes(report: DoctorReport) -> None:
     clear = f"clear ACS at every boot on every bridge at once: {at_once}"
     kernel_fix = (f"{_iommu_off(report.iommu_vendor)} where no VM or device passthrough needs the IOMMU: that removes "
                   f"the IOMMU's translation and Linux no longer turns ACS on; otherwise boot with `iommu=pt` AND {clear}; "
-                  + GRUB)
+                  + (GRUB_IOMMU_ONLY if old else GRUB))
     for finding, bdf, control, _ in report.acs_on:
         here = f"`sudo setpci -s {shell_word(bdf)} ECAP_ACS+6.w=0000`" if bdf else \
             "per bridge `sudo setpci -s <bdf> ECAP_ACS+6.w=0000` (find them with `sudo lspci -vvv | grep -E '^[0-9a-f]|ACSCtl'`)"

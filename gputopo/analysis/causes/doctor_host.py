@@ -168,7 +168,9 @@ def _peermem(evidence: HealthEvidence, host: HostHealth, report: DoctorReport) -
         report.add(Finding(
             "warning", "nvidia-peermem-missing",
             f"This host has RDMA NICs ({and_list(evidence.rdma_nics[:4])}) but the nvidia-peermem module is not "
-            "loaded: NCCL cannot use GPUDirect RDMA and stages every inter-node transfer through host memory.",
+            "loaded: NCCL cannot use GPUDirect RDMA through it and stages every inter-node transfer through host "
+            "memory, unless its DMA-BUF path serves instead (NVIDIA's open kernel modules, Linux 5.12 or newer and a "
+            "NCCL that has it; NCCL_DEBUG=INFO then shows `DMABUF` on its NET/IB lines).",
             evidence=["/proc/modules: no nvidia_peermem, no nv_peer_mem", "/sys/kernel/mm/memory_peers/nv_mem: absent"],
             effect="inter-node bandwidth of every GPU",
             fix="`sudo modprobe nvidia-peermem` (and add it to /etc/modules-load.d/ to load at boot)"))

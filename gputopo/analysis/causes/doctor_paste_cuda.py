@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 
 from gputopo.analysis.causes.doctor_common import DoctorReport, and_list
-from gputopo.analysis.causes.doctor_links import StateRead, narrow_link, slow_link
+from gputopo.analysis.causes.doctor_links import LINK_QUERY, StateRead, narrow_link, slow_link
 from gputopo.analysis.causes.doctor_nvml import fabric_not_ready_from_error
 from gputopo.analysis.causes.observed_findings import nvlink_all_inactive_finding, nvlink_unheaded_finding
 from gputopo.model import Finding
@@ -169,7 +169,9 @@ def _smi_rows(label: str, evidence: PastedEvidence, report: DoctorReport) -> Non
     idle = [r for r in rows if (_pstate(r.pstate) or 0) >= 8]
     report.check("pcie-links", "not-made",
                  f"{label} shows each GPU's current link ({', '.join(f'Gen{r.gen} x{r.width}' for r in rows[:4])}) "
-                 "but not what it can do: add pcie.link.gen.max,pcie.link.width.max to the query"
+                 "but not what it can do: "
+                 + ("add pcie.link.gen.max,pcie.link.width.max to the query" if all(r.source != "nvtop" for r in rows)
+                    else f"nvtop shows only the current link; `{LINK_QUERY}` shows both")
                  + (f"; {len(idle)} GPU(s) in P8 or lower power, where a low generation is by design" if idle else
                     "; the performance state is not shown either (idle GPUs lower their link by design)"))
 

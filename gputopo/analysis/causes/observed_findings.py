@@ -254,12 +254,12 @@ def _nccl_refused(topology: Topology) -> list[Finding]:
     return [Finding(
         "warning", "nccl-p2p-refused",
         f"NCCL could not use P2P between its GPUs {pairs} although it considers them connected "
-        "(numbers are NCCL's GPUs on that host); CUDA refuses them peer access, so NCCL falls back to "
-        "copies through host memory",
+        "(numbers are NCCL's GPUs on that host): the driver's P2P status for them (NVML's, what `nvidia-smi topo "
+        "-p2p r` prints) is not OK, so NCCL falls back to copies through host memory",
         gpus=sorted({g for pair in ours for g in pair}),
-        fix="the log does not say why CUDA refused: `nvidia-smi topo -p2p r` tells (GNS: a GPU model without P2P, "
-            "such as GeForce; CNS/TNS: the chipset or topology; OK there: ACS or the IOMMU, check "
-            "`lspci -vvv | grep ACSCtl` or boot with iommu=pt; or a VM), or run `gputopo doctor` on the host; "
+        fix="the log does not say why the driver refused: `nvidia-smi topo -p2p r` (and `-p2p w`: NCCL needs both) "
+            "tells (GNS: a GPU model without P2P, such as GeForce; CNS/TNS: the chipset or topology; NS: no reason "
+            "given: a VM or the platform, `gputopo doctor` on the host checks ACS and the IOMMU); "
             "NCCL_IGNORE_DISABLED_P2P=1 only hides the message",
     )]
 

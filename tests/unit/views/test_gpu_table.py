@@ -40,3 +40,22 @@ def test_a_cpu_list_is_written_as_taskset_takes_it():
                              capture_output=True, timeout=120, env={**__import__("os").environ, "COLUMNS": columns})
         table = run.stdout.split("GPUs", 1)[1].split("\n\n", 2)[1]
         assert shown in table and ", 1" not in table, table
+
+
+def test_the_nvlink_cell_is_never_cut_on_an_80_column_terminal():
+    """Review 3: a GB200 tray's wide NUMA sets pushed the NVLink column past 80 columns, and the
+    terminal's crop turned "? x>=18" into "? x>=1"."""
+    import io
+
+    from conftest import OWN_FIXTURES
+    from rich.console import Console
+
+    from gputopo.sources import TopologyRequest, resolve
+    from gputopo.views.gpu_table import gpu_table
+
+    paste = OWN_FIXTURES / "corpus" / "topo" / "gb200_4gpu_nv18_grace_numa_sets_8nic.txt"
+    topo = resolve(TopologyRequest(from_files=(str(paste),)))
+    out = io.StringIO()
+    Console(file=out, width=80, color_system=None).print(gpu_table(topo))
+    rows = [line for line in out.getvalue().splitlines() if line.strip()[:1].isdigit()]
+    assert len(rows) == 4 and all(line.rstrip().endswith("? x>=18") for line in rows), out.getvalue()

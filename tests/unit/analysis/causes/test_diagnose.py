@@ -153,8 +153,9 @@ def test_unknown_p2p_status_is_not_reported_as_no_p2p() -> None:
 def test_interconnect_named_or_generic() -> None:
     topo = pcie_8()
     assert "cross UPI" in _by_code(topo)["cross-socket"].message
-    topo.socket_interconnect = None
-    assert "cross QPI/UPI" in _by_code(topo)["cross-socket"].message
+    topo.socket_interconnect = None  # the live probe's case: sockets from sysfs, their link not named
+    message = _by_code(topo)["cross-socket"].message
+    assert "cross the link between CPU sockets (QPI/UPI on Intel, Infinity Fabric on AMD)" in message
 
 
 def test_cross_socket_with_working_p2p_is_not_staged_through_host() -> None:
@@ -327,7 +328,7 @@ def test_virtual_machine_is_called_what_it_is(name: str) -> None:
 def test_restricted_cpuset_on_real_hardware_is_not_a_vm() -> None:
     """K80 job: every GPU shows the job's CPUs 0-3, yet PIX pairs and SOC between them."""
     f = _corpus_codes("k80_4gpu_soc_header_and_legend_unindented.txt")
-    assert "virtual-machine" not in f and f["cross-socket"].message.startswith("GPUs 0,1 and 2,3 are on different NUMA nodes")
+    assert "virtual-machine" not in f and f["cross-socket"].message.startswith("GPUs 0,1 and 2,3 are on different CPU sockets")
 
 
 def test_nvswitch_from_text_is_inferred_and_said() -> None:
@@ -403,3 +404,12 @@ def test_gpus_a_cut_paste_does_not_place_are_one_group_said_as_unknown_and_mp_he
     assert cross.message.startswith("GPUs 0,1,2,3 and 4,5,6,7 (whether these share a NUMA node, the source does not say)")
     assert "| 4 | 5" not in cross.message
     assert cross.message.endswith("(unless NVLink joins them: `nvidia-smi topo -mp` does not show NVLink)")
+
+
+def test_soc_pairs_are_called_different_sockets_not_hedged_numa_nodes() -> None:
+    """Review 3: a Minsky's SOC matrix got "different NUMA nodes (...; which it is here, the source does
+    not say)" beside the soc-between-sockets note reading the same pairs as on different CPU sockets."""
+    f = _corpus_codes("power8_minsky_4gpu_nv2_soc_legend.txt")
+    message = f["cross-socket"].message
+    assert message.startswith("GPUs 0,1 and 2,3 are on different CPU sockets") and "does not say" not in message
+    assert "QPI" not in message  # the text names no interconnect (a POWER8 has X-bus)

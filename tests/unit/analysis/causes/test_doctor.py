@@ -194,7 +194,10 @@ def test_small_dev_shm_and_missing_peermem_and_hidden_gpus(tmp_path):
     assert sorted(_codes(report)) == ["gpus-hidden", "nvidia-peermem-missing", "shm-too-small"]
     shm = next(f for f in report.findings if f.code == "shm-too-small")
     assert "--shm-size=1g --ulimit memlock=-1" in shm.fix and "64 MiB" in shm.message
-    assert "modprobe nvidia-peermem" in next(f for f in report.findings if f.code == "nvidia-peermem-missing").fix
+    peermem = next(f for f in report.findings if f.code == "nvidia-peermem-missing")
+    assert "modprobe nvidia-peermem" in peermem.fix
+    # Review 3: NCCL's DMA-BUF path needs no peermem; the finding no longer says GDR is impossible without it.
+    assert "unless its DMA-BUF path serves instead" in peermem.message
 
 
 def _nvml_host(tmp_path):

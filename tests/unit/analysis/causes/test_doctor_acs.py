@@ -60,6 +60,9 @@ def test_a_kernel_older_than_5_1_gets_the_loop_not_the_option_it_lacks(cli):
     (iommu,) = [f for f in data["findings"] if f["code"] == "iommu-translating"]
     assert "predates `pci=disable_acs_redir=`" in iommu["fix"] and "4.15.0-112-generic" in iommu["fix"]
     assert "systemd oneshot" in iommu["fix"] and "ONE `pci=disable_acs_redir=" not in iommu["fix"]
+    # Review 3: no option with `;` goes in GRUB on this kernel, and the loop's unit is said once.
+    assert "`;` ends a shell command" not in iommu["fix"] and iommu["fix"].count("oneshot") == 1
+    assert "the IOMMU option goes in GRUB_CMDLINE_LINUX" in iommu["fix"]
 
 
 def test_kernel_releases_are_compared_as_versions():

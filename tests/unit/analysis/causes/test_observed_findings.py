@@ -134,7 +134,7 @@ def test_pairs_nccl_found_connected_but_refused_are_one_fault_not_also_a_design(
     assert all(link.p2p_read == "NS" for link in topo.links)  # the reader keeps what CUDA answered
     findings = diagnose(topo)  # with the observed findings
     (refused,) = [f for f in findings if f.code == "nccl-p2p-refused"]
-    assert refused.gpus == [0, 1, 2] and "CUDA refuses them peer access" in refused.message
+    assert refused.gpus == [0, 1, 2] and "the driver's P2P status for them" in refused.message and "CUDA refuses" not in refused.message
     assert not [f for f in findings if f.code.startswith("p2p-")]
     # A pair that cannot peer and that NCCL did not call connected is still the machine's design.
     topo.links.append(make_link(0, 3, "SYS"))
