@@ -51,11 +51,12 @@ def test_the_nvlink_cell_is_never_cut_on_an_80_column_terminal():
     from rich.console import Console
 
     from gputopo.sources import TopologyRequest, resolve
+    from gputopo.analysis.scan_result import scan_result
     from gputopo.views.gpu_table import gpu_table
 
     paste = OWN_FIXTURES / "corpus" / "topo" / "gb200_4gpu_nv18_grace_numa_sets_8nic.txt"
     topo = resolve(TopologyRequest(from_files=(str(paste),)))
     out = io.StringIO()
-    Console(file=out, width=80, color_system=None).print(gpu_table(topo))
+    Console(file=out, width=80, color_system=None).print(gpu_table(scan_result(topo)))
     rows = [line for line in out.getvalue().splitlines() if line.strip()[:1].isdigit()]
     assert len(rows) == 4 and all(line.rstrip().endswith("? x>=18") for line in rows), out.getvalue()
