@@ -14,8 +14,12 @@ the BIOS or firmware set it; where the evidence does not say whether an IOMMU is
 
 Which pairs: the GPUs below a bridge are those on its secondary..subordinate buses (sysfs paths, or
 lspci's ``Bus: primary=.., secondary=.., subordinate=..``), joined to GPU indices by bus id. Redirect
-on a downstream port hits every pair with a GPU below it; on another bridge, the pairs with one GPU
-below it and one elsewhere.
+at a bridge reroutes the pairs with one GPU below it and one elsewhere; at a switch's downstream port,
+only those whose other GPU is in the same switch (below the upstream port it hangs under): their peer
+traffic would turn inside the switch and is sent up to the root complex instead. A pair that leaves
+the switch goes through the root complex anyway: ACS does not change its path (the IOMMU does, where
+it translates: its own finding). Where the evidence does not show the switch, one GPU below and one
+elsewhere is said.
 """
 
 from __future__ import annotations
@@ -38,13 +42,14 @@ GRUB_IOMMU_ONLY = "the IOMMU option goes in GRUB_CMDLINE_LINUX in /etc/default/g
 DISABLE_ACS_REDIR_SINCE = (5, 1)  # the kernel that added pci=disable_acs_redir=
 
 
-def pairs_hit(bridge_port: str | None, below: list[str], gpus: list[str]) -> list[tuple[str, str]]:
-    """The pairs of ``gpus`` whose P2P passes a bridge with ``below`` under it: with a GPU below a
-    downstream port, or one GPU below another bridge and one elsewhere."""
-    under = set(below)
-    if bridge_port == "Downstream Port":
-        return [(a, b) for a, b in combinations(sorted(gpus), 2) if a in under or b in under]
-    return [(a, b) for a, b in combinations(sorted(gpus), 2) if (a in under) != (b in under)]
+def pairs_hit(below: list[str], gpus: list[str], switch: list[str] | None = None) -> list[tuple[str, str]]:
+    """The pairs of ``gpus`` whose P2P a redirect at a bridge with ``below`` under it reroutes: one GPU
+    below it, the other not. At a switch's port (``switch``: the GPUs below that switch), only the
+    pairs within the switch: their traffic would turn inside it, and the redirect sends it up to the
+    root complex; a pair that leaves the switch goes up there anyway (the IOMMU's finding covers it)."""
+    under, inside = set(below), set(switch) if switch is not None else None
+    return [(a, b) for a, b in combinations(sorted(gpus), 2)
+            if (a in under) != (b in under) and (inside is None or (a in inside and b in inside))]
 
 
 def gpus_in_range(gpus: list[str], bdf: str, bus_range: tuple[int, int] | None) -> list[str]:

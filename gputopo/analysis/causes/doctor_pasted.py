@@ -57,14 +57,26 @@ def _acs(label: str, evidence: PastedEvidence, report: DoctorReport) -> None:
         why = ("the paste does not show the bridge's buses (lspci -vvv's `Bus: primary=.., secondary=.., "
                "subordinate=..` line)" if bus_range is None else NO_BUS_IDS if not gpus else
                "no GPU the evidence names is on its buses" if not below else "")
+        switch = _switch_gpus(evidence, acs.bdf, gpus) if port == "Downstream Port" else None
         acs_redirect(report, acs.bdf, acs.control, [f"{_where(label, acs.line)}: {acs_words(acs.control)}"],
-                     pairs=pairs_hit(port, below, gpus) if below else [], gpus=below, port=port, why_no_pairs=why)
+                     pairs=pairs_hit(below, gpus, switch) if below else [], gpus=below, port=port, why_no_pairs=why)
     unnamed = [a for a in on if not a.bdf]
     if unnamed:
         acs_redirect(report, None, max(a.control for a in unnamed), [f"{_where(label, a.line)}: {a.text}" for a in unnamed[:6]],
                      pairs=[], gpus=[], count=len(unnamed),
                      why_no_pairs="the paste does not say which bridges (find them with "
                                   "`sudo lspci -vvv | grep -E '^[0-9a-f]|ACSCtl'`)")
+
+
+def _switch_gpus(evidence: PastedEvidence, port: str, gpus: list[str]) -> list[str] | None:
+    """The GPUs below the switch a downstream port belongs to: below the upstream port whose
+    secondary bus is the port's own bus; None where the paste does not show that upstream port."""
+    domain, bus = port.split(":")[0], int(port.split(":")[1], 16)
+    for bdf, (secondary, _) in evidence.bus_ranges.items():
+        if (bdf.split(":")[0] == domain and secondary == bus
+                and evidence.port_types.get(bdf) == "Upstream Port"):
+            return gpus_in_range(gpus, bdf, evidence.bus_ranges[bdf])
+    return None
 
 
 def _links(label: str, evidence: PastedEvidence, report: DoctorReport) -> None:

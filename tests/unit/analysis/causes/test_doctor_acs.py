@@ -14,11 +14,14 @@ LSPCI = (DOCTOR_FIXTURES / "constructed" / "lspci_vvv.txt").read_text()
 GPUS = ["0000:1a:00.0", "0000:1b:00.0", "0000:88:00.0", "0000:89:00.0"]
 
 
-def test_a_downstream_port_hits_every_pair_with_its_gpu_another_bridge_only_the_crossing_pairs():
+def test_a_switch_port_reroutes_the_pairs_within_its_switch_another_bridge_the_crossing_pairs():
     assert gpus_in_range(GPUS, "0000:87:10.0", (0x89, 0x89)) == ["0000:89:00.0"]
     assert gpus_in_range(GPUS, "0000:86:00.0", (0x87, 0x89)) == ["0000:88:00.0", "0000:89:00.0"]
-    assert len(pairs_hit("Downstream Port", ["0000:89:00.0"], GPUS)) == 3
-    upstream = pairs_hit("Upstream Port", ["0000:88:00.0", "0000:89:00.0"], GPUS)
+    # The switch under upstream port 86:00.0 holds 88 and 89: only their traffic turned inside it.
+    assert pairs_hit(["0000:89:00.0"], GPUS, switch=["0000:88:00.0", "0000:89:00.0"]) == [("0000:88:00.0", "0000:89:00.0")]
+    # Where the evidence does not show the switch: one GPU below, one elsewhere.
+    assert len(pairs_hit(["0000:89:00.0"], GPUS)) == 3
+    upstream = pairs_hit(["0000:88:00.0", "0000:89:00.0"], GPUS)
     assert ("0000:88:00.0", "0000:89:00.0") not in upstream and len(upstream) == 4
 
 
