@@ -94,6 +94,11 @@ def test_the_findings_say_which_explains_which(cli):
     data = json.loads(cli("scan", *ALL_FOUR, "--json").output)
     cause = {d["code"]: d.get("caused_by") for d in data["diagnostics"]}
     assert cause["doctor-acs-redirect"] == cause["p2p-slower-than-staged"] == "doctor-iommu-translating"
+    assert cause["gpu-slow-to-every-peer"] == "doctor-pcie-link-narrow"  # GPU 5's x8 link
+    # doctor, given the same pastes, joins them the same way
+    report = json.loads(cli("doctor", *ALL_FOUR, "--json").output)
+    said = {f["code"]: f.get("caused_by") for f in report["findings"]}
+    assert said["p2p-slower-than-staged"] == "iommu-translating" and said["gpu-slow-to-every-peer"] == "pcie-link-narrow"
     assert cause["doctor-iommu-translating"] is None
     text = cli("scan", *ALL_FOUR).output
     assert "cause:    doctor-iommu-translating" in text

@@ -40,6 +40,7 @@ from gputopo.analysis.causes.sys_within_numa import sys_within_numa_node
 from gputopo.analysis.causes.nvlink_findings import nvlink_fabric, nvlinks_down
 from gputopo.analysis.causes.observed_findings import observed_findings
 from gputopo.analysis.causes.vm_findings import virtual_machine
+from gputopo.analysis.causes.slow_gpu_findings import link_slow_gpu_causes
 from gputopo.analysis.causes.pcie_findings import pcie_degraded
 from gputopo.analysis.place.locality import (
     SYS_MEANING,
@@ -88,6 +89,7 @@ def diagnose(topology: Topology) -> list[Finding]:
         from gputopo.analysis.causes.tf_crosscheck import tf_findings
 
         findings += tf_findings(topology)
+    link_slow_gpu_causes(findings, topology.diagnostics)
     return findings
 
 

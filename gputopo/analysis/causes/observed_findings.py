@@ -107,7 +107,7 @@ def _above_line_rate(compared: list[Comparison]) -> list[Finding]:
 
 
 # What makes P2P slower than staged copies where doctor found it (the root cause first).
-_P2P_CAUSES = ("doctor-iommu-translating", "doctor-acs-redirect")
+P2P_CAUSES = ("doctor-iommu-translating", "doctor-acs-redirect")
 
 
 def _p2p_slower(measured: list[Link], topology: Topology) -> list[Finding]:
@@ -130,7 +130,7 @@ def _p2p_slower(measured: list[Link], topology: Topology) -> list[Finding]:
         fix="P2P slower than host copies points at ACS or the IOMMU redirecting peer traffic through the root "
             "complex: check `sudo lspci -vvv | grep ACSCtl` and the kernel's iommu= setting; meanwhile "
             "NCCL_P2P_DISABLE=1 is faster on this box",
-        caused_by=next((code for code in _P2P_CAUSES if any(f.code == code for f in topology.diagnostics)), None),
+        caused_by=next((code for code in P2P_CAUSES if any(f.code == code for f in topology.diagnostics)), None),
     )]
 
 
