@@ -161,6 +161,7 @@ KIND_OF_CODE: dict[str, KindRule] = {
     "smi-q-gpus-not-listed": NOTE,
     "smi-q-grep-gaps": NOTE,
     "nvlink-list-cut": NOTE,
+    "paste-part-empty": NOTE,
     "smi-q-no-bus-id": NOTE,
     "smi-q-unavailable": NOTE,
     "gpu-lost": FAULT,

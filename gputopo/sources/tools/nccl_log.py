@@ -40,7 +40,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-from gputopo.errors import InputError
+from gputopo.errors import InputError, NothingToRead
 from gputopo.model import Gpu, NcclRank, NcclTransport, NcclView, ReadingNote, Topology
 from gputopo.sources.pasted import MAX_GPUS, capped, device_index, nccl_bus_id, undecorated_lines, with_all_pairs
 from gputopo.sources.tools.nccl_tests import header_without_rows
@@ -120,7 +120,7 @@ def read(text: str, source: str) -> Topology:
             state.view.version = state.view.version or v.group(1)
     view = state.view
     if not (state.bus or state.cuda or state.transports or state.disabled or view.settings or view.version):
-        raise InputError(f"{source}: NCCL lines found, but none that names a rank, a connection or a setting")
+        raise NothingToRead(f"{source}: NCCL lines found, but none that names a rank, a connection or a setting")
     view.transports = list(state.transports.values())
     view.p2p_disabled_pairs = [list(p) for p in sorted(state.disabled)]
     topo = _topology(state, source)
