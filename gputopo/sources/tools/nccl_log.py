@@ -43,7 +43,7 @@ from dataclasses import dataclass, field
 from gputopo.errors import InputError, NothingToRead
 from gputopo.model import Gpu, NcclRank, NcclTransport, NcclView, ReadingNote, Topology
 from gputopo.sources.pasted import MAX_GPUS, capped, device_index, nccl_bus_id, undecorated_lines, with_all_pairs
-from gputopo.sources.tools.nccl_tests import header_without_rows
+from gputopo.sources.tools.nccl_tests import device_line, header_without_rows
 from gputopo.sources.tools.nccl_tests import sniff as nccl_tests_sniff
 
 KIND = "NCCL_DEBUG=INFO log"
@@ -118,6 +118,8 @@ def read(text: str, source: str) -> Topology:
             _message(state, m.group(1), line[m.end() :], host, thread)
         elif "NCCL version" in line and (v := _VERSION_RE.search(line)):
             state.view.version = state.view.version or v.group(1)
+        elif "Rank" in line and (d := device_line(line)) is not None and d[0] < MAX_GPUS:
+            _device_of_rank(state, *d)  # nccl-tests' `Using devices` preamble
     view = state.view
     if not (state.bus or state.cuda or state.transports or state.disabled or view.settings or view.version):
         raise NothingToRead(f"{source}: NCCL lines found, but none that names a rank, a connection or a setting")
@@ -138,6 +140,14 @@ def _host_of(prefix: str) -> tuple[str | None, str | None]:
     if len(words) >= 2 and _DEV_RE.fullmatch(words[-1]) and (m := _WHO_RE.fullmatch(words[-2])):
         return m.group(1), words[-2]
     return None, None
+
+
+def _device_of_rank(state: _State, rank: int, _host: str, device: int, bus: str | None) -> None:
+    """A rank's GPU as nccl-tests lists it before the log (an init line, where there is one, says the
+    same). Its host name is not taken: nccl-tests may spell it otherwise than NCCL's prefix does."""
+    state.cuda.setdefault(rank, device)
+    if bus is not None:
+        state.bus.setdefault(rank, bus)
 
 
 def _message(state: _State, level: str, msg: str, host: str | None, thread: str | None) -> None:
@@ -280,7 +290,11 @@ def _topology(state: _State, source: str) -> Topology:
     several = state.nodes > 1 or state.net_pairs > 0
     one_host = len(state.hosts) <= 1 and not several
     by_nvml = one_host and all(r in state.nvml for r in ranks) and len({state.nvml[r] for r in ranks}) == len(ranks)
-    by_bus = not by_nvml and one_host and all(r in state.bus for r in ranks) and len(set(state.bus.values())) == len(ranks)
+    # Bus-id order is nvidia-smi's only where every rank of the job is in the text (a log's tail may
+    # name ranks 4-7 of 8 only: the first of them is not GPU 0).
+    every_rank = view.nranks is None or view.nranks <= len(ranks)
+    by_bus = not by_nvml and one_host and every_rank and all(r in state.bus for r in ranks) and \
+        len(set(state.bus.values())) == len(ranks)
     if by_nvml:  # NCCL names each rank's NVML index: nvidia-smi's GPU numbers, exactly
         index_of = {rank: state.nvml[rank] for rank in ranks}
     elif by_bus:
