@@ -117,6 +117,7 @@ KIND_OF_CODE: dict[str, KindRule] = {
     "env-nccl-shm-disable": FAULT,
     "env-nccl-ib-disable": NOTE,
     "gdr-disabled": FAULT,
+    "nccl-sysfs-path": FAULT,
     "slurm-gpu-missing": FAULT,
     "slurm-links-differ": FAULT,
     "slurm-cores-wrong-socket": FAULT,

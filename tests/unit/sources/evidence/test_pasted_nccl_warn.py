@@ -12,3 +12,10 @@ def test_gdr_disabled_and_peermem_loaded():
                          "nvidia_peermem         16384  0").facts
     assert len(facts.gdr_disabled) == 1 and facts.peermem_loaded is not None
     assert parse_pasted("NCCL_NET_GDR_LEVEL=SYS disabled").facts.gdr_disabled == []
+
+
+def test_nccl_could_not_resolve_a_device_under_sys():
+    facts = parse_pasted("X:430:2237 [0] include/topo.h:27 NCCL WARN Could not find real path of "
+                         "/sys/class/pci_bus/0000:02/../../0000:02:00.0").facts
+    assert len(facts.sysfs_unresolved) == 1
+    assert parse_pasted("Could not find real path of /home/x").facts.sysfs_unresolved == []
