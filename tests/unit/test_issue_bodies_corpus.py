@@ -2,9 +2,10 @@
 EXPECTED.json what an expert concludes from the paste alone): several outputs in one paste, between
 prose, prompts, markdown fences, ``<details>``/``<pre>`` blocks and bold labels. Each is read by
 ``doctor --from`` and ``scan --from`` as pasted and dressed as tickets dress it (CRLF, quote markers,
-a fence, a prompt on every line): doctor names the expected cause (and none of the wrong ones), scan
-reads every part it knows and says "unknown" for the rest, recommend picks the expected pair. Files not
-read right yet are listed in tests/fixtures/corpus/KNOWN_GAPS.md (section issue_bodies) as strict xfails."""
+a fence, a prompt, an indent, bold or a host label on every line, tabs for spaces): doctor names the
+expected cause (and none of the wrong ones), scan reads every part it knows and says "unknown" for
+the rest, recommend picks the expected pair. Files not read right yet are listed in
+tests/fixtures/corpus/KNOWN_GAPS.md (section issue_bodies) as strict xfails."""
 
 from __future__ import annotations
 
@@ -43,6 +44,11 @@ DRESSINGS = {
     "quoted": lambda t: "\n".join(("> " + line) if line.strip() else ">" for line in _lines(t)),
     "fenced": lambda t: "```text\n" + t.rstrip("\n") + "\n```\n",
     "prompt": lambda t: "\n".join(("$ " + line) if line.strip() else line for line in _lines(t)),
+    "nested quote": lambda t: "\n".join("> > " + line for line in _lines(t)),
+    "indented": lambda t: "\n".join("    " + line for line in _lines(t)),  # a markdown code block by indent
+    "tabs for spaces": lambda t: t.replace("    ", "\t"),
+    "bold": lambda t: "\n".join(f"**{line}**" if line.strip() else line for line in _lines(t)),
+    "host prefix": lambda t: "\n".join(("node-7: " + line) if line.strip() else line for line in _lines(t)),
 }
 
 
