@@ -93,6 +93,10 @@ def _docker(label: str, evidence: PastedEvidence, report: DoctorReport, said: bo
 def _gdr(label: str, evidence: PastedEvidence, report: DoctorReport) -> None:
     facts = evidence.facts
     if not facts.gdr_disabled:
+        if facts.net_ib_used is not None:
+            report.check("gpudirect-rdma", "not-made", f"NCCL uses NET/IB in {label} (line {facts.net_ib_used.line}); "
+                         "whether with GPUDirect RDMA, its `NET/IB : GPU Direct RDMA Enabled/Disabled` line says (not in "
+                         "the paste; NCCL_DEBUG_SUBSYS=INIT,NET shows it)")
         return
     loaded = facts.peermem_loaded
     cause = (f"nvidia-peermem is loaded ({label} line {loaded.line}), so it most likely did not register with the "

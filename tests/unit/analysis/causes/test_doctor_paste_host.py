@@ -52,3 +52,11 @@ def test_nccl_without_the_gpus_sysfs_path_names_the_devices_and_not_the_environm
     (finding,) = _report(text).findings
     assert (finding.severity, finding.code) == ("error", "nccl-sysfs-path")
     assert "0000:02:00.0, 0000:03:00.0" in finding.message and "the paste does not show" in finding.message
+
+
+def test_net_ib_in_use_makes_the_gdr_check_a_named_not_made():
+    """deit#28: an NCCL log cut after `NET/IB : Using [0]mlx4_0:1/RoCE` was refused as nothing doctor reads."""
+    report = _report("h:1:1 [0] NCCL INFO NET/IB : Using [0]mlx4_0:1/RoCE ; OOB enp7s0:10.0.0.1<0>")
+    assert report.findings == []
+    (check,) = [c for c in report.checks if c.name == "gpudirect-rdma"]
+    assert check.status == "not-made" and "GPU Direct RDMA Enabled/Disabled" in check.detail

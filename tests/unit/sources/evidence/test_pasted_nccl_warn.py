@@ -19,3 +19,8 @@ def test_nccl_could_not_resolve_a_device_under_sys():
                          "/sys/class/pci_bus/0000:02/../../0000:02:00.0").facts
     assert len(facts.sysfs_unresolved) == 1
     assert parse_pasted("Could not find real path of /home/x").facts.sysfs_unresolved == []
+
+
+def test_nccl_choosing_net_ib_is_kept_without_a_gdr_state():
+    facts = parse_pasted("gpu-dev006:1:1 [0] NCCL INFO NET/IB : Using [0]mlx4_0:1/RoCE ; OOB enp7s0:10.0.0.1<0>").facts
+    assert facts.net_ib_used is not None and facts.gdr_disabled == []
