@@ -102,6 +102,7 @@ class _State:
     speaker: tuple[str, int] | None = None
     speaker_rank: dict[tuple[str, int], int] = field(default_factory=dict)  # -> the rank it logs for
     speaker_gpu: dict[tuple[str, int], int] = field(default_factory=dict)  # -> "Setting affinity for GPU N"
+    names: dict[int, str] = field(default_factory=dict)  # rank -> GPU name (nccl-tests' device list)
 
 
 def read(text: str, source: str) -> Topology:
@@ -142,12 +143,14 @@ def _host_of(prefix: str) -> tuple[str | None, str | None]:
     return None, None
 
 
-def _device_of_rank(state: _State, rank: int, _host: str, device: int, bus: str | None) -> None:
+def _device_of_rank(state: _State, rank: int, _host: str, device: int, bus: str | None, name: str) -> None:
     """A rank's GPU as nccl-tests lists it before the log (an init line, where there is one, says the
     same). Its host name is not taken: nccl-tests may spell it otherwise than NCCL's prefix does."""
     state.cuda.setdefault(rank, device)
     if bus is not None:
         state.bus.setdefault(rank, bus)
+    if name:
+        state.names.setdefault(rank, name)
 
 
 def _message(state: _State, level: str, msg: str, host: str | None, thread: str | None) -> None:
@@ -303,8 +306,8 @@ def _topology(state: _State, source: str) -> Topology:
         index_of = {rank: rank for rank in ranks}
     if len(ranks) > MAX_GPUS:
         raise InputError(f"{source}: {len(ranks)} NCCL ranks; gputopo reads logs of at most {MAX_GPUS}")
-    gpus = [Gpu(index=index_of[r], pci_bus_id=state.bus.get(r), host=None if one_host else state.rank_host.get(r))
-            for r in ranks]
+    gpus = [Gpu(index=index_of[r], pci_bus_id=state.bus.get(r), host=None if one_host else state.rank_host.get(r),
+                name=state.names.get(r)) for r in ranks]
     view.ranks = [NcclRank(rank=r, cuda_device=state.cuda.get(r), pci_bus_id=state.bus.get(r), host=state.rank_host.get(r))
                   for r in ranks]
     for t in view.transports:

@@ -101,6 +101,7 @@ def test_a_log_tail_naming_some_ranks_of_a_job_is_not_renumbered_from_gpu_0():
     topo = nccl_log.read("# Using devices\n" + devices + tail, "both")
     assert [g.pci_bus_id[5:7] for g in topo.gpus] == ["12", "13", "47", "48", "91", "92", "c4", "c5"]
     assert [r.cuda_device for r in topo.nccl.ranks] == list(range(8))
+    assert [g.name for g in topo.gpus] == ["NVIDIA L20"] * 4 + [None] * 4
 
 
 def test_nvml_dev_numbers_the_gpus_as_nvidia_smi_does_and_places_refused_pairs():
