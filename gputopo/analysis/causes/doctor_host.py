@@ -63,9 +63,9 @@ def passthrough_or_off(cmdline: str | None) -> str | None:
             passthrough = _kernel_bool(value, passthrough)
         elif name in ("intel_iommu", "amd_iommu"):
             off = off or "off" in words
-    if passthrough:
-        return "passthrough"
-    return "off" if off else None
+    if off:  # off whatever the default domain type
+        return "off"
+    return "passthrough" if passthrough else None
 
 
 def switched_on(options: dict[str, str]) -> bool:

@@ -13,7 +13,9 @@
 - ``nvidia-smi -q`` (``sources.smi.smi_q``): ``smi-q-gpus-not-listed`` (``Attached GPUs`` says more than
   the text lists), ``smi-q-unavailable`` (values printed as N/A), ``smi-q-grep-gaps`` (grep's ``--``
   lines), ``smi-q-gpu-repeated`` (a second block of one bus id), ``smi-q-no-bus-id``;
-- ``nvidia-smi nvlink`` (``sources.smi.nvlink``): ``nvlink-list-cut`` (a GPU's link list elided).
+- ``nvidia-smi nvlink`` (``sources.smi.nvlink``): ``nvlink-list-cut`` (a GPU's link list elided);
+- ``paste-part-empty`` (``sources.registry``): one output of a paste of several carries nothing its
+  reader takes (an NCCL log of bootstrap lines beside a ``topo -m``): skipped, and said.
 """
 
 from __future__ import annotations
@@ -161,6 +163,11 @@ def _smi_q_no_bus_id(facts: dict[str, Any], gpus: list[int]) -> Words:
             f"{', '.join(map(str, gpus))} cannot be matched to other sources by bus id"), None)
 
 
+def _paste_part_empty(facts: dict[str, Any], gpus: list[int]) -> Words:
+    return ("info", (f"{facts['source']}: its {facts['kind']} lines carry nothing gputopo reads ({facts['reason']}); "
+            "the other outputs of the paste were read"), None)
+
+
 def _nvlink_list_cut(facts: dict[str, Any], gpus: list[int]) -> Words:
     shown = "; ".join(f"GPU {g}: {n} link{'s' if n != 1 else ''} listed, then line {line}"
                       for g, n, line in zip(gpus, facts["links_listed"], facts["lines"]))
@@ -187,4 +194,5 @@ TOOL_WORDINGS: dict[str, Callable[[dict[str, Any], list[int]], Words]] = {
     "smi-q-gpu-repeated": _smi_q_gpu_repeated,
     "smi-q-no-bus-id": _smi_q_no_bus_id,
     "nvlink-list-cut": _nvlink_list_cut,
+    "paste-part-empty": _paste_part_empty,
 }

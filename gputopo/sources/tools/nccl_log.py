@@ -40,10 +40,10 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-from gputopo.errors import InputError
+from gputopo.errors import InputError, NothingToRead
 from gputopo.model import Gpu, NcclRank, NcclTransport, NcclView, ReadingNote, Topology
 from gputopo.sources.pasted import MAX_GPUS, capped, device_index, nccl_bus_id, undecorated_lines, with_all_pairs
-from gputopo.sources.tools.nccl_tests import header_without_rows
+from gputopo.sources.tools.nccl_tests import device_line, header_without_rows
 from gputopo.sources.tools.nccl_tests import sniff as nccl_tests_sniff
 
 KIND = "NCCL_DEBUG=INFO log"
@@ -102,6 +102,7 @@ class _State:
     speaker: tuple[str, int] | None = None
     speaker_rank: dict[tuple[str, int], int] = field(default_factory=dict)  # -> the rank it logs for
     speaker_gpu: dict[tuple[str, int], int] = field(default_factory=dict)  # -> "Setting affinity for GPU N"
+    names: dict[int, str] = field(default_factory=dict)  # rank -> GPU name (nccl-tests' device list)
 
 
 def read(text: str, source: str) -> Topology:
@@ -118,9 +119,11 @@ def read(text: str, source: str) -> Topology:
             _message(state, m.group(1), line[m.end() :], host, thread)
         elif "NCCL version" in line and (v := _VERSION_RE.search(line)):
             state.view.version = state.view.version or v.group(1)
+        elif "Rank" in line and (d := device_line(line)) is not None and d[0] < MAX_GPUS:
+            _device_of_rank(state, *d)  # nccl-tests' `Using devices` preamble
     view = state.view
     if not (state.bus or state.cuda or state.transports or state.disabled or view.settings or view.version):
-        raise InputError(f"{source}: NCCL lines found, but none that names a rank, a connection or a setting")
+        raise NothingToRead(f"{source}: NCCL lines found, but none that names a rank, a connection or a setting")
     view.transports = list(state.transports.values())
     view.p2p_disabled_pairs = [list(p) for p in sorted(state.disabled)]
     topo = _topology(state, source)
@@ -138,6 +141,16 @@ def _host_of(prefix: str) -> tuple[str | None, str | None]:
     if len(words) >= 2 and _DEV_RE.fullmatch(words[-1]) and (m := _WHO_RE.fullmatch(words[-2])):
         return m.group(1), words[-2]
     return None, None
+
+
+def _device_of_rank(state: _State, rank: int, _host: str, device: int, bus: str | None, name: str) -> None:
+    """A rank's GPU as nccl-tests lists it before the log (an init line, where there is one, says the
+    same). Its host name is not taken: nccl-tests may spell it otherwise than NCCL's prefix does."""
+    state.cuda.setdefault(rank, device)
+    if bus is not None:
+        state.bus.setdefault(rank, bus)
+    if name:
+        state.names.setdefault(rank, name)
 
 
 def _message(state: _State, level: str, msg: str, host: str | None, thread: str | None) -> None:
@@ -280,7 +293,11 @@ def _topology(state: _State, source: str) -> Topology:
     several = state.nodes > 1 or state.net_pairs > 0
     one_host = len(state.hosts) <= 1 and not several
     by_nvml = one_host and all(r in state.nvml for r in ranks) and len({state.nvml[r] for r in ranks}) == len(ranks)
-    by_bus = not by_nvml and one_host and all(r in state.bus for r in ranks) and len(set(state.bus.values())) == len(ranks)
+    # Bus-id order is nvidia-smi's only where every rank of the job is in the text (a log's tail may
+    # name ranks 4-7 of 8 only: the first of them is not GPU 0).
+    every_rank = view.nranks is None or view.nranks <= len(ranks)
+    by_bus = not by_nvml and one_host and every_rank and all(r in state.bus for r in ranks) and \
+        len(set(state.bus.values())) == len(ranks)
     if by_nvml:  # NCCL names each rank's NVML index: nvidia-smi's GPU numbers, exactly
         index_of = {rank: state.nvml[rank] for rank in ranks}
     elif by_bus:
@@ -289,8 +306,8 @@ def _topology(state: _State, source: str) -> Topology:
         index_of = {rank: rank for rank in ranks}
     if len(ranks) > MAX_GPUS:
         raise InputError(f"{source}: {len(ranks)} NCCL ranks; gputopo reads logs of at most {MAX_GPUS}")
-    gpus = [Gpu(index=index_of[r], pci_bus_id=state.bus.get(r), host=None if one_host else state.rank_host.get(r))
-            for r in ranks]
+    gpus = [Gpu(index=index_of[r], pci_bus_id=state.bus.get(r), host=None if one_host else state.rank_host.get(r),
+                name=state.names.get(r)) for r in ranks]
     view.ranks = [NcclRank(rank=r, cuda_device=state.cuda.get(r), pci_bus_id=state.bus.get(r), host=state.rank_host.get(r))
                   for r in ranks]
     for t in view.transports:

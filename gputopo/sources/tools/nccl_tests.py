@@ -62,6 +62,17 @@ def sniff(text: str) -> bool:
         _RANK_RE.search(capped(line)) for line in _lines_after(text, "Using devices"))
 
 
+def device_line(line: str) -> tuple[int, str, int, str | None, str] | None:
+    """A ``#  Rank R [Group G] Pid P on HOST device D [BUS] NAME`` line of ``Using devices`` as
+    (rank, host, CUDA device, bus id, GPU name), for the NCCL log reader (the preamble of a log it reads)."""
+    if (m := _RANK_RE.search(capped(line))) is None:
+        return None
+    rank, device = device_index(m.group(1)), device_index(m.group(4))
+    if rank is None or device is None:
+        return None
+    return rank, m.group(3)[:100], device, _bus(m.group(5)), m.group(6).strip()[:200]
+
+
 def header_without_rows(text: str) -> bool:
     """Whether the text's nccl-tests column header has no row under it and no ``Rank N ... device``
     line names a GPU (the table cut before its first row, its device list not pasted)."""

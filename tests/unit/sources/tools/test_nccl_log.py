@@ -89,6 +89,21 @@ def test_nccl_lines_naming_nothing_are_one_input_error():
         nccl_log.read("x NCCL INFO Bootstrap : Using eth0\n", "b")
 
 
+def test_a_log_tail_naming_some_ranks_of_a_job_is_not_renumbered_from_gpu_0():
+    """nccl#1817: Destroy lines of ranks 4-7 of 8 (bus 91, 92, c4, c5) were called GPUs 0-3 by bus
+    order; the nccl-tests device list before a log (ranks 0-3, bus 12-48) names the others."""
+    tail = "".join(f"h:1:1 [7] NCCL INFO comm 0x5{r} rank {r} nranks 8 cudaDev {r} busId {b} - Destroy COMPLETE\n"
+                   for r, b in ((4, "91000"), (5, "92000"), (6, "c4000"), (7, "c5000")))
+    topo = nccl_log.read(tail, "tail")
+    assert [(g.index, g.pci_bus_id) for g in topo.gpus][0] == (4, "0000:91:00.0")
+    devices = "".join(f"#  Rank  {r} Group  0 Pid 3 on h device  {r} [0000:{b}:00] NVIDIA L20\n"
+                      for r, b in ((0, "12"), (1, "13"), (2, "47"), (3, "48")))
+    topo = nccl_log.read("# Using devices\n" + devices + tail, "both")
+    assert [g.pci_bus_id[5:7] for g in topo.gpus] == ["12", "13", "47", "48", "91", "92", "c4", "c5"]
+    assert [r.cuda_device for r in topo.nccl.ranks] == list(range(8))
+    assert [g.name for g in topo.gpus] == ["NVIDIA L20"] * 4 + [None] * 4
+
+
 def test_nvml_dev_numbers_the_gpus_as_nvidia_smi_does_and_places_refused_pairs():
     """A job on nvidia-smi's GPUs 1 and 2 of a 4-GPU box: NCCL names each rank's nvmlDev, and its
     "P2P is disabled between connected GPUs 1 and 2" numbers GPUs by NVML index too (NCCL's
