@@ -152,13 +152,37 @@ def why_better(group: GroupAdvice, worse: GroupAdvice, name_worse: bool = True, 
         return (f"{same}, on as many hosts and NUMA nodes; its pairs sum to ~{total:.1f} against ~{other_total:.1f} GB/s, "
                 f"closer than the ~{percent(noise)} a measurement varies: ranked by the noise bands the measured "
                 "figures fall in, which another run may reorder")
+    denied, other_denied = _tf_denied_pairs(problem, group), _tf_denied_pairs(problem, worse)
+    if denied < other_denied:  # a TF log alone: such a pair is figured just below an unnamed one
+        return (f"{same}, but {_count_or_none(denied, 'pair')} TensorFlow says cannot peer against "
+                f"{other_denied} (NCCL chooses its own rings, which may use them)")
     if format_gbps(total) == format_gbps(other_total):
+        if f"{total:.1f}" == f"{other_total:.1f}":
+            return (f"{same}, and as much link bandwidth inside the group to 0.1 GB/s (~{total:.1f} GB/s summed "
+                    "over pairs); a smaller difference in the figures puts it first")
         return (f"{same}, but a little more link bandwidth inside the group ({total:.1f} against {other_total:.1f} GB/s "
                 "summed over pairs) for NCCL's extra rings")
     return (
         f"{same}, but more link bandwidth inside the group "
         f"({format_gbps(total)} against {format_gbps(other_total)} GB/s summed over pairs) for NCCL's extra rings"
     )
+
+
+def _tf_denied_pairs(problem: Problem | None, group: GroupAdvice) -> int:
+    """How many of the group's pairs a TensorFlow log alone says cannot peer (0 without links)."""
+    if problem is None or problem.links is None:
+        return 0
+    gpus = sorted(group.gpus)
+    count = 0
+    for pos, a in enumerate(gpus):
+        for b in gpus[pos + 1 :]:
+            link = problem.links.get((a, b))
+            count += link is not None and link.type == "UNKNOWN" and link.can_peer is False
+    return count
+
+
+def _count_or_none(n: int, word: str) -> str:
+    return f"no {word}" if n == 0 else count_word(n, word)
 
 
 def _slightly_faster(group: GroupAdvice, worse: GroupAdvice, name_worse: bool) -> str:
