@@ -146,17 +146,24 @@ def why_better(group: GroupAdvice, worse: GroupAdvice, name_worse: bool = True, 
             f"{same}, but on {_one_or_count(numa_a, 'NUMA node')} instead of {numa_b}, "
             f"keeping the input pipeline next to the GPUs"
         )
+    return _why_more_pairs(problem, group, worse, same)
+
+
+def _why_more_pairs(problem: Problem | None, group: GroupAdvice, worse: GroupAdvice, same: str) -> str:
+    """Why ``group`` beats ``worse`` where the slowest hop, hosts and NUMA nodes tie: what its pairs add
+    up to (or, from a TF log alone, how many of them TF says cannot peer)."""
+    a, b = group.key, worse.key
     total, other_total = group.total_link_gbps or a[3] / CENTI, worse.total_link_gbps or b[3] / CENTI
     noise = _pairs_noise(problem, group, worse)
     if _closer_than(total, other_total, noise):
         return (f"{same}, on as many hosts and NUMA nodes; its pairs sum to ~{total:.1f} against ~{other_total:.1f} GB/s, "
                 f"closer than the ~{percent(noise)} a measurement varies: ranked by the noise bands the measured "
                 "figures fall in, which another run may reorder")
-    denied, other_denied = _tf_denied_pairs(problem, group), _tf_denied_pairs(problem, worse)
-    if denied < other_denied:  # a TF log alone: such a pair is figured just below an unnamed one
-        return (f"{same}, but {_count_or_none(denied, 'pair')} TensorFlow says cannot peer against "
-                f"{other_denied} (NCCL chooses its own rings, which may use them)")
     if format_gbps(total) == format_gbps(other_total):
+        denied, other_denied = _tf_denied_pairs(problem, group), _tf_denied_pairs(problem, worse)
+        if denied < other_denied:  # a TF log alone: such a pair is figured just below an unnamed one
+            return (f"{same}, but {_count_or_none(denied, 'pair')} TensorFlow says cannot peer against "
+                    f"{other_denied} (NCCL chooses its own rings, which may use them)")
         if f"{total:.1f}" == f"{other_total:.1f}":
             return (f"{same}, and as much link bandwidth inside the group to 0.1 GB/s (~{total:.1f} GB/s summed "
                     "over pairs); a smaller difference in the figures puts it first")
