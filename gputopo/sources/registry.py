@@ -158,6 +158,8 @@ def describe_text(text: str) -> str:
     if "\x00" in sample or control > len(sample) // 20:
         return "it looks binary"
     lines = [line.strip() for line in text.splitlines() if line.strip()]
+    if not lines:  # nothing left once a paste's quoting is taken off ("> ")
+        return "no text but blank lines and quoting"
     first = lines[0]
     if first.startswith("{") or first.startswith("["):
         return "JSON that is not a gputopo snapshot" if first.startswith("[") else "JSON"

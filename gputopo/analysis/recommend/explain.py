@@ -146,6 +146,13 @@ def why_better(group: GroupAdvice, worse: GroupAdvice, name_worse: bool = True, 
             f"{same}, but on {_one_or_count(numa_a, 'NUMA node')} instead of {numa_b}, "
             f"keeping the input pipeline next to the GPUs"
         )
+    return _why_more_pairs(problem, group, worse, same)
+
+
+def _why_more_pairs(problem: Problem | None, group: GroupAdvice, worse: GroupAdvice, same: str) -> str:
+    """Why ``group`` beats ``worse`` where the slowest hop, hosts and NUMA nodes tie: what its pairs add
+    up to (or, from a TF log alone, how many of them TF says cannot peer)."""
+    a, b = group.key, worse.key
     total, other_total = group.total_link_gbps or a[3] / CENTI, worse.total_link_gbps or b[3] / CENTI
     noise = _pairs_noise(problem, group, worse)
     if _closer_than(total, other_total, noise):
@@ -153,12 +160,36 @@ def why_better(group: GroupAdvice, worse: GroupAdvice, name_worse: bool = True, 
                 f"closer than the ~{percent(noise)} a measurement varies: ranked by the noise bands the measured "
                 "figures fall in, which another run may reorder")
     if format_gbps(total) == format_gbps(other_total):
+        denied, other_denied = _tf_denied_pairs(problem, group), _tf_denied_pairs(problem, worse)
+        if denied < other_denied:  # a TF log alone: such a pair is figured just below an unnamed one
+            return (f"{same}, but {_count_or_none(denied, 'pair')} TensorFlow says cannot peer against "
+                    f"{other_denied} (NCCL chooses its own rings, which may use them)")
+        if f"{total:.1f}" == f"{other_total:.1f}":
+            return (f"{same}, and as much link bandwidth inside the group to 0.1 GB/s (~{total:.1f} GB/s summed "
+                    "over pairs); a smaller difference in the figures puts it first")
         return (f"{same}, but a little more link bandwidth inside the group ({total:.1f} against {other_total:.1f} GB/s "
                 "summed over pairs) for NCCL's extra rings")
     return (
         f"{same}, but more link bandwidth inside the group "
         f"({format_gbps(total)} against {format_gbps(other_total)} GB/s summed over pairs) for NCCL's extra rings"
     )
+
+
+def _tf_denied_pairs(problem: Problem | None, group: GroupAdvice) -> int:
+    """How many of the group's pairs a TensorFlow log alone says cannot peer (0 without links)."""
+    if problem is None or problem.links is None:
+        return 0
+    gpus = sorted(group.gpus)
+    count = 0
+    for pos, a in enumerate(gpus):
+        for b in gpus[pos + 1 :]:
+            link = problem.links.get((a, b))
+            count += link is not None and link.type == "UNKNOWN" and link.can_peer is False
+    return count
+
+
+def _count_or_none(n: int, word: str) -> str:
+    return f"no {word}" if n == 0 else count_word(n, word)
 
 
 def _slightly_faster(group: GroupAdvice, worse: GroupAdvice, name_worse: bool) -> str:

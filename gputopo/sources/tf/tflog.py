@@ -87,10 +87,13 @@ def parse_tf_log(text: str, source: str, run: int | None = None) -> TfView:
     events = scan_lines(text)
     startups = [s for s in split_startups(events) if _names_any_gpu(s)]
     if not startups:
+        nccl = " NCCL INFO " in text or "] NCCL INFO" in text
         raise InputError(
             f"TensorFlow log {source} has no GPU lines: expected lines such as "
             "'Created device ... -> device: 0, name: ..., pci bus id: ...' or "
             "'cannot enable peer access from device ordinal 0 to device ordinal 2'"
+            + ("; its NCCL INFO lines (NCCL_DEBUG=INFO, as MirroredStrategy's NCCL all-reduce prints them) are read "
+               "with --from instead" if nccl else "")
         )
     if run is None:
         index = chosen_startup(startups)

@@ -41,6 +41,7 @@ ERA_LINE_FOUND = "found"
 
 # The log prefix ends with "file.cc:NNN] "; absl's starts "I0000 00:00:<epoch> <tid> ".
 _PREFIX_END_RE = re.compile(r"\.(?:cc|h|cpp|py):\d{1,6}\] ?")
+_GPU_SOURCE_RE = re.compile(r"\bgpu_(?:device|init)\.cc:\d{1,6}\]")  # the files that print TF's peer matrices
 _ABSL_RE = re.compile(r"\b[IWEF]\d{4} \d\d:\d\d:\d{1,12}\.\d{1,9} {1,12}\d{1,20} {1,12}[\w.\-]{1,120}\.cc:\d{1,6}\]")
 
 _CANNOT_ENABLE_RE = re.compile(r"cannot enable peer access from device ordinal (\d{1,9}) to device ordinal (\d{1,9})", re.I)
@@ -97,6 +98,7 @@ class LogEvent:
     cut: str | None = None  # CREATED: where the line is cut: "details" (before its device details), "number" (before its device number)
     process: str | None = None  # which process wrote the line, where its prefix says (MPI rank, thread id)
     reason: str | None = None  # IGNORED: why TF ignores the GPU (CUDA compute capability, ROCm AMDGPU version)
+    gpu_source: bool = False  # ROW: the line's prefix is TF's GPU start-up code (gpu_device.cc, gpu_init.cc)
 
 
 # Prefixes that tell processes apart: mpirun's "[1,3]<stderr>:" (rank 3), glog/absl's thread id
@@ -190,7 +192,8 @@ def _classify(line: str, message: str, line_no: int, prefixed: bool, events: lis
     if whole and ":" in message[:12]:
         match = _ROW_RE.match(message)
         if match:
-            return LogEvent(ROW, line_no, ordinals=[int(match.group(1))], values=[v == "Y" for v in match.group(2).split()])
+            return LogEvent(ROW, line_no, ordinals=[int(match.group(1))], values=[v == "Y" for v in match.group(2).split()],
+                            gpu_source=prefixed and _GPU_SOURCE_RE.search(line[: len(line) - len(message)]) is not None)
     if "visible gpu devices" in lower:
         match = _VISIBLE_RE.search(line)
         if match:

@@ -186,7 +186,7 @@ def _split(events: list[LogEvent]) -> list[StartUp]:
         if event.kind == ROW:
             owner = matrix_owner
             if owner is None or (event.ordinals[0] in owner.matrix_rows):
-                if event.ordinals[0] != 0 and owner is None:
+                if event.ordinals[0] != 0 and owner is None and not _rows_of_a_cut_matrix(event):
                     continue  # a stray "N: Y" line with no matrix begun: not a matrix row
                 # A headerless matrix with no title line either: its first row begins it.
                 owner = _startup_for(startups, LogEvent(MATRIX, event.line_no, diagonal_is_self=False, header_missing=True))
@@ -223,6 +223,12 @@ def _startup_of(events: list[LogEvent]) -> StartUp:
     for event in events:
         startup.add(event)
     return startup
+
+
+def _rows_of_a_cut_matrix(row: LogEvent) -> bool:
+    """A row k printed by TF's own peer-matrix code (``gpu_device.cc:N] 3:   Y Y Y Y``) with more
+    entries than k: a matrix whose title, header and first rows the excerpt lost, read from here."""
+    return row.gpu_source and len(row.values) > row.ordinals[0]
 
 
 def _startup_for(startups: list[StartUp], event: LogEvent) -> StartUp:

@@ -59,5 +59,6 @@ def _read_or_refuse(text: str) -> None:
 @example('{"nvbandwidth": {"testcases": [' + "7" * 5000 + "]}}")  # json's ValueError past 4300 digits
 @example('{"schema": "gputopo.topology/1", "gpus": ' + "7" * 5000 + "}")
 @example('{"nvbandwidth": ' + "[" * 5000)
+@example(">  ")  # a quote mark alone: nothing left to describe once it is taken off (an IndexError)
 def test_every_reader_reads_a_hostile_line_or_refuses_it_in_one_error(text):
     _read_or_refuse(text)

@@ -41,7 +41,6 @@ def test_links_the_source_does_not_name_are_not_called_alike():
     group is as good" and a made-up hop figure stated as fact, for NVLinked A100s."""
     from conftest import OWN_FIXTURES
 
-    from gputopo.analysis.recommend import recommend
     from gputopo.sources import TopologyRequest, resolve
     from gputopo.views.recommend import ring_summary
 
@@ -141,3 +140,17 @@ def test_a_box_measured_alone_whose_pairs_all_measure_alike_is_called_so():
     assert result.best.reason == "every pair measured within the noise of the others: any group of this size is as good"
     assert "measured ~" in ring_summary(result.best) and "assumed" not in ring_summary(result.best)
     assert not any("does not tell the links apart" in note for note in result.notes)
+
+
+def test_a_tf_log_alone_says_a_group_wins_by_its_pairs_tf_says_cannot_peer():
+    """A cut TF 1.x log (denied pairs only): every estimate ties, and the tie-break is the pairs TF
+    says cannot peer; the reason names that, not a bandwidth difference that rounds to nothing."""
+    from gputopo.sources.tf.tflog import parse_tf_log, topology_from_tf_view
+
+    pairs = [(1, 5), (1, 6), (1, 7), (2, 4), (2, 5), (2, 6), (2, 7), (3, 4), (3, 5)]
+    text = "".join(f"I tensorflow/core/common_runtime/gpu/gpu_device.cc:847] Peer access not supported between "
+                   f"device ordinals {a} and {b}\n" for a, b in pairs)
+    groups = recommend(topology_from_tf_view(parse_tf_log(text, "cut.log")), 4).groups
+    assert groups[0].gpus == [4, 5, 6, 7]
+    assert "no pair TensorFlow says cannot peer against 1" in groups[0].reason
+    assert all("37.0 against 37.0" not in g.reason for g in groups)

@@ -8,11 +8,13 @@ import re
 from pathlib import Path
 
 import pytest
-from conftest import OWN_FIXTURES, SHARED_FIXTURES
+from conftest import OWN_FIXTURES, SHARED_FIXTURES, corpus_known_gaps
 
 from gputopo.sources.tf.tflog import parse_tf_log
 
-LOGS = sorted([*(OWN_FIXTURES / "corpus" / "tf_logs").glob("*.log"), *(SHARED_FIXTURES / "tf_logs").glob("*.log")])
+# A log gputopo does not read yet (KNOWN_GAPS.md; test_tflog_corpus holds it as a strict xfail) is left out.
+LOGS = sorted(p for p in [*(OWN_FIXTURES / "corpus" / "tf_logs").glob("*.log"), *(SHARED_FIXTURES / "tf_logs").glob("*.log")]
+              if p.name not in corpus_known_gaps())
 MANGLINGS = {
     "quoted": lambda t: "\n".join("> " + line for line in t.split("\n")),
     "crlf": lambda t: t.replace("\n", "\r\n"),

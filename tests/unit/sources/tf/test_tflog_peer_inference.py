@@ -9,8 +9,8 @@ import re
 import pytest
 from conftest import OWN_FIXTURES
 
-from gputopo.analysis.recommend import recommend
 from gputopo.analysis.causes.tf_crosscheck import peer_group_summary, tf_findings
+from gputopo.analysis.recommend import recommend
 from gputopo.sources.tf.tflog import parse_tf_log, peer_state, peer_word, topology_from_tf_view
 
 CORPUS = OWN_FIXTURES / "corpus" / "tf_logs"
@@ -86,3 +86,31 @@ def test_headerless_matrix_with_fewer_created_lines_than_rows():
     assert all(peer_state(view, a, b) is False for a in range(4) for b in range(a + 1, 4))
     assert [d.pci_bus_id for d in view.devices] == ["0000:05:00.0", "0000:06:00.0", None, None]
     assert view.reading_notes[0].facts["cuts"][-1] == {"cut": "not-created", "gpus": [2, 3]}  # the log ends before
+
+
+_ROWS_3_TO_9 = "".join(
+    f"2017-11-21 13:54:16.7366{k}: I tensorflow/core/common_runtime/gpu/gpu_device.cc:1061] {k}:   Y Y Y Y Y Y Y Y Y Y \n"
+    for k in range(3, 10)
+)
+
+
+def test_rows_of_a_matrix_whose_top_was_cut_are_read():
+    """TF's own matrix rows (gpu_device.cc) with no title, header or first rows: each row k with more
+    than k entries is a row of the matrix; its width gives the GPU count, the lost rows stay unknown."""
+    view = parse_tf_log(_ROWS_3_TO_9, "rows.log")
+    assert view.gpu_count == 10
+    assert peer_state(view, 0, 3) is True and peer_state(view, 8, 9) is True
+    assert peer_state(view, 0, 1) is None and peer_state(view, 1, 2) is None  # their rows are not there
+    cuts = [c for n in view.reading_notes if n.code == "tf-log-cut" for c in n.facts["cuts"]]
+    assert {"cut": "matrix-rows", "line": 1, "gpus": [0, 1, 2]} in cuts
+    assert recommend(topology_from_tf_view(view), 2).groups[0].gpus not in ([0, 1], [0, 2], [1, 2])
+
+
+@pytest.mark.parametrize("text", [
+    "3:   Y Y Y Y Y Y Y Y Y Y\n4:   Y Y Y Y Y Y Y Y Y Y\n",  # no TF prefix: any "N: Y" text
+    "I tensorflow/core/common_runtime/gpu/gpu_device.cc:1061] 3:   Y Y\n",  # row 3 of a 2-wide matrix: not one
+    "I tensorflow/core/kernels/other_op.cc:12] 3:   Y Y Y Y\n",  # another file's line
+])
+def test_a_stray_row_still_begins_no_matrix(text):
+    with pytest.raises(Exception, match="no GPU lines"):
+        parse_tf_log(text, "stray.log")
