@@ -271,6 +271,10 @@ def _measured_alike(topology: Topology, crossing: list[Link]) -> tuple[float, fl
     return (slowest, median) if slowest >= MEASURED_ALIKE_RATIO * median else None
 
 
+# Sources whose "cannot peer" is CUDA's answer alone, not nvidia-smi's status word with its reason.
+_LOG_SOURCES = ("tf-log", "nccl-log", "cuda-peer-access")
+
+
 def _p2p_unsupported(topology: Topology) -> list[Finding]:
     """``p2p-<word>`` for the pairs that cannot peer, except the pairs NCCL found connected yet
     refused (``nccl-p2p-refused`` says those, as the fault it is: not the machine's design)."""
@@ -303,8 +307,11 @@ def _p2p_unsupported(topology: Topology) -> list[Finding]:
                     + _nccl_clause(nccl_if_cuda_allows({lk.type for lk in links_of_word[word]},
                                                        any(lk.is_nvlink for lk in links_of_word[word])))
                     if unknown
-                    else f"No P2P between GPU pairs {pair_list(pairs)}: {word} = {meaning}; "
-                    "their copies go through host memory: CUDA stages them, and "
+                    else f"No P2P between GPU pairs {pair_list(pairs)}: " + (
+                        f"{word} = {meaning}; " if topology.source not in _LOG_SOURCES else
+                        "the log says they cannot peer (which of nvidia-smi's reasons, NS, TNS, CNS or GNS, it "
+                        "does not say: `nvidia-smi topo -p2p r` does); ")
+                    + "their copies go through host memory: CUDA stages them, and "
                     + nccl_without_p2p({lk.type for lk in links_of_word[word]})
                     + "; a program that asks for peer access anyway gets an error (TensorFlow logs it and goes on)"
                 ),

@@ -59,9 +59,10 @@ def host_memory_findings(topology: Topology) -> list[Finding]:
 
 def refused_pairs(topology: Topology) -> set[tuple[int, int]]:
     """The pairs NCCL logged "P2P is disabled between connected GPUs" for, as this topology's GPUs:
-    NCCL numbers them by NVML index, so only where the topology numbers GPUs that way too."""
+    NCCL numbers them by NVML index, so only where the topology numbers GPUs that way too, or is
+    numbered by the NCCL log itself (read first: its numbers are the topology's)."""
     view = topology.nccl
-    if view is None or topology.gpu_numbering != "nvml":
+    if view is None or (topology.gpu_numbering != "nvml" and topology.source != "nccl-log"):
         return set()
     return {(min(a, b), max(a, b)) for a, b in view.p2p_disabled_pairs}
 

@@ -142,3 +142,16 @@ def test_pairs_nccl_found_connected_but_refused_are_one_fault_not_also_a_design(
     topo.links[-1].p2p_read = topo.links[-1].p2p_write = "NS"
     (design,) = [f for f in diagnose(topo) if f.code == "p2p-ns"]
     assert "0-3" in design.message and "0-1" not in design.message
+
+
+def test_a_logs_cannot_peer_is_not_given_nvidia_smis_reason_and_said_once():
+    # Old NCCL's "Could not enable P2P between dev a and dev b" numbers the log's own GPUs: one fault.
+    topo = nccl_log.read(text_of("nccl_log", "nccl833_4gpu_could_not_enable_p2p_cut.log"), "x.log")
+    codes = [f.code for f in diagnose(topo)]
+    assert "nccl-p2p-refused" in codes and "p2p-ns" not in codes
+    # A TF log says which pairs cannot peer, not why: no "NS = not supported" claimed for it.
+    from gputopo.sources.tf.tflog import parse_tf_log, topology_from_tf_view
+
+    view = parse_tf_log(text_of("tf_logs", "tf15_edge_matrix_two_islands_8gpu_1080ti.log"), "tf.log")
+    (p2p,) = [f for f in diagnose(topology_from_tf_view(view)) if f.code == "p2p-ns"]
+    assert "the log says they cannot peer" in p2p.message and "NS = not supported" not in p2p.message
