@@ -95,10 +95,15 @@ class Fabric:
         """``node``, or the node of that id already there (filled in where it lacked a field)."""
         index = self._index()
         known = index.get(node.id)
-        if known is None:  # the lookup kept up to date (rebuilt per node, adding was quadratic)
+        if known is None:  # the lookups kept up to date (rebuilt per node, adding was quadratic)
+            by_gpu = getattr(self, "_by_gpu", None)
             self.nodes.append(node)
             index[node.id] = node
             object.__setattr__(self, "_by_id", (len(self.nodes), index))
+            if by_gpu is not None and by_gpu[0] == len(self.nodes) - 1:
+                if node.kind == GPU and node.gpu is not None:
+                    by_gpu[1].setdefault(node.gpu, node)
+                object.__setattr__(self, "_by_gpu", (len(self.nodes), by_gpu[1]))
             return node
         for name, value in vars(node).items():
             if not name.startswith("_") and value is not None and getattr(known, name) is None:

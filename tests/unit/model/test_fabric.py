@@ -156,3 +156,17 @@ def test_adding_nodes_one_by_one_is_linear():
     f.add(FabricNode("pci:5", BRIDGE, link_width_current=4))
     assert time.perf_counter() - started < 10 and len(f.nodes) == 200_000
     assert f.node("pci:5").link_width_current == 4 and f.node("pci:199999") is f.nodes[-1]
+
+
+def test_looking_gpus_up_between_adds_is_linear():
+    """(Each node added made the next ``gpu_node`` rebuild its lookup: an NCCL XML whose GPU's
+    ``<nvlink>`` elements alternate a new switch and a GPU, 1.9 MB of them, took 5 s in
+    ``add_nvlink_edges``, growing as the square.)"""
+    f = Fabric([FabricNode("gpu:0", GPU, gpu=0)])
+    started = time.perf_counter()
+    for k in range(100_000):
+        f.add(FabricNode(f"pci:{k}", NVSWITCH))
+        assert f.gpu_node(0).id == "gpu:0"
+    f.add(FabricNode("gpu:1", GPU, gpu=1))
+    f.add(FabricNode("gpu:1b", GPU, gpu=1))  # a second node of one GPU: the first is its node
+    assert f.gpu_node(1).id == "gpu:1" and time.perf_counter() - started < 10
