@@ -179,3 +179,17 @@ def test_nvlink_elements_are_edges_to_gpus_switches_or_the_switch_the_host_canno
     assert {(e.a, e.b, e.count, e.active) for e in fabric.edges} == {
         ("pci:0000:07:00.0", "pci:0000:08:00.0", 4, None), ("pci:0000:07:00.0", "nvswitch:fabric", 6, None),
         ("pci:0000:08:00.0", "pci:0000:c1:00.0", 5, None)}
+
+
+@pytest.mark.parametrize("links", [
+    '<nvlink target="0000:02:00.0" count="100"/>',
+    '<nvlink target="0000:02:00.0" count="2147483647"/>',
+    '<nvlink target="0000:0a:00.0" count="1" tclass="0x068000"/>' * 65,
+])
+def test_more_nvlinks_than_a_gpu_has_are_one_input_error(links):
+    """(``count="100"`` made the pair NV100, shown and saved, and the saved snapshot then failed to
+    read back: ``unknown link type 'NV100'``; a count of 2**31 - 1 was taken as that many links.)"""
+    text = (f'<system version="1"><cpu numaid="0"><pci busid="0000:01:00.0"><gpu dev="0">{links}</gpu></pci>'
+            '<pci busid="0000:02:00.0"><gpu dev="1"/></pci></cpu></system>')
+    with pytest.raises(InputError, match="more NVLinks than a GPU has"):
+        nccl_xml.read(text, "x")
