@@ -127,8 +127,9 @@ def _order(node: FabricNode) -> tuple:
     """Sockets and NUMA nodes by number, PCI nodes by address (``pci:0000:03:00.0``: hex digits of
     fixed width, in order as text)."""
     number = node.numa_node if node.kind == NUMA else None
-    if node.kind == SOCKET and node.id.rsplit(":", 1)[-1].isdigit():
-        number = int(node.id.rsplit(":", 1)[-1])
+    tail = node.id.rsplit(":", 1)[-1]
+    if node.kind == SOCKET and tail.isascii() and tail.isdigit() and len(tail) <= 9:  # ("²", 5,000 digits: int raised)
+        number = int(tail)
     return (number is None, number or 0, node.id)
 
 

@@ -128,10 +128,12 @@ def _iommu_off(vendor: str | None) -> str:
 
 def _older_than(release: str | None, version: tuple[int, int]) -> bool:
     """Whether the kernel ``release`` ("4.15.0-112-generic") is older than ``version``; False where not known."""
+    # ASCII digits, a few of them: a gathered osrelease of "².15" (``isdigit`` says yes, ``int`` no) or of
+    # thousands of digits ended doctor in a ValueError traceback, exit 1.
     parts = (release or "").split(".")
-    if len(parts) < 2 or not parts[0].isdigit():
+    if len(parts) < 2 or not (parts[0].isascii() and parts[0].isdigit() and len(parts[0]) <= 4):
         return False
-    minor = "".join(ch for ch in parts[1][:3] if ch.isdigit()) if parts[1][:1].isdigit() else ""
+    minor = "".join(ch for ch in parts[1][:3] if ch.isascii() and ch.isdigit()) if parts[1][:1].isdigit() else ""
     return bool(minor) and (int(parts[0]), int(minor)) < version
 
 

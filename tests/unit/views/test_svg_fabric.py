@@ -261,3 +261,17 @@ def test_many_numa_nodes_cost_one_walk_of_the_fabric_not_one_each():
     assert _caption(root).attrib["data-tree"] == "fabric" and len(drawn_nics) == 300 and sorted(gpus) == [0, 1, 2]
     assert boxes["numa:0"][0] == [0] and boxes["numa:10"][0] == []
     assert _CountedNodes.walks < 50
+
+
+def test_socket_ids_of_odd_digits_are_drawn_not_a_traceback():
+    """(A snapshot's socket node ``socket:`` + 5,000 digits, or ``socket:²``, made ``int`` raise while
+    the boxes were sorted: report and --svg ended in a ValueError traceback.)"""
+    for odd in ("1" * 5000, "\u00b2"):
+        fabric = _two_socket_fabric()
+        fabric.nodes = [FabricNode(f"socket:{odd}", SOCKET) if n.id == "socket:1" else n for n in fabric.nodes]
+        for node in fabric.nodes:
+            if node.parent == "socket:1":
+                node.parent = f"socket:{odd}"
+        topology = Topology(source="test", gpus=[Gpu(index=k) for k in range(3)], fabric=Fabric(fabric.nodes))
+        _, gpus, _, root = _drawn(render_svg(topology))
+        assert sorted(gpus) == [0, 1, 2] and _caption(root).attrib["data-tree"] == "fabric"

@@ -95,3 +95,13 @@ def test_many_bridges_are_listed_once_not_in_every_bridges_fix():
     assert len(fixes) == 300 and fixes[0].count("0000:25:") >= 8  # the first: every bridge
     assert sum(map(len, fixes)) < 300 * 2000
     assert "0000:00:00.0" in fixes[-1] and "listing all 300 bridges" in fixes[-1]
+
+
+def test_a_kernel_release_of_odd_digits_is_no_known_release():
+    """(A gathered ``proc/sys/kernel/osrelease`` of "².15.0" - ``isdigit`` says yes, ``int`` refuses -
+    beside a bridge with ACS on ended doctor in a ValueError traceback, exit 1.)"""
+    from gputopo.analysis.causes.doctor_acs import _older_than
+
+    for release in ("\u00b2.15.0-generic", "5.\u00b2", "1" * 5000 + ".4", "\u0663.4"):
+        assert _older_than(release, (5, 1)) is False
+    assert _older_than("4.15.0-112-generic", (5, 1)) is True
