@@ -27,6 +27,12 @@ class InputError(GputopoError):
     """A file, option or value the user gave cannot be used."""
 
 
+class NothingToRead(InputError):
+    """An output's lines are in a text, but none carries what its reader takes (an NCCL log of
+    bootstrap lines only). Alone, the text is refused with this reason; beside another output of the
+    same paste, that part is skipped and said (a ``paste-part-empty`` reading note)."""
+
+
 class OutputError(InputError):
     """Output cannot be written: the disk is full, permission is denied, the pipe was closed.
 

@@ -3,7 +3,10 @@ against what its link should give with the one verdict of ``analysis.expect.meas
 (host, socket, NUMA node, CPUs, PCI bus id) with its nearest NICs (``analysis.place.nics``), and what the
 source does not say. The text screen, the report page and ``scan --json`` all render this one object,
 as ``recommend`` renders its ``Recommendation`` and ``doctor`` its ``DoctorReport``: none of them
-judges a figure while drawing it.
+judges a figure while drawing it. What they colour and write is made here too: each link's expected
+figure and whether its speed is known at all (a virtual machine's PCIe words), each link word's span
+and what it assumes, a measured link's verdict, a PCIe link below its max read with its performance
+state, the findings ranked and those the drawing marks, the pairs doctor named.
 
 Costs stay those of the parts, each made once and only where a rendering asks for it: the measured
 links are found in one pass in C (``measured_links``) and shared by the verdicts and
@@ -20,10 +23,15 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any, Iterator
 
+from gputopo.analysis.causes.finding_kinds import FAULT, kind_of, worst_first
+from gputopo.analysis.expect import pstates
+from gputopo.analysis.expect.bandwidth import Estimate, implied_nvlinks
+from gputopo.analysis.expect.estimates import Span, estimate_column, estimate_of, pair_classes, word_spans
 from gputopo.analysis.expect.link_figures import link_figures
-from gputopo.analysis.expect.measured import Comparison, compare, measured_links
+from gputopo.analysis.expect.measured import Comparison, compare, measured_gbps, measured_links
+from gputopo.analysis.place.locality import vm_evidence
 from gputopo.analysis.place.nics import nearest_nics, nic_label
-from gputopo.model import Finding, Link, Topology
+from gputopo.model import Finding, Gpu, Link, Topology
 
 
 @dataclass(frozen=True)
@@ -99,6 +107,94 @@ class ScanResult:
                                                                self.comparison(entry["b"], entry["a"])) if c]
         return figures
 
+    # What the views colour and write of each link and GPU, judged here once: they draw it, never decide it.
+
+    @cached_property
+    def in_vm(self) -> bool:
+        """Whether the source shows a virtual machine: its PCIe words are the hypervisor's, so no
+        speed is known from them (``analysis.place.locality.vm_evidence``)."""
+        return vm_evidence(self.topology) is not None
+
+    def expected(self, link: Link) -> Estimate:
+        """What ``link`` should give per direction (never its measurement), once per class of pair
+        (``analysis.expect.estimates``): the figure every view writes beside the link."""
+        return estimate_of(self.topology, link)
+
+    def expected_speed(self, link: Link) -> float | None:
+        """The expected GB/s the link matrix is coloured by; None where its speed is not known: a
+        link of unknown kind, or a PCIe word on a virtual machine (``in_vm``)."""
+        if link.type == "UNKNOWN" or (self.in_vm and not link.is_nvlink):
+            return None
+        return self.expected(link).gbps
+
+    @cached_property
+    def speed_spans(self) -> dict[str, Span | None]:
+        """Each link word's span of expected GB/s over its pairs (``estimates.word_spans``, a range
+        where a generation is not in the source, with what it assumes); None where the speed is not
+        known at all: ``UNKNOWN``, and on a virtual machine every word but NV#."""
+        spans: dict[str, Span | None] = dict(word_spans(self.topology))
+        for word in dict.fromkeys(kind[0] for kind in self.topology.link_table().kinds):
+            if word == "UNKNOWN" or (self.in_vm and not word.startswith("NV")):
+                spans[word] = None
+        return spans
+
+    @cached_property
+    def expected_column(self) -> list[Estimate]:
+        """Every link's expectation, in ``topology.links`` order (``estimates.estimate_column``)."""
+        return estimate_column(self.topology)
+
+    @cached_property
+    def class_column(self) -> list[int] | None:
+        """Every link's class of pair, in link order (links of one class have one expectation and
+        one kind); None where a link's GPU is not in the topology's list."""
+        classes = pair_classes(self.topology)
+        return classes.code_of if classes.complete else None
+
+    def measured_gbps(self, link: Link) -> float | None:
+        """The figure a link is measured at (``measured.measured_gbps``: its slower GPU-to-GPU direction)."""
+        return measured_gbps(link)
+
+    def link_verdict(self, link: Link) -> str | None:
+        """The verdict on a measured link's slower direction (``compared``: the one rule of
+        ``analysis.expect.measured``); None where not measured or nothing is expected."""
+        judged = [c for c in (self.comparison(link.a, link.b), self.comparison(link.b, link.a)) if c is not None]
+        return min(judged, key=lambda c: c.measured_gbps).verdict if judged else None
+
+    @cached_property
+    def pcie_below(self) -> dict[int, tuple[str, str | None]]:
+        """``{gpu: (pstates.BELOW or pstates.BELOW_IDLE, "P8" or None)}`` for each GPU whose PCIe link
+        reads below its max (``pstates.pcie_below``: the performance state it was read in, named where
+        the source read one, says whether by design)."""
+        found = {}
+        for gpu in self.topology.gpus:
+            below = pstates.pcie_below(gpu)
+            if below is not None:
+                found[gpu.index] = (below, pstates.word(gpu.performance_state) if pstates.known(gpu.performance_state) else None)
+        return found
+
+    def implied_nvlinks(self, gpu: Gpu) -> int | None:
+        """The fewest NVLinks ``gpu`` must have by the NV# words (``bandwidth.implied_nvlinks``)."""
+        return implied_nvlinks(self.topology, gpu.index)
+
+    @cached_property
+    def ranked_findings(self) -> list[tuple[Finding, str]]:
+        """Each finding with its kind (``finding_kinds.kind_of``: fault, design or note), worst first
+        (``worst_first``: errors, warnings, infos; in each, faults, design facts, notes)."""
+        return [(f, kind_of(f)) for f in worst_first(self.findings)]
+
+    @cached_property
+    def faults(self) -> list[Finding]:
+        """The findings the drawing marks where they point: the faults (``Finding.kind``), and a
+        finding of no kind (an older snapshot's) that is an error."""
+        return [f for f in self.findings if f.kind == FAULT or (f.kind is None and f.severity == "error")]
+
+    @cached_property
+    def pair_faults(self) -> dict[tuple[int, int], list[str]]:
+        """``{(a, b): problems}``: the pairs doctor named with what it found on their path
+        (``Link.health``, set by ``causes.doctor.apply_health``), found in one pass in C."""
+        links = self.topology.links
+        return {(lk.a, lk.b): list(lk.health) for lk in itertools.compress(links, map(_HEALTH, links))}
+
     def json_extra(self) -> dict[str, Any]:
         """What ``scan --json`` writes after the topology's own members (a snapshot reader ignores them)."""
         return {"link_figures": self.link_figures, "gpu_places": [p.to_dict() for p in self.places],
@@ -107,6 +203,9 @@ class ScanResult:
     def json_parts(self) -> Iterator[str]:
         """``scan --json``'s text in parts (``Topology.json_parts``: a domain's is never held whole)."""
         return self.topology.json_parts(extra=self.json_extra())
+
+
+_HEALTH = operator.attrgetter("health")
 
 
 def direction_dict(c: Comparison) -> dict[str, Any]:

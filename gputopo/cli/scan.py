@@ -90,15 +90,15 @@ def scan(
 
         save_snapshot(topo, save)
         typer.echo(f"saved {save}", err=True)  # standard error: stdout stays the topology (or --json)
+    from gputopo.analysis.scan_result import scan_result
+
+    result = scan_result(topo)  # the one object the text, --json and --svg render
     if svg is not None:
         from gputopo.fileio import atomic_write_text
         from gputopo.views.svg import render_svg
 
-        atomic_write_text(svg, render_svg(topo))
+        atomic_write_text(svg, render_svg(topo, scan=result))
         typer.echo(f"saved {svg}", err=True)
-    from gputopo.analysis.scan_result import scan_result
-
-    result = scan_result(topo)  # the one object the text and --json render
     if json_output:
         from gputopo.views.common import print_json_text
 
@@ -152,9 +152,9 @@ def _scan_hosts(topologies: list[Topology], one_topology_options: list[str], jso
 
         raise InputError(f"{one_topology_options[0]} is for one topology; with several --from each file is one "
                          "host's snapshot (name its host when saving it: `gputopo scan --host NAME --save FILE`)")
-    from gputopo.analysis.cluster import cluster_with_findings
+    from gputopo.analysis.cluster import cluster_with_findings, host_summary
 
-    cluster = cluster_with_findings(topologies)
+    cluster = cluster_with_findings(topologies)  # the hosts' findings and those about them, made once
     if json_output:
         from gputopo.views.common import print_json
 
@@ -162,7 +162,7 @@ def _scan_hosts(topologies: list[Topology], one_topology_options: list[str], jso
     else:
         from gputopo.views.cluster import render_cluster
 
-        render_cluster(cluster)
+        render_cluster(cluster, [host_summary(topology, name) for name, topology in zip(cluster.host_names, cluster.hosts)])
     if fail_on is not None:
         _fail_on_findings([*cluster.diagnostics, *(f for t in cluster.hosts for f in t.diagnostics)], fail_on,
                           fail_on_design)

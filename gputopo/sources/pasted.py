@@ -30,6 +30,34 @@ def lines_of(text: str) -> list[str]:
     return text.replace("\r\n", "\n").replace("\r", "\n").split("\n", MAX_LINES)[:MAX_LINES]
 
 
+# What a paste puts before every line of a tool's output: a markdown quote (``> ``), a shell prompt
+# (``$ ``), bold (``**``), a parallel shell's host label (pdsh/clush ``node-7: ``; a word and a colon
+# before a digit is a tool's own ``Device: 0``, never a label).
+_DECORATION_RE = re.compile(r"(?:[ \t]{0,8}+(?:>|\$|\*\*|[\w.\-]{1,64}+:(?=[ \t]+[^\s\d]))[ \t]?)++")
+
+
+def undecorated_lines(text: str) -> list[str]:
+    """The text's lines without the decoration every non-blank line shares (see ``_DECORATION_RE``; a
+    quote's bare ``>`` counts as a blank line), and a closing ``**`` every one of them ends with. A
+    prefix some lines lack is the tool's own text, and stays. One pass over the lines."""
+    lines = lines_of(text)
+    shown = [line for line in lines if line.strip()]
+    # The first lines' decorations are the candidates (the first may carry more: a prompt before
+    # the tool's own prompt line; a quote's bare '>' less); the longest that every line shows is the paste's.
+    found = (_DECORATION_RE.match(capped(line)) for line in shown[:3])
+    for prefix in sorted({m.group(0) for m in found if m}, key=len, reverse=True):
+        bare = prefix.strip()
+        if all(line.startswith(prefix) or line.strip() == bare for line in shown):
+            break
+    else:
+        return lines
+    out = [line[len(prefix):] if line.startswith(prefix) else "" for line in lines]
+    kept = [line.rstrip() for line in out if line.strip()]
+    if bare.endswith("**") and kept and all(line.endswith("**") for line in kept):
+        out = [line.rstrip()[:-2] if line.strip() else line for line in out]
+    return out
+
+
 def capped(line: str) -> str:
     """The part of ``line`` patterns look at: its first ``LINE_CAP_CHARS``."""
     return line[:LINE_CAP_CHARS]

@@ -17,11 +17,12 @@ import re
 from dataclasses import dataclass
 from typing import Any, Callable
 
-from gputopo.errors import InputError
+from gputopo.errors import InputError, NothingToRead
 from gputopo.fileio import read_text_input
-from gputopo.model import Topology
+from gputopo.model import ReadingNote, Topology
 from gputopo.model.from_json import FREE_TEXT_FIELDS
 from gputopo.quoting import one_line
+from gputopo.sources.pasted import undecorated_lines
 
 MAX_DESCRIBED_CHARS = 60
 _SNAPSHOT_HEAD_RE = re.compile(r'\s*\{\s*"schema"\s*:\s*"gputopo\.')
@@ -145,6 +146,8 @@ def read_text(text: str, label: str) -> Topology:
         text = report_snapshot_text(text, source=label)
     # A snapshot names its schema first (``to_dict``); other JSON (``nvbandwidth -j``) is a text
     # kind's, and JSON that no reader takes is read as a snapshot for its precise error.
+    if not _SNAPSHOT_HEAD_RE.match(text[:200]):  # a decoration on every line (a quote, bold, a host label) is no output's
+        text = "\n".join(undecorated_lines(text))
     matched = [] if _SNAPSHOT_HEAD_RE.match(text[:200]) else [reader for reader in READERS if reader.sniff(text)]
     if not matched and looks_like_snapshot(text):
         topology = parse_snapshot(text, source=label)
@@ -158,19 +161,32 @@ def read_text(text: str, label: str) -> Topology:
             raise InputError(f"{label} holds health evidence ({', '.join(health[:4])}), not a topology: "
                              f"`gputopo doctor --from {label}` reads it")
         raise InputError(f"{label} is not a kind gputopo reads ({describe_text(text)}); it reads: {', '.join(kinds_read())}")
-    parts = [_read_part(reader, text, label, alone=len(matched) == 1) for reader in matched]
-    if len(parts) == 1:
-        return parts[0]
-    from gputopo.sources.merge import merge_views
+    read = [(reader, _read_part(reader, text, label, alone=len(matched) == 1)) for reader in matched]
+    empty = [(reader, part) for reader, part in read if isinstance(part, NothingToRead)]
+    read = [(reader, part) for reader, part in read if not isinstance(part, NothingToRead)]
+    if not read:  # every output in the paste is empty: the first one's reason
+        raise empty[0][1]
+    if len(read) == 1:
+        topology = read[0][1]
+    else:
+        from gputopo.sources.merge import merge_views
 
-    return merge_views(parts, [f"{label} ({reader.kind})" for reader in matched])
+        topology = merge_views([part for _, part in read], [f"{label} ({reader.kind})" for reader, _ in read])
+    for reader, exc in empty:  # said, never dropped silently
+        topology.reading_notes.append(ReadingNote("paste-part-empty", {"source": label, "kind": reader.kind, "reason": str(exc)}))
+    return topology
 
 
-def _read_part(reader: Reader, text: str, label: str, alone: bool) -> Topology:
+def _read_part(reader: Reader, text: str, label: str, alone: bool) -> Topology | NothingToRead:
     """One reader's part of a paste; its one-line error names the kind when others matched too
-    (no part of a paste is dropped silently)."""
+    (no part of a paste is dropped silently). A part whose lines carry nothing its reader takes
+    (``NothingToRead``) beside other outputs is returned as that reason, for a reading note."""
     try:
         return reader.read(text, label)
+    except NothingToRead as exc:
+        if alone:
+            raise
+        return exc
     except InputError as exc:
         if alone:
             raise

@@ -3,25 +3,29 @@ together and each host's own findings."""
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from rich import box
 from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from gputopo.analysis.cluster import host_summary
 from gputopo.model.cluster import Cluster
 from gputopo.notation import count_word
 from gputopo.views.common import out
 from gputopo.views.findings import print_findings, print_hanging
 
+if TYPE_CHECKING:
+    from gputopo.analysis.cluster import HostSummary
 
-def hosts_table(cluster: Cluster) -> Table:
+
+def hosts_table(cluster: Cluster, summaries: list[HostSummary]) -> Table:
+    """A row per host: ``summaries``, each host's as ``analysis.cluster.host_summary`` made it."""
     table = Table(title=f"{count_word(len(cluster.hosts), 'host')} side by side", box=box.SIMPLE_HEAD,
                   title_justify="left")
     for column in ("host", "GPUs", "driver / CUDA", "GPU links", "NICs nearest the GPUs"):
         table.add_column(column, overflow="fold")
-    for name, topology in zip(cluster.host_names, cluster.hosts):
-        summary = host_summary(topology, name)
+    for summary in summaries:
         # Text, never markup strings: a snapshot's "[/x]" or "[link=...]" is shown as it is.
         table.add_row(Text(summary.host, style="bold"), Text(summary.gpus), Text(summary.versions),
                       Text(summary.links), Text(summary.nics))
@@ -49,7 +53,8 @@ def render_cluster_findings(cluster: Cluster, console: Console) -> None:
         console.print(Text("No findings: the hosts match.", style="green"))
 
 
-def render_cluster(cluster: Cluster, console: Console | None = None) -> None:
+def render_cluster(cluster: Cluster, summaries: list[HostSummary], console: Console | None = None) -> None:
+    """``scan`` of several hosts: ``summaries`` (a row per host, ``analysis.cluster.host_summary``), then the findings."""
     console = console or out()
-    console.print(hosts_table(cluster))
+    console.print(hosts_table(cluster, summaries))
     render_cluster_findings(cluster, console)

@@ -14,7 +14,8 @@ any device's (a comment says so):
   any other word within a NUMA node (``PHB``, ``NODE``): separate trees under the CPU. NCCL's
   XML has one ``<cpu>`` per NUMA node and no host bridge of its own, so ``PHB`` and ``NODE`` are
   written alike (NCCL itself places both pairs under the CPU);
-- NVLink: direct pairs get ``<nvlink target="<the other GPU's bus id>" count="N">``; on NVSwitch
+- NVLink: direct pairs get ``<nvlink target="<the other GPU's bus id>" count="N" tclass="0x030200">``
+  (NCCL's ``ncclTopoAddNvLinks`` refuses an ``<nvlink>`` without ``tclass``); on NVSwitch
   boards every GPU gets one ``<nvlink>`` to an NVSwitch (``tclass="0x068000"``) with its link
   count, as NCCL's dump shows them;
 - NICs are left out: a NIC's ``guid`` and ``speed`` gputopo does not know, and wrong ones lose NICs
@@ -152,8 +153,8 @@ def nccl_topology_xml(topology: Topology, node: str | None = None) -> str:
                 for end in (link.a, link.b):
                     switch_counts[end] = max(switch_counts.get(end, 0), link.nvlink_count)
             else:
-                nvlinks[link.a].append((bus_of[link.b], link.nvlink_count, None))
-                nvlinks[link.b].append((bus_of[link.a], link.nvlink_count, None))
+                nvlinks[link.a].append((bus_of[link.b], link.nvlink_count, GPU_CLASS))
+                nvlinks[link.b].append((bus_of[link.a], link.nvlink_count, GPU_CLASS))
     if switch_counts:
         switch_bus = buses.take()
         for index, count in switch_counts.items():

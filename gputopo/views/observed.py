@@ -111,12 +111,15 @@ def _nvlink_table(topology: Topology) -> Table | None:
     table = Table(title="NVLinks (nvidia-smi nvlink)", title_justify="left")
     for column in ("GPU", "active", "inactive", "unknown", "GB/s per link", "inactive links"):
         table.add_column(column)
+    cut_lists = {g for note in topology.reading_notes if note.code == "nvlink-list-cut" for g in note.gpus}
     for gpu, states in sorted(by_gpu.items()):
         speeds = sorted({s.gbps for s in states if s.gbps is not None})
         inactive = [str(s.link) for s in states if s.active is False]
+        active = sum(s.active is True for s in states)
+        cut = gpu in cut_lists  # a list the paste cut: what it shows, and more unknown
         table.add_row(
-            str(gpu), str(sum(s.active is True for s in states)), str(len(inactive)),
-            str(sum(s.active is None for s in states)), ", ".join(f"{v:g}" for v in speeds) or "?",
+            str(gpu), f"{active}+" if cut else str(active), str(len(inactive)),
+            "?" if cut else str(sum(s.active is None for s in states)), ", ".join(f"{v:g}" for v in speeds) or "?",
             ", ".join(inactive) or "",
         )  # fmt: skip
     return table

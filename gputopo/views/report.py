@@ -23,7 +23,6 @@ from gputopo.views.vocabulary import severity_word
 if TYPE_CHECKING:
     from gputopo.analysis.recommend import Recommendation
     from gputopo.analysis.scan_result import ScanResult
-    from gputopo.model import Finding
     from gputopo.sources.tools.watch_lines import WatchLines
 
 CSS = """
@@ -145,15 +144,15 @@ def _plan(recommendation: Recommendation | None) -> str:
     return "".join(parts)
 
 
-def _findings(findings: list[Finding]) -> str:
-    if not findings:
+def _findings(result: ScanResult) -> str:
+    """The findings as the scan result ranks them (``ScanResult.ranked_findings``: worst first, each
+    with its kind)."""
+    if not result.findings:
         return '<p class="muted">No findings.</p>'
-    from gputopo.analysis.causes.finding_kinds import kind_of, worst_first
-
     items = []
-    for f in worst_first(findings):  # errors, warnings, infos; faults before design facts before notes
+    for f, kind in result.ranked_findings:  # errors, warnings, infos; faults before design facts before notes
         fix = f"<br/><span class=\"muted\">Fix: {esc(f.fix)}</span>" if f.fix else ""
-        items.append(f'<li data-kind="{esc(kind_of(f))}"><span class="sev sev-{esc(f.severity)}">{esc(severity_word(f.severity))}</span> '
+        items.append(f'<li data-kind="{esc(kind)}"><span class="sev sev-{esc(f.severity)}">{esc(severity_word(f.severity))}</span> '
                      f'<code>{esc(f.code)}</code> {esc(f.message)}{fix}</li>')
     return "<ul>" + "".join(items) + "</ul>"
 
@@ -174,7 +173,7 @@ def unknowns(result: ScanResult) -> list[str]:
         notes.append("P2P support is not in the source (nvidia-smi topo -m alone does not say it; topo -p2p does).")
     from gputopo.views.unknowns import assumption_notes
 
-    return notes + assumption_notes(result.topology)
+    return notes + assumption_notes(result)
 
 
 def _gpu_table(result: ScanResult) -> str:
@@ -192,7 +191,7 @@ def _gpu_table(result: ScanResult) -> str:
         # Unknown is "?" (with why on hover), never an empty cell that reads as "none".
         memory = f"{g.memory_total_bytes / 2**30:.0f} GiB" if g.memory_total_bytes else None
         pcie = f"Gen{g.pcie_gen_current or '?'}/{g.pcie_gen_max or '?'} x{g.pcie_width_current or '?'}" if g.pcie_gen_max or g.pcie_gen_current else None
-        nvlink = nvlink_cell(topology, g)
+        nvlink = nvlink_cell(g, result.implied_nvlinks(g))
         cells = [g.index, g.name, place.pci_bus_id, memory, place.numa_node, place.cpu_affinity, pcie, nvlink]
         if nics:
             cells.append(f"{', '.join(place.nearest_nics)} ({place.nic_path})" if place.nic_path else None)
@@ -214,7 +213,7 @@ def render_report(topology: Topology, recommendation: Recommendation | None = No
 
         scan = scan_result(topology)
     best = recommendation.best.gpus if recommendation is not None else []
-    svg = render_svg(topology, best=best, standalone=False)
+    svg = render_svg(topology, best=best, standalone=False, scan=scan)
     notes = unknowns(scan)
     unknown_html = "<ul>" + "".join(f"<li>{esc(n)}</li>" for n in notes) + "</ul>" if notes else '<p class="muted">Nothing: every pair has a known link.</p>'
     title = _title(topology)
@@ -229,7 +228,7 @@ def render_report(topology: Topology, recommendation: Recommendation | None = No
             '<p class="hint">Hover a GPU to see its NVLinks and, in every other GPU, the path to it; hover a link, box or NIC for details.</p></section>',
             f'<section id="plan"><h2>Plan</h2>{_plan(recommendation)}</section>',
             _watch(watch, best),
-            f'<section id="findings"><h2>Findings</h2>{_findings(scan.findings)}</section>',
+            f'<section id="findings"><h2>Findings</h2>{_findings(scan)}</section>',
             f'<section id="unknown"><h2>Not known</h2>{unknown_html}</section>',
             f'<section id="heatmaps"><h2>Heatmaps</h2>{heatmaps(scan)}</section>',
             f'<section id="gpus"><h2>GPUs</h2>{_gpu_table(scan)}</section>',

@@ -57,9 +57,9 @@ def matrix(topology: Topology, name: str, caption: str, cell: Callable[[int, int
     return "".join(rows)
 
 
-def _kind_cell(topology: Topology) -> Callable[[int, int, Link], Cell]:
+def _kind_cell(scan: ScanResult) -> Callable[[int, int, Link], Cell]:
     def cell(a: int, b: int, link: Link) -> Cell:
-        expected, _, why = link_figures(topology, link)
+        expected, _, why = link_figures(scan, link)
         word = "?" if link.type == "UNKNOWN" else link.type
         tip = f"GPU {a} - GPU {b}: {link.type}, expected ~{format_gbps(expected)} GB/s per direction ({why})"
         return word, speed_hex(expected) if link.type != "UNKNOWN" else UNKNOWN_HEX, tip
@@ -151,7 +151,7 @@ def heatmaps(result: ScanResult) -> str:
         parts.append(f'<p class="summary">{n} GPUs: too many for a {n} x {n} table; each pair\'s link is in the '
                      "snapshot below and in <code>gputopo scan --json</code>.</p>")
     else:
-        parts.append(matrix(topology, "kind", "Link kind (colour: expected GB/s per direction)", _kind_cell(topology)))
+        parts.append(matrix(topology, "kind", "Link kind (colour: expected GB/s per direction)", _kind_cell(result)))
         if topology.source != "tf-log":  # TF reports peer access, not read/write capability
             parts.append(matrix(topology, "p2p", "P2P read/write status (nvidia-smi topo -p2p words)", _p2p_cell))
     if len(topology.gpus) > MAX_HEATMAP_GPUS:  # (nor a table per measurement)

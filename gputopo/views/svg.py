@@ -12,7 +12,8 @@ from ``esc`` (untrusted input).
 
 from __future__ import annotations
 
-from gputopo.analysis.causes.finding_kinds import FAULT
+from typing import TYPE_CHECKING
+
 from gputopo.model import Link, Topology
 from gputopo.views.svg_hub import hub_elements, legend
 from gputopo.views.svg_layout import LABEL_H, Layout, build_layout
@@ -24,11 +25,13 @@ from gputopo.views.svg_links import (
     link_figures,
     link_label,
     link_tooltip,
-    measured_verdict,
     peer_word,
     speed_hex,
 )
 from gputopo.views.svg_tree import CHAR_W, Box, GpuItem, Hop, NicItem, fit, wrap
+
+if TYPE_CHECKING:
+    from gputopo.analysis.scan_result import ScanResult
 
 SVG_NS = "http://www.w3.org/2000/svg"
 BOX_STYLE = {
@@ -73,18 +76,30 @@ def _hop_hex(hop: Hop) -> str:
     return NARROW_HEX if hop.narrow else SLOW_HEX
 
 
-def switch_faults(layout: Layout) -> dict[int, list[str]]:
-    """The PCIe switches doctor found at fault on a path between two of their own GPUs (``acs``:
-    ACS redirecting peer traffic up to the root; a PIX pair goes through that switch alone):
-    ``id(box)`` -> what, per pair."""
+def _pair_faults_outside_hub(scan: ScanResult, layout: Layout) -> dict[tuple[int, int], list[str]]:
+    """The pairs doctor named with what it found on their path (``ScanResult.pair_faults``), but
+    those through the NVSwitch hub (drawn by its spokes, not one by one)."""
+    hub = set(layout.hub_members)
+    return {pair: words for pair, words in scan.pair_faults.items() if not (pair[0] in hub and pair[1] in hub)}
+
+
+def switch_faults(scan: ScanResult, layout: Layout) -> dict[int, list[str]]:
+    """The PCIe switches where a pair doctor found at fault meets (``acs``: ACS redirecting peer
+    traffic up to the root instead of across the switch): for each pair it named that the drawing
+    shows by the boxes, not as an edge, the innermost switch box holding both its GPUs at any depth
+    (in a nested fabric, the outer switch for two GPUs under two inner ones). ``id(box)`` -> what, per pair."""
+    faults = {pair: words for pair, words in _pair_faults_outside_hub(scan, layout).items() if pair not in layout.edges}
+    if not faults:
+        return {}
+    switches: dict[int, list[Box]] = {}  # GPU -> the switch boxes holding it, innermost first
+    for box in sorted((b for b in layout.boxes if b.kind == "switch"), key=lambda b: len(_gpus_in(b))):
+        for g in _gpus_in(box):
+            switches.setdefault(g, []).append(box)
     out: dict[int, list[str]] = {}
-    health = {(lk.a, lk.b): lk.health for lk in layout.path_links[:20000] if lk.health}
-    for box in layout.boxes if health else []:
-        gpus = sorted(c.index for c in box.children if isinstance(c, GpuItem)) if box.kind == "switch" else []
-        for i, a in enumerate(gpus):
-            for b in gpus[i + 1:]:
-                if health.get((a, b)):
-                    out.setdefault(id(box), []).append(f"GPU {a} - GPU {b}: " + ", ".join(health[(a, b)]))
+    for (a, b), words in sorted(faults.items()):
+        meet = next((box for box in switches.get(a, ()) if any(box is other for other in switches.get(b, ()))), None)
+        if meet is not None:
+            out.setdefault(id(meet), []).append(f"GPU {a} - GPU {b}: " + ", ".join(words))
     return out
 
 
@@ -155,19 +170,18 @@ def _memory(n: int | None) -> str | None:
     return None if not n else f"{n / 2**30:.0f} GiB"
 
 
-def gpu_faults(topology: Topology, layout: Layout) -> dict[int, list[str]]:
-    """What is wrong where, by GPU: the faults that name GPUs (``Finding.gpus``; a finding of no
-    kind, from an older snapshot, when it is an error) and doctor's problems on a pair's path
-    (``Link.health``) on both its GPUs."""
+def gpu_faults(scan: ScanResult, layout: Layout) -> dict[int, list[str]]:
+    """What is wrong where, by GPU: the faults that name GPUs (``ScanResult.faults``) and doctor's
+    problems on a pair's path (``ScanResult.pair_faults``) on both its GPUs."""
     out: dict[int, list[str]] = {}
-    for finding in topology.diagnostics:
-        if finding.kind == FAULT or (finding.kind is None and finding.severity == "error"):
-            for g in dict.fromkeys(finding.gpus):
-                out.setdefault(g, []).append(finding.message)
-    for link in [*layout.arc_links, *layout.path_links][:20000]:  # (a large domain's are on its hub)
-        if link.health:
-            for g, peer in ((link.a, link.b), (link.b, link.a)):
-                out.setdefault(g, []).append(f"to GPU {peer}: " + ", ".join(link.health))
+    for finding in scan.faults:
+        for g in dict.fromkeys(finding.gpus):
+            out.setdefault(g, []).append(finding.message)
+    pairs = _pair_faults_outside_hub(scan, layout)
+    for (a, b) in sorted(pairs, key=lambda pair: pair not in layout.edges):  # the edges' first, then the paths'
+        words = pairs[(a, b)]
+        for g, peer in ((a, b), (b, a)):
+            out.setdefault(g, []).append(f"to GPU {peer}: " + ", ".join(words))
     return {g: words for g, words in out.items() if g in layout.gpus}
 
 
@@ -229,7 +243,7 @@ def _nic_item(item: NicItem, layout: Layout) -> str:
     return "".join(parts) + "</g>"
 
 
-def _stroke(topology: Topology, link: Link, expected: float) -> tuple[str, float, str]:
+def _stroke(scan: ScanResult, link: Link, expected: float) -> tuple[str, float, str]:
     """(colour, width, dash pattern) of an edge: colour = expected speed, or measured/expected where
     measured, red where doctor found the link at fault; width = NVLink count; dashes = no P2P or a fault."""
     if link.type == "UNKNOWN":
@@ -237,54 +251,61 @@ def _stroke(topology: Topology, link: Link, expected: float) -> tuple[str, float
     width = 2.0 + 0.5 * min(link.nvlink_count, 8) if link.nvlink_count else 1.6
     if link.health:
         return FAULT_HEX, width, "4 3"
-    judged = measured_verdict(topology, link)
+    judged = scan.link_verdict(link)
     colour = VERDICT_HEX[judged] if judged is not None else speed_hex(expected)
     return colour, width, "7 5" if link.can_peer is False else ""
 
 
-def _link_attrs(topology: Topology, link: Link, colour: str) -> str:
+def _link_attrs(scan: ScanResult, link: Link, colour: str) -> str:
     """The machine-checkable attributes of a pair (docs/report.md), and what the hover script shows."""
-    expected, measured, _ = link_figures(topology, link)
+    expected, measured, _ = link_figures(scan, link)
     extra = f' data-measured-gbps="{measured:.1f}"' if measured is not None else ""
     return (
         f'data-link="{link.a}-{link.b}" data-type="{esc(link.type)}" data-gbps="{expected:.1f}"{extra} '
-        f'data-peer="{peer_word(link)}" data-label="{esc(link_label(topology, link))}" data-colour="{colour}"'
+        f'data-peer="{peer_word(link)}" data-label="{esc(link_label(scan, link))}" data-colour="{colour}"'
     )
 
 
-def _edge(topology: Topology, link: Link, layout: Layout, best: set[int]) -> tuple[str, str]:
+def _edge(scan: ScanResult, link: Link, layout: Layout, best: set[int]) -> tuple[str, str]:
     """An NVLink edge (its group with the path) and its label (drawn later, above every edge)."""
-    expected, _, _ = link_figures(topology, link)
-    colour, width, dash = _stroke(topology, link, expected)
+    expected, _, _ = link_figures(scan, link)
+    colour, width, dash = _stroke(scan, link, expected)
     e = layout.edges[(link.a, link.b)]
     cls = "link best" if link.a in best and link.b in best else "link"
     dash_attr = f' stroke-dasharray="{dash}"' if dash else ""
     path = (
-        f'<g class="{cls}" {_link_attrs(topology, link, colour)}><title>{esc(link_tooltip(topology, link))}</title>'
+        f'<g class="{cls}" {_link_attrs(scan, link, colour)}><title>{esc(link_tooltip(scan, link))}</title>'
         f'<path d="M{e.x1:.1f},{e.y1:.1f} C{e.x1:.1f},{e.c1y:.1f} {e.x2:.1f},{e.c2y:.1f} {e.x2:.1f},{e.y2:.1f}" '
         f'stroke="{colour}" stroke-width="{width:.1f}"{dash_attr}/></g>'
     )
     if layout.compact:
         return path, ""
     label = (
-        f'<g class="lbl" data-of="{link.a}-{link.b}"><title>{esc(link_tooltip(topology, link))}</title>'
+        f'<g class="lbl" data-of="{link.a}-{link.b}"><title>{esc(link_tooltip(scan, link))}</title>'
         f'<rect x="{e.lx - e.label_w / 2:.1f}" y="{e.ly - LABEL_H / 2:.1f}" width="{e.label_w:.1f}" height="{LABEL_H}" '
-        f'rx="3" stroke="{colour}"/><text x="{e.lx:.1f}" y="{e.ly + 4:.1f}">{esc(link_label(topology, link))}</text></g>'
+        f'rx="3" stroke="{colour}"/><text x="{e.lx:.1f}" y="{e.ly + 4:.1f}">{esc(link_label(scan, link))}</text></g>'
     )
     return path, label
 
 
-def _path_only(topology: Topology, link: Link) -> str:
+def _path_only(scan: ScanResult, link: Link) -> str:
     """A pair joined by a PCIe path only: not drawn (the boxes show it), an empty group that
     carries its attributes and tooltip; hovering a GPU writes its word into the peer's box."""
-    expected, _, _ = link_figures(topology, link)
+    expected, _, _ = link_figures(scan, link)
     colour = UNKNOWN_HEX if link.type == "UNKNOWN" else speed_hex(expected)
-    return f'<g class="via-path" {_link_attrs(topology, link, colour)}><title>{esc(link_tooltip(topology, link))}</title></g>'
+    return f'<g class="via-path" {_link_attrs(scan, link, colour)}><title>{esc(link_tooltip(scan, link))}</title></g>'
 
 
-def render_svg(topology: Topology, best: list[int] | tuple[int, ...] = (), standalone: bool = True) -> str:
-    """The drawing of ``topology``; ``best`` GPUs (a recommended group) are highlighted."""
-    layout = build_layout(topology)
+def render_svg(topology: Topology, best: list[int] | tuple[int, ...] = (), standalone: bool = True,
+               scan: ScanResult | None = None) -> str:
+    """The drawing of ``topology``; ``best`` GPUs (a recommended group) are highlighted. ``scan``: the
+    topology's ``ScanResult``, whose figures, verdicts and faults the drawing shows (made here where
+    the caller has none)."""
+    if scan is None:
+        from gputopo.analysis.scan_result import scan_result
+
+        scan = scan_result(topology)
+    layout = build_layout(scan)
     chosen = set(best)
     ns = f' xmlns="{SVG_NS}"' if standalone else ""
     title = topology.label or f"{topology.source} {topology.source_detail or ''}".strip()
@@ -303,22 +324,22 @@ def render_svg(topology: Topology, best: list[int] | tuple[int, ...] = (), stand
         shown = fit(title, room, 7.8)  # (cut: the whole title on hover)
         tip = f"<title>{esc(title)}</title>" if shown != title else ""
         parts.append(f'<text x="12" y="20" font-size="14" font-weight="700">{tip}{esc(shown)}</text>')
-    at_fault = switch_faults(layout)
+    at_fault = switch_faults(scan, layout)
     parts += [_box(b, at_fault.get(id(b))) for b in layout.boxes]
-    edges = [_edge(topology, lk, layout, chosen) for lk in layout.arc_links]
+    edges = [_edge(scan, lk, layout, chosen) for lk in layout.arc_links]
     parts.append('<g class="links">')
     parts += [path for path, _ in edges]
     parts.append("</g>")
     parts.append('<g class="paths">')
-    parts += [_path_only(topology, lk) for lk in layout.path_links]
+    parts += [_path_only(scan, lk) for lk in layout.path_links]
     parts.append("</g>")
-    parts += hub_elements(topology, layout, chosen)
+    parts += hub_elements(scan, layout, chosen)
     parts += [_nic_item(n, layout) for n in layout.nics]
-    faults = gpu_faults(topology, layout)
+    faults = gpu_faults(scan, layout)
     parts += [_gpu_item(topology, g, layout, chosen, faults.get(g.index)) for g in layout.gpus.values()]
     parts.append('<g class="labels">')
     parts += [label for _, label in edges]
     parts.append("</g>")
-    parts.append(legend(topology, layout))
+    parts.append(legend(scan, layout))
     parts.append("</svg>")
     return "\n".join(parts) + "\n"

@@ -8,12 +8,9 @@ import operator
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from gputopo.analysis.expect.bandwidth import Estimate
-from gputopo.analysis.expect.estimates import estimate_column, pair_classes
-from gputopo.analysis.expect.measured import measured_gbps
-from gputopo.model import Link, Topology
+from gputopo.model import Link
 from gputopo.notation import format_gbps
 from gputopo.views.svg_layout import Layout, legend_notes
 from gputopo.views.svg_links import (
@@ -28,6 +25,9 @@ from gputopo.views.svg_links import (
 from gputopo.views.svg_tree import fit
 from gputopo.views.topology import SPEED_STYLES
 
+if TYPE_CHECKING:
+    from gputopo.analysis.expect.bandwidth import Estimate
+    from gputopo.analysis.scan_result import ScanResult
 
 # Above this many pairs through the hub (a 576-GPU domain has 165,600) the drawing holds an element
 # only for the pairs unlike the others (another word or figure, measured, no P2P); the hub's
@@ -43,23 +43,24 @@ class _HubPairs:
     links: list[Link]
     classes: list[int]  # each link's class: its kind and its estimate say what it is drawn as
     kind: dict[int, int]  # class -> its kind of link (``Topology.link_table``)
-    expected: dict[int, Estimate]  # class -> its estimate (``analysis.expect.estimates``)
+    expected: dict[int, Estimate]  # class -> its estimate (``ScanResult.expected_column``)
     measured: dict[int, float]  # position in ``links`` -> measured GB/s, where measured
 
     @classmethod
-    def of(cls, topology: Topology, members: set[int]) -> _HubPairs:
+    def of(cls, scan: ScanResult, members: set[int]) -> _HubPairs:
+        topology = scan.topology
         table = topology.link_table()
         inside = list(map(operator.and_, map(members.__contains__, table.ends_a), map(members.__contains__, table.ends_b)))
         links = list(itertools.compress(topology.links, inside))
         measured = {}
         for k in itertools.compress(range(len(links)), map(operator.attrgetter("measured"), links)):
-            value = measured_gbps(links[k])
+            value = scan.measured_gbps(links[k])
             if value is not None:
                 measured[k] = value
-        kinds, estimates = list(itertools.compress(table.kind_of, inside)), list(itertools.compress(estimate_column(topology), inside))
-        pairs = pair_classes(topology)
-        if pairs.complete:  # the class of pair names both (an integer each: counted in C)
-            classes = list(itertools.compress(pairs.code_of, inside))
+        kinds, estimates = list(itertools.compress(table.kind_of, inside)), list(itertools.compress(scan.expected_column, inside))
+        codes = scan.class_column
+        if codes is not None:  # the class of pair names both (an integer each: counted in C)
+            classes = list(itertools.compress(codes, inside))
         else:  # (links to GPUs the list lacks: one class per kind and estimate)
             numbers: dict[Any, int] = {}
             classes = [numbers.setdefault((kind, id(estimate)), len(numbers)) for kind, estimate in zip(kinds, estimates)]
@@ -75,10 +76,11 @@ class _HubPairs:
         return counts.most_common(1)[0][0]
 
 
-def hub_text(topology: Topology, layout: Layout, pairs: _HubPairs | None = None) -> tuple[str, str]:
+def hub_text(scan: ScanResult, layout: Layout, pairs: _HubPairs | None = None) -> tuple[str, str]:
     """(label on the hub, its tooltip); ``pairs``: the hub's pairs where already read."""
+    topology = scan.topology
     members = set(layout.hub_members)
-    pairs = pairs or _HubPairs.of(topology, members)
+    pairs = pairs or _HubPairs.of(scan, members)
     table = topology.link_table()
     word = pairs.most_common(lambda kind, _: table.kinds[kind][0])
     expected = pairs.most_common(lambda _, estimate: round(estimate.gbps, 1))
@@ -98,13 +100,14 @@ def hub_text(topology: Topology, layout: Layout, pairs: _HubPairs | None = None)
     return label, detail
 
 
-def hub_elements(topology: Topology, layout: Layout, best: set[int]) -> list[str]:
+def hub_elements(scan: ScanResult, layout: Layout, best: set[int]) -> list[str]:
     if layout.hub is None:
         return []
+    topology = scan.topology
     members = set(layout.hub_members)
     hx, hy, hw, hh = layout.hub
-    hub = _HubPairs.of(topology, members)
-    label, detail = hub_text(topology, layout, hub)
+    hub = _HubPairs.of(scan, members)
+    label, detail = hub_text(scan, layout, hub)
     table = topology.link_table()
     common = hub.most_common(lambda kind, estimate: (table.kinds[kind][0], round(estimate.gbps, 1), table.examples[kind].can_peer))
     pairs = hub.links
@@ -114,7 +117,7 @@ def hub_elements(topology: Topology, layout: Layout, best: set[int]) -> list[str
                  if (table.kinds[kind][0], round(hub.expected[code].gbps, 1), table.examples[kind].can_peer) == common}
         unlike = itertools.compress(range(len(pairs)), map(operator.not_, map(alike.__contains__, hub.classes)))
         drawn = [pairs[k] for k in sorted({*unlike, *hub.measured})]
-    figures = {(lk.a, lk.b): link_figures(topology, lk) for lk in drawn}
+    figures = {(lk.a, lk.b): link_figures(scan, lk) for lk in drawn}
     summarised = len(pairs) - len(drawn)
     if summarised:
         detail += (f"\n{summarised} of the {len(pairs)} pairs are {common[0]} at the same expected figure: "
@@ -125,7 +128,7 @@ def hub_elements(topology: Topology, layout: Layout, best: set[int]) -> list[str
         extra = f' data-measured-gbps="{measured:.1f}"' if measured is not None else ""
         parts.append(
             f'<g class="via-hub" data-link="{lk.a}-{lk.b}" data-type="{esc(lk.type)}" data-gbps="{expected:.1f}"{extra} '
-            f'data-peer="{peer_word(lk)}"><title>{esc(link_tooltip(topology, lk))}</title></g>'
+            f'data-peer="{peer_word(lk)}"><title>{esc(link_tooltip(scan, lk))}</title></g>'
         )
     parts.append("</g>")
     colour = speed_hex(common[1])
@@ -161,13 +164,13 @@ def _swatches(x: float, y: float) -> tuple[list[str], float]:
     return parts, x
 
 
-def _edge_samples(topology: Topology, layout: Layout) -> list[tuple[str, str, float, str]]:
+def _edge_samples(scan: ScanResult, layout: Layout) -> list[tuple[str, str, float, str]]:
     """One legend line per kind of NVLink edge drawn, in the colour and width it is drawn with
     (so the legend's NVLink colours are the drawing's), then the dashes and dots where drawn."""
     samples: dict[str, tuple[str, str, float, str]] = {}
     dashed = dotted = False
     for link in layout.arc_links[:5000]:  # (a few kinds; a large domain's links are on its hub)
-        expected, _, _ = link_figures(topology, link)
+        expected, _, _ = link_figures(scan, link)
         if link.type == "UNKNOWN":
             dotted = True
             continue
@@ -176,8 +179,8 @@ def _edge_samples(topology: Topology, layout: Layout) -> list[tuple[str, str, fl
         samples.setdefault(link.type, (f"{link.type} ~{format_gbps(expected)}", speed_hex(expected), width, ""))
     out = [samples[k] for k in sorted(samples, key=lambda w: (len(w), w))][:6]
     if layout.hub is not None:
-        table = topology.link_table()
-        hub = _HubPairs.of(topology, set(layout.hub_members))
+        table = scan.topology.link_table()
+        hub = _HubPairs.of(scan, set(layout.hub_members))
         word, gbps = hub.most_common(lambda kind, estimate: (table.kinds[kind][0], estimate.gbps))
         out.append((f"{word} ~{format_gbps(gbps)} through the hub", speed_hex(gbps), 2.5, ""))
     if dashed:
@@ -187,12 +190,12 @@ def _edge_samples(topology: Topology, layout: Layout) -> list[tuple[str, str, fl
     return out
 
 
-def legend(topology: Topology, layout: Layout) -> str:
+def legend(scan: ScanResult, layout: Layout) -> str:
     y = layout.legend_y + 8
     parts, _ = _swatches(12, y)
     y += 22
     x = 12.0
-    samples = _edge_samples(topology, layout)
+    samples = _edge_samples(scan, layout)
     if samples:
         parts.append(f'<text x="{x:.1f}" y="{y + 4:.1f}">NVLink edges (thicker: more links):</text>')
         x += 226
@@ -204,7 +207,7 @@ def legend(topology: Topology, layout: Layout) -> str:
     if not samples:
         parts.append(f'<text x="{x:.1f}" y="{y + 4:.1f}">no NVLink between these GPUs</text>')
     y += 22
-    notes = legend_notes(topology, layout)
+    notes = legend_notes(scan, layout)
     for note in notes:
         parts.append(f'<text x="12" y="{y + 4:.1f}" fill="#57606a">{esc(note)}</text>')
         y += 18

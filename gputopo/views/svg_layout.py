@@ -18,8 +18,8 @@ import bisect
 import itertools
 import operator
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-from gputopo.analysis.causes.finding_kinds import FAULT
 from gputopo.model import Link, Topology
 from gputopo.views.svg_fabric import FABRIC, TreeSource, drawing_roots
 from gputopo.views.svg_links import is_edge, link_label
@@ -38,6 +38,9 @@ from gputopo.views.svg_tree import (
     hub_members,
     measure,
 )
+
+if TYPE_CHECKING:
+    from gputopo.analysis.scan_result import ScanResult
 
 MARGIN = 12
 TITLE_H = 30
@@ -244,15 +247,6 @@ def _cross_labels(cross: list[Edge], top: float) -> float:
     return len(rows) * ARC_STEP
 
 
-def missing_pairs(topology: Topology) -> list[tuple[int, int]]:
-    """The pairs of GPUs without a link in the source (none, found in whole columns, where every
-    pair has one)."""
-    if topology.link_table().covers_every_pair(topology.gpu_indices):
-        return []
-    links = topology.link_map()
-    return [p for p in topology.pairs() if p not in links]
-
-
 def _gpus_in(items: list[Item]) -> set[int]:
     out: set[int] = set()
     for item in items:
@@ -299,7 +293,7 @@ def _bands(roots: list[Item], sizes: dict, members: list[int], arc_links: list[L
     return _split_in_two(roots, sizes) if one_row > MAX_ROW_W else [roots]
 
 
-def legend_notes(topology: Topology, layout: Layout) -> list[str]:
+def legend_notes(scan: ScanResult, layout: Layout) -> list[str]:
     """The legend's lines of notes (under its colours and edge kinds), one a line."""
     if layout.tree.kind == FABRIC:
         notes = ["PCIe paths: the boxes as read (NUMA node › root port › PCIe switch › GPU); hover a GPU for its path to each other GPU"]
@@ -310,12 +304,12 @@ def legend_notes(topology: Topology, layout: Layout) -> list[str]:
     if any(lk.measured is not None for lk in layout.arc_links):
         notes.append("measured edges: colour = measured / expected (green ok, yellow low, red far below, "
                      "purple above line rate); expected in the tooltip")
-    if any((f.kind == FAULT or (f.kind is None and f.severity == "error")) and f.gpus for f in topology.diagnostics) \
+    if any(f.gpus for f in scan.faults) \
             or any(lk.health for lk in [*layout.arc_links, *layout.path_links][:20000]):
         notes.append("red ! on a GPU, red dashes on an edge or a PCIe switch: a fault found there (hover for the finding)")
     if layout.hub is not None:
         notes.append("GPUs on the NVSwitch hub reach each other through it")
-    table = topology.link_table()  # (counted per kind of link)
+    table = scan.topology.link_table()  # (counted per kind of link)
     unknown = sum(table.kinds_where(k for k, kind in enumerate(table.kinds) if kind[0] == "UNKNOWN"))
     if unknown:
         notes.append(f"{unknown} links of unknown kind (the source says only whether TF could peer)")
@@ -355,8 +349,9 @@ def _second_band(layout: Layout, placed: tuple, levels: int, y: float, row1: flo
     return band2_top + placed[1] + BAND_GAP
 
 
-def build_layout(topology: Topology) -> Layout:
-    """Every coordinate of the drawing of ``topology``."""
+def build_layout(scan: ScanResult) -> Layout:
+    """Every coordinate of the drawing of ``scan``'s topology."""
+    topology = scan.topology
     compact = len(topology.gpus) > COMPACT_ABOVE
     sizes = COMPACT if compact else NORMAL
     frame, roots, tree = drawing_roots(topology, compact)
@@ -372,7 +367,7 @@ def build_layout(topology: Topology) -> Layout:
         layout.nics.extend(local["nics"])
         layout.boxes.extend(local["boxes"])
     right = max([x] + [x + w for w, _, _ in placed])
-    widths = {(lk.a, lk.b): len(link_label(topology, lk)) * CHAR_W + LABEL_PAD for lk in arc_links} if not compact else {}
+    widths = {(lk.a, lk.b): len(link_label(scan, lk)) * CHAR_W + LABEL_PAD for lk in arc_links} if not compact else {}
     widths = widths or {(lk.a, lk.b): 0.0 for lk in arc_links}
     band_of = {g: i for i, (_, _, local) in enumerate(placed) for g in local["gpus"]}
     ends: dict[int, list[tuple[int, float]]] = {}
@@ -406,9 +401,9 @@ def build_layout(topology: Topology) -> Layout:
         layout.boxes.insert(0, frame)
         y += PAD
         right += PAD
-    layout.missing_pairs = missing_pairs(topology)
+    layout.missing_pairs = scan.unknowns.missing_pairs
     layout.legend_y = y + 10
     layout.width = max(right + MARGIN, LEGEND_W)
-    layout.height = layout.legend_y + 8 + 22 + 22 + 18 * len(legend_notes(topology, layout)) + 4  # (svg_hub.legend)
+    layout.height = layout.legend_y + 8 + 22 + 22 + 18 * len(legend_notes(scan, layout)) + 4  # (svg_hub.legend)
 
     return layout

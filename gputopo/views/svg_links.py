@@ -5,18 +5,20 @@ from __future__ import annotations
 
 import re
 from html import escape
+from typing import TYPE_CHECKING
 
-from gputopo.analysis.expect.estimates import estimate_of
-from gputopo.analysis.expect.measured import expectation, measured_gbps, verdict
-from gputopo.model import Link, Topology
+from gputopo.model import Link
 from gputopo.notation import format_gbps
 from gputopo.views.topology import SPEED_STYLES
+
+if TYPE_CHECKING:
+    from gputopo.analysis.scan_result import ScanResult
 
 # Hex colours for the terminal's speed styles (same thresholds, fastest first).
 SPEED_HEX = ("#137333", "#4caf50", "#c99a00", "#e8710a", "#d93025")
 UNKNOWN_HEX = "#8a8a8a"
 FAULT_HEX = "#d93025"
-# Measured against expected (``analysis.expect.measured.verdict``): the colour of a measured edge.
+# Measured against expected (``ScanResult.link_verdict``, ``Comparison.verdict``): the colour of a measured edge.
 VERDICT_HEX = {"ok": "#4caf50", "low": "#c99a00", "far-below": "#d93025", "above-line-rate": "#8e44ad"}
 VERDICT_WORDS = {"ok": "", "low": ": low", "far-below": ": far below",
                  "above-line-rate": ": above the link's line rate, suspect (the bytes did not cross this link)"}
@@ -37,12 +39,11 @@ def speed_hex(gbps: float | None) -> str:
     return SPEED_HEX[-1]
 
 
-def link_figures(topology: Topology, link: Link) -> tuple[float, float | None, str]:
-    """(expected GB/s per direction, measured GB/s or None, how the expectation was made)."""
-    # Once per class of pair (a 576-GPU domain: 165,600 links, a few classes), shared with the other
-    # views of this topology.
-    expected = estimate_of(topology, link)
-    return expected.gbps, measured_gbps(link), expected.explanation
+def link_figures(scan: ScanResult, link: Link) -> tuple[float, float | None, str]:
+    """(expected GB/s per direction, measured GB/s or None, how the expectation was made), as the
+    scan result has them (``ScanResult.expected``: once per class of pair, shared with the other views)."""
+    expected = scan.expected(link)
+    return expected.gbps, scan.measured_gbps(link), expected.explanation
 
 
 def is_edge(link: Link) -> bool:
@@ -51,34 +52,21 @@ def is_edge(link: Link) -> bool:
     return link.nvlink_count > 0 or link.type.startswith("NV")
 
 
-def link_label(topology: Topology, link: Link) -> str:
+def link_label(scan: ScanResult, link: Link) -> str:
     """An edge's label: link word and expected GB/s per direction, or measured (~expected)."""
-    expected, measured, _ = link_figures(topology, link)
+    expected, measured, _ = link_figures(scan, link)
     word = "?" if link.type == "UNKNOWN" else link.type
     if measured is not None:
         return f"{word} {format_gbps(measured)} (~{format_gbps(expected)})"
     return f"{word} ~{format_gbps(expected)}"
 
 
-def measured_verdict(topology: Topology, link: Link) -> str | None:
-    """The verdict on a measured link's slower direction against its expectation (None: not measured
-    or nothing expected): the one rule of ``analysis.expect.measured``."""
-    m = link.measured
-    if m is None or m.device_kind != "GPU":
-        return None
-    values = [v for v in (m.a_to_b_gbps, m.b_to_a_gbps) if v is not None]
-    expected = expectation(topology, link)
-    if not values or expected is None:
-        return None
-    return verdict(min(values), expected.gbps, expected.line_rate_gbps)
-
-
 def peer_word(link: Link) -> str:
     return {True: "ok", False: "no", None: "unknown"}[link.can_peer]
 
 
-def link_tooltip(topology: Topology, link: Link) -> str:
-    expected, measured, why = link_figures(topology, link)
+def link_tooltip(scan: ScanResult, link: Link) -> str:
+    expected, measured, why = link_figures(scan, link)
     lines = [f"GPU {link.a} - GPU {link.b}: {link.type}" + (" through NVSwitch" if link.nvswitch else "")]
     lines.append(f"expected ~{format_gbps(expected)} GB/s per direction ({why})")
     if link.pcie_path and link.pcie_path != link.type:
@@ -95,7 +83,7 @@ def link_tooltip(topology: Topology, link: Link) -> str:
         if m.bidirectional_gbps is not None:
             parts.append(f"both ways {format_gbps(m.bidirectional_gbps)}")
         lines.append(f"measured ({m.device_kind}): " + (", ".join(parts) or "no figure") + " GB/s")
-        judged = measured_verdict(topology, link)
+        judged = scan.link_verdict(link)
         if judged is not None:
             lines.append(f"measured / expected: {judged}{VERDICT_WORDS[judged]}")
     if link.health:

@@ -19,7 +19,6 @@ from rich.table import Table
 from rich.text import Text
 from rich.tree import Tree
 
-from gputopo.analysis.expect.bandwidth import pair_estimate
 from gputopo.model import (
     NVLINK_MEANING,
     P2P_OK,
@@ -38,7 +37,7 @@ from gputopo.views.topology_large import (
     gpu_summary_table,
     host_summary_tree,
 )
-from gputopo.views.unknowns import nvlink_cell, speed_span
+from gputopo.views.unknowns import nvlink_cell, span_figure
 from gputopo.views.vocabulary import SEVERITY_STYLE as SEVERITY_STYLE  # noqa: F401  (re-exported)
 
 if TYPE_CHECKING:
@@ -159,29 +158,28 @@ def _nearest_nics_line(places: list[GpuPlace]) -> Text | None:
         for (nics, path), gpus in by_nics.items()), style="dim")
 
 
-def _link_cell(topo: Topology, a: int, b: int, vm: bool = False) -> Text:
-    link = topo.link_map().get((a, b))
+def _link_cell(result: ScanResult, a: int, b: int) -> Text:
+    link = result.topology.link_map().get((a, b))
     if link is None or link.type == "UNKNOWN":  # a snapshot may lack a pair: say so, don't crash
         return Text("?", style="dim")
-    if vm and not link.is_nvlink:  # the hypervisor's word: no speed to colour it by
+    gbps = result.expected_speed(link)
+    if gbps is None:  # a virtual machine: the hypervisor's word, no speed to colour it by
         return Text(link.type)
-    return Text(link.type, style=speed_style(pair_estimate(topo, a, b).gbps))
+    return Text(link.type, style=speed_style(gbps))
 
 
 LINK_MATRIX_TITLE = "Links between GPUs (nvidia-smi words, coloured by expected speed)"
 
 
-def link_matrices(topo: Topology, width: int | None = None) -> list[Group]:
+def link_matrices(result: ScanResult, width: int | None = None) -> list[Group]:
     """The link matrix (GPUs, then NIC columns), split into column blocks that fit ``width``."""
+    topo = result.topology
     idx = topo.gpu_indices
     headers = [str(i) for i in idx] + [f"NIC{k}" for k in range(len(topo.nics))]
     nic_type = {(nl.gpu, nl.nic): nl.type for nl in topo.nic_links}
-    from gputopo.analysis.place.locality import vm_evidence
-
-    vm = vm_evidence(topo) is not None
     rows: list[tuple[str, list[Text]]] = []
     for a in idx:
-        cells = [Text(" X ", style="dim") if a == b else _link_cell(topo, a, b, vm) for b in idx]
+        cells = [Text(" X ", style="dim") if a == b else _link_cell(result, a, b) for b in idx]
         for nic in topo.nics:
             t = nic_type.get((a, nic.name))
             cells.append(Text(t or "?", style="dim" if t is None else ""))
@@ -194,10 +192,12 @@ def _nvlink_count(word: str) -> int | None:
     return int(count) if word.startswith("NV") and count.isascii() and count.isdigit() and len(count) < 6 else None
 
 
-def link_legend_rows(topo: Topology, speeds: bool = False, colours: bool = True) -> list[tuple[str, Text]]:
+def link_legend_rows(result: ScanResult, speeds: bool = False, colours: bool = True) -> list[tuple[str, Text]]:
     """(word, meaning) for each link word used; with ``speeds``, each meaning ends with the word's
-    expected GB/s per direction (a range, and what it assumes, where the source lacks a fact; "not
-    known" on a virtual machine), and, where ``colours`` are shown, a row says what they mean."""
+    expected GB/s per direction (``ScanResult.speed_spans``: a range, and what it assumes, where the
+    source lacks a fact; "not known" on a virtual machine), and, where ``colours`` are shown, a row
+    says what they mean."""
+    topo = result.topology
     used = {link.type for link in topo.links}
     rows: list[tuple[str, Text]] = []
     coloured = False
@@ -206,17 +206,16 @@ def link_legend_rows(topo: Topology, speeds: bool = False, colours: bool = True)
         nonlocal coloured
         text = Text(meaning)
         if speeds and word != "?":
-            span = speed_span(topo, word)
+            span = result.speed_spans.get(word)
             if span is None:
                 text.append(", GB/s not known (a virtual machine: the link words are the hypervisor's)", style="dim")
             else:
-                figure, low, assumed = span
                 coloured = True
                 text.append(", ")
-                text.append(f"{figure}\u00a0GB/s", style=speed_style(low))  # the figure never leaves its unit
+                text.append(f"{span_figure(span)}\u00a0GB/s", style=speed_style(span.low_gbps))  # the figure never leaves its unit
                 text.append(" per direction")
-                if assumed:
-                    text.append(f" ({'; '.join(assumed)})", style="dim")
+                if span.assumptions:
+                    text.append(f" ({'; '.join(span.assumptions)})", style="dim")
         rows.append((word, text))
 
     nv_words = sorted((u for u in used if _nvlink_count(u) is not None), key=lambda u: _nvlink_count(u) or 0)
@@ -240,18 +239,19 @@ def link_legend_rows(topo: Topology, speeds: bool = False, colours: bool = True)
     return rows
 
 
-def link_legend(topo: Topology, speeds: bool = False, colours: bool = True) -> Table:
+def link_legend(result: ScanResult, speeds: bool = False, colours: bool = True) -> Table:
     """The legend under the link matrix, as a grid so that long meanings wrap under themselves."""
     grid = Table.grid(padding=(0, 1))
     grid.add_column(no_wrap=True)
     grid.add_column()
-    for word, meaning in link_legend_rows(topo, speeds, colours):
+    for word, meaning in link_legend_rows(result, speeds, colours):
         grid.add_row(Text(f"  {word:<6} ="), meaning)
     return grid
 
 
-def link_summary(topo: Topology) -> Table:
+def link_summary(result: ScanResult) -> Table:
     """For large topologies: how many pairs have each link type, instead of the matrix."""
+    topo = result.topology
     counts: dict[str, int] = defaultdict(int)
     table = topo.link_table()  # (counted per kind of link: a 576-GPU domain has 165,600 links)
     for kind, pairs in Counter(table.kind_of).items():
@@ -265,12 +265,12 @@ def link_summary(topo: Topology) -> Table:
             table.add_row("?", str(count), Text("?", style="dim"))
             continue
         # Pairs of one word can differ (PCIe generation, NVLink version): show the range, not one pair.
-        span = speed_span(topo, word)
+        span = result.speed_spans.get(word)
         if span is None:
             table.add_row(Text(word), str(count), Text("?", style="dim"))
             continue
-        figure, low, assumed = span
-        table.add_row(Text(word), str(count), Text(figure + ("*" if assumed else ""), style=speed_style(low)))
+        table.add_row(Text(word), str(count), Text(span_figure(span) + ("*" if span.assumptions else ""),
+                                                   style=speed_style(span.low_gbps)))
     return table
 
 
@@ -364,12 +364,12 @@ def render_scan(result: ScanResult, console: Console | None = None) -> None:
     if not topology.gpus:
         console.print("No GPUs.")
     elif len(topology.gpus) > MAX_LISTED_GPUS:  # an NVL576: kinds of GPUs, layouts of hosts, link summary
-        console.print(gpu_summary_table(topology, lambda gpu: gpu_cells(topology, gpu)))
+        console.print(gpu_summary_table(topology, lambda gpu: gpu_cells(result, gpu)))
         console.print(host_summary_tree(topology))
-        console.print(link_summary(topology))
-        console.print(link_legend(topology))
+        console.print(link_summary(result))
+        console.print(link_legend(result))
     else:
-        table = gpu_table(topology)
+        table = gpu_table(result)
 
         def too_wide(table: Table) -> bool:
             return Measurement.get(console, console.options.update_width(10_000), table).maximum > console.width
@@ -378,29 +378,29 @@ def render_scan(result: ScanResult, console: Console | None = None) -> None:
             # Too wide with the host names: they are in the tree below, beside each GPU's NUMA node;
             # still too wide, a CPU list takes a line per range (whole, as one line, in the tree).
             hosts = any(g.host for g in topology.gpus)
-            table = gpu_table(topology, host_column=False)
+            table = gpu_table(result, host_column=False)
             if too_wide(table):
-                table = gpu_table(topology, host_column=False, cpu_lines=True)
+                table = gpu_table(result, host_column=False, cpu_lines=True)
             table.caption = "hosts: see the tree below" if hosts else None
             table.caption_justify = "left"
         console.print(table)
         for part in live_state(topology):  # when it was read, and the processes
             console.print(part)
-        if any(nvlink_cell(topology, g).count(">=") for g in topology.gpus):
+        if any(nvlink_cell(g, result.implied_nvlinks(g)).count(">=") for g in topology.gpus):
             console.print(Text("NVLink >=N: at least N active links, counted from the NV# words of the link "
                                "matrix (the source gives no count)", style="dim"))
         console.print(socket_picture(topology, result.places))
         if len(topology.gpus) > 1:
             if len(topology.gpus) <= MAX_MATRIX_GPUS:
-                for table in link_matrices(topology, console.width):
+                for table in link_matrices(result, console.width):
                     console.print(table)
-                console.print(link_legend(topology, speeds=True, colours=console.color_system is not None))
+                console.print(link_legend(result, speeds=True, colours=console.color_system is not None))
                 matrices = p2p_matrices(topology, console.width)
                 if matrices is not None:
                     console.print(matrices)
             else:
-                console.print(link_summary(topology))
-                console.print(link_legend(topology))
+                console.print(link_summary(result))
+                console.print(link_legend(result))
     if topology.tf is not None and importlib.util.find_spec("gputopo.views.tfview") is not None:
         from gputopo.views.tfview import render_tf_view
 

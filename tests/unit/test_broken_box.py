@@ -63,14 +63,14 @@ def test_health_pastes_given_to_scan_are_judged_by_doctor_on_the_same_gpus(cli):
     assert "acs" in marked[(0, 1)] and "downtrained" in marked[(4, 5)] and "acs" not in marked[(1, 2)]
 
 
-def test_recommend_with_every_paste_avoids_the_gpus_behind_acs_and_says_what_to_set(cli):
-    """With doctor's evidence the faults are placed: GPU 0 and GPU 5 sit behind the ACS redirect (a
-    path that can hang or corrupt until fixed) and GPU 5 on an x8 link, so the group leaves them out;
-    the IOMMU translates for every pair alike, which ranks no group below another but puts
-    NCCL_P2P_DISABLE=1 in the environment until it is fixed."""
+def test_recommend_with_every_paste_avoids_the_narrow_link_and_says_what_to_set(cli):
+    """With doctor's evidence the faults are placed: GPU 5 on an x8 link, so the group leaves it out;
+    ACS reroutes only the PIX pairs 0-1 and 4-5 up to the root complex (the other pairs go there
+    anyway), and the IOMMU translates for every pair alike, which ranks no group below another but
+    puts NCCL_P2P_DISABLE=1 in the environment until it is fixed: NUMA node 0's four GPUs."""
     data = json.loads(cli("recommend", *ALL_FOUR, "--gpus", "4", "--json").output)
     best = data["groups"][0]
-    assert not {0, 5} & set(best["gpus"])
+    assert best["gpus"] == [0, 1, 2, 3] and 5 not in {g for group in data["groups"][:2] for g in group["gpus"]}
     assert best["env"]["NCCL_P2P_DISABLE"] == "1" and best["p2p_broken_pairs"] and "gputopo doctor" in best["p2p_caveat"]
 
 
@@ -94,6 +94,11 @@ def test_the_findings_say_which_explains_which(cli):
     data = json.loads(cli("scan", *ALL_FOUR, "--json").output)
     cause = {d["code"]: d.get("caused_by") for d in data["diagnostics"]}
     assert cause["doctor-acs-redirect"] == cause["p2p-slower-than-staged"] == "doctor-iommu-translating"
+    assert cause["gpu-slow-to-every-peer"] == "doctor-pcie-link-narrow"  # GPU 5's x8 link
+    # doctor, given the same pastes, joins them the same way
+    report = json.loads(cli("doctor", *ALL_FOUR, "--json").output)
+    said = {f["code"]: f.get("caused_by") for f in report["findings"]}
+    assert said["p2p-slower-than-staged"] == "iommu-translating" and said["gpu-slow-to-every-peer"] == "pcie-link-narrow"
     assert cause["doctor-iommu-translating"] is None
     text = cli("scan", *ALL_FOUR).output
     assert "cause:    doctor-iommu-translating" in text

@@ -34,6 +34,7 @@ CAUSE_CODES = {
                           "cuda-peer-access-unsupported", "cuda-peer-access-no"},
     "p2p-topology-limited": {"cuda-peer-access-no", "p2p-ns", "p2p-cns"},
     "shm-too-small": {"shm-too-small"},
+    "too-many-peers": {"cuda-too-many-peers"},
 }
 LINE_CUT = 200  # a wide terminal or a ticket's code box
 
@@ -123,3 +124,13 @@ def test_scan_names_doctor_for_a_health_only_paste(name):
 
     with pytest.raises(InputError, match=r"health evidence .*`gputopo doctor --from "):
         read_text((CORPUS / name).read_text(), name)
+
+
+def test_an_nvtop_paste_names_the_query_that_shows_the_link_it_can_do():
+    """Review 3: nvtop's header got "add pcie.link.gen.max,... to the query", but nvtop has no query."""
+    check = next(c for c in _report(CORPUS / "nvtop6_gtx1080ti_idle_gen1_x16.txt").checks if c.name == "pcie-links")
+    assert "to the query" not in check.detail and "nvtop shows only the current link" in check.detail
+    assert "pcie.link.width.max --format=csv" in check.detail
+    csv = next(c for c in _report(CORPUS / "smi_csv_egpu_gtx1060_p8_gen1_x4_thunderbolt.txt").checks
+               if c.name == "pcie-links")
+    assert "add pcie.link.gen.max,pcie.link.width.max to the query" in csv.detail

@@ -36,6 +36,7 @@ CROSS_CUTTING = {
     "test_scan_doctor_agree.py": "every fixture through scan --from and doctor --from: one judgement",
     "test_broken_box.py": "issue 32's broken box through recommend, scan and train --dry-run",
     "test_doctor_pastes_corpus.py": "the corpus of real pastes users bring to P2P tickets through doctor --from",
+    "test_issue_bodies_corpus.py": "whole issue bodies (several outputs, prose, fences) through doctor and scan --from",
     "test_hardware_corpus.py": "NVML's answers recorded on real GPUs, replayed through the probe, doctor and the fakes",
 }
 

@@ -128,8 +128,13 @@ def test_no_finding_claims_what_the_text_cannot_show(name: str) -> None:
         if finding.code == SOC_CODE:  # the old legend's own words: SOC is the link between sockets
             assert "SOC" in (CORPUS / name).read_text() and not topology.gpus[0].socket
             continue
-        # Sockets and the interconnect between them: text never says them (but for SOC, above).
-        assert not re.search(r"socket|QPI|UPI|Infinity Fabric", finding.message.replace(SYS_MEANING, "")), finding.message
+        # Sockets and the interconnect between them: text never says them (but for SOC, above, and the
+        # cross-socket finding on pairs the old legend's SOC puts on different sockets, naming no link).
+        said = finding.message.replace(SYS_MEANING, "")
+        if finding.code == "cross-socket" and "SOC" in (CORPUS / name).read_text():
+            said = said.replace("different CPU sockets", "").replace("the link between CPU sockets", "").replace(
+                "within one socket", "")
+        assert not re.search(r"socket|QPI|UPI|Infinity Fabric", said), finding.message
         # NVSwitch only where inferred and said, or explicitly left open.
         if "NVSwitch" in text:
             assert ("inferred" in text and expected["nvswitch"] is True) or NVSWITCH_UNKNOWN in text, text

@@ -35,15 +35,18 @@ from collections import defaultdict
 
 from gputopo.analysis.causes.disagreements import disagreement_findings
 from gputopo.analysis.expect.measured import measured_links
-from gputopo.analysis.causes.nccl_paths import nccl_if_cuda_allows, nccl_without_p2p
+from gputopo.analysis.causes.nccl_paths import nccl_if_cuda_allows, nccl_without_p2p, refused_pairs
+from gputopo.analysis.causes.sys_within_numa import sys_within_numa_node
 from gputopo.analysis.causes.nvlink_findings import nvlink_fabric, nvlinks_down
 from gputopo.analysis.causes.observed_findings import observed_findings
 from gputopo.analysis.causes.vm_findings import virtual_machine
+from gputopo.analysis.causes.slow_gpu_findings import link_slow_gpu_causes
 from gputopo.analysis.causes.pcie_findings import pcie_degraded
 from gputopo.analysis.place.locality import (
     SYS_MEANING,
     link_sides,
     numa_crossing_links,
+    same_socket,
     socket_groups,
     sockets_known,
     vm_evidence,
@@ -51,7 +54,8 @@ from gputopo.analysis.place.locality import (
 from gputopo.model import P2P_OK, P2P_STATUS_MEANING, Finding, Link, Topology
 from gputopo.notation import gpu_list, gpus_word, pair_list
 
-DEFAULT_INTERCONNECT = "QPI/UPI"
+# Sockets known, their link not named (NVML and sysfs do not say it): Intel's or AMD's, said both ways.
+DEFAULT_INTERCONNECT = "the link between CPU sockets (QPI/UPI on Intel, Infinity Fabric on AMD)"
 
 P2P_FIX = {
     "DR": (
@@ -72,6 +76,7 @@ def diagnose(topology: Topology) -> list[Finding]:
     findings: list[Finding] = []
     findings += _virtual_machine(topology)
     findings += _cross_socket(topology)
+    findings += sys_within_numa_node(topology)
     findings += _p2p_unsupported(topology)
     findings += _mig(topology)
     findings += _mixed_models(topology)
@@ -84,6 +89,7 @@ def diagnose(topology: Topology) -> list[Finding]:
         from gputopo.analysis.causes.tf_crosscheck import tf_findings
 
         findings += tf_findings(topology)
+    link_slow_gpu_causes(findings, topology.diagnostics)
     return findings
 
 
@@ -125,6 +131,11 @@ def _where(topology: Topology, groups: list[list[int]]) -> tuple[str, str, str, 
     if len(groups) == 2 and sockets and sockets[0] != sockets[1]:
         where = "different CPU sockets" + (f" (NUMA nodes {nodes[0]} and {nodes[1]})" if nodes else "")
         return where, "the other socket", interconnect or DEFAULT_INTERCONNECT, "socket"
+    if len(groups) == 2 and not sockets and all(same_socket(topology, a, b) is False for a in groups[0] for b in groups[1]):
+        # The text shows the sockets apart though it does not number them (the old word SOC, whose legend
+        # says "the SMP link between CPU sockets"; CPU sets no one socket holds): no NUMA hedge to add.
+        where = "different CPU sockets" + (f" (NUMA nodes {nodes[0]} and {nodes[1]})" if nodes else "")
+        return where, "the other socket", interconnect or "the link between CPU sockets", "socket"
     numa = f"different NUMA nodes ({_and(nodes)})" if nodes else "different NUMA nodes"
     if sockets and len(set(sockets)) == 1:
         where = f"{numa} of one CPU socket ({sockets[0]})"
@@ -173,6 +184,9 @@ def _cross_socket(topology: Topology) -> list[Finding]:
     peers = {link.can_peer for link in without_nvlink}
     staged = " through host memory" if False in peers else (" (through host memory where they cannot peer)" if None in peers else "")
     how = f"cross {interconnect}{staged}"
+    # `topo -mp` shows PCIe paths only: NVLink between the groups is neither seen nor ruled out.
+    unless = (" (unless NVLink joins them: `nvidia-smi topo -mp` does not show NVLink)"
+              if any(note.code == "pcie-only-matrix" for note in topology.reading_notes) else "")
     # Pairs joined by NVLink (through NVSwitch too) copy over it, whatever their NUMA nodes: name only
     # the pairs without where some crossing pairs have it (a B200 whose GPU 2 lost its NVLinks).
     if len(without_nvlink) == len(sys_links) and (by_pair or not nvlink_across):
@@ -190,7 +204,7 @@ def _cross_socket(topology: Topology) -> list[Finding]:
         )]
     return [Finding(
         severity="warning", code="cross-socket",
-        message=message + f", which is slower than PCIe within one {unit}",
+        message=message + f", which is slower than PCIe within one {unit}{unless}",
         gpus=gpus,
         fix="train on GPUs within one group (`gputopo recommend` picks them), or expect slower gradient exchange",
     )]
@@ -207,15 +221,30 @@ def _crossing_groups(topology: Topology, sys_links: list[Link]) -> tuple[str, li
         first_host = min((g for g in topology.gpus if g.host in hosts), key=lambda g: g.index).host  # its lowest GPU first
         groups = [grp for grp in groups if topology.gpu(grp[0]).host == first_host]
         prefix = f"on host {first_host}, "
+    groups, unplaced = _lump_unplaced(topology, groups)
     if len(groups) < 2:
         return None
-    grouped = f"GPUs {gpu_list(groups[0])} and {gpu_list(groups[1])}" if len(groups) == 2 else (
-        "GPU groups " + " | ".join(gpu_list(grp) for grp in groups))
+    words = [gpu_list(grp) + (" (whether these share a NUMA node, the source does not say)" if grp is unplaced else "")
+             for grp in groups]
+    grouped = f"GPUs {words[0]} and {words[1]}" if len(groups) == 2 else "GPU groups " + " | ".join(words)
     by_pair = bool(_ungroupable(topology, groups))  # NVLinked pairs whose NUMA sides the source does not tell
     if by_pair:
         grouped = "the GPU pairs " + pair_list((link.a, link.b) for link in sys_links)
     grouped = prefix + grouped
     return grouped[0].upper() + grouped[1:], groups, by_pair
+
+
+def _lump_unplaced(topology: Topology, groups: list[list[int]]) -> tuple[list[list[int]], list[int] | None]:
+    """The GPUs alone in their group only because the source does not say how they connect to each other
+    (the rows a cut paste lacks: pairs UNKNOWN, no NUMA node) put in one group, said as such: never called
+    "on different NUMA nodes" from each other. Returns the groups and that group (None where none)."""
+    links = topology.link_map()
+    singles = [grp[0] for grp in groups if len(grp) == 1]
+    unplaced = [g for g in singles if topology.gpu(g).numa_node is None and any(
+        h != g and (g, h) in links and links[(g, h)].type == "UNKNOWN" for h in singles)]
+    if len(unplaced) < 2:
+        return groups, None
+    return [grp for grp in groups if not (len(grp) == 1 and grp[0] in unplaced)] + [unplaced], unplaced
 
 
 # Crossing pairs measured at this share of the pairs within one NUMA node (or more) cost nothing a copy sees.
@@ -243,7 +272,10 @@ def _measured_alike(topology: Topology, crossing: list[Link]) -> tuple[float, fl
 
 
 def _p2p_unsupported(topology: Topology) -> list[Finding]:
+    """``p2p-<word>`` for the pairs that cannot peer, except the pairs NCCL found connected yet
+    refused (``nccl-p2p-refused`` says those, as the fault it is: not the machine's design)."""
     by_word: dict[str, list[tuple[int, int]]] = defaultdict(list)
+    refused = refused_pairs(topology)
     table = topology.link_table()  # the words are read once per kind of link
     word_of_kind = []
     for link in table.examples:
@@ -256,7 +288,9 @@ def _p2p_unsupported(topology: Topology) -> list[Finding]:
         links_of_word[word] = [link for link, w in zip(table.examples, word_of_kind) if w == word]
     findings = []
     for word in sorted(by_word, key=lambda w: list(P2P_STATUS_MEANING).index(w) if w in P2P_STATUS_MEANING else 99):
-        pairs = sorted(by_word[word])
+        pairs = sorted(pair for pair in by_word[word] if word != "NS" or pair not in refused)
+        if not pairs:
+            continue
         meaning = P2P_STATUS_MEANING.get(word, "not supported")
         unknown = word == "U"  # the driver could not tell: not a "no"
         findings.append(

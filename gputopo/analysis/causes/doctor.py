@@ -16,6 +16,8 @@ from gputopo.analysis.causes.doctor_not_made import list_checks_not_made
 from gputopo.analysis.causes.doctor_nvml import nvml_checks
 from gputopo.analysis.causes.doctor_pasted import pasted_checks
 from gputopo.analysis.causes.doctor_pcie import pcie_checks
+from gputopo.analysis.causes.observed_findings import P2P_CAUSES
+from gputopo.analysis.causes.slow_gpu_findings import link_slow_gpu_causes
 from gputopo.analysis.causes.slurm_check import doctor_slurm_checks
 from gputopo.model import Finding, Link, Topology
 from gputopo.sources.evidence.health import HealthEvidence
@@ -54,10 +56,28 @@ def doctor(evidence: HealthEvidence, index_of: dict[str, int] | None = None) -> 
         report.check(f"read the other outputs in {label}", "not-made", reason)
     doctor_slurm_checks(evidence, report)
     link_causes(report)
+    _slow_gpu_causes(report)
     if evidence.root is None and (evidence.pasted or evidence.read_as_topology):  # pastes alone: the whole list, each check made or not
         list_checks_not_made(report, [k for _, p in evidence.pasted for k in p.kinds], bool(evidence.read_as_topology))
     report.findings = report.sorted_findings()
     return report
+
+
+def _slow_gpu_causes(report: DoctorReport) -> None:
+    """What a benchmark given beside the pastes shows, joined to its cause as ``scan`` joins it: a GPU
+    slow to every peer whose own link doctor found trained narrow or slow
+    (``slow_gpu_findings.link_slow_gpu_causes``); P2P slower than staged copies where doctor found
+    the IOMMU translating or ACS redirecting (``observed_findings.P2P_CAUSES``, the root cause first)."""
+    link_slow_gpu_causes(report.findings)
+    for finding in report.findings:
+        if finding.code == "gpu-slow-to-every-peer" and finding.caused_by is not None:
+            cause = next((c for c in report.findings if c.code == finding.caused_by and set(finding.gpus) <= set(c.gpus)), None)
+        elif finding.code == "p2p-slower-than-staged" and id(finding) not in report.causes:
+            cause = next((c for code in P2P_CAUSES for c in report.findings if c.code == code.removeprefix("doctor-")), None)
+        else:
+            continue
+        if cause is not None:
+            report.causes[id(finding)] = cause
 
 
 # "narrow-link": what doctor --from a pasted lspci wrote for "downtrained" before one wording (old saved files).

@@ -14,8 +14,12 @@ the BIOS or firmware set it; where the evidence does not say whether an IOMMU is
 
 Which pairs: the GPUs below a bridge are those on its secondary..subordinate buses (sysfs paths, or
 lspci's ``Bus: primary=.., secondary=.., subordinate=..``), joined to GPU indices by bus id. Redirect
-on a downstream port hits every pair with a GPU below it; on another bridge, the pairs with one GPU
-below it and one elsewhere.
+at a bridge reroutes the pairs with one GPU below it and one elsewhere; at a switch's downstream port,
+only those whose other GPU is in the same switch (below the upstream port it hangs under): their peer
+traffic would turn inside the switch and is sent up to the root complex instead. A pair that leaves
+the switch goes through the root complex anyway: ACS does not change its path (the IOMMU does, where
+it translates: its own finding). Where the evidence does not show the switch, one GPU below and one
+elsewhere is said.
 """
 
 from __future__ import annotations
@@ -33,16 +37,19 @@ NO_BUS_IDS = ("the pastes give no PCI bus ids for the GPUs (p2pBandwidthLatencyT
               "lines, `nvidia-smi -q` or the GPUs' own lspci headers give them)")
 GRUB = ("add the option to GRUB_CMDLINE_LINUX in /etc/default/grub (in quotes: `;` ends a shell command), run "
         "update-grub, reboot; the loop goes in a boot-time unit (a systemd oneshot service), not in GRUB")
+# A kernel without pci=disable_acs_redir=: only the IOMMU option goes in GRUB (the loop's unit is said already).
+GRUB_IOMMU_ONLY = "the IOMMU option goes in GRUB_CMDLINE_LINUX in /etc/default/grub: run update-grub, reboot"
 DISABLE_ACS_REDIR_SINCE = (5, 1)  # the kernel that added pci=disable_acs_redir=
 
 
-def pairs_hit(bridge_port: str | None, below: list[str], gpus: list[str]) -> list[tuple[str, str]]:
-    """The pairs of ``gpus`` whose P2P passes a bridge with ``below`` under it: with a GPU below a
-    downstream port, or one GPU below another bridge and one elsewhere."""
-    under = set(below)
-    if bridge_port == "Downstream Port":
-        return [(a, b) for a, b in combinations(sorted(gpus), 2) if a in under or b in under]
-    return [(a, b) for a, b in combinations(sorted(gpus), 2) if (a in under) != (b in under)]
+def pairs_hit(below: list[str], gpus: list[str], switch: list[str] | None = None) -> list[tuple[str, str]]:
+    """The pairs of ``gpus`` whose P2P a redirect at a bridge with ``below`` under it reroutes: one GPU
+    below it, the other not. At a switch's port (``switch``: the GPUs below that switch), only the
+    pairs within the switch: their traffic would turn inside it, and the redirect sends it up to the
+    root complex; a pair that leaves the switch goes up there anyway (the IOMMU's finding covers it)."""
+    under, inside = set(below), set(switch) if switch is not None else None
+    return [(a, b) for a, b in combinations(sorted(gpus), 2)
+            if (a in under) != (b in under) and (inside is None or (a in inside and b in inside))]
 
 
 def gpus_in_range(gpus: list[str], bdf: str, bus_range: tuple[int, int] | None) -> list[str]:
@@ -60,7 +67,7 @@ def acs_redirect(report: DoctorReport, bdf: str | None, control: int, evidence: 
     ``pairs`` (bus ids) the pairs it hits, ``gpus`` the GPUs below it; ``why_no_pairs`` says why none
     are named. Its cause and fix are set once every check has run (``link_causes``)."""
     where = f"PCIe bridge {bdf}" + (f" (a switch's {port.lower()})" if port == "Downstream Port" else "") if bdf else \
-        f"{count} device(s) the paste does not name (a grepped paste)"
+        f"{count} device(s) the paste does not name (their header lines are not in it: grepped out or cut off)"
     if pairs:
         effect = f"P2P between {pairs_text(report, pairs)}"
     else:
@@ -117,7 +124,7 @@ def _ways(report: DoctorReport, option: str, loop: str) -> tuple[str, str, str]:
     clear = f"clear ACS at every boot on every bridge at once: {at_once}"
     kernel_fix = (f"{_iommu_off(report.iommu_vendor)} where no VM or device passthrough needs the IOMMU: that removes "
                   f"the IOMMU's translation and Linux no longer turns ACS on; otherwise boot with `iommu=pt` AND {clear}; "
-                  + GRUB)
+                  + (GRUB_IOMMU_ONLY if old else GRUB))
     return option, at_once, kernel_fix
 
 

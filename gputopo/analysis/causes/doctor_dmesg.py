@@ -90,13 +90,12 @@ def _xids(label: str, xids: list[PastedXid], report: DoctorReport) -> None:
     """One finding per Xid and class of named cause, naming every GPU that logged it (one NVLink
     event that made four GPUs clean up is one problem, not four); a consequence (Xid 45 after an
     NVLink Xid) is said with its cause, and fixed as the cause is."""
-    grouped: dict[tuple[int, int | str | None], dict[str, list[PastedXid]]] = {}
+    grouped: dict[tuple[int, int | str | None], dict[str | None, list[PastedXid]]] = {}
     for xid in xids:
         grouped.setdefault((xid.code, _cause_class(xid.cause)), {}).setdefault(xid.pci, []).append(xid)
     for (code, _), by_gpu in grouped.items():
         causes = sorted({xid.cause for seen in by_gpu.values() for xid in seen if xid.cause is not None})
-        places = [f"{pci} ({len(seen)} times)" if len(seen) > 1 else pci for pci, seen in by_gpu.items()]
-        who = f"the GPU at PCI {places[0]}" if len(places) == 1 else f"{len(places)} GPUs, at PCI {and_list(places)}"
+        who = _who_logged(by_gpu)
         if causes:
             earlier = f"an earlier Xid {causes[0]}" if len(causes) == 1 else f"earlier Xids {and_list([str(c) for c in causes])}"
             caused = f", caused (the driver says) by {earlier}: {xid_meaning(causes[0])}. Xid {code} is "
@@ -107,6 +106,22 @@ def _xids(label: str, xids: list[PastedXid], report: DoctorReport) -> None:
             f"The NVIDIA driver logged Xid {code} for {who}{caused}{xid_meaning(code)}.",
             evidence=[f"{label}: {seen[0].text}" for seen in list(by_gpu.values())[:4]],
             fix=_xid_fix(causes[0] if causes else code)))
+
+
+def _who_logged(by_gpu: dict[str | None, list[PastedXid]]) -> str:
+    """The GPUs that logged one Xid, as their addresses (with counts); lines whose address the paste
+    hides (``PCI:...``) as a GPU it does not name, never as an address."""
+    def times(seen: list[PastedXid]) -> str:
+        return f" ({len(seen)} times)" if len(seen) > 1 else ""
+
+    places = [f"{pci}{times(seen)}" for pci, seen in by_gpu.items() if pci is not None]
+    named = (f"the GPU at PCI {places[0]}" if len(places) == 1 else f"{len(places)} GPUs, at PCI {and_list(places)}"
+             if places else "")
+    hidden = by_gpu.get(None)
+    if not hidden:
+        return named
+    unnamed = f"a GPU whose PCI address the paste does not show{times(hidden)}"
+    return f"{named} and {unnamed}" if named else unnamed
 
 
 def _who(aer: PastedAer) -> str:

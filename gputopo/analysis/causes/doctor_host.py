@@ -63,9 +63,9 @@ def passthrough_or_off(cmdline: str | None) -> str | None:
             passthrough = _kernel_bool(value, passthrough)
         elif name in ("intel_iommu", "amd_iommu"):
             off = off or "off" in words
-    if passthrough:
-        return "passthrough"
-    return "off" if off else None
+    if off:  # off whatever the default domain type
+        return "off"
+    return "passthrough" if passthrough else None
 
 
 def switched_on(options: dict[str, str]) -> bool:
@@ -168,7 +168,9 @@ def _peermem(evidence: HealthEvidence, host: HostHealth, report: DoctorReport) -
         report.add(Finding(
             "warning", "nvidia-peermem-missing",
             f"This host has RDMA NICs ({and_list(evidence.rdma_nics[:4])}) but the nvidia-peermem module is not "
-            "loaded: NCCL cannot use GPUDirect RDMA and stages every inter-node transfer through host memory.",
+            "loaded: NCCL cannot use GPUDirect RDMA through it and stages every inter-node transfer through host "
+            "memory, unless its DMA-BUF path serves instead (NVIDIA's open kernel modules, Linux 5.12 or newer and a "
+            "NCCL that has it; NCCL_DEBUG=INFO then shows `DMABUF` on its NET/IB lines).",
             evidence=["/proc/modules: no nvidia_peermem, no nv_peer_mem", "/sys/kernel/mm/memory_peers/nv_mem: absent"],
             effect="inter-node bandwidth of every GPU",
             fix="`sudo modprobe nvidia-peermem` (and add it to /etc/modules-load.d/ to load at boot)"))

@@ -53,11 +53,13 @@ def narrow_link(report: DoctorReport, who: str, current_width: int | None, max_w
     ``below``: the GPUs (bus ids) whose copies go through that link; each is marked downtrained,
     and so is every pair with one of them, except the ``spared`` pairs (NVLink pairs do not copy
     over PCIe). ``affected``: those GPUs as the words name them. ``gpus``: the finding's GPU
-    indices where the bus ids do not give them (NVML's index of a GPU without a bus id)."""
+    indices where the bus ids do not give them (NVML's index of a GPU without a bus id). ``max_width``
+    None: lspci marked the width downgraded, its maximum not in the paste."""
     pairs = _mark_downtrained(report, below, spared)
     report.add(Finding(
         "warning", "pcie-link-narrow",
-        f"The PCIe link of {who} runs at x{current_width} of x{max_width}: it trained narrower than it can "
+        f"The PCIe link of {who} runs at x{current_width} of {_most(f'x{max_width}' if max_width else None)}: it "
+        "trained narrower than it can "
         "(a riser, a slot wired with fewer lanes, chipset lanes, a bad seat); every copy through it gets that "
         "fraction of the bandwidth (tinygrad/open-gpu-kernel-modules#6).",
         gpus=report.indices(below) if gpus is None else gpus,
@@ -65,6 +67,11 @@ def narrow_link(report: DoctorReport, who: str, current_width: int | None, max_w
         effect=f"every copy to or from {affected}",
         fix="reseat the card, move it to a CPU-attached x16 slot (the board manual says which slots share lanes), "
             "check the riser and the BIOS slot bifurcation / link width settings"), pairs)
+
+
+def _most(value: str | None) -> str:
+    """The top a link can train to, or what says it is below it where the source does not show the top."""
+    return value if value else "its maximum (lspci marks it downgraded; the LnkCap line with the maximum is not in the paste)"
 
 
 def _mark_downtrained(report: DoctorReport, below: list[str], spared: Iterable[tuple[str, str]]) -> list[tuple[str, str]]:
@@ -133,13 +140,15 @@ def speed_reading(state: StateRead | None, gen_now: int | None) -> str:
     return reading
 
 
-def slow_link(report: DoctorReport, who: str, speed_now: str, speed_max: str, *, gpus: list[int],
+def slow_link(report: DoctorReport, who: str, speed_now: str, speed_max: str | None, *, gpus: list[int],
               evidence: list[str], bdf: str | None, state: StateRead | None = None, gen_now: int | None = None,
               below: list[str] | None = None, spared: Iterable[tuple[str, str]] = ()) -> bool:
     """The link of ``who`` runs at ``speed_now`` of ``speed_max`` (``Gen3 of Gen4``, with the widths
     where they are known), read at generation ``gen_now``; ``state``: the GPU's state read with it,
     if any; ``below``: the GPUs (bus ids) whose copies go through it, marked where it trained down;
-    ``bdf`` is put in the command that checks it under load. True where it is a fault (a warning)."""
+    ``bdf`` is put in the command that checks it under load; ``speed_max`` None: lspci marked the speed
+    downgraded, the top not in the paste. True where it is a fault (a warning)."""
+    speed_max = _most(speed_max)
     reading = speed_reading(state, gen_now)
     if reading == "at-max":
         return False
@@ -176,6 +185,22 @@ def slow_link(report: DoctorReport, who: str, speed_now: str, speed_max: str, *,
         gpus=gpus, evidence=shown if named else evidence,
         fix=UNDER_LOAD.format(bdf=bdf or "<bdf>")))
     return False
+
+
+def link_limited_at_boot(report: DoctorReport, who: str, speed_now: str, speed_max: str, at: str, *,
+                         gpus: list[int], evidence: list[str]) -> None:
+    """``pcie-link-limited``: the kernel's boot-time line says the link at ``at`` holds ``who`` to
+    ``speed_now`` of ``speed_max``. Trained at enumeration, not lowered by an idle GPU: a port or slot of a
+    lower generation (the platform's limit, by design) or a link trained down; the port's LnkCap tells."""
+    report.add(Finding(
+        "info", "pcie-link-limited",
+        f"At boot the kernel found {who} held to {speed_now} of its {speed_max} by the PCIe link at {at}: that port "
+        "or slot is of a lower generation (the platform's limit, by design) or the link trained down; each "
+        "generation down halves the bandwidth per lane.",
+        gpus=gpus, evidence=evidence,
+        fix=f"read what the port can do: `sudo lspci -vv -s {at} | grep -E 'LnkCap|LnkSta'`; if its LnkCap reaches "
+            f"{speed_max}, the link trained down (reseat the card, check the riser, set the slot's PCIe speed in the "
+            "BIOS to Auto); if not, it is the board's limit (a slot wired to a newer root port, if the board has one)"))
 
 
 # --- the same links as a topology's source read them (NVML, `nvidia-smi -q`, a snapshot): scan's

@@ -112,7 +112,7 @@ def _fabric(gpu: GpuNvmlHealth, report: DoctorReport) -> None:
     report.mark_gpu(_bdf(gpu), "nvlink-down")
     said = f"state {gpu.fabric_state}, status {gpu.fabric_status}"
     fabric_not_ready(report, report.label(_bdf(gpu)), said, [gpu.index],
-                     [f"nvmlDeviceGetGpuFabricInfo(GPU {gpu.index}): {said}"])
+                     [f"nvmlDeviceGetGpuFabricInfo(GPU {gpu.index}): {said}"], refused=gpu.fabric_state == "completed" and gpu.fabric_status is not None)
 
 
 FABRIC_FIX = ("`sudo systemctl enable --now nvidia-fabricmanager` with the package at exactly the driver's version "
@@ -120,10 +120,28 @@ FABRIC_FIX = ("`sudo systemctl enable --now nvidia-fabricmanager` with the packa
               "partitions (FABRIC_MODE=1) they stay In Progress until their partition is activated")
 
 
-def fabric_not_ready(report: DoctorReport, who: str, said: str, gpus: list[int], evidence: list[str]) -> None:
+# Registration finished, but refused: Fabric Manager runs (it answered), so starting it is not the fix.
+FABRIC_REFUSED_FIX = ("the status names why the fabric refused the GPU: read `journalctl -u nvidia-fabricmanager` (on "
+                      "multi-node NVLink racks, also the NVLink switch trays' fabric manager) and `nvidia-smi -q` "
+                      "(Fabric: CliqueId, ClusterUUID, Health); once the cause is fixed, restart nvidia-fabricmanager "
+                      "and reset the GPU (or reboot) so it registers again")
+
+
+def fabric_not_ready(report: DoctorReport, who: str, said: str, gpus: list[int], evidence: list[str], *,
+                     refused: bool = False) -> None:
     """``fabric-not-ready``, whichever door read the fabric (NVML here, a pasted ``-q`` in
     ``doctor_smi_pasted``): a GPU not registered with the NVSwitch fabric cannot run CUDA. ``said``:
-    the state and status in the source's words."""
+    the state and status in the source's words. ``refused``: the state is Completed with an error
+    status (registration ran and failed), not a registration still to come."""
+    if refused:
+        report.add(Finding(
+            "error", "fabric-not-ready",
+            f"{who} finished registering with the NVSwitch fabric with an error ({said}): it is not part of an "
+            "NVLink fabric, so it has no NVLink peers through it, and CUDA may refuse to start on it (error 802 "
+            "'system not yet initialized').",
+            gpus=gpus, evidence=evidence, effect="NVLink traffic of this GPU, and possibly every CUDA program on it",
+            fix=FABRIC_REFUSED_FIX))
+        return
     report.add(Finding(
         "error", "fabric-not-ready",
         f"{who} is not registered with the NVSwitch fabric ({said}): CUDA fails with "

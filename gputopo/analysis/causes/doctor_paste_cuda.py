@@ -1,5 +1,5 @@
 """Doctor's reading of what CUDA, NVML and nvidia-smi answered in a paste (``sources.evidence.pasted_cuda``
-and ``pasted_smi_lines`` read it): CUDA errors 802 / 217 / 704, which pairs can access each other
+and ``pasted_smi_lines`` read it): CUDA errors 802 / 217 / 704 / 711, which pairs can access each other
 (simpleP2P, kmcuda), NVLinks all inactive (NVML's one line), Fabric Manager finding no NVSwitch,
 and PCIe links from ``--query-gpu`` CSV or nvtop. A cause the live checks also find keeps their code
 and words (``fabric-not-ready``'s fix, ``nvlink-inactive``, the PCIe link findings of
@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 
 from gputopo.analysis.causes.doctor_common import DoctorReport, and_list
-from gputopo.analysis.causes.doctor_links import StateRead, narrow_link, slow_link
+from gputopo.analysis.causes.doctor_links import LINK_QUERY, StateRead, narrow_link, slow_link
 from gputopo.analysis.causes.doctor_nvml import fabric_not_ready_from_error
 from gputopo.analysis.causes.observed_findings import nvlink_all_inactive_finding, nvlink_unheaded_finding
 from gputopo.model import Finding
@@ -56,6 +56,17 @@ def _cuda_errors(label: str, evidence: PastedEvidence, report: DoctorReport) -> 
             fix=f"{TOPO_P2P}; a program must check cudaDeviceCanAccessPeer first (update it; sglang/vLLM: "
                 "`--disable-custom-all-reduce` lets NCCL carry the all-reduce; NCCL_P2P_DISABLE=1 for a job that "
                 "maps peers through CUDA IPC)"))
+    if 711 in by_code:
+        report.add(Finding(
+            "warning", "cuda-too-many-peers",
+            f"CUDA refused another peer mapping (error 711, 'peer mapping resources exhausted', "
+            f"{len(by_code[711])} line(s)): a GPU maps at most 8 peers, system-wide (NVIDIA/nccl#51), so one process "
+            "enabling peer access among more than 9 GPUs (each to every other), or several libraries mapping peers "
+            "on one GPU, hits the limit. A limit of CUDA, not a fault of the GPUs or the PCIe tree.",
+            evidence=shown[711], effect="the program that mapped the peers (it stops, or runs without those peers)",
+            fix="give one process at most 9 GPUs (CUDA_VISIBLE_DEVICES; split the job), or keep the program from "
+                "enabling peer access to every other GPU; NCCL_P2P_DISABLE=1 does not stop a program's own "
+                "cudaDeviceEnablePeerAccess calls (NVIDIA/nccl#356)"))
     if 704 in by_code:
         report.add(Finding(
             "info", "cuda-peer-access-already-enabled",
@@ -158,7 +169,9 @@ def _smi_rows(label: str, evidence: PastedEvidence, report: DoctorReport) -> Non
     idle = [r for r in rows if (_pstate(r.pstate) or 0) >= 8]
     report.check("pcie-links", "not-made",
                  f"{label} shows each GPU's current link ({', '.join(f'Gen{r.gen} x{r.width}' for r in rows[:4])}) "
-                 "but not what it can do: add pcie.link.gen.max,pcie.link.width.max to the query"
+                 "but not what it can do: "
+                 + ("add pcie.link.gen.max,pcie.link.width.max to the query" if all(r.source != "nvtop" for r in rows)
+                    else f"nvtop shows only the current link; `{LINK_QUERY}` shows both")
                  + (f"; {len(idle)} GPU(s) in P8 or lower power, where a low generation is by design" if idle else
                     "; the performance state is not shown either (idle GPUs lower their link by design)"))
 

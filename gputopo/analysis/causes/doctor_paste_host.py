@@ -7,6 +7,8 @@ setting seen, not the running host."""
 
 from __future__ import annotations
 
+import re
+
 from gputopo.analysis.causes.doctor_common import DoctorReport
 from gputopo.analysis.causes.doctor_host import (
     SHM_ENOUGH_BYTES,
@@ -30,6 +32,7 @@ def host_paste_checks(label: str, evidence: PastedEvidence, report: DoctorReport
     _environment(label, evidence, report)
     _shm(label, evidence, report)
     _gdr(label, evidence, report)
+    _sysfs(label, evidence, report)
     _grub(label, evidence, report)
 
 
@@ -90,6 +93,10 @@ def _docker(label: str, evidence: PastedEvidence, report: DoctorReport, said: bo
 def _gdr(label: str, evidence: PastedEvidence, report: DoctorReport) -> None:
     facts = evidence.facts
     if not facts.gdr_disabled:
+        if facts.net_ib_used is not None:
+            report.check("gpudirect-rdma", "not-made", f"NCCL uses NET/IB in {label} (line {facts.net_ib_used.line}); "
+                         "whether with GPUDirect RDMA, its `NET/IB : GPU Direct RDMA Enabled/Disabled` line says (not in "
+                         "the paste; NCCL_DEBUG_SUBSYS=INIT,NET shows it)")
         return
     loaded = facts.peermem_loaded
     cause = (f"nvidia-peermem is loaded ({label} line {loaded.line}), so it most likely did not register with the "
@@ -104,6 +111,29 @@ def _gdr(label: str, evidence: PastedEvidence, report: DoctorReport) -> None:
         evidence=[f"{label} line {s.line}: {s.text}" for s in facts.gdr_disabled[:4]],
         effect="inter-node bandwidth of every GPU", fix=GDR_FIX))
     report.check("gpudirect-rdma", "problem", f"NCCL in {label}")
+
+
+_SYSFS_DEVICE = re.compile(r"/([0-9a-fA-F]{4}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7])\b")
+
+
+def _sysfs(label: str, evidence: PastedEvidence, report: DoctorReport) -> None:
+    """NCCL could not resolve a device's path under /sys: its topology detection stops there."""
+    said = evidence.facts.sysfs_unresolved
+    if not said:
+        return
+    devices = sorted({m.group(1).lower() for s in said for m in _SYSFS_DEVICE.finditer(s.text)})
+    named = f" ({', '.join(devices)})" if devices else ""
+    report.add(Finding(
+        "error", "nccl-sysfs-path",
+        f"NCCL could not find the PCI device{'s' if len(devices) != 1 else ''}{named} under /sys ({len(said)} line(s)): "
+        "its topology detection stops there and the communicator fails ('unhandled system error') before any "
+        "transport is chosen. The process sees a /sys that does not hold {'them' if len(devices) > 1 else 'it'}: a container without the "
+        "host's /sys, or a VM whose virtual PCI bus the guest's sysfs links otherwise; which, the paste does not show.",
+        evidence=[f"{label} line {s.line}: {s.text}" for s in said[:4]],
+        effect="every NCCL communicator of the job",
+        fix=("check `ls -l /sys/bus/pci/devices/` for the device inside the job's environment (in a container, "
+             "give it the host's /sys read-only, as `docker run --gpus` does); a newer NCCL, whose topology code "
+             "reads more sysfs layouts (the paste's `NCCL version` line says which one failed)")))
 
 
 def _grub(label: str, evidence: PastedEvidence, report: DoctorReport) -> None:

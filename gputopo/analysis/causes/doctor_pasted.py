@@ -15,7 +15,7 @@ from gputopo.analysis.causes.doctor_host import (
     switched_on,
     vendor,
 )
-from gputopo.analysis.causes.doctor_links import narrow_link, slow_link
+from gputopo.analysis.causes.doctor_links import link_limited_at_boot, narrow_link, slow_link
 from gputopo.analysis.causes.doctor_paste_cuda import cuda_paste_checks
 from gputopo.analysis.causes.doctor_paste_host import host_paste_checks
 from gputopo.analysis.causes.doctor_smi_pasted import fabric_checks, nvlink_checks
@@ -57,14 +57,26 @@ def _acs(label: str, evidence: PastedEvidence, report: DoctorReport) -> None:
         why = ("the paste does not show the bridge's buses (lspci -vvv's `Bus: primary=.., secondary=.., "
                "subordinate=..` line)" if bus_range is None else NO_BUS_IDS if not gpus else
                "no GPU the evidence names is on its buses" if not below else "")
+        switch = _switch_gpus(evidence, acs.bdf, gpus) if port == "Downstream Port" else None
         acs_redirect(report, acs.bdf, acs.control, [f"{_where(label, acs.line)}: {acs_words(acs.control)}"],
-                     pairs=pairs_hit(port, below, gpus) if below else [], gpus=below, port=port, why_no_pairs=why)
+                     pairs=pairs_hit(below, gpus, switch) if below else [], gpus=below, port=port, why_no_pairs=why)
     unnamed = [a for a in on if not a.bdf]
     if unnamed:
         acs_redirect(report, None, max(a.control for a in unnamed), [f"{_where(label, a.line)}: {a.text}" for a in unnamed[:6]],
                      pairs=[], gpus=[], count=len(unnamed),
                      why_no_pairs="the paste does not say which bridges (find them with "
                                   "`sudo lspci -vvv | grep -E '^[0-9a-f]|ACSCtl'`)")
+
+
+def _switch_gpus(evidence: PastedEvidence, port: str, gpus: list[str]) -> list[str] | None:
+    """The GPUs below the switch a downstream port belongs to: below the upstream port whose
+    secondary bus is the port's own bus; None where the paste does not show that upstream port."""
+    domain, bus = port.split(":")[0], int(port.split(":")[1], 16)
+    for bdf, (secondary, _) in evidence.bus_ranges.items():
+        if (bdf.split(":")[0] == domain and secondary == bus
+                and evidence.port_types.get(bdf) == "Upstream Port"):
+            return gpus_in_range(gpus, bdf, evidence.bus_ranges[bdf])
+    return None
 
 
 def _links(label: str, evidence: PastedEvidence, report: DoctorReport) -> None:
@@ -81,15 +93,65 @@ def _links(label: str, evidence: PastedEvidence, report: DoctorReport) -> None:
         if len(ends) > 1 or (gpu and pasted.bdf != gpu):
             who += f" (its link to {and_list(sorted(p.bdf for p in ends if p.bdf != gpu)) or 'the port above it'}, " \
                    f"read at {'both ends' if len(ends) > 1 else 'the port'})"
+        device = who
+        if pasted.limited_at and pasted.limited_at != pasted.bdf:  # the kernel's boot line: the slowest link on its path
+            who += f" (limited at boot by the link at {pasted.limited_at})"
         shown = [f"{_where(label, p.line)}: {p.text}" for p in ends]
         below = [gpu] if gpu else gpus_in_range(gpus, pasted.bdf, evidence.bus_ranges.get(pasted.bdf)) if pasted.bdf else []
-        if any(p.link.width_below_max for p in ends):  # a GPU's pairs all copy through its narrow link
-            narrow = next(p.link for p in ends if p.link.width_below_max)
+        if any(p.narrow for p in ends):  # a GPU's pairs all copy through its narrow link
+            narrow = next(p.link for p in ends if p.narrow)
             narrow_link(report, who, narrow.current_width, narrow.max_width, below=below,
                         affected=and_list([report.label(b) for b in below]) if below else who, evidence=shown)
-        elif link.speed_below_max:
-            slow_link(report, who, gts_to_gen(link.current_speed_gts), gts_to_gen(link.max_speed_gts),  # no state in a paste
+        if pasted.slow and pasted.limited_at:  # trained so at boot: the platform's limit or trained down, not idle
+            link_limited_at_boot(report, device, gts_to_gen(link.current_speed_gts), gts_to_gen(link.max_speed_gts),
+                                 pasted.limited_at, gpus=report.indices(below), evidence=shown)
+        elif pasted.slow:  # said too where the link is narrow; no state in a paste; no top where only lspci's mark says it
+            slow_link(report, who, gts_to_gen(link.current_speed_gts),
+                      gts_to_gen(link.max_speed_gts) if link.max_speed_gts is not None else None,
                       gpus=report.indices(below), bdf=pasted.bdf, evidence=shown)
+    _link_errors_logged(label, evidence, report)
+    _links_check(label, evidence, report)
+
+
+def _link_errors_logged(label: str, evidence: PastedEvidence, report: DoctorReport) -> None:
+    """``pcie-errors-logged``: a device's correctable error status (CESta) with link errors set."""
+    by_device: dict[str | None, list[tuple[str | None, list[str], int, str]]] = {}
+    for seen in evidence.link_errors_logged:
+        by_device.setdefault(seen[0], []).append(seen)
+    for bdf, seen in by_device.items():
+        bits = sorted({b for _, set_bits, _, _ in seen for b in set_bits})
+        who = report.label(bdf) if bdf in report.gpus else bdf or (
+            "a device the paste does not name" if len(seen) == 1 else f"devices the paste does not name ({len(seen)} lines)")
+        report.add(Finding(
+            "warning", "pcie-errors-logged",
+            f"The PCIe correctable error status (CESta) of {who} has {and_list([b + '+' for b in bits])} set: the link has had "
+            "receiver, CRC or replay errors since the bits were last cleared, each retried at a cost in bandwidth; "
+            "many mark a marginal link (riser, cable, slot, power, or the link's power saving, ASPM).",
+            evidence=[f"{_where(label, line)}: {text}" for _, _, line, text in seen[:3]],
+            effect=f"copies through the link of {who}",
+            fix="clear the bits and read them again under load (`sudo setpci -s <bdf> ECAP_AER+10.l=ffffffff`, then "
+                "`sudo lspci -vvv -s <bdf> | grep CESta`); reseat the card and its riser or cable, try another slot; "
+                "as a test, boot with `pcie_aspm=off`"))
+
+
+def _links_check(label: str, evidence: PastedEvidence, report: DoctorReport) -> None:
+    """The pcie-links check of the LnkSta lines: made where a line can be judged (its LnkCap, or lspci's
+    ok/downgraded marks), never "ok" for lines that show only the current link."""
+    if not evidence.links:
+        return
+    judged = [p for p in evidence.links if p.link.max_width is not None or p.width_mark or p.speed_mark]
+    unjudged = len(evidence.links) - len(judged)
+    if not judged:
+        report.check("pcie-links", "not-made",
+                     f"{label} shows {len(evidence.links)} link(s) as they run now (LnkSta) but not what they can do: "
+                     "no LnkCap line and no (ok)/(downgraded) mark; paste the whole `sudo lspci -vvv` block of each device")
+        return
+    problem = any(f.code in ("pcie-link-narrow", "pcie-link-slow") for f in report.findings)
+    report.check("pcie-links", "problem" if problem else "ok",
+                 f"{len(judged)} link reading(s) (LnkSta, the kernel's boot-time line) in {label}"
+                 + ("" if all(p.link.max_width is not None for p in judged) else
+                    ", some without their LnkCap line (judged by lspci's own ok/downgraded marks)")
+                 + (f"; {unjudged} more without their LnkCap line or marks: not judged" if unjudged else ""))
 
 
 def _gpu_below(evidence: PastedEvidence, bdf: str | None, gpus: list[str]) -> str | None:

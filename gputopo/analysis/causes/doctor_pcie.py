@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from itertools import combinations
 
-from gputopo.analysis.causes.doctor_acs import acs_redirect, acs_words
+from gputopo.analysis.causes.doctor_acs import acs_redirect, acs_words, pairs_hit
 from gputopo.analysis.causes.doctor_common import (
     DoctorReport,
     and_list,
@@ -41,9 +41,18 @@ def pcie_checks(evidence: HealthEvidence, report: DoctorReport) -> None:
 
 
 def _affected_pairs(bridge: str, paths: dict[str, GpuPciePath]) -> list[tuple[str, str]]:
-    """Pairs whose peer traffic passes ``bridge``: it is on one GPU's path and not above both."""
-    below = {bdf for bdf, path in paths.items() if any(n.bdf == bridge for n in path.nodes)}
-    return [(a, b) for a, b in combinations(sorted(paths), 2) if (a in below) != (b in below)]
+    """Pairs whose peer traffic a redirect at ``bridge`` reroutes (``doctor_acs.pairs_hit``): it is on
+    one GPU's path and not above both; below a root port, both GPUs under the bridge just above it
+    (the switch's upstream port), where their traffic would otherwise turn."""
+    below = [bdf for bdf, path in paths.items() if any(n.bdf == bridge for n in path.nodes)]
+    switch = None
+    for bdf in below[:1]:
+        nodes = paths[bdf].nodes
+        at = next(i for i, n in enumerate(nodes) if n.bdf == bridge)
+        if at > 0:  # not a root port: the bridge above it is the switch's upstream port
+            above = nodes[at - 1].bdf
+            switch = [g for g, path in paths.items() if any(n.bdf == above for n in path.nodes)]
+    return pairs_hit(below, list(paths), switch)
 
 
 def _acs(paths: dict[str, GpuPciePath], report: DoctorReport, nvlinked: set[tuple[str, str]]) -> None:
@@ -90,7 +99,7 @@ def _links(paths: dict[str, GpuPciePath], report: DoctorReport, nvlinked: set[tu
             any_link = any_link or node.link.max_width is not None
             if node.link.width_below_max:
                 slow_width.append(node)
-            elif node.link.speed_below_max:
+            if node.link.speed_below_max:  # a narrow link's speed is said too (it may be idle, or trained down)
                 slow_speed.append(node)
     if not any_link:
         report.check("pcie-links", "not-made", "no link files (current_link_width, max_link_width) under sysfs")

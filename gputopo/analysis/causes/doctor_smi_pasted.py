@@ -13,8 +13,9 @@ from gputopo.analysis.causes.doctor_common import DoctorReport
 from gputopo.analysis.causes.doctor_nvml import fabric_degraded, fabric_not_ready, nvlink_errors
 from gputopo.analysis.causes.nvlink_findings import nvlinks_down
 from gputopo.analysis.causes.observed_findings import nvlink_inactive_findings
+from gputopo.analysis.notes.reading_notes import note_findings
 from gputopo.errors import InputError
-from gputopo.model import Finding
+from gputopo.model import ReadingNote
 from gputopo.sources.smi import nvlink
 from gputopo.sources.evidence.pasted_evidence import PastedEvidence, PastedFabric
 
@@ -41,11 +42,20 @@ def _inactive(label: str, evidence: PastedEvidence, report: DoctorReport) -> Non
         topology = nvlink.read("\n".join(line for _, line in evidence.nvlink_status), label)
     except InputError:
         return
-    for finding in nvlinks_down(topology) + nvlink_inactive_findings(topology):
+    found = nvlinks_down(topology) + nvlink_inactive_findings(topology)
+    for finding in found:
         if finding.code == "nvlink-inactive":
             down = [s for s in topology.nvlinks if s.gpu in finding.gpus and s.active is False]
             finding.evidence = [f"{label}: GPU {s.gpu} Link {s.link}: <inactive>" for s in down[:6]]
         report.add(finding)
+    # A list the paste elided: its links left out are unknown. The reader numbered the lines kept for it:
+    # the note names the paste's own line numbers.
+    cut = [ReadingNote(n.code, {**n.facts, "lines": [evidence.nvlink_status[k - 1][0] for k in n.facts["lines"]]}, n.gpus)
+           for n in topology.reading_notes if n.code == "nvlink-list-cut"]
+    for finding in note_findings(cut):
+        report.add(finding)
+    report.check("nvlink status", "problem" if any(f.severity != "info" for f in found) else "ok",
+                 f"{len(topology.nvlinks)} link(s) of {len(topology.gpus)} GPU(s) in {label}")
 
 
 def _counted(name: str, count: int) -> str:
@@ -96,7 +106,8 @@ def _fabric(label: str, fabric: PastedFabric, report: DoctorReport) -> str:
     if state != "Completed" or status != "Success":
         if fabric.gpu:
             report.mark_gpu(fabric.gpu, "nvlink-down")
-        fabric_not_ready(report, who, f"State {state}, Status {status}", gpus, [where])
+        fabric_not_ready(report, who, f"State {state}, Status {status}", gpus, [where],
+                         refused=state == "Completed" and status not in (*NOT_A_VALUE, ""))
         return "problem"
     if summary not in (*NOT_A_VALUE, "Healthy") or bandwidth not in (*NOT_A_VALUE, "Full"):
         fabric_degraded(report, who, f"its health as {summary or '?'} (bandwidth {bandwidth or '?'})", gpus,

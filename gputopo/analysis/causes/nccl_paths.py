@@ -57,6 +57,15 @@ def host_memory_findings(topology: Topology) -> list[Finding]:
     return [_finding(cause, entry, p2p, level) for cause, entry in sorted(by_cause.items())]
 
 
+def refused_pairs(topology: Topology) -> set[tuple[int, int]]:
+    """The pairs NCCL logged "P2P is disabled between connected GPUs" for, as this topology's GPUs:
+    NCCL numbers them by NVML index, so only where the topology numbers GPUs that way too."""
+    view = topology.nccl
+    if view is None or topology.gpu_numbering != "nvml":
+        return set()
+    return {(min(a, b), max(a, b)) for a, b in view.p2p_disabled_pairs}
+
+
 def host_memory_pairs(topology: Topology) -> dict[str, HostMemoryPairs]:
     """The GPU pairs NCCL connected through host memory, by likely cause: ``setting`` (the log shows
     a P2P level that leaves the path out), ``refused`` (NCCL logged P2P disabled for the pair),
@@ -67,7 +76,7 @@ def host_memory_pairs(topology: Topology) -> dict[str, HostMemoryPairs]:
         return {}
     links = topology.link_map()
     level = _p2p_level(view.settings)
-    refused = {tuple(p) for p in view.p2p_disabled_pairs} if topology.gpu_numbering == "nvml" else set()
+    refused = refused_pairs(topology)
     by_cause: dict[str, HostMemoryPairs] = {}
     for t in view.transports:
         link = _host_memory_link(topology, t, links)

@@ -29,8 +29,11 @@ from __future__ import annotations
 
 import re
 
-from gputopo.analysis.expect.bandwidth import pcie_generation
 from gputopo.analysis.causes.collective_findings import collective_findings
+from gputopo.analysis.causes.nccl_paths import host_memory_findings, refused_pairs
+from gputopo.analysis.causes.pcie_findings import LINK_QUERY
+from gputopo.analysis.causes.slow_gpu_findings import slow_gpu_findings
+from gputopo.analysis.expect.bandwidth import pcie_generation
 from gputopo.analysis.expect.measured import (
     FAR_BELOW_RATIO,
     Comparison,
@@ -39,9 +42,6 @@ from gputopo.analysis.expect.measured import (
     measured_links,
     p2p_slower_than_staged,
 )
-from gputopo.analysis.causes.nccl_paths import host_memory_findings
-from gputopo.analysis.causes.pcie_findings import LINK_QUERY
-from gputopo.analysis.causes.slow_gpu_findings import slow_gpu_findings
 from gputopo.model import Finding, Link, Topology
 from gputopo.notation import count_word
 
@@ -107,7 +107,7 @@ def _above_line_rate(compared: list[Comparison]) -> list[Finding]:
 
 
 # What makes P2P slower than staged copies where doctor found it (the root cause first).
-_P2P_CAUSES = ("doctor-iommu-translating", "doctor-acs-redirect")
+P2P_CAUSES = ("doctor-iommu-translating", "doctor-acs-redirect")
 
 
 def _p2p_slower(measured: list[Link], topology: Topology) -> list[Finding]:
@@ -130,7 +130,7 @@ def _p2p_slower(measured: list[Link], topology: Topology) -> list[Finding]:
         fix="P2P slower than host copies points at ACS or the IOMMU redirecting peer traffic through the root "
             "complex: check `sudo lspci -vvv | grep ACSCtl` and the kernel's iommu= setting; meanwhile "
             "NCCL_P2P_DISABLE=1 is faster on this box",
-        caused_by=next((code for code in _P2P_CAUSES if any(f.code == code for f in topology.diagnostics)), None),
+        caused_by=next((code for code in P2P_CAUSES if any(f.code == code for f in topology.diagnostics)), None),
     )]
 
 
@@ -250,12 +250,17 @@ def _nccl_refused(topology: Topology) -> list[Finding]:
     if view is None or not view.p2p_disabled_pairs:
         return []
     pairs = ", ".join(f"{a}-{b}" for a, b in view.p2p_disabled_pairs[:12])
+    ours = refused_pairs(topology)  # NCCL's numbers are this topology's where it numbers GPUs as NVML does
     return [Finding(
         "warning", "nccl-p2p-refused",
         f"NCCL could not use P2P between its GPUs {pairs} although it considers them connected "
-        "(numbers are NCCL's GPUs on that host); it falls back to copies through host memory",
-        fix="usually ACS or the IOMMU (or a VM): check `lspci -vvv | grep ACSCtl`, boot with iommu=pt, or run "
-            "`gputopo doctor`; NCCL_IGNORE_DISABLED_P2P=1 only hides the message",
+        "(numbers are NCCL's GPUs on that host): the driver's P2P status for them (NVML's, what `nvidia-smi topo "
+        "-p2p r` prints) is not OK, so NCCL falls back to copies through host memory",
+        gpus=sorted({g for pair in ours for g in pair}),
+        fix="the log does not say why the driver refused: `nvidia-smi topo -p2p r` (and `-p2p w`: NCCL needs both) "
+            "tells (GNS: a GPU model without P2P, such as GeForce; CNS/TNS: the chipset or topology; NS: no reason "
+            "given: a VM or the platform, `gputopo doctor` on the host checks ACS and the IOMMU); "
+            "NCCL_IGNORE_DISABLED_P2P=1 only hides the message",
     )]
 
 

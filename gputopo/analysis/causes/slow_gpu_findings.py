@@ -80,3 +80,22 @@ def _finding(gpu: int, ratios: list[tuple[int, float, float]], staged: bool) -> 
             f"pcie.link.width.current,pcie.link.width.max --format=csv -i {gpu} -l 1`, or `sudo gputopo doctor`; "
             "reseat it or move it to a CPU-attached x16 slot; leave it out of groups meanwhile",
     )
+
+
+# Findings that explain a GPU slow to every peer: its own link trained narrow or slow, whichever door
+# read it (scan's own code, or doctor's on a topology: ``doctor-`` before it).
+_LINK_CAUSES = ("pcie-link-narrow", "pcie-link-slow")
+
+
+def link_slow_gpu_causes(findings: list[Finding], others: list[Finding] = ()) -> None:
+    """Each ``gpu-slow-to-every-peer`` that a finding on the GPU's own link explains (in ``findings``
+    or ``others``) is ``caused_by`` it and says so; its fix is then that finding's."""
+    causes = [f for f in (*findings, *others) if f.code.removeprefix("doctor-") in _LINK_CAUSES]
+    for finding in findings:
+        if finding.code != "gpu-slow-to-every-peer" or finding.caused_by is not None:
+            continue
+        cause = next((c for c in causes if set(finding.gpus) <= set(c.gpus)), None)
+        if cause is not None:
+            finding.caused_by = cause.code
+            finding.message += f" ({cause.code} found that link: the cause)"
+            finding.fix = f"see {cause.code}"

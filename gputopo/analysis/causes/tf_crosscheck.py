@@ -306,7 +306,7 @@ def _order_findings(topology: Topology, view: TfView, log_alone: bool) -> list[F
 
 _REASONS: dict[str, tuple[str, str]] = {
     "cross-socket": (
-        "they sit under different CPU sockets (SYS): copies between them cross QPI/UPI through host memory",
+        "they sit under different CPU sockets (SYS): copies between them cross QPI/UPI or Infinity Fabric via host memory",
         "keep work that needs fast exchange among GPUs of one socket; pin each worker's input pipeline "
         "to its GPUs' CPUs",
     ),
@@ -423,7 +423,7 @@ def _pair_findings(topology: Topology, view: TfView, mapping: dict[int, int]) ->
     if peers_across:
         side = _sys_side(topology, [(mapping[a], mapping[b]) for a, b in peers_across])
         across = {
-            "sockets": "the topology says SYS (across CPU sockets): peer copies over QPI/UPI are often slower",
+            "sockets": "the topology says SYS (across CPU sockets): peer copies over QPI/UPI or Infinity Fabric are often slower",
             "numa": f"the topology puts them on {_SYS_WHERE}: peer copies over that link are often slower",
         }.get(side, "this virtual machine's topology shows SYS between them; a VM's virtual topology cannot tell")
         across += " than staging through host memory" if side != "vm" else " how the GPUs are really wired"

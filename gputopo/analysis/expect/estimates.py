@@ -121,3 +121,28 @@ def _estimate_column(topology: Topology) -> list[Estimate]:
         return [estimate_of(topology, link) for link in topology.links]
     by_code = {code: classes.estimate_of_code(code) for code in set(classes.code_of)}
     return list(map(by_code.__getitem__, classes.code_of))
+
+
+@dataclass(frozen=True)
+class Span:
+    """The span of every figure the pairs of one link word allow, GB/s per direction (a range by
+    generation where the source gives none), and what the figures assume."""
+
+    low_gbps: float
+    high_gbps: float
+    assumptions: tuple[str, ...] = ()
+
+
+def word_spans(topology: Topology) -> dict[str, Span]:
+    """``{link word: Span}`` over the pairs of each word the topology uses but ``UNKNOWN``, each
+    class of pair once (``distinct_estimates``)."""
+    table = topology.link_table()
+    spans = {}
+    for word in dict.fromkeys(kind[0] for kind in table.kinds):
+        if word == "UNKNOWN":
+            continue
+        estimates = distinct_estimates(topology, table.kinds_where(k for k, kind in enumerate(table.kinds) if kind[0] == word))
+        if estimates:
+            spans[word] = Span(min(e.span[0] for e in estimates), max(e.span[1] for e in estimates),
+                               tuple(sorted({e.assumption for e in estimates if e.assumption})))
+    return spans

@@ -1,5 +1,6 @@
 """What a GPU's performance state (P-state) says of its PCIe link's speed: the one reading of it,
-for scan's findings (``diagnose``) and doctor's (``doctor_links``).
+for scan's findings (``diagnose``), doctor's (``doctor_links``) and scan's GPU table (``pcie_below``,
+carried by ``ScanResult``).
 
 NVIDIA GPUs change their PCIe link generation with their performance state, to save power: NVML
 numbers the states P0 ("maximum performance") to P15 ("minimum performance"), and nvidia-smi's help
@@ -42,7 +43,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from gputopo.model import Topology
+    from gputopo.model import Gpu, Topology
 
 TOP = "top"  # P0: the link runs at the best it can train to
 IDLE = "idle"  # P8 and lower power: a lowered link is by design
@@ -71,6 +72,21 @@ def known(state: int | None) -> bool:
 def word(state: int | None) -> str:
     """``P8``; ``unknown`` for no state."""
     return f"P{state}" if known(state) else "unknown"
+
+
+BELOW_IDLE = "idle"  # only the generation is below max, in an idle state: lowered by design
+BELOW = "below"  # narrower than max, or slower in a state that does not explain it
+
+
+def pcie_below(gpu: Gpu) -> str | None:
+    """How a GPU's PCIe link read below its max is to be taken: ``BELOW_IDLE`` where only its
+    generation is lower and the state it was read in is an idle one (``IDLE``: lowered by design),
+    else ``BELOW`` (narrow in any state; slower at P0, P1-P7 or no state); None at its max or not known."""
+    narrow = gpu.pcie_below_max("width") is not None
+    slow = gpu.pcie_below_max("gen") is not None
+    if not (narrow or slow):
+        return None
+    return BELOW_IDLE if slow and not narrow and link_reading(gpu.performance_state) == IDLE else BELOW
 
 
 def read_apart(topology: Topology) -> set[int]:

@@ -223,9 +223,11 @@ def _nic_rows_missing(facts: dict[str, Any], gpus: list[int]) -> Words:
 
 
 def _p2p_capability_assumed(facts: dict[str, Any], gpus: list[int]) -> Words:
-    return ("info", (f"the `nvidia-smi topo -p2p` matrix at line {facts['line']} has no command line "
-            "above it saying which capability it shows; it was read as P2P read"),
-            "paste the command line (`nvidia-smi topo -p2p r`, `w`, `a` or `n`) with its output")
+    why = (f"its command asks for `{facts['asked']}`, several capabilities, and the text does not say which one "
+           "it shows" if facts.get("asked") else "it has no command line above it saying which capability it shows")
+    return ("info", f"the `nvidia-smi topo -p2p` matrix at line {facts['line']}: {why}; it was read as P2P read",
+            f"{'run one capability per command' if facts.get('asked') else 'paste the command line'} "
+            "(`nvidia-smi topo -p2p r`, `w`, `a` or `n`) with its output")
 
 
 def _asymmetric_p2p_matrix(facts: dict[str, Any], gpus: list[int]) -> Words:

@@ -5,13 +5,17 @@
 - ``no-pair-measured``: nvbandwidth measured no pair (device-to-device tests waived: a warning that
   the GPUs could not peer; the run stopped at its byte check; one GPU), or a p2pBandwidthLatencyTest
   output cut before its first matrix;
+- ``p2p-enabled-not-measured``: a p2pBandwidthLatencyTest output cut after its P2P=Disabled matrices;
 - ``nvbandwidth-wrong-data``: nvbandwidth stopped at its pattern check: a copy delivered wrong bytes
   (a warning; "GPU-to-GPU" only where every stopped test was a device-to-device one);
 - ``nccl-gpus-by-bus-id``: an NCCL log numbers GPUs by the ranks' bus ids (inferred);
 - ``nccl-xml-cut``: an NCCL topology XML cut short, read up to its last whole tag;
 - ``nvidia-smi -q`` (``sources.smi.smi_q``): ``smi-q-gpus-not-listed`` (``Attached GPUs`` says more than
   the text lists), ``smi-q-unavailable`` (values printed as N/A), ``smi-q-grep-gaps`` (grep's ``--``
-  lines), ``smi-q-gpu-repeated`` (a second block of one bus id), ``smi-q-no-bus-id``.
+  lines), ``smi-q-gpu-repeated`` (a second block of one bus id), ``smi-q-no-bus-id``;
+- ``nvidia-smi nvlink`` (``sources.smi.nvlink``): ``nvlink-list-cut`` (a GPU's link list elided);
+- ``paste-part-empty`` (``sources.registry``): one output of a paste of several carries nothing its
+  reader takes (an NCCL log of bootstrap lines beside a ``topo -m``): skipped, and said.
 """
 
 from __future__ import annotations
@@ -36,11 +40,23 @@ def _no_pair_measured(facts: dict[str, Any], gpus: list[int]) -> Words:
                 "which pairs can peer are read, no pair was measured"),
                 "paste the whole output, down to its `NOTE: The CUDA Samples are not meant for performance` line")
     waived, stopped = facts.get("waived") or [], bool(facts.get("stopped"))
+    if facts.get("cut_before_d2d") and not waived:
+        return ("info", (f"{source}: nvbandwidth measured no GPU pair: the output ends before any device-to-device "
+                         f"test (only host copies are in the text), so whether these {facts['gpu_count']} GPUs can "
+                         "peer, and how fast, is not in it"),
+                "paste the whole output, or run `nvbandwidth -t device_to_device_memcpy_read_ce`")
     why = (f"nvbandwidth waived {', '.join(waived)}: it waives a device-to-device test where the GPUs' peer "
            f"mapping fails, so these {facts['gpu_count']} GPUs could not peer" if waived else
            "the run stopped at its byte check" if stopped else "device-to-device tests waived, or one GPU")
     return ("warning" if waived else "info", f"{source}: nvbandwidth measured no GPU pair ({why})",
             None if stopped else "run `nvbandwidth -t device_to_device_memcpy_read_ce` on a box whose GPUs can peer")
+
+
+def _p2p_enabled_not_measured(facts: dict[str, Any], gpus: list[int]) -> Words:
+    return ("info", (f"{facts['source']}: the p2pBandwidthLatencyTest output holds its P2P=Disabled figures only (copies "
+                     "staged through host memory) and ends before any P2P=Enabled matrix: how fast the GPUs copy "
+                     "peer to peer is not in the text"),
+            "paste the whole output, down to its `NOTE: The CUDA Samples are not meant for performance` line")
 
 
 def _nvbandwidth_wrong_data(facts: dict[str, Any], gpus: list[int]) -> Words:
@@ -61,7 +77,7 @@ def _nccl_gpus_by_bus_id(facts: dict[str, Any], gpus: list[int]) -> Words:
 def _nccl_xml_cut(facts: dict[str, Any], gpus: list[int]) -> Words:
     cut_gpu = facts.get("cut_gpu")
     return ("info",
-            (f"{facts['source']}: the NCCL topology XML is cut short (no </system>): read up to its last whole tag"
+            (f"{facts['source']}: the NCCL topology XML is cut short (elements left open): read up to its last whole tag"
              + (f"; GPU {cut_gpu}'s NVLink list was cut, so its pairs without a known NVLink are unknown"
                 if cut_gpu is not None else "")
              + "; GPUs and NICs after the cut are not in the text"), None)
@@ -77,9 +93,22 @@ def _nccl_xml_no_root(facts: dict[str, Any], gpus: list[int]) -> Words:
 
 def _nccl_tests_no_rows(facts: dict[str, Any], gpus: list[int]) -> Words:
     where = "after its column header" if facts.get("header") else "before its column header"
+    if facts.get("beside_log"):
+        return ("info", (f"{facts['source']}: the nccl-tests table among its NCCL_DEBUG lines is cut {where}, before "
+                         "its first row: the log lines are read, and no bus bandwidth (paste the rows and "
+                         "`# Avg bus bandwidth` too)"), None)
     return ("info", (f"{facts['source']}: the nccl-tests output is cut {where}, before its first row: the GPUs its "
                      "`Using devices` lines name are read, and no bus bandwidth (run it to the end, or paste the "
                      "rows and `# Avg bus bandwidth`)"), None)
+
+
+def _nccl_tests_separate_jobs(facts: dict[str, Any], gpus: list[int]) -> Words:
+    named = ", ".join(f"pid {pid} on {host}" for host, pid in facts["processes"])
+    return ("warning", (f"{facts['source']}: one rank is named by {len(facts['processes'])} processes ({named}): each "
+                        "ran nccl-tests as a job of its own, so no collective joined their GPUs and its figures are "
+                        "no measure of the link between them (under mpirun: nccl-tests built without MPI support)"),
+            "rebuild nccl-tests with `make MPI=1` (MPI_HOME set) and run it under mpirun again; each process then "
+            "prints a rank of its own")
 
 
 def _nccl_p2p_disabled_unplaced(facts: dict[str, Any], gpus: list[int]) -> Words:
@@ -134,14 +163,29 @@ def _smi_q_no_bus_id(facts: dict[str, Any], gpus: list[int]) -> Words:
             f"{', '.join(map(str, gpus))} cannot be matched to other sources by bus id"), None)
 
 
+def _paste_part_empty(facts: dict[str, Any], gpus: list[int]) -> Words:
+    return ("info", (f"{facts['source']}: its {facts['kind']} lines carry nothing gputopo reads ({facts['reason']}); "
+            "the other outputs of the paste were read"), None)
+
+
+def _nvlink_list_cut(facts: dict[str, Any], gpus: list[int]) -> Words:
+    shown = "; ".join(f"GPU {g}: {n} link{'s' if n != 1 else ''} listed, then line {line}"
+                      for g, n, line in zip(gpus, facts["links_listed"], facts["lines"]))
+    return ("info", (f"{facts['source']}: the `nvidia-smi nvlink` output elides lines ({shown}: '...'): the links "
+            "left out are unknown, so how many of those GPUs' links are up is not known (not 'down')"),
+            f"paste the whole `nvidia-smi nvlink -s -i {gpus[0]}` output")
+
+
 TOOL_WORDINGS: dict[str, Callable[[dict[str, Any], list[int]], Words]] = {
     "cuda-ordinals-only": _cuda_ordinals_only,
     "no-pair-measured": _no_pair_measured,
+    "p2p-enabled-not-measured": _p2p_enabled_not_measured,
     "nvbandwidth-wrong-data": _nvbandwidth_wrong_data,
     "nccl-gpus-by-bus-id": _nccl_gpus_by_bus_id,
     "nccl-xml-cut": _nccl_xml_cut,
     "nccl-xml-no-root": _nccl_xml_no_root,
     "nccl-tests-no-rows": _nccl_tests_no_rows,
+    "nccl-tests-separate-jobs": _nccl_tests_separate_jobs,
     "nccl-p2p-disabled-unplaced": _nccl_p2p_disabled_unplaced,
     "nccl-log-hosts-missing": _nccl_log_hosts_missing,
     "smi-q-gpus-not-listed": _smi_q_gpus_not_listed,
@@ -149,4 +193,6 @@ TOOL_WORDINGS: dict[str, Callable[[dict[str, Any], list[int]], Words]] = {
     "smi-q-grep-gaps": _smi_q_grep_gaps,
     "smi-q-gpu-repeated": _smi_q_gpu_repeated,
     "smi-q-no-bus-id": _smi_q_no_bus_id,
+    "nvlink-list-cut": _nvlink_list_cut,
+    "paste-part-empty": _paste_part_empty,
 }

@@ -204,6 +204,34 @@ def _peers(link: Link) -> bool | None:
     return link.type in ("PIX", "PXB", "PHB", "NODE")
 
 
+def _not_peering_text(links: Any, not_peering: list[tuple[int, int]]) -> str:
+    """"pairs X cannot peer", where the source says so; pairs only guessed not to (SYS, no P2P status in
+    the source) said to be a guess, with what would tell."""
+    known = [pair for pair in not_peering if links[pair].can_peer is False]
+    guessed = [pair for pair in not_peering if links[pair].can_peer is None]
+    parts = [f"pairs {pair_list(known, limit=4, more=' ...')} cannot peer"] if known else []
+    if guessed:
+        parts.append(
+            f"pairs {pair_list(guessed, limit=4, more=' ...')} (SYS) most likely cannot peer (guessed from the path "
+            "word: the source gives no P2P status; `nvidia-smi topo -p2p r` tells)"
+        )
+    return " and ".join(parts)
+
+
+def _beyond_nccl_level(links: Any, pairs: list[tuple[int, int]]) -> str:
+    """Where PCIe pairs that peer cross a CPU host bridge (PHB, NODE, SYS): NCCL's own default P2P level
+    (PXB on Intel and ARM CPUs since NCCL 2.9, on AMD CPUs with more than two GPUs since 2.23; its
+    paths.cc) sends them through host memory all the same."""
+    far = [pair for pair in pairs if not links[pair].is_nvlink and links[pair].type in ("PHB", "NODE", "SYS")]
+    if not far:
+        return ""
+    return (
+        f" as far as NCCL's default P2P level lets them: it stops at PCIe switches (PXB) on most hosts, so between "
+        f"pairs {pair_list(far, limit=4, more=' ...')} ({'/'.join(sorted({links[pair].type for pair in far}))}) NCCL "
+        "copies through host memory (SHM) unless the job sets NCCL_P2P_LEVEL=SYS"
+    )
+
+
 def _set_ops(group: GroupAdvice, ops: str | None, reason: str) -> None:
     group.cross_device_ops = ops
     group.cross_device_ops_code = f"tf.distribute.{ops}()" if ops else None
@@ -262,17 +290,18 @@ def _single_host_ops(links: Any, gpus: list[int], ring: list[int]) -> tuple[str,
             return "NcclAllReduce", (
                 "every pair should copy directly over PCIe (inferred from the path words: the source gives no P2P "
                 "status; ACS or a translating IOMMU can still forbid it, `gputopo doctor` tells), so NCCL's rings "
-                "run GPU to GPU; it is TF's default on GPUs"
+                f"run GPU to GPU{_beyond_nccl_level(links, pairs)}; it is TF's default on GPUs"
             )
         return "NcclAllReduce", (
-            f"every pair can copy directly ({kind}), so NCCL's rings run GPU to GPU; it is TF's default on GPUs"
+            f"every pair can copy directly ({kind}), so NCCL's rings run GPU to GPU{_beyond_nccl_level(links, pairs)}; "
+            "it is TF's default on GPUs"
         )
-    pairs_text = pair_list(not_peering, limit=4, more=" ...")
+    pairs_text = _not_peering_text(links, not_peering)
     hops = [tuple(sorted(hop)) for hop in zip(ring, ring[1:] + ring[:1])] if len(ring) > 2 else []
     if hops and all(links[hop].is_nvlink and _peers(links[hop]) is True for hop in hops):  # type: ignore[index]
         words = sorted({links[hop].type for hop in hops})  # type: ignore[index]
         return "NcclAllReduce", (
-            f"pairs {pairs_text} cannot peer, but the ring {'-'.join(map(str, ring + ring[:1]))} is NVLink on every hop "
+            f"{pairs_text}, but the ring {'-'.join(map(str, ring + ring[:1]))} is NVLink on every hop "
             f"({'/'.join(words)}): NCCL builds its rings over those links and never uses the pairs that cannot peer; "
             f"HierarchicalCopyAllReduce (built for DGX-1) is the fallback where NCCL is unavailable"
         )
@@ -284,13 +313,13 @@ def _single_host_ops(links: Any, gpus: list[int], ring: list[int]) -> tuple[str,
         cross_peer = all(_peers(links[(first[j], second[j])]) is True for j in range(half))
         if halves_peer and cross_peer:
             return "HierarchicalCopyAllReduce", (
-                f"pairs {pairs_text} cannot peer, but GPUs {format_cpu_list(first)} and {format_cpu_list(second)} can among "
+                f"{pairs_text}, but GPUs {format_cpu_list(first)} and {format_cpu_list(second)} can among "
                 f"themselves and GPU j of one half reaches GPU j of the other directly: the DGX-1 shape "
                 f"HierarchicalCopyAllReduce was built for (reduce in each half, then across those links); "
                 f"NcclAllReduce is the close alternative"
             )
     return "NcclAllReduce", (
-        f"pairs {pairs_text} cannot peer; NCCL notices and stages those hops through host memory itself, still "
+        f"{pairs_text}; NCCL notices and stages those hops through host memory itself, still "
         f"as a ring, which beats ReductionToOneDevice (every gradient through one device) and "
         f"HierarchicalCopyAllReduce (built for DGX-1); if NCCL is unavailable (Windows) use "
         f"tf.distribute.ReductionToOneDevice(reduce_to_device='/cpu:0')"

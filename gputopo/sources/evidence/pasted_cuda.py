@@ -4,7 +4,7 @@
   ggml-cuda.cu:6292``, ``code=802(cudaErrorSystemNotReady)``, ``Error 802: system not yet
   initialized``, cuda-gdb's ``cudaDeviceEnablePeerAccess returned (0x2c0)``): 802 (system not yet
   initialized), 217 (peer access is not supported between these two devices), 704 (peer access is
-  already enabled). A bare hex code is read only on a line that names a CUDA call or CUDA;
+  already enabled), 711 (peer mapping resources exhausted: ``CUDA_ERROR_TOO_MANY_PEERS``). A bare hex code is read only on a line that names a CUDA call or CUDA;
 - CUDA sample ``simpleP2P``: ``> Peer access from <name> (GPU0) -> <name> (GPU1) : Yes``;
 - kmcuda's ``p2p 1 <-> 0 is impossible``.
 
@@ -26,9 +26,10 @@ CODES = {
           "cuda_error_peer_access_unsupported"),
     704: ("peer access is already enabled", "cudaerrorpeeraccessalreadyenabled",
           "cuda_error_peer_access_already_enabled"),
+    711: ("peer mapping resources exhausted", "cudaerrortoomanypeers", "cuda_error_too_many_peers"),
 }
-_NUMBER = re.compile(r"\b(?:error|code|err)\s*[=:]?\s*(802|217|704)\b|\(0x(2c0|0d9|322)\)")
-_HEX = {"2c0": 704, "0d9": 217, "322": 802}
+_NUMBER = re.compile(r"\b(?:error|code|err)\s*[=:]?\s*(802|217|704|711)\b|\(0x(2c0|0d9|322|2c7)\)")
+_HEX = {"2c0": 704, "0d9": 217, "322": 802, "2c7": 711}
 _SIMPLE_P2P = re.compile(r"\(GPU([0-9]{1,4})\)")
 _ANSWER = re.compile(r":\s*(Yes|No)\s*$")
 _KMCUDA = re.compile(r"\bp2p ([0-9]{1,4}) <-> ([0-9]{1,4}) is impossible")
@@ -37,8 +38,8 @@ _KMCUDA = re.compile(r"\bp2p ([0-9]{1,4}) <-> ([0-9]{1,4}) is impossible")
 def scan_cuda(evidence: PastedEvidence, line: str, number: int) -> bool:
     """Read one line into ``evidence.facts``; whether it said something about CUDA and peers."""
     lower = line.lower()
-    if "peer access from" in lower:
-        return _simple_p2p(evidence, line, number)
+    if "peer access from" in lower and _simple_p2p(evidence, line, number):
+        return True  # else TF's "failed to enable peer access from 0x.. to 0x..: CUDA_ERROR_...": its error is read below
     kmcuda = _KMCUDA.search(line)
     if kmcuda:
         evidence.add_kind("peer access answers")

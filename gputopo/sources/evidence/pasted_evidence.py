@@ -40,11 +40,27 @@ class PastedLink:
     link: LinkState
     line: int
     text: str
+    # lspci's own marks after LnkSta's speed and width, against the device's LnkCap: "ok", "downgraded",
+    # or None (not printed: older pciutils). They judge a link whose LnkCap line the paste lacks.
+    speed_mark: str | None = None
+    width_mark: str | None = None
+    # The kernel's boot-time line: the link (at this bridge) that limits the device, None for lspci's.
+    limited_at: str | None = None
+
+    @property
+    def narrow(self) -> bool:
+        """Trained narrower than it can: by LnkCap where the paste has it, else by lspci's mark."""
+        return self.link.width_below_max if self.link.max_width is not None else self.width_mark == "downgraded"
+
+    @property
+    def slow(self) -> bool:
+        """Below its top speed: by LnkCap where the paste has it, else by lspci's mark."""
+        return self.link.speed_below_max if self.link.max_speed_gts is not None else self.speed_mark == "downgraded"
 
 
 @dataclass
 class PastedXid:
-    pci: str  # as the driver prints it: ``0000:02:00`` (no function)
+    pci: str | None  # as the driver prints it: ``0000:02:00`` (no function); None where the paste hides it (``PCI:...``)
     code: int
     text: str
     cause: int | None = None  # ``caused by previous Xid 149``: the Xid the driver names as the cause
@@ -86,6 +102,8 @@ class PastedEvidence:
     acs: list[PastedAcs] = field(default_factory=list)
     links: list[PastedLink] = field(default_factory=list)
     links_down: list[PastedLink] = field(default_factory=list)  # ``Width x0``: no link trained (an empty slot)
+    # ``CESta:`` lines with link-layer error bits set (``BadTLP+``...): (device or None, the bits, line, text)
+    link_errors_logged: list[tuple[str | None, list[str], int, str]] = field(default_factory=list)
     iommu_faults: dict[str, int] = field(default_factory=dict)  # bdf -> count
     iommu_fault_example: str | None = None
     xids: list[PastedXid] = field(default_factory=list)

@@ -78,6 +78,8 @@ class PastedFacts:
     peer_answers: list[PeerAnswer] = field(default_factory=list)
     shm_failures: list[ShmFailure] = field(default_factory=list)
     gdr_disabled: list[Said] = field(default_factory=list)
+    sysfs_unresolved: list[Said] = field(default_factory=list)  # NCCL: "Could not find real path of /sys/..."
+    net_ib_used: Said | None = None  # NCCL: "NET/IB : Using [0]mlx5_0:1/IB ..." (its GDR state not said there)
     peermem_loaded: Said | None = None  # an lsmod line showing nvidia_peermem / nv_peer_mem
     nvml_no_links: dict[int | None, Said] = field(default_factory=dict)  # GPU -> "all links are inActive"
     links_inactive: dict[int | None, dict[int, Said]] = field(default_factory=dict)  # outside an nvlink -s block

@@ -9,6 +9,8 @@ Read from the log, each as printed:
 - AER: ``<driver> <bdf>: [AER: ]PCIe Bus Error: severity=..., type=...`` (the device that reported it
   and the driver bound to it) and ``<driver> <bdf>: AER: can't recover`` / ``device has no AER-aware
   driver`` (a device left broken by the error);
+- the kernel's boot-time ``... available PCIe bandwidth, limited by 8.0 GT/s PCIe x16 link at <bdf> (capable
+  of ... 16.0 GT/s PCIe x16 link)``: the device's link as the slowest link on its path trained at boot;
 - the IOMMU's default domain (``iommu: Default domain type: Translated``, which the kernel prints
   whether or not an IOMMU is present) and lines that show an IOMMU at work (``DMAR: IOMMU enabled``,
   ``Adding to iommu group``);
@@ -29,10 +31,12 @@ from gputopo.sources.evidence.pasted_evidence import (
     MAX_CMDLINE_CHARS,
     PastedAer,
     PastedEvidence,
+    PastedLink,
     PastedXid,
     full_bdf,
     shown,
 )
+from gputopo.sources.host.pcie_health import LinkState
 
 _BDF_IN = "(" + BDF + ")"
 _AMD_VI = re.compile(_BDF_IN + r":?\s+AMD-Vi: Event logged \[IO_PAGE_FAULT")
@@ -41,6 +45,7 @@ _AMD_VI_DEVICE = re.compile(r"AMD-Vi: Event logged \[IO_PAGE_FAULT device=" + _B
 _DMAR = re.compile(r"DMAR: \[DMA (?:Read|Write)[^\]]{0,200}\] Request device \[" + _BDF_IN + r"\]")
 # Numbers are ASCII digits and bounded: int() refuses a number of more than 4300 digits (a traceback).
 _XID = re.compile(r"NVRM: Xid \(PCI:([0-9a-fA-F:.]+)\):\s*([0-9]{1,9})\b")
+_HEX_PAIR = re.compile(r"[0-9a-f]{2}")
 _XID_CAUSE = re.compile(r"caused by previous Xid ([0-9]{1,9})\b")
 _FALLEN_GPU = re.compile(r"NVRM: (?:The NVIDIA GPU|GPU at(?: PCI:)?)\s+" + _BDF_IN)
 # The driver's name is a word of its own, bounded: ``(\S+) `` searched along a long line without
@@ -48,6 +53,11 @@ _FALLEN_GPU = re.compile(r"NVRM: (?:The NVIDIA GPU|GPU at(?: PCI:)?)\s+" + _BDF_
 _DRIVER = r"(?<!\S)(\S{1,64}) "
 _AER = re.compile(_DRIVER + _BDF_IN + r": (?:AER: )?PCIe Bus Error: severity=([^,]{1,64}), type=([^,(]{1,64})")
 _NOT_RECOVERED = re.compile(_DRIVER + _BDF_IN + r": (?:AER: )?(?:can't recover|device has no AER-aware driver)")
+# The kernel's boot-time verdict on a device's link (``pcie_print_link_status``): what the slowest link
+# on its path gives against what the device can do, and where that link is. Bounded numbers.
+_NUM = r"([0-9]{1,3}(?:\.[0-9]{1,3})?)"
+_LIMITED = re.compile(_BDF_IN + r": [0-9.]{1,12} Gb/s available PCIe bandwidth, limited by " + _NUM + r" GT/s PCIe x([0-9]{1,2}) "
+                      r"link at " + _BDF_IN + r" \(capable of [0-9.]{1,12} Gb/s with " + _NUM + r" GT/s PCIe x([0-9]{1,2}) link\)")
 _DEFAULT_DOMAIN = re.compile(r"iommu: Default domain type: (Translated|Passthrough)")
 _IOMMU_ACTIVE = re.compile(r"Adding to iommu group|iommu: Adding device \S+ to group|DMAR: IOMMU enabled|"
                            r"AMD-Vi: Found IOMMU|DMAR: Intel\(R\) Virtualization Technology for Directed I/O")
@@ -132,7 +142,8 @@ def _scan_faults(evidence: PastedEvidence, line: str, number: int, before: list[
     if xid:
         evidence.add_kind("dmesg")
         cause = _XID_CAUSE.search(line)
-        evidence.xids.append(PastedXid(xid.group(1).lower(), int(xid.group(2)), shown(line),
+        pci = xid.group(1).lower()  # an address the poster blanked out (``PCI:...``) names no GPU
+        evidence.xids.append(PastedXid(pci if _HEX_PAIR.search(pci) else None, int(xid.group(2)), shown(line),
                                        int(cause.group(1)) if cause else None))
         return True
     if "fallen off the bus" in line:
@@ -153,6 +164,14 @@ def _scan_aer(evidence: PastedEvidence, line: str, number: int) -> bool:
                     "uncorrected (non-fatal)" if "non" in said else "uncorrected (fatal)")
         evidence.aer.append(PastedAer(full_bdf(aer.group(2)), aer.group(1), severity, aer.group(4).strip(),
                                       number, shown(line)))
+        return True
+    limited = _LIMITED.search(line) if "available PCIe bandwidth" in line else None
+    if limited:
+        evidence.add_kind("dmesg")
+        device, at = full_bdf(limited.group(1)), full_bdf(limited.group(4))
+        state = LinkState(current_speed_gts=float(limited.group(2)), current_width=int(limited.group(3)),
+                          max_speed_gts=float(limited.group(5)), max_width=int(limited.group(6)))
+        evidence.links.append(PastedLink(device, state, number, shown(line), limited_at=at))
         return True
     lost = _NOT_RECOVERED.search(line) if "recover" in line or "AER-aware" in line else None
     if lost:

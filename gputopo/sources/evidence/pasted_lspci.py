@@ -31,10 +31,17 @@ _HEADER = re.compile(r"^\s*((?:[0-9a-fA-F]{4}:)?" + _SHORT + r")((?:/" + _SHORT 
 _LSPCI_WORD = re.compile(r"\blspci\b")
 _DASH_S = re.compile(r"\s-s\s*+(" + BDF + ")")
 _ACSCTL = re.compile(r"ACSCtl:\s*((?:\w+[+-]\s*)+)")
+# The correctable error status: bits stay set from the error until cleared. Those of the link itself
+# (the physical layer's RxErr, the data link layer's CRC and replay errors); AdvNonFatalErr and the
+# others say nothing of the link.
+_CESTA = re.compile(r"\bCESta:\s*((?:\w+[+-]\s*)+)")
+LINK_ERROR_BITS = ("RxErr", "BadTLP", "BadDLLP", "Rollover", "Timeout")
 # What stands between ``GT/s`` and its comma is bounded (``(ok)``, ``(downgraded)``): ``[^,]*`` ran to the
 # end of a line without a comma from every ``LnkSta: Speed ..GT/s``.
-_LNK = re.compile(r"\b(LnkCap|LnkSta):\s*(?:Port #[0-9]+,\s*)?Speed\s+([0-9]{1,3}(?:\.[0-9]{1,3})?)GT/s[^,]{0,64},"
-                  r"\s*Width\s+x([0-9]{1,3})\b")
+_LNK = re.compile(r"\b(LnkCap|LnkSta):\s*(?:Port #[0-9]+,\s*)?Speed\s+([0-9]{1,3}(?:\.[0-9]{1,3})?)GT/s([^,]{0,64}),"
+                  r"\s*Width\s+x([0-9]{1,3})\b(\s*\((?:ok|downgraded)\))?")
+# lspci's own verdict after a LnkSta value, against the device's LnkCap: ``(ok)`` or ``(downgraded)``.
+_MARK = re.compile(r"\((ok|downgraded)\)")
 _SETPCI_ACS = re.compile(r"^\s*(" + BDF + r")\s+\(ecap 0*d @[0-9a-fA-F]+\)\s+@[0-9a-fA-F]+\s+([0-9a-fA-F]{4})\s*$")
 _BUS = re.compile(r"\bBus: primary=[0-9a-fA-F]{2}, secondary=([0-9a-fA-F]{2}), subordinate=([0-9a-fA-F]{2})\b")
 _PORT = re.compile(r"\bExpress \(v[0-9]\) (Root Port|Upstream Port|Downstream Port|Endpoint|Legacy Endpoint)\b")
@@ -84,6 +91,13 @@ def scan_lspci(evidence: PastedEvidence, line: str, number: int, device: str | N
         evidence.add_kind("lspci -vvv")
         evidence.acs.append(PastedAcs(device, acs_control_from_words(acs.group(1)), number, shown(line)))
         return True
+    cesta = _CESTA.search(line)
+    if cesta:
+        evidence.add_kind("lspci -vvv")
+        set_bits = [b for b in LINK_ERROR_BITS if f"{b}+" in cesta.group(1).split()]
+        if set_bits:
+            evidence.link_errors_logged.append((device, set_bits, number, shown(line)))
+        return True
     bus = _BUS.search(line)
     if bus and device is not None:
         evidence.add_kind("lspci -vvv")
@@ -96,14 +110,17 @@ def scan_lspci(evidence: PastedEvidence, line: str, number: int, device: str | N
     lnk = _LNK.search(line)
     if lnk:
         evidence.add_kind("lspci -vvv")
-        pending_link[lnk.group(1)] = (float(lnk.group(2)), int(lnk.group(3)))
+        pending_link[lnk.group(1)] = (float(lnk.group(2)), int(lnk.group(4)))
         if lnk.group(1) == "LnkSta":
             cap = pending_link.get("LnkCap")
-            state = LinkState(current_speed_gts=float(lnk.group(2)), current_width=int(lnk.group(3)),
+            state = LinkState(current_speed_gts=float(lnk.group(2)), current_width=int(lnk.group(4)),
                               max_speed_gts=cap[0] if cap else None, max_width=cap[1] if cap else None)
+            # lspci's marks judge the link even where the paste has no LnkCap line (a fragment).
+            speed_mark, width_mark = (_MARK.search(group or "") for group in (lnk.group(3), lnk.group(5)))
             # Width x0: no link trained at all (nothing in the slot, or the link is down), not a narrow one.
             (evidence.links_down if state.current_width == 0 else evidence.links).append(
-                PastedLink(device, state, number, shown(line)))
+                PastedLink(device, state, number, shown(line), speed_mark=speed_mark.group(1) if speed_mark else None,
+                           width_mark=width_mark.group(1) if width_mark else None))
         return True
     setpci = _SETPCI_ACS.match(line)
     if setpci:

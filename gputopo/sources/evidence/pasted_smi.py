@@ -20,6 +20,7 @@ import re
 from dataclasses import dataclass, field
 
 from gputopo.sources.evidence.pasted_evidence import PastedEvidence, PastedFabric, full_bdf
+from gputopo.sources.smi.nvlink import ELIDED_RE
 
 # Numbers are ASCII digits and bounded: int() refuses a number of more than 4300 digits (a traceback).
 _NVLINK_GPU = re.compile(r"^\s*GPU ([0-9]{1,9}):(.*)$")  # the name after it: read in Python, not a lazy group
@@ -69,6 +70,10 @@ def scan_smi(evidence: PastedEvidence, line: str, number: int, state: SmiState) 
         if name and len(evidence.nvlink_names) < MAX_NAMED_GPUS:
             evidence.nvlink_names[state.nvlink_gpu] = name
         return False
+    if (state.nvlink_gpu is not None and state.nvlink_gpu_line is None and evidence.nvlink_status
+            and len(evidence.nvlink_status) < MAX_STATUS_LINES and ELIDED_RE.match(line)):
+        evidence.nvlink_status.append((number, line))  # kept below the GPU's links: the reader says the list is cut
+        return True
     link = _NVLINK_LINK.match(line)
     if link is None or state.nvlink_gpu is None or int(link.group(1)) >= MAX_LINKS:
         return False

@@ -26,7 +26,11 @@ _NVTOP_NAME = re.compile(r"\[([^\]]{1,80})\]")
 _BUS = re.compile(r"^([0-9a-fA-F]{4,8}):([0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7])$")
 _COLUMNS = {"index": "index", "pci.bus_id": "bus_id", "name": "name", "gpu_name": "name", "pstate": "pstate",
             "pcie.link.gen.current": "gen", "pcie.link.gen.gpucurrent": "gen", "pcie.link.gen.max": "gen_max",
-            "pcie.link.gen.gpumax": "gen_max", "pcie.link.width.current": "width", "pcie.link.width.max": "width_max"}
+            "pcie.link.gen.gpumax": "gen_gpu_max", "pcie.link.gen.hostmax": "gen_host_max",
+            "pcie.link.width.current": "width", "pcie.link.width.max": "width_max"}
+# ``gen.max`` is what the GPU and the system can both do; ``gen.gpumax`` the GPU's own, ``gen.hostmax``
+# the host's: the link's top is the lower of those two, and the GPU's alone says nothing of the slot.
+_NUMBERS = ("index", "gen", "gen_max", "gen_gpu_max", "gen_host_max", "width", "width_max")
 MAX_COLUMNS = 64
 
 
@@ -86,20 +90,25 @@ def _query_gpu(evidence: PastedEvidence, line: str, number: int, state: SmiLines
         return True
     if not state.columns or len(cells) != len(state.columns):
         return False
-    row = SmiRow(number, shown(line))
+    row, ends = SmiRow(number, shown(line)), {}
     for column, cell in zip(state.columns, cells):
         field_name = _COLUMNS.get(column)
         if field_name is None or cell in ("", "N/A", "[N/A]", "[Not Supported]"):
             continue
-        if field_name in ("index", "gen", "gen_max", "width", "width_max"):
+        if field_name in _NUMBERS:
             if not cell.isdigit() or len(cell) > 4:
                 return False
-            setattr(row, field_name, int(cell))
+            if field_name in ("gen_gpu_max", "gen_host_max"):
+                ends[field_name] = int(cell)
+            else:
+                setattr(row, field_name, int(cell))
         elif field_name == "bus_id":
             bus = _BUS.match(cell)
             row.bus_id = full_bdf(f"{int(bus.group(1), 16):04x}:{bus.group(2)}") if bus else None
         else:
             setattr(row, field_name, cell[:80])
+    if row.gen_max is None and len(ends) == 2:  # both ends' tops: the link's is the lower
+        row.gen_max = min(ends.values())
     if row.gen is None and row.width is None and row.pstate is None:
         return False
     evidence.add_kind("nvidia-smi --query-gpu")

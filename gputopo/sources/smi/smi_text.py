@@ -368,9 +368,10 @@ def _read_nics(
 def _merge_p2p(topology: Topology, matrix: _Matrix, source: str, notes: list[ReadingNote]) -> None:
     """Fill the links' P2P fields from a ``topo -p2p`` matrix (which capability: the command line)."""
     capability = matrix.p2p_capability
-    if capability is None:
+    if capability is None or len(capability) > 1:  # no command, or one asking for several (`-p2p rw`)
+        facts = {"line": matrix.header_line_no, **({"asked": capability} if capability else {})}
         capability = "r"
-        notes.append(ReadingNote("p2p-capability-assumed", {"line": matrix.header_line_no}))
+        notes.append(ReadingNote("p2p-capability-assumed", facts))
     attribute = _P2P_FIELDS.get(capability)
     if attribute is None:  # `p` (PCIe/prop): no field in the model
         return

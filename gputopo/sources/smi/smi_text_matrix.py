@@ -64,7 +64,7 @@ _BARE_ESCAPE_RE = re.compile(r"\[[0-9;]{0,5}m")
 GPU_RE = re.compile(r"^GPU(\d{1,9})$")  # (a header of "GPU" and 5,000 digits made int() raise: a traceback)
 _NIC_LEGEND_RE = re.compile(r"^\s*(NIC\d+)\s*:\s*(\S+)\s*$")
 # `nvidia-smi topo -p2p r` (also --p2p, -p2p=r); the letter says which capability the matrix shows.
-_P2P_COMMAND_RE = re.compile(r"(?:-p2p|--p2p(?:status)?)[=\s]+([rwnap])\b", re.IGNORECASE)
+_P2P_COMMAND_RE = re.compile(r"(?:-p2p|--p2p(?:status)?)[=\s]+([rwnap]{1,5})\b", re.IGNORECASE)  # `rw`: several
 _PCIE_ONLY_COMMAND_RE = re.compile(r"topo\b.{0,40}?(?:\s-mp\b|--matrix_pci\b)")
 _HEADER_WORDS = {"cpu", "affinity", "numa", "gpu", "id"}
 
@@ -80,7 +80,7 @@ class _Matrix:
     row_attributes: dict[str, list[str]] = field(default_factory=dict)  # row label -> attribute cells
     row_line_no: dict[str, int] = field(default_factory=dict)
     kind: str = "topo"  # "topo" (link words) or "p2p" (status words)
-    p2p_capability: str | None = None  # r/w/a/n/p, from the command line before it
+    p2p_capability: str | None = None  # r/w/a/n/p, from the command line before it (`rw`: as asked)
     repairs: list[dict[str, Any]] = field(default_factory=list)  # what was repaired: {"repair": kind, ...}
     merged: dict[str, str] = field(default_factory=dict)  # row label -> the cell that ran into its CPUs
     title_columns: list[int] | None = None  # where each attribute title starts (space-aligned pastes)
@@ -336,7 +336,7 @@ def _lines_above(lines: list[str], index: int, count: int = 3) -> list[int]:
 
 
 def _p2p_capability_before(lines: list[str], header_index: int) -> str | None:
-    """The capability letter of a ``topo -p2p X`` command on one of the few lines above a header."""
+    """The capability letter(s) of a ``topo -p2p X`` command on one of the few lines above a header."""
     for back in _lines_above(lines, header_index):
         match = _P2P_COMMAND_RE.search(lines[back])
         if match:

@@ -1,6 +1,7 @@
 """CUDA samples' peer-access answers -> Topology: ``deviceQuery`` (``Device N: "name"`` blocks, then,
 with two or more GPUs, ``> Peer access from <name> (GPU0) -> <name> (GPU1) : Yes``) and ``simpleP2P``
-(the same peer lines after ``CUDA-capable device count: N``).
+(the same peer lines after ``CUDA-capable device count: N``; before CUDA 8 after one
+``> GPUn = "name" IS capable of Peer-to-Peer (P2P)`` line per GPU, which names it).
 
 Read: the GPUs (numbered as CUDA numbers them: ``CUDA_DEVICE_ORDER`` and ``CUDA_VISIBLE_DEVICES``
 decide, so not necessarily nvidia-smi's numbers) with their names; for each pair, whether CUDA
@@ -27,6 +28,8 @@ KIND = "CUDA samples peer access (deviceQuery, simpleP2P)"
 MARKER = "Peer access from "
 MAX_NAME = 120
 _DEVICE_RE = re.compile(r"Device (\d{1,4}): \"([^\"]{1,%d})\"" % MAX_NAME)
+# simpleP2P before CUDA 8 named each GPU first: ``> GPU0 = "      Tesla K80" IS  capable of Peer-to-Peer (P2P)``
+_CAPABLE_RE = re.compile(r"GPU(\d{1,4}) = \"([^\"]{1,%d})\" IS\s+(?:NOT\s+)?capable of Peer-to-Peer" % MAX_NAME)
 _COUNT_RE = re.compile(r"(?:Detected (\d{1,4}) CUDA Capable device\(s\)|CUDA-capable device count: (\d{1,4}))")
 
 
@@ -84,7 +87,7 @@ def read(text: str, source: str) -> Topology:
                     names.setdefault(index, name)
             answers.setdefault((min(a, b), max(a, b)), []).append(yes)
             continue
-        device = _DEVICE_RE.search(line)
+        device = _DEVICE_RE.search(line) or _CAPABLE_RE.search(line)
         if device and (index := device_index(device.group(1))) is not None:
             names.setdefault(index, device.group(2).strip())
             continue

@@ -26,6 +26,13 @@ skipped: timestamps, log collectors). Read:
 GPU numbers: on one host, ranks whose bus ids are all known are numbered in bus-id order (PCI
 order, which is nvidia-smi's where every GPU takes part: inferred, and said so); otherwise, and
 across hosts, the GPU number is the rank.
+
+Hosts: a rank's host is the ``host`` of the lines its thread logs; P2P and SHM never leave a host,
+so the peer of such a connection is on the logging rank's host too. A NET (or CollNet) connection
+the log does not place inside one named host means several hosts (NCCL takes the network inside a
+host only where P2P and SHM are both off, which ``NCCL_P2P_DISABLE``/``NCCL_SHM_DISABLE`` would
+show): host names redacted to one ``<placeholder>`` no longer make a multi-node job one host's GPUs.
+A decoration every line shares (a quote, bold, a host label) is taken off first.
 """
 
 from __future__ import annotations
@@ -33,9 +40,11 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-from gputopo.errors import InputError
+from gputopo.errors import InputError, NothingToRead
 from gputopo.model import Gpu, NcclRank, NcclTransport, NcclView, ReadingNote, Topology
-from gputopo.sources.pasted import MAX_GPUS, capped, device_index, lines_of, nccl_bus_id, with_all_pairs
+from gputopo.sources.pasted import MAX_GPUS, capped, device_index, nccl_bus_id, undecorated_lines, with_all_pairs
+from gputopo.sources.tools.nccl_tests import device_line, header_without_rows
+from gputopo.sources.tools.nccl_tests import sniff as nccl_tests_sniff
 
 KIND = "NCCL_DEBUG=INFO log"
 MAX_NOTES = 20
@@ -61,6 +70,8 @@ _SETTING_RE = re.compile(r"(NCCL_[A-Z0-9_]+) set by environment to (\S+?)\.?\s*$
 _VERSION_RE = re.compile(r"NCCL version (\S+)")
 _AFFINITY_RE = re.compile(r"Setting affinity for GPU (\d+) to ")
 _TREE_RANK_RE = re.compile(r"^Trees? \[?\d+\]?[ :]*[-\d/]*->(\d+)->")
+_WITHIN_A_HOST = ("P2P", "SHM")  # NCCL's transports inside one host (CUDA IPC / pointers, host shared memory)
+_BETWEEN_HOSTS = ("NET", "COLLNET")  # the network: NCCL uses it within a host only where P2P and SHM are both off
 
 
 def sniff(text: str) -> bool:
@@ -82,6 +93,7 @@ class _State:
     disabled_at: set[tuple[str | None, int, int]] = field(default_factory=set)
     refused_bus: set[tuple[str, str]] = field(default_factory=set)  # "Could not enable P2P": the two bus ids
     nodes: int = 0  # the most ``nNodes`` any comm line says
+    net_pairs: int = 0  # network connections (NET, CollNet) the log does not place within one named host
     dev_bus: dict[int, str] = field(default_factory=dict)  # NCCL's GPU number -> bus id ("Could not enable P2P")
     thread_p2p: dict[str | None, list[tuple[int, int]]] = field(default_factory=dict)  # host:pid:tid -> P2P it set up
     ipc_failed: list[tuple[str | None, bool]] = field(default_factory=list)  # (thread, peer access unsupported)
@@ -90,12 +102,13 @@ class _State:
     speaker: tuple[str, int] | None = None
     speaker_rank: dict[tuple[str, int], int] = field(default_factory=dict)  # -> the rank it logs for
     speaker_gpu: dict[tuple[str, int], int] = field(default_factory=dict)  # -> "Setting affinity for GPU N"
+    names: dict[int, str] = field(default_factory=dict)  # rank -> GPU name (nccl-tests' device list)
 
 
 def read(text: str, source: str) -> Topology:
     """NCCL's view of the job logged in ``text``, and the GPUs it names."""
     state = _State()
-    for line in lines_of(text):
+    for line in undecorated_lines(text):
         line = capped(line)  # no NCCL message is that long
         if "NCCL " in line and (m := _LEVEL_RE.search(line)):
             host, thread = _host_of(line[: m.start()])
@@ -106,12 +119,17 @@ def read(text: str, source: str) -> Topology:
             _message(state, m.group(1), line[m.end() :], host, thread)
         elif "NCCL version" in line and (v := _VERSION_RE.search(line)):
             state.view.version = state.view.version or v.group(1)
+        elif "Rank" in line and (d := device_line(line)) is not None and d[0] < MAX_GPUS:
+            _device_of_rank(state, *d)  # nccl-tests' `Using devices` preamble
     view = state.view
     if not (state.bus or state.cuda or state.transports or state.disabled or view.settings or view.version):
-        raise InputError(f"{source}: NCCL lines found, but none that names a rank, a connection or a setting")
+        raise NothingToRead(f"{source}: NCCL lines found, but none that names a rank, a connection or a setting")
     view.transports = list(state.transports.values())
     view.p2p_disabled_pairs = [list(p) for p in sorted(state.disabled)]
-    return _topology(state, source)
+    topo = _topology(state, source)
+    if "busbw" in text and not nccl_tests_sniff(text) and header_without_rows(text):  # an nccl-tests table cut at its header
+        topo.reading_notes.append(ReadingNote("nccl-tests-no-rows", {"source": source, "header": True, "beside_log": True}))
+    return topo
 
 
 def _host_of(prefix: str) -> tuple[str | None, str | None]:
@@ -123,6 +141,16 @@ def _host_of(prefix: str) -> tuple[str | None, str | None]:
     if len(words) >= 2 and _DEV_RE.fullmatch(words[-1]) and (m := _WHO_RE.fullmatch(words[-2])):
         return m.group(1), words[-2]
     return None, None
+
+
+def _device_of_rank(state: _State, rank: int, _host: str, device: int, bus: str | None, name: str) -> None:
+    """A rank's GPU as nccl-tests lists it before the log (an init line, where there is one, says the
+    same). Its host name is not taken: nccl-tests may spell it otherwise than NCCL's prefix does."""
+    state.cuda.setdefault(rank, device)
+    if bus is not None:
+        state.bus.setdefault(rank, bus)
+    if name:
+        state.names.setdefault(rank, name)
 
 
 def _message(state: _State, level: str, msg: str, host: str | None, thread: str | None) -> None:
@@ -208,8 +236,13 @@ def _connection(state: _State, m: re.Match[str], host: str | None, thread: str |
     channel, src, dst = int(m.group(1)), int(m.group(2)), int(m.group(4))
     if src >= MAX_GPUS or dst >= MAX_GPUS:  # a rank past the bound is a misread (or a job too big to chart)
         return
+    detail = m.group(6)[:80]
+    word = _transport_word(detail)
     if host and not host.startswith("<"):  # the rank that logs the line: the receiver of a [receive]
         state.rank_host.setdefault(dst if "[receive]" in m.group(0) else src, host)
+        if word in _WITHIN_A_HOST:  # P2P and SHM never leave a host: the peer is on the logging rank's
+            state.rank_host.setdefault(src, host)
+            state.rank_host.setdefault(dst, host)
     _logs_for(state, dst if "[receive]" in m.group(0) else src)
     for rank, tag in ((src, m.group(3)), (dst, m.group(5))):
         if tag is None:
@@ -219,8 +252,6 @@ def _connection(state: _State, m: re.Match[str], host: str | None, thread: str |
                 state.bus.setdefault(rank, bus)
         elif (device := device_index(tag)) is not None:
             state.cuda.setdefault(rank, device)
-    detail = m.group(6)[:80]
-    word = _transport_word(detail)
     if word == "NET" and "GDRDMA" in detail:
         state.view.gdr = True
     if word == "NVLS":
@@ -253,10 +284,20 @@ def _topology(state: _State, source: str) -> Topology:
     ranks = sorted(set(state.bus) | set(state.cuda) | {r for t in view.transports for r in (t.src_rank, t.dst_rank)})
     if not ranks:  # only P2P complaints: they number the GPUs themselves (NCCL's GPU numbers)
         return _gpus_of_complaints(state, source)
-    # One host's lines of a job on several nodes (``nNodes``) are not one host's GPUs: ranks, as across hosts.
-    one_host = len(state.hosts) <= 1 and state.nodes <= 1
+    # One host's lines of a job on several nodes (``nNodes``, or a connection over the network, which
+    # NCCL takes between hosts: host names redacted to one placeholder still show it) are not one
+    # host's GPUs: ranks, as across hosts.
+    state.net_pairs = 0 if _network_forced(view) else sum(
+        1 for t in view.transports if t.transport in _BETWEEN_HOSTS and t.src_rank != t.dst_rank
+        and (state.rank_host.get(t.src_rank) is None or state.rank_host.get(t.src_rank) != state.rank_host.get(t.dst_rank)))
+    several = state.nodes > 1 or state.net_pairs > 0
+    one_host = len(state.hosts) <= 1 and not several
     by_nvml = one_host and all(r in state.nvml for r in ranks) and len({state.nvml[r] for r in ranks}) == len(ranks)
-    by_bus = not by_nvml and one_host and all(r in state.bus for r in ranks) and len(set(state.bus.values())) == len(ranks)
+    # Bus-id order is nvidia-smi's only where every rank of the job is in the text (a log's tail may
+    # name ranks 4-7 of 8 only: the first of them is not GPU 0).
+    every_rank = view.nranks is None or view.nranks <= len(ranks)
+    by_bus = not by_nvml and one_host and every_rank and all(r in state.bus for r in ranks) and \
+        len(set(state.bus.values())) == len(ranks)
     if by_nvml:  # NCCL names each rank's NVML index: nvidia-smi's GPU numbers, exactly
         index_of = {rank: state.nvml[rank] for rank in ranks}
     elif by_bus:
@@ -265,15 +306,15 @@ def _topology(state: _State, source: str) -> Topology:
         index_of = {rank: rank for rank in ranks}
     if len(ranks) > MAX_GPUS:
         raise InputError(f"{source}: {len(ranks)} NCCL ranks; gputopo reads logs of at most {MAX_GPUS}")
-    gpus = [Gpu(index=index_of[r], pci_bus_id=state.bus.get(r), host=None if one_host else state.rank_host.get(r))
-            for r in ranks]
+    gpus = [Gpu(index=index_of[r], pci_bus_id=state.bus.get(r), host=None if one_host else state.rank_host.get(r),
+                name=state.names.get(r)) for r in ranks]
     view.ranks = [NcclRank(rank=r, cuda_device=state.cuda.get(r), pci_bus_id=state.bus.get(r), host=state.rank_host.get(r))
                   for r in ranks]
     for t in view.transports:
         t.a, t.b = index_of.get(t.src_rank), index_of.get(t.dst_rank)
     topo = with_all_pairs(gpus, "nccl-log", f"{len(gpus)} GPUs in an NCCL_DEBUG=INFO log", source) if one_host else \
         Topology(gpus=sorted(gpus, key=lambda g: g.index), source="nccl-log", source_detail=source,
-                 label=f"{len(gpus)} ranks on {len(state.hosts)} hosts in an NCCL_DEBUG=INFO log")
+                 label=f"{len(gpus)} ranks on {_hosts_word(state)} in an NCCL_DEBUG=INFO log")
     topo.nccl = view
     topo.gpu_numbering = "nvml" if by_nvml else None
     links = topo.link_map()
@@ -292,6 +333,22 @@ def _topology(state: _State, source: str) -> Topology:
         topo.reading_notes.append(ReadingNote("nccl-log-hosts-missing", {
             "source": source, "nodes": state.nodes, "hosts": sorted(state.hosts)[:MAX_NOTES]}))
     return topo
+
+
+def _network_forced(view: NcclView) -> bool:
+    """Whether the log's settings turn both of NCCL's in-host transports off (then NET may join GPUs of one host)."""
+    off = {"1", "true", "yes"}
+    return view.settings.get("NCCL_P2P_DISABLE", "").lower() in off and view.settings.get("NCCL_SHM_DISABLE", "").lower() in off
+
+
+def _hosts_word(state: _State) -> str:
+    """``3 hosts``; where the log names fewer hosts than it shows (redacted names, one host's lines of a
+    job on several nodes), what it shows: ``at least 2 hosts (1 named)``."""
+    named = len(state.hosts)
+    shown = max(named, state.nodes, 2 if state.net_pairs else 1)
+    if shown <= named:
+        return f"{named} host{'s' if named != 1 else ''}"
+    return f"at least {shown} hosts ({named} named)" if state.net_pairs and not state.nodes else f"{shown} hosts ({named} named)"
 
 
 def _nvml_places(state: _State, index_of: dict[int, int], one_host: bool) -> dict[tuple[str | None, int], int]:

@@ -12,9 +12,13 @@ order); the operation is named from a ``*_perf`` command line (also after root's
 Pasted text is read as it comes: the ``#`` comment markers may be lost (a paste outside a code block
 becomes markdown headings), and a prefix printed before the header (a ``$ `` prompt, a ``host: ``
 label) is taken off the rows too. A paste cut before its first row whose ``# Using devices`` block
-names the GPUs gives the GPUs and no run; the missing rows are said (``nccl-tests-no-rows``). Cut
+names the GPUs gives the GPUs and no run; the missing rows are said (``nccl-tests-no-rows``). One
+rank named by two processes in one device list (two ``Rank  0`` lines of different hosts or pids)
+is jobs run apart, each alone (``nccl-tests-separate-jobs``): under ``mpirun``, nccl-tests built
+without MPI. Cut
 before its header too, it is recognised by that block, except beside ``NCCL INFO`` lines (then it is
-an NCCL log's preamble, read by ``sources.tools.nccl_log``).
+an NCCL log's preamble, read by ``sources.tools.nccl_log``); so is a header without any row or device
+line there (the log's lines interleave with the table's first lines): that reader says the cut.
 Patterns look at a line's first ``LINE_CAP_CHARS``.
 """
 
@@ -33,7 +37,7 @@ MAX_ROWS = 4096
 # The ``#`` markers may be lost in a paste. The name runs to the end of the line (stripped in code:
 # ``(.*?)\s*$`` tried ``\s*$`` at every length of it).
 _RANK_RE = re.compile(
-    r"(?:#\s*|\b)Rank\s+(\d+)(?:\s+Group\s+\d+)?\s+Pid\s+\d+\s+on\s+(\S+)\s+device\s+(\d+)\s+\[([0-9a-fA-Fx:.]+)\]\s+(.*)$"
+    r"(?:#\s*|\b)Rank\s+(\d+)(?:\s+Group\s+\d+)?\s+Pid\s+(\d+)\s+on\s+(\S+)\s+device\s+(\d+)\s+\[([0-9a-fA-Fx:.]+)\]\s+(.*)$"
 )
 _HEADER_RE = re.compile(r"(?:#\s*|\b)size\s+count\s+type\s+redop\s+(root\s+)?time\s+algbw\s+busbw\s+(#?wrong|error)\b")
 _OP_RE = re.compile(r"\b(\w+)_perf(?:_mpi)?\b")
@@ -49,11 +53,34 @@ _AVG_RE = re.compile(r"Avg bus bandwidth\s*:\s*([0-9.eE+-]+)")
 def sniff(text: str) -> bool:
     """Whether the text holds an nccl-tests table (its column header) or its ``Using devices`` lines."""
     if _HEADER_RE.search(text) is not None:
-        return True
+        # A header without a row or a device line among NCCL_DEBUG lines (the log interleaves with the
+        # table's first lines, and the paste ends there) is the NCCL log's: that reader says the cut.
+        return not ("NCCL INFO" in text and header_without_rows(text))
     # Cut before the header: its device list alone. Beside NCCL_DEBUG lines it is the preamble of an
     # NCCL log, which that reader reads (ranks numbered its way: two numberings of one run would not join).
     return "Using devices" in text and "NCCL INFO" not in text and "NCCL WARN" not in text and any(
         _RANK_RE.search(capped(line)) for line in _lines_after(text, "Using devices"))
+
+
+def device_line(line: str) -> tuple[int, str, int, str | None, str] | None:
+    """A ``#  Rank R [Group G] Pid P on HOST device D [BUS] NAME`` line of ``Using devices`` as
+    (rank, host, CUDA device, bus id, GPU name), for the NCCL log reader (the preamble of a log it reads)."""
+    if (m := _RANK_RE.search(capped(line))) is None:
+        return None
+    rank, device = device_index(m.group(1)), device_index(m.group(4))
+    if rank is None or device is None:
+        return None
+    return rank, m.group(3)[:100], device, _bus(m.group(5)), m.group(6).strip()[:200]
+
+
+def header_without_rows(text: str) -> bool:
+    """Whether the text's nccl-tests column header has no row under it and no ``Rank N ... device``
+    line names a GPU (the table cut before its first row, its device list not pasted)."""
+    try:
+        read(text, "text")
+    except InputError:
+        return True
+    return False
 
 
 def _lines_after(text: str, words: str, count: int = 4) -> list[str]:
@@ -65,6 +92,8 @@ def _lines_after(text: str, words: str, count: int = 4) -> list[str]:
 def read(text: str, source: str) -> Topology:
     """Every nccl-tests run in ``text``, and the devices they name."""
     devices: dict[int, tuple[str, int, str | None, str]] = {}  # rank -> host, device, bus, name
+    block: dict[int, tuple[str, str]] = {}  # rank -> (host, pid) named since the last column header
+    alone: list[tuple[str, str]] = []  # processes that named a rank another process of the block named too
     runs: list[CollectiveRun] = []
     operation: str | None = None
     lines = lines_of(text)
@@ -73,11 +102,17 @@ def read(text: str, source: str) -> Topology:
     while i < len(lines):
         line = capped(lines[i])
         if (m := _RANK_RE.search(line)) and (rank := device_index(m.group(1))) is not None:
-            device = device_index(m.group(3))
-            if device is not None:
-                devices[rank] = (m.group(2)[:100], device, _bus(m.group(4)), m.group(5).strip()[:200])
+            device = device_index(m.group(4))
+            process = (m.group(3)[:100], m.group(2)[:20])
+            if device is not None and len(devices) < MAX_GPUS:
+                entry = (process[0], device, _bus(m.group(5)), m.group(6).strip()[:200])
+                if block.setdefault(rank, process) != process:  # one rank, two processes: jobs run apart
+                    alone.extend(p for p in (block[rank], process) if p not in alone)
+                    rank = max(devices) + 1  # kept as a GPU of its own, not written over the other
+                devices[rank] = entry
         elif m := _HEADER_RE.search(line):
             headers += 1
+            block = {}
             run = CollectiveRun(operation=operation or "unknown", origin=source)
             prefix = line[: m.start()].strip()  # a prompt or host label printed before the table
             i = _rows(lines, i + 1, run, has_root=m.group(1) is not None, prefix=prefix)
@@ -98,17 +133,24 @@ def read(text: str, source: str) -> Topology:
     if not runs and not devices:
         raise InputError(f"{source}: an nccl-tests header without any row, and no `Using devices` line")
     topo = _topology(devices, runs, source)
+    if alone:
+        topo.label = f"nccl-tests: {len(alone)} processes, each its own job"
+        topo.reading_notes.append(ReadingNote("nccl-tests-separate-jobs", {
+            "source": source, "processes": [list(p) for p in alone[:16]]}))
     if not runs:  # cut before the first row: the devices are all it says
         topo.reading_notes.append(ReadingNote("nccl-tests-no-rows", {"source": source, "header": headers > 0}))
     return topo
 
 
 def _bus(token: str) -> str | None:
-    if token.lower().startswith("0x"):
+    if token.lower().startswith("0x"):  # the bus number alone (see ``_topology``)
         try:
-            return bus_id(0, int(token, 16))
+            number = int(token, 16)
         except ValueError:
             return None
+        # Bus 0 is the root bus, whose device 0 is the host bridge: a GPU there (a VM's, AWS p3's at
+        # 00:1e.0) is at a device number the text does not give.
+        return bus_id(0, number) if number else None
     parts = token.split(":")
     return hex_bus_id(*parts) if len(parts) == 3 else None
 
@@ -165,8 +207,17 @@ def _wrong(token: str) -> int | None:
 def _topology(devices: dict[int, tuple[str, int, str | None, str]], runs: list[CollectiveRun], source: str) -> Topology:
     hosts = {host for host, _, _, _ in devices.values()}
     one_host = len(hosts) <= 1
+    # ``[0x1b]`` is the bus number alone (CUDA's pciBusID), read as 0000:1b:00.0: device 0, as GPUs
+    # sit on most hosts. Where two GPUs of one host print the same number (a VM's GPUs, all on bus 0
+    # at devices 1b..1e), their bus ids are not in the text: none is claimed for them.
+    seen: dict[tuple[str, str], set[int]] = {}
+    for host, device, bus, _ in devices.values():
+        if bus is not None:
+            seen.setdefault((host, bus), set()).add(device)
+    shared = {key for key, on in seen.items() if len(on) > 1}
     gpus: dict[int, Gpu] = {}
     for rank, (host, device, bus, name) in sorted(devices.items()):
+        bus = None if (host, bus) in shared else bus
         index = device if one_host else rank
         if index < MAX_GPUS and index not in gpus:
             gpus[index] = Gpu(index=index, name=name or None, pci_bus_id=bus, host=None if one_host else host)

@@ -7,7 +7,8 @@ count tclass>`` children and ``<nic><net name speed gdr .../></nic>``. ``dev`` i
 a target of class ``0x068000`` is an NVSwitch, so GPUs with NVSwitch links reach each other through
 the fabric (NV<n>, n = the fewer of their switch links). Pairs without NVLink get a PCIe word from the
 tree, as nvidia-smi would word it (inferred): another NUMA node SYS, another top-level PCI tree of the
-same node NODE, the same parent bridge PIX, else PXB.
+same node NODE, the same parent bridge PIX, else PXB; each GPU's way to each NIC is worded so too
+(``nic_links``), and not at all where the text does not place the two.
 
 The document is also the machine's fabric graph (``Topology.fabric``): each ``<cpu numaid>`` a NUMA
 node, each ``<pci busid>`` a bridge under what encloses it (the one holding a ``<gpu>`` that GPU, a
@@ -28,7 +29,8 @@ A fragment without its ``<system>`` root (a paste of ``<cpu>`` or ``<pci>`` elem
 ``<gpu dev=...>``) is read as the elements it has, and the missing root is said
 (``nccl-xml-no-root``): closing tags of elements the fragment does not open are skipped. Where no
 ``<cpu>`` encloses the GPUs, their NUMA nodes are unknown, and so is the PCIe word of a pair that
-shares no ``<pci>`` above it (the fragment does not show whether their trees hang off one CPU).
+shares no ``<pci>`` above it (the fragment does not show whether their trees hang off one CPU). A
+fragment that leaves an element open is cut short too: a ``<gpu>`` left open is the cut GPU above.
 """
 
 from __future__ import annotations
@@ -42,6 +44,7 @@ from gputopo.model import (
     MAX_NVLINKS_PER_PAIR,
     Gpu,
     Nic,
+    NicLink,
     ReadingNote,
     Topology,
     make_link,
@@ -106,7 +109,8 @@ def _document(text: str, source: str) -> tuple[ET.Element, list[str] | None]:
 
 def _fragment(text: str, source: str) -> tuple[ET.Element, list[str] | None]:
     """Elements of a dump pasted without ``<system>``, under a ``<system>`` of their own (its
-    ``fragment`` attribute marks it); closing tags the fragment does not open are skipped."""
+    ``fragment`` attribute marks it); closing tags the fragment does not open are skipped. The
+    elements it opens and leaves open are returned as a cut document's are (a fragment cut short)."""
     top = _FRAGMENT_TOP_RE.search(text)
     if top is None or _GPU_TAG_RE.search(text, top.end()) is None:
         raise InputError(f"{source}: no NCCL topology XML (<system version=...>, or <cpu>/<pci> elements with a <gpu>)")
@@ -132,8 +136,8 @@ def _fragment(text: str, source: str) -> tuple[ET.Element, list[str] | None]:
                                  "dumps nest a few levels; refused")
     kept.append(body[at:])
     wrapped = '<system version="fragment">' + "".join(kept) + "".join(f"</{t}>" for t in reversed(stack)) + "</system>"
-    try:
-        return ET.fromstring(wrapped), None
+    try:  # elements the fragment opens and never closes: it was cut there, as a dump without </system>
+        return ET.fromstring(wrapped), (stack or None)
     except ET.ParseError as exc:
         raise InputError(f"{source}: the NCCL topology XML fragment is damaged ({str(exc)[:80]})") from None
 
@@ -159,13 +163,14 @@ def read(text: str, source: str) -> Topology:
     paths: dict[int, list[str]] = {}  # GPU -> its PCI bus ids from the top of its cpu down
     nvlinks: dict[int, list[tuple[str, int, str]]] = {}
     nics: list[Nic] = []
+    nic_paths: list[list[str]] = []  # beside ``nics``: each NIC's path of <pci> bus ids
     fragment = root.get("version") == "fragment"
     cpus = list(root.iter("cpu"))
     for numa, cpu in enumerate(cpus):
         node = _int(cpu.get("numaid"))
-        _walk(cpu, node if node is not None else numa, gpus, paths, nvlinks, nics)
+        _walk(cpu, node if node is not None else numa, gpus, paths, nvlinks, nics, nic_paths)
     if fragment and not cpus:  # <pci> elements only: under which CPU (NUMA node) is not in the text
-        _walk(root, None, gpus, paths, nvlinks, nics)
+        _walk(root, None, gpus, paths, nvlinks, nics, nic_paths)
     if open_tags is not None and not gpus:
         raise InputError(f"{source}: the NCCL topology XML is cut (no </system>) before its first <gpu>")
     if len(gpus) > MAX_GPUS:
@@ -179,6 +184,11 @@ def read(text: str, source: str) -> Topology:
     # The <gpu> left open by a cut is the last one read: its NVLink list may go on past the cut.
     cut_gpu = list(gpus)[-1] if open_tags and "gpu" in open_tags and gpus else None
     _links(topo, paths, nvlinks, cut_gpu)
+    topo.nic_links = [NicLink(gpu.index, nic.name, word) for gpu in topo.gpus for nic, nic_path in zip(nics, nic_paths)
+                      if (word := _pcie_word(gpu.numa_node, nic.numa_node, paths.get(gpu.index, []), nic_path)) != "UNKNOWN"]
+    for index, links in nvlinks.items():  # NCCL writes only the links that are up (``_link_ends``)
+        if index != cut_gpu and links:
+            gpus[index].nvlink_active_links = sum(count for _, count, _ in links)
     topo.fabric = _tree(root, cpus, fragment)
     add_nvlink_edges(topo, _link_ends(topo, nvlinks))
     if open_tags is not None:
@@ -189,7 +199,7 @@ def read(text: str, source: str) -> Topology:
 
 
 def _walk(cpu: ET.Element, numa: int | None, gpus: dict[int, Gpu], paths: dict[int, list[str]],
-          nvlinks: dict[int, list[tuple[str, int, str]]], nics: list[Nic]) -> None:
+          nvlinks: dict[int, list[tuple[str, int, str]]], nics: list[Nic], nic_paths: list[list[str]]) -> None:
     """The GPUs and NICs under ``cpu`` in document order, each with its path of ``<pci>`` bus ids
     (depth first, with a stack of the elements being read: no recursion)."""
     stack: list[tuple[ET.Element, Iterator[ET.Element], list[str]]] = [(cpu, iter(cpu), [])]
@@ -201,20 +211,28 @@ def _walk(cpu: ET.Element, numa: int | None, gpus: dict[int, Gpu], paths: dict[i
         elif child.tag == "pci":
             stack.append((child, iter(child), path + [child.get("busid", "?")]))
         elif child.tag == "gpu" and (index := device_index(child.get("dev", ""))) is not None and index not in gpus:
-            gpus[index] = _gpu(index, element, path, numa)
+            gpus[index] = _gpu(index, element, path, numa, child.get("sm"))
             paths[index] = path
             nvlinks[index] = [(link.get("target", "").lower(), _int(link.get("count")) or 0, link.get("tclass", "").lower())
                               for link in child.iter("nvlink")]
         elif child.tag == "nic":
             for net in child.iter("net"):
                 nics.append(Nic(name=net.get("name", "?")[:64], pci_bus_id=_bus(path[-1] if path else None), numa_node=numa))
+                nic_paths.append(path)
 
 
-def _gpu(index: int, pci: ET.Element, path: list[str], numa: int | None) -> Gpu:
+def _gpu(index: int, pci: ET.Element, path: list[str], numa: int | None, sm: str | None) -> Gpu:
     speed = (pci.get("link_speed") or "").split(" ")[0]
     width = _int(pci.get("link_width"))
     return Gpu(index=index, pci_bus_id=_bus(path[-1] if path else None), numa_node=numa,
-               pcie_gen_current=_GEN_OF_SPEED.get(speed), pcie_width_current=width or None)
+               pcie_gen_current=_GEN_OF_SPEED.get(speed), pcie_width_current=width or None,
+               compute_capability=_capability(sm))
+
+
+def _capability(sm: str | None) -> str | None:
+    """NCCL's ``sm="90"`` (major * 10 + minor) as CUDA writes it, ``9.0``; None where it is not that."""
+    number = _int(sm) if sm and sm.isdigit() and len(sm) <= 3 else None
+    return f"{number // 10}.{number % 10}" if number else None
 
 
 def _links(topo: Topology, paths: dict[int, list[str]], nvlinks: dict[int, list[tuple[str, int, str]]],
@@ -231,7 +249,7 @@ def _links(topo: Topology, paths: dict[int, list[str]], nvlinks: dict[int, list[
     indices = topo.gpu_indices
     for i, a in enumerate(indices):
         for b in indices[i + 1 :]:
-            word = _pcie_word(topo.gpu(a), topo.gpu(b), paths.get(a, []), paths.get(b, []))
+            word = _pcie_word(topo.gpu(a).numa_node, topo.gpu(b).numa_node, paths.get(a, []), paths.get(b, []))
             pcie = None if word == "UNKNOWN" else word
             switched = min(switch_links.get(a, 0), switch_links.get(b, 0))
             if direct.get((a, b)):
@@ -276,7 +294,9 @@ def _tree(root: ET.Element, cpus: list[ET.Element], fragment: bool) -> Fabric | 
 
 
 def _link_ends(topo: Topology, nvlinks: dict[int, list[tuple[str, int, str]]]) -> dict[int, list[LinkEnd]]:
-    """Each GPU's ``<nvlink>`` elements as one ``LinkEnd`` per link (up or not: the XML does not say)."""
+    """Each GPU's ``<nvlink>`` elements as one ``LinkEnd`` per element, its links up: NCCL writes only
+    the links NVML says are active when it dumps (``ncclTopoGetXmlFromGpu`` in its ``xml.cc`` skips
+    a link whose state is not ``NVML_FEATURE_ENABLED``), so ``count`` is the links up at that time."""
     by_bus = {g.pci_bus_id for g in topo.gpus if g.pci_bus_id}
     ends: dict[int, list[LinkEnd]] = {}
     for index, links in nvlinks.items():
@@ -284,7 +304,7 @@ def _link_ends(topo: Topology, nvlinks: dict[int, list[tuple[str, int, str]]]) -
             bus = _bus(target)
             remote = REMOTE_GPU if bus in by_bus else REMOTE_SWITCH if tclass == NVSWITCH_CLASS else None
             if remote is not None and count > 0:
-                ends.setdefault(index, []).append(LinkEnd(remote, bus, None, links=count))
+                ends.setdefault(index, []).append(LinkEnd(remote, bus, True, links=count))
     return ends
 
 
@@ -295,11 +315,12 @@ def _speed(text: str) -> float | None:
         return None
 
 
-def _pcie_word(gpu_a: Gpu, gpu_b: Gpu, path_a: list[str], path_b: list[str]) -> str:
+def _pcie_word(numa_a: int | None, numa_b: int | None, path_a: list[str], path_b: list[str]) -> str:
+    """The word for two devices (GPUs, or a GPU and a NIC) from their NUMA nodes and ``<pci>`` paths."""
     shared_top = bool(path_a) and bool(path_b) and path_a[0] == path_b[0]
-    if (gpu_a.numa_node is None or gpu_b.numa_node is None) and not shared_top:
+    if (numa_a is None or numa_b is None) and not shared_top:
         return "UNKNOWN"  # a fragment without <cpu>: whether the trees hang off one CPU is not in the text
-    if gpu_a.numa_node != gpu_b.numa_node:
+    if numa_a != numa_b:
         return "SYS"
     if not path_a or not path_b or path_a[0] != path_b[0]:
         return "NODE"

@@ -22,10 +22,10 @@ from gputopo.sources.pasted import (
     device_index,
     hex_bus_id,
     keep_worse,
-    lines_of,
     measurement_of,
     number,
     set_directed,
+    undecorated_lines,
     with_all_pairs,
 )
 
@@ -87,13 +87,14 @@ def directed(arrow: str, row: int, column: int) -> tuple[int, int]:
 
 def read(text: str, source: str) -> Topology:
     """The GPU pairs measured by the nvbandwidth text output in ``text``."""
-    lines = lines_of(text)
+    lines = undecorated_lines(text)
     gpus: dict[int, Gpu] = {}
     matrices: list[Matrix] = []
     host_columns = 0
     test: str | None = None
     waived: list[str] = []
     wrong_data: list[str] = []
+    started: list[str] = []  # the tests a ``Running`` line names
     i = 0
     while i < len(lines):
         line = capped(lines[i])  # matrix rows are read whole (_read_cells)
@@ -105,6 +106,7 @@ def read(text: str, source: str) -> Topology:
             gpus[index] = _device(index, m.group(2))
         elif m := _RUNNING_RE.match(line):
             test = m.group(1)
+            started.append(test)
         elif m := DESCRIPTION_RE.search(line):
             cells, i = _read_cells(lines, i + 1, m.group("arrow"))
             if m.group("row") == "CPU":
@@ -114,7 +116,12 @@ def read(text: str, source: str) -> Topology:
             matrices.append(Matrix(name, matrix_kind(m), cells))
             continue
         i += 1
-    return topology_from(gpus, matrices, host_columns, source, "nvbandwidth", waived, list(dict.fromkeys(wrong_data)))
+    # Whether the text reaches a device-to-device test (run, waived, or a matrix between GPUs): a paste
+    # of host tests only ends before them, which says nothing of whether the GPUs can peer.
+    reached = any(name.startswith(D2D_PREFIX) for name in started + waived) or any(
+        (matrix.test or "").startswith(D2D_PREFIX) or matrix.test is None for matrix in matrices)
+    return topology_from(gpus, matrices, host_columns, source, "nvbandwidth", waived, list(dict.fromkeys(wrong_data)),
+                         d2d_reached=reached)
 
 
 def _name_and_bus(rest: str) -> tuple[str, str | None]:
@@ -165,9 +172,11 @@ def _read_cells(lines: list[str], start: int, arrow: str) -> tuple[dict[tuple[in
 
 
 def topology_from(gpus: dict[int, Gpu], matrices: list[Matrix], host_columns: int, source: str, method_label: str,
-                  waived: list[str] = (), wrong_data: list[str] = ()) -> Topology:  # type: ignore[assignment]
+                  waived: list[str] = (), wrong_data: list[str] = (),  # type: ignore[assignment]
+                  d2d_reached: bool = True) -> Topology:
     """The Topology of the GPUs named or measured, with each pair's figures from ``matrices``;
-    ``waived`` the tests nvbandwidth waived, ``wrong_data`` those its byte check stopped."""
+    ``waived`` the tests nvbandwidth waived, ``wrong_data`` those its byte check stopped,
+    ``d2d_reached`` whether the output gets as far as a device-to-device test."""
     indices = set(gpus) | {i for m in matrices for pair in m.cells for i in pair} | set(range(host_columns))
     if not indices:
         raise InputError(f"{source}: nvbandwidth output without any device or matrix")
@@ -197,7 +206,8 @@ def topology_from(gpus: dict[int, Gpu], matrices: list[Matrix], host_columns: in
         d2d = [name for name in waived if name.startswith(D2D_PREFIX)] if len(indices) > 1 else []
         topo.reading_notes.append(ReadingNote("no-pair-measured", {
             "source": source, "tool": "nvbandwidth", "waived": d2d, "gpu_count": len(indices),
-            "stopped": bool(wrong_data)}, sorted(indices) if d2d else []))
+            "stopped": bool(wrong_data), "cut_before_d2d": not d2d_reached and len(indices) > 1 and not wrong_data},
+            sorted(indices) if d2d else []))
     return topo
 
 

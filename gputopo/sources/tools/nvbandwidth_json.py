@@ -15,8 +15,8 @@ from typing import Any
 
 from gputopo.errors import InputError
 from gputopo.model import Gpu, Topology
+from gputopo.sources.pasted import MAX_GPUS, device_index, hex_bus_id, number, undecorated_lines
 from gputopo.sources.tools.nvbandwidth import DESCRIPTION_RE, Matrix, directed, matrix_kind, topology_from
-from gputopo.sources.pasted import MAX_GPUS, device_index, hex_bus_id, number
 
 KIND = "nvbandwidth -j"
 
@@ -55,6 +55,7 @@ def read(text: str, source: str) -> Topology:
 
 
 def _document(text: str, source: str) -> dict[str, Any]:
+    text = "\n".join(undecorated_lines(text))  # a quote's or a prompt's marks before every line are no JSON
     start = _START_RE.search(text)
     if start is None:
         raise InputError(f'{source}: no nvbandwidth JSON object (a {{ "nvbandwidth" : ... }} block)')

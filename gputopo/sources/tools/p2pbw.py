@@ -27,10 +27,10 @@ from gputopo.sources.pasted import (
     device_index,
     hex_bus_id,
     keep_worse,
-    lines_of,
     measurement_of,
     number,
     set_directed,
+    undecorated_lines,
     with_all_pairs,
 )
 
@@ -67,7 +67,7 @@ class _Parsed:
 
 def read(text: str, source: str) -> Topology:
     """The measured pairs of the p2pBandwidthLatencyTest output in ``text`` (other lines are skipped)."""
-    parsed = _parse(lines_of(text))
+    parsed = _parse(undecorated_lines(text))
     indices = set(parsed.gpus) | {i for cells in parsed.matrices.values() for pair in cells for i in pair}
     measured = any(parsed.matrices.values())
     if not measured and not parsed.gpus:  # a cut output still names its GPUs and which can peer
@@ -78,6 +78,9 @@ def read(text: str, source: str) -> Topology:
     _apply_figures(topo, parsed, source)
     if not measured:  # cut before its first matrix
         topo.reading_notes.append(ReadingNote("no-pair-measured", {"source": source, "tool": "p2pBandwidthLatencyTest"}))
+    elif not any(cells for key, cells in parsed.matrices.items() if "-on" in key):  # cut after its P2P=Disabled ones
+        topo.reading_notes.append(ReadingNote("p2p-enabled-not-measured", {
+            "source": source, "matrices": sorted(key for key, cells in parsed.matrices.items() if cells)}))
     if not any(g.pci_bus_id for g in topo.gpus):
         topo.reading_notes.append(ReadingNote("cuda-ordinals-only", {"source": source}))
     return topo

@@ -92,3 +92,68 @@ def test_every_pair_is_found_linked_in_any_order_and_a_pair_listed_twice_is_not_
     twice = cube_mesh_8()
     twice.links = [*twice.links[:-1], make_link(0, 1, "NV1")]  # as many links as pairs, one pair twice
     assert scan_result(twice).unknowns.missing_pairs == [(6, 7)]
+
+
+# What the views colour and write, judged once here (issue 30: views render, they do not judge).
+
+def _vm() -> Topology:
+    from conftest import OWN_FIXTURES
+
+    from gputopo.sources.registry import read_file
+
+    return with_findings(read_file(str(OWN_FIXTURES / "corpus" / "topo" / "vm_4xa10_all_sys_one_cpuset_spaces.txt")))
+
+
+def test_a_links_expected_speed_is_its_estimate_and_none_where_not_known():
+    from gputopo.analysis.expect.bandwidth import pair_estimate
+
+    topo = cube_mesh_8()
+    result = scan_result(topo)
+    assert not result.in_vm
+    for link in topo.links:
+        assert result.expected(link) == pair_estimate(topo, link.a, link.b)
+        assert result.expected_speed(link) == pair_estimate(topo, link.a, link.b).gbps
+    topo.links[0] = make_link(topo.links[0].a, topo.links[0].b, "UNKNOWN")
+    assert scan_result(topo).expected_speed(topo.links[0]) is None
+
+
+def test_on_a_virtual_machine_no_pcie_word_has_a_speed():
+    result = scan_result(_vm())
+    assert result.in_vm and {link.type for link in result.topology.links} == {"SYS"}
+    assert all(result.expected_speed(link) is None for link in result.topology.links)
+    assert result.speed_spans == {"SYS": None}
+    assert scan_result(two_socket_4()).speed_spans["SYS"] is not None
+
+
+def test_a_measured_links_verdict_is_its_slower_directions():
+    topo = cube_mesh_8()
+    for k, link in enumerate(topo.links[:4]):
+        exp = expectation(topo, link)
+        link.measured = Measurement(a_to_b_gbps=0.95 * exp.gbps, b_to_a_gbps=(0.9, 0.6, 0.2, 0.8)[k] * exp.gbps)
+    result = scan_result(topo)
+    for link in topo.links[:4]:
+        exp = expectation(topo, link)
+        assert result.link_verdict(link) == verdict(link.measured.b_to_a_gbps, exp.gbps, exp.line_rate_gbps)
+    assert [result.link_verdict(lk) for lk in topo.links[:4]] == ["ok", "low", "far-below", "ok"]
+    assert result.link_verdict(topo.links[4]) is None
+
+
+def test_a_pcie_link_below_its_max_is_judged_with_the_state_it_was_read_in():
+    topo = two_socket_4()
+    for gpu, state in zip(topo.gpus, (0, 8, None)):
+        gpu.pcie_gen_current, gpu.pcie_gen_max, gpu.pcie_width_current, gpu.pcie_width_max = 1, 4, 16, 16
+        gpu.performance_state = state
+    assert scan_result(topo).pcie_below == {0: ("below", "P0"), 1: ("idle", "P8"), 2: ("below", None)}
+
+
+def test_faults_and_the_pairs_doctor_named_are_carried_for_the_drawing():
+    from gputopo.model import Finding
+
+    topo = two_socket_4()
+    topo.link(0, 1).health = ["acs"]
+    topo.diagnostics = [Finding("warning", "x", "a fault", gpus=[2], kind="fault"),
+                        Finding("error", "y", "an old snapshot's error", gpus=[3]),
+                        Finding("warning", "z", "a design fact", gpus=[1], kind="design")]
+    result = scan_result(topo)
+    assert [f.code for f in result.faults] == ["x", "y"]
+    assert result.pair_faults == {(0, 1): ["acs"]}

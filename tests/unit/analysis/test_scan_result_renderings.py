@@ -128,3 +128,86 @@ def test_text_json_and_report_place_the_gpus_alike_and_say_what_is_not_known(nam
     assert ("P2P support is not in the source" in unknown) == said["p2p_not_in_source"]
     assert ("No link is known between" in unknown) == bool(said["missing_pairs"])
     assert ("NUMA node and CPU affinity are not known" in unknown) == bool(said["unplaced_gpus"])
+
+
+def _json_expected(data: dict) -> dict[tuple[int, int], dict]:
+    """Each link's class of ``scan --json``'s ``link_figures``, by pair."""
+    figures = data["link_figures"]
+    return {(link["a"], link["b"]): figures["classes"][k] for link, k in zip(data["links"], figures["class_of_link"])}
+
+
+@pytest.mark.parametrize("name", list(TOPOLOGIES))
+def test_text_json_and_report_colour_each_link_by_the_same_expected_figure(name):
+    """The link matrix's colour, ``--json``'s expected figure and the report's kind heatmap say the
+    same of each pair (``ScanResult.expected_speed``, made once)."""
+    from gputopo.views.svg_links import speed_hex
+    from gputopo.views.topology import link_matrices, speed_style
+
+    result = scan_result(TOPOLOGIES[name]())
+    _, data, page = _three(result)
+    expected = _json_expected(data)
+    cells = {(int(td.attrib["data-a"]), int(td.attrib["data-b"])): td for table in page.iter("table")
+             if table.attrib.get("data-heatmap") == "kind" for td in table.iter("td") if "data-a" in td.attrib}
+    screen = {}
+    for block in link_matrices(result):
+        table = block.renderables[-1] if hasattr(block, "renderables") else block
+        for column in table.columns[1:]:
+            for row, cell in zip(table.columns[0].cells, column.cells):
+                if str(column.header).isdigit() and str(cell).strip() not in ("X", ""):
+                    screen[(int(str(row).removeprefix("GPU")), int(str(column.header)))] = cell
+    assert screen
+    for (a, b), figures in expected.items():
+        gbps = figures["expected_gbps"]
+        for pair in ((a, b), (b, a)):
+            if pair in cells:
+                colour = speed_hex(gbps) if gbps is not None else "#8a8a8a"
+                assert cells[pair].attrib["style"] == f"background:{_tint(colour)}"
+                assert str(gbps if gbps is None else round(gbps)) in cells[pair].attrib["title"] or gbps is None or "~" in cells[pair].attrib["title"]
+            if pair in screen:
+                shown = screen[pair]
+                if gbps is None or (result.in_vm and not figures["link_type"].startswith("NV")):
+                    assert str(shown.style) in ("", "dim")
+                else:
+                    assert str(shown.style) == speed_style(gbps)
+
+
+@pytest.mark.parametrize("name", list(TOPOLOGIES))
+def test_text_json_and_report_say_the_same_assumptions_of_each_word(name):
+    """What each link word's figures assume: the legend's words on the screen, the classes of ``--json``
+    and the report's notes under what is not known (``ScanResult.speed_spans``)."""
+    from gputopo.views.topology import link_legend_rows
+
+    result = scan_result(TOPOLOGIES[name]())
+    _, data, page = _three(result)
+    by_word: dict[str, set[str]] = {}
+    for figures in _json_expected(data).values():
+        if figures["link_type"] != "UNKNOWN":
+            by_word.setdefault(figures["link_type"], set()).update([figures["assumption"]] if figures["assumption"] else [])
+    legend = {word: meaning.plain for word, meaning in link_legend_rows(result, speeds=True)}
+    unknown = " ".join("".join(li.itertext()) for li in _section(page, "unknown").iter("li"))
+    for word, assumed in by_word.items():
+        if result.speed_spans.get(word) is None:
+            continue
+        for assumption in assumed:
+            assert assumption in legend[word]
+            assert f"rest on an assumption: {assumption}" in unknown and word in unknown
+        assert bool(assumed) == ("(" in legend[word].split("per direction", 1)[1])
+
+
+@pytest.mark.parametrize("name", list(TOPOLOGIES))
+def test_json_and_the_drawing_give_each_measured_edge_the_same_verdict(name):
+    """A measured NVLink edge of the report's drawing is coloured by the verdict ``--json`` gives its
+    link (``ScanResult.link_verdict``: the slower direction's)."""
+    result = scan_result(TOPOLOGIES[name]())
+    _, data, page = _three(result)
+    verdicts = {(m["a"], m["b"]): m["verdict"] for m in data["link_figures"]["measured"]}
+    edges = {tuple(map(int, g.attrib["data-link"].split("-"))): g for g in page.iter("g")
+             if g.attrib.get("class", "").split()[:1] == ["link"]}
+    checked = 0
+    for pair, g in edges.items():
+        link = result.topology.link(*pair)
+        if pair in verdicts and verdicts[pair] is not None and not link.health and result.link_verdict(link) is not None:
+            assert g.attrib["data-colour"] == VERDICT_HEX[verdicts[pair]]
+            checked += 1
+    if name.startswith("cube mesh"):
+        assert checked == len([lk for lk in result.topology.links if lk.is_nvlink])

@@ -207,9 +207,10 @@ def _expert_says_fault(facts: dict) -> bool:
     """What EXPECTED.json's expert wrote down as a fault of the capture."""
     listed = ("acs_redirect_on", "acs_redirect_on_count", "downtrained", "downtrained_unnamed", "iommu_faults",
               "fallen_off_bus", "inactive_links", "xids", "aer_uncorrected", "aer_corrected", "aer_not_recovered",
-              "nvlink_errors")
+              "nvlink_errors", "xids_unnamed", "link_errors_logged")
     return (any(facts.get(key) for key in listed) or facts.get("fabric_health_summary") == "Unhealthy"
-            or facts.get("fabric_state") not in (None, "Completed"))
+            or facts.get("fabric_state") not in (None, "Completed") or facts.get("fabric_status") not in (None, "Success")
+            or any(limit["by"] == "width" for limit in facts.get("link_limited", {}).values()))
 
 
 _EXPECTED = json.loads((DOCTOR_FIXTURES / "EXPECTED.json").read_text())

@@ -3,11 +3,11 @@
 import pytest
 
 from gputopo.errors import InputError
-from gputopo.sources.tools import nccl_log, nvbandwidth, p2pbw
-from gputopo.sources.smi import nvlink
 from gputopo.sources.pasted import LINE_CAP_CHARS, capped
+from gputopo.sources.smi import nvlink
 from gputopo.sources.tf.tflog import parse_tf_log
 from gputopo.sources.tf.tflog_lines import LINE_CAP_CHARS as TF_LINE_CAP_CHARS
+from gputopo.sources.tools import nccl_log, nvbandwidth, p2pbw
 
 
 def _p2pbw_gpu_name(pad: str) -> str | None:
@@ -59,3 +59,26 @@ def test_each_line_reader_matches_its_patterns_within_the_cut_only(reader, read_
     assert reader(" " * 100) == read_whole
     assert reader(" " * (LINE_CAP_CHARS - 300)) == read_whole
     assert reader(" " * LINE_CAP_CHARS) != read_whole
+
+
+@pytest.mark.parametrize(("dressed", "plain"), [
+    ("> a\n>\n>     0  1.5\n", ["a", "", "    0  1.5", ""]),  # a quote's bare '>' is a blank line
+    ("$ $ ./tool\n$ Device 0: X\n$     0  1.5\n", ["$ ./tool", "Device 0: X", "    0  1.5", ""]),  # the tool's own prompt stays
+    ("node-7: Device 0: X\nnode-7:      0  1.5\n", ["Device 0: X", "     0  1.5", ""]),
+    ("**Device 0: X**\n**     0  1.5**\n", ["Device 0: X", "     0  1.5", ""]),
+])
+def test_a_decoration_every_line_shares_is_taken_off(dressed, plain):
+    from gputopo.sources.pasted import undecorated_lines
+
+    assert undecorated_lines(dressed) == plain
+
+
+@pytest.mark.parametrize("text", [
+    "Device: 0, A, pciBusID: 1\nDevice: 1, B, pciBusID: 2\n",  # a tool's own 'word: digit' is no host label
+    "NOTE: one\nmemcpy CE GPU(row) -> GPU(column)\n",  # a prefix some lines lack is the tool's text
+    "h:1:2 [0] NCCL INFO a\nh:1:2 [0] NCCL INFO b\n",  # NCCL's host:pid:tid is read, not taken off
+])
+def test_what_is_not_a_shared_decoration_stays(text):
+    from gputopo.sources.pasted import lines_of, undecorated_lines
+
+    assert undecorated_lines(text) == lines_of(text)

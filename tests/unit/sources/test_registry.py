@@ -94,3 +94,16 @@ def test_a_part_that_cannot_be_read_is_not_dropped(monkeypatch):
     monkeypatch.setattr(registry, "READERS", (*READERS, Reader("a bandwidth test", lambda t: True, refuse)))
     with pytest.raises(InputError, match="holds several outputs; its a bandwidth test part cannot be read: .*is cut"):
         read_text(PCIE.read_text(), "both.txt")
+
+
+def test_a_part_with_nothing_to_read_beside_a_readable_one_is_skipped_and_said():
+    """nccl#901: NCCL's COLL trace lines (AllReduce: opCount ...) then `topo -m`: the log part names
+    no rank or connection; the whole paste was refused for it, the matrix unread."""
+    text = ("h:1:1 [2] NCCL INFO AllReduce: opCount 0 sendbuff 0xa0 recvbuff 0xa0 count 12288 datatype 6 op 0 root 0\n\n"
+            + PCIE.read_text())
+    topology = read_text(text, "issue.txt")
+    assert len(topology.gpus) == 8 and topology.link(0, 1).type != "UNKNOWN"
+    (note,) = [n for n in topology.reading_notes if n.code == "paste-part-empty"]
+    assert note.facts["kind"] == "NCCL_DEBUG=INFO log" and "none that names a rank" in note.facts["reason"]
+    with pytest.raises(InputError, match="none that names a rank"):  # alone, it is refused with its reason
+        read_text(text.split("\n\n")[0], "log.txt")

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 from linktable import table_machine
 
+from gputopo.analysis.scan_result import scan_result
 from gputopo.views.gpu_table import gpu_cells
 
 
@@ -19,10 +20,10 @@ def test_the_pcie_cell_names_the_state_the_link_was_read_in(state, shown, style)
     gpu = topo.gpus[0]
     gpu.pcie_gen_current, gpu.pcie_gen_max, gpu.pcie_width_current, gpu.pcie_width_max = 1, 4, 16, 16
     gpu.performance_state = state
-    (cell,) = [c for c in gpu_cells(topo, gpu) if str(c).startswith("Gen")]
+    (cell,) = [c for c in gpu_cells(scan_result(topo), gpu) if str(c).startswith("Gen")]
     assert str(cell) == shown and str(cell.style) == style
     gpu.pcie_width_current = 8  # a narrow link is a fault in any state
-    (cell,) = [c for c in gpu_cells(topo, gpu) if str(c).startswith("Gen")]
+    (cell,) = [c for c in gpu_cells(scan_result(topo), gpu) if str(c).startswith("Gen")]
     assert str(cell.style) == "yellow"
 
 
@@ -39,3 +40,23 @@ def test_a_cpu_list_is_written_as_taskset_takes_it():
                              capture_output=True, timeout=120, env={**__import__("os").environ, "COLUMNS": columns})
         table = run.stdout.split("GPUs", 1)[1].split("\n\n", 2)[1]
         assert shown in table and ", 1" not in table, table
+
+
+def test_the_nvlink_cell_is_never_cut_on_an_80_column_terminal():
+    """Review 3: a GB200 tray's wide NUMA sets pushed the NVLink column past 80 columns, and the
+    terminal's crop turned "? x>=18" into "? x>=1"."""
+    import io
+
+    from conftest import OWN_FIXTURES
+    from rich.console import Console
+
+    from gputopo.sources import TopologyRequest, resolve
+    from gputopo.analysis.scan_result import scan_result
+    from gputopo.views.gpu_table import gpu_table
+
+    paste = OWN_FIXTURES / "corpus" / "topo" / "gb200_4gpu_nv18_grace_numa_sets_8nic.txt"
+    topo = resolve(TopologyRequest(from_files=(str(paste),)))
+    out = io.StringIO()
+    Console(file=out, width=80, color_system=None).print(gpu_table(scan_result(topo)))
+    rows = [line for line in out.getvalue().splitlines() if line.strip()[:1].isdigit()]
+    assert len(rows) == 4 and all(line.rstrip().endswith("? x>=18") for line in rows), out.getvalue()

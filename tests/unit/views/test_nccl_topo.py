@@ -85,3 +85,13 @@ def test_a_crafted_snapshots_bus_id_and_capability_are_no_traceback():
         topo.gpus[0].compute_capability = capability
         text = nccl_topology_xml(topo)
         assert text.count("<gpu ") == 8 and 'sm="' in text
+
+
+def test_every_nvlink_names_its_far_end_class_as_nccl_requires():
+    """Review 3: direct GPU-GPU <nvlink> had no tclass; NCCL's ncclTopoAddNvLinks reads it with
+    xmlGetAttrStr, which fails ("Attribute tclass of node nvlink not found") where it is missing."""
+    for name in ("dgx1", "dgx-h100"):
+        links = list(ET.fromstring(nccl_topology_xml(load_reference(name))).iter("nvlink"))
+        assert links and all(link.get("tclass") in ("0x030200", "0x068000") for link in links), name
+    dgx1 = ET.fromstring(nccl_topology_xml(load_reference("dgx1")))
+    assert {link.get("tclass") for link in dgx1.iter("nvlink")} == {"0x030200"}

@@ -5,12 +5,13 @@ from __future__ import annotations
 import xml.etree.ElementTree as ET
 
 import pytest
-
 from conftest import OWN_FIXTURES, SHARED_FIXTURES
+
+from gputopo.analysis.scan_result import scan_result
 from gputopo.errors import InputError
 from gputopo.model import Topology, make_link
-from gputopo.sources.registry import read_file
 from gputopo.sources.reference import load_reference, machine_names
+from gputopo.sources.registry import read_file
 from gputopo.views.report import render_report
 from gputopo.views.svg import render_svg
 from gputopo.views.svg_layout import build_layout
@@ -81,7 +82,7 @@ def test_nvidia_smi_text_with_nv18_everywhere_is_drawn_as_a_hub():
 
 
 def test_boxes_nest_numa_and_pcie_switch_around_their_gpus():
-    layout = build_layout(load_reference("dgx1"))
+    layout = build_layout(scan_result(load_reference("dgx1")))
     kinds = [b.kind for b in layout.boxes]
     assert kinds.count("host") == 1 and kinds.count("numa") == 2 and kinds.count("switch") == 4
     def inner(box):

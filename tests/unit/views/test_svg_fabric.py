@@ -85,6 +85,18 @@ def test_two_levels_of_switches_are_drawn_as_the_capture_nests_them(tmp_path):
     assert (caption.attrib["data-tree"], caption.find(NS + "title").tail) == ("fabric", FABRIC_CAPTION)
 
 
+def test_a_fault_on_a_pair_outlines_the_switch_where_its_path_meets_however_deep_its_gpus_sit(tmp_path):
+    """doctor's ACS problem on GPUs 0 and 1, each two switches below the first: the pair's path turns
+    (or, with ACS, fails to turn) at the first switch, which holds neither GPU directly: that switch is
+    outlined, and not the inner ones, which each hold one GPU of the pair."""
+    topology, _ = _starship(tmp_path)
+    topology.link(0, 1).health = ["acs"]
+    boxes, _, _, _ = _drawn(render_svg(topology))
+    at_fault = {node for node, (_, _, group) in boxes.items() if "fault" in group.attrib["class"].split()}
+    assert at_fault == {"pci:0000:43:00.0"}
+    assert "GPU 0 - GPU 1: acs" in boxes["pci:0000:43:00.0"][2].find(NS + "title").text
+
+
 def test_pix_words_alone_draw_no_switch_where_the_fabric_shows_five(tmp_path):
     """The two GPUs are PXB to each other and to the NIC: from those words nothing says which
     switches there are, so the inferred drawing has none, and says its switches are inferred."""

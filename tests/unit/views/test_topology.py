@@ -78,7 +78,9 @@ def test_wide_matrix_split_into_blocks_at_80_columns():
 
 
 def _legend(topo: Topology, speeds: bool = False) -> dict[str, str]:
-    return {word: meaning.plain.replace("\u00a0", " ") for word, meaning in link_legend_rows(topo, speeds)}
+    from gputopo.analysis.scan_result import scan_result
+
+    return {word: meaning.plain.replace("\u00a0", " ") for word, meaning in link_legend_rows(scan_result(topo), speeds)}
 
 
 def test_legend_gives_speeds_with_units_and_the_colour_key():

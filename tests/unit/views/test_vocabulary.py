@@ -69,7 +69,9 @@ def test_self_cells_are_x_in_scan_and_bench():
     from gputopo.views.topology import link_matrices
 
     console = Console(width=120, record=True)
-    for table in link_matrices(load_reference("two-socket-4gpu")):
+    from gputopo.analysis.scan_result import scan_result
+
+    for table in link_matrices(scan_result(load_reference("two-socket-4gpu"))):
         console.print(table)
     matrix = view._matrix(make_result("GPU", {(0, 1): 1.0, (1, 0): 2.0}), "GB/s", lambda a, b: 1.0, 1)
     console.print(matrix)

@@ -153,8 +153,9 @@ def test_unknown_p2p_status_is_not_reported_as_no_p2p() -> None:
 def test_interconnect_named_or_generic() -> None:
     topo = pcie_8()
     assert "cross UPI" in _by_code(topo)["cross-socket"].message
-    topo.socket_interconnect = None
-    assert "cross QPI/UPI" in _by_code(topo)["cross-socket"].message
+    topo.socket_interconnect = None  # the live probe's case: sockets from sysfs, their link not named
+    message = _by_code(topo)["cross-socket"].message
+    assert "cross the link between CPU sockets (QPI/UPI on Intel, Infinity Fabric on AMD)" in message
 
 
 def test_cross_socket_with_working_p2p_is_not_staged_through_host() -> None:
@@ -327,7 +328,7 @@ def test_virtual_machine_is_called_what_it_is(name: str) -> None:
 def test_restricted_cpuset_on_real_hardware_is_not_a_vm() -> None:
     """K80 job: every GPU shows the job's CPUs 0-3, yet PIX pairs and SOC between them."""
     f = _corpus_codes("k80_4gpu_soc_header_and_legend_unindented.txt")
-    assert "virtual-machine" not in f and f["cross-socket"].message.startswith("GPUs 0,1 and 2,3 are on different NUMA nodes")
+    assert "virtual-machine" not in f and f["cross-socket"].message.startswith("GPUs 0,1 and 2,3 are on different CPU sockets")
 
 
 def test_nvswitch_from_text_is_inferred_and_said() -> None:
@@ -388,3 +389,27 @@ def test_crossing_pairs_joined_by_nvswitch_are_not_said_to_cross_the_numa_link()
     path = OWN_FIXTURES / "corpus/topo/vllm16336_8x_b200_gpu2_no_nvlink_rows_only_cut_after_gpu5.txt"
     (finding,) = [f for f in with_findings(read_file(str(path))).diagnostics if f.code == "cross-socket"]
     assert "copies between the pairs without NVLink (2-4, 2-5, 2-6, 2-7)" in finding.message
+
+
+def test_gpus_a_cut_paste_does_not_place_are_one_group_said_as_unknown_and_mp_hedges_nvlink():
+    """DeepEP#60: `topo -mp` cut after row GPU3: 0-3 NODE in NUMA 0, SYS to 4-7, pairs among 4-7 and their
+    NUMA unknown. They are not 'on different NUMA nodes' from each other, and `-mp` does not rule out NVLink."""
+    from conftest import OWN_FIXTURES
+
+    from gputopo.sources.smi.smi_text import parse_topo_matrix
+
+    name = "deepep60_8gpu_topo_mp_node_sys_14nic_nic11_shift_rows_cut_after_gpu3.txt"
+    topology = parse_topo_matrix((OWN_FIXTURES / "corpus" / "topo" / name).read_text(), name)
+    (cross,) = [f for f in diagnose(topology) if f.code == "cross-socket"]
+    assert cross.message.startswith("GPUs 0,1,2,3 and 4,5,6,7 (whether these share a NUMA node, the source does not say)")
+    assert "| 4 | 5" not in cross.message
+    assert cross.message.endswith("(unless NVLink joins them: `nvidia-smi topo -mp` does not show NVLink)")
+
+
+def test_soc_pairs_are_called_different_sockets_not_hedged_numa_nodes() -> None:
+    """Review 3: a Minsky's SOC matrix got "different NUMA nodes (...; which it is here, the source does
+    not say)" beside the soc-between-sockets note reading the same pairs as on different CPU sockets."""
+    f = _corpus_codes("power8_minsky_4gpu_nv2_soc_legend.txt")
+    message = f["cross-socket"].message
+    assert message.startswith("GPUs 0,1 and 2,3 are on different CPU sockets") and "does not say" not in message
+    assert "QPI" not in message  # the text names no interconnect (a POWER8 has X-bus)

@@ -93,6 +93,9 @@ def test_a_link_trained_narrow_is_a_warning_on_the_gpu_or_a_bridge_above_it(tmp_
     assert len(narrow) == 2 and all(f.severity == "warning" for f in narrow)
     assert all("x8 of x16" in f.message for f in narrow)
     assert ("a bridge above" in narrow[0].message) == (where == "bridge")
+    # Its speed (2.5 of 16 GT/s) is said too, apart: with no performance state read, maybe idle.
+    slow = [f for f in report.findings if f.code.startswith("pcie-link-slow")]
+    assert [f.code for f in slow] == ["pcie-link-slow-maybe-idle"] * 2 and "Gen1 of Gen4" in slow[0].message
     assert "downtrained" in report.gpu_problems["0000:41:00.0"]
     assert report.pair_problems[("0000:41:00.0", "0000:61:00.0")] == ["downtrained"]
 
@@ -191,7 +194,10 @@ def test_small_dev_shm_and_missing_peermem_and_hidden_gpus(tmp_path):
     assert sorted(_codes(report)) == ["gpus-hidden", "nvidia-peermem-missing", "shm-too-small"]
     shm = next(f for f in report.findings if f.code == "shm-too-small")
     assert "--shm-size=1g --ulimit memlock=-1" in shm.fix and "64 MiB" in shm.message
-    assert "modprobe nvidia-peermem" in next(f for f in report.findings if f.code == "nvidia-peermem-missing").fix
+    peermem = next(f for f in report.findings if f.code == "nvidia-peermem-missing")
+    assert "modprobe nvidia-peermem" in peermem.fix
+    # Review 3: NCCL's DMA-BUF path needs no peermem; the finding no longer says GDR is impossible without it.
+    assert "unless its DMA-BUF path serves instead" in peermem.message
 
 
 def _nvml_host(tmp_path):

@@ -75,6 +75,18 @@ def _check_links(expected: dict, report) -> None:
         assert len([f for f in slow if "not named" in f.message]) == expected["slow_unnamed"]
 
 
+def _check_links_made(expected: dict, report) -> None:
+    if "pcie_links_check" in expected:
+        (check,) = [c for c in report.checks if c.name == "pcie-links"]
+        assert check.status == expected["pcie_links_check"], check
+    for bdf, limit in expected.get("link_limited", {}).items():  # the kernel's boot-time bandwidth line
+        code, severity = ("pcie-link-narrow", "warning") if limit["by"] == "width" else ("pcie-link-limited", "info")
+        (one,) = _found(report, code, severity)
+        assert bdf in one.message and limit["at"] in one.message
+    if "link_errors_logged" in expected:  # CESta with link error bits set: a warning per device (or the unnamed)
+        assert len(_found(report, "pcie-errors-logged", "warning")) == expected["link_errors_logged"]
+
+
 def _check_kernel_log(expected: dict, report) -> None:
     if "iommu_faults" in expected:
         (fault,) = _found(report, "iommu-fault", "error")
@@ -96,6 +108,11 @@ def _check_kernel_log(expected: dict, report) -> None:
         classes = {(code, "nvlink" if causes.get(pci) in NVLINK_XIDS else causes.get(pci))
                    for pci, counts in expected["xids"].items() for code in counts}
         assert len(xids) == len(classes)
+    for code, times in expected.get("xids_unnamed", {}).items():
+        # A line whose address the poster blanked out (``PCI:...``) names no GPU: said so, never as an address.
+        (one,) = [f for f in xids if f.code == f"xid-{code}"]
+        assert "a GPU whose PCI address the paste does not show" in one.message and "PCI ..." not in one.message
+        assert (f"({times} times)" in one.message) is (times > 1)
     if "aer_uncorrected" in expected:
         uncorrected = _found(report, "pcie-aer-uncorrected", "error")
         assert sorted(f.message.split()[2] for f in uncorrected) == expected["aer_uncorrected"]
@@ -136,6 +153,12 @@ def _check_smi(expected: dict, report) -> None:
     if state is not None and state != "Completed":
         (ready,) = _found(report, "fabric-not-ready", "error")
         assert f"State {state}" in ready.message and "802" in ready.message
+    if state == "Completed" and expected.get("fabric_status", "Success") != "Success":
+        # Registration ran and the fabric refused the GPU: an error naming the status, no "start Fabric Manager".
+        (refused,) = _found(report, "fabric-not-ready", "error")
+        assert f"Status {expected['fabric_status']}" in refused.message and "with an error" in refused.message
+        assert "systemctl enable" not in refused.fix
+        return
     if state == "Completed":
         assert not _found(report, "fabric-not-ready")
         summary = expected.get("fabric_health_summary")
@@ -153,6 +176,7 @@ def test_real_pasted_captures_match_the_expert(name):
         assert _codes(report, "error") == [] and _codes(report, "warning") == []
     _check_acs(expected, report)
     _check_links(expected, report)
+    _check_links_made(expected, report)
     _check_kernel_log(expected, report)
     _check_iommu(expected, parsed, report)
     _check_smi(expected, report)

@@ -55,3 +55,13 @@ def test_xids_with_causes_fixed_differently_stay_apart():
     assert [f.code for f in report.findings] == ["xid-45", "xid-45"]
     assert "Xid 149: an NVLink error" in report.findings[0].message and "0000:ed:00" not in report.findings[0].message
     assert "Xid 48: a double-bit ECC error" in report.findings[1].message and "nvidia-smi -q -d ECC" in report.findings[1].fix
+
+
+def test_an_xid_whose_address_the_paste_hides_is_said_of_an_unnamed_gpu():
+    report = _report(capture("dmesg_journal_xid145_137_pci_redacted_nccl2241.txt"))
+    assert [f.code for f in report.findings] == ["xid-145", "xid-137"]
+    assert "for a GPU whose PCI address the paste does not show: an NVLink error" in report.findings[0].message
+    both = _report("NVRM: Xid (PCI:0000:dc:00): 79, GPU has fallen off the bus.\nNVRM: Xid (PCI:...): 79, GPU has fallen"
+                   " off the bus.\nNVRM: Xid (PCI:...): 79, GPU has fallen off the bus.\n")
+    (xid,) = [f for f in both.findings if f.code == "xid-79"]
+    assert "the GPU at PCI 0000:dc:00 and a GPU whose PCI address the paste does not show (2 times)" in xid.message

@@ -53,6 +53,7 @@ def test_a_vm_with_two_gpus_says_p2p_may_be_blocked_for_reasons_only_the_host_sh
     ("iommu.passthrough=maybe", None),  # refused by the kernel: the default stays
     ("intel_iommu=off", "off"),
     ("amd_iommu=off,fullflush", "off"),
+    ("amd_iommu=off iommu=pt", "off"),  # off whatever the default domain (aikitoria#12's words)
     ("iommu=off", "off"),
     ("quiet splash", None),
     (None, None),

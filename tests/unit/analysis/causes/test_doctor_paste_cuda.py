@@ -45,3 +45,13 @@ def test_idle_gen1_in_p8_is_quiet_and_p0_below_max_warns():
 def test_fabric_manager_nothing_to_do_is_quiet():
     report = _report("nv-fabricmanager[1]: ... [NV_WARN_NOTHING_TO_DO]")
     assert [f.severity for f in report.findings] == ["info"]
+
+
+def test_peer_mapping_exhausted_is_cudas_limit_not_a_fault():
+    from conftest import OWN_FIXTURES
+
+    name = "llamacpp21883_10x_p40_peer_mapping_resources_exhausted_elided.txt"
+    text = (OWN_FIXTURES / "corpus" / "doctor_pastes" / name).read_text()
+    (finding,) = [f for f in _report(text).findings if f.code == "cuda-too-many-peers"]
+    assert finding.severity == "warning" and "at most 8 peers" in finding.message and "not a fault" in finding.message
+    assert "CUDA_VISIBLE_DEVICES" in finding.fix

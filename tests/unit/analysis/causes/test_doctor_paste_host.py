@@ -43,3 +43,20 @@ def test_grub_iommu_pt_is_quiet_and_on_without_pt_warns_as_configuration():
     assert report.findings == [] and any(c.name == "iommu (GRUB config)" and c.status == "ok" for c in report.checks)
     (finding,) = _report('GRUB_CMDLINE_LINUX="intel_iommu=on"').findings
     assert finding.code == "iommu-translating" and "/proc/cmdline" in finding.message
+
+
+def test_nccl_without_the_gpus_sysfs_path_names_the_devices_and_not_the_environment():
+    """pytorch#40273: NCCL 2.4.2's `Could not find real path of /sys/class/pci_bus/...` said nothing."""
+    text = "".join(f"X:4:5 [{i}] include/topo.h:27 NCCL WARN Could not find real path of "
+                   f"/sys/class/pci_bus/0000:0{b}/../../0000:0{b}:00.0\n" for i, b in ((0, 2), (1, 3)))
+    (finding,) = _report(text).findings
+    assert (finding.severity, finding.code) == ("error", "nccl-sysfs-path")
+    assert "0000:02:00.0, 0000:03:00.0" in finding.message and "the paste does not show" in finding.message
+
+
+def test_net_ib_in_use_makes_the_gdr_check_a_named_not_made():
+    """deit#28: an NCCL log cut after `NET/IB : Using [0]mlx4_0:1/RoCE` was refused as nothing doctor reads."""
+    report = _report("h:1:1 [0] NCCL INFO NET/IB : Using [0]mlx4_0:1/RoCE ; OOB enp7s0:10.0.0.1<0>")
+    assert report.findings == []
+    (check,) = [c for c in report.checks if c.name == "gpudirect-rdma"]
+    assert check.status == "not-made" and "GPU Direct RDMA Enabled/Disabled" in check.detail

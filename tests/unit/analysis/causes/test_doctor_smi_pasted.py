@@ -86,3 +86,30 @@ def test_the_fabric_is_worded_once_whether_nvml_or_a_pasted_query_says_it():
                                                                                pasted[code].effect)
     assert "is not registered with the NVSwitch fabric (state not-started, status 0)" in live("fabric-manager-not-started").message
     assert "is not registered with the NVSwitch fabric (State In Progress, Status N/A)" in pasted["fabric-not-ready"].message
+
+
+def test_a_registration_that_completed_with_an_error_is_not_told_to_start_fabric_manager():
+    """azhpc-images#506: State Completed, Status Insufficient Resources, CliqueId 0: registration ran and
+    the fabric refused the GPU; the same words from NVML's answer (state completed, an error status)."""
+    (refused,) = _report(capture("smi_q_fabric_completed_insufficient_resources_azhpc506.txt")).findings
+    assert (refused.severity, refused.code) == ("error", "fabric-not-ready")
+    assert ("finished registering with the NVSwitch fabric with an error (State Completed, Status Insufficient "
+            "Resources): it is not part of an NVLink fabric") in refused.message
+    assert "systemctl enable" not in refused.fix and "journalctl -u nvidia-fabricmanager" in refused.fix
+    case = next(c for c in CASES if c.name == "registration-failed")
+    report = DoctorReport("test")
+    nvml_checks(HealthEvidence(nvml=read_nvml_health(nvml=FakeNvml(case.machine(), **case.knobs))), report)
+    (live,) = [f for f in report.findings if f.code == "fabric-not-ready"]
+    assert "finished registering with the NVSwitch fabric with an error (state completed" in live.message
+    assert (live.fix, live.effect) == (refused.fix, refused.effect)
+
+
+def test_nvlink_status_makes_its_check_and_an_elided_list_is_said_with_the_pastes_line():
+    """A healthy `nvlink -s` makes the nvlink check (never 'no nvlink -s output in the pastes'); a list
+    the paste elided (k8s-test-infra#371) is said, at the paste's own line, and no link is called down."""
+    nvlink_dir = OWN_FIXTURES / "corpus" / "nvlink"
+    healthy = _report((nvlink_dir / "power9_4x_v100_status_all_active.txt").read_text())
+    assert [(c.name, c.status) for c in healthy.checks if c.name.startswith("nvlink")] == [("nvlink status", "ok")]
+    cut = _report((nvlink_dir / "k8sti371_gb200_status_18_links_53gbps_gpu1_elided.txt").read_text())
+    (note,) = cut.findings
+    assert note.code == "nvlink-list-cut" and "GPU 1: 2 links listed, then line 24" in note.message

@@ -125,3 +125,20 @@ def test_a_narrow_path_says_it_assumes_gen3_and_is_not_claimed_for_a_gen2_card()
     for gpu in topo.gpus:
         gpu.pcie_gen_max = 2
     assert "pcie-path-narrow" not in _codes(topo)
+
+
+def test_pairs_nccl_found_connected_but_refused_are_one_fault_not_also_a_design():
+    # "P2P is disabled between connected GPUs 0 and 1": NCCL's topology says the pair can peer, CUDA
+    # refuses it. One fault naming the GPUs, not also a p2p-ns saying the machine is built without P2P.
+    topo = nccl_log.read(text_of("nccl_log", "pytorch130113_3gpu_p2p_disabled_between_connected_cut.log"), "x.log")
+    assert all(link.p2p_read == "NS" for link in topo.links)  # the reader keeps what CUDA answered
+    findings = diagnose(topo)  # with the observed findings
+    (refused,) = [f for f in findings if f.code == "nccl-p2p-refused"]
+    assert refused.gpus == [0, 1, 2] and "the driver's P2P status for them" in refused.message and "CUDA refuses" not in refused.message
+    assert not [f for f in findings if f.code.startswith("p2p-")]
+    # A pair that cannot peer and that NCCL did not call connected is still the machine's design.
+    topo.links.append(make_link(0, 3, "SYS"))
+    topo.gpus.append(Gpu(index=3))
+    topo.links[-1].p2p_read = topo.links[-1].p2p_write = "NS"
+    (design,) = [f for f in diagnose(topo) if f.code == "p2p-ns"]
+    assert "0-3" in design.message and "0-1" not in design.message

@@ -70,3 +70,16 @@ def test_renumbering_the_gpus_renumbers_the_finding_and_noise_changes_nothing(sl
 
     topo = _measured(link_table(renamed, numa=numa, p2p=no_p2p_on(renamed, "SYS"), gpu=GEN4_X16), figure)
     assert [f.gpus for f in _findings(topo)] == [[permutation[slow]]]
+
+
+def test_a_finding_on_the_gpus_own_link_is_its_cause():
+    from gputopo.analysis.causes.slow_gpu_findings import link_slow_gpu_causes
+    from gputopo.model import Finding
+
+    slow = Finding("warning", "gpu-slow-to-every-peer", "GPU 5 copies slower ...", gpus=[5], fix="read GPU 5's link")
+    other = Finding("warning", "gpu-slow-to-every-peer", "GPU 2 copies slower ...", gpus=[2], fix="read GPU 2's link")
+    narrow = Finding("warning", "doctor-pcie-link-narrow", "GPU 5's link runs at x8 of x16", gpus=[5])
+    link_slow_gpu_causes([slow, other], [narrow])
+    assert slow.caused_by == "doctor-pcie-link-narrow" and slow.fix == "see doctor-pcie-link-narrow"
+    assert "found that link: the cause" in slow.message
+    assert other.caused_by is None and other.fix == "read GPU 2's link"  # nothing found on GPU 2's link

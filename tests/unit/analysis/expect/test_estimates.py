@@ -9,7 +9,7 @@ import pytest
 from linktable import nvl72
 
 from gputopo.analysis.expect.bandwidth import pair_estimate
-from gputopo.analysis.expect.estimates import estimate_column, estimate_of, pair_classes
+from gputopo.analysis.expect.estimates import estimate_column, estimate_of, pair_classes, word_spans
 from gputopo.model import Gpu, Topology, make_link
 from gputopo.sources.reference import MACHINES, load_reference
 
@@ -44,3 +44,14 @@ def test_links_to_gpus_the_list_lacks_are_estimated_without_them():
     topology.links.append(make_link(2, 9, "NV12"))
     assert not pair_classes(topology).complete
     assert estimate_column(topology)[-1] == pair_estimate(topology, 2, 9)
+
+
+@pytest.mark.parametrize("topology", [load_reference(name) for name in sorted(MACHINES)] + [nvl72(6)]
+                         + [_random(12, seed) for seed in range(4)], ids=lambda t: t.label or "random")
+def test_each_words_span_holds_every_figure_its_pairs_allow(topology):
+    spans = word_spans(topology)
+    assert set(spans) == {link.type for link in topology.links} - {"UNKNOWN"}
+    for word, span in spans.items():
+        estimates = [pair_estimate(topology, link.a, link.b) for link in topology.links if link.type == word]
+        assert span.low_gbps == min(e.span[0] for e in estimates) and span.high_gbps == max(e.span[1] for e in estimates)
+        assert span.assumptions == tuple(sorted({e.assumption for e in estimates if e.assumption}))

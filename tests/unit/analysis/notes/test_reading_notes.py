@@ -162,8 +162,11 @@ def test_a_matrix_that_disagrees_with_itself_is_a_warning_with_a_fix():
 
 def test_p2p_notes_in_words():
     assumed = note_finding(ReadingNote("p2p-capability-assumed", {"line": 14}))
-    assert assumed.severity == "info" and assumed.message.startswith("the `nvidia-smi topo -p2p` matrix at line 14 has no")
+    assert assumed.severity == "info" and assumed.message.startswith("the `nvidia-smi topo -p2p` matrix at line 14: it has no")
     assert assumed.fix == "paste the command line (`nvidia-smi topo -p2p r`, `w`, `a` or `n`) with its output"
+    several = note_finding(ReadingNote("p2p-capability-assumed", {"line": 2, "asked": "rw"}))
+    assert "asks for `rw`, several capabilities" in several.message and "no command line" not in several.message
+    assert several.fix.startswith("run one capability per command")
     asym = note_finding(ReadingNote("asymmetric-p2p-matrix", {"capability": "w", "from": "GPU0", "to": "GPU1",
                                                               "forward": "OK", "backward": "CNS", "kept": "CNS"}, [0, 1]))
     assert (asym.severity, asym.message, asym.gpus) == ("warning", "P2P write is OK for GPU0->GPU1 but CNS for GPU1->GPU0; using CNS", [0, 1])

@@ -23,9 +23,11 @@ def test_every_tool_note_code_has_words_and_a_severity():
     for code, wording in TOOL_WORDINGS.items():
         severity, message, _ = wording({"source": "s", "tool": "nvbandwidth", "waived": [], "gpu_count": 1,
                                         "stopped": False, "tests": ["t"], "peer": False, "cut_gpu": None,
-                                        "attached": 2, "listed": 1, "fields": ["pcie_gen_max"], "lines": [3],
+                                        "attached": 2, "listed": 1, "links_listed": [2], "fields": ["pcie_gen_max"], "lines": [3],
                                         "count": 1, "line": 3, "bus_id": "0000:01:00.0", "pairs": [[1, 2]],
-                                        "nodes": 2, "hosts": ["h"], "header": True, "cpus": 0, "one_host": True}, [0])
+                                        "nodes": 2, "hosts": ["h"], "header": True, "cpus": 0, "one_host": True,
+                                        "processes": [["h", "1"], ["g", "2"]], "matrices": ["uni-off"],
+                                        "kind": "NCCL_DEBUG=INFO log", "reason": "r"}, [0])
         assert severity in ("info", "warning") and message.startswith("s"), code
 
 

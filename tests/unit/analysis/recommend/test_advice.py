@@ -224,3 +224,39 @@ def test_a_gpu_whose_numa_node_is_not_given_is_named_not_counted_as_a_node():
     assert pairs and all(3 in g.gpus for g in pairs)
     assert all((g.numa_domains, g.numa_unknown_gpus) == (1, [3]) for g in pairs)
     assert recommend(topo, gpus=2).groups[0].gpus == [0, 1]  # placed on one node: first
+
+
+def test_sys_pairs_without_p2p_status_are_not_said_to_be_unable_to_peer():
+    """Review 3: an all-SYS topo -m (no P2P status) got "pairs 0-1, ... cannot peer" as a fact, while
+    the report's "Not known" said P2P support is not in the source."""
+    from linktable import link_table
+
+    guessed = link_table("""
+        X    SYS
+        SYS  X
+    """, p2p=None)
+    reason = recommend(guessed, 2).best.cross_device_ops_reason
+    assert "pairs 0-1 (SYS) most likely cannot peer" in reason and "topo -p2p r" in reason
+    assert "pairs 0-1 cannot peer" not in reason
+    assert "pairs 0-5, 0-6, 0-7, 1-4 ... cannot peer, but" in recommend(cube_mesh_8(), 8).best.cross_device_ops_reason
+
+
+def test_pcie_pairs_across_a_host_bridge_are_beyond_nccls_default_p2p_level():
+    """Review 3: PHB pairs got "NCCL's rings run GPU to GPU", but NCCL's default P2P level (PXB on
+    most hosts, its paths.cc) sends them through host memory."""
+    from linktable import link_table
+
+    for p2p in (None, "ok"):
+        kwargs = {} if p2p else {"p2p": None}
+        phb = link_table("""
+            X    PHB
+            PHB  X
+        """, **kwargs)
+        reason = recommend(phb, 2).best.cross_device_ops_reason
+        assert "between pairs 0-1 (PHB) NCCL copies through host memory (SHM)" in reason, reason
+        assert "NCCL_P2P_LEVEL=SYS" in reason
+    pix = link_table("""
+        X    PIX
+        PIX  X
+    """)
+    assert "NCCL_P2P_LEVEL" not in recommend(pix, 2).best.cross_device_ops_reason

@@ -22,3 +22,11 @@ def test_simple_p2p_and_kmcuda_answers():
                            "warning: p2p 2 <-> 0 is impossible").facts.peer_answers
     assert [(a.a, a.b, a.can) for a in answers] == [(0, 1, True), (2, 0, False)]
     assert answers[0].names == ("Tesla K40m", "Tesla K40m")
+
+
+def test_too_many_peers_by_message_name_or_number():
+    """llama.cpp#21883 prints the message alone; TF the driver's name; others the number."""
+    for line in ("CUDA error: peer mapping resources exhausted",
+                 "failed to enable peer access from 0x7f to 0x7e: CUDA_ERROR_TOO_MANY_PEERS: peer mapping resources exhausted",
+                 "cudaDeviceEnablePeerAccess failed: CUDA error 711"):
+        assert [e.code for e in parse_pasted(line + "\n").facts.cuda_errors] == [711], line

@@ -80,3 +80,21 @@ def test_numbers_of_thousands_of_digits_are_no_xid_and_no_traceback():
     parsed = parse_pasted(f"NVRM: Xid (PCI:0000:01:00): {nines}, pid=1\n"
                           f"NVRM: Xid (PCI:0000:02:00): 45, pid=1, caused by previous Xid {nines}\n")
     assert [(x.pci, x.code, x.cause) for x in parsed.xids] == [("0000:02:00", 45, None)]
+
+
+def test_an_xid_address_the_poster_blanked_out_names_no_gpu():
+    """nccl#2241: `Xid (PCI:...): 145`: the address is unknown, never the string '...'."""
+    parsed = parse_pasted(capture("dmesg_journal_xid145_137_pci_redacted_nccl2241.txt"))
+    assert [(x.pci, x.code) for x in parsed.xids] == [(None, 145), (None, 137)]
+
+
+def test_the_kernels_boot_time_bandwidth_line_is_a_link_with_the_port_that_limits_it():
+    """amdgpu_top#33: a Gen4 x16 card held to Gen3 by port 00:03.1; raspberry-pi-pcie-devices#712: x1 of x16."""
+    (gen3,) = parse_pasted(capture("dmesg_pci_bandwidth_limited_gen3_slot_gen4_card_amdgputop33.txt")).links
+    assert (gen3.bdf, gen3.limited_at) == ("0000:0b:00.0", "0000:00:03.1")
+    assert (gen3.link.current_speed_gts, gen3.link.max_speed_gts, gen3.link.current_width, gen3.link.max_width) == (8.0, 16.0, 16, 16)
+    assert gen3.slow and not gen3.narrow
+    parsed = parse_pasted(capture("dmesg_boot_pci_bandwidth_limited_x1_of_x16_pi_vega_geerling712.txt"))
+    (x1,) = parsed.links
+    assert (x1.bdf, x1.limited_at, x1.narrow, x1.slow) == ("0000:01:00.0", "0000:00:00.0", True, False)
+    assert "dmesg" in parsed.kinds

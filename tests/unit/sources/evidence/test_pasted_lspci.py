@@ -53,3 +53,29 @@ def test_a_link_line_with_an_impossible_speed_or_width_is_no_link_and_no_traceba
                           f"\t\tLnkSta:\tSpeed 8GT/s, Width x{'9' * 5000}\n"
                           "\t\tLnkSta:\tSpeed 2.5GT/s (downgraded), Width x16\n")
     assert [(p.link.current_speed_gts, p.link.current_width) for p in parsed.links] == [(2.5, 16)]
+
+
+def test_lspci_own_marks_are_kept_where_the_paste_has_no_lnkcap():
+    """A fragment cut above LnkCap (raspberry-pi-pcie-devices#480): ``(downgraded)`` is lspci's own
+    comparison with LnkCap, the only word left on how the link compares with its maximum."""
+    (link,) = parse_pasted(capture("lspci_vvv_fragment_lnksta_5gt_x1_downgraded_no_header_geerling480.txt")).links
+    assert (link.bdf, link.link.max_width, link.speed_mark, link.width_mark) == (None, None, "downgraded", "downgraded")
+    assert link.narrow and link.slow
+    ok = parse_pasted("\t\tLnkSta:\tSpeed 8GT/s (ok), Width x16 (ok)\n").links[0]
+    assert (ok.speed_mark, ok.width_mark, ok.narrow, ok.slow) == ("ok", "ok", False, False)
+    old = parse_pasted("\t\tLnkSta:\tSpeed 8GT/s, Width x8, TrErr- Train-\n").links[0]  # older pciutils: no marks
+    assert (old.speed_mark, old.width_mark, old.narrow, old.slow) == (None, None, False, False)
+    # Where LnkCap is there, it decides (the marks only repeat it).
+    capped = parse_pasted("\t\tLnkCap:\tPort #0, Speed 16GT/s, Width x16\n\t\tLnkSta:\tSpeed 16GT/s (ok), Width x8 (ok)\n")
+    assert capped.links[0].narrow and not capped.links[0].slow
+
+
+def test_cesta_keeps_the_link_error_bits_only():
+    """raspberry-pi-pcie-devices#4 diffed two lspci runs: CESta BadTLP+ BadDLLP+ Rollover+ Timeout+ (link
+    errors); AdvNonFatalErr+ alone (common, says nothing of the link) is no link error."""
+    parsed = parse_pasted(capture("lspci_vvv_diff_two_runs_lnksta_gen1_gen2_x1_no_lnkcap_geerling4.txt"))
+    assert [(bdf, bits, line) for bdf, bits, line, _ in parsed.link_errors_logged] == [
+        (None, ["BadDLLP"], 14), (None, ["BadTLP", "BadDLLP", "Rollover", "Timeout"], 16)]
+    benign = parse_pasted("01:00.0 VGA compatible controller: NVIDIA Corporation\n"
+                          "\t\tCESta:\tRxErr- BadTLP- BadDLLP- Rollover- Timeout- AdvNonFatalErr+\n")
+    assert benign.link_errors_logged == [] and "lspci -vvv" in benign.kinds

@@ -26,3 +26,19 @@ def test_nvtop_and_fabric_manager():
                          "nv-fabricmanager[1]: ... [NV_WARN_NOTHING_TO_DO]").facts
     assert [(r.index, r.gen, r.width) for r in facts.smi_rows] == [(1, 1, 16)]
     assert facts.fabric_nothing_to_do is not None
+
+
+def test_the_gpus_own_top_generation_is_not_the_links():
+    """`pcie.link.gen.gpumax` is the GPU's own top: a Gen5 card at Gen4 in a Gen4 slot is at the link's top.
+    With `pcie.link.gen.hostmax` beside it the link's top is the lower; alone it says nothing of the slot."""
+    both = parse_pasted("index, pstate, pcie.link.gen.gpucurrent, pcie.link.gen.gpumax, pcie.link.gen.hostmax\n"
+                        "0, P0, 4, 5, 4\n").facts.smi_rows[0]
+    assert (both.gen, both.gen_max) == (4, 4)
+    alone = parse_pasted("index, pstate, pcie.link.gen.gpucurrent, pcie.link.gen.gpumax\n0, P0, 4, 5\n").facts.smi_rows[0]
+    assert (alone.gen, alone.gen_max) == (4, None)
+    from gputopo.analysis.causes.doctor import doctor
+    from gputopo.sources.evidence.health import HealthEvidence
+
+    text = "index, pstate, pcie.link.gen.gpucurrent, pcie.link.gen.gpumax\n0, P0, 4, 5\n"
+    report = doctor(HealthEvidence(source="p", pasted=[("p", parse_pasted(text))]))
+    assert not [f for f in report.findings if f.code == "pcie-link-slow"]  # never "trained down" from the GPU's top

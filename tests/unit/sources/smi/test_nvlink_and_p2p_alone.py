@@ -19,6 +19,9 @@ def test_nvlink_outputs_read_as_the_expert_reads_them(name, want):
         assert all(s.gbps == want["gbps_per_link"] for s in topo.nvlinks if s.gpu == int(gpu) and s.active)
     for gpu, links in want.get("inactive", {}).items():
         assert sorted(s.link for s in topo.nvlinks if s.gpu == int(gpu) and s.active is False) == links
+    for gpu in want.get("count_unknown", []):  # a list the paste elided: its count unknown, never "links down"
+        assert topo.gpu(gpu).nvlink_active_links is None
+        assert any(n.code == "nvlink-list-cut" and gpu in n.gpus for n in topo.reading_notes)
     if "links_per_gpu" in want:
         assert all(sum(1 for s in topo.nvlinks if s.gpu == g) == want["links_per_gpu"] for g in listed)
     for gpu, far_end in want.get("remote", {}).items():
@@ -85,3 +88,17 @@ def test_gpu_and_remote_lines_are_read_to_the_shared_line_width_only():
     far = read(pad + " " * 400)
     assert (far.gpus[0].name, far.gpus[0].uuid) == ("NVIDIA A100", None)
     assert [s.remote for s in far.nvlinks] == [None]
+
+
+def test_an_elision_below_a_short_list_leaves_its_count_unknown_and_one_after_a_whole_list_does_not():
+    """k8s-test-infra#371 lists GPU 1's links 0-1 then '...': its other links are left out, not down. In
+    the DGX-1 capture '[snip]' follows GPU 0's whole list and stands for GPUs 1-6: GPU 0's count holds."""
+    cut = nvlink.read(text_of("nvlink", "k8sti371_gb200_status_18_links_53gbps_gpu1_elided.txt"), "k")
+    assert (cut.gpu(0).nvlink_active_links, cut.gpu(1).nvlink_active_links) == (18, None)
+    (note,) = cut.reading_notes
+    assert (note.code, note.gpus, note.facts["links_listed"], note.facts["lines"]) == ("nvlink-list-cut", [1], [2], [24])
+    whole = nvlink.read(text_of("nvlink", "dgx1_v100_status_snipped.txt"), "d")
+    assert [g.nvlink_active_links for g in whole.gpus] == [6, 6] and whole.reading_notes == []
+    from gputopo.analysis.causes.diagnose import diagnose
+
+    assert "nvlink-links-down" not in {f.code for f in diagnose(cut)}

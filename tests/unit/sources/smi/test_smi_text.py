@@ -433,3 +433,14 @@ def test_an_nvlink_count_is_read_only_where_a_saved_snapshot_loads_it_back(count
     else:
         with pytest.raises(InputError, match=r"is not a count of NVLinks a pair of GPUs can have \(NV1 to NV64\)"):
             parse_topo_matrix(text, "t")
+
+
+def test_a_command_asking_for_several_capabilities_is_named_not_called_missing():
+    """club-3090#1229 and aikitoria#43 run `nvidia-smi topo -p2p rw`: the note said "no command line
+    above it", which the paste shows is false; it now says what was asked and that it is read as read."""
+    text = (OWN_TOPO / "with_p2p_matrices.txt").read_text()
+    text = text.replace("$ nvidia-smi topo -p2p r\n", "$ nvidia-smi topo -p2p rw\n").split("$ nvidia-smi topo -p2p a")[0]
+    topology = parse_topo_matrix(text, "p2p")
+    assert topology.link(2, 3).p2p_read == "DR"
+    (note,) = [n for n in topology.reading_notes if n.code == "p2p-capability-assumed"]
+    assert note.facts == {"line": 15, "asked": "rw"}  # the command line kept: one line more than above

@@ -4,39 +4,22 @@ prompts, a fence, a host prefix, cut lines), alone and after another kind, throu
 import pytest
 
 from gputopo.errors import InputError
-from gputopo.sources.tools import cuda_peers
 from gputopo.sources.registry import read_text
-from unit.sources.readers_corpus import CORPUS, cases, pair, text_of
-
-LINE_CUT = 200
-
-
-def _each_line(text: str, dress) -> str:
-    return "\n".join(dress(line) if line.strip() else line for line in text.split("\n"))
-
-
-DRESSINGS = {
-    "as pasted": lambda t: t,
-    "CRLF": lambda t: t.replace("\n", "\r\n"),
-    "tabs for spaces": lambda t: t.replace("    ", "\t"),
-    "spaces for tabs": lambda t: t.replace("\t", "    "),
-    "shell prompt": lambda t: _each_line(t, lambda line: "$ " + line),
-    "markdown fence": lambda t: "```text\n" + t.rstrip("\n") + "\n```\n",
-    "markdown bold": lambda t: _each_line(t, lambda line: f"**{line}**"),
-    "host prefix": lambda t: _each_line(t, lambda line: "node-7: " + line),
-    "lines cut": lambda t: "\n".join(line[:LINE_CUT] for line in t.split("\n")),
-}
-
+from gputopo.sources.tools import cuda_peers
+from unit.sources.readers_corpus import CORPUS, DRESSINGS, cases, pair, text_of
 
 @pytest.mark.parametrize("dressing", DRESSINGS)
 @pytest.mark.parametrize(("name", "want"), cases("cuda_peers"))
 def test_real_outputs_read_as_the_expert_reads_them(name, want, dressing):
     text = DRESSINGS[dressing](text_of("cuda_peers", name))
     assert cuda_peers.sniff(text)
-    topo = read_text(text, name)  # through the registry: this kind alone matches
-    assert topo.source == "cuda-peer-access"
+    topo = read_text(text, name)  # through the registry: this kind alone matches, or beside a topo -m ("links")
     assert {str(g.index): g.name for g in topo.gpus} == want["gpus"]
-    assert all(link.type == "UNKNOWN" for link in topo.links)  # deviceQuery never says how GPUs are wired
+    if "links" in want:
+        assert {key: topo.link(*pair(key, "-")).type for key in want["links"]} == want["links"]
+    else:
+        assert topo.source == "cuda-peer-access"
+        assert all(link.type == "UNKNOWN" for link in topo.links)  # deviceQuery never says how GPUs are wired
     for key, can in want["peer"].items():
         assert topo.link(*pair(key, "-")).can_peer is can, key
 
@@ -97,3 +80,11 @@ def test_other_lines_are_not_peer_answers(line):
     assert not cuda_peers.sniff(line)
     with pytest.raises(InputError):
         cuda_peers.read(line, "x")
+
+
+def test_an_old_simple_p2p_names_every_gpu_in_its_capable_lines():
+    """tensorflow#231: simpleP2P of CUDA 7 named each GPU (`> GPU3 = "      Tesla K80" IS  capable of
+    Peer-to-Peer (P2P)`) before its pair lines, which were cut after GPU 0's second peer."""
+    topo = cuda_peers.read(text_of("cuda_peers", "tf231_simplep2p_16x_k80_all_capable_cut.txt"), "k80")
+    assert [g.name for g in topo.gpus] == ["Tesla K80"] * 16
+    assert topo.link(0, 2).can_peer is True and topo.link(3, 4).can_peer is None

@@ -4,9 +4,10 @@ NCCL was refused, GDR, prefixes of log collectors, several hosts."""
 import pytest
 
 from gputopo.analysis.causes.observed_findings import observed_findings
+from gputopo.analysis.notes.reading_notes import note_findings
 from gputopo.errors import InputError
 from gputopo.sources.tools import nccl_log
-from unit.sources.readers_corpus import cases, pair, text_of
+from unit.sources.readers_corpus import DRESSINGS, cases, dressed_cases, pair, reading, text_of
 
 
 def _transports(topo):
@@ -37,6 +38,20 @@ def test_real_logs_read_as_the_expert_reads_them(name, want):
         assert {g.host for g in topo.gpus} - {None} == set(want["hosts"])
     if "rings" in want:
         assert len(topo.nccl.rings) == want["rings"]
+    if "gpu_indices" in want:
+        assert [g.index for g in topo.gpus] == want["gpu_indices"]
+    if "one_host" in want:  # one host's GPUs have every pair linked; ranks of several hosts have none
+        assert bool(topo.links) is want["one_host"]
+    if "label" in want:
+        assert want["label"] in topo.label
+    for rank, host in want.get("rank_hosts", {}).items():
+        assert next(r for r in topo.nccl.ranks if r.rank == int(rank)).host == host
+    for rank, bus in want.get("rank_bus_ids", {}).items():
+        assert next(r for r in topo.nccl.ranks if r.rank == int(rank)).pci_bus_id == bus
+    for key, word in want.get("p2p", {}).items():
+        assert topo.link(*pair(key, "-")).p2p_read == word
+    if "reading_notes" in want:
+        assert sorted(n.code for n in topo.reading_notes) == want["reading_notes"]
 
 
 def test_pairs_nccl_moved_data_over_p2p_can_peer_and_refused_pairs_cannot():
@@ -72,6 +87,21 @@ def test_a_four_digit_tag_is_a_bus_id_on_bus_01_not_device_1000():
 def test_nccl_lines_naming_nothing_are_one_input_error():
     with pytest.raises(InputError, match="none that names"):
         nccl_log.read("x NCCL INFO Bootstrap : Using eth0\n", "b")
+
+
+def test_a_log_tail_naming_some_ranks_of_a_job_is_not_renumbered_from_gpu_0():
+    """nccl#1817: Destroy lines of ranks 4-7 of 8 (bus 91, 92, c4, c5) were called GPUs 0-3 by bus
+    order; the nccl-tests device list before a log (ranks 0-3, bus 12-48) names the others."""
+    tail = "".join(f"h:1:1 [7] NCCL INFO comm 0x5{r} rank {r} nranks 8 cudaDev {r} busId {b} - Destroy COMPLETE\n"
+                   for r, b in ((4, "91000"), (5, "92000"), (6, "c4000"), (7, "c5000")))
+    topo = nccl_log.read(tail, "tail")
+    assert [(g.index, g.pci_bus_id) for g in topo.gpus][0] == (4, "0000:91:00.0")
+    devices = "".join(f"#  Rank  {r} Group  0 Pid 3 on h device  {r} [0000:{b}:00] NVIDIA L20\n"
+                      for r, b in ((0, "12"), (1, "13"), (2, "47"), (3, "48")))
+    topo = nccl_log.read("# Using devices\n" + devices + tail, "both")
+    assert [g.pci_bus_id[5:7] for g in topo.gpus] == ["12", "13", "47", "48", "91", "92", "c4", "c5"]
+    assert [r.cuda_device for r in topo.nccl.ranks] == list(range(8))
+    assert [g.name for g in topo.gpus] == ["NVIDIA L20"] * 4 + [None] * 4
 
 
 def test_nvml_dev_numbers_the_gpus_as_nvidia_smi_does_and_places_refused_pairs():
@@ -169,7 +199,7 @@ def test_one_hosts_lines_of_a_job_on_three_nodes_are_ranks_not_one_hosts_gpus():
     name = "nccltests373_p2p_level_loc_3node_ibext_cut.log"
     topo = nccl_log.read(text_of("nccl_log", name), name)
     assert [g.index for g in topo.gpus] == [0, 1, 2] and topo.links == []
-    assert "3 ranks on 1 hosts" in topo.label
+    assert "3 ranks on 3 hosts (1 named)" in topo.label
     (finding,) = note_findings(topo.reading_notes)
     assert "3 nodes" in finding.message and "bigo" in finding.message
 
@@ -213,3 +243,47 @@ def test_could_not_enable_p2p_lands_on_the_gpus_with_its_bus_ids():
            + "box:11:11 [0] NCCL INFO Could not enable P2P between dev 0(=41000) and dev 1(=81000)\n")
     topo = nccl_log.read(log, "x")
     assert topo.link(0, 1).p2p_read == "NS"
+
+
+@pytest.mark.parametrize(("name", "dressing"), dressed_cases("nccl_log"))
+def test_every_real_capture_reads_the_same_under_a_pastes_dressing(name, dressing):
+    """The capture as users paste it (CRLF, tabs, a prompt, a fence, a quote, bold, a host prefix, long
+    lines cut): the reader makes of it what it makes of the capture itself."""
+    text = text_of("nccl_log", name)
+    assert reading(nccl_log.read(DRESSINGS[dressing](text), name)) == reading(nccl_log.read(text, name))
+
+
+def test_a_p2p_or_shm_peer_is_on_the_host_of_the_rank_that_logs_it():
+    """NVIDIA/nccl#527: each host logs its own ranks' sends; P2P and SHM never leave a host, so the
+    receiving rank is on that host too (it logs no line of its own in the cut excerpt)."""
+    topo = nccl_log.read(text_of("nccl_log", "nccl527_ec2_p4d_multinode_p2p_ipc_read_bus_device_1c_cut.log"), "x")
+    hosts = {r.rank: r.host for r in topo.nccl.ranks}
+    assert hosts[24] == hosts[25] == hosts[26] == "ip-10-216-179-119" and hosts[1] == "ip-10-216-179-193"
+    net = "a:1:2 [0] NCCL INFO Channel 00/0 : 0[0] -> 1[1] via NET/Socket/0\n"
+    assert {r.rank: r.host for r in nccl_log.read(net, "n").nccl.ranks} == {0: "a", 1: None}  # NET says nothing of the peer's host
+
+
+def test_a_network_connection_between_ranks_of_unnamed_hosts_is_several_hosts_unless_p2p_and_shm_are_off():
+    """NVIDIA/nccl#952 redacted every host name to `<cluster_name>`: its `[send] via NET/Socket` between
+    ranks 15 and 6 shows two nodes; the ranks are not one host's GPUs (no pair between them). With both
+    NCCL_P2P_DISABLE and NCCL_SHM_DISABLE set, NET may join GPUs of one host: one host, as before."""
+    topo = nccl_log.read(text_of("nccl_log", "nccl952_2node_16gpu_p2p_ipc_read_net_socket_cut.log"), "x")
+    assert topo.links == [] and "at least 2 hosts (0 named)" in topo.label
+    lines = ("<h>:1:2 [0] NCCL INFO Channel 00/0 : 0[0] -> 1[1] via NET/Socket/0\n"
+             "<h>:1:3 [1] NCCL INFO Channel 00/0 : 1[1] -> 0[0] via NET/Socket/0\n")
+    assert nccl_log.read(lines, "a").links == []
+    forced = ("<h>:1:2 [0] NCCL INFO NCCL_P2P_DISABLE set by environment to 1.\n"
+              "<h>:1:2 [0] NCCL INFO NCCL_SHM_DISABLE set by environment to 1.\n") + lines
+    assert [(k.a, k.b) for k in nccl_log.read(forced, "b").links] == [(0, 1)]
+
+
+def test_an_nccl_tests_header_cut_among_the_log_lines_is_said_not_refused():
+    """NVIDIA/nccl#1189: the nccl-tests column header is printed between Init lines and the paste ends
+    before its first row: the log is read (through the registry, as scan reads it) and the cut said."""
+    from gputopo.sources.registry import read_text
+
+    name = "nccl1189_h20_2node_4rank_init_complete_nccltests_header_interleaved_cut.log"
+    topo = read_text(text_of("nccl_log", name), name)
+    assert topo.source == "nccl-log" and topo.nccl.nranks == 4
+    (note,) = note_findings([n for n in topo.reading_notes if n.code == "nccl-tests-no-rows"])
+    assert "among its NCCL_DEBUG lines" in note.message and "Using devices" not in note.message

@@ -5,7 +5,7 @@ import pytest
 
 from gputopo.errors import InputError
 from gputopo.sources.tools import nccl_tests
-from unit.sources.readers_corpus import cases, text_of
+from unit.sources.readers_corpus import DRESSINGS, cases, text_of
 
 
 @pytest.mark.parametrize(("name", "want"), cases("nccl_tests"))
@@ -20,7 +20,7 @@ def test_real_outputs_read_as_the_expert_reads_them(name, want):
     assert [run.avg_busbw_gbps for run in runs] == pytest.approx(averages)
     wrong_in = want.get("wrong_in", want["wrong"])  # "N/A" in place (not checked) is None
     assert all(row.out_wrong == want["wrong"] and row.in_wrong == wrong_in for run in runs for row in run.rows)
-    assert all(run.out_of_bounds == 0 for run in runs)
+    assert all(run.out_of_bounds == want.get("out_of_bounds", 0) for run in runs)  # None: cut before that line
     if "rows" in want:
         assert len(runs[0].rows) == want["rows"]
     for size, busbw in want.get("busbw_gbps", {}).items():
@@ -30,6 +30,10 @@ def test_real_outputs_read_as_the_expert_reads_them(name, want):
         assert len({g.host for g in topo.gpus}) == (want["hosts"] if want["hosts"] > 1 else 1)
     for index, bus in {**want.get("bus_ids", {}), **want.get("bus_ids_rank0_7", {})}.items():
         assert topo.gpu(int(index)).pci_bus_id == bus
+    for index, host in want.get("gpu_hosts", {}).items():
+        assert topo.gpu(int(index)).host == host
+    if "reading_notes" in want:
+        assert sorted(n.code for n in topo.reading_notes) == want["reading_notes"]
 
 
 def test_the_p2p_disabled_sys_run_is_thirty_times_slower_than_nvlink():
@@ -78,22 +82,6 @@ def test_a_command_after_roots_prompt_names_the_operation(command, operation):
               "#        (B)    (elements)                               (us)  (GB/s)  (GB/s)            (us)  (GB/s)  (GB/s)\n")
     row = "     1048576        262144     float     sum      -1    222.8    4.71    8.24      0    226.1    4.64    8.12      0\n"
     assert nccl_tests.read(f"{command}\n{header}{row}", "r").collectives[0].operation == operation
-
-
-def _each_line(text: str, dress) -> str:
-    return "\n".join(dress(line) if line.strip() else line for line in text.split("\n"))
-
-
-DRESSINGS = {
-    "as pasted": lambda t: t,
-    "CRLF": lambda t: t.replace("\n", "\r\n"),
-    "tabs for spaces": lambda t: t.replace("    ", "\t"),
-    "spaces for tabs": lambda t: t.replace("\t", "    "),
-    "shell prompt": lambda t: _each_line(t, lambda line: "$ " + line),
-    "markdown fence": lambda t: "```text\n" + t.rstrip("\n") + "\n```\n",
-    "host prefix": lambda t: _each_line(t, lambda line: "node-7: " + line),
-    "lines cut": lambda t: "\n".join(line[:200] for line in t.split("\n")),
-}
 
 
 def _hashes_lost(text: str) -> str:
@@ -145,3 +133,34 @@ def test_a_paste_cut_before_its_first_row_gives_the_devices_and_says_no_rows(nam
     (finding,) = note_findings(topo.reading_notes)
     assert "before its first row" in finding.message and "no bus bandwidth" in finding.message
     assert ("after its column header" in finding.message) is keep_header
+
+
+def test_one_rank_named_by_two_processes_is_jobs_run_apart_and_said():
+    """NVIDIA/nccl-tests#107: under mpirun -np 2 each process names itself Rank 0 (nccl-tests built
+    without MPI): both GPUs are kept, on their hosts, and the separate jobs are said; two runs one after
+    the other (a column header between their device lists) are not."""
+    from gputopo.analysis.notes.reading_notes import note_findings
+
+    topo = nccl_tests.read(text_of("nccl_tests", "nccltests107_2node_v100_mpirun_without_mpi_two_rank0_error_column_cut.txt"), "x")
+    assert [(g.index, g.host) for g in topo.gpus] == [(0, "ip-172-31-20-228"), (1, "ip-172-31-22-230")]
+    (finding,) = [f for f in note_findings(topo.reading_notes) if f.code == "nccl-tests-separate-jobs"]
+    assert "pid 1320 on ip-172-31-20-228" in finding.message and "MPI=1" in finding.fix
+    header = "#       size         count      type   redop    root     time   algbw   busbw #wrong\n"
+    row = "     1048576        262144     float     sum      -1    222.8    4.71    8.24      0\n"
+    run = "#  Rank  0 Group  0 Pid  {pid} on h device  0 [0x1b] GPU\n" + header + row
+    again = nccl_tests.read(run.format(pid=1) + run.format(pid=2), "two runs")
+    assert len(again.gpus) == 1 and not any(n.code == "nccl-tests-separate-jobs" for n in again.reading_notes)
+
+
+def test_a_bus_number_two_gpus_share_is_no_bus_id():
+    # nccl-tests prints CUDA's pciBusID, the bus number alone: [0x1b] is read as 0000:1b:00.0 (device
+    # 0); where several GPUs of one host print [0x00] (a VM's GPUs at 00:1b.0..00:1e.0), none is claimed.
+    head = "#  Rank %d Group  0 Pid  42 on   host-a device  %d [%s] Tesla V100-SXM2-16GB\n"
+    table = ("#       size         count      type   redop    root     time   algbw   busbw #wrong     time   algbw   busbw #wrong\n"
+             "           8             2     float     sum      -1    10.00    0.00    0.00      0    10.00    0.00    0.00      0\n")
+    shared = nccl_tests.read("".join(head % (r, r, "0x3a") for r in range(4)) + table, "vm.txt")
+    assert [g.pci_bus_id for g in shared.gpus] == [None] * 4
+    root_bus = nccl_tests.read(head % (0, 0, "0x00") + table, "p3.txt")  # bus 0's device 0 is the host bridge
+    assert [g.pci_bus_id for g in root_bus.gpus] == [None]
+    apart = nccl_tests.read("".join(head % (r, r, f"0x{0x1b + r:02x}") for r in range(2)) + table, "metal.txt")
+    assert [g.pci_bus_id for g in apart.gpus] == ["0000:1b:00.0", "0000:1c:00.0"]

@@ -20,7 +20,12 @@ def test_real_dumps_read_as_the_expert_reads_them(name, want):
     for index, node in want.get("numa", {}).items():
         assert topo.gpu(int(index)).numa_node == node
     assert len(topo.nics) == want["nics"]
-    if want["gpus"] > 1:
+    for key, word in want.get("pair_words", {}).items():
+        a, b = (int(x) for x in key.split("-"))
+        assert topo.link(a, b).type == word
+    if "reading_notes" in want:
+        assert sorted(n.code for n in topo.reading_notes) == want["reading_notes"]
+    if want["gpus"] > 1 and want["nvlinks_per_gpu"] is not None:
         assert {link.type for link in topo.links} == {f"NV{want['nvlinks_per_gpu']}"}
         assert all(link.nvswitch is want["nvswitch"] for link in topo.links)
 
@@ -142,6 +147,20 @@ def test_pci_elements_without_their_cpu_leave_numa_and_the_pcie_word_between_tre
     assert "NUMA nodes" in finding.message and "unknown" in finding.message
 
 
+def test_each_gpus_way_to_each_nic_is_worded_from_the_tree_as_between_gpus():
+    # The IBM dump hangs each GPU and one ConnectX under one PCIe switch (PIX), four per CPU.
+    topo = nccl_xml.read(text_of("nccl_xml", IBM), "ibm")
+    words = {(link.gpu, link.nic): link.type for link in topo.nic_links}
+    assert len(words) == 64
+    assert {(g.compute_capability, g.nvlink_active_links) for g in topo.gpus} == {("9.0", 18)}  # sm="90", 5+5+4+4 up
+    assert words[(0, "mlx5_7")] == "PIX" and words[(0, "mlx5_6")] == "NODE" and words[(0, "mlx5_3")] == "SYS"
+    assert sorted(nic for (gpu, nic), word in words.items() if word == "PIX" and gpu == 4) == ["mlx5_3"]
+    # A fragment without its <cpu>: a GPU and a NIC in other switch trees are not worded (not known).
+    lines = text_of("nccl_xml", IBM).split("\n")
+    fragment = nccl_xml.read("\n".join(lines[2:32]) + "\n    </pci>\n  </cpu>\n", "fragment.xml")
+    assert {(link.gpu, link.nic, link.type) for link in fragment.nic_links} == {(0, "mlx5_7", "PIX"), (1, "mlx5_6", "PIX")}
+
+
 @pytest.mark.parametrize("text", ['<pci busid="0000:01:00.0">', "<gpu dev=\"0\"/>", "<cpu numaid=\"0\"></cpu>"])
 def test_xml_without_a_gpu_under_a_cpu_or_pci_is_not_this_kind(text):
     assert not nccl_xml.sniff(text)
@@ -177,8 +196,21 @@ def test_nvlink_elements_are_edges_to_gpus_switches_or_the_switch_the_host_canno
     assert fabric.nvswitches_of("pci:0000:07:00.0") == ["nvswitch:fabric"]
     assert fabric.gpu_nvlinks(0, 1) == (4, False) and topo.link(0, 1).type == "NV4"
     assert {(e.a, e.b, e.count, e.active) for e in fabric.edges} == {
-        ("pci:0000:07:00.0", "pci:0000:08:00.0", 4, None), ("pci:0000:07:00.0", "nvswitch:fabric", 6, None),
-        ("pci:0000:08:00.0", "pci:0000:c1:00.0", 5, None)}
+        ("pci:0000:07:00.0", "pci:0000:08:00.0", 4, 4), ("pci:0000:07:00.0", "nvswitch:fabric", 6, 6),
+        ("pci:0000:08:00.0", "pci:0000:c1:00.0", 5, 5)}  # NCCL writes only the links that are up
+
+
+def test_a_fragment_cut_inside_a_gpu_leaves_that_gpus_pairs_unknown_and_says_so():
+    """aliyun/SimAI#128: an excerpt without <system>, cut after GPU 7's first of four NVSwitch lines:
+    its switch links are a lower bound, so the pair is not NV4 (nor any count): unknown, and the cut said."""
+    topo = nccl_xml.read(text_of("nccl_xml", "simai128_8xh100_nvswitch_fragment_no_root_gpu5_cut_in_gpu7.xml"), "f")
+    assert topo.link(5, 7).type == "UNKNOWN"
+    (cut,) = [f for f in note_findings(topo.reading_notes) if f.code == "nccl-xml-cut"]
+    assert "GPU 7's NVLink list was cut" in cut.message
+    whole = '<pci busid="0000:01:00.0"><gpu dev="0">' + "".join(
+        f'<nvlink target="0000:0{s}:00.0" count="2" tclass="0x068000"/>' for s in "56") + "</gpu></pci>"
+    closed = nccl_xml.read(whole + whole.replace('"0000:01', '"0000:02').replace('dev="0"', 'dev="1"'), "closed")
+    assert closed.link(0, 1).type == "NV4" and not any(n.code == "nccl-xml-cut" for n in closed.reading_notes)
 
 
 @pytest.mark.parametrize("links", [

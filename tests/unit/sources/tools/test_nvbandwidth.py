@@ -5,10 +5,10 @@ import json
 
 import pytest
 
-from gputopo.errors import InputError
 from gputopo.analysis.notes.reading_notes import note_findings
+from gputopo.errors import InputError
 from gputopo.sources.tools import nvbandwidth, nvbandwidth_json
-from unit.sources.readers_corpus import cases, directed_gbps, pair, text_of
+from unit.sources.readers_corpus import DRESSINGS, cases, directed_gbps, dressed_cases, pair, reading, text_of
 
 
 def _read(name):
@@ -34,7 +34,10 @@ def test_real_captures_read_as_the_expert_reads_them(name, want):
         assert topo.link(*pair(key, "-")).measured.bidirectional_gbps == pytest.approx(gbps)
     if want.get("pairs_measured") == 0:
         assert not any(link.measured for link in topo.links)
-        assert any(n.code == "no-pair-measured" for n in topo.reading_notes)
+        (note,) = [n for n in topo.reading_notes if n.code == "no-pair-measured"]
+        assert bool(note.facts.get("cut_before_d2d")) is want.get("cut_before_d2d", False)
+        if want.get("cut_before_d2d"):  # never a reason the text lacks
+            assert "waived" not in note_findings([note])[0].message
 
 
 def test_the_two_groups_of_the_a6000_box_stand_out():
@@ -136,3 +139,27 @@ def test_a_device_line_is_read_to_the_shared_line_width_only():
     assert nvbandwidth.read(device_line("A  (not a bus id)"), "s").gpu(0).name == "A  (not a bus id)"
     cut = nvbandwidth.read(device_line("x" * LINE_CAP_CHARS), "s").gpu(0)
     assert cut.pci_bus_id is None and cut.name == "x" * 200
+
+
+@pytest.mark.parametrize(("name", "dressing"), dressed_cases("nvbandwidth"))
+def test_every_real_capture_reads_the_same_under_a_pastes_dressing(name, dressing):
+    """The capture as users paste it (CRLF, tabs, a prompt, a fence, a quote, bold, a host prefix, long
+    lines cut): the reader makes of it what it makes of the capture itself."""
+    text = text_of("nvbandwidth", name)
+    assert reading(_read_text(DRESSINGS[dressing](text), name)) == reading(_read_text(text, name))
+
+
+def _read_text(text, name):
+    module = nvbandwidth_json if name.endswith(".json") else nvbandwidth
+    return module.read(text, name)
+
+
+def test_an_output_cut_before_any_device_to_device_test_gives_no_reason_it_does_not_show():
+    """NVIDIA/nvbandwidth#15: host tests only, then the paste ends: nothing was waived, so the note says
+    the output ends before the GPU-to-GPU tests, never that they were waived or that there is one GPU."""
+    topo = _read("nvbandwidth15_8x_rtx4090_v02_host_tests_only_cut_before_d2d.txt")
+    (finding,) = [f for f in note_findings(topo.reading_notes) if f.code == "no-pair-measured"]
+    assert "ends before any device-to-device test" in finding.message and "waived" not in finding.message
+    waived = "Device 0: A\nDevice 1: B\n\nRunning host_to_device_memcpy_ce.\nWaiving device_to_device_memcpy_read_ce.\n"
+    (finding,) = [f for f in note_findings(nvbandwidth.read(waived, "w").reading_notes) if f.code == "no-pair-measured"]
+    assert "waived device_to_device_memcpy_read_ce" in finding.message

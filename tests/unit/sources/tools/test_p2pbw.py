@@ -3,10 +3,10 @@ direction, bidirectional and latency, and the writes-vs-reads direction rule."""
 
 import pytest
 
-from gputopo.errors import InputError
 from gputopo.analysis.notes.reading_notes import note_findings
+from gputopo.errors import InputError
 from gputopo.sources.tools import p2pbw
-from unit.sources.readers_corpus import cases, directed_gbps, pair, text_of
+from unit.sources.readers_corpus import DRESSINGS, cases, directed_gbps, dressed_cases, pair, reading, text_of
 
 
 @pytest.mark.parametrize(("name", "want"), cases("p2pbw"))
@@ -36,6 +36,10 @@ def test_real_captures_read_as_the_expert_reads_them(name, want):
     for a, b in want.get("slow_pairs", []):
         slow = directed_gbps(topo, a, b)
         assert all(slow < directed_gbps(topo, a, c) for c in topo.gpu_indices if c not in (a, b))
+    if want.get("p2p_enabled_measured") is False:  # cut after its P2P=Disabled matrices: said, no P2P figure
+        assert all(link.measured.a_to_b_gbps is None and link.measured.b_to_a_gbps is None for link in topo.links)
+        assert any(f.code == "p2p-enabled-not-measured" for f in note_findings(topo.reading_notes))
+        return
     if want.get("pairs_measured") == 0:  # cut before its first matrix: GPUs and peer lines only
         assert all(link.measured is None for link in topo.links)
         assert any(f.code == "no-pair-measured" for f in note_findings(topo.reading_notes))
@@ -81,3 +85,21 @@ def test_an_output_cut_before_its_matrices_still_gives_its_gpus_and_which_can_pe
     assert topo.link(0, 4).can_peer is True and topo.link(1, 5).can_peer is False and topo.link(2, 3).can_peer is None
     (note,) = [f for f in note_findings(topo.reading_notes) if f.code == "no-pair-measured"]
     assert "ends before its first matrix" in note.message
+
+
+@pytest.mark.parametrize(("name", "dressing"), dressed_cases("p2pbw"))
+def test_every_real_capture_reads_the_same_under_a_pastes_dressing(name, dressing):
+    """The capture as users paste it (CRLF, tabs, a prompt, a fence, a quote, bold, a host prefix, long
+    lines cut): the reader makes of it what it makes of the capture itself."""
+    text = text_of("p2pbw", name)
+    assert reading(p2pbw.read(DRESSINGS[dressing](text), name)) == reading(p2pbw.read(text, name))
+
+
+def test_an_output_cut_after_its_p2p_disabled_matrix_says_the_p2p_figures_are_missing():
+    """NVIDIA/nccl#1264: the connectivity matrix (every pair 1) and the P2P=Disabled figures only: the
+    staged ~37 GB/s is kept as P2P-off, no P2P figure is made up, and the missing P2P=Enabled matrices are said."""
+    topo = p2pbw.read(text_of("p2pbw", "nccl1264_8x_h100_sxm_tab_connectivity_p2p_off_37gbps_cut_before_writes.txt"), "x")
+    assert topo.link(0, 1).can_peer is True and directed_gbps(topo, 0, 1, field="p2p_off_") == pytest.approx(37.19)
+    assert directed_gbps(topo, 0, 1) is None
+    (finding,) = [f for f in note_findings(topo.reading_notes) if f.code == "p2p-enabled-not-measured"]
+    assert "ends before any P2P=Enabled matrix" in finding.message
