@@ -29,6 +29,8 @@ EDGE_KINDS = (NVLINK, C2C, SMP)
 # The node standing for every NVSwitch where the source does not tell the switches apart (an NVLink
 # that NVML or NCCL says ends at a switch, with no bus id of its own): NCCL's one ``NVS`` node.
 NVSWITCH_FABRIC = "nvswitch:fabric"
+# Levels above a node that any machine has (a real tree has under 12); ``ancestors`` stops past it.
+MAX_FABRIC_DEPTH = 64
 _PCI_KINDS = (HOST_BRIDGE, ROOT_PORT, BRIDGE, GPU, NIC, DEVICE)
 
 
@@ -91,9 +93,17 @@ class Fabric:
 
     def add(self, node: FabricNode) -> FabricNode:
         """``node``, or the node of that id already there (filled in where it lacked a field)."""
-        known = self.node(node.id)
-        if known is None:
+        index = self._index()
+        known = index.get(node.id)
+        if known is None:  # the lookups kept up to date (rebuilt per node, adding was quadratic)
+            by_gpu = getattr(self, "_by_gpu", None)
             self.nodes.append(node)
+            index[node.id] = node
+            object.__setattr__(self, "_by_id", (len(self.nodes), index))
+            if by_gpu is not None and by_gpu[0] == len(self.nodes) - 1:
+                if node.kind == GPU and node.gpu is not None:
+                    by_gpu[1].setdefault(node.gpu, node)
+                object.__setattr__(self, "_by_gpu", (len(self.nodes), by_gpu[1]))
             return node
         for name, value in vars(node).items():
             if not name.startswith("_") and value is not None and getattr(known, name) is None:
@@ -112,10 +122,14 @@ class Fabric:
         return cached[1].get(index)
 
     def ancestors(self, node_id: str) -> list[FabricNode]:
-        """The nodes above ``node_id``, nearest first (bounded by the node count: a loop ends it)."""
+        """The nodes above ``node_id``, nearest first. A loop of parents ends where it closes, and a
+        chain deeper than ``MAX_FABRIC_DEPTH`` is cut one node past it (a snapshot's fabric is input:
+        a walk bounded only by the node count made every leaf below a loop cost the whole fabric)."""
         found: list[FabricNode] = []
+        seen = {node_id}
         current = self.node(self.node(node_id).parent) if self.node(node_id) else None
-        while current is not None and len(found) <= len(self.nodes):
+        while current is not None and current.id not in seen and len(found) <= MAX_FABRIC_DEPTH:
+            seen.add(current.id)
             found.append(current)
             current = self.node(current.parent)
         return found

@@ -12,13 +12,16 @@ read on their own, never mixed with text readers.
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from dataclasses import dataclass
-from typing import Callable
+from typing import Any, Callable
 
 from gputopo.errors import InputError, NothingToRead
 from gputopo.fileio import read_text_input
 from gputopo.model import ReadingNote, Topology
+from gputopo.model.from_json import FREE_TEXT_FIELDS
+from gputopo.quoting import one_line
 from gputopo.sources.pasted import undecorated_lines
 
 MAX_DESCRIBED_CHARS = 60
@@ -83,10 +86,49 @@ def read_file(path: str) -> Topology:
     if path != "-" and is_archive(path):
         from gputopo.sources.archives.gathered import read_gathered
 
-        return read_gathered(path, read_text)
+        return names_on_one_line(read_gathered(path, read_text))
     text = read_text_input(path, what="topology file")
     label = "standard input" if path == "-" else path
-    return read_text(text, label)
+    return names_on_one_line(read_text(text, label))
+
+
+# What a reader may fill with text from its input, other than free text and the pair table's words.
+_NAMED_PARTS = ("gpus", "nics", "nic_links", "fabric")
+
+
+def names_on_one_line(topology: Topology) -> Topology:
+    """``topology`` with every control character (newline, escape, C1 codes) dropped from the names
+    its readers took from the input (a NIC in a ``topo -m`` legend or an NCCL XML ``<net name>``,
+    a GPU's name, a bus id, the host), as NVML's are at its door: a snapshot ``--save`` writes then
+    always reads back (one such name made it refuse its own file: ``control character``). Free text
+    (messages, evidence, notes) keeps its lines, as a snapshot does."""
+    for name in _NAMED_PARTS:
+        setattr(topology, name, _one_line(getattr(topology, name), 0))
+    if topology.fabric is not None:  # fresh lookups (a node's id may have changed)
+        topology.fabric = type(topology.fabric)(nodes=list(topology.fabric.nodes), edges=list(topology.fabric.edges))
+    for f in dataclasses.fields(topology):
+        value = getattr(topology, f.name)
+        if isinstance(value, str) and f.name not in FREE_TEXT_FIELDS:
+            setattr(topology, f.name, one_line(value))
+    return topology
+
+
+def _one_line(value: Any, depth: int) -> Any:
+    if isinstance(value, str):
+        return one_line(value)
+    if depth > 8:  # (our model nests a few levels; nothing here comes from a document's nesting)
+        return value
+    if isinstance(value, list):
+        return [_one_line(item, depth + 1) for item in value]
+    if isinstance(value, dict):
+        return {_one_line(k, depth + 1): _one_line(v, depth + 1) for k, v in value.items()}
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        for f in dataclasses.fields(value):
+            if f.name not in FREE_TEXT_FIELDS:
+                item = getattr(value, f.name)
+                if item is not None and not isinstance(item, (int, float, bool)):
+                    setattr(value, f.name, _one_line(item, depth + 1))
+    return value
 
 
 def read_text(text: str, label: str) -> Topology:

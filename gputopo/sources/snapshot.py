@@ -12,7 +12,6 @@ from __future__ import annotations
 import json
 import operator
 import os
-import re
 from typing import Any
 
 from gputopo.errors import InputError
@@ -29,9 +28,7 @@ def looks_like_snapshot(text: str) -> bool:
 # `gputopo report` embeds the snapshot in its page as
 # <script type="application/json" id="gputopo-snapshot">JSON with <, >, & written as \u003c ...</script>
 REPORT_SNAPSHOT_ID = "gputopo-snapshot"
-_REPORT_SNAPSHOT_RE = re.compile(
-    r'<script type="application/json" id="' + REPORT_SNAPSHOT_ID + r'">(?P<json>.*?)</script>', re.DOTALL
-)
+_REPORT_SNAPSHOT_OPEN = f'<script type="application/json" id="{REPORT_SNAPSHOT_ID}">'
 
 
 def looks_like_report(text: str) -> bool:
@@ -52,13 +49,16 @@ def report_snapshot_script(topology: Topology) -> str:
 
 def report_snapshot_text(text: str, source: str = "report") -> str:
     """The snapshot JSON embedded in a `gputopo report` page; an ``InputError`` if there is none."""
-    match = _REPORT_SNAPSHOT_RE.search(text)
-    if match is None:
+    # The first opening and the first ``</script>`` after it, each found once: a lazy ``.*?</script>``
+    # pattern tried again from every opening, and a page of openings that never close took days.
+    start = text.find(_REPORT_SNAPSHOT_OPEN)
+    end = text.find("</script>", start + len(_REPORT_SNAPSHOT_OPEN)) if start >= 0 else -1
+    if end < 0:
         raise InputError(
             f"{source} is an HTML page without an embedded gputopo snapshot "
             f"(expected a page written by `gputopo report`)"
         )
-    return match.group("json")
+    return text[start + len(_REPORT_SNAPSHOT_OPEN) : end]
 
 
 def parse_snapshot(text: str, source: str = "snapshot") -> Topology:

@@ -19,6 +19,9 @@ if TYPE_CHECKING:
     from gputopo.analysis.scan_result import ScanResult
 
 MAX_TABLE_GPUS = 32  # beyond this, a uniform matrix is summarised in one sentence
+# Beyond this no matrix is written (a 4,096-GPU snapshot: 16.7 million cells per table, gigabytes of
+# page); a GB200 NVL72 rack (72) and a 128-GPU table still are.
+MAX_HEATMAP_GPUS = 128
 Cell = tuple[str, str, str]  # (text, background colour, tooltip)
 
 
@@ -143,10 +146,16 @@ def heatmaps(result: ScanResult) -> str:
             f'<p class="summary">All {len(topology.links)} GPU pairs: {esc(word)}, P2P {peer_text} '
             f"(a {n} x {n} table would show one colour).</p>"
         )
+    elif len(topology.gpus) > MAX_HEATMAP_GPUS:
+        n = len(topology.gpus)
+        parts.append(f'<p class="summary">{n} GPUs: too many for a {n} x {n} table; each pair\'s link is in the '
+                     "snapshot below and in <code>gputopo scan --json</code>.</p>")
     else:
         parts.append(matrix(topology, "kind", "Link kind (colour: expected GB/s per direction)", _kind_cell(result)))
         if topology.source != "tf-log":  # TF reports peer access, not read/write capability
             parts.append(matrix(topology, "p2p", "P2P read/write status (nvidia-smi topo -p2p words)", _p2p_cell))
+    if len(topology.gpus) > MAX_HEATMAP_GPUS:  # (nor a table per measurement)
+        return '<div class="heatmaps">' + "".join(parts) + "</div>"
     measured = list(itertools.compress(topology.links, map(operator.attrgetter("measured"), topology.links)))
     if any(_measured(lk) for lk in measured):
         parts.append(matrix(topology, "measured-one-way", "Measured GB/s, row GPU -> column GPU", _one_way_cell))

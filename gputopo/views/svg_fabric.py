@@ -88,11 +88,11 @@ def _fabric_roots(topology: Topology) -> tuple[tuple[Box, list[Item]] | None, st
             leaves.setdefault(("gpu", node.gpu), node)
         elif node.kind == NIC and node.nic is not None:
             leaves.setdefault(("nic", node.nic), node)
+    if any(len(fabric.ancestors(leaves[("gpu", g)].id)) > MAX_DEPTH for g in topology.gpu_indices if ("gpu", g) in leaves):
+        return None, f"the PCIe tree read is more than {MAX_DEPTH} levels deep"
     gpus = [g for g in topology.gpu_indices if ("gpu", g) in leaves and fabric.pci_path(leaves[("gpu", g)].id)]
     if not gpus or len(gpus) < len(topology.gpus):
         return None, f"the PCIe tree read places {len(gpus)} of the {len(topology.gpus)} GPUs"
-    if any(len(fabric.ancestors(leaves[("gpu", g)].id)) > MAX_DEPTH for g in gpus):
-        return None, f"the PCIe tree read is more than {MAX_DEPTH} levels deep"
     nics = {item.name: item for item in nic_items(topology)}
     placed = [name for name in nics if ("nic", name) in leaves and fabric.pci_path(leaves[("nic", name)].id)
               and len(fabric.ancestors(leaves[("nic", name)].id)) <= MAX_DEPTH]
@@ -127,8 +127,9 @@ def _order(node: FabricNode) -> tuple:
     """Sockets and NUMA nodes by number, PCI nodes by address (``pci:0000:03:00.0``: hex digits of
     fixed width, in order as text)."""
     number = node.numa_node if node.kind == NUMA else None
-    if node.kind == SOCKET and node.id.rsplit(":", 1)[-1].isdigit():
-        number = int(node.id.rsplit(":", 1)[-1])
+    tail = node.id.rsplit(":", 1)[-1]
+    if node.kind == SOCKET and tail.isascii() and tail.isdigit() and len(tail) <= 9:  # ("²", 5,000 digits: int raised)
+        number = int(tail)
     return (number is None, number or 0, node.id)
 
 
@@ -257,7 +258,9 @@ class _Builder:
 
     def _numa(self, node: FabricNode, kids: list[FabricNode], socket: str | None) -> list[Item]:
         children = [item for kid in kids for item in self.items(kid, None, None)]
-        gpus = self.fabric.gpus_below(node.id)
+        # The GPUs drawn in it (every GPU of the topology is drawn): not ``Fabric.gpus_below``, a walk
+        # of the whole fabric per NUMA node (quadratic in a hostile snapshot's).
+        gpus = sorted(_gpus_in(Box("numa", "", "", children)))
         known = set(self.topology.gpu_indices)
         affinities = {self.topology.gpu(g).cpu_affinity for g in gpus if g in known}
         cpus = next(iter(affinities)) if len(affinities) == 1 else None

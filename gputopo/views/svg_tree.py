@@ -191,9 +191,15 @@ def _switch_groups(topology: Topology, gpus: list[int]) -> list[list[int]]:
 
 
 def nic_items(topology: Topology) -> list[NicItem]:
+    """Each NIC with its nearest GPUs: the NIC links grouped by NIC in one pass (a walk of every link
+    per NIC cost 4,096 NICs x 65,536 links in a snapshot's drawing)."""
+    by_nic: dict[str, list[tuple[int, int]]] = {}
+    for nl in topology.nic_links:
+        if nl.type in PCIE_PATHS:
+            by_nic.setdefault(nl.nic, []).append((PCIE_PATHS.index(nl.type), nl.gpu))
     items = []
     for nic in topology.nics:
-        paths = [(PCIE_PATHS.index(nl.type), nl.gpu) for nl in topology.nic_links if nl.nic == nic.name and nl.type in PCIE_PATHS]
+        paths = by_nic.get(nic.name, [])
         if paths:
             best = min(rank for rank, _ in paths)
             nearest = sorted(g for rank, g in paths if rank == best)

@@ -86,7 +86,6 @@ UNTESTED = frozenset(
         "views/svg_hub",
         "views/svg_layout",
         "views/svg_links",
-        "views/svg_tree",
     }
 )
 

@@ -100,29 +100,19 @@ def _clear_all(bdfs: list[str]) -> tuple[str, str]:
     return option, loop
 
 
-def _iommu_off(vendor: str | None) -> str:
-    return {"intel": "`intel_iommu=off` (VT-d off in the BIOS)", "amd": "`amd_iommu=off` (AMD-Vi / IOMMU off in the BIOS)"}.get(
-        vendor or "", "`intel_iommu=off` / `amd_iommu=off` (VT-d / AMD-Vi off in the BIOS)")
+MAX_LISTED_IN_EVERY_FIX = 16
 
 
-def _older_than(release: str | None, version: tuple[int, int]) -> bool:
-    """Whether the kernel ``release`` ("4.15.0-112-generic") is older than ``version``; False where not known."""
-    parts = (release or "").split(".")
-    if len(parts) < 2 or not parts[0].isdigit():
-        return False
-    minor = "".join(ch for ch in parts[1][:3] if ch.isdigit()) if parts[1][:1].isdigit() else ""
-    return bool(minor) and (int(parts[0]), int(minor)) < version
+def _referred(bdfs: list[str]) -> tuple[str, str]:
+    """``_clear_all``'s two ways, said without the list (the first acs-redirect finding holds it)."""
+    first = f"the acs-redirect finding of {bdfs[0]}"
+    return (f"`pci=disable_acs_redir=` listing all {len(bdfs)} bridges (written out in {first})",
+            f"the `setpci` loop over all {len(bdfs)} bridges (written out in {first})")
 
 
-def link_causes(report: DoctorReport) -> None:
-    """Once every check has run: each ACS finding said as the kernel's or the firmware's doing, linked
-    to the IOMMU finding that causes it, and the complete fix on the root cause."""
-    named = sorted({bdf for _, bdf, _, _ in report.acs_on if bdf})
-    option, loop = _clear_all(named or ["<bdf>"])
-    cause = next((f for f in report.findings if f.code == "iommu-translating"), None)
-    state = report.iommu
-    kernel_set = [f for f, _, control, _ in report.acs_on if state in ("translating", "passthrough")
-                  and control & ~KERNEL_ACS_BITS == 0]
+def _ways(report: DoctorReport, option: str, loop: str) -> tuple[str, str, str]:
+    """(the kernel option as said, clearing every bridge at once, the fix that lasts) for the kernel
+    the evidence shows."""
     old = _older_than(report.kernel_release, DISABLE_ACS_REDIR_SINCE)
     if old:  # the evidence shows a kernel that has no pci=disable_acs_redir=: the loop is the way
         at_once = (f"{loop} at every boot (this kernel, {report.kernel_release}, predates `pci=disable_acs_redir=`, "
@@ -135,7 +125,39 @@ def link_causes(report: DoctorReport) -> None:
     kernel_fix = (f"{_iommu_off(report.iommu_vendor)} where no VM or device passthrough needs the IOMMU: that removes "
                   f"the IOMMU's translation and Linux no longer turns ACS on; otherwise boot with `iommu=pt` AND {clear}; "
                   + (GRUB_IOMMU_ONLY if old else GRUB))
-    for finding, bdf, control, _ in report.acs_on:
+    return option, at_once, kernel_fix
+
+
+def _iommu_off(vendor: str | None) -> str:
+    return {"intel": "`intel_iommu=off` (VT-d off in the BIOS)", "amd": "`amd_iommu=off` (AMD-Vi / IOMMU off in the BIOS)"}.get(
+        vendor or "", "`intel_iommu=off` / `amd_iommu=off` (VT-d / AMD-Vi off in the BIOS)")
+
+
+def _older_than(release: str | None, version: tuple[int, int]) -> bool:
+    """Whether the kernel ``release`` ("4.15.0-112-generic") is older than ``version``; False where not known."""
+    # ASCII digits, a few of them: a gathered osrelease of "².15" (``isdigit`` says yes, ``int`` no) or of
+    # thousands of digits ended doctor in a ValueError traceback, exit 1.
+    parts = (release or "").split(".")
+    if len(parts) < 2 or not (parts[0].isascii() and parts[0].isdigit() and len(parts[0]) <= 4):
+        return False
+    minor = "".join(ch for ch in parts[1][:3] if ch.isascii() and ch.isdigit()) if parts[1][:1].isdigit() else ""
+    return bool(minor) and (int(parts[0]), int(minor)) < version
+
+
+def link_causes(report: DoctorReport) -> None:
+    """Once every check has run: each ACS finding said as the kernel's or the firmware's doing, linked
+    to the IOMMU finding that causes it, and the complete fix on the root cause."""
+    named = sorted({bdf for _, bdf, _, _ in report.acs_on if bdf})
+    full = _ways(report, *_clear_all(named or ["<bdf>"]))
+    # Every bridge listed in every bridge's fix grew as the square of the bridges (a paste of 4,000
+    # made 4,000 fixes of 4,000 bus ids): past a few, the first finding lists them, the rest refer to it.
+    short = full if len(named) <= MAX_LISTED_IN_EVERY_FIX else _ways(report, *_referred(named))
+    cause = next((f for f in report.findings if f.code == "iommu-translating"), None)
+    state = report.iommu
+    kernel_set = [f for f, _, control, _ in report.acs_on if state in ("translating", "passthrough")
+                  and control & ~KERNEL_ACS_BITS == 0]
+    for k, (finding, bdf, control, _) in enumerate(report.acs_on):
+        option, at_once, kernel_fix = full if k == 0 else short
         here = f"`sudo setpci -s {shell_word(bdf)} ECAP_ACS+6.w=0000`" if bdf else \
             "per bridge `sudo setpci -s <bdf> ECAP_ACS+6.w=0000` (find them with `sudo lspci -vvv | grep -E '^[0-9a-f]|ACSCtl'`)"
         if finding in kernel_set:
@@ -165,4 +187,4 @@ def link_causes(report: DoctorReport) -> None:
     if cause is not None and kernel_set:
         bridges = and_list([b for f, b, _, _ in report.acs_on if f in kernel_set and b]) or "the bridges named"
         cause.message += f" It is also why Linux turned ACS redirect on at {bridges} (see acs-redirect)."
-        cause.fix = kernel_fix
+        cause.fix = full[2]

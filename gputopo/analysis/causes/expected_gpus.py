@@ -39,18 +39,27 @@ def expected_from_env(env: Mapping[str, str]) -> tuple[int, str] | None:
     return None
 
 
+def _small_number(text: str) -> int | None:
+    """``text`` as a number where it is ASCII digits short enough to be a GPU count or id (a variable
+    of thousands of digits made ``int`` raise past Python's 4,300-digit limit: a traceback)."""
+    return int(text) if text.isascii() and text.isdigit() and len(text) <= 9 else None
+
+
 def _count(value: str | None, is_number: bool) -> int | None:
     """A count (``SLURM_GPUS_ON_NODE=8``) or a list's length (``0,1,2,3``, ``0-3``, UUIDs)."""
     value = (value or "").strip()
     if not value or value in ("-1", "NoDevFiles"):
         return None
     if is_number:
-        return int(value) if value.isascii() and value.isdigit() and int(value) <= 4096 else None
+        return number if (number := _small_number(value)) is not None and number <= 4096 else None
     count = 0
     for item in value.split(","):
         first, dash, last = item.strip().partition("-")
-        if dash and first.isascii() and first.isdigit() and last.isascii() and last.isdigit():
-            count += max(0, int(last) - int(first) + 1)  # Slurm writes ranges in some versions: 0-3
+        low, high = _small_number(first), _small_number(last)
+        if dash and low is not None and high is not None:
+            count += max(0, high - low + 1)  # Slurm writes ranges in some versions: 0-3
+        elif dash and first.isascii() and first.isdigit() and last.isascii() and last.isdigit():
+            return None  # a range past any machine's GPUs
         elif item.strip():
             count += 1
     return count if 0 < count <= 4096 else None

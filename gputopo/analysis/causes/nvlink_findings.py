@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections import Counter, defaultdict
 
-from gputopo.model import Fabric, Finding, Gpu, Link, Topology
+from gputopo.model import MAX_NVLINKS_PER_PAIR, Fabric, Finding, Gpu, Link, Topology
 from gputopo.model.link_table import END_A, END_B, LinkTable
 from gputopo.model.words import nvlink_count_of
 from gputopo.notation import gpus_word, pair_list
@@ -236,7 +236,9 @@ def _switch_sides(topology: Topology, low: list[Gpu], peers: list[Gpu]) -> dict[
     for g in peers:
         for switch, links in per_node.get(node_of.get(g.index, ""), {}).items():
             most[switch] = max(most.get(switch, 0), links)
-    if len(most) < 2:  # one switch node (or none): the GPU's total already says it
+    # One switch node (or none): the GPU's total already says it. More switches than a GPU has links
+    # (a hostile snapshot's fabric): no machine's, and naming each for each GPU grew as their product.
+    if not 2 <= len(most) <= MAX_NVLINKS_PER_PAIR:
         return {}
     sides = {}
     for g in low:

@@ -45,10 +45,17 @@ def _host_of(topology: Topology, gpu_host: str | None) -> str | None:
     return gpu_host or topology.host
 
 
-def _fabric_key(topology: Topology, host: str) -> tuple[str, int] | None:
-    """The (cluster UUID, clique id) every GPU of ``host`` reports, or None where not all say one."""
-    keys = {(gpu.fabric_cluster_uuid, gpu.fabric_clique_id) for gpu in topology.gpus
-            if _host_of(topology, gpu.host) == host}
+def _fabric_keys(topology: Topology) -> dict[str | None, set[tuple[str | None, int | None]]]:
+    """Each host's (cluster UUID, clique id) pairs its GPUs report: one pass over the GPUs (a pass per
+    host made a snapshot of 4,096 one-GPU hosts cost 16 million steps)."""
+    keys: dict[str | None, set[tuple[str | None, int | None]]] = {}
+    for gpu in topology.gpus:
+        keys.setdefault(_host_of(topology, gpu.host), set()).add((gpu.fabric_cluster_uuid, gpu.fabric_clique_id))
+    return keys
+
+
+def _fabric_key(keys: set[tuple[str | None, int | None]]) -> tuple[str, int] | None:
+    """The (cluster UUID, clique id) every GPU of a host reports, or None where not all say one."""
     if len(keys) != 1:
         return None
     uuid, clique = next(iter(keys))
@@ -89,8 +96,8 @@ def block_topology(topologies: list[Topology]) -> BlockTopology:
                         why[a] = "hosts joined by NVLink in one topology"
     by_fabric: dict[tuple[str, int], str] = {}
     for topology in topologies:
-        for host in dict.fromkeys(_host_of(topology, gpu.host) for gpu in topology.gpus):
-            key = _fabric_key(topology, host)  # type: ignore[arg-type]
+        for host, keys in _fabric_keys(topology).items():
+            key = _fabric_key(keys)
             if key is None:
                 continue
             root = _find(parent, host)  # type: ignore[arg-type]

@@ -61,7 +61,7 @@ _HEADER_CELL_RE = re.compile(_TITLE_PATTERN + r"|\S+", re.IGNORECASE)
 # redirected to a file; captures saved that way keep them, copies from web pages lose the ESC byte.
 _ANSI_ESCAPE_RE = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
 _BARE_ESCAPE_RE = re.compile(r"\[[0-9;]{0,5}m")
-GPU_RE = re.compile(r"^GPU(\d+)$")
+GPU_RE = re.compile(r"^GPU(\d{1,9})$")  # (a header of "GPU" and 5,000 digits made int() raise: a traceback)
 _NIC_LEGEND_RE = re.compile(r"^\s*(NIC\d+)\s*:\s*(\S+)\s*$")
 # `nvidia-smi topo -p2p r` (also --p2p, -p2p=r); the letter says which capability the matrix shows.
 _P2P_COMMAND_RE = re.compile(r"(?:-p2p|--p2p(?:status)?)[=\s]+([rwnap]{1,5})\b", re.IGNORECASE)  # `rw`: several

@@ -41,6 +41,7 @@ from typing import Iterator
 
 from gputopo.errors import InputError
 from gputopo.model import (
+    MAX_NVLINKS_PER_PAIR,
     Gpu,
     Nic,
     NicLink,
@@ -174,6 +175,10 @@ def read(text: str, source: str) -> Topology:
         raise InputError(f"{source}: the NCCL topology XML is cut (no </system>) before its first <gpu>")
     if len(gpus) > MAX_GPUS:
         raise InputError(f"{source}: {len(gpus)} GPUs in one topology file; more than {MAX_GPUS}")
+    for index, links in nvlinks.items():  # (NV100 was shown and saved, and the snapshot did not read back)
+        if sum(count for _, count, _ in links) > MAX_NVLINKS_PER_PAIR:
+            raise InputError(f"{source}: GPU {index}'s <nvlink> elements count {sum(c for _, c, _ in links)} links, "
+                             f"more NVLinks than a GPU has (at most {MAX_NVLINKS_PER_PAIR} are read); not a real dump")
     topo = Topology(gpus=sorted(gpus.values(), key=lambda g: g.index), nics=nics, source="nccl-xml",
                     source_detail=source, label=f"{len(gpus)} GPUs in an NCCL topology XML")
     # The <gpu> left open by a cut is the last one read: its NVLink list may go on past the cut.

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import time
+
 from gputopo.model import Topology
 from gputopo.model.fabric import (
     BRIDGE,
     GPU,
     HOST_BRIDGE,
+    MAX_FABRIC_DEPTH,
     NUMA,
     NVLINK,
     NVSWITCH,
@@ -121,3 +124,49 @@ def test_a_576_gpu_domain_is_577_nodes_and_576_edges_and_round_trips():
     assert f.nvlink_word(0, 575) == "NV18" and f.gpu_node(575).id == "gpu:575"
     again = Topology.from_dict(Topology(fabric=f).to_dict()).fabric
     assert again == f and again.nvlink_word(17, 300) == "NV18"
+
+
+def test_a_loop_of_parents_ends_where_it_closes_whatever_else_the_fabric_holds():
+    """(A snapshot's fabric is input: a loop of two bridges beside 100,000 other nodes walked the loop
+    100,001 times for every GPU or NIC below it, so 4,000 NICs under one loop took minutes.)"""
+    f = _server()
+    f.add(FabricNode("x", BRIDGE, parent="y"))
+    f.add(FabricNode("y", BRIDGE, parent="x"))
+    f.add(FabricNode("leaf", GPU, parent="x", gpu=7))
+    f.nodes += [FabricNode(f"filler{k}", BRIDGE) for k in range(100_000)]
+    assert [n.id for n in f.ancestors("leaf")] == ["x", "y"] and f.pci_path("leaf") is None
+    assert [n.id for n in f.ancestors("x")] == ["y"]
+
+
+def test_a_chain_of_parents_deeper_than_any_machines_is_cut():
+    f = Fabric()
+    f.add(FabricNode("b0", BRIDGE))
+    for k in range(1, 100_000):
+        f.add(FabricNode(f"b{k}", BRIDGE, parent=f"b{k - 1}"))
+    assert len(f.ancestors("b99999")) == MAX_FABRIC_DEPTH + 1  # deeper than any tree: past the cut
+
+
+def test_adding_nodes_one_by_one_is_linear():
+    """(Each ``add`` rebuilt the whole id lookup: an NCCL XML of 20,000 ``<pci>`` elements took 19 s,
+    its 4 MB limit's 160,000 about half an hour.)"""
+    f = Fabric()
+    started = time.perf_counter()
+    for k in range(200_000):
+        f.add(FabricNode(f"pci:{k}", BRIDGE))
+    f.add(FabricNode("pci:5", BRIDGE, link_width_current=4))
+    assert time.perf_counter() - started < 10 and len(f.nodes) == 200_000
+    assert f.node("pci:5").link_width_current == 4 and f.node("pci:199999") is f.nodes[-1]
+
+
+def test_looking_gpus_up_between_adds_is_linear():
+    """(Each node added made the next ``gpu_node`` rebuild its lookup: an NCCL XML whose GPU's
+    ``<nvlink>`` elements alternate a new switch and a GPU, 1.9 MB of them, took 5 s in
+    ``add_nvlink_edges``, growing as the square.)"""
+    f = Fabric([FabricNode("gpu:0", GPU, gpu=0)])
+    started = time.perf_counter()
+    for k in range(100_000):
+        f.add(FabricNode(f"pci:{k}", NVSWITCH))
+        assert f.gpu_node(0).id == "gpu:0"
+    f.add(FabricNode("gpu:1", GPU, gpu=1))
+    f.add(FabricNode("gpu:1b", GPU, gpu=1))  # a second node of one GPU: the first is its node
+    assert f.gpu_node(1).id == "gpu:1" and time.perf_counter() - started < 10

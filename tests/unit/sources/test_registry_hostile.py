@@ -62,3 +62,25 @@ def _read_or_refuse(text: str) -> None:
 @example(">  ")  # a quote mark alone: nothing left to describe once it is taken off (an IndexError)
 def test_every_reader_reads_a_hostile_line_or_refuses_it_in_one_error(text):
     _read_or_refuse(text)
+
+
+def test_names_with_control_characters_are_one_line_and_the_saved_snapshot_reads_back(tmp_path):
+    """(A NIC in a ``topo -m`` legend or an NCCL XML ``<net name>`` kept its escape, C1 and newline
+    characters: ``scan --save`` wrote them, and reading that snapshot back refused it: ``nics[0].device:
+    control character``.)"""
+    from gputopo.sources.registry import read_file
+    from gputopo.sources.snapshot import parse_snapshot
+
+    topo_m = ("\tGPU0\tGPU1\tNIC0\tCPU Affinity\tNUMA Affinity\nGPU0\t X \tNV4\tSYS\t0-3\t0\n"
+              "GPU1\tNV4\t X \tPHB\t0-3\t0\nNIC0\tSYS\tPHB\t X \t\t\n\nNIC Legend:\n\n  NIC0: mlx5_0\u009b31m\x1b]0;x\x07\n")
+    xml = ('<system version="1"><cpu numaid="0"><pci busid="0000:01:00.0"><gpu dev="0"/></pci><pci busid="0000:03:00.0">'
+           '<nic><net name="mlx5_0&#x9b;31m&#10;export X=1&#13;" dev="0"/></nic></pci>'
+           '<pci busid="0000:02:00.0"><gpu dev="1"/></pci></cpu></system>')
+    for name, text in (("topo.txt", topo_m), ("topo.xml", xml)):
+        path = tmp_path / name
+        path.write_text(text)
+        topology = read_file(str(path))
+        again = parse_snapshot(topology.to_json_text(), "saved.json")
+        nic = again.nics[0]
+        assert nic.name.startswith(("mlx5_0", "NIC0")) and "31m" in (nic.device or nic.name)
+        assert not any(ch in (nic.device or "") + nic.name for ch in "\x1b\x07\u009b\n\r")

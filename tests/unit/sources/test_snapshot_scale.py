@@ -86,3 +86,17 @@ def test_a_link_listed_twice_in_a_long_list_is_named():
     data["links"][2000] = dict(data["links"][1999])
     with pytest.raises(InputError, match=r"links\[2000\]: link \d+-\d+ is listed twice"):
         snapshot.parse_snapshot(json.dumps(data), "rack.json")
+
+
+def test_a_page_of_snapshot_openings_that_never_close_is_refused_at_once():
+    """(A lazy ``.*?</script>`` searched from every opening tag: a 1 MB page of 20,000 openings took
+    two minutes to refuse, 64 MiB of them days.)"""
+    import time
+
+    opening = f'<script type="application/json" id="{snapshot.REPORT_SNAPSHOT_ID}">'
+    started = time.perf_counter()
+    with pytest.raises(InputError, match="without an embedded gputopo snapshot"):
+        snapshot.report_snapshot_text("<!doctype html>" + opening * 200_000, "page.html")
+    assert time.perf_counter() - started < 5
+    page = f"<!doctype html>{opening}{opening}{{}}</script>{opening}[]</script>"
+    assert snapshot.report_snapshot_text(page) == f"{opening}{{}}"  # as the pattern read it: the first opening

@@ -28,3 +28,17 @@ def test_a_figure_the_rule_calls_ok_is_green_and_one_above_the_line_rate_is_susp
     html = heatmaps(scan_result(topo))
     assert _ratio_cell_colour(html, 0, 1) == _tint("#4caf50")
     assert _ratio_cell_colour(html, 1, 0) == _tint("#8e44ad") and "above the link&#x27;s line rate" in html
+
+
+def test_more_gpus_than_a_table_can_show_are_said_in_a_sentence_not_a_matrix_per_pair():
+    """(A snapshot of 2,048 GPUs and no links - 1.2 MB - made two 2,048 x 2,048 tables: 40 s and
+    2.9 GB to write the report; 4,096 GPUs, the most a snapshot may hold, four times that.)"""
+    from gputopo.model import Gpu, Link, Topology
+    from gputopo.views.report_tables import MAX_HEATMAP_GPUS
+
+    n = MAX_HEATMAP_GPUS + 1
+    topo = Topology(source="test", gpus=[Gpu(index=k) for k in range(n)],
+                    links=[Link(0, 1, "NV4"), Link(1, 2, "PIX")])
+    html = heatmaps(scan_result(topo))
+    assert "data-heatmap" not in html and len(html) < 2000
+    assert f"{n} GPUs" in html and "scan --json" in html

@@ -20,7 +20,7 @@ from doctor_trees import (
 )
 from lspci_trees import starship_topology
 
-from gputopo.model import Fabric, FabricNode, Gpu, Link, Topology
+from gputopo.model import Fabric, FabricNode, Gpu, Link, Nic, Topology
 from gputopo.model.fabric import GPU, HOST_BRIDGE, NUMA, ROOT_PORT, SOCKET
 from gputopo.sources.host.fabric_sysfs import sysfs_fabric
 from gputopo.sources.registry import read_file
@@ -245,3 +245,45 @@ def test_a_nic_in_a_loop_of_the_tree_is_still_drawn(tmp_path):
     fabric.node("pci:0000:44:00.0").parent = "pci:0000:45:00.0"  # the NIC's port below the NIC itself
     _, _, nics, root = _drawn(render_svg(topology))
     assert list(nics) == ["mlx5_0"] and _caption(root).attrib["data-tree"] == "fabric"
+
+
+class _CountedNodes(list):
+    """A fabric's node list that counts the walks over it."""
+
+    walks = 0
+
+    def __iter__(self):
+        type(self).walks += 1
+        return super().__iter__()
+
+
+def test_many_numa_nodes_cost_one_walk_of_the_fabric_not_one_each():
+    """(A snapshot's fabric is input: each NUMA node's box walked the whole fabric to find its GPUs,
+    so 2,000 NICs each in its own NUMA node beside 40,000 other nodes took 7 s, 64 MiB of them hours.)"""
+    fabric = _two_socket_fabric()
+    nics = []
+    for k in range(300):
+        fabric.add(FabricNode(f"numa:{k + 10}", NUMA, numa_node=k + 10))
+        fabric.add(FabricNode(f"host:{k}", HOST_BRIDGE, parent=f"numa:{k + 10}"))
+        fabric.add(FabricNode(f"pci:nic{k}", "nic", parent=f"host:{k}", nic=f"n{k}"))
+        nics.append(Nic(name=f"n{k}"))
+    fabric.nodes = _CountedNodes(fabric.nodes)
+    topology = Topology(source="test", gpus=[Gpu(index=k) for k in range(3)], nics=nics, fabric=fabric)
+    boxes, gpus, drawn_nics, root = _drawn(render_svg(topology))
+    assert _caption(root).attrib["data-tree"] == "fabric" and len(drawn_nics) == 300 and sorted(gpus) == [0, 1, 2]
+    assert boxes["numa:0"][0] == [0] and boxes["numa:10"][0] == []
+    assert _CountedNodes.walks < 50
+
+
+def test_socket_ids_of_odd_digits_are_drawn_not_a_traceback():
+    """(A snapshot's socket node ``socket:`` + 5,000 digits, or ``socket:²``, made ``int`` raise while
+    the boxes were sorted: report and --svg ended in a ValueError traceback.)"""
+    for odd in ("1" * 5000, "\u00b2"):
+        fabric = _two_socket_fabric()
+        fabric.nodes = [FabricNode(f"socket:{odd}", SOCKET) if n.id == "socket:1" else n for n in fabric.nodes]
+        for node in fabric.nodes:
+            if node.parent == "socket:1":
+                node.parent = f"socket:{odd}"
+        topology = Topology(source="test", gpus=[Gpu(index=k) for k in range(3)], fabric=Fabric(fabric.nodes))
+        _, gpus, _, root = _drawn(render_svg(topology))
+        assert sorted(gpus) == [0, 1, 2] and _caption(root).attrib["data-tree"] == "fabric"

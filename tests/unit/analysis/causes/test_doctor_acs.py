@@ -87,3 +87,27 @@ def test_a_kernel_of_5_1_or_newer_gets_one_option_for_every_bridge(cli, tmp_path
     data = json.loads(cli("doctor", "--from", str(box / "lspci_vvv.txt"), "--from", str(newer), "--json").output)
     (iommu,) = [f for f in data["findings"] if f["code"] == "iommu-translating"]
     assert "ONE `pci=disable_acs_redir=0000:19:08.0;0000:87:10.0`" in iommu["fix"] and "predates" not in iommu["fix"]
+
+
+def test_many_bridges_are_listed_once_not_in_every_bridges_fix():
+    """(Every acs-redirect finding's fix listed every bridge, twice: a 1 MB lspci paste of 4,000
+    bridges made 4,000 fixes of 4,000 bus ids each, and doctor ran for minutes printing them.)"""
+    paste = "".join(
+        f"{k >> 3:02x}:{k & 7:02x}.0 PCI bridge: PLX Technology, Inc. PEX 8747\n"
+        "\t\tACSCtl:\tSrcValid+ TransBlk- ReqRedir+ CmpltRedir+ UpstreamFwd+ EgressCtrl- DirectTrans-\n"
+        for k in range(300))
+    report = _judge(paste)
+    fixes = [f.fix for f in report.findings if f.code == "acs-redirect"]
+    assert len(fixes) == 300 and fixes[0].count("0000:25:") >= 8  # the first: every bridge
+    assert sum(map(len, fixes)) < 300 * 2000
+    assert "0000:00:00.0" in fixes[-1] and "listing all 300 bridges" in fixes[-1]
+
+
+def test_a_kernel_release_of_odd_digits_is_no_known_release():
+    """(A gathered ``proc/sys/kernel/osrelease`` of "².15.0" - ``isdigit`` says yes, ``int`` refuses -
+    beside a bridge with ACS on ended doctor in a ValueError traceback, exit 1.)"""
+    from gputopo.analysis.causes.doctor_acs import _older_than
+
+    for release in ("\u00b2.15.0-generic", "5.\u00b2", "1" * 5000 + ".4", "\u0663.4"):
+        assert _older_than(release, (5, 1)) is False
+    assert _older_than("4.15.0-112-generic", (5, 1)) is True

@@ -45,3 +45,15 @@ def test_visible_in_evidence_nvml_first_then_what_saved_evidence_shows():
     assert visible_in_evidence(HealthEvidence(topology=load_reference("dgx1"))) == (8, None)
     assert visible_in_evidence(HealthEvidence(host=HostHealth(driver_gpus=["0000:01:00.0"]))) == (1, None)
     assert visible_in_evidence(HealthEvidence()) == (None, None)
+
+
+@pytest.mark.parametrize("env", [
+    {"SLURM_JOB_GPUS": "0-" + "9" * 5000},
+    {"SLURM_JOB_GPUS": "9" * 5000 + "-1"},
+    {"SLURM_GPUS_ON_NODE": "9" * 5000},
+])
+def test_a_slurm_variable_of_thousands_of_digits_says_nothing(env):
+    """(Python refuses to read an integer of more than 4,300 digits: such a variable in a job's
+    environment made scan and doctor end in a ValueError traceback, exit 1 - a failed check to a
+    Slurm prolog.)"""
+    assert expected_from_env(env) is None

@@ -166,3 +166,23 @@ def test_links_down_name_the_nvswitch_side_where_the_fabric_graph_knows_the_swit
                          [FabricEdge(f"gpu:{g}", NVSWITCH_FABRIC, NVLINK, 12, 11 if g == 2 else 12) for g in range(4)])
     (down,) = nvlinks_down(topo)  # one switch node: the total says it all
     assert "GPU 2 has 11 (the others 12)" in down.message
+
+
+def test_a_snapshots_fabric_of_more_switches_than_a_gpu_has_links_names_no_side():
+    """(A snapshot's fabric is input: one GPU's edges to 1,600 switch nodes beside 999 GPUs with a link
+    down named every switch for every one of them: 770 KB of snapshot made a 56 MB finding, as large
+    as the square of the input allowed.)"""
+    from gputopo.analysis.causes.nvlink_findings import nvlinks_down
+    from gputopo.model import MAX_NVLINKS_PER_PAIR
+    from gputopo.model.fabric import GPU, NVLINK, NVSWITCH, Fabric, FabricEdge, FabricNode
+
+    topo = nvswitch(4, "NV12", "3.0")
+    for gpu in topo.gpus:
+        gpu.nvlink_active_links = 18 if gpu.index == 0 else 1
+    fabric = Fabric([FabricNode(f"gpu:{g}", GPU, gpu=g) for g in range(4)])
+    switches = MAX_NVLINKS_PER_PAIR + 1
+    fabric.nodes += [FabricNode(f"s{k}", NVSWITCH) for k in range(switches)]
+    fabric.edges += [FabricEdge("gpu:0", f"s{k}", NVLINK, count=1) for k in range(switches)]
+    topo.fabric = fabric
+    (down,) = nvlinks_down(topo)
+    assert "GPU 1 has 1; GPU 2 has 1; GPU 3 has 1 (the others 18)" in down.message and "NVSwitch" not in down.message

@@ -67,3 +67,17 @@ def test_the_row_labels_stop_at_a_repeated_label_without_reading_further():
     rows = ["GPU0   X    NV12  0-23  0", "GPU1  NV12   X    0-23  0"]
     lines = rows + rows + [_Untouchable("GPU0   X    NV12  0-23  0")]
     assert _row_labels(lines, 0) == ["GPU0", "GPU1"]
+
+
+def test_a_gpu_column_of_thousands_of_digits_is_one_input_error_not_a_traceback():
+    """(``GPU`` and 5,000 digits in a topo -m header: ``int`` refuses past 4,300 digits, and scan
+    ended in a ValueError traceback.)"""
+    from gputopo.errors import InputError
+    from gputopo.sources.registry import read_text
+
+    digits = "9" * 5000
+    text = f"\tGPU0\tGPU{digits}\nGPU0\t X \tNV4\nGPU{digits}\tNV4\t X \n"
+    try:
+        read_text(text, "topo.txt")
+    except InputError:
+        pass

@@ -211,3 +211,17 @@ def test_a_fragment_cut_inside_a_gpu_leaves_that_gpus_pairs_unknown_and_says_so(
         f'<nvlink target="0000:0{s}:00.0" count="2" tclass="0x068000"/>' for s in "56") + "</gpu></pci>"
     closed = nccl_xml.read(whole + whole.replace('"0000:01', '"0000:02').replace('dev="0"', 'dev="1"'), "closed")
     assert closed.link(0, 1).type == "NV4" and not any(n.code == "nccl-xml-cut" for n in closed.reading_notes)
+
+
+@pytest.mark.parametrize("links", [
+    '<nvlink target="0000:02:00.0" count="100"/>',
+    '<nvlink target="0000:02:00.0" count="2147483647"/>',
+    '<nvlink target="0000:0a:00.0" count="1" tclass="0x068000"/>' * 65,
+])
+def test_more_nvlinks_than_a_gpu_has_are_one_input_error(links):
+    """(``count="100"`` made the pair NV100, shown and saved, and the saved snapshot then failed to
+    read back: ``unknown link type 'NV100'``; a count of 2**31 - 1 was taken as that many links.)"""
+    text = (f'<system version="1"><cpu numaid="0"><pci busid="0000:01:00.0"><gpu dev="0">{links}</gpu></pci>'
+            '<pci busid="0000:02:00.0"><gpu dev="1"/></pci></cpu></system>')
+    with pytest.raises(InputError, match="more NVLinks than a GPU has"):
+        nccl_xml.read(text, "x")
