@@ -124,6 +124,7 @@ def bench_p2p(
 
         topology = topology_for(request)
 
+    from gputopo.bench.judgement import judge
     from gputopo.bench.run import open_devices, run_benchmark, save_measured_snapshot
     from gputopo.views import bench as view
     from gputopo.views.common import err, print_json
@@ -140,10 +141,11 @@ def bench_p2p(
     result.notes[:0] = setup.notes
 
     # The figures are shown first: a save that fails (disk full) must not lose a long measurement.
+    judged = judge(result, setup.topology)  # each pair rated once, for either rendering
     if json_output:
-        print_json(view.bench_json(result, setup.topology))
+        print_json(view.bench_json(result, judged, setup.topology))
     else:
-        view.render_bench(result, setup.topology)
+        view.render_bench(result, judged)
     if save is not None:
         updated = save_measured_snapshot(result, setup.topology, save)
         err().print(f"saved {updated} measured links to {save}", markup=False)

@@ -8,103 +8,38 @@ figures are host memory, and the output says so before anything else.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any, Callable
 
-from gputopo.analysis.expect.measured import (
-    FAR_BELOW_RATIO,
-    OK_RATIO,
-    VIA_HOST_FASTER_RATIO,
-    Expectation,
-    expectation,
-    rate,
-    verdict,
-)
+from gputopo.analysis.expect.measured import FAR_BELOW_RATIO, OK_RATIO
+from gputopo.bench.judgement import BenchJudgement
 from gputopo.bench.results import BenchResult, Stat
 from gputopo.model import Topology
 from gputopo.notation import format_size
 from gputopo.views.common import err, out
 from gputopo.views.vocabulary import SELF
 
-# The thresholds and the rating (rate) live with the rest of measured-vs-expected in analysis.expect.measured.
-
-
-def pair_expectations(result: BenchResult, topology: Topology | None) -> dict[tuple[int, int], Expectation]:
-    """Per ordered pair, what its link should give (``analysis.expect.measured.expectation``, the one rule
-    scan and the report use too); empty for host memory or no topology."""
-    if topology is None or result.measures_host_memory:
-        return {}
-    links = topology.link_map()
-    expected: dict[tuple[int, int], Expectation] = {}
-    for a, b in result.ordered_pairs():
-        link = links.get((a, b))
-        found = expectation(topology, link) if link is not None else None
-        if found is not None:
-            expected[(a, b)] = found
-    return expected
+# Every rating, share and call-out is made once in ``gputopo.bench.judgement`` (by the one rule of
+# analysis.expect.measured); this module renders it.
 
 
 _STYLE = {"ok": "green", "low": "yellow", "far-below": "bold red"}
 
 
-def callouts(result: BenchResult, expected: dict[tuple[int, int], Expectation]) -> list[str]:
-    """One line per pair far below expectation, e.g. ``GPU 2 -> 5: NV2 expected ~40 GB/s, measured 11``."""
-    lines: list[str] = []
-    for key in result.ordered_pairs():
-        pair, exp = result.pairs.get(key), expected.get(key)
-        head = pair.headline() if pair else None
-        if exp is None or head is None or head.uni_gbps is None or (pair and pair.inferred_from):
-            continue
-        judged = verdict(head.uni_gbps.median, exp.gbps, exp.line_rate_gbps)
-        if judged == "above-line-rate":
-            lines.append(
-                f"{result.device_kind} {key[0]} -> {key[1]}: measured {head.uni_gbps.median:.0f} GB/s is above the "
-                f"{exp.link_type} line rate (~{exp.line_rate_gbps:.0f} GB/s): suspect, the copy cannot have moved "
-                "its bytes over this link at that speed"
-            )
-        elif judged == "far-below":
-            lines.append(
-                f"{result.device_kind} {key[0]} -> {key[1]}: {exp.link_type} expected ~{exp.gbps:.0f} GB/s, "
-                f"measured {head.uni_gbps.median:.0f}"
-            )
-    return lines
-
-
-def via_host_notes(result: BenchResult) -> list[str]:
-    """Pairs where copying through host memory beat the direct copy: P2P does not pay there. None on
-    logical CPU devices: every copy is in host memory, so neither is a link (docs/bench-p2p.md)."""
-    lines: list[str] = []
-    if result.measures_host_memory:
-        return lines
-    for key in result.ordered_pairs():
-        pair = result.pairs.get(key)
-        head = pair.headline() if pair else None
-        if head is None or head.uni_gbps is None or head.via_host_gbps is None:
-            continue
-        if head.via_host_gbps.median > VIA_HOST_FASTER_RATIO * head.uni_gbps.median:
-            lines.append(
-                f"{result.device_kind} {key[0]} -> {key[1]}: through host memory {head.via_host_gbps.median:.1f} GB/s "
-                f"beats the direct copy {head.uni_gbps.median:.1f} GB/s"
-            )
-    return lines
-
-
-def bench_json(result: BenchResult, topology: Topology | None) -> dict[str, Any]:
+def bench_json(result: BenchResult, judged: BenchJudgement, topology: Topology | None) -> dict[str, Any]:
     """The ``--json`` document: the result plus each pair's expectation and the call-outs."""
     data = result.to_dict()
-    expected = pair_expectations(result, topology)
     for pair in data["pairs"]:
-        exp = expected.get((pair["src"], pair["dst"]))
+        key = (pair["src"], pair["dst"])
+        exp = judged.expected.get(key)
         pair["expected_gbps"] = exp.gbps if exp else None
         pair["link_type"] = exp.link_type if exp else None
-        pair["rating"] = rate(pair["gbps"], exp.gbps) if exp and pair["gbps"] is not None else None
-        pair["percent_of_expected"] = (
-            round(100 * pair["gbps"] / exp.gbps) if exp and exp.gbps > 0 and pair["gbps"] is not None else None)
+        pair["rating"] = judged.rating.get(key) if pair["gbps"] is not None else None
+        share = judged.percent.get(key)
+        pair["percent_of_expected"] = round(share) if share is not None and pair["gbps"] is not None else None
         pair["line_rate_gbps"] = exp.line_rate_gbps if exp else None
-        pair["suspect"] = bool(exp and exp.line_rate_gbps is not None and pair["gbps"] is not None
-                               and pair["gbps"] > exp.line_rate_gbps)
-    data["callouts"] = callouts(result, expected)
-    data["via_host_faster"] = via_host_notes(result)
+        pair["suspect"] = bool(judged.suspect.get(key)) and pair["gbps"] is not None
+    data["callouts"] = list(judged.callouts)
+    data["via_host_faster"] = list(judged.via_host_faster)
     data["topology"] = (topology.label or topology.source) if topology is not None else None
     return data
 
@@ -244,21 +179,20 @@ def _print_header(console: Any, result: BenchResult, coloured: bool) -> None:
         )
 
 
-def render_bench(result: BenchResult, topology: Topology | None) -> None:
+def render_bench(result: BenchResult, judged: BenchJudgement) -> None:
     """Print the matrices, call-outs, all-reduce table and failures for people."""
     from rich.columns import Columns
 
     console = out()
-    expected = pair_expectations(result, topology)
-    _print_header(console, result, bool(expected))
+    _print_header(console, result, bool(judged.expected))
 
     def uni_style(a: int, b: int, v: float) -> str | None:
-        exp = expected.get((a, b))
-        return _STYLE[rate(v, exp.gbps)] if exp else None
+        rating = judged.rating.get((a, b))
+        return _STYLE[rating] if rating else None
 
     def bidir_style(a: int, b: int, v: float) -> str | None:
-        exp = expected.get((a, b))
-        return _STYLE[rate(v, 2 * exp.gbps)] if exp else None
+        rating = judged.bidir_rating.get((a, b))
+        return _STYLE[rating] if rating else None
 
     width = console.width
     uni = _matrix(
@@ -291,24 +225,24 @@ def render_bench(result: BenchResult, topology: Topology | None) -> None:
 
     from gputopo.views.bench_extras import render_extras
 
-    render_extras(console, result, expected, width, _matrix, _head_stat)
+    render_extras(console, result, judged.percent, width, _matrix, _head_stat)
     if len(result.sizes_bytes) > 1:
         console.print(_size_sweep_table(result))
     if result.allreduce_results:
         console.print(_allreduce_table(result))
         console.print("busbw = algbw * 2(n-1)/n (as nccl-tests): comparable with a link's bandwidth for any n.")
 
-    _print_callouts(console, result, expected)
+    _print_callouts(console, result, judged)
 
 
-def _print_callouts(console: Any, result: BenchResult, expected: dict) -> None:
+def _print_callouts(console: Any, result: BenchResult, judged: BenchJudgement) -> None:
     """Call-outs, via-host notes, failures and notes, each once. Text, not markup: TensorFlow's error
     messages ("[Op:DeepCopy]", "[[{{node ...}}]]") and notes naming files must print as they are."""
     from rich.text import Text
 
-    for line in callouts(result, expected):
+    for line in judged.callouts:
         console.print(Text(line, style="bold red"))
-    for line in via_host_notes(result):
+    for line in judged.via_host_faster:
         console.print(Text(line, style="yellow"))
     failures = [e for key in result.ordered_pairs() if key in result.pairs for e in result.pairs[key].errors]
     failures += [r.error for r in result.allreduce_results if r.error]

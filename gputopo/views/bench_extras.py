@@ -10,7 +10,7 @@ from gputopo.bench.results import BenchResult
 
 
 def render_extras(
-    console: Any, result: BenchResult, expected: dict[tuple[int, int], Any], width: int | None,
+    console: Any, result: BenchResult, percent_of_expected: dict[tuple[int, int], float], width: int | None,
     matrix: Callable[..., Any], head_stat: Callable[[BenchResult, int, int, str], float | None],
 ) -> None:
     """``matrix`` and ``head_stat``: ``views.bench``'s matrix maker and headline figure (passed in:
@@ -18,11 +18,10 @@ def render_extras(
     from rich.text import Text
 
     _matrix, _head_stat = matrix, head_stat
-    if expected:
+    if percent_of_expected:
 
-        def percent(a: int, b: int) -> float | None:
-            figure, exp = _head_stat(result, a, b, "uni_gbps"), expected.get((a, b))
-            return 100 * figure / exp.gbps if figure is not None and exp is not None and exp.gbps > 0 else None
+        def percent(a: int, b: int) -> float | None:  # the share ``bench.judgement`` made
+            return percent_of_expected.get((a, b))
 
         console.print(_matrix(result, "Unidirectional copy as % of what the link type should give", percent, 0,
                               width=width))

@@ -213,11 +213,13 @@ def test_bench_p2p_json_of_a_hand_made_result(kind):
     checked here on a hand-made one (tests/system/ runs the command for real)."""
     from bench_results import make_result
 
+    from gputopo.bench.judgement import judge
     from gputopo.sources.reference import load_reference
     from gputopo.views import bench as view
 
     result = make_result(kind, {(0, 2): 1.0, (2, 0): 5.0}, via={(0, 2): 3.0, (2, 0): 3.0})
-    document = json.loads(json.dumps(view.bench_json(result, load_reference("two-socket-4gpu"))))
+    topology = load_reference("two-socket-4gpu")
+    document = json.loads(json.dumps(view.bench_json(result, judge(result, topology), topology)))
     assert check(document) == "gputopo.bench-p2p/1"
 
 
