@@ -25,6 +25,10 @@ from gputopo.quoting import one_line
 from gputopo.sources.pasted import undecorated_lines
 
 MAX_DESCRIBED_CHARS = 60
+# nvidia-smi's summary table (``| NVIDIA-SMI 535.54.03   Driver Version: 535.54.03 ...``), looked for in
+# the text's first 64 KiB: GPUs and their use, not their wiring.
+_SMI_SUMMARY_RE = re.compile(r"NVIDIA-SMI [0-9][0-9.]{0,20}[ \t]{1,80}Driver Version:")
+MAX_SUMMARY_SEARCH = 1 << 16
 _SNAPSHOT_HEAD_RE = re.compile(r'\s*\{\s*"schema"\s*:\s*"gputopo\.')
 
 
@@ -160,6 +164,9 @@ def read_text(text: str, label: str) -> Topology:
         if health:
             raise InputError(f"{label} holds health evidence ({', '.join(health[:4])}), not a topology: "
                              f"`gputopo doctor --from {label}` reads it")
+        if _SMI_SUMMARY_RE.search(text[:MAX_SUMMARY_SEARCH]):
+            raise InputError(f"{label} is nvidia-smi's summary table, which does not say how the GPUs are wired: "
+                             "paste `nvidia-smi topo -m` (and `nvidia-smi -q` for each GPU's PCIe link)")
         raise InputError(f"{label} is not a kind gputopo reads ({describe_text(text)}); it reads: {', '.join(kinds_read())}")
     read = [(reader, _read_part(reader, text, label, alone=len(matched) == 1)) for reader in matched]
     empty = [(reader, part) for reader, part in read if isinstance(part, NothingToRead)]

@@ -242,7 +242,8 @@ def _vm_evidence(facts: dict[str, Any], gpus: list[int]) -> Words:
 
 def _soc_between_sockets(facts: dict[str, Any], gpus: list[int]) -> Words:
     return ("info", ("the matrix says SOC (nvidia-smi before 2017), which its legend defines as PCIe plus the SMP link "
-            "between CPU sockets: GPUs joined by SOC are read as on different CPU sockets"), None)
+            "between CPU sockets: GPUs joined by SOC are read as on different CPU sockets, unless the matrix is a virtual "
+            "machine's flat view (then where they sit on the host is not known: see virtual-machine)"), None)
 
 
 def _pcie_only_matrix(facts: dict[str, Any], gpus: list[int]) -> Words:

@@ -107,3 +107,12 @@ def test_a_part_with_nothing_to_read_beside_a_readable_one_is_skipped_and_said()
     assert note.facts["kind"] == "NCCL_DEBUG=INFO log" and "none that names a rank" in note.facts["reason"]
     with pytest.raises(InputError, match="none that names a rank"):  # alone, it is refused with its reason
         read_text(text.split("\n\n")[0], "log.txt")
+
+
+def test_nvidia_smis_summary_table_is_refused_with_the_command_that_tells_the_wiring():
+    from conftest import OWN_FIXTURES
+
+    text = (OWN_FIXTURES / "hardware" / "2026-11-26-h200-firecracker-run1" / "nvidia-smi.txt").read_text(encoding="utf-8")
+    with pytest.raises(InputError, match=r"nvidia-smi's summary table, which does not say how the GPUs are wired: "
+                                         r"paste `nvidia-smi topo -m`"):
+        read_text(text, "smi.txt")

@@ -179,6 +179,7 @@ def test_what_a_paste_shows_beyond_the_matrix_in_words():
     assert vm_line(note) == "line 1 of vm says 'Hypervisor vendor: KVM'" == note_finding(note).message
     soc = _words(_corpus("k80_4gpu_soc_header_and_legend_unindented.txt").reading_notes, "soc-between-sockets")
     assert soc.severity == "info" and "between CPU sockets: GPUs joined by SOC are read as on different CPU sockets" in soc.message
+    assert "unless the matrix is a virtual machine's flat view" in soc.message
     mp = note_finding(ReadingNote("pcie-only-matrix"))
     assert mp.message.startswith("the matrix is `nvidia-smi topo -mp` (PCIe paths only)") and mp.fix == "paste `nvidia-smi topo -m` as well"
     several = note_finding(ReadingNote("several-topo-matrices", {"source": "t.txt", "matrices": 2, "line": 3}))
