@@ -25,7 +25,9 @@ def doctor_command(
         Optional[list[str]],
         typer.Option("--from", metavar="FILE",
                      help="Judge saved evidence instead of this host: a `gputopo gather` archive or folder, or pasted "
-                          "`lspci -vvv` / `lspci -tv` / dmesg / /proc/cmdline / `nvidia-smi nvlink -s` text, or "
+                          "text: `lspci -vvv` / `-tv`, `setpci` ACS words, dmesg / journalctl, /proc/cmdline or GRUB, "
+                          "`nvidia-smi nvlink -s` / `-q` / `--query-gpu` CSV, CUDA and NCCL errors, NCCL logs, "
+                          "`env` / `docker run -e`, `df` / `mount` of /dev/shm, any output `scan --from` reads, or "
                           "`slurmd -G` / `scontrol show node` beside a snapshot ('-' = stdin); give it once per file."),
     ] = None,
     json_output: JsonOption = False,
