@@ -126,7 +126,8 @@ def _render_best(console: Console, rec: Recommendation) -> None:
             ("GPUs ", "bold"),
             (number_list(best.gpus), "bold"),
             ("   " + ring_summary(best), speed_style(best.bottleneck_gbps) if best.bottleneck_gbps is not None else ""),
-            f"   all-reduce ~{_gbps(best.allreduce_gbps)} GB/s of gradients" if best.allreduce_gbps else "",
+            f"   all-reduce ~{_gbps(best.allreduce_gbps)} GB/s of gradients (one ring: a floor, NCCL may run more)"
+            if best.allreduce_gbps else "",
         )
     ))
     console.print(indented(Text(f"{placement(best)}. Why: {best.reason}.")))
@@ -144,7 +145,7 @@ def _ranked_table(rec: Recommendation) -> Table:
     table.add_column("#", justify="right", no_wrap=True)
     table.add_column("GPUs", overflow="fold")
     table.add_column("slowest hop\nGB/s", no_wrap=True)
-    table.add_column("all-reduce\nGB/s", justify="right", no_wrap=True)
+    table.add_column("all-reduce\nGB/s (1 ring)", justify="right", no_wrap=True)
     table.add_column("CPU", no_wrap=True)
     table.add_column("cross-device ops", no_wrap=True)
     for group in rec.groups:
