@@ -51,7 +51,6 @@ UNTESTED = frozenset(
         "analysis/causes/doctor_pcie",
         "analysis/place/pair_classes",
         "analysis/recommend/result",
-        "analysis/causes/tf_log_findings",
         "bench/engine",
         "bench/run",
         "cli",

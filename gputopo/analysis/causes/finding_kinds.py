@@ -81,6 +81,7 @@ KIND_OF_CODE: dict[str, KindRule] = {
     "tf-cannot-peer-nvlink": FAULT,
     "tf-cannot-peer-unknown": NOTE,
     "tf-gpu-ignored": DESIGN,
+    "tf-gpu-memory-short": NOTE,
     "tf-too-many-peers": DESIGN,
     # watch: live counters (analysis/watch/watch.py, watch_summary.py)
     "watch-link-errors-rising": FAULT,

@@ -27,7 +27,7 @@ from gputopo.notation import all_word, gpu_set, number_list, pair_list
 from gputopo.numbering import index_by_bus_id
 from gputopo.analysis.place.locality import SYS_MEANING, same_socket, vm_evidence
 from gputopo.analysis.notes.reading_notes import note_findings
-from gputopo.analysis.causes.tf_log_findings import ignored_gpu_findings, peer_info_is_peer_limit_only, peer_limit_finding
+from gputopo.analysis.causes import tf_log_findings as alone  # what a TF log says on its own
 from gputopo.sources.tf.tflog import ERA_NO_GPU, ERA_TF25, ERA_TF_ABSL, peer_state
 
 ORDER_FIX = (
@@ -154,11 +154,11 @@ def tf_findings(topology: Topology) -> list[Finding]:
     log_alone = topology.source == "tf-log"
     mapping = {o: o for o in tf_ordinals(view)} if log_alone else _join_devices(topology, view, findings)
     findings.extend(_order_findings(topology, view, log_alone))
-    findings.extend(ignored_gpu_findings(view))
-    limit = peer_limit_finding(view)
+    findings.extend(alone.ignored_gpu_findings(view) + alone.memory_short_findings(view))
+    limit = alone.peer_limit_finding(view)
     if limit is not None:
         findings.append(limit)
-        if peer_info_is_peer_limit_only(view):
+        if alone.peer_info_is_peer_limit_only(view):
             return findings  # the peer-limit finding is what this log says
 
     summary = peer_group_summary(view)

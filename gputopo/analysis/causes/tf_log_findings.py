@@ -75,3 +75,33 @@ def peer_info_is_peer_limit_only(view: TfView) -> bool:
         return False
     stated = {(i, j) for i, row in enumerate(view.peer) for j, value in enumerate(row) if i != j and value is not None}
     return stated <= {(i, j) for i, j in view.enable_failed}
+
+
+# A GPU TensorFlow got less than half the memory it got on the others of its model: the rest was in use.
+SHORT_MEMORY_SHARE = 0.5
+
+
+def memory_short_findings(view: TfView) -> list[Finding]:
+    """``tf-gpu-memory-short``: a GPU on which TensorFlow's process got under half the memory it got on
+    the others of the same model (``Created TensorFlow device ... with N MB memory``): when TensorFlow
+    started, something else held the rest, most likely another process (an inference: a per-GPU
+    memory limit set for that GPU alone would do the same)."""
+    by_model: dict[str, list] = {}
+    for device in view.devices:
+        if device.memory_mb and device.name and not device.ignored:
+            by_model.setdefault(device.name, []).append(device)
+    findings = []
+    for name, devices in by_model.items():
+        most = max(device.memory_mb for device in devices)
+        for device in devices:
+            if len(devices) > 1 and device.memory_mb < SHORT_MEMORY_SHARE * most:
+                findings.append(Finding(
+                    "warning", "tf-gpu-memory-short",
+                    f"TensorFlow got {device.memory_mb} MB on GPU {device.ordinal} against up to {most} MB on the other "
+                    f"{name} GPUs: about {most - device.memory_mb} MB of it was in use when TensorFlow started, most "
+                    "likely by another process (read from the figures alone: a memory limit set for that GPU alone would do the "
+                    "same)",
+                    gpus=[device.ordinal],
+                    fix=f"see what runs on GPU {device.ordinal} (`nvidia-smi`) before training; leave it out "
+                        "(CUDA_VISIBLE_DEVICES) or stop what holds it"))
+    return findings
