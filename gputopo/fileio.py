@@ -128,6 +128,9 @@ def _checked_target(path: str | os.PathLike[str]) -> tuple[Path, Path | None]:
     """``write_target``'s checks; also where the link check's walk resolved the path (``_walk``)."""
     if not os.fspath(path):
         raise InputError("the output file name is empty")
+    text = os.fspath(path)
+    if text.endswith(("/", "/.", "/..")) or text in (".", ".."):  # Path() would drop the slash: "out/" -> file "out"
+        raise InputError(f"cannot write {text}: the name names a folder; give a file name")
     path = Path(path)
     shown = str(path)
     refused, walked = _walk(path)
