@@ -319,13 +319,11 @@ class _Screen:
     def __init__(self, json_output: bool, prometheus: str | None, labels: dict[int, dict[str, Any]]) -> None:
         self.json_output, self.prometheus, self.labels = json_output, prometheus, labels
         self.live: Any = None
+        self.write_failing = False  # the last Prometheus write failed (said once, until one succeeds)
 
     def show(self, current: Any, summary: Any) -> None:
         if self.prometheus:
-            from gputopo.fileio import atomic_write_text
-            from gputopo.views.watch_prometheus import prometheus_text
-
-            atomic_write_text(self.prometheus, prometheus_text(current, summary, self.labels))
+            self._write_prometheus(current, summary)
         if self.json_output:
             from gputopo.views.common import print_json_text
             from gputopo.views.watch import frame_json, json_line
@@ -346,6 +344,27 @@ class _Screen:
             self.live = Live(table, console=console, auto_refresh=False, transient=False)
             self.live.start()
         self.live.update(table, refresh=True)
+
+    def _write_prometheus(self, current: Any, summary: Any) -> None:
+        """The metrics file, atomically. A failed write (the folder full or gone) never ends the
+        watch, nor the command it watches (review 3: a full disk killed the training): it is said once
+        on stderr, and the next interval tries again; the target was checked before anything started."""
+        from gputopo import fileio
+        from gputopo.errors import GputopoError
+        from gputopo.quoting import terminal_safe
+        from gputopo.views.watch_prometheus import prometheus_text
+
+        try:
+            fileio.atomic_write_text(self.prometheus, prometheus_text(current, summary, self.labels))
+        except GputopoError as exc:
+            if not self.write_failing:
+                typer.echo(terminal_safe(f"gputopo: warning: {exc}; the watch goes on, the next interval tries again"),
+                           err=True)
+            self.write_failing = True
+            return
+        if self.write_failing:
+            typer.echo(terminal_safe(f"gputopo: {self.prometheus} written again"), err=True)
+        self.write_failing = False
 
     def note(self, text: str | None) -> None:
         if text and not self.json_output:
