@@ -6,7 +6,7 @@ files are written: a device node (``/dev/null``), a FIFO or a folder is refused,
 symbolic link is written *through*: the file it points at is replaced and the link stays (except
 where the kernel's ``fs.protected_symlinks`` would not follow it: a link in a sticky world-writable
 folder owned by neither the folder's owner nor the writer is refused, whether it is the file's own
-name or a folder on its path; ``protected_link``). An
+name or a folder on its path; ``protected_link``); nor is another user's file there replaced (``fs.protected_regular``). An
 existing file keeps its permission bits (and, where allowed, its owner); a new one gets what
 ``open()`` would give it (0666 less the umask). A failed write (disk full, no permission) is one
 ``OutputError`` and leaves the old file as it was and no temporary file behind.
@@ -128,6 +128,9 @@ def _checked_target(path: str | os.PathLike[str]) -> tuple[Path, Path | None]:
     """``write_target``'s checks; also where the link check's walk resolved the path (``_walk``)."""
     if not os.fspath(path):
         raise InputError("the output file name is empty")
+    text = os.fspath(path)
+    if text.endswith(("/", "/.", "/..")) or text in (".", ".."):  # Path() would drop the slash: "out/" -> file "out"
+        raise InputError(f"cannot write {text}: the name names a folder; give a file name")
     path = Path(path)
     shown = str(path)
     refused, walked = _walk(path)
@@ -157,7 +160,27 @@ def _checked_target(path: str | os.PathLike[str]) -> tuple[Path, Path | None]:
         raise InputError(f"cannot write {shown}: it is {_kind_of(mode)}, not a regular file")
     if not os.access(target, os.W_OK):  # the rename would replace a file its owner protected
         raise OutputError(f"cannot write {shown}: Permission denied")
+    refused = _protected_regular(target, folder)
+    if refused is not None:
+        raise OutputError(f"cannot write {shown}: {refused}")
     return target, walked
+
+
+def _protected_regular(target: Path, folder: Path) -> str | None:
+    """Why the kernel's ``fs.protected_regular`` would not let this writer open the existing file
+    ``target`` (None: it would): in a sticky world-writable folder (``/tmp``), a file owned by neither
+    the folder's owner nor the writer, root included. Replaced, it would stay that user's (owner and
+    mode are kept), who could then change what root wrote (a plan root trains with) or read it."""
+    try:
+        file_st, folder_st = os.stat(target), os.stat(folder)
+    except OSError:
+        return None
+    sticky_public = folder_st.st_mode & stat.S_ISVTX and folder_st.st_mode & stat.S_IWOTH
+    if sticky_public and file_st.st_uid not in (folder_st.st_uid, os.geteuid()):
+        return (f"the file is owned by uid {file_st.st_uid} in the sticky world-writable folder {folder} "
+                f"(neither the folder's owner nor you): not replaced (as fs.protected_regular); remove it or "
+                f"give another name")
+    return None
 
 
 def _new_file_mode() -> int:

@@ -153,10 +153,88 @@ def _start(argv: list[str], json_output: bool) -> subprocess.Popen[bytes]:
 
 
 def _terminated(signum: int, frame: object) -> None:
-    """SIGTERM to gputopo while it watches a command: stop the command as Ctrl-C does (``_stop``:
-    SIGTERM, then SIGKILL after the grace), then end with 143. The kernel's parent-death SIGTERM alone
-    can be ignored by the child (review: a `trap "" TERM` outlived gputopo)."""
-    raise Terminated("terminated (SIGTERM): the watched command was stopped")
+    """SIGTERM or SIGHUP to gputopo while it watches a command: stop the command as Ctrl-C does
+    (``_stop``: SIGTERM, then SIGKILL after the grace), then end with 128 + the signal. The kernel's
+    parent-death SIGTERM alone can be ignored by the child (review: a `trap "" TERM` outlived
+    gputopo; review 3: so did it on SIGHUP, a closed terminal or ssh session)."""
+    name = signal.Signals(signum).name
+    error = Terminated(f"terminated ({name}): the watched command was stopped")
+    error.exit_code = 128 + signum
+    raise error
+
+
+# The watched command's keeper, a small process of its own (its own session: no terminal signal
+# reaches it): it holds a pidfd of the command and the read end of a pipe only gputopo writes. A byte
+# means gputopo ended the command itself; end of file without one means gputopo died without
+# stopping it (SIGKILL, the OOM killer): the keeper sends SIGTERM, then SIGKILL after the grace, as
+# ``_stop`` would have. A pidfd names that one process: never another that took its number.
+_KEEPER = r"""
+import os, select, signal, sys
+fd, pidfd, grace = int(sys.argv[1]), int(sys.argv[2]), float(sys.argv[3])
+for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGPIPE):
+    signal.signal(s, signal.SIG_IGN)
+while True:
+    try:
+        data = os.read(fd, 1)
+    except InterruptedError:
+        continue
+    break
+if not data:
+    poll = select.poll()
+    poll.register(pidfd, select.POLLIN)
+    for sig, wait_ms in ((signal.SIGTERM, grace * 1000), (signal.SIGKILL, 0)):
+        try:
+            signal.pidfd_send_signal(pidfd, sig)
+        except ProcessLookupError:
+            break
+        if wait_ms and poll.poll(wait_ms):
+            break
+"""
+
+
+class _Keeper:
+    """The keeper of one watched command (``_KEEPER``); nothing where there is no pidfd (not Linux,
+    a kernel before 5.3): the parent-death SIGTERM is all there is then."""
+
+    def __init__(self, child: subprocess.Popen[bytes]) -> None:
+        self.process: subprocess.Popen[bytes] | None = None
+        self.write_fd: int | None = None
+        try:
+            pidfd = os.pidfd_open(child.pid)  # before any wait: the command is there, or a zombie of ours
+        except (AttributeError, OSError):
+            return
+        read_fd, write_fd = os.pipe()
+        try:
+            self.process = subprocess.Popen(
+                [sys.executable, "-I", "-S", "-c", _KEEPER, str(read_fd), str(pidfd), str(STOP_GRACE_S)],
+                pass_fds=(read_fd, pidfd), stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                start_new_session=True, close_fds=True,
+            )  # fmt: skip
+            self.write_fd, write_fd = write_fd, -1
+        except OSError:
+            pass
+        finally:
+            os.close(read_fd)
+            os.close(pidfd)
+            if write_fd >= 0:
+                os.close(write_fd)
+
+    def release(self) -> None:
+        """gputopo stopped the command (or it ended): the keeper ends without a signal."""
+        if self.write_fd is not None:
+            try:
+                os.write(self.write_fd, b"x")
+            except OSError:
+                pass
+            os.close(self.write_fd)
+            self.write_fd = None
+        if self.process is not None:
+            try:
+                self.process.wait(5)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
+            self.process = None
 
 
 def _stop(child: subprocess.Popen[bytes]) -> None:
@@ -202,8 +280,10 @@ def _watch(argv: list[str], interval: float, count: int | None, json_output: boo
             raise InputError(f"the plan ({planned.source}) names a GPU this host does not have ({len(gpus)} GPUs)")
         labels = {g.index: {"gpu": g.index, "name": g.name, "bus_id": g.bus_id} for g in gpus}
         before = reader.sample()
-        previous = signal.signal(signal.SIGTERM, _terminated) if argv else None  # (the main thread: typer's)
+        previous = ({sig: signal.signal(sig, _terminated) for sig in (signal.SIGTERM, signal.SIGHUP)}
+                    if argv else None)  # (the main thread: typer's)
         child = _start(argv, json_output) if argv else None
+        keeper = _Keeper(child) if child is not None else None
         screen = _Screen(json_output, prometheus, labels)
         try:
             while True:
@@ -223,8 +303,11 @@ def _watch(argv: list[str], interval: float, count: int | None, json_output: boo
             screen.close()
             if child is not None:
                 _stop(child)  # (on SIGTERM too: a child that ignores the kernel's SIGTERM is killed after the grace)
+            if keeper is not None:
+                keeper.release()
             if previous is not None:
-                signal.signal(signal.SIGTERM, previous)
+                for sig, handler in previous.items():
+                    signal.signal(sig, handler)
     if child is not None or planned is not None:
         _print_summary(summary, argv or None, _exit_code(child), planned, gpus, json_output)
     return _exit_code(child) or 0
@@ -236,13 +319,11 @@ class _Screen:
     def __init__(self, json_output: bool, prometheus: str | None, labels: dict[int, dict[str, Any]]) -> None:
         self.json_output, self.prometheus, self.labels = json_output, prometheus, labels
         self.live: Any = None
+        self.write_failing = False  # the last Prometheus write failed (said once, until one succeeds)
 
     def show(self, current: Any, summary: Any) -> None:
         if self.prometheus:
-            from gputopo.fileio import atomic_write_text
-            from gputopo.views.watch_prometheus import prometheus_text
-
-            atomic_write_text(self.prometheus, prometheus_text(current, summary, self.labels))
+            self._write_prometheus(current, summary)
         if self.json_output:
             from gputopo.views.common import print_json_text
             from gputopo.views.watch import frame_json, json_line
@@ -263,6 +344,27 @@ class _Screen:
             self.live = Live(table, console=console, auto_refresh=False, transient=False)
             self.live.start()
         self.live.update(table, refresh=True)
+
+    def _write_prometheus(self, current: Any, summary: Any) -> None:
+        """The metrics file, atomically. A failed write (the folder full or gone) never ends the
+        watch, nor the command it watches (review 3: a full disk killed the training): it is said once
+        on stderr, and the next interval tries again; the target was checked before anything started."""
+        from gputopo import fileio
+        from gputopo.errors import GputopoError
+        from gputopo.quoting import terminal_safe
+        from gputopo.views.watch_prometheus import prometheus_text
+
+        try:
+            fileio.atomic_write_text(self.prometheus, prometheus_text(current, summary, self.labels))
+        except GputopoError as exc:
+            if not self.write_failing:
+                typer.echo(terminal_safe(f"gputopo: warning: {exc}; the watch goes on, the next interval tries again"),
+                           err=True)
+            self.write_failing = True
+            return
+        if self.write_failing:
+            typer.echo(terminal_safe(f"gputopo: {self.prometheus} written again"), err=True)
+        self.write_failing = False
 
     def note(self, text: str | None) -> None:
         if text and not self.json_output:

@@ -29,6 +29,12 @@ PLAN_SCHEMA = "gputopo.cluster-plan/1"
 DEFAULT_PORT = 12345  # TensorFlow's gRPC port of the first task on a node when neither plan nor --port say
 # The variables a plan may set in the training child's environment (what recommend writes).
 PLAN_ENV_PREFIXES = ("CUDA_", "NCCL_")
+# Of those, the CUDA variables a plan sets are these two; an NCCL variable that names a file, a
+# folder or a library is refused: NCCL_NET_PLUGIN / NCCL_TUNER_PLUGIN / CUDA_INJECTION64_PATH are
+# loaded into the child (the plan's code, as root), NCCL_DEBUG_FILE / NCCL_TOPO_DUMP_FILE are
+# written (a file of the plan's choosing truncated), NCCL_CONF_FILE sets any of them.
+PLAN_CUDA_VARIABLES = frozenset({"CUDA_DEVICE_ORDER", "CUDA_VISIBLE_DEVICES"})
+_PLAN_FILE_VARIABLE_RE = re.compile(r"_(?:FILE|PATH|PLUGIN|DIR|DIRECTORY|LIB|LIBRARY)(?:_|$)")
 # NCCL_IB_HCA / NCCL_SOCKET_IFNAME: NCCL's list syntax (an optional "=" exact-match or "^" exclude
 # prefix, then device names, an HCA with an optional ":port"); a name holding "^", "=" or anything
 # else would change what the list selects.
@@ -189,6 +195,11 @@ def _host_plan(obj: Any, where: str) -> HostPlan:
             # A plan's variables reach the training child's environment: PYTHONPATH, LD_PRELOAD or
             # BASH_ENV there would run code of the plan's choosing.
             raise InputError(f"{where}.env.{key}: a plan sets only CUDA_* and NCCL_* variables")
+        if (key.startswith("CUDA_") and key not in PLAN_CUDA_VARIABLES) or (
+                key.startswith("NCCL_") and _PLAN_FILE_VARIABLE_RE.search(key)):
+            raise InputError(f"{where}.env.{key}: the variable names a file, folder or library the training child "
+                             f"would load or write; a plan sets CUDA_DEVICE_ORDER, CUDA_VISIBLE_DEVICES and NCCL "
+                             f"settings only")
         if not isinstance(value, str):
             raise InputError(f"{where}.env.{key} must be a string, got {json.dumps(value)[:60]}")
         one_line_field(value, f"{where}.env.{key}")

@@ -58,9 +58,31 @@ def check_local_folder(checkpoint_dir: str) -> None:
             f"--checkpoint-dir {checkpoint_dir}: {match.group(1)}:// URLs are not supported; give a local folder "
             "(a bucket mounted as a folder, e.g. with gcsfuse or s3fs, works)"
         )
-    refused = protected_link(checkpoint_dir)
+    refused = protected_link(checkpoint_dir) or _controlled_by_others(checkpoint_dir)
     if refused is not None:
         raise InputError(f"--checkpoint-dir {checkpoint_dir}: {refused}; nothing there was opened or changed")
+
+
+def _controlled_by_others(checkpoint_dir: str) -> str | None:
+    """Why another user could redirect this run's saves (None: nobody could): the folder, or one
+    above it, writable by anyone without the sticky bit, or (for a run as root) owned by a user other
+    than root. That user can put a link in at any moment after the checks (``ckpt-N_temp`` -> /etc)
+    and TensorFlow's save follows it: the run would write, rotate and delete where it leads, as root.
+    (A folder a colleague shares with a user's own run stays allowed: the group is trusted there.)"""
+    me = os.geteuid()
+    folder = Path(os.path.realpath(checkpoint_dir))  # (links on the way: checked by protected_link)
+    for place in [folder, *folder.parents]:
+        try:
+            st = os.stat(place)
+        except OSError:
+            continue  # not there yet: made by this run
+        if me == 0 and st.st_uid != 0:
+            return (f"{place} is owned by uid {st.st_uid} (neither you nor root), who could put a link there "
+                    f"that the saves would follow as root; give a folder of root's own")
+        if st.st_mode & stat.S_IWOTH and not st.st_mode & stat.S_ISVTX:
+            return (f"anyone may write {place} (mode {stat.S_IMODE(st.st_mode):o}, not sticky) and put a link there "
+                    f"that the saves would follow; give a folder of your own")
+    return None
 
 
 @dataclass

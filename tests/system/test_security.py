@@ -118,7 +118,7 @@ def test_a_local_two_worker_run_listens_only_inside_its_private_namespace(tmp_pa
     parent = subprocess.Popen(
         [sys.executable, "-m", "gputopo", "train", "--strategy", "multi-worker", "--local-workers", "2",
          "--cpu-devices", "2", "--steps-per-epoch", "100000", "--no-eval", "--no-checkpoint", "--json"],
-        cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
     )  # fmt: skip
     try:
         deadline = time.monotonic() + 180
@@ -143,3 +143,57 @@ def test_a_local_two_worker_run_listens_only_inside_its_private_namespace(tmp_pa
         except subprocess.TimeoutExpired:
             parent.kill()
             parent.communicate()
+
+
+# `gputopo watch -- COMMAND` over the fake pynvml, as a whole process (signals reach it for real).
+_WATCH_DRIVER = """
+import sys
+sys.path[:0] = [{repo!r}, {tests!r}]
+from fake_nvml import FakeNvml
+from gputopo.sources.host import nvml_counters
+from gputopo.sources.reference import load_reference
+nvml_counters.reader = lambda: nvml_counters.CounterReader(FakeNvml(load_reference("dgx-h100"), counters={{"gpus": {{}}}}))
+sys.argv = ["gputopo", *sys.argv[1:]]
+from gputopo.cli import main
+main()
+"""
+
+
+@pytest.mark.parametrize("sig", [signal.SIGHUP, signal.SIGKILL])
+def test_a_watched_command_that_ignores_sigterm_dies_with_gputopo(tmp_path: Path, sig):
+    # Review 3: on SIGHUP (a closed terminal or ssh) gputopo died at once, and on SIGKILL nothing
+    # but the kernel's parent-death SIGTERM reached the command: one that ignores SIGTERM (a trap, a
+    # training script saving) ran on without gputopo, unwatched.
+    pid_file = tmp_path / "child.pid"
+    driver = tmp_path / "driver.py"
+    driver.write_text(_WATCH_DRIVER.format(repo=str(REPO), tests=str(REPO / "tests")))
+    script = f"trap '' TERM HUP; echo $$ > {pid_file}; while :; do sleep 0.1; done"
+    parent = subprocess.Popen([sys.executable, str(driver), "watch", "-i", "0.2", "--json", "--", "sh", "-c", script],
+                              cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    try:
+        deadline = time.monotonic() + 30
+        while not (pid_file.exists() and pid_file.read_text().strip()) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        child = int(pid_file.read_text())
+        time.sleep(0.5)
+        parent.send_signal(sig)
+        parent.wait(30)
+        deadline = time.monotonic() + 20  # (the 5 s grace, then SIGKILL)
+        while time.monotonic() < deadline and _alive(child):
+            time.sleep(0.1)
+        alive = _alive(child)
+        if alive:
+            os.kill(child, signal.SIGKILL)
+        assert not alive, f"the watched command outlived gputopo ({sig.name})"
+    finally:
+        if parent.poll() is None:
+            parent.kill()
+            parent.wait()
+
+
+def _alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as stat_file:
+            return stat_file.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False

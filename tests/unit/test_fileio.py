@@ -358,3 +358,15 @@ def test_a_folder_this_user_may_search_but_not_list_is_written_as_the_shell_woul
     finally:
         os.chmod(outer, 0o755)
         shutil.rmtree(base)
+
+
+@pytest.mark.parametrize("suffix", ["/", "//", "/."])
+def test_a_name_ending_in_a_slash_is_a_folder_never_a_file(tmp_path, suffix):
+    """Review 3: ``-o out/`` wrote a file named ``out`` (and ``-o f.xml/`` replaced the file f.xml),
+    where the shell's ``>`` says "Is a directory": the name asks for a folder."""
+    existing = tmp_path / "f.xml"
+    existing.write_text("kept")
+    for given in (f"{tmp_path / 'newdir'}{suffix}", f"{existing}{suffix}"):
+        with pytest.raises(InputError, match="names a folder"):
+            atomic_write_text(given, "x")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["f.xml"] and existing.read_text() == "kept"

@@ -129,3 +129,22 @@ def test_a_chain_of_more_links_than_the_kernel_follows_does_not_hide_another_use
     with pytest.raises(OutputError, match="more than 40 symbolic links"):
         atomic_write_text(chain / "l0", "overwritten\n")
     assert secret.read_text() == "root's own\n"
+
+
+def test_another_users_regular_file_in_a_sticky_folder_is_not_replaced(sticky):
+    """Review 3: root's ``--save /tmp/plan.json`` over a file another user made there replaced it and
+    gave the new content back to that user (owner and mode kept: 0666 too), who could then change the
+    plan root goes on to train with, or read a gather archive. The kernel's fs.protected_regular
+    refuses the shell's ``>`` there; so does gputopo now, and the file stays as it was."""
+    folder, _ = sticky
+    planted = folder / "plan.json"
+    planted.write_text("theirs\n")
+    os.chmod(planted, 0o666)
+    os.chown(planted, OTHER_UID, OTHER_UID)
+    with pytest.raises(OutputError, match="protected_regular"):
+        atomic_write_text(planted, "root's plan\n")
+    assert planted.read_text() == "theirs\n" and planted.stat().st_uid == OTHER_UID
+    assert sorted(p.name for p in folder.iterdir()) == ["plan.json"]
+    os.chown(planted, os.geteuid(), os.getegid())  # the writer's own file: replaced as before
+    atomic_write_text(planted, "root's plan\n")
+    assert planted.read_text() == "root's plan\n"

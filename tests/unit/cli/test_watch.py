@@ -104,3 +104,29 @@ def test_a_planned_gpu_with_a_link_down(cli, monkeypatch):
 def test_user_errors_are_one_line_exit_2(cli, fake_host, args):
     result = cli("watch", *args)
     assert result.exit_code == 2 and result.output.count("gputopo: error:") == 1
+
+
+def test_a_failed_prometheus_write_never_stops_the_watched_command(cli, fake_host, tmp_path, monkeypatch):
+    """Review 3: the metrics file's folder filling up (or removed) mid-run ended watch with exit 3 and
+    killed the training it watched; now each failure is said once on stderr and the command runs on."""
+    from gputopo import fileio
+    from gputopo.errors import OutputError
+
+    target = tmp_path / "gputopo.prom"
+    real = fileio.atomic_write_text
+    calls = []
+
+    def flaky(path, text):
+        calls.append(path)
+        if len(calls) in (2, 3):
+            raise OutputError(f"cannot write {path}: No space left on device")
+        return real(path, text)
+
+    monkeypatch.setattr(fileio, "atomic_write_text", flaky)
+    done = tmp_path / "done"
+    result = cli("watch", "-i", "0.05", "--json", "--prometheus", str(target), "--", sys.executable, "-c",
+                 f"import time, pathlib; time.sleep(0.6); pathlib.Path({str(done)!r}).write_text('ok')")
+    assert result.exit_code == 0, result.output
+    assert done.exists() and len(calls) > 3
+    assert result.stderr.count("No space left on device") == 1, result.stderr
+    assert "gputopo_" in target.read_text()

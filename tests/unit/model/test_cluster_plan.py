@@ -89,3 +89,32 @@ def test_a_nic_name_that_is_no_device_name_is_left_out_of_the_nccl_lists_and_sai
     first = plan.hosts[0]
     assert "NCCL_SOCKET_IFNAME" not in first.env and any("not a device name" in w for w in first.warnings)
     assert plan_from_json(plan.to_json(), "p.json").hosts[0].env == first.env
+
+
+@pytest.mark.parametrize(
+    ("name", "value"),
+    [
+        # Review 3: CUDA_* and NCCL_* still named libraries the child loads and files it writes.
+        ("CUDA_INJECTION64_PATH", "/tmp/evil.so"),  # libcuda dlopens it: the plan's code runs as root
+        ("CUDA_MPS_PIPE_DIRECTORY", "/tmp/evil"),  # CUDA talks to the plan's MPS server
+        ("CUDA_CACHE_PATH", "/etc"),
+        ("NCCL_NET_PLUGIN", "/tmp/evil.so"),  # NCCL dlopens it
+        ("NCCL_TUNER_PLUGIN", "evil"),
+        ("NCCL_PROFILER_PLUGIN", "evil"),
+        ("NCCL_DEBUG_FILE", "/etc/shadow"),  # NCCL truncates it (root)
+        ("NCCL_TOPO_DUMP_FILE", "/etc/passwd"),
+        ("NCCL_GRAPH_DUMP_FILE", "/etc/passwd"),
+        ("NCCL_CONF_FILE", "/tmp/evil.conf"),  # sets any NCCL variable, NCCL_NET_PLUGIN included
+    ],
+)
+def test_a_plan_cannot_name_a_library_or_file_for_the_child(name, value):
+    data = written_plan().to_dict()
+    data["hosts"][0]["env"][name] = value
+    with pytest.raises(InputError, match=f"env.{name}: .*names a file"):
+        plan_from_json(json.dumps(data), "plan.json")
+
+
+def test_a_plan_may_still_tune_nccl():
+    data = written_plan().to_dict()
+    data["hosts"][0]["env"].update(NCCL_DEBUG="INFO", NCCL_P2P_DISABLE="1", NCCL_IB_DISABLE="0", NCCL_P2P_DIRECT_DISABLE="1")
+    assert plan_from_json(json.dumps(data), "plan.json").hosts[0].env["NCCL_DEBUG"] == "INFO"

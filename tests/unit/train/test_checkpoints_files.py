@@ -218,3 +218,35 @@ def test_a_checkpoint_folder_through_another_users_link_in_a_sticky_folder_is_re
     os.lchown(link, 0, 0)  # root's own link (the writer's) is followed: the folder holds a checkpoint
     with pytest.raises(InputError, match="already holds a checkpoint"):
         _choice(given)
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="needs root to chown the folder to another user")
+@pytest.mark.parametrize("owned", ["ck", "parent"], ids=["the-folder-itself", "a-folder-above-it"])
+def test_a_checkpoint_folder_another_user_controls_is_refused(tmp_path, owned):
+    """Review 3: ``--checkpoint-dir /tmp/ck`` where another user made /tmp/ck a real folder (or owns
+    a folder above it): no link at the check, but that user may put one in at any moment, between
+    the check and TF's save (``ckpt-N_temp`` -> /etc), and the run (root) writes, rotates and deletes
+    where it leads. Refused before anything is written."""
+    from gputopo.train.checkpoints import check_checkpoint_dir_writable
+
+    public = tmp_path / "public"
+    public.mkdir()
+    os.chmod(public, 0o1777)
+    (public / "parent" / "ck").mkdir(parents=True)
+    os.chown(public / owned if owned == "parent" else public / "parent" / "ck", 54321, 54321)
+    given = public / "parent" / "ck"
+    with pytest.raises(InputError, match=r"owned by uid 54321 \(neither you nor root\)"):
+        check_checkpoint_dir_writable(str(given))
+    assert list(given.iterdir()) == []
+
+
+def test_a_checkpoint_folder_anyone_may_write_is_refused_unless_sticky(tmp_path):
+    public = tmp_path / "open"
+    public.mkdir()
+    os.chmod(public, 0o777)
+    from gputopo.train.checkpoints import check_checkpoint_dir_writable
+
+    with pytest.raises(InputError, match="anyone may write"):
+        check_checkpoint_dir_writable(str(public / "ck"))
+    os.chmod(public, 0o1777)  # sticky, as /tmp: others cannot rename or remove this run's folder
+    check_checkpoint_dir_writable(str(public / "ck"))
