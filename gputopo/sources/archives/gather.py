@@ -257,7 +257,9 @@ def gather(output, root: str = "/", env: Mapping[str, str] | None = None, smi: s
         packer.add_bytes(GATHER_MARK, f"gputopo {__version__} gather\n".encode())
         _pack_pci(packer)
         _pack_host(packer)
-        variables = relevant_env(env or {})
+        # One `name=value` line each: a value holding a line break would add lines of its own
+        # (a setting doctor would then read from the archive), so such a variable is left out.
+        variables = {k: v for k, v in relevant_env(env or {}).items() if not any(c in k + v for c in "\r\n")}
         packer.add_bytes("gputopo/env", "".join(f"{k}={v}\n" for k, v in variables.items()).encode())
         found = shutil.which(smi) if smi else None
         failures = []

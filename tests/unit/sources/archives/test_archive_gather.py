@@ -342,3 +342,13 @@ def test_an_nvidia_smi_that_times_out_or_fails_is_named_in_the_archive_and_by_do
     checks = {c["name"]: c for c in json.loads(result.output)["checks"]}
     assert checks["read the other outputs in box.tar.gz:gputopo/nvidia-smi/topo-m.txt"]["status"] == "not-made"
     assert "timed out" in checks["read the other outputs in box.tar.gz:gputopo/nvidia-smi/topo-m.txt"]["detail"]
+
+
+def test_a_variable_whose_value_breaks_the_line_is_left_out_of_the_env_file(tmp_path):
+    # `NCCL_X="1<newline>NCCL_P2P_DISABLE=1"` would add a setting line doctor reads from the archive.
+    buffer = io.BytesIO()
+    gather(buffer, root=str(tmp_path), env={"NCCL_X": "1\nNCCL_P2P_DISABLE=1", "NCCL_Y": "a\rb", "NCCL_DEBUG": "INFO"},
+           smi=None)
+    with tarfile.open(fileobj=io.BytesIO(buffer.getvalue())) as tar:
+        env = tar.extractfile("gputopo/env").read().decode()
+    assert env == "NCCL_DEBUG=INFO\n"
