@@ -202,11 +202,14 @@ def _cross_socket(topology: Topology) -> list[Finding]:
             gpus=gpus,
             fix="bind each training process's CPU work to its GPUs' NUMA node (numactl --cpunodebind=N --membind=N)",
         )]
+    # Every group one GPU (8 GPUs on 8 NUMA nodes): no group to train within; every pair crosses.
+    fix = ("no two GPUs share a NUMA node here, so every group of GPUs crosses it: expect slower gradient exchange"
+           if all(len(grp) == 1 for grp in groups) else
+           "train on GPUs within one group (`gputopo recommend` picks them), or expect slower gradient exchange")
     return [Finding(
         severity="warning", code="cross-socket",
         message=message + f", which is slower than PCIe within one {unit}{unless}",
-        gpus=gpus,
-        fix="train on GPUs within one group (`gputopo recommend` picks them), or expect slower gradient exchange",
+        gpus=gpus, fix=fix,
     )]
 
 

@@ -298,6 +298,15 @@ def test_epyc_nps4_text_says_numa_nodes_not_qpi() -> None:
     assert "QPI" not in rest and "UPI" not in rest and "socket" not in rest
 
 
+def test_one_gpu_per_numa_node_has_no_group_to_train_within() -> None:
+    """8 RTX 4090s on the 8 NUMA nodes of an NPS4 pair of EPYCs: every pair crosses, so no "train
+    within one group" where each group is one GPU."""
+    cross = _corpus_codes("blog_8x_rtx4090_all_sys_nps4_eight_numa_4nic.txt")["cross-socket"]
+    assert cross.message.startswith("GPU groups 0 | 1 | 2 | 3 | 4 | 5 | 6 | 7 are on different NUMA nodes")
+    assert "within one group" not in cross.fix and "no two GPUs share a NUMA node" in cross.fix
+    assert "train on GPUs within one group" in _by_code(two_socket_4())["cross-socket"].fix
+
+
 def test_nps4_reference_knows_its_sockets() -> None:
     cross = _by_code(load_reference("dgx-a100"))["cross-socket"]
     assert "different NUMA nodes (3, 1, 7 and 5) on CPU sockets 0, 0, 1 and 1" in cross.message
