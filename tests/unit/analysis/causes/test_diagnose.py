@@ -422,3 +422,13 @@ def test_soc_pairs_are_called_different_sockets_not_hedged_numa_nodes() -> None:
     message = f["cross-socket"].message
     assert message.startswith("GPUs 0,1 and 2,3 are on different CPU sockets") and "does not say" not in message
     assert "QPI" not in message  # the text names no interconnect (a POWER8 has X-bus)
+
+
+def test_a_log_where_nccl_chose_p2p_between_gpus_that_cannot_peer_does_not_say_it_uses_shm() -> None:
+    """horovod#785 (NCCL 2.3, two processes): NCCL chose P2P/IPC, CUDA refused (64): p2p-ns must not say
+    NCCL 'does not try P2P' there, which the same log shows it did."""
+    from gputopo.sources.tools import nccl_log
+
+    path = SHARED_FIXTURES.parent / "corpus" / "nccl_log" / "horovod785_nccl23_two_processes_ring_p2p_ipc_open_failed.log"
+    f = _by_code(nccl_log.read(path.read_text(), path.name))
+    assert "does not try P2P" not in f["p2p-ns"].message and "NCCL choosing P2P between 0-1" in f["p2p-ns"].message
