@@ -11,7 +11,7 @@ the log names it (a port above a GPU, or the GPU); the log does not say which GP
 from __future__ import annotations
 
 from gputopo.analysis.causes.doctor_common import DoctorReport, and_list
-from gputopo.analysis.causes.doctor_host import IOMMU_FIX
+from gputopo.analysis.causes.doctor_host import iommu_fix
 from gputopo.model import Finding
 from gputopo.sources.evidence.pasted_evidence import PastedAer, PastedEvidence, PastedXid
 
@@ -78,7 +78,8 @@ def _iommu_faults(label: str, evidence: PastedEvidence, report: DoctorReport) ->
             "DMA and peer or host copies hit unmapped addresses: hangs, crashes or wrong data.",
             evidence=[f"{label}: {evidence.iommu_fault_example}"],
             effect="P2P and DMA of those devices",
-            fix=IOMMU_FIX))
+            fix=iommu_fix("amd" if "AMD-Vi" in (evidence.iommu_fault_example or "") else
+                          "intel" if "DMAR" in (evidence.iommu_fault_example or "") else None)))
 
 
 def _cause_class(cause: int | None) -> int | str | None:
