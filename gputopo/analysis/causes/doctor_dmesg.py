@@ -67,6 +67,22 @@ def kernel_log_checks(label: str, evidence: PastedEvidence, report: DoctorReport
             effect=f"every job on {bdf} until it is reset",
             fix=FALLEN_FIX))
     _aer(label, evidence, report)
+    _fell_after_aer(evidence, report)
+
+
+def _fell_after_aer(evidence: PastedEvidence, report: DoctorReport) -> None:
+    """An Xid 79 of a GPU the same log shows not recovering from a fatal AER error is that error's
+    consequence: one event, said once as such (the AER finding names the port and the fix)."""
+    aer = next((f for f in report.findings if f.code == "pcie-aer-uncorrected"), None)
+    if aer is None:
+        return
+    lost = {bdf.rsplit(".", 1)[0] for bdf in evidence.not_recovered}  # 0000:02:00.0 -> the driver's 0000:02:00
+    for finding in report.findings:
+        xids = [x for x in evidence.xids if x.code == 79 and x.pci in lost]
+        if finding.code == "xid-79" and xids and id(finding) not in report.causes:
+            finding.message += (" It follows the fatal PCIe error in this log that the GPU could not recover from "
+                                "(see pcie-aer-uncorrected): one event, fixed there.")
+            report.causes[id(finding)] = aer
 
 
 def _iommu_faults(label: str, evidence: PastedEvidence, report: DoctorReport) -> None:
