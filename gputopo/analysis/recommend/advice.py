@@ -282,6 +282,9 @@ def _choose_cross_device_ops(problem: Problem, group: GroupAdvice) -> None:
         )
         return
     _set_ops(group, *_single_host_ops(problem.links, group.gpus, group.ring))
+    if problem.topology is not None and any(n.code == "pcie-only-matrix" for n in problem.topology.reading_notes):
+        group.cross_device_ops_reason += ("; the path words are `nvidia-smi topo -mp`'s, which shows no NVLink: "
+                                          "pairs NVLink joins peer whatever their word")
 
 
 def _single_host_ops(links: Any, gpus: list[int], ring: list[int]) -> tuple[str, str]:

@@ -58,6 +58,7 @@ def test_a_pcie_only_matrix_says_its_figures_leave_nvlink_out():
     paste = OWN_FIXTURES / "corpus" / "topo" / "juwels_booster_4xa100_topo_mp_shell_comment_4nic_nps4.txt"
     rec = recommend(resolve(TopologyRequest(from_files=(str(paste),))), 2)
     assert any("`nvidia-smi topo -mp` (PCIe paths only)" in note for note in rec.notes)
+    assert "pairs NVLink joins peer whatever their word" in rec.best.cross_device_ops_reason  # SYS's guess hedged
 
 
 def test_hops_that_round_alike_say_what_differs_not_twelve_against_twelve():
