@@ -226,7 +226,7 @@ def format_env(rec: Recommendation) -> str:
         if best.numactl:
             lines.append(env_assignment("GPUTOPO_NUMACTL", best.numactl))
         if best.p2p_broken_pairs:
-            lines.append(comment("until P2P is fixed (ACS redirect or the IOMMU: gputopo doctor): NCCL through host memory"))
+            lines.append(comment("until P2P is fixed (the caveat says why; gputopo doctor): NCCL through host memory"))
             lines.append(env_assignment("NCCL_P2P_DISABLE", "1"))
     else:
         for host, local in (best.cuda_visible_devices_by_host or {}).items():

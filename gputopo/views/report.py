@@ -170,7 +170,10 @@ def unknowns(result: ScanResult) -> list[str]:
         notes.append(f"NUMA node and CPU affinity are not known for GPU {','.join(map(str, said.unplaced_gpus))} "
                      "(the 'placement unknown' box).")
     if said.p2p_not_in_source:
-        notes.append("P2P support is not in the source (nvidia-smi topo -m alone does not say it; topo -p2p does).")
+        # (only topo -m's reader is nvidia-smi text: a p2pBandwidthLatencyTest or NCCL log is not "topo -m")
+        notes.append("P2P support is not in the source (nvidia-smi topo -m alone does not say it; topo -p2p does)."
+                     if result.topology.source == "nvidia-smi" else
+                     "P2P support is not in the source (`nvidia-smi topo -p2p r` says it).")
     from gputopo.views.unknowns import assumption_notes
 
     return notes + assumption_notes(result)

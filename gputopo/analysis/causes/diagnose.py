@@ -202,11 +202,14 @@ def _cross_socket(topology: Topology) -> list[Finding]:
             gpus=gpus,
             fix="bind each training process's CPU work to its GPUs' NUMA node (numactl --cpunodebind=N --membind=N)",
         )]
+    # Every group one GPU (8 GPUs on 8 NUMA nodes): no group to train within; every pair crosses.
+    fix = ("no two GPUs share a NUMA node here, so every group of GPUs crosses it: expect slower gradient exchange"
+           if all(len(grp) == 1 for grp in groups) else
+           "train on GPUs within one group (`gputopo recommend` picks them), or expect slower gradient exchange")
     return [Finding(
         severity="warning", code="cross-socket",
         message=message + f", which is slower than PCIe within one {unit}{unless}",
-        gpus=gpus,
-        fix="train on GPUs within one group (`gputopo recommend` picks them), or expect slower gradient exchange",
+        gpus=gpus, fix=fix,
     )]
 
 
@@ -312,7 +315,8 @@ def _p2p_unsupported(topology: Topology) -> list[Finding]:
                         "the log says they cannot peer (which of nvidia-smi's reasons, NS, TNS, CNS or GNS, it "
                         "does not say: `nvidia-smi topo -p2p r` does); ")
                     + "their copies go through host memory: CUDA stages them, and "
-                    + nccl_without_p2p({lk.type for lk in links_of_word[word]})
+                    + (_nccl_tried_p2p(tried) if (tried := _nccl_p2p_pairs(topology) & set(pairs)) else
+                       nccl_without_p2p({lk.type for lk in links_of_word[word]}))
                     + "; a program that asks for peer access anyway gets an error (TensorFlow logs it and goes on)"
                 ),
                 gpus=sorted({g for pair in pairs for g in pair}),
@@ -320,6 +324,18 @@ def _p2p_unsupported(topology: Topology) -> list[Finding]:
             )
         )
     return findings
+
+
+def _nccl_p2p_pairs(topology: Topology) -> set[tuple[int, int]]:
+    """The GPU pairs an NCCL log shows NCCL connecting over P2P (older NCCL tried P2P where CUDA says no)."""
+    view = topology.nccl
+    return {(min(t.a, t.b), max(t.a, t.b)) for t in (view.transports if view is not None else [])
+            if t.transport == "P2P" and t.a is not None and t.b is not None}
+
+
+def _nccl_tried_p2p(pairs: set[tuple[int, int]]) -> str:
+    return (f"yet the log shows NCCL choosing P2P between {pair_list(sorted(pairs))} all the same (an NCCL that "
+            "does not ask CUDA first fails there: nccl-p2p-ipc-failed)")
 
 
 def _nccl_clause(text: str) -> str:

@@ -122,8 +122,10 @@ def _ways(report: DoctorReport, option: str, loop: str) -> tuple[str, str, str]:
         at_once = (f"ONE {option} (Linux 5.1 or newer; the kernel keeps only the last `pci=disable_acs_redir=` option, "
                    f"so list every bridge, `;`-separated), or {loop}")
     clear = f"clear ACS at every boot on every bridge at once: {at_once}"
-    kernel_fix = (f"{_iommu_off(report.iommu_vendor)} where no VM or device passthrough needs the IOMMU: that removes "
-                  f"the IOMMU's translation and Linux no longer turns ACS on; otherwise boot with `iommu=pt` AND {clear}; "
+    kernel_fix = ((f"keep the IOMMU on: the command line passes devices to VMs (`{report.vfio}`); boot with `iommu=pt` "
+                   f"AND {clear}; " if report.vfio else
+                   f"{_iommu_off(report.iommu_vendor)} where no VM or device passthrough needs the IOMMU: that removes "
+                   f"the IOMMU's translation and Linux no longer turns ACS on; otherwise boot with `iommu=pt` AND {clear}; ")
                   + (GRUB_IOMMU_ONLY if old else GRUB))
     return option, at_once, kernel_fix
 
@@ -167,8 +169,10 @@ def link_causes(report: DoctorReport) -> None:
                 "the BIOS does not last and `iommu=pt` leaves it on.")
             if cause is not None:
                 report.causes[id(finding)] = cause
-                finding.fix = (f"fix the cause, the IOMMU (iommu-translating, whose fix covers every bridge): "
-                               f"{_iommu_off(report.iommu_vendor)} where no VM needs the IOMMU, else `iommu=pt` plus one "
+                keep = (f"`iommu=pt` (keep the IOMMU: the command line passes devices to VMs, `{report.vfio}`) plus one"
+                        if report.vfio else
+                        f"{_iommu_off(report.iommu_vendor)} where no VM needs the IOMMU, else `iommu=pt` plus one")
+                finding.fix = (f"fix the cause, the IOMMU (iommu-translating, whose fix covers every bridge): {keep} "
                                f"{option} listing every bridge; this bridge alone until the next boot: {here}")
             else:
                 finding.fix = f"this bridge alone until the next boot: {here}; to last: {kernel_fix}"

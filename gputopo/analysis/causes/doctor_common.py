@@ -38,6 +38,7 @@ class DoctorReport:
     iommu: str | None = None
     iommu_vendor: str | None = None  # "intel" / "amd" where the evidence says which IOMMU
     kernel_release: str | None = None  # the running kernel where the evidence says (a fix may need a newer one)
+    vfio: str | None = None  # a command line's `vfio-pci.ids=...`: devices passed to VMs need the IOMMU kept on
     acs_on: list[tuple[Finding, str | None, int, str | None]] = field(default_factory=list)  # (finding, bdf, control, port)
 
     def add(self, finding: Finding, pairs: list[tuple[str, str]] | None = None) -> None:

@@ -11,7 +11,7 @@ the log names it (a port above a GPU, or the GPU); the log does not say which GP
 from __future__ import annotations
 
 from gputopo.analysis.causes.doctor_common import DoctorReport, and_list
-from gputopo.analysis.causes.doctor_host import IOMMU_FIX
+from gputopo.analysis.causes.doctor_host import iommu_fix
 from gputopo.model import Finding
 from gputopo.sources.evidence.pasted_evidence import PastedAer, PastedEvidence, PastedXid
 
@@ -67,6 +67,22 @@ def kernel_log_checks(label: str, evidence: PastedEvidence, report: DoctorReport
             effect=f"every job on {bdf} until it is reset",
             fix=FALLEN_FIX))
     _aer(label, evidence, report)
+    _fell_after_aer(evidence, report)
+
+
+def _fell_after_aer(evidence: PastedEvidence, report: DoctorReport) -> None:
+    """An Xid 79 of a GPU the same log shows not recovering from a fatal AER error is that error's
+    consequence: one event, said once as such (the AER finding names the port and the fix)."""
+    aer = next((f for f in report.findings if f.code == "pcie-aer-uncorrected"), None)
+    if aer is None:
+        return
+    lost = {bdf.rsplit(".", 1)[0] for bdf in evidence.not_recovered}  # 0000:02:00.0 -> the driver's 0000:02:00
+    for finding in report.findings:
+        xids = [x for x in evidence.xids if x.code == 79 and x.pci in lost]
+        if finding.code == "xid-79" and xids and id(finding) not in report.causes:
+            finding.message += (" It follows the fatal PCIe error in this log that the GPU could not recover from "
+                                "(see pcie-aer-uncorrected): one event, fixed there.")
+            report.causes[id(finding)] = aer
 
 
 def _iommu_faults(label: str, evidence: PastedEvidence, report: DoctorReport) -> None:
@@ -78,7 +94,8 @@ def _iommu_faults(label: str, evidence: PastedEvidence, report: DoctorReport) ->
             "DMA and peer or host copies hit unmapped addresses: hangs, crashes or wrong data.",
             evidence=[f"{label}: {evidence.iommu_fault_example}"],
             effect="P2P and DMA of those devices",
-            fix=IOMMU_FIX))
+            fix=iommu_fix("amd" if "AMD-Vi" in (evidence.iommu_fault_example or "") else
+                          "intel" if "DMAR" in (evidence.iommu_fault_example or "") else None)))
 
 
 def _cause_class(cause: int | None) -> int | str | None:

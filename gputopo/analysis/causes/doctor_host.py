@@ -31,11 +31,26 @@ def cmdline_iommu(cmdline: str | None) -> dict[str, str]:
     return options
 
 
+def iommu_fix(which: str | None) -> str:
+    """``IOMMU_FIX`` for the IOMMU the evidence names (``intel`` / ``amd``): only its own off switch."""
+    off = {"intel": "`intel_iommu=off` (or VT-d off in the BIOS)",
+           "amd": "`amd_iommu=off` (or AMD-Vi / IOMMU off in the BIOS)"}.get(which or "")
+    return IOMMU_FIX if off is None else (
+        "boot with `iommu=pt` (keeps the IOMMU for VMs, passes host devices through), or turn it off with "
+        f"{off}; e.g. add it to GRUB_CMDLINE_LINUX in /etc/default/grub, run update-grub, reboot")
+
+
+def cmdline_vfio(cmdline: str | None) -> str | None:
+    """The command line's ``vfio-pci.ids=...`` (devices bound to vfio-pci for VMs), None where it has none."""
+    return next((t for t in (cmdline or "").split() if t.partition("=")[0] in ("vfio-pci.ids", "vfio_pci.ids")), None)
+
+
 def host_checks(evidence: HealthEvidence, report: DoctorReport) -> None:
     host = evidence.host
     if host is None:
         return
     report.kernel_release = report.kernel_release or host.kernel_release
+    report.vfio = report.vfio or cmdline_vfio(host.cmdline)
     _iommu(evidence, host, report)
     _peermem(evidence, host, report)
     _shm(host, report)
@@ -153,7 +168,9 @@ def iommu_translating(report: DoctorReport, what: str, bdfs: list[str], evidence
         effect=("P2P over PCIe between " + (f"{and_list([report.label(b) for b in sorted(bdfs)])}" if bdfs else
                                             "every pair of GPUs (the evidence names no GPU)")
                 + " (pairs joined by NVLink are spared) and GPUDirect RDMA"),
-        fix=IOMMU_FIX), pairs)
+        fix=(f"boot with `iommu=pt` (passes host devices through); keep the IOMMU on: the command line passes devices "
+             f"to VMs (`{report.vfio}`); e.g. add it to GRUB_CMDLINE_LINUX in /etc/default/grub, run update-grub, "
+             "reboot" if report.vfio else iommu_fix(which))), pairs)
 
 
 def _peermem(evidence: HealthEvidence, host: HostHealth, report: DoctorReport) -> None:

@@ -10,6 +10,7 @@ from gputopo.analysis.causes.doctor_common import DoctorReport, and_list, gts_to
 from gputopo.analysis.causes.doctor_dmesg import kernel_log_checks
 from gputopo.analysis.causes.doctor_host import (
     cmdline_iommu,
+    cmdline_vfio,
     iommu_translating,
     passthrough_or_off,
     switched_on,
@@ -186,6 +187,7 @@ def _iommu_mode(label: str, evidence: PastedEvidence, report: DoctorReport) -> N
     if evidence.cmdline is None and domain is None:
         return
     options = cmdline_iommu(evidence.cmdline)
+    report.vfio = report.vfio or cmdline_vfio(evidence.cmdline)
     booted = " ".join(f"{k}={v}" for k, v in options.items()) or "no IOMMU option"
     said = passthrough_or_off(evidence.cmdline)
     switched = switched_on(options)

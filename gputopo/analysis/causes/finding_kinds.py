@@ -56,7 +56,7 @@ KIND_OF_CODE: dict[str, KindRule] = {
     "nccl-p2p-off-by-setting": FAULT,
     "nccl-p2p-refused": FAULT,
     "nccl-shm-between-gpus": _INFO_DESIGN_ELSE_FAULT,  # SYS / host bridge: NCCL's level (info); a switch: a fault
-    "nvlink-inactive": FAULT,
+    "nvlink-inactive": {"info": NOTE, "warning": FAULT, "error": FAULT},  # info: spare slots of a card (can be normal)
     "collective-wrong-results": FAULT,
     "collective-busbw-vs-ring": FAULT,
     "collective-busbw-vs-pcie": FAULT,

@@ -37,7 +37,9 @@ def nvlink_fabric(topology: Topology) -> list[Finding]:
         findings.append(_nvlink_summary(topology, direct_links))
         findings += _bridged_pairs_unequal(topology, direct_links)
     link_types_known = all(link.type != "UNKNOWN" for link in table.examples)
-    if not switched and not direct_links and link_types_known:
+    # `nvidia-smi topo -mp` shows PCIe paths only: its SYS/PIX words say nothing of NVLink.
+    pcie_only = any(note.code == "pcie-only-matrix" for note in topology.reading_notes)
+    if not switched and not direct_links and link_types_known and not pcie_only:
         findings.append(Finding(severity="info", code="no-nvlink",
                                 message="no NVLink between any GPUs: every GPU-to-GPU copy uses PCIe",
                                 gpus=topology.gpu_indices))

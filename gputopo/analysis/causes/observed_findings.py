@@ -289,16 +289,22 @@ def nvlink_inactive_finding(gpu: int, down: list[int], active: int, name: str | 
     slots than its bridge uses."""
     expected_more = wired > active
     module = _SXM_RE.search(name or "")
+    # A card whose active links are all the NV# the topology shows to its peer: the rest are slots its
+    # bridge(s) do not use (an H100 NVL pair: NV12, 6 of 18 slots unused), nothing to fix.
+    spare = not module and wired > 0 and wired == active
     return Finding(
         "warning" if expected_more or module else "info", "nvlink-inactive",
         f"GPU {gpu}: NVLink {count_word(len(down), 'link')} {', '.join(map(str, down))} <inactive>, {active} active"
         + (f", while the topology shows NV{wired} to a peer" if expected_more else
            f" ({module.group(0)} module: its board wires every NVLink, so a link down is a fault, unless the "
            "fabric is partitioned on purpose)" if module else
+           f" (every link of the NV{wired} the topology shows to its peer is up: the others are link slots its "
+           "bridge does not use, normal for this card)" if spare else
            " (a card has more link slots than its bridge uses: this can be normal; a link that should be up and is "
            "not means a bridge not seated or a fault)"),
         gpus=[gpu],
-        fix="`nvidia-smi nvlink -e` shows error counters; a GPU reset or the vendor (no bridge to reseat on an "
+        fix=None if spare else
+            "`nvidia-smi nvlink -e` shows error counters; a GPU reset or the vendor (no bridge to reseat on an "
             "SXM board)" if module else "reseat the NVLink bridge; `nvidia-smi nvlink -e` shows error counters",
         evidence=list(evidence or []),
     )

@@ -74,6 +74,18 @@ def _p2p_caveat(problem: Problem, group: GroupAdvice) -> None:
     broken = [(a, b) for a, b in itertools.combinations(sorted(group.gpus), 2)
               if (link := problem.links.get((a, b))) is not None and not link.is_nvlink
               and (set(link.health) & _P2P_PATH_FAULTS or p2p_slower_than_staged(link) is not None)]
+    wrong = next((note for note in (problem.topology.reading_notes if problem.topology is not None else [])
+                  if note.code == "nvbandwidth-wrong-data" and note.facts.get("peer")), None)
+    if wrong is not None and group.same_host and len(group.gpus) > 1:
+        # The byte check names no pair: every pair of the group is suspect, NVLink ones too.
+        group.p2p_broken_pairs = list(itertools.combinations(sorted(group.gpus), 2))
+        group.p2p_caveat = (
+            f"nvbandwidth's byte check found a GPU-to-GPU copy on this box delivering wrong data "
+            f"({', '.join(wrong.facts.get('tests') or ['a device-to-device test'])}; it does not say which pair): "
+            "do not trust training across these GPUs until it passes (`gputopo doctor`: the IOMMU, ACS, the driver "
+            "and Fabric Manager); meanwhile NCCL_P2P_DISABLE=1 (in the environment above) keeps NCCL off peer copies")
+        group.cross_device_ops_reason += "; with NCCL_P2P_DISABLE=1 until peer copies pass, NCCL's rings copy through host memory"
+        return
     if not broken or not group.same_host:
         return
     group.p2p_broken_pairs = broken
@@ -270,6 +282,9 @@ def _choose_cross_device_ops(problem: Problem, group: GroupAdvice) -> None:
         )
         return
     _set_ops(group, *_single_host_ops(problem.links, group.gpus, group.ring))
+    if problem.topology is not None and any(n.code == "pcie-only-matrix" for n in problem.topology.reading_notes):
+        group.cross_device_ops_reason += ("; the path words are `nvidia-smi topo -mp`'s, which shows no NVLink: "
+                                          "pairs NVLink joins peer whatever their word")
 
 
 def _single_host_ops(links: Any, gpus: list[int], ring: list[int]) -> tuple[str, str]:

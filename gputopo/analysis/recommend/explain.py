@@ -231,6 +231,10 @@ def recommendation_notes(topology: Topology, problem: Problem, k: int) -> list[s
                  if problem.measured else f"Every pair has the same bandwidth (~{format_gbps(problem.max_weight / CENTI)} GB/s)")
         notes.append(f"{alike}: any {k} GPUs are as good for all-reduce; placement decides only how many CPUs, NUMA "
                      "nodes or hosts the group spans.")
+    if any(note.code == "pcie-only-matrix" for note in topology.reading_notes):
+        notes.append("The matrix is `nvidia-smi topo -mp` (PCIe paths only): NVLinks between these GPUs, if any, are "
+                     "not in it, so the figures and the ranking are PCIe's (and pairs NVLink joins can peer); "
+                     "`nvidia-smi topo -m` shows them.")
     if topology.source == "tf-log":
         notes.append(_tf_numbering_note(topology))
     if topology.is_reference:

@@ -167,3 +167,17 @@ def test_the_plans_lines_wrap_instead_of_running_off_the_page():
     page = render_report(topo, recommend(topo, 4))
     assert '<pre id="plan-lines">' in _section(page, "plan")
     assert "#plan pre{white-space:pre-wrap;overflow-wrap:anywhere}" in page
+
+
+def test_not_known_names_topo_m_only_where_the_source_is_topo_m():
+    """A p2pBandwidthLatencyTest output is not `nvidia-smi topo -m`: its P2P sentence says what tells."""
+    from conftest import OWN_FIXTURES
+
+    from gputopo.analysis.scan_result import scan_result
+    from gputopo.sources import TopologyRequest, resolve
+    from gputopo.views.report import unknowns
+
+    paste = OWN_FIXTURES / "corpus" / "p2pbw" / "nccl814_6x_rtx4090_p2p_slower_than_staged_cut.txt"
+    said = unknowns(scan_result(resolve(TopologyRequest(from_files=(str(paste),)))))
+    assert "P2P support is not in the source (`nvidia-smi topo -p2p r` says it)." in said
+    assert not any("topo -m" in line for line in said)

@@ -298,6 +298,15 @@ def test_epyc_nps4_text_says_numa_nodes_not_qpi() -> None:
     assert "QPI" not in rest and "UPI" not in rest and "socket" not in rest
 
 
+def test_one_gpu_per_numa_node_has_no_group_to_train_within() -> None:
+    """8 RTX 4090s on the 8 NUMA nodes of an NPS4 pair of EPYCs: every pair crosses, so no "train
+    within one group" where each group is one GPU."""
+    cross = _corpus_codes("blog_8x_rtx4090_all_sys_nps4_eight_numa_4nic.txt")["cross-socket"]
+    assert cross.message.startswith("GPU groups 0 | 1 | 2 | 3 | 4 | 5 | 6 | 7 are on different NUMA nodes")
+    assert "within one group" not in cross.fix and "no two GPUs share a NUMA node" in cross.fix
+    assert "train on GPUs within one group" in _by_code(two_socket_4())["cross-socket"].fix
+
+
 def test_nps4_reference_knows_its_sockets() -> None:
     cross = _by_code(load_reference("dgx-a100"))["cross-socket"]
     assert "different NUMA nodes (3, 1, 7 and 5) on CPU sockets 0, 0, 1 and 1" in cross.message
@@ -413,3 +422,13 @@ def test_soc_pairs_are_called_different_sockets_not_hedged_numa_nodes() -> None:
     message = f["cross-socket"].message
     assert message.startswith("GPUs 0,1 and 2,3 are on different CPU sockets") and "does not say" not in message
     assert "QPI" not in message  # the text names no interconnect (a POWER8 has X-bus)
+
+
+def test_a_log_where_nccl_chose_p2p_between_gpus_that_cannot_peer_does_not_say_it_uses_shm() -> None:
+    """horovod#785 (NCCL 2.3, two processes): NCCL chose P2P/IPC, CUDA refused (64): p2p-ns must not say
+    NCCL 'does not try P2P' there, which the same log shows it did."""
+    from gputopo.sources.tools import nccl_log
+
+    path = SHARED_FIXTURES.parent / "corpus" / "nccl_log" / "horovod785_nccl23_two_processes_ring_p2p_ipc_open_failed.log"
+    f = _by_code(nccl_log.read(path.read_text(), path.name))
+    assert "does not try P2P" not in f["p2p-ns"].message and "NCCL choosing P2P between 0-1" in f["p2p-ns"].message

@@ -50,6 +50,19 @@ def test_in_passthrough_the_kernel_set_it_and_each_finding_carries_the_whole_fix
     assert all("`pci=disable_acs_redir=0000:19:08.0;0000:87:10.0`" in f.fix for f in acs)
 
 
+def test_a_command_line_passing_devices_to_vms_keeps_the_iommu_on():
+    """proc_cmdline_amd_iommu_pt.txt binds a GPU to vfio-pci for a VM: no `amd_iommu=off` in the fix."""
+    cmdline = (DOCTOR_FIXTURES / "proc_cmdline_amd_iommu_pt.txt").read_text()
+    report = _judge(LSPCI, cmdline)
+    acs = [f for f in report.findings if f.code == "acs-redirect"]
+    assert acs and all("iommu=off" not in f.fix and "vfio-pci.ids=10de:128b,10de:0e0f" in f.fix for f in acs)
+    assert all("`pci=disable_acs_redir=0000:19:08.0;0000:87:10.0`" in f.fix for f in acs)
+    report = _judge(LSPCI, "BOOT_IMAGE=/vmlinuz-6.8.0 ro intel_iommu=on vfio-pci.ids=10de:1b80\n")
+    (iommu,) = [f for f in report.findings if f.code == "iommu-translating"]
+    assert "iommu=off" not in iommu.fix and "keep the IOMMU on" in iommu.fix
+    assert all("iommu=off" not in f.fix for f in report.findings if f.code == "acs-redirect")
+
+
 def test_a_kernel_older_than_5_1_gets_the_loop_not_the_option_it_lacks(cli):
     """Newcomer review: the V100 box runs Linux 4.15 (dmesg's first line), which has no
     pci=disable_acs_redir=; the fix says so and gives the setpci loop at every boot, outside GRUB."""

@@ -5,6 +5,7 @@ from __future__ import annotations
 from linktable import cube_mesh_8, link_table, nvswitch, pcie_8
 
 from gputopo.analysis.causes.nvlink_findings import nvlink_fabric
+from gputopo.model import ReadingNote
 
 
 def by_code(topology):
@@ -42,6 +43,13 @@ def test_no_nvlink_only_where_every_link_is_known():
     unknown = pcie_8()
     unknown.links[0].type = "UNKNOWN"
     assert nvlink_fabric(unknown) == []
+
+
+def test_a_pcie_only_matrix_does_not_say_there_is_no_nvlink():
+    """`nvidia-smi topo -mp` shows PCIe paths only (JUWELS Booster's NV4-meshed A100s read SYS there)."""
+    topo = pcie_8()
+    topo.reading_notes.append(ReadingNote("pcie-only-matrix"))
+    assert "no-nvlink" not in by_code(topo)
 
 
 def test_a_cut_paste_names_the_pairs_it_does_not_show_instead_of_every_pair():

@@ -54,6 +54,7 @@ def test_nccl_refused_p2p_and_inactive_nvlinks_and_wrong_collectives():
     nvl = read_text(text_of("nvlink", "nccl1608_3x_h100nvl_topo_then_status_six_inactive_cut.txt"), "nvl")
     inactive = next(f for f in observed_findings(nvl) if f.code == "nvlink-inactive")
     assert inactive.severity == "info" and "4, 5, 10, 11, 16, 17" in inactive.message  # NV12 bridge, 12 up
+    assert "normal for this card" in inactive.message and inactive.fix is None  # no bridge to reseat: all 12 are up
     nvl.link(0, 1).type, nvl.link(0, 1).nvlink_count = "NV18", 18
     assert next(f for f in observed_findings(nvl) if f.code == "nvlink-inactive").severity == "warning"
     run = CollectiveRun("all_reduce", gpus=[0, 1], rows=[CollectiveRow(size_bytes=8, out_wrong=0, in_wrong=2)])

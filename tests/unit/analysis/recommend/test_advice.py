@@ -260,3 +260,16 @@ def test_pcie_pairs_across_a_host_bridge_are_beyond_nccls_default_p2p_level():
         PIX  X
     """)
     assert "NCCL_P2P_LEVEL" not in recommend(pix, 2).best.cross_device_ops_reason
+
+
+def test_a_box_whose_peer_copies_delivered_wrong_data_gets_a_caveat_and_p2p_off():
+    """nvbandwidth#34: 8 A100 SXM, the D2D read test stopped at its byte check. The plan must not hand
+    out a NCCL-over-P2P command as if nothing were wrong."""
+    from conftest import OWN_FIXTURES
+
+    paste = OWN_FIXTURES / "corpus" / "nvbandwidth" / "nvbandwidth34_8x_a100_sxm_read_ce_pattern_assert.txt"
+    best = recommend(resolve(TopologyRequest(from_files=(str(paste),))), 4).best
+    assert "delivering wrong data" in best.p2p_caveat and best.env.get("NCCL_P2P_DISABLE") == "1"
+    assert best.p2p_broken_pairs == [(0, 1), (0, 2), (0, 3), (1, 2), (1, 3), (2, 3)]
+    healthy = recommend(two_socket_4(), 2).best
+    assert not healthy.p2p_caveat and "NCCL_P2P_DISABLE" not in healthy.env

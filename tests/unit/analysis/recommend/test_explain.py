@@ -51,6 +51,16 @@ def test_links_the_source_does_not_name_are_not_called_alike():
     assert "not known" in ring_summary(rec.best) and "assumed" in ring_summary(rec.best)
 
 
+def test_a_pcie_only_matrix_says_its_figures_leave_nvlink_out():
+    """JUWELS Booster's `topo -mp`: NV4-meshed A100s read SYS; the ranking is PCIe's and says so."""
+    from conftest import OWN_FIXTURES
+
+    paste = OWN_FIXTURES / "corpus" / "topo" / "juwels_booster_4xa100_topo_mp_shell_comment_4nic_nps4.txt"
+    rec = recommend(resolve(TopologyRequest(from_files=(str(paste),))), 2)
+    assert any("`nvidia-smi topo -mp` (PCIe paths only)" in note for note in rec.notes)
+    assert "pairs NVLink joins peer whatever their word" in rec.best.cross_device_ops_reason  # SYS's guess hedged
+
+
 def test_hops_that_round_alike_say_what_differs_not_twelve_against_twelve():
     """A real 4-GPU box (NVIDIA/nccl#667): a PIX pair and a PXB pair, both ~12 GB/s once rounded. The
     reason says the estimate charges a little for the extra bridges, not "~12 against ~12"."""
