@@ -107,7 +107,9 @@ def names_on_one_line(topology: Topology) -> Topology:
     always reads back (one such name made it refuse its own file: ``control character``). Free text
     (messages, evidence, notes) keeps its lines, as a snapshot does."""
     for name in _NAMED_PARTS:
-        setattr(topology, name, _one_line(getattr(topology, name), 0))
+        cleaned = _one_line(getattr(topology, name), 0)
+        if cleaned is not getattr(topology, name):
+            setattr(topology, name, cleaned)
     if topology.fabric is not None:  # fresh lookups (a node's id may have changed)
         topology.fabric = type(topology.fabric)(nodes=list(topology.fabric.nodes), edges=list(topology.fabric.edges))
     for f in dataclasses.fields(topology):
@@ -122,8 +124,12 @@ def _one_line(value: Any, depth: int) -> Any:
         return one_line(value)
     if depth > 8:  # (our model nests a few levels; nothing here comes from a document's nesting)
         return value
-    if isinstance(value, list):
-        return [_one_line(item, depth + 1) for item in value]
+    if isinstance(value, list):  # in place: the topology's lists keep their identity (its caches key on it)
+        for position, item in enumerate(value):
+            cleaned = _one_line(item, depth + 1)
+            if cleaned is not item:
+                value[position] = cleaned
+        return value
     if isinstance(value, dict):
         return {_one_line(k, depth + 1): _one_line(v, depth + 1) for k, v in value.items()}
     if dataclasses.is_dataclass(value) and not isinstance(value, type):

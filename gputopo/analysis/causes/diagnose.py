@@ -46,8 +46,8 @@ from gputopo.analysis.place.locality import (
     SYS_MEANING,
     link_sides,
     numa_crossing_links,
-    same_socket,
     socket_groups,
+    sockets_shown_apart,
     sockets_known,
     vm_evidence,
 )
@@ -131,7 +131,7 @@ def _where(topology: Topology, groups: list[list[int]]) -> tuple[str, str, str, 
     if len(groups) == 2 and sockets and sockets[0] != sockets[1]:
         where = "different CPU sockets" + (f" (NUMA nodes {nodes[0]} and {nodes[1]})" if nodes else "")
         return where, "the other socket", interconnect or DEFAULT_INTERCONNECT, "socket"
-    if len(groups) == 2 and not sockets and all(same_socket(topology, a, b) is False for a in groups[0] for b in groups[1]):
+    if len(groups) == 2 and not sockets and sockets_shown_apart(topology, groups[0], groups[1]):
         # The text shows the sockets apart though it does not number them (the old word SOC, whose legend
         # says "the SMP link between CPU sockets"; CPU sets no one socket holds): no NUMA hedge to add.
         where = "different CPU sockets" + (f" (NUMA nodes {nodes[0]} and {nodes[1]})" if nodes else "")
@@ -241,10 +241,12 @@ def _lump_unplaced(topology: Topology, groups: list[list[int]]) -> tuple[list[li
     """The GPUs alone in their group only because the source does not say how they connect to each other
     (the rows a cut paste lacks: pairs UNKNOWN, no NUMA node) put in one group, said as such: never called
     "on different NUMA nodes" from each other. Returns the groups and that group (None where none)."""
-    links = topology.link_map()
     singles = [grp[0] for grp in groups if len(grp) == 1]
-    unplaced = [g for g in singles if topology.gpu(g).numa_node is None and any(
-        h != g and (g, h) in links and links[(g, h)].type == "UNKNOWN" for h in singles)]
+    loose = [g for g in singles if topology.gpu(g).numa_node is None]
+    if len(loose) < 2:  # (the pair lookup below only where there are such GPUs: a domain has none)
+        return groups, None
+    unplaced = [g for g in loose if any(h != g and topology.has_link(g, h) and topology.link(g, h).type == "UNKNOWN"
+                                        for h in singles)]
     if len(unplaced) < 2:
         return groups, None
     return [grp for grp in groups if not (len(grp) == 1 and grp[0] in unplaced)] + [unplaced], unplaced

@@ -230,6 +230,17 @@ def same_socket(topology: Topology, a: int, b: int) -> bool | None:
     return None
 
 
+def sockets_shown_apart(topology: Topology, one: list[int], other: list[int]) -> bool:
+    """Whether ``same_socket`` is False for every pair across two groups: only where the text can
+    show it (the old word SOC, or CPU sets no one socket holds), so a domain of 165,600 links is not
+    indexed pair by pair to learn that it cannot."""
+    a, b = topology.gpu(one[0]), topology.gpu(other[0])
+    if (_text_fact(topology, SOC_CODE) is None and not _too_many_cpus_for_one_socket(a, b)
+            and (a.socket is None or b.socket is None) and a.host == b.host):
+        return False  # nothing that could say False for this pair, so not for every pair
+    return all(same_socket(topology, a, b) is False for a in one for b in other)
+
+
 def _real_layout(topology: Topology) -> bool:
     """Positive evidence that the matrix is the host's own, not a hypervisor's flat view: a PCIe
     switch between devices (PIX, PXB), or GPUs whose affinities differ."""

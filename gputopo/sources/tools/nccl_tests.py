@@ -52,7 +52,7 @@ _AVG_RE = re.compile(r"Avg bus bandwidth\s*:\s*([0-9.eE+-]+)")
 
 def sniff(text: str) -> bool:
     """Whether the text holds an nccl-tests table (its column header) or its ``Using devices`` lines."""
-    if _HEADER_RE.search(text) is not None:
+    if "busbw" in text and _HEADER_RE.search(text) is not None:  # (the header's word first: a cheap no)
         # A header without a row or a device line among NCCL_DEBUG lines (the log interleaves with the
         # table's first lines, and the paste ends there) is the NCCL log's: that reader says the cut.
         return not ("NCCL INFO" in text and header_without_rows(text))

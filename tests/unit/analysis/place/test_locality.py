@@ -113,3 +113,24 @@ def test_link_sides_in_columns_say_what_each_link_says():
         expected = _link_by_link(topology)
         assert link_sides(topology) == expected, topology.label
         assert [link for link in topology.links if link_crosses_numa(topology, link)] == expected.crossing
+
+
+def test_sockets_are_shown_apart_only_where_the_text_can_show_it():
+    """The guard only spares work: the answer is every cross pair's same_socket being False."""
+    from conftest import OWN_FIXTURES
+
+    from gputopo.analysis.place.locality import same_socket, socket_groups, sockets_shown_apart
+    from gputopo.sources.reference import load_reference
+    from gputopo.sources.registry import read_text
+
+    corpus = OWN_FIXTURES / "corpus" / "topo"
+    shown = []
+    for topology in [read_text((corpus / name).read_text(), name) for name in (
+            "k80_4gpu_soc_header_and_legend_unindented.txt", "dgx1_p100_8gpu_nv1_mangled_header_soc.txt",
+            "rtx4090_8gpu_all_sys_same_numa_2nic_tabs.txt")] + [two_socket_4(), load_reference("dgx1")]:
+        groups = socket_groups(topology)
+        if len(groups) == 2:
+            every = all(same_socket(topology, a, b) is False for a in groups[0] for b in groups[1])
+            assert sockets_shown_apart(topology, groups[0], groups[1]) is every
+            shown.append(every)
+    assert True in shown and False in shown
