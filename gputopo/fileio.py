@@ -130,7 +130,8 @@ def _checked_target(path: str | os.PathLike[str]) -> tuple[Path, Path | None]:
         raise InputError("the output file name is empty")
     text = os.fspath(path)
     if text.endswith(("/", "/.", "/..")) or text in (".", ".."):  # Path() would drop the slash: "out/" -> file "out"
-        raise InputError(f"cannot write {text}: the name names a folder; give a file name")
+        what = "it is a folder" if os.path.isdir(text) else "the name names a folder"
+        raise InputError(f"cannot write {text}: {what}; give a file name")
     path = Path(path)
     shown = str(path)
     refused, walked = _walk(path)
