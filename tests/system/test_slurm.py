@@ -212,12 +212,13 @@ def _our_processes(root: Path, pids: list[int]) -> list[str]:
     return left
 
 
-@pytest.fixture(scope="module")
-def slurm_cluster(tmp_path_factory):
-    missing = [name for name in BINARIES if _which(name) is None]
+def cluster_root(tmp_path_factory, name: str) -> tuple[Path, Path, Path]:
+    """A fresh folder for one loopback cluster (skipped where Slurm is not installed or not root):
+    (the folder, munge's key, munge's socket), with munge's, slurmctld's and slurmd's folders."""
+    missing = [binary for binary in BINARIES if _which(binary) is None]
     if missing or os.geteuid() != 0:
         pytest.skip(SKIP_REASON)
-    root = tmp_path_factory.mktemp("slurm")
+    root = tmp_path_factory.mktemp(name)
     root.chmod(0o755)
     for folder in ("munge", "state", "spool"):
         (root / folder).mkdir()
@@ -225,17 +226,28 @@ def slurm_cluster(tmp_path_factory):
     key = root / "munge" / "munge.key"
     key.write_bytes(os.urandom(1024))
     key.chmod(0o400)
-    munge_socket = root / "munge" / "socket"
+    return root, key, root / "munge" / "socket"
+
+
+def start_munged_and_slurmctld(cluster: SlurmCluster, key: Path, munge_socket: Path) -> None:
+    """munged on the cluster's own key and socket, then slurmctld on its slurm.conf."""
+    root = cluster.root
+    cluster.start("munged", [_which("munged"), "--foreground", "--force", f"--socket={munge_socket}",
+                             f"--key-file={key}", f"--pid-file={root}/munge/munged.pid",
+                             f"--log-file={root}/munged.log", f"--seed-file={root}/munge/seed"])  # fmt: skip
+    _wait_for("munged's socket", munge_socket.exists, cluster)
+    cluster.start("slurmctld", [_which("slurmctld"), "-D", "-f", str(cluster.conf)])
+
+
+@pytest.fixture(scope="module")
+def slurm_cluster(tmp_path_factory):
+    root, key, munge_socket = cluster_root(tmp_path_factory, "slurm")
     ctld_port, slurmd_port = _free_port_pair(), _free_port_pair()
     conf = root / "slurm.conf"
     conf.write_text(_slurm_conf(root, munge_socket, ctld_port, slurmd_port), encoding="utf-8")
     cluster = SlurmCluster(root=root, conf=conf, holder=_private_network())
     try:
-        cluster.start("munged", [_which("munged"), "--foreground", "--force", f"--socket={munge_socket}",
-                                 f"--key-file={key}", f"--pid-file={root}/munge/munged.pid",
-                                 f"--log-file={root}/munged.log", f"--seed-file={root}/munge/seed"])  # fmt: skip
-        _wait_for("munged's socket", munge_socket.exists, cluster)
-        cluster.start("slurmctld", [_which("slurmctld"), "-D", "-f", str(conf)])
+        start_munged_and_slurmctld(cluster, key, munge_socket)
         cluster.start("slurmd", [_which("slurmd"), "-D", "-f", str(conf), "-N", NODE])
         _wait_for(f"node {NODE} idle in sinfo",
                   lambda: cluster.run("sinfo", "-h", "-N", "-o", "%t").stdout.strip() == "idle", cluster)  # fmt: skip

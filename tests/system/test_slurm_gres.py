@@ -21,9 +21,7 @@ from pathlib import Path
 import pytest
 
 from system.test_slurm import (  # a sibling test module (tests/ is on sys.path)
-    BINARIES,
     NODE,
-    SKIP_REASON,
     SlurmCluster,
     _free_port_pair,
     _private_network,
@@ -31,6 +29,8 @@ from system.test_slurm import (  # a sibling test module (tests/ is on sys.path)
     _tear_down,
     _wait_for,
     _which,
+    cluster_root,
+    start_munged_and_slurmctld,
 )
 
 TYPE = "tesla_v100-sxm2-16gb"
@@ -61,18 +61,7 @@ def _gres_conf(root) -> str:
 
 @pytest.fixture(scope="module")
 def gres_cluster(tmp_path_factory):
-    missing = [name for name in BINARIES if _which(name) is None]
-    if missing or os.geteuid() != 0:
-        pytest.skip(SKIP_REASON)
-    root = tmp_path_factory.mktemp("slurm-gres")
-    root.chmod(0o755)
-    for folder in ("munge", "state", "spool"):
-        (root / folder).mkdir()
-    (root / "munge").chmod(0o700)
-    key = root / "munge" / "munge.key"
-    key.write_bytes(os.urandom(1024))
-    key.chmod(0o400)
-    munge_socket = root / "munge" / "socket"
+    root, key, munge_socket = cluster_root(tmp_path_factory, "slurm-gres")
     gres = _gres_conf(root)
     (root / "gres.conf").write_text(gres, encoding="utf-8")
     conf_text = _slurm_conf(root, munge_socket, _free_port_pair(), _free_port_pair())
@@ -83,11 +72,7 @@ def gres_cluster(tmp_path_factory):
     conf.write_text("GresTypes=gpu\n" + conf_text, encoding="utf-8")
     cluster = SlurmCluster(root=root, conf=conf, holder=_private_network())
     try:
-        cluster.start("munged", [_which("munged"), "--foreground", "--force", f"--socket={munge_socket}",
-                                 f"--key-file={key}", f"--pid-file={root}/munge/munged.pid",
-                                 f"--log-file={root}/munged.log", f"--seed-file={root}/munge/seed"])  # fmt: skip
-        _wait_for("munged's socket", munge_socket.exists, cluster)
-        cluster.start("slurmctld", [_which("slurmctld"), "-D", "-f", str(conf)])
+        start_munged_and_slurmctld(cluster, key, munge_socket)
         cluster.start("slurmd", [_which("slurmd"), "-D", "-f", str(conf), "-N", NODE])
         _wait_for(f"node {NODE} idle in sinfo",
                   lambda: cluster.run("sinfo", "-h", "-N", "-o", "%t").stdout.strip() == "idle", cluster)  # fmt: skip
