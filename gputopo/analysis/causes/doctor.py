@@ -68,16 +68,13 @@ def _slow_gpu_causes(report: DoctorReport) -> None:
     slow to every peer whose own link doctor found trained narrow or slow
     (``slow_gpu_findings.link_slow_gpu_causes``); P2P slower than staged copies where doctor found
     the IOMMU translating or ACS redirecting (``observed_findings.P2P_CAUSES``, the root cause first)."""
-    link_slow_gpu_causes(report.findings)
+    for finding, cause in link_slow_gpu_causes(report.findings):
+        report.causes[id(finding)] = cause
     for finding in report.findings:
-        if finding.code == "gpu-slow-to-every-peer" and finding.caused_by is not None:
-            cause = next((c for c in report.findings if c.code == finding.caused_by and set(finding.gpus) <= set(c.gpus)), None)
-        elif finding.code == "p2p-slower-than-staged" and id(finding) not in report.causes:
+        if finding.code == "p2p-slower-than-staged" and id(finding) not in report.causes:
             cause = next((c for code in P2P_CAUSES for c in report.findings if c.code == code.removeprefix("doctor-")), None)
-        else:
-            continue
-        if cause is not None:
-            report.causes[id(finding)] = cause
+            if cause is not None:
+                report.causes[id(finding)] = cause
 
 
 # "narrow-link": what doctor --from a pasted lspci wrote for "downtrained" before one wording (old saved files).

@@ -87,10 +87,12 @@ def _finding(gpu: int, ratios: list[tuple[int, float, float]], staged: bool) -> 
 _LINK_CAUSES = ("pcie-link-narrow", "pcie-link-slow")
 
 
-def link_slow_gpu_causes(findings: list[Finding], others: list[Finding] = ()) -> None:
+def link_slow_gpu_causes(findings: list[Finding], others: list[Finding] = ()) -> list[tuple[Finding, Finding]]:
     """Each ``gpu-slow-to-every-peer`` that a finding on the GPU's own link explains (in ``findings``
-    or ``others``) is ``caused_by`` it and says so; its fix is then that finding's."""
+    or ``others``) is ``caused_by`` it and says so; its fix is then that finding's. Returns the
+    (finding, its cause) pairs joined."""
     causes = [f for f in (*findings, *others) if f.code.removeprefix("doctor-") in _LINK_CAUSES]
+    joined = []
     for finding in findings:
         if finding.code != "gpu-slow-to-every-peer" or finding.caused_by is not None:
             continue
@@ -99,3 +101,5 @@ def link_slow_gpu_causes(findings: list[Finding], others: list[Finding] = ()) ->
             finding.caused_by = cause.code
             finding.message += f" ({cause.code} found that link: the cause)"
             finding.fix = f"see {cause.code}"
+            joined.append((finding, cause))
+    return joined
