@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from gputopo.train.config import INTERRUPTED_EXIT_CODE, started_marker
+from gputopo.train.native_log import LOG_ENV
 
 ORPHAN_GRACE_S = 30.0  # a child whose parent died stops and saves; one still running after this ends itself
 PARENT_FD_ENV = "GPUTOPO_PARENT_FD"  # the read end of the parent-liveness pipe in a child
@@ -112,17 +113,21 @@ def parent_gone() -> bool:
 
 
 def orphan_cleanup(result_file: str | None) -> None:
-    """What a child of a dead parent leaves no more: its result file and start-up marker, its own
+    """What a child of a dead parent leaves no more: its result file, start-up marker and native log, its own
     temporary folder (its ``TMPDIR``, where that is the one the parent made for it in the same
     folder), and the parent's temporary folder once it is empty (the last child removes it)."""
     if not result_file:
         return
-    for path in (Path(result_file), started_marker(result_file)):
+    folder = Path(result_file).parent
+    paths = [Path(result_file), started_marker(result_file)]
+    native_log = os.environ.get(LOG_ENV)  # the TensorFlow log this child opened, beside its result
+    if native_log and Path(native_log).parent == folder:
+        paths.append(Path(native_log))
+    for path in paths:
         try:
             os.unlink(path)
         except OSError:
             pass
-    folder = Path(result_file).parent
     own_temp = Path(os.environ.get("TMPDIR") or "/")
     if folder.name.startswith(TEMP_PREFIX) and own_temp.parent == folder and own_temp.name.startswith(CHILD_TEMP_PREFIX):
         shutil.rmtree(own_temp, ignore_errors=True)  # links in it are removed, never followed

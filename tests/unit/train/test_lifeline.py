@@ -129,6 +129,27 @@ def test_an_orphan_removes_its_own_temporary_folder_and_no_other(tmp_path, monke
     assert (other / "keep").exists() and not run.exists()
 
 
+def test_an_orphan_removes_its_native_log_beside_its_result_and_no_other_file(tmp_path, monkeypatch):
+    """A parent killed early (SIGKILL, before any result): the child's TensorFlow log, which it opened
+    beside its result, kept the run's folder from being removed; a log named elsewhere stays."""
+    run = tmp_path / "gputopo-train-1-abc"
+    run.mkdir()
+    (run / "result-0.json").write_text("{}")
+    (run / "result-0.tf.log").write_text("")
+    monkeypatch.delenv("TMPDIR", raising=False)
+    monkeypatch.setenv("GPUTOPO_TF_LOG", str(run / "result-0.tf.log"))
+    orphan_cleanup(str(run / "result-0.json"))
+    assert not run.exists()
+
+    elsewhere = tmp_path / "mine.log"
+    elsewhere.write_text("")
+    run.mkdir()
+    (run / "result-1.json").write_text("{}")
+    monkeypatch.setenv("GPUTOPO_TF_LOG", str(elsewhere))
+    orphan_cleanup(str(run / "result-1.json"))
+    assert elsewhere.exists() and not run.exists()
+
+
 def test_each_child_temporary_folder_is_private(tmp_path):
     folder = Path(supervise.child_temp_folder(tmp_path, 3))
     assert folder == tmp_path / "tmp-3" and (folder.stat().st_mode & 0o777) == 0o700
