@@ -28,6 +28,28 @@ def corpus_known_gaps() -> dict[str, str]:
     return gaps
 
 
+def process_alive(pid: int) -> bool:
+    """Whether process ``pid`` runs (a zombie has ended: only its parent has not read its status)."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+def assert_process_ends(pid: int, within_s: float, outlived: str) -> None:
+    """Wait up to ``within_s`` for ``pid`` to end; if it has not, kill it and fail with ``outlived``."""
+    import os
+    import signal
+    import time
+
+    deadline = time.monotonic() + within_s
+    while time.monotonic() < deadline and process_alive(pid):
+        time.sleep(0.1)
+    if process_alive(pid):
+        os.kill(pid, signal.SIGKILL)
+        pytest.fail(outlived)
+
+
 def assert_one_error_line(result, exit_code: int = 2) -> str:
     """A user error: exactly one line ``gputopo: error: ...``, the exit code, no traceback. Returns the line."""
     lines = [line for line in result.output.strip().splitlines() if line.strip()]

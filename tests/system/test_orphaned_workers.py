@@ -12,6 +12,7 @@ import time
 from pathlib import Path
 
 import pytest
+from conftest import process_alive
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -31,11 +32,6 @@ def _workers_of(parent_pid: int) -> list[int]:
     return found
 
 
-def _alive(pid: int) -> bool:
-    try:
-        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
-    except OSError:
-        return False
 
 
 def test_workers_of_a_killed_parent_stop_within_the_grace(tmp_path):
@@ -61,12 +57,12 @@ def test_workers_of_a_killed_parent_stop_within_the_grace(tmp_path):
         parent.kill()
         parent.wait()
         deadline = time.monotonic() + 90  # the grace (5 s) plus a save and TF's exit on 2 busy cores
-        while any(_alive(pid) for pid in workers) and time.monotonic() < deadline:
+        while any(process_alive(pid) for pid in workers) and time.monotonic() < deadline:
             time.sleep(0.2)
-        assert not any(_alive(pid) for pid in workers), "a worker outlived its parent"
+        assert not any(process_alive(pid) for pid in workers), "a worker outlived its parent"
         assert list(tmp_path.glob("gputopo-train-*")) == [], "the run's temporary folder was left behind"
     finally:
         parent.kill()
         for pid in workers:
-            if _alive(pid):
+            if process_alive(pid):
                 os.kill(pid, signal.SIGKILL)

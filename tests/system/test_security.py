@@ -13,7 +13,7 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import REPO
+from conftest import REPO, assert_process_ends
 
 from gputopo.train.launch.netns import PrivateNetwork, PrivateNetworkUnavailable
 
@@ -178,22 +178,10 @@ def test_a_watched_command_that_ignores_sigterm_dies_with_gputopo(tmp_path: Path
         time.sleep(0.5)
         parent.send_signal(sig)
         parent.wait(30)
-        deadline = time.monotonic() + 20  # (the 5 s grace, then SIGKILL)
-        while time.monotonic() < deadline and _alive(child):
-            time.sleep(0.1)
-        alive = _alive(child)
-        if alive:
-            os.kill(child, signal.SIGKILL)
-        assert not alive, f"the watched command outlived gputopo ({sig.name})"
+        assert_process_ends(child, 20, f"the watched command outlived gputopo ({sig.name})")  # (5 s grace, then SIGKILL)
     finally:
         if parent.poll() is None:
             parent.kill()
             parent.wait()
 
 
-def _alive(pid: int) -> bool:
-    try:
-        with open(f"/proc/{pid}/stat") as stat_file:
-            return stat_file.read().rsplit(")", 1)[1].split()[0] != "Z"
-    except OSError:
-        return False

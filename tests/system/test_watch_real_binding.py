@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import REPO
+from conftest import REPO, assert_process_ends
 from system.test_fake_libnvml import build_library  # a sibling test module (tests/ is on sys.path)
 
 from gputopo.sources.reference import load_reference
@@ -129,16 +129,7 @@ def test_sigterm_to_gputopo_stops_a_command_that_ignores_sigterm(libnvml, tmp_pa
         child = int(pid_file.read_text())
         parent.send_signal(signal.SIGTERM)
         parent.wait(60)
-        gone = time.monotonic() + 30
-        while time.monotonic() < gone:
-            try:
-                os.kill(child, 0)
-            except ProcessLookupError:
-                break
-            time.sleep(0.1)
-        else:
-            os.kill(child, signal.SIGKILL)
-            pytest.fail("the watched command outlived gputopo")
+        assert_process_ends(child, 30, "the watched command outlived gputopo")
         assert parent.returncode == 143 and "Traceback" not in parent.stderr.read()
     finally:
         parent.kill()

@@ -11,7 +11,7 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import assert_one_error_line
+from conftest import assert_one_error_line, assert_process_ends
 from doctor_trees import real_acs_controls, two_gpus_under_root_ports
 
 from gputopo.errors import InputError
@@ -184,15 +184,7 @@ def test_sigterm_during_gather_stops_nvidia_smi_and_its_children_and_writes_noth
     _, err = proc.communicate(timeout=60)
     assert proc.returncode == 143 and err.count("\n") == 1 and "terminated (SIGTERM)" in err, err
     assert not out.exists()
-    for _ in range(50):
-        try:
-            os.kill(grandchild, 0)
-        except ProcessLookupError:
-            break
-        time.sleep(0.1)
-    else:
-        os.kill(grandchild, signal.SIGKILL)
-        pytest.fail("nvidia-smi's child outlived gather")
+    assert_process_ends(grandchild, 5, "nvidia-smi's child outlived gather")
 
 
 def test_scan_reads_the_topology_a_gather_archive_holds(tmp_path, cli):
