@@ -189,9 +189,12 @@ def train(
     if dry_run:
         _show_plan(plan, processes, config, json_output)
         return
-    summary = _run(plan, processes, config, json_output, allow_exposed_ports, watch=watching)
-    summary["plan"] = plan.to_dict()
-    _show_summary(summary, json_output)
+    from gputopo.train.launch.supervise import summary_kept
+
+    with summary_kept():  # a SIGTERM once the children have ended waits for the summary
+        summary = _run(plan, processes, config, json_output, allow_exposed_ports, watch=watching)
+        summary["plan"] = plan.to_dict()
+        _show_summary(summary, json_output)
 
 
 def _training_topology(request: "TopologyRequest", config: "TrainConfig") -> "Topology | None":
@@ -315,12 +318,17 @@ def _launch(
         return
     task = launched.tasks[0]
     chief = task.process.config.task_index == 0  # locks the shared checkpoint folder; the others write beside it
-    summary = _run(task.plan, [task.process], task.process.config, json_output, allow_exposed, lock_checkpoints=chief,
-                   watch=watch)
-    summary["plan"] = task.plan.to_dict()
-    summary["launch"] = {"launcher": launcher, "plan_file": launched.plan_file, "task": task.process.label,
-                         "entry": task.entry.to_dict()}  # fmt: skip
-    _show_summary(summary, json_output)
+    from gputopo.train.launch.supervise import summary_kept
+
+    # Under srun --kill-on-bad-exit the first task to exit 130 ends the step by SIGTERM to the others:
+    # once their children have ended, they write their summaries all the same.
+    with summary_kept():
+        summary = _run(task.plan, [task.process], task.process.config, json_output, allow_exposed,
+                       lock_checkpoints=chief, watch=watch)  # fmt: skip
+        summary["plan"] = task.plan.to_dict()
+        summary["launch"] = {"launcher": launcher, "plan_file": launched.plan_file, "task": task.process.label,
+                             "entry": task.entry.to_dict()}  # fmt: skip
+        _show_summary(summary, json_output)
 
 
 def _show_plan(plan: "LaunchPlan", processes: "list[ProcessSpec]", config: "TrainConfig", json_output: bool) -> None:

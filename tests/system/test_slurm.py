@@ -467,13 +467,14 @@ def test_a_term_that_reaches_one_task_only_stops_both_at_one_saved_step(slurm_cl
     while _training_children(folder) and time.monotonic() < deadline_s:
         time.sleep(0.5)
     assert not _training_children(folder), "the run's training children did not end"
-    stopped = json.loads((folder / "task-1.out").read_text())
-    assert stopped["status"] == "interrupted", _errors(folder)
+    # Whichever task exits first with 130, srun ends the step by SIGTERM to the other: its summary is
+    # still written (before, the second task's parent died of it at random: no summary, CI red).
+    assert all((folder / f"task-{t}.out").read_text().strip() for t in range(2)), (
+        f"a task ended before its summary\n{_errors(folder)}\n{_children_state(folder)}")
+    chief, stopped = _results(folder)
+    assert stopped["status"] == chief["status"] == "interrupted", _errors(folder)
     saved = sorted(int(p.name[len("ckpt-"):-len(".index")]) for p in checkpoint_dir.glob("ckpt-*.index"))
     assert saved == [stopped["steps"]], f"saved {saved}, stopped at {stopped['steps']}\n{_errors(folder)}"
-    chief_out = (folder / "task-0.out").read_text().strip()
-    if chief_out:  # srun may end task 0 once task 1 has exited: after the save, maybe before its summary
-        chief = json.loads(chief_out)
-        assert (chief["steps"], chief["stopped_by"]) == (stopped["steps"], "another worker")
-        assert chief["weights_sha256"] == stopped["weights_sha256"]
+    assert (chief["steps"], chief["stopped_by"]) == (stopped["steps"], "another worker")
+    assert chief["weights_sha256"] == stopped["weights_sha256"]
     assert "gputopo: error" not in _errors(folder)

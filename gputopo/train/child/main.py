@@ -294,18 +294,20 @@ def main(argv: Sequence[str] | None = None) -> int:
         from gputopo.train.lifeline import bind_to_parent
 
         bind_to_parent(stop.request, config.result_file)
-    try:
-        summary = train(config, stop)
-    except GputopoError as exc:
-        write_result(config, {"schema": RESULT_SCHEMA, "error": str(exc), "error_type": type(exc).__name__})
-        return exc.exit_code
-    except KeyboardInterrupt:
-        write_result(config, {"schema": RESULT_SCHEMA, "error": "interrupted before training started", "error_type": "Interrupted"})
-        return INTERRUPTED_EXIT_CODE
+    try:  # the handlers stay until the result is written: a late stop signal cannot cut it short
+        try:
+            summary = train(config, stop)
+        except GputopoError as exc:
+            write_result(config, {"schema": RESULT_SCHEMA, "error": str(exc), "error_type": type(exc).__name__})
+            return exc.exit_code
+        except KeyboardInterrupt:
+            write_result(config, {"schema": RESULT_SCHEMA, "error": "interrupted before training started",
+                                  "error_type": "Interrupted"})  # fmt: skip
+            return INTERRUPTED_EXIT_CODE
+        write_result(config, summary)
+        return INTERRUPTED_EXIT_CODE if summary["status"] == "interrupted" else 0
     finally:
         stop.uninstall()
-    write_result(config, summary)
-    return INTERRUPTED_EXIT_CODE if summary["status"] == "interrupted" else 0
 
 
 def _exit(code: int) -> None:

@@ -9,6 +9,7 @@ No TensorFlow is imported on this path.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -18,7 +19,7 @@ import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Iterator, Sequence
 
 from gputopo.errors import InputError, TrainingFailed
 from gputopo.train.checkpoints import remove_leftovers, resume_hint
@@ -118,25 +119,51 @@ def _kill_after_grace(children: Sequence[ChildProcess]) -> None:
         child.process.wait()
 
 
+STOP_SIGNALS = (signal.SIGTERM, signal.SIGHUP)
+_summaries_kept: list[bool] = []  # inside ``summary_kept()``: stop signals after the children ended are ignored
+
+
+@contextlib.contextmanager
+def summary_kept() -> Iterator[None]:
+    """Around one run and the writing of its summary: once the training children have ended, SIGTERM
+    and SIGHUP no longer end the parent before the summary (or the failure's one line) is written.
+
+    Nothing is left to stop by then, and the run's outcome is decided. Under Slurm this is the
+    common case, not a corner: ``srun --kill-on-bad-exit`` ends the step as soon as the first task
+    exits with 130 after a stop, by SIGTERM to every other task (SIGKILL only ``KillWait`` later),
+    and the task that exits a moment later lost its summary. The handlers in force before are back
+    on leaving."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = {sig: signal.getsignal(sig) for sig in STOP_SIGNALS}
+    _summaries_kept.append(True)
+    try:
+        yield
+    finally:
+        _summaries_kept.pop()
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+
+
 class _StopSignalsAsInterrupt:
     """While active, SIGTERM and SIGHUP (``kill``, a closed terminal) reach the parent as Ctrl-C does.
 
     Their default action ends the parent at once, leaving its training children running with no
-    one to read their results; as a KeyboardInterrupt they are forwarded like Ctrl-C instead.
+    one to read their results; as a KeyboardInterrupt they are forwarded like Ctrl-C instead. On
+    leaving (every child has ended), they are ignored inside ``summary_kept()``.
     """
-
-    SIGNALS = (signal.SIGTERM, signal.SIGHUP)
 
     def __enter__(self) -> _StopSignalsAsInterrupt:
         self._previous: dict[int, Any] = {}
         if threading.current_thread() is threading.main_thread():
-            for sig in self.SIGNALS:
+            for sig in STOP_SIGNALS:
                 self._previous[sig] = signal.signal(sig, self._raise)
         return self
 
     def __exit__(self, *exc_info: Any) -> None:
         for sig, handler in self._previous.items():
-            signal.signal(sig, handler)
+            signal.signal(sig, signal.SIG_IGN if _summaries_kept else handler)
 
     @staticmethod
     def _raise(signum: int, frame: Any) -> None:
@@ -208,12 +235,15 @@ def _wait_for(
 
 def _exit_code(child: ChildProcess) -> int | None:
     """The child's exit status; a child still running ``EXIT_GRACE_S`` after it wrote its result
-    (stuck in TensorFlow's destructors after a save) is killed, and its result stands."""
+    (stuck in TensorFlow's destructors after a save) is killed, and its result stands. So it does
+    for a child that ended otherwise after its summary was written (a second stop killed it, a late
+    signal): the summary is written last, after every save, so the run's outcome is in it."""
     code = child.process.poll()
     if code is not None:
-        if child.killed_after_result:
+        if code not in (0, INTERRUPTED_EXIT_CODE):
             result = read_result(child) or {}
-            return INTERRUPTED_EXIT_CODE if result.get("status") == "interrupted" else 0
+            if "status" in result and "error" not in result:
+                return INTERRUPTED_EXIT_CODE if result["status"] == "interrupted" else 0
         return code
     if not child.result_file.exists():
         return None

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import signal
 import socket
 import sys
@@ -186,3 +187,70 @@ def test_ctrl_c_in_the_terminal_reaches_the_training_child_once(tmp_path: Path):
     # a child in that group would get two SIGINTs, and a second one means "stop at once".
     assert _stopped_child(tmp_path, signal.SIGINT, whole_group=True) == (0, "SIGINT")
 
+
+
+_PARENT_SIGNALLED_AFTER_THE_RUN = """
+import os, signal, sys
+from pathlib import Path
+from gputopo.train.launch.supervise import run_processes, start_child, summary_kept
+tmp = Path(sys.argv[1])
+child = start_child("training process", [sys.executable, "-c", "pass"], {}, tmp / "r.json")
+with summary_kept():
+    results = run_processes([child], None)
+    os.kill(os.getpid(), signal.SIGTERM)  # srun ending the step: another task exited 130 first
+    os.kill(os.getpid(), signal.SIGHUP)
+    print("summary", results, flush=True)
+os.kill(os.getpid(), signal.SIGTERM)  # outside, the handler in force before is back
+print("not reached", flush=True)
+"""
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="POSIX signals")
+def test_a_stop_signal_after_the_children_ended_waits_for_the_summary(tmp_path: Path):
+    import subprocess
+
+    parent = subprocess.run([sys.executable, "-c", _PARENT_SIGNALLED_AFTER_THE_RUN, str(tmp_path)],
+                            capture_output=True, text=True, timeout=60)  # fmt: skip
+    assert parent.stdout == "summary [{}]\n", parent.stderr
+    assert parent.returncode == -signal.SIGTERM
+
+
+_CHILD_STUCK_AFTER_ITS_RESULT = """
+import json, pathlib, signal, sys, time
+signal.signal(signal.SIGINT, signal.SIG_IGN)  # stuck in TensorFlow's destructors, say
+pathlib.Path(sys.argv[1]).write_text(json.dumps({"status": "interrupted", "steps": 7}))
+pathlib.Path(sys.argv[1] + ".ready").touch()
+time.sleep(120)
+"""
+
+_PARENT_OF_A_STUCK_CHILD = """
+import json, sys
+from pathlib import Path
+from gputopo.train.launch.supervise import run_processes, start_child
+tmp = Path(sys.argv[1])
+child = start_child("training process", [sys.executable, "-c", sys.argv[2], str(tmp / "r.json")], {}, tmp / "r.json")
+print(json.dumps(run_processes([child], None)), flush=True)
+"""
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="POSIX signals")
+def test_a_second_stop_kills_a_child_that_wrote_its_result_and_keeps_the_result(tmp_path: Path):
+    """Two SIGTERMs (the test's, then srun ending the step) while the child, its result written, has
+    not exited yet: killed at the second, it is not "a worker killed by SIGKILL"; its result stands."""
+    import subprocess
+    import time
+
+    parent = subprocess.Popen([sys.executable, "-c", _PARENT_OF_A_STUCK_CHILD, str(tmp_path), _CHILD_STUCK_AFTER_ITS_RESULT],
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)  # fmt: skip
+    try:
+        _poll(lambda: (tmp_path / "r.json.ready").exists() or parent.poll() is not None, 60.0)
+        assert parent.poll() is None, parent.stderr.read()
+        parent.send_signal(signal.SIGTERM)
+        time.sleep(0.5)
+        parent.send_signal(signal.SIGTERM)
+        out, err = parent.communicate(timeout=60)
+    finally:
+        parent.kill()
+        parent.wait()
+    assert parent.returncode == 0, err
+    assert json.loads(out) == [{"status": "interrupted", "steps": 7}]
