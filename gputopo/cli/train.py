@@ -189,12 +189,7 @@ def train(
     if dry_run:
         _show_plan(plan, processes, config, json_output)
         return
-    from gputopo.train.launch.supervise import summary_kept
-
-    with summary_kept():  # a SIGTERM once the children have ended waits for the summary
-        summary = _run(plan, processes, config, json_output, allow_exposed_ports, watch=watching)
-        summary["plan"] = plan.to_dict()
-        _show_summary(summary, json_output)
+    _run_and_show(plan, processes, config, json_output, allow_exposed_ports, watch=watching)
 
 
 def _training_topology(request: "TopologyRequest", config: "TrainConfig") -> "Topology | None":
@@ -227,6 +222,24 @@ def _watch_choice(watch: bool, watch_file: "str | None", dry_run: bool) -> "int 
     if refused is not None:
         raise InputError(f"cannot write --watch-file {watch_file}: {refused}")
     return open_regular(watch_file, os.O_WRONLY | os.O_CREAT | os.O_APPEND, "--watch-file")
+
+
+def _run_and_show(
+    plan: "LaunchPlan", processes: "list[ProcessSpec]", config: "TrainConfig", json_output: bool, allow_exposed: bool,
+    lock_checkpoints: bool = True, watch: "int | str | None" = None, launch: "dict | None" = None,
+) -> None:
+    """Train (``_run``) and show the summary, with the plan (and the launch, under a launcher).
+
+    Under ``summary_kept``: once the children have ended, a SIGTERM waits for the summary. Under
+    ``srun --kill-on-bad-exit`` the first task to exit 130 ends the step by SIGTERM to the others."""
+    from gputopo.train.launch.supervise import summary_kept
+
+    with summary_kept():
+        summary = _run(plan, processes, config, json_output, allow_exposed, lock_checkpoints, watch)
+        summary["plan"] = plan.to_dict()
+        if launch is not None:
+            summary["launch"] = launch
+        _show_summary(summary, json_output)
 
 
 def _run(
@@ -318,17 +331,10 @@ def _launch(
         return
     task = launched.tasks[0]
     chief = task.process.config.task_index == 0  # locks the shared checkpoint folder; the others write beside it
-    from gputopo.train.launch.supervise import summary_kept
-
-    # Under srun --kill-on-bad-exit the first task to exit 130 ends the step by SIGTERM to the others:
-    # once their children have ended, they write their summaries all the same.
-    with summary_kept():
-        summary = _run(task.plan, [task.process], task.process.config, json_output, allow_exposed,
-                       lock_checkpoints=chief, watch=watch)  # fmt: skip
-        summary["plan"] = task.plan.to_dict()
-        summary["launch"] = {"launcher": launcher, "plan_file": launched.plan_file, "task": task.process.label,
-                             "entry": task.entry.to_dict()}  # fmt: skip
-        _show_summary(summary, json_output)
+    launch_json = {"launcher": launcher, "plan_file": launched.plan_file, "task": task.process.label,
+                   "entry": task.entry.to_dict()}  # fmt: skip
+    _run_and_show(task.plan, [task.process], task.process.config, json_output, allow_exposed, lock_checkpoints=chief,
+                  watch=watch, launch=launch_json)  # fmt: skip
 
 
 def _show_plan(plan: "LaunchPlan", processes: "list[ProcessSpec]", config: "TrainConfig", json_output: bool) -> None:
