@@ -30,7 +30,18 @@ def _gbps(value: float | None) -> str:
 
 
 def ring_summary(group: GroupAdvice) -> str:
-    """``"ring 0-1-3-2-0, slowest hop NV1 ~ 20 GB/s"``."""
+    """``"ring 0-1-3-2-0, slowest hop NV1 ~ 20 GB/s"``; where the group's P2P is broken until a fix,
+    both states: ``"... ~ 12 GB/s once P2P is fixed, ~9.9 today (NCCL_P2P_DISABLE=1, measured)"``."""
+    summary = _ring_summary(group)
+    today = group.allreduce_busbw_until_fixed_gbps
+    if today is None or group.bottleneck_gbps is None:
+        return summary
+    hop = min(group.hops, key=lambda h: h.until_fixed_gbps or 0.0)
+    how = "staged copies measured" if hop.until_fixed_basis == "measured" else "staged, estimated"
+    return f"{summary} once P2P is fixed; today ~{_gbps(today)} GB/s ({hop.label}, NCCL_P2P_DISABLE=1: {how})"
+
+
+def _ring_summary(group: GroupAdvice) -> str:
     if group.bottleneck_gbps is None:
         return "one GPU, no ring"
     slowest = min(group.hops, key=lambda h: h.gbps)
@@ -127,6 +138,8 @@ def _render_best(console: Console, rec: Recommendation) -> None:
             (number_list(best.gpus), "bold"),
             ("   " + ring_summary(best), speed_style(best.bottleneck_gbps) if best.bottleneck_gbps is not None else ""),
             f"   all-reduce ~{_gbps(best.allreduce_gbps)} GB/s of gradients (one ring: a floor, NCCL may run more)"
+            + (f"; today ~{_gbps(best.allreduce_until_fixed_gbps)} until P2P is fixed"
+               if best.allreduce_until_fixed_gbps is not None else "")
             if best.allreduce_gbps else "",
         )
     ))

@@ -44,8 +44,10 @@ def test_train_dry_run_launches_what_recommend_printed(cli):
     (process,) = json.loads(result.output)["processes"]
     assert process["env"]["CUDA_VISIBLE_DEVICES"] == best["cuda_visible_devices"] == "0,1,2,3"
     text = " ".join(cli("train", *TOPOLOGY, "--gpus", "4", "--dry-run").output.replace("\u2502", " ").split())
-    # (its slowest hop pairs GPU 0, whose P2P figures are set aside: the estimate, at least, of its link)
-    assert "~9.9 GB/s per direction (at least: estimated where a fact" in text
+    # (its slowest hop, 3-0, is NODE: beyond NCCL's default P2P level, so NCCL's SHM, fixed or not, which the
+    # benchmark's staged copies measure; beside it what the ring gets today, every hop staged)
+    assert "~11.4 GB/s per direction (measured)" in text
+    assert "today, with NCCL_P2P_DISABLE=1 until the fix, ~9.9 GB/s per direction" in text
     assert "expected for its link type" not in text
 
 

@@ -20,13 +20,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from gputopo.analysis.expect.nccl_transport import NCCL_LEVELS, NCCL_PATH_OF_WORD  # (the one table of them)
 from gputopo.model import Finding, Link, NcclTransport, Topology
 from gputopo.notation import pair_list
 
-# NCCL's path types, nearest first (``topoPathTypeStr``); a P2P level lets P2P use paths up to it.
-NCCL_LEVELS = ("LOC", "NVL", "NVB", "C2C", "PIX", "PXB", "P2C", "PXN", "PHB", "SYS")
-# nvidia-smi's PCIe words as NCCL's path types (NCCL's host bridge covers nvidia-smi's PHB and NODE).
-NCCL_PATH_OF_WORD = {"PIX": "PIX", "PXB": "PXB", "PHB": "PHB", "NODE": "PHB", "SYS": "SYS"}
 HOST_MEMORY = ("SHM", "NET")
 MAX_EVIDENCE = 12
 

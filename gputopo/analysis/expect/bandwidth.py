@@ -18,7 +18,9 @@ Figures, per direction:
   and 5 (B200), and GA102's bridge is 4 links. The figure is then a range over the generations that
   fit (NV18: ~371 on H100 to ~722 on B200; NV4: ~56 on a GA102 bridge to ~160), ranked by its low end.
 - PCIe x16 in practice: Gen3 ~12, Gen4 ~24, Gen5 ~48 GB/s; scaled by lane count. Where the source
-  gives no generation, a range over Gen3-Gen5 x16 (every GPU with NVLink or P2P since Kepler).
+  gives no generation but names the card, the card's own generation (``analysis.expect.cards``), an
+  inference the estimate says (``Estimate.inference``); else a range over Gen3-Gen5 x16 (every GPU
+  with NVLink or P2P since Kepler).
 - Path penalties: a PCIe switch (PIX) is free, more bridges (PXB) and the host bridge (PHB) cost a
   little, crossing host bridges in one socket (NODE) a little more; crossing sockets (SYS) goes over
   QPI/UPI and is often staged through host memory.
@@ -26,11 +28,13 @@ Figures, per direction:
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 from collections import Counter
 from dataclasses import dataclass
 
 from gputopo.analysis.expect import pstates
+from gputopo.analysis.expect.cards import card_pcie_generation
 from gputopo.model import Gpu, Link, Topology
 
 # NCCL's effective per-link, per-direction NVLink bandwidth by NVLink generation (GB/s).
@@ -71,6 +75,9 @@ class Estimate:
     low_gbps: float | None = None
     high_gbps: float | None = None
     assumption: str | None = None
+    # Where the figure rests on a fact inferred rather than read (the PCIe generation of the card its
+    # name names): what was inferred, in words; None where nothing was.
+    inference: str | None = None
 
     @property
     def span(self) -> tuple[float, float]:
@@ -93,6 +100,23 @@ def pcie_generation(gpu: Gpu | None) -> int | None:
     return (gpu.pcie_gen_max or gpu.pcie_gen_current) if gpu is not None else None
 
 
+def card_generation(gpu: Gpu | None) -> int | None:
+    """The PCIe generation of the card, by its name, where the source reads no generation of its link
+    (``pcie_generation`` None); None otherwise."""
+    if gpu is None or pcie_generation(gpu) is not None:
+        return None
+    return card_pcie_generation(gpu.name)
+
+
+def pcie_inference(gpu_a: Gpu | None, gpu_b: Gpu | None) -> str | None:
+    """Where a PCIe figure of the pair uses a generation inferred from a card's name, that in words."""
+    said = [f"{gpu.name} is a Gen{gen} card" for gpu in (gpu_a, gpu_b) if (gen := card_generation(gpu)) is not None]
+    if not said:
+        return None
+    return (f"PCIe generation inferred from the card ({'; '.join(dict.fromkeys(said))}), not read from the link: "
+            "the most it trains to, less in an older slot or riser")
+
+
 def _pcie_gbps(gpu: Gpu | None) -> tuple[float, str]:
     """A GPU's own PCIe link: its generation (``pcie_generation``) and its current width (a x8 slot
     stays x8). At P0 the link already runs at the best it trained to (``analysis.expect.pstates``): a
@@ -103,11 +127,15 @@ def _pcie_gbps(gpu: Gpu | None) -> tuple[float, str]:
     if trained_down:
         gen = gpu.pcie_gen_current  # type: ignore[union-attr]
     width = (gpu.pcie_width_current or gpu.pcie_width_max) if gpu else None
+    inferred = card_generation(gpu) if gen is None else None
+    gen = gen or inferred
     assumed = gen is None or width is None
     gen = gen or DEFAULT_PCIE_GENERATION
     width = width or DEFAULT_PCIE_WIDTH
     per_lane = PCIE_EFFECTIVE_GBPS_PER_LANE.get(gen, PCIE_EFFECTIVE_GBPS_PER_LANE[max(PCIE_EFFECTIVE_GBPS_PER_LANE)])
-    label = f"PCIe Gen{gen} x{width}" + (" (assumed)" if assumed else "") + (" (trained down: read at P0)" if trained_down else "")
+    how = (f" (Gen{gen} inferred from the card" + (", x16 assumed)" if width == DEFAULT_PCIE_WIDTH and assumed else ")")
+           if inferred else " (assumed)" if assumed else "")
+    label = f"PCIe Gen{gen} x{width}" + how + (" (trained down: read at P0)" if trained_down else "")
     return per_lane * width, label
 
 
@@ -121,7 +149,8 @@ def pcie_link_gbps(link_type: str, gpu_a: Gpu | None, gpu_b: Gpu | None) -> tupl
 
 
 def _pcie_known(gpu: Gpu | None) -> bool:
-    return pcie_generation(gpu) is not None
+    """Whether the GPU's PCIe generation is read, or inferred from its card (``card_generation``)."""
+    return pcie_generation(gpu) is not None or card_generation(gpu) is not None
 
 
 def pcie_span(factor: float, gpu_a: Gpu | None, gpu_b: Gpu | None) -> tuple[float, float] | None:
@@ -139,7 +168,8 @@ def _with_pcie_span(estimate: Estimate, factor: float, gpu_a: Gpu | None, gpu_b:
         return estimate
     low, high = span
     return Estimate(low, estimate.basis, estimate.explanation, low, high,
-                    f"PCIe generation not in the source: Gen{PCIE_GENERATION_RANGE[0]}-Gen{PCIE_GENERATION_RANGE[1]} x16")
+                    f"PCIe generation not in the source: Gen{PCIE_GENERATION_RANGE[0]}-Gen{PCIE_GENERATION_RANGE[1]} x16",
+                    estimate.inference)
 
 
 def _is_ga102(gpu: Gpu | None) -> bool:
@@ -223,7 +253,30 @@ def _host_staged_gbps(gpu_a: Gpu | None, gpu_b: Gpu | None) -> tuple[float, str]
     return base * HOST_STAGED_FACTOR, label
 
 
+def host_staged_estimate(link: Link, gpu_a: Gpu | None = None, gpu_b: Gpu | None = None) -> Estimate:
+    """What copies of the pair staged through host memory get per direction (P2P off, or NCCL's SHM):
+    the staged fraction of the slower GPU's PCIe link, no more than the path's own figure (across
+    sockets, the SMP interconnect); a range where no generation is known or inferred."""
+    path = link.type if link.type in PCIE_PATH_FACTOR else (link.pcie_path or "SYS")
+    gbps, _ = pcie_link_gbps(path, gpu_a, gpu_b)
+    staged, label = _host_staged_gbps(gpu_a, gpu_b)
+    estimate = Estimate(min(gbps, staged), "estimated", f"staged through host memory over {label}",
+                        inference=pcie_inference(gpu_a, gpu_b))
+    return _with_pcie_span(estimate, min(PCIE_PATH_FACTOR.get(path, PCIE_PATH_FACTOR["SYS"]), HOST_STAGED_FACTOR),
+                           gpu_a, gpu_b)
+
+
 def estimate_link(link: Link, gpu_a: Gpu | None = None, gpu_b: Gpu | None = None, fewest_links: int = 0) -> Estimate:
+    """``_estimate_link``'s figure, with the PCIe generation it inferred from a card's name said
+    (``Estimate.inference``) where a PCIe figure decided it."""
+    estimate = _estimate_link(link, gpu_a, gpu_b, fewest_links)
+    if link.nvlink_count > 0 and link.can_peer is not False:
+        return estimate
+    inference = pcie_inference(gpu_a, gpu_b)
+    return estimate if inference is None else dataclasses.replace(estimate, inference=inference)
+
+
+def _estimate_link(link: Link, gpu_a: Gpu | None = None, gpu_b: Gpu | None = None, fewest_links: int = 0) -> Estimate:
     """Per-direction bandwidth the two GPUs of ``link`` should get, from its type (never its measurement).
 
     ``UNKNOWN`` links come from a source that says only whether the GPUs could enable peer access (a
@@ -303,7 +356,8 @@ def estimate_key_of_gpu(gpu: Gpu | None) -> tuple[object, ...] | None:
     if gpu is None:
         return None
     return (gpu.pcie_gen_max, gpu.pcie_gen_current, gpu.pcie_width_current, gpu.pcie_width_max, gpu.nvlink_version,
-            _is_ga102(gpu), pstates.link_reading(gpu.performance_state))
+            _is_ga102(gpu), pstates.link_reading(gpu.performance_state), card_generation(gpu),
+            gpu.name if card_generation(gpu) is not None else None)
 
 
 def pair_bandwidth_matrix(topology: Topology) -> dict[tuple[int, int], float]:

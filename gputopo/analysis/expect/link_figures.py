@@ -24,8 +24,9 @@ from gputopo.analysis.expect.measured import (
 )
 from gputopo.model import Gpu, Link, Topology
 
-RULE = (f"expected: GB/s per direction that a link of its kind gives, from its type, NVLink count and generation, "
-        f"PCIe generation and width and path (gputopo/analysis/expect/bandwidth.py), once per class of pair; measured: the "
+RULE = (f"expected: GB/s per direction that a copy between the two GPUs gets over a link of its kind (P2P where the "
+        f"pair can peer, else staged through host memory; NCCL's own transport is recommend's), from its type, NVLink "
+        f"count and generation, PCIe generation (inferred from the card where only its name is known) and width and path (gputopo/analysis/expect/bandwidth.py), once per class of pair; measured: the "
         f"slower measured direction of a GPU-to-GPU copy (host-memory figures never count); verdict: ok at "
         f"{OK_RATIO:.0%} of expected or more, low at {FAR_BELOW_RATIO:.0%} or more, far-below under that, "
         f"above-line-rate where the figure is over {LINE_RATE_SLACK:.0%} of what the link can carry (the bytes did "
@@ -66,9 +67,9 @@ def link_figures(topology: Topology, measured_links_found: list[Link] | None = N
 def _described(example: Link, estimate: Estimate, gpu_a: Gpu | None, gpu_b: Gpu | None) -> dict[str, Any]:
     if example.type == "UNKNOWN":
         return {"link_type": "UNKNOWN", "expected_gbps": None, "basis": None, "explanation": None,
-                "assumption": None, "line_rate_gbps": None}
+                "assumption": None, "inference": None, "line_rate_gbps": None}
     return {"link_type": example.type, "expected_gbps": round(estimate.gbps, 2), "basis": estimate.basis,
-            "explanation": estimate.explanation, "assumption": estimate.assumption,
+            "explanation": estimate.explanation, "assumption": estimate.assumption, "inference": estimate.inference,
             "line_rate_gbps": line_rate_gbps(example, gpu_a, gpu_b)}
 
 

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 
 from gputopo.analysis.expect.bandwidth import Estimate, estimate_link, fewest_nvlinks, line_rate_gbps
 from gputopo.analysis.expect.estimates import estimate_of
+from gputopo.analysis.expect.nccl_transport import NcclLevel, uses_p2p
 from gputopo.errors import InputError
 from gputopo.model import Gpu, Link, Measurement, Topology
 
@@ -126,13 +127,22 @@ def _staged_by_kind(topology: Topology) -> dict[str, float]:
 
 
 def best_estimate(link: Link, gpu_a: Gpu | None = None, gpu_b: Gpu | None = None, fewest_links: int = 0,
-                  topology: Topology | None = None) -> Estimate:
+                  topology: Topology | None = None, level: NcclLevel | None = None) -> Estimate:
     """The figure to rank ``link`` by: its measurement where there is one, else the estimate.
 
     A measurement is judged before it is used: one of a pair whose P2P is broken (slower than
     staged copies, ``p2p_slower_than_staged``) describes a fault, not the box, so the pair ranks by
     its link's estimate (the healthy state, once fixed), scaled by what its staged copies say of its
-    GPUs' own links (``own_link_factor``, given the ``topology``: a GPU on an x8 link stays slow)."""
+    GPUs' own links (``own_link_factor``, given the ``topology``: a GPU on an x8 link stays slow).
+
+    Given NCCL's P2P ``level`` (``analysis.expect.nccl_transport``), a pair beyond it is figured as
+    NCCL connects it, through host memory: by the same tool's staged copies where it took them (the
+    path NCCL's SHM takes, fixed or not), else as before."""
+    staged = staged_gbps(link.measured)
+    if level is not None and staged is not None and link.can_peer is not False and not uses_p2p(link, level):
+        return Estimate(staged, "measured", f"measured {staged:.1f} GB/s staged through host memory "
+                                            f"({method_of(link.measured)}): the path NCCL's SHM takes beyond its P2P "
+                                            f"level {level.level}")
     broken = p2p_slower_than_staged(link)
     if broken is not None:
         estimate = estimate_link(link, gpu_a, gpu_b, fewest_links)

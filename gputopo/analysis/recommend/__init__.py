@@ -154,9 +154,17 @@ def recommend(
         budget_note=stopped_note(budget) if budget.stopped else None,
         measurements_set_aside=measurements_set_aside(topology),
         measurement_noise=dict(problem.noise) if problem.measured_pairs else {},
-        source=topology.source,
-        label=topology.label,
+        source=topology.source, label=topology.label,
+        nccl_p2p_level=_level_data(topology),
     )
+
+
+def _level_data(topology: Topology) -> dict[str, object]:
+    """NCCL's P2P level the figures assume, as JSON (``Recommendation.nccl_p2p_level``)."""
+    from gputopo.analysis.expect.nccl_transport import nccl_level
+
+    level = nccl_level(topology)
+    return {"level": level.level, "source": level.source, "assumption": level.assumption}
 
 
 def stopped_note(budget: Budget) -> str:

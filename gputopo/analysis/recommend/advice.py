@@ -85,10 +85,12 @@ def _p2p_caveat(problem: Problem, group: GroupAdvice) -> None:
             "do not trust training across these GPUs until it passes (`gputopo doctor`: the IOMMU, ACS, the driver "
             "and Fabric Manager); meanwhile NCCL_P2P_DISABLE=1 (in the environment above) keeps NCCL off peer copies")
         group.cross_device_ops_reason += "; with NCCL_P2P_DISABLE=1 until peer copies pass, NCCL's rings copy through host memory"
+        _until_fixed(problem, group)
         return
     if not broken or not group.same_host:
         return
     group.p2p_broken_pairs = broken
+    _until_fixed(problem, group)
     group.p2p_caveat = (
         f"P2P between {pair_list(broken, limit=4, more=' ...')} is broken until fixed (ACS redirect or the IOMMU "
         "translating: `gputopo doctor` names the fix); meanwhile NCCL_P2P_DISABLE=1 (in the environment above) makes "
@@ -97,8 +99,44 @@ def _p2p_caveat(problem: Problem, group: GroupAdvice) -> None:
         "; with NCCL_P2P_DISABLE=1 until P2P is fixed, NCCL's rings copy through host memory")
 
 
+def _until_fixed(problem: Problem, group: GroupAdvice) -> None:
+    """What each hop carries today, until the group's P2P is fixed: NCCL_P2P_DISABLE=1 sends every hop
+    through host memory, so the tool's staged copies where it took them, else the staged estimate;
+    the all-reduce figures of that ring; the bottleneck's words give both states."""
+    from gputopo.analysis.expect.bandwidth import host_staged_estimate
+    from gputopo.analysis.expect.measured import staged_gbps
+
+    for hop in group.hops:
+        link = problem.links[(hop.a, hop.b)]
+        staged = staged_gbps(link.measured)
+        if staged is not None:
+            hop.until_fixed_gbps, hop.until_fixed_basis = round(staged, 2), "measured"
+        else:
+            estimate = host_staged_estimate(link, problem.gpus.get(link.a), problem.gpus.get(link.b))
+            hop.until_fixed_gbps = round(min(estimate.gbps, hop.gbps), 2)
+            hop.until_fixed_basis = "assumed" if estimate.assumption else "estimated"
+    if not group.hops or group.slowest_hop is None:
+        return
+    today = min(group.hops, key=lambda h: h.until_fixed_gbps or 0.0)
+    k = len(group.gpus)
+    group.allreduce_busbw_until_fixed_gbps = today.until_fixed_gbps
+    group.allreduce_until_fixed_gbps = round((today.until_fixed_gbps or 0.0) * k / (2 * (k - 1)), 2)
+    slowest = group.slowest_hop
+    how = {"measured": "measured", "estimated": "estimated", "assumed": "estimated, at least"}
+    today_how = ("its staged copies measured" if today.until_fixed_basis == "measured" else
+                 "estimated for copies through host memory" + (", at least" if today.until_fixed_basis == "assumed" else ""))
+    group.bottleneck = (
+        f"{slowest.label} between GPU {slowest.a} and GPU {slowest.b}, ~{format_gbps(slowest.gbps)} GB/s once P2P is "
+        f"fixed ({how.get(slowest.basis, slowest.basis)}); today, with NCCL_P2P_DISABLE=1 until the fix, "
+        f"{today.label} between GPU {today.a} and GPU {today.b} ~{format_gbps(today.until_fixed_gbps or 0.0)} GB/s "
+        f"({today_how})")
+
+
 def _describe_ring(problem: Problem, members: tuple[int, ...], group: GroupAdvice) -> None:
     """The best ring's order, hops, slowest hop and all-reduce speeds; the group's total bandwidth."""
+    from gputopo.analysis.expect.nccl_transport import nccl_level
+
+    level = nccl_level(problem.topology)
     bottleneck_centi, order = problem.ring(tuple(members))
     ring = [problem.index[i] for i in order]
     k = len(ring)
@@ -109,7 +147,8 @@ def _describe_ring(problem: Problem, members: tuple[int, ...], group: GroupAdvic
             link = problem.links[(a, b)]
             gbps = problem.own_figure(a, b)[0] / CENTI  # (a measured figure itself, not its noise class's)
             group.hops.append(RingHop(a, b, link.type, gbps, problem.estimate_basis[(a, b)],
-                                      hop_label(link, tf=problem.topology is None or problem.topology.source == "tf-log")))
+                                      hop_label(link, tf=problem.topology is None or problem.topology.source == "tf-log"),
+                                      _transport(link, level)))
     group.ring_text = "-".join(str(g) for g in ring + ring[:1]) if k > 2 else "-".join(str(g) for g in ring)
     if k >= 2:
         slowest = min(group.hops, key=lambda h: h.gbps)
@@ -128,6 +167,15 @@ def _describe_ring(problem: Problem, members: tuple[int, ...], group: GroupAdvic
     gpus = group.gpus  # the key's total, but with measured pairs' own figures (not their noise classes')
     group.total_link_gbps = (sum(problem.own_figure(a, b)[0] for x, a in enumerate(gpus) for b in gpus[x + 1 :])
                              if problem.measured else group.key[3]) / CENTI
+
+
+def _transport(link: Link, level: Any) -> str | None:
+    """How NCCL connects the pair at ``level``: "P2P", "SHM"; None where nothing is known of the link."""
+    from gputopo.analysis.expect.nccl_transport import uses_p2p
+
+    if link.type == "UNKNOWN" and link.can_peer is None:
+        return None
+    return "P2P" if link.can_peer is not False and uses_p2p(link, level) else "SHM"
 
 
 def _describe_locality(problem: Problem, group: GroupAdvice) -> None:
@@ -230,17 +278,22 @@ def _not_peering_text(links: Any, not_peering: list[tuple[int, int]]) -> str:
     return " and ".join(parts)
 
 
-def _beyond_nccl_level(links: Any, pairs: list[tuple[int, int]]) -> str:
-    """Where PCIe pairs that peer cross a CPU host bridge (PHB, NODE, SYS): NCCL's own default P2P level
-    (PXB on Intel and ARM CPUs since NCCL 2.9, on AMD CPUs with more than two GPUs since 2.23; its
-    paths.cc) sends them through host memory all the same."""
-    far = [pair for pair in pairs if not links[pair].is_nvlink and links[pair].type in ("PHB", "NODE", "SYS")]
+def _beyond_nccl_level(links: Any, pairs: list[tuple[int, int]], level: Any = None) -> str:
+    """Where PCIe pairs that peer lie beyond NCCL's P2P level (``analysis.expect.nccl_transport``: its
+    default PXB stops at a CPU host bridge, PHB, NODE, SYS; or the level an NCCL log shows), NCCL sends
+    them through host memory all the same."""
+    from gputopo.analysis.expect.nccl_transport import nccl_level, uses_p2p
+
+    level = level if level is not None else nccl_level(None)
+    far = [pair for pair in pairs if links[pair].type != "UNKNOWN" and not uses_p2p(links[pair], level)]
     if not far:
         return ""
+    where = ("it stops at PCIe switches (PXB) on most hosts" if level.source == "default"
+             else f"the NCCL log shows it set to {level.level}")
     return (
-        f" as far as NCCL's default P2P level lets them: it stops at PCIe switches (PXB) on most hosts, so between "
+        f" as far as NCCL's P2P level lets them: {where}, so between "
         f"pairs {pair_list(far, limit=4, more=' ...')} ({'/'.join(sorted({links[pair].type for pair in far}))}) NCCL "
-        "copies through host memory (SHM) unless the job sets NCCL_P2P_LEVEL=SYS"
+        "copies through host memory (SHM)" + (" unless the job sets NCCL_P2P_LEVEL=SYS" if level.source == "default" else "")
     )
 
 
@@ -281,13 +334,15 @@ def _choose_cross_device_ops(problem: Problem, group: GroupAdvice) -> None:
             "tf.distribute.experimental.CommunicationImplementation.NCCL))"
         )
         return
-    _set_ops(group, *_single_host_ops(problem.links, group.gpus, group.ring))
+    from gputopo.analysis.expect.nccl_transport import nccl_level
+
+    _set_ops(group, *_single_host_ops(problem.links, group.gpus, group.ring, nccl_level(problem.topology)))
     if problem.topology is not None and any(n.code == "pcie-only-matrix" for n in problem.topology.reading_notes):
         group.cross_device_ops_reason += ("; the path words are `nvidia-smi topo -mp`'s, which shows no NVLink: "
                                           "pairs NVLink joins peer whatever their word")
 
 
-def _single_host_ops(links: Any, gpus: list[int], ring: list[int]) -> tuple[str, str]:
+def _single_host_ops(links: Any, gpus: list[int], ring: list[int], level: Any = None) -> tuple[str, str]:
     """(cross-device ops, reason) for two or more GPUs on one host; see ``_choose_cross_device_ops``."""
     pairs = list(itertools.combinations(gpus, 2))
     not_peering = [(a, b) for a, b in pairs if _peers(links[(a, b)]) is False]
@@ -305,10 +360,10 @@ def _single_host_ops(links: Any, gpus: list[int], ring: list[int]) -> tuple[str,
             return "NcclAllReduce", (
                 "every pair should copy directly over PCIe (inferred from the path words: the source gives no P2P "
                 "status; ACS or a translating IOMMU can still forbid it, `gputopo doctor` tells), so NCCL's rings "
-                f"run GPU to GPU{_beyond_nccl_level(links, pairs)}; it is TF's default on GPUs"
+                f"run GPU to GPU{_beyond_nccl_level(links, pairs, level)}; it is TF's default on GPUs"
             )
         return "NcclAllReduce", (
-            f"every pair can copy directly ({kind}), so NCCL's rings run GPU to GPU{_beyond_nccl_level(links, pairs)}; "
+            f"every pair can copy directly ({kind}), so NCCL's rings run GPU to GPU{_beyond_nccl_level(links, pairs, level)}; "
             "it is TF's default on GPUs"
         )
     pairs_text = _not_peering_text(links, not_peering)

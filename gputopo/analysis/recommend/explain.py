@@ -251,6 +251,14 @@ def recommendation_notes(topology: Topology, problem: Problem, k: int) -> list[s
         notes.append(f"Ranked by measured GB/s: {measured} pair(s) use measurements ({'; '.join(methods)}) instead of estimates; "
                      f"measured figures closer than the noise assumed, {noise_text(problem.noise)}, rank as equal "
                      "(fewer hosts, sockets and NUMA nodes decide between them).")
+    cards = _inferred_cards(topology)
+    if cards:
+        notes.append(f"PCIe generation inferred from the card, not read from the link ({cards}): the figures are the "
+                     "card's best; a card in an older slot or riser gets less (`nvidia-smi -q` or `gputopo scan` on "
+                     "the host reads it).")
+    shm = _beyond_level_note(topology, k)
+    if shm:
+        notes.append(shm)
     set_aside = measurements_set_aside(topology)
     if set_aside:
         shown = ", ".join(f"{a}-{b}" for a, b in set_aside[:8]) + (f" and {len(set_aside) - 8} more" if len(set_aside) > 8 else "")
@@ -258,8 +266,36 @@ def recommendation_notes(topology: Topology, problem: Problem, k: int) -> list[s
             f"Ranked on the healthy state: {len(set_aside)} pair(s) ({shown}) copied slower with P2P on than staged through "
             "host memory, a fault on their P2P path (ACS or the IOMMU redirecting peer traffic; `gputopo doctor` names "
             "it) that a fix removes, so their links' estimates rank them (scaled where their staged copies show a slow "
-            "GPU link). Until it is fixed, NCCL copies faster with NCCL_P2P_DISABLE=1.")
+            "GPU link; beyond NCCL's P2P level, where NCCL goes through host memory fixed or not, their staged copies). "
+            "The figures shown are those once fixed, with what each group gets today beside them. Until it is fixed, NCCL copies faster with NCCL_P2P_DISABLE=1.")
     return notes
+
+
+def _inferred_cards(topology: Topology) -> str:
+    """``"Tesla V100-PCIE-16GB: Gen3"`` for the cards whose PCIe generation the figures infer from
+    their name (``bandwidth.card_generation``), each name once; empty where none."""
+    from gputopo.analysis.expect.bandwidth import card_generation
+
+    found = {gpu.name: gen for gpu in topology.gpus if (gen := card_generation(gpu)) is not None}
+    return "; ".join(f"{name}: Gen{gen}" for name, gen in found.items())
+
+
+def _beyond_level_note(topology: Topology, k: int) -> str:
+    """Where pairs of the topology lie beyond NCCL's P2P level: that their figures are host memory's
+    (SHM), as NCCL connects them, and on what level (the log's, or the default assumed)."""
+    from gputopo.analysis.expect.nccl_transport import nccl_level, uses_p2p
+
+    if k < 2:
+        return ""
+    level = nccl_level(topology)
+    table = topology.link_table()  # (once per kind of link)
+    words = sorted({link.type for link in table.examples if link.can_peer is not False and link.type != "UNKNOWN"
+                    and not uses_p2p(link, level)})
+    if not words:
+        return ""
+    return (f"{'/'.join(words)} pairs are figured through host memory (SHM), as NCCL connects them beyond its P2P level: "
+            f"{level.words()}" + ("; NCCL_P2P_LEVEL=SYS in the job makes them P2P (measure before: P2P through the CPU "
+                                  "can be slower)" if level.source == "default" else "") + ".")
 
 
 def measurements_set_aside(topology: Topology) -> list[tuple[int, int]]:

@@ -26,6 +26,16 @@ class RingHop:
     gbps: float
     basis: str  # "measured", "estimated", or "assumed" (the low end of a range: a fact is not in the source)
     label: str = ""  # the word to show: the link type, or "TF:P2P" / "TF:no-P2P" for UNKNOWN links
+    # How NCCL connects the pair at its P2P level (``Recommendation.nccl_p2p_level``): "P2P", "SHM"
+    # (through host memory); None where the source says nothing of the link (a TF log's unnamed pair).
+    transport: str | None = None
+    # Where the group's P2P is broken until a fix (``GroupAdvice.p2p_broken_pairs``), ``gbps`` is the
+    # healthy state's figure, what the hop carries once fixed; this is what it carries today, with
+    # NCCL_P2P_DISABLE=1 (every hop through host memory): the tool's staged copies where measured
+    # ("measured"), else the staged estimate ("estimated", "assumed": the low end of a range). None
+    # where nothing is broken.
+    until_fixed_gbps: float | None = None
+    until_fixed_basis: str | None = None
 
 
 @dataclass
@@ -47,6 +57,10 @@ class GroupAdvice:
     bottleneck: str = ""  # e.g. "NV1 between GPU 0 and GPU 1, ~20 GB/s"
     allreduce_busbw_gbps: float | None = None  # NCCL's "bus bandwidth" of a ring: the slowest hop
     allreduce_gbps: float | None = None  # gradient bytes all-reduced per second: busbw * n / (2(n-1))
+    # The same two today, until the group's broken P2P is fixed (NCCL_P2P_DISABLE=1): from the hops'
+    # ``until_fixed_gbps``; None where nothing is broken (the figures above are what it gets).
+    allreduce_busbw_until_fixed_gbps: float | None = None
+    allreduce_until_fixed_gbps: float | None = None
     total_link_gbps: float = 0.0  # sum of pair bandwidths inside the group (tie-break)
     hosts: list[str] = field(default_factory=list)
     # NUMA nodes the group spans, counting only GPUs whose node the source gives where some of the
@@ -125,6 +139,9 @@ class Recommendation:
     search_budget: int = 0  # the steps it was allowed
     search_stopped: bool = False  # the budget ran out: the groups are the best found, not proven
     budget_note: str | None = None  # that, in words (also first in ``notes``), for every screen showing the plan
+    # NCCL's P2P level the figures assume ({"level", "source": "nccl-log" | "default", "assumption"}):
+    # pairs beyond it are figured through host memory (SHM), as NCCL connects them.
+    nccl_p2p_level: dict[str, Any] = field(default_factory=dict)
 
     @property
     def best(self) -> GroupAdvice:
@@ -161,4 +178,5 @@ class Recommendation:
                 "until_fixed_env": {"NCCL_P2P_DISABLE": "1"},
             } if self.measurements_set_aside else None,
             "measurement_noise": dict(sorted(self.measurement_noise.items())),
+            "nccl_p2p_level": self.nccl_p2p_level or None,
         }

@@ -24,9 +24,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from gputopo.analysis.expect.bandwidth import estimate_link, implied_nvlinks
+from gputopo.analysis.expect.bandwidth import host_staged_estimate, implied_nvlinks
 from gputopo.analysis.expect.estimates import pair_classes
 from gputopo.analysis.expect.measured import best_estimate, method_of, noise_by_method
+from gputopo.analysis.expect.nccl_transport import nccl_estimate, nccl_level, uses_p2p
 from gputopo.errors import InputError
 from gputopo.model import Gpu, Link, Topology
 from gputopo.model.link_table import LinkTable
@@ -39,6 +40,11 @@ CENTI = 100
 # variable) ranks no pair below another and is left out (its fix is in the answer's caveat); a
 # measured figure already shows what the fault costs and is not divided again.
 UNHEALTHY_DIVISOR = 4
+# Pairs NCCL connects through host memory (SHM, beyond its P2P level) get the staged figure whatever
+# their path, so a PHB and a NODE pair would tie; the PHB pair, whose P2P path is the nearer (TF's own
+# copies between devices, NCCL_P2P_LEVEL set higher), ranks first: NODE a hundredth of a GB/s less.
+# (SYS's staged figure is lower already: the copies cross the SMP interconnect.)
+SHM_PATH_STEP = {"NODE": 1}
 EVERY_PAIR_ALIKE = frozenset({"iommu", "p2p-disabled"})
 
 
@@ -109,9 +115,12 @@ def figure(link: Link, gpu_a: Gpu | None, gpu_b: Gpu | None, fewest: int, topolo
     """A pair's figure and its basis: measured GB/s win (judged first: a figure of a broken P2P path
     is set aside for the healthy state, ``measured.best_estimate``), else the estimate; an unhealthy
     path below healthy ones; a pair a TF log alone says cannot peer just below an unnamed one."""
-    est = (best_estimate(link, gpu_a, gpu_b, fewest, topology) if link.measured is not None
-           else estimate_link(link, gpu_a, gpu_b, fewest))
+    level = nccl_level(topology)  # NCCL's transport: pairs beyond its P2P level go through host memory
+    est = (best_estimate(link, gpu_a, gpu_b, fewest, topology, level) if link.measured is not None
+           else nccl_estimate(link, gpu_a, gpu_b, fewest, level))
     weight = round(est.gbps * CENTI)
+    if est.basis != "measured" and link.can_peer is not False and not uses_p2p(link, level):
+        weight -= SHM_PATH_STEP.get(link.type, 0)
     if est.basis != "measured" and set(link.health) - EVERY_PAIR_ALIKE:  # doctor found this pair's path
         weight = max(1, weight // UNHEALTHY_DIVISOR)  # unhealthy (ACS, a link down, ...): below healthy pairs
     if link.type == "UNKNOWN" and link.can_peer is False:  # a TF log alone: where the estimates
@@ -210,9 +219,17 @@ def _by_class(topology: Topology, index: Sequence[int], links: Any, gpus: dict[i
     table = topology.link_table()
     codes = classes.code_of
     figures = {}
+    level = nccl_level(topology)
+    one_of = classes.one_of
     for code in set(codes):
         example = table.examples[code % len(table.kinds)]  # (only its kind's fields are read)
-        figures[code] = round(classes.estimate_of_code(code).gbps * CENTI)
+        estimate = classes.estimate_of_code(code)
+        if example.can_peer is not False and not uses_p2p(example, level):  # NCCL: through host memory (SHM)
+            pair = code // len(table.kinds)
+            estimate = host_staged_estimate(example, one_of[pair // len(one_of)], one_of[pair % len(one_of)])
+            figures[code] = round(estimate.gbps * CENTI) - SHM_PATH_STEP.get(example.type, 0)  # as ``figure`` does
+            continue
+        figures[code] = round(estimate.gbps * CENTI)
         if example.type == "UNKNOWN" and example.can_peer is False:  # as ``figure`` does
             figures[code] -= 1
     values = list(map(figures.__getitem__, codes))

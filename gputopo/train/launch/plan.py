@@ -120,7 +120,18 @@ def plan_from_group(group: Any, numactl_path: str | None, topology: Any = None) 
         bottleneck_gbps=getattr(group, "bottleneck_gbps", None),
         bottleneck_basis=getattr(getattr(group, "slowest_hop", None), "basis", None),
         reason=getattr(group, "reason", None),
+        notes=_until_fixed_notes(group),
     )
+
+
+def _until_fixed_notes(group: Any) -> list[str]:
+    """Where the group's P2P is broken until a fix, what its slowest hop carries today (the plan's
+    slowest hop is the figure once fixed): recommend's ``allreduce_busbw_until_fixed_gbps``."""
+    today = getattr(group, "allreduce_busbw_until_fixed_gbps", None)
+    if today is None:
+        return []
+    return [f"the slowest hop above is the figure once P2P is fixed; today, with NCCL_P2P_DISABLE=1 until the fix, "
+            f"~{today:.1f} GB/s per direction (copies through host memory)"]
 
 
 def plan_from_devices(topology: Any, gpus: Sequence[int], numactl_path: str | None) -> LaunchPlan:

@@ -60,13 +60,16 @@ def _recommend(cli, *files, k="2"):
 def test_recommend_from_topo_and_p2pbw_ranks_by_the_measured_figures_and_says_so(cli):
     data = _recommend(cli, PAIRS / "asus_esc8000a_4x_rtx6000ada_topo.txt", PAIRS / "asus_esc8000a_4x_rtx6000ada_p2pbw.txt")
     hops = [hop for group in data["groups"] for hop in group["hops"]]
-    assert hops and all(hop["basis"] == "measured" and hop["gbps"] == pytest.approx(26.32) for hop in hops)
+    # NODE and SYS pairs: beyond NCCL's default P2P level (PXB), so NCCL's SHM, which the tool's staged
+    # (P2P=Disabled) copies measure (~22 GB/s), not its P2P copies (26.3 GB/s every pair)
+    assert hops and all(hop["basis"] == "measured" and hop["transport"] == "SHM" and 22 < hop["gbps"] < 22.5
+                        for hop in hops)
     assert any("Ranked by measured GB/s" in note and "p2pBandwidthLatencyTest" in note for note in data["notes"])
     alone = _recommend(cli, PAIRS / "asus_esc8000a_4x_rtx6000ada_topo.txt")
     # estimated from the link words alone; "assumed": the text gives no PCIe generation (a range's low end)
     assert all(hop["basis"] == "assumed" for group in alone["groups"] for hop in group["hops"])
-    # the estimate calls SYS slower than NODE; the measurement shows every pair at 26.3 GB/s
-    assert alone["groups"][0]["bottleneck_gbps"] < 26 and data["groups"][0]["bottleneck_gbps"] == pytest.approx(26.32)
+    # the estimate calls SYS slower than NODE; the measurement shows every pair's staged copies at ~22 GB/s
+    assert alone["groups"][0]["bottleneck_gbps"] < 22 and data["groups"][0]["bottleneck_gbps"] == pytest.approx(22.23)
 
 
 def test_recommend_on_the_titan_rtx_measurement_avoids_the_slow_neighbour_pairs(cli):

@@ -106,3 +106,25 @@ def test_matrix_is_symmetric_and_covers_every_ordered_pair():
         assert matrix[(b, a)] == gbps == pair_estimate(topo, a, b).gbps
     assert matrix[(0, 3)] == pytest.approx(40.0) and matrix[(0, 1)] == pytest.approx(20.0)
     assert matrix[(0, 5)] < 10  # SYS without P2P on the DGX-1
+
+
+def test_a_named_card_without_a_link_generation_is_estimated_at_its_own_generation_said_as_an_inference():
+    """A `topo -m` paste with a GPU list (or a TF log) names the card but no link generation: an
+    RTX 4090 is a Gen4 card, so its PIX pair is Gen4 x16's figure, not a Gen3-Gen5 range, and the
+    estimate says the generation is inferred from the card."""
+    a, b = Gpu(index=0, name="NVIDIA GeForce RTX 4090"), Gpu(index=1, name="NVIDIA GeForce RTX 4090")
+    est = estimate_link(make_link(0, 1, "PIX", p2p_read="ok", p2p_write="ok"), a, b)
+    assert est.gbps == pytest.approx(24.64) and est.low_gbps is None and est.high_gbps is None
+    assert est.assumption is None and "inferred" in est.inference and "RTX 4090" in est.inference
+    assert "Gen4" in est.explanation and "inferred" in est.explanation
+    old = Gpu(index=0, name="Tesla V100-PCIE-16GB")
+    assert estimate_link(make_link(0, 1, "PIX"), old, old).gbps == pytest.approx(12.32)
+
+
+def test_a_read_generation_wins_over_the_card_and_an_unknown_card_keeps_the_range():
+    read = Gpu(index=0, name="NVIDIA GeForce RTX 4090", pcie_gen_max=3, pcie_width_current=16)
+    est = estimate_link(make_link(0, 1, "PIX"), read, read)
+    assert est.gbps == pytest.approx(12.32) and est.inference is None
+    unknown = Gpu(index=0, name="Some GPU")
+    est = estimate_link(make_link(0, 1, "PIX"), unknown, unknown)
+    assert est.low_gbps is not None and est.high_gbps > est.low_gbps and est.inference is None

@@ -273,3 +273,53 @@ def test_a_box_whose_peer_copies_delivered_wrong_data_gets_a_caveat_and_p2p_off(
     assert best.p2p_broken_pairs == [(0, 1), (0, 2), (0, 3), (1, 2), (1, 3), (2, 3)]
     healthy = recommend(two_socket_4(), 2).best
     assert not healthy.p2p_caveat and "NCCL_P2P_DISABLE" not in healthy.env
+
+
+# --- the figures shown where P2P is broken until a fix ---------------------------------------------
+
+
+def _broken_pix_pair():
+    """Four V100 PCIe (Gen3, the card's) on one NUMA node, pairs 0,1 and 2,3 behind PCIe switches,
+    NODE between; the benchmark shows pair 0-1 copying slower with P2P (2.4 GB/s) than staged (9.9)."""
+    from linktable import link_table
+
+    from gputopo.model import Measurement
+
+    table = [["X", "PIX", "NODE", "NODE"], ["PIX", "X", "NODE", "NODE"], ["NODE", "NODE", "X", "PIX"],
+             ["NODE", "NODE", "PIX", "X"]]
+    topo = link_table(table, numa=0, name="Tesla V100-PCIE-16GB")
+    topo.link(0, 1).measured = Measurement(
+        a_to_b_gbps=2.37, b_to_a_gbps=2.41, method="p2pBandwidthLatencyTest", test="P2P=Enabled", p2p_enabled=True,
+        p2p_off_a_to_b_gbps=9.88, p2p_off_b_to_a_gbps=9.95)
+    return topo
+
+
+def test_a_broken_pair_shows_what_it_gives_once_fixed_and_today_each_labelled():
+    """Ranked on the healthy state, but shown honestly: the hop's figure is its link's estimate once
+    P2P is fixed (an estimate, said so), and beside it what the pair carries today with
+    NCCL_P2P_DISABLE=1, the staged copies the benchmark measured."""
+    best = recommend(_broken_pix_pair(), gpus=2, require=[0, 1]).best
+    (hop,) = best.hops
+    assert hop.gbps == pytest.approx(12.32) and hop.basis == "estimated" and hop.transport == "P2P"
+    assert hop.until_fixed_gbps == pytest.approx(9.88) and hop.until_fixed_basis == "measured"
+    assert best.allreduce_busbw_until_fixed_gbps == pytest.approx(9.88)
+    data = best.to_dict()
+    assert data["hops"][0]["until_fixed_gbps"] == pytest.approx(9.88)
+    assert "once P2P is fixed" in best.bottleneck and "today" in best.bottleneck and "9.9" in best.bottleneck
+
+
+def test_with_p2p_off_every_hop_of_the_group_shows_its_staged_figure_today():
+    """NCCL_P2P_DISABLE=1 is for the whole job: the hops the benchmark did not measure are shown at
+    the staged estimate today, not at their P2P figure."""
+    best = recommend(_broken_pix_pair(), gpus=4).best
+    assert best.p2p_broken_pairs == [(0, 1)]
+    for hop in best.hops:
+        assert hop.until_fixed_gbps is not None and hop.until_fixed_gbps <= hop.gbps + 1e-9
+    unmeasured = [h for h in best.hops if {h.a, h.b} != {0, 1}]
+    assert all(h.until_fixed_basis == "estimated" for h in unmeasured)
+    assert best.allreduce_until_fixed_gbps is not None
+
+
+def test_a_healthy_group_shows_no_until_fixed_figures():
+    best = recommend(two_socket_4(), gpus=2).best
+    assert all(h.until_fixed_gbps is None for h in best.hops) and best.allreduce_busbw_until_fixed_gbps is None

@@ -120,3 +120,32 @@ def test_the_search_sees_the_class_figures_and_keeps_the_measured_ones():
         weights = weigh(topology, topology.gpu_indices, topology.link_map(), {g.index: g for g in topology.gpus})
         assert weights.weight[0][1] == weights.weight[2][3] == 4520
         assert weights.measured[(3, 2)] == (4490, 0.05) and weights.measured_pairs == 2
+
+
+def _node_box(settings=None):
+    """Four Gen4 GPUs of one NUMA node: pairs 0,1 and 2,3 behind PCIe switches, NODE between them."""
+    from linktable import GEN4_X16, link_table
+
+    from gputopo.model import NcclView
+
+    table = [["X", "PIX", "NODE", "NODE"], ["PIX", "X", "NODE", "NODE"], ["NODE", "NODE", "X", "PIX"],
+             ["NODE", "NODE", "PIX", "X"]]
+    topo = link_table(table, numa=0, gpu=GEN4_X16)
+    if settings is not None:
+        topo.nccl = NcclView(settings=settings)
+    return topo
+
+
+def test_a_node_pair_is_figured_as_nccl_connects_it_by_default_through_host_memory():
+    """NCCL's default P2P level stops at PXB: a NODE hop of the ring is an SHM hop, so the pair's
+    figure is what copies through host memory get, not P2P's; an NCCL log that sets
+    NCCL_P2P_LEVEL=SYS makes it P2P again."""
+    from gputopo.analysis.expect.bandwidth import estimate_link
+
+    topo = _node_box()
+    node, pix = topo.link(0, 2), topo.link(0, 1)
+    p2p_node = round(estimate_link(node, topo.gpu(0), topo.gpu(2)).gbps * 100)
+    by_default = Problem.from_topology(topo, [0, 1, 2, 3])
+    assert by_default.weight[0][2] < p2p_node and by_default.weight[0][1] == round(estimate_link(pix, topo.gpu(0), topo.gpu(1)).gbps * 100)
+    level_sys = Problem.from_topology(_node_box({"NCCL_P2P_LEVEL": "SYS"}), [0, 1, 2, 3])
+    assert level_sys.weight[0][2] == p2p_node
