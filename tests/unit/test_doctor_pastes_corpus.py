@@ -28,11 +28,15 @@ GAPS = corpus_known_gaps()
 CAUSE_CODES = {
     "acs-redirect": {"acs-redirect"},
     "fabric-manager": {"fabric-not-ready"},
+    "fabric-unhealthy": {"fabric-degraded"},
     "gdr-disabled": {"gdr-disabled", "nvidia-peermem-missing"},
+    "gpu-lost": {"gpu-fallen-off-bus", "xid-79"},
     "nvlink-inactive": {"nvlink-inactive"},
+    "nvlink-xid": {"xid-145", "xid-149"},  # Blackwell NVLink errors (RLW, NETIR): the cause an Xid 45 names
     "p2p-not-supported": {"p2p-ns", "p2p-gns", "p2p-cns", "p2p-tns", "nccl-p2p-refused",
                           "cuda-peer-access-unsupported", "cuda-peer-access-no"},
     "p2p-topology-limited": {"cuda-peer-access-no", "p2p-ns", "p2p-cns"},
+    "pcie-link": {"pcie-link-narrow", "pcie-link-slow", "pcie-link-limited"},
     "shm-too-small": {"shm-too-small"},
     "too-many-peers": {"cuda-too-many-peers"},
 }
