@@ -156,6 +156,7 @@ def read_text(text: str, label: str) -> Topology:
         text = report_snapshot_text(text, source=label)
     # A snapshot names its schema first (``to_dict``); other JSON (``nvbandwidth -j``) is a text
     # kind's, and JSON that no reader takes is read as a snapshot for its precise error.
+    pasted = text  # as given: what doctor reads (a prefix shared by every line may be its evidence)
     if not _SNAPSHOT_HEAD_RE.match(text[:200]):  # a decoration on every line (a quote, bold, a host label) is no output's
         text = "\n".join(undecorated_lines(text))
     matched = [] if _SNAPSHOT_HEAD_RE.match(text[:200]) else [reader for reader in READERS if reader.sniff(text)]
@@ -166,7 +167,10 @@ def read_text(text: str, label: str) -> Topology:
     if not matched:
         from gputopo.sources.evidence.pasted_health import parse_pasted
 
-        health = parse_pasted(text).kinds  # evidence doctor reads (lspci, dmesg, env, CUDA errors ...)
+        # Evidence doctor reads (lspci, dmesg, env, CUDA errors ...), judged on the text as doctor gets it:
+        # a prefix every line shares is taken off above as a decoration, but in a kernel log where every
+        # line is the driver's (``kernel: NVRM: Xid ...``) that prefix is what makes it one.
+        health = parse_pasted(pasted).kinds or parse_pasted(text).kinds
         if health:
             raise InputError(f"{label} holds health evidence ({', '.join(health[:4])}), not a topology: "
                              f"`gputopo doctor --from {label}` reads it")

@@ -28,11 +28,15 @@ GAPS = corpus_known_gaps()
 CAUSE_CODES = {
     "acs-redirect": {"acs-redirect"},
     "fabric-manager": {"fabric-not-ready"},
+    "fabric-unhealthy": {"fabric-degraded"},
     "gdr-disabled": {"gdr-disabled", "nvidia-peermem-missing"},
+    "gpu-lost": {"gpu-fallen-off-bus", "xid-79"},
     "nvlink-inactive": {"nvlink-inactive"},
+    "nvlink-xid": {"xid-145", "xid-149"},  # Blackwell NVLink errors (RLW, NETIR), or an Xid that names them
     "p2p-not-supported": {"p2p-ns", "p2p-gns", "p2p-cns", "p2p-tns", "nccl-p2p-refused",
                           "cuda-peer-access-unsupported", "cuda-peer-access-no"},
     "p2p-topology-limited": {"cuda-peer-access-no", "p2p-ns", "p2p-cns"},
+    "pcie-link": {"pcie-link-narrow", "pcie-link-slow", "pcie-link-limited"},
     "shm-too-small": {"shm-too-small"},
     "too-many-peers": {"cuda-too-many-peers"},
 }
@@ -72,6 +76,10 @@ def _verdict(report, expected: dict) -> list[str]:
             wrong.append(f"healthy, yet {loud}")
     else:
         codes = {f.code for f in report.findings}
+        # An Xid logged as the aftermath of another ("Xid 45 ... caused by previous Xid 149") says that
+        # cause in its finding ("caused (the driver says) by earlier Xids 145 and 149: ..."): the Xids it names.
+        codes |= {f"xid-{n}" for f in report.findings if f.code.startswith("xid-") and " caused " in f.message
+                  for n in re.findall(r"\b\d+\b", f.message.split(" caused ", 1)[1].split(":", 1)[0])}
         if not codes & CAUSE_CODES[cause]:
             wrong.append(f"{cause}: none of {sorted(CAUSE_CODES[cause])} among {sorted(codes)}")
     if not any(c.name.startswith("recognise") and c.status == "ok" for c in report.checks):

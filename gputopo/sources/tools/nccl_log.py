@@ -55,7 +55,9 @@ _SOURCE_LINE_RE = re.compile(r"[\w./\-]+\.(?:cc|cu|cpp|c|h):\d+")  # transport/p
 _IPC_FAILED = "failed to open CUDA IPC handle"
 _PEER_UNSUPPORTED = "peer access is not supported"
 _DEV_RE = re.compile(r"\[\d+\]")
-_INIT_RE = re.compile(r"comm 0x[0-9a-fA-F]+ rank (\d+) nranks (\d+) cudaDev (\d+)(?: nvmlDev (\d+))? busId ([0-9a-fA-F]+)")
+# ``Init COMPLETE``: rank, nranks and cudaDev in every release; nvmlDev from 2.4 (not in 2.7-2.8), busId
+# from 2.7: a 2.4-2.6 line names the rank's GPU by its CUDA and NVML numbers only.
+_INIT_RE = re.compile(r"comm 0x[0-9a-fA-F]+ rank (\d+) nranks (\d+) cudaDev (\d+)(?: nvmlDev (\d+))?(?: busId ([0-9a-fA-F]+))?")
 _COMM_RE = re.compile(r"comm 0x[0-9a-fA-F]+ rank (\d+) nRanks (\d+) nNodes (\d+)")
 _OLD_COMM_RE = re.compile(r"^(?:comm 0x[0-9a-fA-F]+ )?rank (\d+) nranks (\d+)\s*$")  # NCCL 2.3 and before
 _CONN_RE = re.compile(
@@ -170,7 +172,7 @@ def _message(state: _State, level: str, msg: str, host: str | None, thread: str 
         state.cuda[rank] = int(m.group(3)[:9])
         if m.group(4) is not None:  # NVML's index of the GPU: nvidia-smi's number for it
             state.nvml[rank] = int(m.group(4)[:9])
-        if (bus := nccl_bus_id(m.group(5))) is not None:
+        if m.group(5) is not None and (bus := nccl_bus_id(m.group(5))) is not None:
             state.bus[rank] = bus
         if host:
             state.rank_host[rank] = host

@@ -116,3 +116,16 @@ def test_nvidia_smis_summary_table_is_refused_with_the_command_that_tells_the_wi
     with pytest.raises(InputError, match=r"nvidia-smi's summary table, which does not say how the GPUs are wired: "
                                          r"paste `nvidia-smi topo -m`"):
         read_text(text, "smi.txt")
+
+
+@pytest.mark.parametrize("dress", [lambda t: t, lambda t: "\n".join("node-7: " + line for line in t.split("\n"))],
+                         ids=["as pasted", "host prefix"])
+def test_a_kernel_log_whose_every_line_shares_a_prefix_is_sent_to_doctor(dress):
+    """Every line of ``journalctl -k`` reads ``kernel: NVRM: Xid ...``: the prefix the text readers take
+    off as a decoration is what makes the paste health evidence, so scan names doctor, as for dmesg."""
+    from conftest import OWN_FIXTURES
+
+    name = "ogkm1150_dmesg_xid45_caused_by_xid145_149_4gpu_cut.txt"
+    text = (OWN_FIXTURES / "corpus" / "doctor_pastes" / name).read_text()
+    with pytest.raises(InputError, match=r"holds health evidence \(dmesg\), not a topology: `gputopo doctor"):
+        read_text(dress(text), name)

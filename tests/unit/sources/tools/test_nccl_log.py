@@ -287,3 +287,19 @@ def test_an_nccl_tests_header_cut_among_the_log_lines_is_said_not_refused():
     assert topo.source == "nccl-log" and topo.nccl.nranks == 4
     (note,) = note_findings([n for n in topo.reading_notes if n.code == "nccl-tests-no-rows"])
     assert "among its NCCL_DEBUG lines" in note.message and "Using devices" not in note.message
+
+
+def test_an_init_complete_line_without_bus_id_still_names_its_rank():
+    """NCCL 2.4-2.6 end their set-up with ``comm 0x.. rank R nranks N cudaDev D nvmlDev D - Init COMPLETE``
+    (busId only from 2.7): a log cut to those lines names every rank's host and CUDA device."""
+    topo = nccl_log.read(text_of("nccl_log", "nccltests29_4node_32rank_init_complete_cut.log"), "init")
+    assert topo.nccl.nranks == 32 and len(topo.gpus) == 12 and not topo.links
+    assert {(r.rank, r.cuda_device, r.pci_bus_id, r.host) for r in topo.nccl.ranks} >= {
+        (15, 7, None, "server2"), (4, 4, None, "server1"), (29, 5, None, "server4")}
+    # Mangled: a markdown quote on each line, CRLF, and a later release's line with busId beside it.
+    mangled = "\r\n".join("> " + line for line in [
+        "server3:15217:15314 [1] NCCL INFO comm 0x7fd178001ca0 rank 17 nranks 32 cudaDev 1 - Init COMPLETE",
+        "server1:1:2 [0] NCCL INFO comm 0x1 rank 0 nranks 32 cudaDev 0 busId 1b000 - Init COMPLETE"])
+    again = nccl_log.read(mangled, "mangled")
+    assert sorted((r.rank, r.cuda_device, r.pci_bus_id, r.host) for r in again.nccl.ranks) == [
+        (0, 0, "0000:1b:00.0", "server1"), (17, 1, None, "server3")]
