@@ -61,6 +61,8 @@ SHAPES: dict[str, tuple[str, str, str]] = {
     "Link 0: Remote ": ("GPU 0: x\n", "Link 0: Remote ", "\n"),
     "Link 0, ": ("GPU 0: x\n", "Link 0, ", "\n"),
     "NCCL INFO ": ("", "x:1:2 [0] NCCL INFO ", "\n"),
+    "NCCL ring ranks": ("x:1:2 [0] NCCL INFO Channel 00/08 :", " 0", "\n"),
+    "NCCL host colons": ("", "a:", "1:2 [0] NCCL INFO Channel 00/08 :    0   1\n"),
     "key : value": ("GPU 00000000:01:00.0\n", "    Ab : ", "\n"),
     "<pci unclosed": (XML_LEAD, "<pci ", "\n"),
     "<pci nested": (XML_LEAD, '<pci busid="0000:01:00.0">', "\n"),

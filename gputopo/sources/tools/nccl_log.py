@@ -2,9 +2,11 @@
 every connection per channel, P2P NCCL refused, settings from the environment, rings and trees.
 
 Lines look like ``host:pid:tid [cudaDev] NCCL INFO <message>`` (any prefix before ``NCCL INFO`` is
-skipped: timestamps, log collectors). Read:
+skipped: timestamps, log collectors, an mpirun tag; what a line says of ranks is ``sources.nccl_lines``,
+which the TF log reader shares). Read:
 - ``comm 0x.. rank R nranks N cudaDev D [nvmlDev M] busId B`` (Init START/COMPLETE): a rank's GPU
-  (NCCL 2.3's ``[comm 0x..] rank R nranks N``: the rank count only);
+  (``comm 0x.. rank R nRanks N nNodes K`` and NCCL 2.3's ``[comm 0x..] rank R nranks N``: the rank
+  count, and the rank its own thread logs for);
 - ``Channel CC[/x] : R[X] -> S[Y] [send|receive] via T`` and the older ``Ring CC : ...``: R sends to
   S over T (``P2P/IPC``, ``P2P/CUMEM/read``, ``P2P/direct pointer``, ``SHM/direct/direct``, ``direct
   shared memory``, ``NET/IB/0/GDRDMA``...). X is the rank's busId (hex, NCCL 2.5 to 2.18.1; four digits
@@ -15,7 +17,8 @@ skipped: timestamps, log collectors). Read:
   dev b(=C)``: P2P CUDA refused (a and b are NCCL's GPU numbers on that host);
 - ``failed to open CUDA IPC handle : N reason`` (WARN): the P2P connections the same thread set up
   failed; ``peer access is not supported`` (CUDA error 217, or 64 in old CUDA) says the pair cannot peer;
-- ``NCCL_X set by environment to V``, ``NCCL version V``, ``Channel CC/NN : r r r`` (rings),
+- ``NCCL_X set by environment to V``, ``NCCL version V``, ``Channel CC/NN : r r r`` (rings: each
+  lists every rank of its communicator, so its ranks are the job's even where no other line names them),
   ``Trees ...`` / ``Tree N : ...``, ``NVLS multicast support is (not) available``, ``CollNet``;
 - the ``[cudaDev]`` of the prefix is the logging thread's CUDA device; a thread logs for the rank its
   connection (the sender; the receiver of a ``[receive]``), ``Trees [c] d/d/d->R->u`` or Init line
@@ -25,7 +28,9 @@ skipped: timestamps, log collectors). Read:
 
 GPU numbers: on one host, ranks whose bus ids are all known are numbered in bus-id order (PCI
 order, which is nvidia-smi's where every GPU takes part: inferred, and said so); otherwise, and
-across hosts, the GPU number is the rank.
+across hosts, the GPU number is the rank. A rank is a GPU (NCCL refuses two ranks of a communicator on
+one GPU): where ``nranks`` says more ranks than the text names, the label says so as a lower bound
+(``at least 4 GPUs (3 named)``, ``9 of 16 ranks on ...``); the GPUs not named are not made up.
 
 Hosts: a rank's host is the ``host`` of the lines its thread logs; P2P and SHM never leave a host,
 so the peer of such a connection is on the logging rank's host too. A NET (or CollNet) connection
@@ -42,6 +47,18 @@ from dataclasses import dataclass, field
 
 from gputopo.errors import InputError, NothingToRead
 from gputopo.model import Gpu, NcclRank, NcclTransport, NcclView, ReadingNote, Topology
+from gputopo.sources.nccl_lines import (
+    COMM_RE,
+    CONN_RE,
+    INIT_RE,
+    LEVEL_RE,
+    OLD_COMM_RE,
+    TREE_RANK_RE,
+    host_of,
+    ring_ranks,
+    ring_text,
+    thread_device,
+)
 from gputopo.sources.pasted import MAX_GPUS, capped, device_index, nccl_bus_id, undecorated_lines, with_all_pairs
 from gputopo.sources.tools.nccl_tests import device_line, header_without_rows
 from gputopo.sources.tools.nccl_tests import sniff as nccl_tests_sniff
@@ -49,29 +66,14 @@ from gputopo.sources.tools.nccl_tests import sniff as nccl_tests_sniff
 KIND = "NCCL_DEBUG=INFO log"
 MAX_NOTES = 20
 
-_LEVEL_RE = re.compile(r"NCCL (INFO|WARN) ?")
-_WHO_RE = re.compile(r"([A-Za-z0-9_.<>\-]+):\d+:\d+")  # host:pid:tid before " [cudaDev] NCCL INFO"
-_SOURCE_LINE_RE = re.compile(r"[\w./\-]+\.(?:cc|cu|cpp|c|h):\d+")  # transport/p2p.cc:238 before NCCL WARN
 _IPC_FAILED = "failed to open CUDA IPC handle"
 _PEER_UNSUPPORTED = "peer access is not supported"
-_DEV_RE = re.compile(r"\[\d+\]")
-# ``Init COMPLETE``: rank, nranks and cudaDev in every release; nvmlDev from 2.4 (not in 2.7-2.8), busId
-# from 2.7: a 2.4-2.6 line names the rank's GPU by its CUDA and NVML numbers only.
-_INIT_RE = re.compile(r"comm 0x[0-9a-fA-F]+ rank (\d+) nranks (\d+) cudaDev (\d+)(?: nvmlDev (\d+))?(?: busId ([0-9a-fA-F]+))?")
-_COMM_RE = re.compile(r"comm 0x[0-9a-fA-F]+ rank (\d+) nRanks (\d+) nNodes (\d+)")
-_OLD_COMM_RE = re.compile(r"^(?:comm 0x[0-9a-fA-F]+ )?rank (\d+) nranks (\d+)\s*$")  # NCCL 2.3 and before
-_CONN_RE = re.compile(
-    r"(?:Channel|Ring) (\d+)(?:/\d+)? : (\d+)(?:\[([0-9a-fA-F]+)\])? -> (\d+)(?:\[([0-9a-fA-F]+)\])?"
-    r"(?: \[(?:send|receive)\])? via (.+?)\s*$"
-)
-_RING_RE = re.compile(r"^Channel (\d+)/(\d+) :((?:\s+\d+)+)\s*$")
 _TREE_RE = re.compile(r"^(Trees \[.*|Tree \d+ : .*)$")
 _DISABLED_RE = re.compile(r"P2P is disabled between connected GPUs (\d+) and (\d+)")
 _NOT_ENABLED_RE = re.compile(r"Could not enable P2P between dev (\d+)\(=([0-9a-fA-F]+)\) and dev (\d+)\(=([0-9a-fA-F]+)\)")
 _SETTING_RE = re.compile(r"(NCCL_[A-Z0-9_]+) set by environment to (\S+?)\.?\s*$")
 _VERSION_RE = re.compile(r"NCCL version (\S+)")
 _AFFINITY_RE = re.compile(r"Setting affinity for GPU (\d+) to ")
-_TREE_RANK_RE = re.compile(r"^Trees? \[?\d+\]?[ :]*[-\d/]*->(\d+)->")
 _WITHIN_A_HOST = ("P2P", "SHM")  # NCCL's transports inside one host (CUDA IPC / pointers, host shared memory)
 _BETWEEN_HOSTS = ("NET", "COLLNET")  # the network: NCCL uses it within a host only where P2P and SHM are both off
 
@@ -95,6 +97,7 @@ class _State:
     disabled_at: set[tuple[str | None, int, int]] = field(default_factory=set)
     refused_bus: set[tuple[str, str]] = field(default_factory=set)  # "Could not enable P2P": the two bus ids
     nodes: int = 0  # the most ``nNodes`` any comm line says
+    most_ranks: int = 0  # the most ``nranks`` any comm line says (at most MAX_GPUS): the job's GPUs, one per rank
     net_pairs: int = 0  # network connections (NET, CollNet) the log does not place within one named host
     dev_bus: dict[int, str] = field(default_factory=dict)  # NCCL's GPU number -> bus id ("Could not enable P2P")
     thread_p2p: dict[str | None, list[tuple[int, int]]] = field(default_factory=dict)  # host:pid:tid -> P2P it set up
@@ -105,6 +108,7 @@ class _State:
     speaker_rank: dict[tuple[str, int], int] = field(default_factory=dict)  # -> the rank it logs for
     speaker_gpu: dict[tuple[str, int], int] = field(default_factory=dict)  # -> "Setting affinity for GPU N"
     names: dict[int, str] = field(default_factory=dict)  # rank -> GPU name (nccl-tests' device list)
+    ring_ranks: set[int] = field(default_factory=set)  # the ranks NCCL's rings list (every rank of a communicator)
 
 
 def read(text: str, source: str) -> Topology:
@@ -112,11 +116,11 @@ def read(text: str, source: str) -> Topology:
     state = _State()
     for line in undecorated_lines(text):
         line = capped(line)  # no NCCL message is that long
-        if "NCCL " in line and (m := _LEVEL_RE.search(line)):
-            host, thread = _host_of(line[: m.start()])
+        if "NCCL " in line and (m := LEVEL_RE.search(line)):
+            host, thread = host_of(line[: m.start()])
             if host and not host.startswith("<"):
                 state.hosts.add(host)
-            dev = device_index(line[: m.start()].split()[-1].strip("[]")) if thread is not None else None
+            dev = thread_device(line[: m.start()])
             state.speaker = (thread, dev) if thread is not None and dev is not None else None
             _message(state, m.group(1), line[m.end() :], host, thread)
         elif "NCCL version" in line and (v := _VERSION_RE.search(line)):
@@ -124,7 +128,8 @@ def read(text: str, source: str) -> Topology:
         elif "Rank" in line and (d := device_line(line)) is not None and d[0] < MAX_GPUS:
             _device_of_rank(state, *d)  # nccl-tests' `Using devices` preamble
     view = state.view
-    if not (state.bus or state.cuda or state.transports or state.disabled or view.settings or view.version):
+    if not (state.bus or state.cuda or state.transports or state.disabled or view.settings or view.version
+            or state.speaker_rank or state.ring_ranks):
         raise NothingToRead(f"{source}: NCCL lines found, but none that names a rank, a connection or a setting")
     view.transports = list(state.transports.values())
     view.p2p_disabled_pairs = [list(p) for p in sorted(state.disabled)]
@@ -132,17 +137,6 @@ def read(text: str, source: str) -> Topology:
     if "busbw" in text and not nccl_tests_sniff(text) and header_without_rows(text):  # an nccl-tests table cut at its header
         topo.reading_notes.append(ReadingNote("nccl-tests-no-rows", {"source": source, "header": True, "beside_log": True}))
     return topo
-
-
-def _host_of(prefix: str) -> tuple[str | None, str | None]:
-    """``(host, host:pid:tid)`` of a ``host:pid:tid [dev] `` prefix (its last two words; a WARN line has
-    the source ``file.cc:line`` after them), else Nones. Linear."""
-    words = prefix.split()
-    if len(words) >= 3 and _SOURCE_LINE_RE.fullmatch(words[-1]):
-        words = words[:-1]
-    if len(words) >= 2 and _DEV_RE.fullmatch(words[-1]) and (m := _WHO_RE.fullmatch(words[-2])):
-        return m.group(1), words[-2]
-    return None, None
 
 
 def _device_of_rank(state: _State, rank: int, _host: str, device: int, bus: str | None, name: str) -> None:
@@ -162,11 +156,12 @@ def _message(state: _State, level: str, msg: str, host: str | None, thread: str 
             view.notes.append(msg.strip()[:300])
         if _IPC_FAILED in msg and len(state.ipc_failed) < MAX_GPUS:
             state.ipc_failed.append((thread, _PEER_UNSUPPORTED in msg))
-    elif m := _CONN_RE.search(msg):
+    elif m := CONN_RE.search(msg):
         _connection(state, m, host, thread)
-    elif m := _INIT_RE.search(msg):
+    elif m := INIT_RE.search(msg):
         rank = int(m.group(1))
         view.nranks = int(m.group(2)[:9])
+        state.most_ranks = max(state.most_ranks, min(view.nranks, MAX_GPUS))
         if rank >= MAX_GPUS:
             return
         state.cuda[rank] = int(m.group(3)[:9])
@@ -177,17 +172,22 @@ def _message(state: _State, level: str, msg: str, host: str | None, thread: str 
         if host:
             state.rank_host[rank] = host
         _logs_for(state, rank)
-    elif (m := _COMM_RE.search(msg)) or (m := _OLD_COMM_RE.match(msg.strip())):
+    elif (m := COMM_RE.search(msg)) or (m := OLD_COMM_RE.match(msg.strip())):
         view.nranks = int(m.group(2)[:9])
-        if m.re is _COMM_RE:
+        state.most_ranks = max(state.most_ranks, min(view.nranks, MAX_GPUS))
+        if m.re is COMM_RE:
             state.nodes = max(state.nodes, min(int(m.group(3)[:9]), MAX_GPUS))
-    elif m := _RING_RE.match(msg.strip()):
+        if (rank := device_index(m.group(1))) is not None:  # the rank's own thread prints its comm line
+            _logs_for(state, rank)
+    elif (ring := ring_text(msg)) is not None:
         if len(view.rings) < MAX_GPUS:
-            view.rings.append(f"Channel {m.group(1)}/{m.group(2)} : {' '.join(m.group(3).split())}")
+            view.rings.append(ring)
+        if len(state.ring_ranks) < MAX_GPUS:  # a ring lists every rank of its communicator
+            state.ring_ranks.update(ring_ranks(msg) or [])
     elif m := _TREE_RE.match(msg.strip()):
         if len(view.trees) < MAX_GPUS:
             view.trees.append(m.group(1)[:500])
-        if (r := _TREE_RANK_RE.match(msg.strip())) and (rank := device_index(r.group(1))) is not None:
+        if (r := TREE_RANK_RE.match(msg.strip())) and (rank := device_index(r.group(1))) is not None:
             _logs_for(state, rank)
     elif (m := _AFFINITY_RE.search(msg)) and state.speaker and (gpu := device_index(m.group(1))) is not None:
         if len(state.speaker_gpu) < MAX_GPUS * 8:
@@ -283,7 +283,8 @@ def _threads_to_ranks(state: _State) -> None:
 def _topology(state: _State, source: str) -> Topology:
     view = state.view
     _threads_to_ranks(state)
-    ranks = sorted(set(state.bus) | set(state.cuda) | {r for t in view.transports for r in (t.src_rank, t.dst_rank)})
+    ranks = sorted(set(state.bus) | set(state.cuda) | {r for t in view.transports for r in (t.src_rank, t.dst_rank)}
+                   | state.ring_ranks)
     if not ranks:  # only P2P complaints: they number the GPUs themselves (NCCL's GPU numbers)
         return _gpus_of_complaints(state, source)
     # One host's lines of a job on several nodes (``nNodes``, or a connection over the network, which
@@ -314,9 +315,14 @@ def _topology(state: _State, source: str) -> Topology:
                   for r in ranks]
     for t in view.transports:
         t.a, t.b = index_of.get(t.src_rank), index_of.get(t.dst_rank)
-    topo = with_all_pairs(gpus, "nccl-log", f"{len(gpus)} GPUs in an NCCL_DEBUG=INFO log", source) if one_host else \
+    # A rank is a GPU (NCCL refuses two ranks of one communicator on one GPU): ``nranks`` beyond the ranks
+    # the text names are GPUs in lines the excerpt lacks.
+    unnamed = state.most_ranks > len(ranks)
+    topo = with_all_pairs(gpus, "nccl-log", (f"at least {state.most_ranks} GPUs ({len(gpus)} named)" if unnamed else
+                                             f"{len(gpus)} GPUs") + " in an NCCL_DEBUG=INFO log", source) if one_host else \
         Topology(gpus=sorted(gpus, key=lambda g: g.index), source="nccl-log", source_detail=source,
-                 label=f"{len(gpus)} ranks on {_hosts_word(state)} in an NCCL_DEBUG=INFO log")
+                 label=f"{len(gpus)}{f' of {state.most_ranks}' if unnamed else ''} ranks on {_hosts_word(state)} "
+                       "in an NCCL_DEBUG=INFO log")
     topo.nccl = view
     topo.gpu_numbering = "nvml" if by_nvml else None
     links = topo.link_map()
