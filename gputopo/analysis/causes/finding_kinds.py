@@ -176,6 +176,7 @@ KIND_OF_CODE: dict[str, KindRule] = {
     "tf-peer-unknown": NOTE,
     "tf-peer-walk-order": NOTE,
     "tf-no-gpu-reason": NOTE,
+    "tf-log-nccl-only": NOTE,
 }
 
 # P2P status words (NVML's, nvidia-smi's): ``p2p-<word>`` (scan) and ``p2p-status-<word>`` (doctor).

@@ -22,9 +22,7 @@ Codes (the facts of each: where its source makes it):
 - the NVML probe (``sources.host.nvml_notes``): ``gpu-lost`` (warning), ``multi-gpu-board``,
   ``nvml-query-failed`` (worded as ``nvml-<query>-unavailable``, a warning unless the reasons
   only say the GPU or driver does not have it);
-- TensorFlow logs (``sources.tf.tflog*``, ``tf_init``): ``tf-log-cut`` (every cut place in one, each
-  in ``tf_cut_words``), ``tf-log-startups``, ``tf-gpus-implied``, ``tf-log-contradiction``
-  (warning), ``tf-peer-unknown``, ``tf-peer-walk-order``, ``tf-no-gpu-reason``.
+- TensorFlow logs (``sources.tf.tflog*``, ``tf_init``): worded in ``reading_notes_tf``.
 """
 
 from __future__ import annotations
@@ -33,6 +31,7 @@ import re
 from collections.abc import Callable
 from typing import Any
 
+from gputopo.analysis.notes.reading_notes_tf import TF_WORDINGS
 from gputopo.analysis.notes.reading_notes_tools import TOOL_WORDINGS, Words
 from gputopo.model import Finding, ReadingNote, Topology
 from gputopo.model.from_json import build
@@ -319,108 +318,6 @@ def _nvml_query_failed(facts: dict[str, Any], gpus: list[int]) -> Words:
     return severity, f"NVML could not report the {what} of {subject} ({'; '.join(reasons)}); shown as unknown", fix
 
 
-# --- TensorFlow logs (``sources.tf.tflog*``, ``tf_init``) ----------------------------------------------
-
-
-def tf_cut_words(place: dict[str, Any]) -> str:
-    """One place a TensorFlow log is cut (``{"cut": kind, ...}``) in words."""
-    kind = place["cut"]
-    if kind == "created-line":
-        line, tf_id = place["line"], place["tf_id"]
-        what = f"the `Created device` line for GPU:{tf_id}" if tf_id is not None else "a `Created device` line"
-        if place["before"] == "details":
-            return f"line {line}: {what} is cut before its device details"
-        return f"line {line}: {what} is cut short" if tf_id is not None else f"line {line}: {what} is cut before its device number"
-    if kind == "bus-id":
-        return f"line {place['line']}: the PCI bus id of GPU {place['gpu']} is cut short ({place['bus_id']!r})"
-    if kind == "before-bus-id":
-        return f"line {place['line']}: the `Created device` line for GPU {place['gpu']} is cut before its PCI bus id"
-    if kind == "implausible-ordinal":
-        return f"GPU ordinal {place['ordinal']} is not plausible and was ignored"
-    if kind == "not-created":
-        gpus = place["gpus"]
-        return (f"TensorFlow listed GPU {', '.join(map(str, gpus))} but the log ends before it created "
-                f"{'it' if len(gpus) == 1 else 'them'} (PCI bus ids and memory unknown)")
-    if kind == "matrix-header":
-        first, last = place["columns"]
-        span = f"{first}-{last}" if first != last else str(first)
-        return f"line {place['line']}: the peer matrix has no header line; columns read as ordinals {span}"
-    if kind == "matrix-row":
-        return f"the peer matrix row for GPU {place['gpu']} is cut short ({place['entries']} of {place['of']} entries)"
-    if kind == "matrix-rows":
-        return (f"line {place['line']}: the peer matrix has no rows for GPU {', '.join(map(str, place['gpus']))}; "
-                "those entries are unknown unless other lines say")
-    raise ValueError(f"unknown cut {kind!r}")
-
-
-def _tf_log_cut(facts: dict[str, Any], gpus: list[int]) -> Words:
-    cuts = facts["cuts"]
-    places = f"{len(cuts)} {_plural(len(cuts), 'place')}"
-    return ("info", f"{facts['source']} is cut short in {places}; what is there was read: "
-            + "; ".join(tf_cut_words(place) for place in cuts), None)
-
-
-def _tf_log_startups(facts: dict[str, Any], gpus: list[int]) -> Words:
-    chosen, how = facts["chosen"], facts["how"]
-    if how == "asked":
-        using = f"using #{chosen} (--tf-run {chosen})"
-    elif how == "last-complete":
-        later = facts["startups"] - chosen
-        skipped = f"; {'the one after it is' if later == 1 else f'the {later} after it are'} incomplete" if later else ""
-        using = f"using the last complete one (#{chosen}{skipped})"
-    elif how == "most-peers":
-        using = f"using #{chosen}, the one that says most about which GPUs can peer"
-    else:
-        using = f"none is complete; using the last (#{chosen})"
-    others = [f"#{o['number']} from line {o['first_line']} ({_startup_summary(o)})" for o in facts["others"]]
-    return ("info", (f"the log holds {facts['startups']} TensorFlow start-ups; {using}, from line {facts['first_line']}; "
-            f"the other{'s' if len(others) > 1 else ''}: {', '.join(others)}; pick another with --tf-run N"), None)
-
-
-def _startup_summary(other: dict[str, Any]) -> str:
-    count = other["gpu_count"]
-    gpus = f"GPU{'s' if count != 1 else ''} {','.join(map(str, other['gpus']))}{'...' if count > 8 else ''}"
-    peers = f"{other['peer_entries']} peer entries" if other["peer_entries"] else "nothing about peers"
-    return f"{gpus}, {peers}{'' if other['complete'] else ', incomplete'}"
-
-
-def _tf_gpus_implied(facts: dict[str, Any], gpus: list[int]) -> Words:
-    named = facts["named"]
-    return ("info", (f"the log implies at least {facts['count']} GPUs (it names {_plural(len(named), 'GPU')} "
-            f"{', '.join(map(str, named))}); the others are in a part of the log that is not there"), None)
-
-
-def _tf_log_contradiction(facts: dict[str, Any], gpus: list[int]) -> Words:
-    return ("warning", (f"{facts['source']} line {facts['line']}: TensorFlow could not enable peer access "
-            f"{facts['from']}->{facts['to']} although its matrix says Y; taken as no peer access"), None)
-
-
-def _tf_peer_unknown(facts: dict[str, Any], gpus: list[int]) -> Words:
-    missing, pairs = facts["missing"], facts["pairs"]
-    why = (
-        "the log looks cut short"
-        if facts["cut"] or not missing
-        else f"GPU {', '.join(map(str, missing))} {'is' if len(missing) == 1 else 'are'} not named on both sides of those lines (cut short?)"
-    )
-    shown = ", ".join(f"{a}-{b}" for a, b in pairs[:12]) + ("..." if len(pairs) > 12 else "")
-    return "info", f"TensorFlow logs only the pairs that cannot peer, but {why}, so whether {shown} can peer is unknown", None
-
-
-def _tf_peer_walk_order(facts: dict[str, Any], gpus: list[int]) -> Words:
-    i, j = facts["last"]
-    after = ("and the walk's end is in the log" if facts["complete"]
-             else f"the log is cut after {i}->{j}, so pairs after it are unknown, and which pairs came before it "
-                  "assumes TF walked the GPUs in number order (it does unless gpu_options.visible_device_list "
-                  "reorders them)")
-    return "info", (f"which pairs can peer is inferred from the order of TensorFlow's 'cannot peer' lines: it "
-                    f"walks every ordered pair of its {facts['gpus']} GPUs source by source and logs only those "
-                    f"that cannot peer, so the pairs it passed without a line could peer; {after}"), None
-
-
-def _tf_no_gpu_reason(facts: dict[str, Any], gpus: list[int]) -> Words:
-    return "info", f"TensorFlow said: {facts['said']}", None
-
-
 _WORDINGS: dict[str, Callable[[dict[str, Any], list[int]], Words]] = {
     "repaired-paste": _repaired_paste,
     "several-topo-matrices": _several_matrices,
@@ -436,13 +333,7 @@ _WORDINGS: dict[str, Callable[[dict[str, Any], list[int]], Words]] = {
     "gpu-lost": _gpu_lost,
     "multi-gpu-board": _multi_gpu_board,
     "nvml-query-failed": _nvml_query_failed,
-    "tf-log-cut": _tf_log_cut,
-    "tf-log-startups": _tf_log_startups,
-    "tf-gpus-implied": _tf_gpus_implied,
-    "tf-log-contradiction": _tf_log_contradiction,
-    "tf-peer-unknown": _tf_peer_unknown,
-    "tf-peer-walk-order": _tf_peer_walk_order,
-    "tf-no-gpu-reason": _tf_no_gpu_reason,
+    **TF_WORDINGS,
 }
 
 # Every code this version words (a test checks that every note a source makes is among them).

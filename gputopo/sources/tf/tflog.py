@@ -5,7 +5,8 @@ mixed with other output. This reader takes what is there and never fails on a br
 (``tflog_lines`` finds each message by its own words, in linear time); a file with several
 start-ups is split (``tflog_runs``) and one is read: the one that says most about peers, or ``run=N``. What
 cannot be read becomes a ``ReadingNote`` in ``TfView.reading_notes`` (facts, which ``tf_findings``
-words); only a text with no GPU line at all is an ``InputError``.
+words); a log of NCCL's lines alone (``NCCL_DEBUG=INFO``, MirroredStrategy's all-reduce) is read by what
+they say of the process's GPUs (``tflog_nccl``); only a text naming no GPU at all is an ``InputError``.
 
 Eras (newest last):
 
@@ -48,6 +49,7 @@ from gputopo.errors import InputError
 from gputopo.fileio import read_text_input
 from gputopo.model import P2P_OK, Gpu, ReadingNote, TfView, Topology, make_link
 from gputopo.sources.tf.tflog_lines import CREATED, MATRIX, PEER_LIMIT, message_of, scan_lines
+from gputopo.sources.tf.tflog_nccl import nccl_view
 from gputopo.sources.tf.tflog_runs import StartUp, chosen_startup, last_complete, peer_entries, split_startups
 from gputopo.sources.tf.tflog_startup import (
     ERA_CUDA_PEER_LIMIT,
@@ -87,13 +89,16 @@ def parse_tf_log(text: str, source: str, run: int | None = None) -> TfView:
     events = scan_lines(text)
     startups = [s for s in split_startups(events) if _names_any_gpu(s)]
     if not startups:
-        nccl = " NCCL INFO " in text or "] NCCL INFO" in text
+        nccl = "NCCL INFO" in text or "NCCL WARN" in text
+        view = nccl_view(text, source, run) if nccl else None  # MirroredStrategy's NCCL lines alone
+        if view is not None:
+            return view
         raise InputError(
             f"TensorFlow log {source} has no GPU lines: expected lines such as "
             "'Created device ... -> device: 0, name: ..., pci bus id: ...' or "
             "'cannot enable peer access from device ordinal 0 to device ordinal 2'"
-            + ("; its NCCL INFO lines (NCCL_DEBUG=INFO, as MirroredStrategy's NCCL all-reduce prints them) are read "
-               "with --from instead" if nccl else "")
+            + ("; its NCCL lines (NCCL_DEBUG=INFO, as MirroredStrategy's NCCL all-reduce prints them) name no "
+               "GPU and no rank: NCCL's settings and versions are read with --from" if nccl else "")
         )
     if run is None:
         index = chosen_startup(startups)

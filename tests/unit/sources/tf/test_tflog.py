@@ -152,8 +152,8 @@ def test_matrix_without_header_line_reads_columns_as_ordinals():
         ("Epoch 1/10\nloss: 0.3\n", "has no GPU lines"),
         ("2022-07-12 14:35:39.302759: I tensorflow/core/common_runtime/gpu/gpu_dev", "has no GPU lines"),
         ("I gpu_init.cc:59] \x00\x01 cannot enable", "is binary"),
-        # MirroredStrategy's NCCL lines alone (tensorflow#60363): not a TF device line, but readable elsewhere
-        ("4e409fc75fa0:30:536 [0] NCCL INFO Channel 00/08 :    0   1   2   3\n", "are read with --from instead"),
+        # NCCL lines that name no GPU and no rank (no thread prefix: no CUDA device); tflog_nccl reads those that do
+        ("NCCL INFO NET/Socket : Using [0]eth0:172.17.0.2<0>\nNCCL INFO Using network Socket\n", "name no GPU and no rank"),
     ],
 )
 def test_logs_without_gpu_lines_are_one_line_input_errors(text, expected):
