@@ -154,6 +154,7 @@ KIND_OF_CODE: dict[str, KindRule] = {
     "nccl-xml-no-root": NOTE,
     "nccl-tests-no-rows": NOTE,
     "nccl-tests-separate-jobs": NOTE,
+    "nccl-tests-gpus-from-command": NOTE,
     "p2p-enabled-not-measured": NOTE,
     "nccl-p2p-disabled-unplaced": NOTE,
     "nccl-log-hosts-missing": NOTE,

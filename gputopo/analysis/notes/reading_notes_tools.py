@@ -10,6 +10,7 @@
   (a warning; "GPU-to-GPU" only where every stopped test was a device-to-device one);
 - ``nccl-gpus-by-bus-id``: an NCCL log numbers GPUs by the ranks' bus ids (inferred);
 - ``nccl-xml-cut``: an NCCL topology XML cut short, read up to its last whole tag;
+- ``nccl-tests-gpus-from-command``: nccl-tests without its device list, its GPUs from the command's ``-g``/``-t``;
 - ``nvidia-smi -q`` (``sources.smi.smi_q``): ``smi-q-gpus-not-listed`` (``Attached GPUs`` says more than
   the text lists), ``smi-q-unavailable`` (values printed as N/A), ``smi-q-grep-gaps`` (grep's ``--``
   lines), ``smi-q-gpu-repeated`` (a second block of one bus id), ``smi-q-no-bus-id``;
@@ -102,6 +103,19 @@ def _nccl_tests_no_rows(facts: dict[str, Any], gpus: list[int]) -> Words:
                      "rows and `# Avg bus bandwidth`)"), None)
 
 
+def _nccl_tests_gpus_from_command(facts: dict[str, Any], gpus: list[int]) -> Words:
+    count = facts["gpu_count"]
+    return ("info", (f"{facts['source']}: no `# Using devices` list: the {count} GPU{'s' if count != 1 else ''} "
+                     f"{'are' if count != 1 else 'is'} what its command line's `{facts['options']}` gives one process, "
+                     f"CUDA device{'s' if count != 1 else ''} {_gpu_range(count)} of it (under CUDA_VISIBLE_DEVICES, "
+                     "numbered as the process sees them); their names and bus ids are not in the text"),
+            "paste the output from its first line (the `# Using devices` list names each GPU and its bus id)")
+
+
+def _gpu_range(count: int) -> str:
+    return "0" if count == 1 else f"0-{count - 1}" if count > 2 else "0 and 1"
+
+
 def _nccl_tests_separate_jobs(facts: dict[str, Any], gpus: list[int]) -> Words:
     named = ", ".join(f"pid {pid} on {host}" for host, pid in facts["processes"])
     return ("warning", (f"{facts['source']}: one rank is named by {len(facts['processes'])} processes ({named}): each "
@@ -186,6 +200,7 @@ TOOL_WORDINGS: dict[str, Callable[[dict[str, Any], list[int]], Words]] = {
     "nccl-xml-no-root": _nccl_xml_no_root,
     "nccl-tests-no-rows": _nccl_tests_no_rows,
     "nccl-tests-separate-jobs": _nccl_tests_separate_jobs,
+    "nccl-tests-gpus-from-command": _nccl_tests_gpus_from_command,
     "nccl-p2p-disabled-unplaced": _nccl_p2p_disabled_unplaced,
     "nccl-log-hosts-missing": _nccl_log_hosts_missing,
     "smi-q-gpus-not-listed": _smi_q_gpus_not_listed,

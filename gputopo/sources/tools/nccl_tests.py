@@ -7,7 +7,9 @@ twice: out-of-place then in-place), numeric rows under it, ``# Out of bounds val
 and ``# Avg bus bandwidth : X``. Each header starts a run (several runs in one paste are kept in
 order); the operation is named from a ``*_perf`` command line (also after root's ``#`` prompt) or
 ``Collective test concluded: X`` where the paste has one. Single host: GPU numbers are the devices
-(CUDA ordinals); several hosts: the ranks, with their host.
+(CUDA ordinals); several hosts: the ranks, with their host. Without a device list, a command line run
+without a launcher names its one process's GPUs by its options (``-g 2``: CUDA devices 0 and 1; ``-t``
+threads times ``-g``), said in a ``nccl-tests-gpus-from-command`` note; the runs' GPUs stay unnamed.
 
 Pasted text is read as it comes: the ``#`` comment markers may be lost (a paste outside a code block
 becomes markdown headings), and a prefix printed before the header (a ``$ `` prompt, a ``host: ``
@@ -46,6 +48,10 @@ _OP_RE = re.compile(r"\b(\w+)_perf(?:_mpi)?\b")
 # by options or nothing, a comment's words ("# all_reduce_perf is slower") are no command.
 _ROOT_COMMAND_RE = re.compile(r"^\s*#\s*(?:[A-Za-z_]\w*=\S*\s+)*(?:sudo\s+)?"
                               r"(?:\S*/(\w+)_perf(?:_mpi)?(?=\s|$)|(\w+)_perf(?:_mpi)?(?=\s+-|\s*$))")
+# nccl-tests' own options for how many GPUs one process drives: threads x GPUs per thread, CUDA devices
+# 0..t*g-1 of a process (``-g 2``, ``--ngpus 2``, ``-t 2``, ``--nthreads=2``).
+_GPUS_OPTION_RE = re.compile(r"(?:^|\s)(-g|--ngpus|-t|--nthreads)(?:=|\s+)(\d{1,4})(?=[\s*`']|$)")  # a paste's bold or quote may close it
+_LAUNCHERS = ("mpirun", "mpiexec", "srun", "horovodrun", "torchrun", "orterun", "-np ")
 _OOB_RE = re.compile(r"Out of bounds values\s*:\s*(\d+)")
 _AVG_RE = re.compile(r"Avg bus bandwidth\s*:\s*([0-9.eE+-]+)")
 
@@ -99,6 +105,8 @@ def read(text: str, source: str) -> Topology:
     lines = lines_of(text)
     i = 0
     headers = 0
+    command: tuple[int, str] | None = None  # the last *_perf command line's GPUs and their options, one process
+    commanded: list[tuple[CollectiveRun, int, str]] = []  # each run whose command line names its GPUs
     while i < len(lines):
         line = capped(lines[i])
         if (m := _RANK_RE.search(line)) and (rank := device_index(m.group(1))) is not None:
@@ -117,6 +125,8 @@ def read(text: str, source: str) -> Topology:
             prefix = line[: m.start()].strip()  # a prompt or host label printed before the table
             i = _rows(lines, i + 1, run, has_root=m.group(1) is not None, prefix=prefix)
             runs.append(run)
+            if command is not None and run.rows:
+                commanded.append((run, *command))
             continue
         elif (m := _OOB_RE.search(line)) and runs:
             runs[-1].out_of_bounds = int(m.group(1))
@@ -126,13 +136,17 @@ def read(text: str, source: str) -> Topology:
             runs[-1].operation = m.group(1)
         elif "_perf" in line and (m := _ROOT_COMMAND_RE.match(line)):
             operation = m.group(1) or m.group(2)
+            command = _command_gpus(line) or command
         elif "_perf" in line and (m := _OP_RE.search(line)) and not line.lstrip().startswith("#"):
             operation = m.group(1)
+            command = _command_gpus(line) or command
         i += 1
     runs = [run for run in runs if run.rows]
     if not runs and not devices:
         raise InputError(f"{source}: an nccl-tests header without any row, and no `Using devices` line")
     topo = _topology(devices, runs, source)
+    if not devices and commanded:  # no device list: the command line says how many GPUs the process drove
+        _devices_of_command(topo, commanded, source)
     if alone:
         topo.label = f"nccl-tests: {len(alone)} processes, each its own job"
         topo.reading_notes.append(ReadingNote("nccl-tests-separate-jobs", {
@@ -140,6 +154,33 @@ def read(text: str, source: str) -> Topology:
     if not runs:  # cut before the first row: the devices are all it says
         topo.reading_notes.append(ReadingNote("nccl-tests-no-rows", {"source": source, "header": headers > 0}))
     return topo
+
+
+def _command_gpus(line: str) -> tuple[int, str] | None:
+    """``(GPUs, options)`` a ``*_perf`` command line gives its one process (``-g 2`` -> CUDA devices 0 and 1;
+    ``-t 2 -g 2`` -> 0-3); None where it names neither option, or runs under a launcher (``mpirun -np 4``:
+    how many processes on which hosts is not the command's to say)."""
+    if any(word in line for word in _LAUNCHERS):
+        return None
+    found = {("g" if "g" in name else "t"): (name, int(value)) for name, value in _GPUS_OPTION_RE.findall(line)}
+    if not found:
+        return None
+    threads, gpus = found.get("t", ("", 1))[1], found.get("g", ("", 1))[1]
+    if not 1 <= threads * gpus <= MAX_GPUS:
+        return None
+    return threads * gpus, " ".join(f"{name} {value}" for name, value in (found.get("t", ("", 0)), found.get("g", ("", 0))) if name)
+
+
+def _devices_of_command(topo: Topology, commanded: list[tuple[CollectiveRun, int, str]], source: str) -> None:
+    """The GPUs command lines' options name, where the output lists none: CUDA devices 0..n-1 of the
+    process (nccl-tests drives device ``t*g + i``) for the run that drove most, nothing else known of them;
+    said in a note. The runs' own GPUs stay unnamed: which devices each run had under its
+    CUDA_VISIBLE_DEVICES, and whether the table is one host's, is not in the output (no busbw is judged)."""
+    _, count, options = max(commanded, key=lambda c: c[1])
+    topo.gpus = [Gpu(index=k) for k in range(count)]
+    topo.label = f"nccl-tests on {count} GPUs ({options} on its command line)"
+    topo.reading_notes.append(ReadingNote("nccl-tests-gpus-from-command",
+                                          {"source": source, "gpu_count": count, "options": options}))
 
 
 def _bus(token: str) -> str | None:

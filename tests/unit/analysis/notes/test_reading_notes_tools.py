@@ -27,7 +27,7 @@ def test_every_tool_note_code_has_words_and_a_severity():
                                         "count": 1, "line": 3, "bus_id": "0000:01:00.0", "pairs": [[1, 2]],
                                         "nodes": 2, "hosts": ["h"], "header": True, "cpus": 0, "one_host": True,
                                         "processes": [["h", "1"], ["g", "2"]], "matrices": ["uni-off"],
-                                        "kind": "NCCL_DEBUG=INFO log", "reason": "r"}, [0])
+                                        "kind": "NCCL_DEBUG=INFO log", "reason": "r", "options": "-g 1"}, [0])
         assert severity in ("info", "warning") and message.startswith("s"), code
 
 
