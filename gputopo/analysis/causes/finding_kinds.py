@@ -178,6 +178,7 @@ KIND_OF_CODE: dict[str, KindRule] = {
     "tf-peer-walk-order": NOTE,
     "tf-no-gpu-reason": NOTE,
     "tf-log-nccl-only": NOTE,
+    "tf-no-visible-gpu": NOTE,
 }
 
 # P2P status words (NVML's, nvidia-smi's): ``p2p-<word>`` (scan) and ``p2p-status-<word>`` (doctor).

@@ -7,6 +7,7 @@
 - ``tf-log-contradiction`` (warning): a "cannot peer" line against a matrix's Y;
 - ``tf-peer-unknown``, ``tf-peer-walk-order``: pairs left unknown; pairs inferred from the order of the lines;
 - ``tf-no-gpu-reason``: why TensorFlow saw no GPU (``scan --tf``);
+- ``tf-no-visible-gpu``: an edge matrix over no GPU (TF's visible list was empty), the XLA devices left out;
 - ``tf-log-nccl-only`` (``sources.tf.tflog_nccl``): a log of NCCL's lines alone (MirroredStrategy's all-reduce),
   its GPUs read from them.
 
@@ -139,6 +140,15 @@ def _tf_log_nccl_only(facts: dict[str, Any], gpus: list[int]) -> Words:
             "paste its start-up lines ('Created device ... -> device: N, ..., pci bus id: ...')")
 
 
+def _tf_no_visible_gpu(facts: dict[str, Any], gpus: list[int]) -> Words:
+    xla = facts.get("xla") or []
+    seen = (f"; XLA's device lines name GPU {', '.join(map(str, xla))} of the CUDA platform, which TensorFlow did "
+            "not use" if xla else "")
+    return ("info", (f"TensorFlow's edge matrix lists no GPU: its visible GPU list was empty, so it used none{seen}"),
+            "if TensorFlow should use the GPUs, check CUDA_VISIBLE_DEVICES and tf.config.set_visible_devices in the "
+            "process that printed it")
+
+
 TF_WORDINGS: dict[str, Callable[[dict[str, Any], list[int]], Words]] = {
     "tf-log-cut": _tf_log_cut,
     "tf-log-startups": _tf_log_startups,
@@ -148,4 +158,5 @@ TF_WORDINGS: dict[str, Callable[[dict[str, Any], list[int]], Words]] = {
     "tf-peer-walk-order": _tf_peer_walk_order,
     "tf-no-gpu-reason": _tf_no_gpu_reason,
     "tf-log-nccl-only": _tf_log_nccl_only,
+    "tf-no-visible-gpu": _tf_no_visible_gpu,
 }

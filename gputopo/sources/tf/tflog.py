@@ -15,7 +15,8 @@ Eras (newest last):
   -> (device: 0, name: ..., pci bus id: ...)``.
 - TF 1.2-1.4 (``gpu_device.cc``): ``Peer access not supported between device ordinals i and j``.
 - TF 1.5-2.4: ``Device interconnect StreamExecutor with strength 1 edge matrix:``, a header line
-  ``0 1 2 3``, rows ``0:   N Y N N`` (an edge matrix: the diagonal is N), ``Adding visible gpu
+  ``0 1 2 3`` (TF's visible GPUs: a header over none says TF used no GPU, and XLA's devices in that
+  start-up are the platform's, not TF's), rows ``0:   N Y N N`` (an edge matrix: the diagonal is N), ``Adding visible gpu
   devices: 0, 1``, ``Created TensorFlow device (/job:.../device:GPU:0 with N MB memory) -> physical
   GPU (device: 0, name: ..., pci bus id: ..., compute capability: ...)``.
 - TF >= 2.5: ``Created device /job:.../device:GPU:0 with N MB memory:  -> device: 0, ...``; since

@@ -95,6 +95,7 @@ class LogEvent:
     memory_mb: int | None = None  # CREATED: "with N MB memory"
     diagonal_is_self: bool = True  # MATRIX: DMA matrices print Y on the diagonal, edge matrices N
     header_missing: bool = False  # MATRIX: an edge matrix whose column header line is not there (yet)
+    empty_header: bool = False  # MATRIX: its header line is there and lists no GPU (TF's visible GPU list was empty)
     cut: str | None = None  # CREATED: where the line is cut: "details" (before its device details), "number" (before its device number)
     process: str | None = None  # which process wrote the line, where its prefix says (MPI rank, thread id)
     reason: str | None = None  # IGNORED: why TF ignores the GPU (CUDA compute capability, ROCm AMDGPU version)
@@ -189,6 +190,10 @@ def _classify(line: str, message: str, line_no: int, prefixed: bool, events: lis
             last.ordinals = [int(t) for t in match.group(1).split()]
             last.header_missing = False
             return None
+    if not message and prefixed and last is not None and last.kind == MATRIX and last.header_missing and not last.ordinals \
+            and _GPU_SOURCE_RE.search(line):  # the header "     " over no GPU: TF's visible list was empty
+        last.header_missing, last.empty_header = False, True
+        return None
     if whole and ":" in message[:12]:
         match = _ROW_RE.match(message)
         if match:

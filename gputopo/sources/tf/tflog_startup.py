@@ -73,6 +73,9 @@ class _Facts:
     too_many_peers: list[int] | None = None
     matrices: list[PeerMatrix] = field(default_factory=list)
     visible: list[int] | None = None
+    none_visible: bool = False  # an edge matrix over no GPU: TensorFlow listed none (its visible list was empty)
+    xla: set[int] = field(default_factory=set)  # ordinals XLA's StreamExecutor device lines name
+    other_lines: set[int] = field(default_factory=set)  # ordinals a line other than XLA's names
 
     def named(self) -> set[int]:
         named = set(self.devices) | {o for pair in self.denied for o in pair}
@@ -86,10 +89,12 @@ def view_of_startup(startup: StartUp, source: str, lines: list[str] | None = Non
     """One start-up's events -> TfView (``InputError`` when no plausible ordinal is left); ``lines``:
     the log's lines, for what the order of its "cannot peer" lines says (``tflog_order``)."""
     facts = _collect(startup)
+    if facts.none_visible:
+        _keep_tf_devices_only(facts)
     named = _drop_implausible(facts)
-    if not named:
+    if not named and not facts.none_visible:
         raise InputError(f"TensorFlow log {source} names no plausible GPU ordinal")
-    size = max(named) + 1
+    size = max(named, default=-1) + 1
     peer: list[list[bool | None]] = [[None] * size for _ in range(size)]
     for o in named:
         peer[o][o] = True
@@ -161,6 +166,8 @@ def _collect(startup: StartUp) -> _Facts:
         if event.absl:
             facts.eras.add(ERA_TF_ABSL)
         kind, ordinals = event.kind, event.ordinals
+        if kind != XLA:
+            facts.other_lines.update(ordinals)
         if kind == DENIED:
             facts.denied.setdefault((ordinals[0], ordinals[1]), event.line_no)
         elif kind in (ENABLE_FAILED, PEER_LIMIT):
@@ -168,6 +175,8 @@ def _collect(startup: StartUp) -> _Facts:
                 facts.enable_failed.append(list(ordinals))
             if event.too_many_peers or kind == PEER_LIMIT:
                 facts.too_many_peers = sorted(set(facts.too_many_peers or []) | set(ordinals[:1]))
+        elif kind == MATRIX and event.empty_header:
+            facts.none_visible = True
         elif kind == MATRIX:
             facts.matrices.append(PeerMatrix(list(ordinals), event.line_no, diagonal_is_self=event.diagonal_is_self))
         elif kind == ROW and facts.matrices:
@@ -180,6 +189,7 @@ def _collect(startup: StartUp) -> _Facts:
             found = facts.devices.setdefault(ordinals[0], TfDevice(ordinal=ordinals[0]))
             _read_properties(found, event.text)
         elif kind == XLA:
+            facts.xla.add(ordinals[0])
             xla = facts.devices.setdefault(ordinals[0], TfDevice(ordinal=ordinals[0]))
             _read_created_details(xla, event.text)
         elif kind == PROPS and found is not None:
@@ -197,6 +207,18 @@ def _collect(startup: StartUp) -> _Facts:
     if not facts.eras:
         facts.eras = facts.weak_eras
     return facts
+
+
+def _keep_tf_devices_only(facts: _Facts) -> None:
+    """TF's edge matrix lists no GPU (its header over TF's visible GPUs is empty): TF used none. XLA's
+    ``StreamExecutor device (N)`` lines name the CUDA platform's devices, not TF's: they leave the
+    devices, said in a ``tf-no-visible-gpu`` note; a device another line names (Created, a peer line) stays."""
+    if facts.visible is None:
+        facts.visible = []
+    xla_only = sorted(o for o, d in facts.devices.items() if o in facts.xla and o not in facts.other_lines)
+    for o in xla_only:
+        del facts.devices[o]
+    facts.notes.append(ReadingNote("tf-no-visible-gpu", {"xla": xla_only[:MAX_TF_ORDINAL + 1]}))
 
 
 def _drop_implausible(facts: _Facts) -> set[int]:

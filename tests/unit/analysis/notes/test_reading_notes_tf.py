@@ -103,3 +103,25 @@ def test_what_else_a_log_reader_notes_in_words():
                                   "GPUTOPO_TF_GPUS 0\n")
     said = _words(empty.reading_notes, "tf-no-gpu-reason")
     assert said.message.startswith("TensorFlow said: E0000") and "CUDA_ERROR_NO_DEVICE" in said.message
+
+
+def test_an_edge_matrix_over_no_gpu_in_words():
+    name = "tf2x_two_processes_empty_edge_matrices_xla_8gpu_v100_sxm2_cut.log"
+    said = _words(parse_tf_log((CORPUS / "tf_logs" / name).read_text(), name).reading_notes, "tf-no-visible-gpu")
+    assert said.severity == "info" and said.message == (
+        "TensorFlow's edge matrix lists no GPU: its visible GPU list was empty, so it used none; XLA's device lines "
+        "name GPU 0, 1 of the CUDA platform, which TensorFlow did not use")
+    assert "CUDA_VISIBLE_DEVICES" in said.fix
+    alone = note_finding(ReadingNote("tf-no-visible-gpu", {"xla": []}))
+    assert alone.message.endswith("so it used none")
+
+
+def test_nccl_lines_alone_in_words():
+    said = note_finding(ReadingNote("tf-log-nccl-only", {"source": "s", "count": 4, "devices": [0], "nranks": 4, "ring": 4}))
+    assert "at least 4 GPUs (its NCCL threads log on CUDA device 0; nranks 4, rings of 4 ranks: one GPU per rank)" in said.message
+    bare = note_finding(ReadingNote("tf-log-nccl-only", {"source": "s", "count": 1, "devices": [], "nranks": None, "ring": None}))
+    assert "(its NCCL threads log on no CUDA device)" in bare.message
+    several = note_finding(ReadingNote("tf-log-startups", {"startups": 2, "chosen": 1, "how": "most-gpus", "first_line": 1,
+                                                           "others": [{"number": 2, "first_line": 3, "gpus": [0],
+                                                                       "gpu_count": 1, "peer_entries": 0, "complete": False}]}))
+    assert "using #1, the one that names most GPUs, from line 1" in several.message

@@ -80,3 +80,9 @@ def test_the_same_ignoring_line_three_times_in_one_process_is_one_startup():
     view = _read("tf0_gpu_init_dma_ignoring_repeated_grid_k520.log")
     assert view.startups == 1 and (view.gpu_count, view.gpu_count_at_least) == (1, False)
     assert view.devices[0].name == "GRID K520"
+
+
+def test_an_edge_matrix_header_over_no_gpu_is_an_empty_header_not_a_missing_one():
+    (matrix,) = scan_lines("I gpu_device.cc:1180] Device interconnect StreamExecutor with strength 1 edge matrix:\n"
+                           "2020-08-08 00:50:57.183129: I tensorflow/core/common_runtime/gpu/gpu_device.cc:1186]      \n")
+    assert (matrix.ordinals, matrix.header_missing, matrix.empty_header) == ([], False, True)

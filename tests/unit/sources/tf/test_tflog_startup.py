@@ -75,3 +75,36 @@ def test_read_tf_log_takes_the_run():
 def test_a_single_startup_has_no_startup_note():
     view = parse_tf_log(_log("tf25_created_device_4gpu_a100_pcie.log"), "log")
     assert (view.startup, view.startups) == (1, 1) and view.reading_notes == []
+
+
+EMPTY = "tf2x_two_processes_empty_edge_matrices_xla_8gpu_v100_sxm2_cut.log"  # two processes, each an edge matrix over no GPU
+
+
+def test_an_edge_matrix_over_no_gpu_is_tensorflow_using_none_and_xla_devices_are_not_its_gpus():
+    view = parse_tf_log(_log(EMPTY), EMPTY)
+    assert (view.startups, view.startup, view.devices, view.visible_ordinals, view.gpu_count) == (2, 2, [], [], 0)
+    (note,) = [n for n in view.reading_notes if n.code == "tf-no-visible-gpu"]
+    assert note.facts == {"xla": [0, 1]}
+    first = parse_tf_log(_log(EMPTY), EMPTY, run=1)
+    assert first.devices == [] and [n.facts for n in first.reading_notes if n.code == "tf-no-visible-gpu"] == [{"xla": [6, 7]}]
+
+
+def test_a_device_another_line_names_stays_beside_an_empty_matrix():
+    """Only XLA's platform devices leave: a Created line is TF's own GPU whatever the matrix header says."""
+    text = ("I gpu_device.cc:1180] Device interconnect StreamExecutor with strength 1 edge matrix:\n"
+            "I gpu_device.cc:1186]      \n"
+            "I service.cc:176]   StreamExecutor device (0): Tesla T4, Compute Capability 7.5\n"
+            "I service.cc:176]   StreamExecutor device (1): Tesla T4, Compute Capability 7.5\n"
+            "I gpu_device.cc:1325] Created TensorFlow device (/job:localhost/replica:0/task:0/device:GPU:0 with 14 MB "
+            "memory) -> physical GPU (device: 1, name: Tesla T4, pci bus id: 0000:00:05.0, compute capability: 7.5)\n")
+    view = parse_tf_log(text, "x")
+    assert [d.ordinal for d in view.devices] == [1]
+    assert [n.facts for n in view.reading_notes if n.code == "tf-no-visible-gpu"] == [{"xla": [0]}]
+
+
+def test_an_empty_line_after_a_matrix_title_from_another_file_is_no_header():
+    text = ("I gpu_device.cc:1180] Device interconnect StreamExecutor with strength 1 edge matrix:\n"
+            "I other.cc:12]      \n"
+            "I gpu_device.cc:1186]      0 1\nI gpu_device.cc:1199] 0:   N Y\nI gpu_device.cc:1199] 1:   Y N\n")
+    view = parse_tf_log(text, "x")
+    assert view.visible_ordinals is None and peer_state(view, 0, 1) is True
