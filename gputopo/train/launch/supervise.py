@@ -120,7 +120,26 @@ def _kill_after_grace(children: Sequence[ChildProcess]) -> None:
 
 
 STOP_SIGNALS = (signal.SIGTERM, signal.SIGHUP)
-_summaries_kept: list[bool] = []  # inside ``summary_kept()``: stop signals after the children ended are ignored
+LATE_STOP_GRACE_S = 20.0  # a stop signal after the children ended: the summary's time to be written
+_summaries_kept: list[bool] = []  # inside ``summary_kept()``: stop signals after the children ended wait
+_late_stops: list[tuple[int, float]] = []  # (signal, monotonic time) of each stop signal since then
+_late_watch: list[threading.Event] = []  # set when ``summary_kept()`` is left: the watchdog ends
+
+
+def _stop_late(signum: int, frame: Any) -> None:
+    """A stop signal once the children have ended: noted only (no lock is taken in a handler);
+    ``_end_after_grace`` gives the summary ``LATE_STOP_GRACE_S`` to be written."""
+    _late_stops.append((signum, time.monotonic()))
+
+
+def _end_after_grace(done: threading.Event) -> None:
+    """The watchdog of the summary's window: ``LATE_STOP_GRACE_S`` after the first late stop signal,
+    the process exits as the signal asked (128 + its number), whatever the main thread is blocked in
+    (a write to a full pipe, a terminal stopped with Ctrl-S, a hung NVML call). Ignored for good, a
+    SIGTERM from ``timeout``, systemd or a user would never end it."""
+    while not done.wait(POLL_S):
+        if _late_stops and time.monotonic() - _late_stops[0][1] > LATE_STOP_GRACE_S:
+            os._exit(128 + _late_stops[0][0])
 
 
 @contextlib.contextmanager
@@ -131,8 +150,8 @@ def summary_kept() -> Iterator[None]:
     Nothing is left to stop by then, and the run's outcome is decided. Under Slurm this is the
     common case, not a corner: ``srun --kill-on-bad-exit`` ends the step as soon as the first task
     exits with 130 after a stop, by SIGTERM to every other task (SIGKILL only ``KillWait`` later),
-    and the task that exits a moment later lost its summary. The handlers in force before are back
-    on leaving."""
+    and the task that exits a moment later lost its summary. Such a signal waits
+    ``LATE_STOP_GRACE_S`` at most (``_end_after_grace``). The handlers in force before are back on leaving."""
     if threading.current_thread() is not threading.main_thread():
         yield
         return
@@ -142,6 +161,9 @@ def summary_kept() -> Iterator[None]:
         yield
     finally:
         _summaries_kept.pop()
+        while _late_watch:
+            _late_watch.pop().set()
+        _late_stops.clear()
         for sig, handler in previous.items():
             signal.signal(sig, handler)
 
@@ -151,7 +173,7 @@ class _StopSignalsAsInterrupt:
 
     Their default action ends the parent at once, leaving its training children running with no
     one to read their results; as a KeyboardInterrupt they are forwarded like Ctrl-C instead. On
-    leaving (every child has ended), they are ignored inside ``summary_kept()``.
+    leaving (every child has ended), they wait for the summary inside ``summary_kept()`` (``_end_after_grace``).
     """
 
     def __enter__(self) -> _StopSignalsAsInterrupt:
@@ -162,8 +184,12 @@ class _StopSignalsAsInterrupt:
         return self
 
     def __exit__(self, *exc_info: Any) -> None:
+        if self._previous and _summaries_kept and not _late_watch:
+            done = threading.Event()
+            _late_watch.append(done)
+            threading.Thread(target=_end_after_grace, args=(done,), name="gputopo-late-stop", daemon=True).start()
         for sig, handler in self._previous.items():
-            signal.signal(sig, signal.SIG_IGN if _summaries_kept else handler)
+            signal.signal(sig, _stop_late if _summaries_kept else handler)
 
     @staticmethod
     def _raise(signum: int, frame: Any) -> None:

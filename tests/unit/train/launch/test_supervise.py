@@ -254,3 +254,44 @@ def test_a_second_stop_kills_a_child_that_wrote_its_result_and_keeps_the_result(
         parent.wait()
     assert parent.returncode == 0, err
     assert json.loads(out) == [{"status": "interrupted", "steps": 7}]
+
+
+_PARENT_STUCK_ON_ITS_SUMMARY = """
+import sys
+from pathlib import Path
+from gputopo.train.launch import supervise
+supervise.LATE_STOP_GRACE_S = 1.0
+tmp = Path(sys.argv[1])
+child = supervise.start_child("training process", [sys.executable, "-c", "pass"], {}, tmp / "r.json")
+with supervise.summary_kept():
+    supervise.run_processes([child], None)
+    (tmp / "ended").touch()
+    while True:  # the summary's write, into a pipe no one reads (a terminal on Ctrl-S, `| less`)
+        sys.stdout.write("x" * 65536)
+        sys.stdout.flush()
+"""
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="POSIX signals")
+def test_a_late_stop_signal_ends_a_parent_stuck_writing_its_summary(tmp_path: Path):
+    # A SIGTERM after the children ended waits for the summary, but not forever: `timeout`,
+    # systemd or a user's `kill` must still end a parent whose output blocks.
+    import subprocess
+    import time
+
+    parent = subprocess.Popen([sys.executable, "-c", _PARENT_STUCK_ON_ITS_SUMMARY, str(tmp_path)],
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE)  # fmt: skip
+    try:
+        deadline_s = time.monotonic() + 60
+        while not (tmp_path / "ended").exists() and time.monotonic() < deadline_s:
+            time.sleep(0.05)
+        time.sleep(0.3)
+        parent.send_signal(signal.SIGTERM)
+        try:
+            code = parent.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            code = None
+    finally:
+        parent.kill()
+        parent.wait()
+    assert code == 128 + signal.SIGTERM, "a SIGTERM was ignored for good while the summary's write blocked"
