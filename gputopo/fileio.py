@@ -301,23 +301,31 @@ def _write_in_folder(dir_fd: int, name: str, data: bytes, given: Path) -> None:
 # --- files in folders others may write (checkpoint folders) -------------------------------------
 
 
-def open_regular(path: str | os.PathLike[str], flags: int, what: str, mode: int = 0o644) -> int:
+def open_regular(path: str | os.PathLike[str], flags: int, what: str, mode: int = 0o644,
+                 dir_fd: int | None = None, shown: str | os.PathLike[str] | None = None) -> int:
     """A descriptor of the regular file ``path``, opened without following a symbolic link and
     without blocking on a FIFO; a link, FIFO, device, socket or folder there (or a file with other
-    hard links, which a truncate would reach too) is one ``InputError`` and nothing is touched."""
+    hard links, which a truncate would reach too) is one ``InputError`` and nothing is touched.
+    With ``dir_fd``, ``path`` is a name in that open folder (``shown``: the path the user gave)."""
+    shown = path if shown is None else shown
     try:
-        fd = os.open(path, flags | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC | getattr(os, "O_NOCTTY", 0), mode)
+        fd = os.open(path, flags | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC | getattr(os, "O_NOCTTY", 0), mode,
+                     dir_fd=dir_fd)
     except OSError as exc:
-        if os.path.islink(path):
-            raise InputError(f"{what} {path} is a symbolic link: refused (it is never followed)") from None
-        raise InputError(f"cannot open {what} {path}: {exc.strerror or exc}") from None
+        try:
+            is_link = stat.S_ISLNK(os.lstat(path, dir_fd=dir_fd).st_mode)
+        except OSError:
+            is_link = False
+        if is_link:
+            raise InputError(f"{what} {shown} is a symbolic link: refused (it is never followed)") from None
+        raise InputError(f"cannot open {what} {shown}: {exc.strerror or exc}") from None
     try:
         st = os.fstat(fd)
         if not stat.S_ISREG(st.st_mode):
             kind = "a folder" if stat.S_ISDIR(st.st_mode) else _kind_of(st.st_mode)
-            raise InputError(f"{what} {path} is {kind}, not a regular file: refused")
+            raise InputError(f"{what} {shown} is {kind}, not a regular file: refused")
         if st.st_nlink > 1:
-            raise InputError(f"{what} {path} has {st.st_nlink} hard links: refused (a write would reach the others)")
+            raise InputError(f"{what} {shown} has {st.st_nlink} hard links: refused (a write would reach the others)")
         os.set_blocking(fd, True)
     except BaseException:
         os.close(fd)

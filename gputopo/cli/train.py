@@ -207,21 +207,16 @@ def _training_topology(request: "TopologyRequest", config: "TrainConfig") -> "To
 
 def _watch_choice(watch: bool, watch_file: "str | None", dry_run: bool) -> "int | str | None":
     """``--watch`` / ``--watch-file``: None (not asked), ``""`` (no file), or the file's descriptor,
-    opened for appending before training starts: never through a symbolic link, and anything but a
-    regular file refused in one line (``fileio.open_regular``)."""
-    import os
-
-    from gputopo.errors import InputError
-    from gputopo.fileio import open_regular, protected_link
+    opened for appending before training starts: never through a symbolic link, in a folder held
+    from the check on, another user's file in /tmp refused, anything but a regular file refused in
+    one line (``train.launch.watching.open_watch_file``)."""
+    from gputopo.train.launch.watching import open_watch_file
 
     if watch_file is None:
         return "" if watch else None
     if dry_run:
         return ""
-    refused = protected_link(watch_file)
-    if refused is not None:
-        raise InputError(f"cannot write --watch-file {watch_file}: {refused}")
-    return open_regular(watch_file, os.O_WRONLY | os.O_CREAT | os.O_APPEND, "--watch-file")
+    return open_watch_file(watch_file)
 
 
 def _run_and_show(

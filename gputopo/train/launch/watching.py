@@ -9,13 +9,17 @@ recorder says why in one line and records nothing: training goes on. No TensorFl
 
 from __future__ import annotations
 
+import os
+import stat
 import threading
 from collections.abc import Callable
+from pathlib import Path
 
 from gputopo.analysis.causes.finding_kinds import with_kinds
 from gputopo.analysis.watch.watch import Frame, frame
 from gputopo.analysis.watch.watch_summary import Summary
-from gputopo.errors import GputopoError
+from gputopo.errors import GputopoError, InputError, OutputError
+from gputopo.fileio import _open_folder, _walk, open_regular  # the walk and hold every output file gets
 from gputopo.sources.host import nvml_counters
 from gputopo.sources.host.nvml_counters import CounterReader, GpuSample, WatchedGpu
 
@@ -88,3 +92,36 @@ class TrainWatch:
         if self._reader is not None:
             self._reader.close()
             self._reader = None
+
+
+def open_watch_file(path: str | os.PathLike[str], what: str = "--watch-file") -> int:
+    """A descriptor of the regular file ``path`` to append to (created 0644 if missing), held as an
+    output file is (``fileio.atomic_write_bytes``): the folder is walked once (``protected_link``'s rule for
+    every link on the way) and opened one name at a time, the file opened in it without following a
+    link (``fileio.open_regular``); an existing file of another user in a sticky world-writable folder is
+    refused as ``fs.protected_regular`` would (an ``OutputError``), whatever the sysctl says."""
+    given = Path(path)
+    if not os.fspath(path) or not given.name:
+        raise InputError(f"cannot open {what} {os.fspath(path)!r}: give a file name")
+    refused, folder = _walk(given.parent)
+    if refused is not None:
+        raise InputError(f"cannot write {what} {given}: {refused}")
+    if folder is None:
+        raise OutputError(f"cannot write {what} {given}: the current folder no longer exists")
+    try:
+        dir_fd = _open_folder(folder)
+    except OSError as exc:
+        raise InputError(f"cannot open {what} {given}: folder {given.parent} cannot be opened "
+                         f"({exc.strerror or exc})") from None
+    try:
+        fd = open_regular(given.name, os.O_WRONLY | os.O_CREAT | os.O_APPEND, what, dir_fd=dir_fd, shown=given)
+        file_st, folder_st = os.fstat(fd), os.fstat(dir_fd)
+    finally:
+        os.close(dir_fd)
+    sticky_public = folder_st.st_mode & stat.S_ISVTX and folder_st.st_mode & stat.S_IWOTH
+    if sticky_public and file_st.st_uid not in (folder_st.st_uid, os.geteuid()):
+        os.close(fd)
+        raise OutputError(f"cannot write {what} {given}: the file is owned by uid {file_st.st_uid} in the sticky "
+                          f"world-writable folder {given.parent} (neither the folder's owner nor you): not "
+                          f"appended to (as fs.protected_regular); remove it or give another name")
+    return fd

@@ -253,3 +253,22 @@ def test_watch_file_not_a_regular_file_is_refused_before_training(cli, tmp_path:
     result = cli("train", "--cpu-devices", "2", "--no-checkpoint", "--watch-file", str(target))
     _assert_one_line_error(result, str(target))
     assert result.exit_code == 2
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="a file of another user needs root to make")
+def test_watch_file_of_another_user_in_a_sticky_folder_is_not_appended_to(cli, tmp_path: Path, monkeypatch):
+    # As `--save` (fs.protected_regular, whatever the sysctl says): root appending to a file another
+    # user owns in /tmp hands them what root writes, and they may swap it at will.
+    _fake_training(monkeypatch)
+    from gputopo.train.launch import run
+
+    monkeypatch.setattr(run, "run_locally", lambda *a, **k: pytest.fail("training started"))
+    public = tmp_path / "public"
+    public.mkdir()
+    public.chmod(0o1777)
+    target = public / "watch.jsonl"
+    target.write_text("theirs\n")
+    os.chown(target, 65534, 65534)
+    result = cli("train", "--cpu-devices", "2", "--no-checkpoint", "--watch-file", str(target))
+    assert str(target) in assert_one_error_line(result, 3)
+    assert target.read_text() == "theirs\n"
