@@ -96,7 +96,7 @@ def _query_gpu(evidence: PastedEvidence, line: str, number: int, state: SmiLines
         if field_name is None or cell in ("", "N/A", "[N/A]", "[Not Supported]"):
             continue
         if field_name in _NUMBERS:
-            if not cell.isdigit() or len(cell) > 4:
+            if not (cell.isascii() and cell.isdigit()) or len(cell) > 4:  # "²" passes isdigit(), not int()
                 return False
             if field_name in ("gen_gpu_max", "gen_host_max"):
                 ends[field_name] = int(cell)

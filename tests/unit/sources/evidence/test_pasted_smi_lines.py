@@ -42,3 +42,11 @@ def test_the_gpus_own_top_generation_is_not_the_links():
     text = "index, pstate, pcie.link.gen.gpucurrent, pcie.link.gen.gpumax\n0, P0, 4, 5\n"
     report = doctor(HealthEvidence(source="p", pasted=[("p", parse_pasted(text))]))
     assert not [f for f in report.findings if f.code == "pcie-link-slow"]  # never "trained down" from the GPU's top
+
+
+def test_query_gpu_csv_with_a_digit_int_refuses_is_not_a_row():
+    """'²' (and other Unicode "digits" such as '①') pass str.isdigit() but not int(): the paste's
+    row is not one, never a ValueError traceback."""
+    rows = parse_pasted("index, pstate, pcie.link.gen.current, pcie.link.gen.max, pcie.link.width.current\n"
+                        "0, P8, 1, 4, \u00b2\n1, P8, \u2460, 4, 16\n2, P8, 1, 4, 16").facts.smi_rows
+    assert [(r.index, r.gen, r.width) for r in rows] == [(2, 1, 16)]
