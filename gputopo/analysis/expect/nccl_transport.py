@@ -52,13 +52,14 @@ def level_of_settings(settings: dict[str, str]) -> str | None:
     """NCCL's P2P level as its variables set it (``NCCL_P2P_DISABLE=1`` is LOC and wins), read as
     NCCL reads them; None where they do not set one."""
     disable = (settings.get("NCCL_P2P_DISABLE") or "").strip()
-    if disable.isdigit() and int(disable) == 1:
+    # ASCII digits compared as text: "²" passes isdigit() but not int(), nor do 5,000 digits
+    if disable.isascii() and disable.isdigit() and disable.lstrip("0") == "1":
         return "LOC"
     level = (settings.get("NCCL_P2P_LEVEL") or "").strip().upper()
     if level in NCCL_LEVELS:
         return level
-    if level[:1].isdigit():
-        digits = level[: len(level) - len(level.lstrip("0123456789"))]
+    if level[:1].isascii() and level[:1].isdigit():  # as NCCL's str[0] >= '0' && str[0] <= '9'
+        digits = level[: len(level) - len(level.lstrip("0123456789"))].lstrip("0")[:3] or "0"  # 3 digits: past the last
         return NCCL_OLD_LEVELS[min(int(digits), len(NCCL_OLD_LEVELS) - 1)]
     return None
 

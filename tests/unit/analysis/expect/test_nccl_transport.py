@@ -24,6 +24,11 @@ def _box(settings=None):
     ({}, None), ({"NCCL_P2P_LEVEL": "SYS"}, "SYS"), ({"NCCL_P2P_LEVEL": "nvl"}, "NVL"),
     ({"NCCL_P2P_DISABLE": "1"}, "LOC"), ({"NCCL_P2P_LEVEL": "3"}, "PHB"), ({"NCCL_P2P_LEVEL": "9"}, "SYS"),
     ({"NCCL_P2P_LEVEL": "bogus"}, None),
+    # '²' passes str.isdigit() but not int() (a traceback from `recommend --from` an NCCL log): NCCL's
+    # atoi reads no number there, as for "bogus"
+    ({"NCCL_P2P_DISABLE": "\u00b2"}, None), ({"NCCL_P2P_LEVEL": "\u00b2"}, None), ({"NCCL_P2P_LEVEL": "\u2460"}, None),
+    ({"NCCL_P2P_DISABLE": "9" * 5000}, None), ({"NCCL_P2P_LEVEL": "9" * 5000}, "SYS"),  # int() refuses 4,301 digits
+    ({"NCCL_P2P_DISABLE": "0001"}, "LOC"), ({"NCCL_P2P_LEVEL": "0003"}, "PHB"), ({"NCCL_P2P_LEVEL": "0"}, "LOC"),
 ])
 def test_the_level_is_read_as_nccl_reads_its_variables(settings, level):
     assert level_of_settings(settings) == level
