@@ -31,13 +31,14 @@ from gputopo.errors import InputError
 
 # Every C0 control (newline and tab included), DEL, every C1 control, and the Unicode line and
 # paragraph separators some editors and terminals break lines at.
-# Bidirectional overrides and isolates (U+202A-U+202E, U+2066-U+2069) reorder what the terminal
-# shows: a name can look like another ("Trojan Source"). They go with the control characters, and so
+# Bidirectional overrides and isolates (U+202A-U+202E, U+2066-U+2069) and marks (ALM U+061C, LRM
+# U+200E, RLM U+200F: the rest of Unicode's Bidi_Control) reorder what the terminal shows: a name
+# can look like another ("Trojan Source"). They go with the control characters, and so
 # do lone surrogates (U+D800-U+DFFF: no text; a JSON escape, or a byte no UTF-8 decoder took, such as
 # the 8-bit CSI 0x9b of a file name read with surrogateescape, which a terminal would act on).
-_CONTROL_RE = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069\ud800-\udfff]")
+_CONTROL_RE = re.compile(r"[\x00-\x1f\x7f-\x9f\u061c\u200e\u200f\u2028\u2029\u202a-\u202e\u2066-\u2069\ud800-\udfff]")
 # What the terminal may see: the same without newline and tab.
-_TERMINAL_RE = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069\ud800-\udfff]")
+_TERMINAL_RE = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u200e\u200f\u2028\u2029\u202a-\u202e\u2066-\u2069\ud800-\udfff]")
 _ENV_NAME_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 # A Slurm node name as an #SBATCH --nodelist line carries it (letters, digits, '.', '_', '-').
 _NODE_RE = re.compile(r"[A-Za-z0-9_][A-Za-z0-9._-]*")

@@ -314,6 +314,22 @@ def test_bidi_overrides_are_control_characters_too():
         check_text(name, "gpus[0].name")
 
 
+def test_bidi_marks_are_control_characters_too():
+    """Unicode's Bidi_Control set is the overrides and isolates and three marks: RLM (U+200F), LRM
+    (U+200E) and ALM (U+061C) are strong invisible letters that reorder the neutral text around them
+    (a bus id's ':' and '.', a GPU list's ','), in a name as on a terminal that applies the bidi
+    algorithm."""
+    import pytest
+
+    from gputopo.quoting import check_text, one_line, terminal_safe
+
+    for mark in ("\u200f", "\u200e", "\u061c"):
+        name = f"0000:{mark}41:00.0"
+        assert terminal_safe(name) == one_line(name) == "0000:41:00.0"
+        with pytest.raises(ValueError, match="control character"):
+            check_text(name, "gpus[0].pci_bus_id")
+
+
 @pytest.mark.parametrize(("name", "word"), [
     ("Tesla V100-SXM2-16GB", "tesla_v100-sxm2-16gb"),  # as Slurm's AutoDetect=nvml writes it
     ("NVIDIA H100 80GB HBM3", "nvidia_h100_80gb_hbm3"),
