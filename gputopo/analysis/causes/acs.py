@@ -57,6 +57,8 @@ DISABLE_ACS_REDIR_SINCE = (5, 1)  # the kernel that added pci=disable_acs_redir=
 
 
 def check_sysfs(paths: dict[str, GpuPciePath], report: DoctorReport, nvlinked: set[tuple[str, str]]) -> None:
+    """The bridges above each GPU as sysfs shows them (a live host, an archive): ACS read from each
+    bridge's ``config`` (or why it could not be), a finding per bridge that redirects; NVLink pairs spared."""
     bridges: dict[str, PciNode] = {}
     for path in paths.values():
         for node in path.bridges:
@@ -100,6 +102,8 @@ def _affected_pairs(bridge: str, paths: dict[str, GpuPciePath]) -> list[tuple[st
 
 
 def check_lspci(label: str, evidence: PastedEvidence, report: DoctorReport) -> None:
+    """The ACSCtl words of a pasted ``lspci -vvv`` (or ``setpci`` loop): the GPUs each bridge hits from its
+    ``Bus:`` line; words the paste does not tie to a bridge, said once."""
     on = [a for a in evidence.acs if a.control & ACS_REDIRECT_MASK]
     if evidence.acs:
         report.check("acs", "problem" if on else "ok", f"{len(evidence.acs)} ACS control word(s) in {label}")

@@ -33,6 +33,7 @@ NOT_A_VALUE = ("", "N/A", "Not Supported", "[N/A]", "[Not Supported]")
 
 
 def check_nvml_gpu(gpu: GpuNvmlHealth, report: DoctorReport) -> None:
+    """One GPU's fabric state as NVML reads it: not registered, refused, or registered and degraded."""
     if gpu.fabric_state in (None, "not-supported"):
         return
     if gpu.fabric_state == "completed" and gpu.fabric_status == 0:
@@ -115,6 +116,7 @@ def check_cuda_errors(label: str, evidence: PastedEvidence, report: DoctorReport
 
 
 def check_fabric_manager_log(label: str, evidence: PastedEvidence, report: DoctorReport) -> None:
+    """Fabric Manager's log saying it found no NVSwitch (``NV_WARN_NOTHING_TO_DO``): harmless."""
     said = evidence.facts.fabric_nothing_to_do
     if said is None:
         return

@@ -31,6 +31,8 @@ GROUP_TYPES = "read /sys/kernel/iommu_groups/*/type (DMA or DMA-FQ: translating;
 
 
 def check_host(evidence: HealthEvidence, host: HostHealth, report: DoctorReport) -> None:
+    """This host's (or an archive's) IOMMU groups and their ``type`` files, else its kernel command line:
+    which GPUs' DMA the IOMMU translates (NVLink pairs spared)."""
     options = cmdline_iommu(host.cmdline)
     booted = " ".join(f"{k}={v}" if v else k for k, v in options.items()) or "no IOMMU option"
     if not host.iommu_group_of:
@@ -133,6 +135,7 @@ def check_grub(label: str, evidence: PastedEvidence, report: DoctorReport) -> No
 
 
 def check_kernel_log(label: str, evidence: PastedEvidence, report: DoctorReport) -> None:
+    """``iommu-fault``: the DMAs a pasted kernel log shows the IOMMU refusing."""
     if evidence.iommu_faults:
         total = sum(evidence.iommu_faults.values())
         report.add(Finding(

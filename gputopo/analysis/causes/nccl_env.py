@@ -31,6 +31,7 @@ ENV_RULES = {
 
 
 def check_host(evidence: HealthEvidence, host: HostHealth, report: DoctorReport) -> None:
+    """This host's (or an archive's saved) NCCL/CUDA variables."""
     if host.env is None:
         report.check("environment", "not-made", "the NCCL/CUDA variables of that host were not saved (no gputopo/env)")
         return
@@ -39,6 +40,7 @@ def check_host(evidence: HealthEvidence, host: HostHealth, report: DoctorReport)
 
 
 def check_paste(label: str, evidence: PastedEvidence, report: DoctorReport) -> None:
+    """The variables a paste sets (``export``, ``printenv``, ``docker run -e``): the last one given wins."""
     settings = evidence.facts.env
     if not settings:
         return

@@ -66,6 +66,7 @@ def check_nvml_gpu(gpu: GpuNvmlHealth, nvml: NvmlHealth, report: DoctorReport, i
 
 
 def check_smi_paste(label: str, evidence: PastedEvidence, report: DoctorReport) -> None:
+    """A pasted ``nvidia-smi nvlink -s`` (links inactive, fewer than peers) and ``nvlink -e`` (counters)."""
     _inactive(label, evidence, report)
     _errors(label, evidence, report)
 
@@ -122,6 +123,8 @@ def _errors(label: str, evidence: PastedEvidence, report: DoctorReport) -> None:
 
 
 def check_nvml_lines(label: str, evidence: PastedEvidence, report: DoctorReport) -> None:
+    """NVML's one-line "all links are inActive" and ``Link K: <inactive>`` lines pasted without their
+    ``GPU N:`` header (a header's links are ``check_smi_paste``'s)."""
     facts = evidence.facts
     for gpu, said in sorted(facts.nvml_no_links.items(), key=lambda item: (item[0] is None, item[0] or 0)):
         name = evidence.nvlink_names.get(gpu) if gpu is not None else None

@@ -23,6 +23,7 @@ TOPO_P2P = "`nvidia-smi topo -p2p r` shows which pairs can peer"
 
 
 def check_nvml(nvml: NvmlHealth, report: DoctorReport) -> None:
+    """NVML's P2P read status of every pair."""
     bus_of = {g.index: g.pci_bus_id for g in nvml.gpus}
     p2p_words(nvml.p2p_read, bus_of, "nvmlDeviceGetP2PStatus(GPU {a}, GPU {b}, READ): {word}", report)
 
@@ -90,6 +91,7 @@ def check_cuda_errors(label: str, evidence: PastedEvidence, report: DoctorReport
 
 
 def check_peer_answers(label: str, evidence: PastedEvidence, report: DoctorReport) -> None:
+    """A pasted simpleP2P or kmcuda run's answers: which pairs can access each other's memory."""
     answers = evidence.facts.peer_answers
     if not answers:
         return

@@ -59,6 +59,8 @@ DOWNTRAINED = "downtrained"
 
 def check_sysfs(paths: dict[str, GpuPciePath], report: DoctorReport, nvlinked: set[tuple[str, str]],
            states: dict[str, StateRead]) -> None:
+    """Each GPU's path as sysfs shows it (a live host, an archive): every link on it, the GPU's own and
+    the bridges' above it, once; a speed below max judged by the state read with the GPU's own link."""
     seen: set[str] = set()
     slow_width, slow_speed, any_link = [], [], False
     own_link: dict[str, str] = {}  # the GPU and the port right above it -> that GPU (both read its own link)
@@ -123,6 +125,8 @@ def check_nvml_gpu(gpu: GpuNvmlHealth, report: DoctorReport, nvlinked: set[tuple
 
 
 def check_lspci(label: str, evidence: PastedEvidence, report: DoctorReport) -> None:
+    """A pasted ``lspci -vv``'s LnkSta lines (with LnkCap, or lspci's own marks), and the kernel's
+    boot-time ``limited by ... link at`` line: a GPU's reading and the port's above it are one link."""
     for down in evidence.links_down:
         report.check(f"pcie link {down.bdf or 'of a device not named in the paste'}", "not-made",
                      f"no link trained ({at_line(label, down.line)}: {down.text}): nothing in the slot or the link "
@@ -197,6 +201,8 @@ def _physical_links(evidence: PastedEvidence, gpus: list[str]) -> list[list[Past
 
 
 def check_smi_rows(label: str, evidence: PastedEvidence, report: DoctorReport) -> None:
+    """``nvidia-smi --query-gpu`` CSV or nvtop rows: each GPU's own link, a speed judged by the state in
+    its row."""
     rows = evidence.facts.smi_rows
     if not rows:
         return

@@ -22,6 +22,7 @@ GDR_FIX = ("check `lsmod | grep -e nvidia_peermem -e nv_peer_mem` and `sudo modp
 
 
 def check_host(evidence: HealthEvidence, host: HostHealth, report: DoctorReport) -> None:
+    """This host's (or an archive's) ``/proc/modules`` where it has RDMA NICs: nvidia-peermem loaded?"""
     if not evidence.rdma_nics or not evidence.gpu_bdfs:
         return
     if host.modules is None:
@@ -42,6 +43,7 @@ def check_host(evidence: HealthEvidence, host: HostHealth, report: DoctorReport)
 
 
 def check_nccl_log(label: str, evidence: PastedEvidence, report: DoctorReport) -> None:
+    """A pasted NCCL log: GPUDirect RDMA disabled, or NET/IB used without saying whether with it."""
     facts = evidence.facts
     if not facts.gdr_disabled:
         if facts.net_ib_used is not None:

@@ -20,6 +20,7 @@ SHM_FIX = "run the container with `--shm-size=1g --ulimit memlock=-1` (or `--ipc
 
 
 def check_host(host: HostHealth, report: DoctorReport) -> None:
+    """The size of this host's (or an archive's) ``/dev/shm``."""
     if host.shm_bytes is None:
         return
     small = host.shm_bytes < SHM_ENOUGH_BYTES
@@ -30,6 +31,7 @@ def check_host(host: HostHealth, report: DoctorReport) -> None:
 
 
 def check_paste(label: str, evidence: PastedEvidence, report: DoctorReport) -> None:
+    """A paste's ``df``/``mount`` sizes of ``/dev/shm``, NCCL's failures to use it, ``docker run`` lines."""
     facts = evidence.facts
     sized = [s for s in facts.shm_sizes if s.size is not None]
     small = [s for s in sized if s.size < SHM_ENOUGH_BYTES]

@@ -16,6 +16,7 @@ if TYPE_CHECKING:
     from gputopo.sources.host.host_health import HostHealth
 
 def check_host(host: HostHealth, report: DoctorReport) -> None:
+    """How many GPUs this process sees (``/dev/nvidia*``) of those the driver has."""
     if host.driver_gpus is None or host.device_nodes is None or not host.driver_gpus:
         return
     if len(host.device_nodes) >= len(host.driver_gpus):

@@ -46,6 +46,8 @@ FALLEN_FIX = "check power cables and PSU headroom, reseat the card and riser, wa
 
 
 def check_kernel_log(label: str, evidence: PastedEvidence, report: DoctorReport) -> None:
+    """A pasted kernel log: Xids, GPUs fallen off the bus, AER errors (an Xid 79 that follows a fatal
+    AER error is said as its consequence)."""
     _xids(label, evidence.xids, report)
     for bdf in evidence.fallen_off_bus:
         report.add(Finding(
