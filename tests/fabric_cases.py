@@ -2,7 +2,7 @@
 ``nvmlDeviceGetGpuFabricInfo``), one case each, for both fakes of the library (tests/fake_nvml.py's
 knobs; tests/system/test_fake_libnvml.py's ``Case`` turns them into the C fake's injection section):
 what doctor's NVML reader must make of it (tests/unit/sources/host/test_nvml_health.py) and what doctor
-concludes (``fabric_conclusions``: tests/unit/analysis/causes/test_doctor_nvml.py, and through NVIDIA's
+concludes (``fabric_conclusions``: tests/unit/analysis/causes/test_fabric.py, and through NVIDIA's
 real binding on the C fake, tests/system/test_doctor_real_binding.py). Which GPU and driver gives
 which shape is cited in tests/fake_nvml.py (``fabric_answer``).
 """
@@ -18,8 +18,8 @@ from typing import Any
 import pynvml
 from conftest import OWN_FIXTURES
 
-from gputopo.analysis.causes.doctor_common import DoctorReport
-from gputopo.analysis.causes.doctor_nvml import nvml_checks
+from gputopo.analysis.causes.doctor_report import DoctorReport
+from gputopo.analysis.causes.doctor import nvml_checks
 from gputopo.model import Topology
 from gputopo.sources.evidence.health import HealthEvidence
 from gputopo.sources.reference import load_reference

@@ -58,8 +58,8 @@ def test_doctor_reads_fabric_nvlink_state_and_errors_through_the_real_binding(li
 
 _FABRIC_WORKER = """
 import json, os, sys
-from gputopo.analysis.causes.doctor_common import DoctorReport
-from gputopo.analysis.causes.doctor_nvml import nvml_checks
+from gputopo.analysis.causes.doctor_report import DoctorReport
+from gputopo.analysis.causes.doctor import nvml_checks
 from gputopo.sources.evidence.health import HealthEvidence
 from gputopo.sources.evidence.health import HealthEvidence
 from gputopo.sources.host.nvml_health import read_nvml_health

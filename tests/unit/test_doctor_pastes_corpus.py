@@ -16,7 +16,7 @@ import pytest
 from conftest import OWN_FIXTURES, corpus_known_gaps
 
 from gputopo.analysis.causes.doctor import doctor
-from gputopo.analysis.causes.doctor_not_made import CHECKS
+from gputopo.analysis.causes.checks_not_made import CHECKS
 from gputopo.sources.doctor_input import evidence_from_files
 
 CORPUS = OWN_FIXTURES / "corpus" / "doctor_pastes"

@@ -47,8 +47,7 @@ UNTESTED = frozenset(
     {
         "analysis",
         "analysis/causes/disagreements",
-        "analysis/causes/doctor_common",
-        "analysis/causes/doctor_pcie",
+        "analysis/causes/doctor_report",
         "analysis/place/pair_classes",
         "analysis/recommend/result",
         "bench/engine",

@@ -39,7 +39,7 @@ from gputopo.analysis.causes.nccl_paths import nccl_if_cuda_allows, nccl_without
 from gputopo.analysis.causes.sys_within_numa import sys_within_numa_node
 from gputopo.analysis.causes.nvlink_findings import nvlink_fabric, nvlinks_down
 from gputopo.analysis.causes.observed_findings import observed_findings
-from gputopo.analysis.causes.vm_findings import virtual_machine
+from gputopo.analysis.causes.vm import virtual_machine
 from gputopo.analysis.causes.slow_gpu_findings import link_slow_gpu_causes
 from gputopo.analysis.causes.pcie_findings import pcie_degraded
 from gputopo.analysis.place.locality import (

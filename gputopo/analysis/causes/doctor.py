@@ -2,27 +2,41 @@
 out, findings worst first, each with its cause (message), evidence (the file and value read),
 effect (which GPU pairs) and fix. Checks that could not be made say so and why.
 
-The checks live in ``doctor_pcie`` (ACS, link width/speed), ``doctor_host`` (IOMMU, modules,
-/dev/shm, environment, visibility, VM), ``doctor_nvml`` (NVLink, fabric, P2P status) and
-``doctor_pasted`` (lspci, dmesg, cmdline and nvlink text users paste).
+Each cause is judged in its own module, one function per door its evidence can come through; this
+module says which run for which evidence, and in which order (the order findings of one severity
+are listed in): this host's or an archive's sysfs (``acs``, ``pcie_link``), its host files
+(``iommu``, ``peermem``, ``shm``, ``nccl_env``, ``visibility``, ``vm``), NVML (``nvlink``,
+``fabric``, ``pcie_link``, ``p2p_support``), and pasted text (lspci, kernel logs, command lines,
+nvidia-smi, NCCL and CUDA output: the same modules and ``xid_aer``).
 """
 
 from __future__ import annotations
 
-from gputopo.analysis.causes.doctor_acs import link_causes
-from gputopo.analysis.causes.doctor_common import SCHEMA, DoctorReport
-from gputopo.analysis.causes.doctor_host import host_checks
-from gputopo.analysis.causes.doctor_not_made import list_checks_not_made
-from gputopo.analysis.causes.doctor_nvml import nvml_checks
-from gputopo.analysis.causes.doctor_pasted import pasted_checks
-from gputopo.analysis.causes.doctor_pcie import pcie_checks
+from gputopo.analysis.causes import (
+    acs,
+    checks_not_made,
+    fabric,
+    iommu,
+    nccl_env,
+    nvlink,
+    p2p_support,
+    pcie_link,
+    peermem,
+    shm,
+    visibility,
+    vm,
+    xid_aer,
+)
+from gputopo.analysis.causes.doctor_report import SCHEMA, DoctorReport, and_list
 from gputopo.analysis.causes.observed_findings import P2P_CAUSES
+from gputopo.analysis.causes.pcie_pstate import states_read
 from gputopo.analysis.causes.slow_gpu_findings import link_slow_gpu_causes
 from gputopo.analysis.causes.slurm_check import doctor_slurm_checks
 from gputopo.model import Finding, Link, Topology
 from gputopo.sources.evidence.health import HealthEvidence
+from gputopo.sources.evidence.pasted_evidence import PastedEvidence
 
-__all__ = ["SCHEMA", "DoctorReport", "doctor", "apply_health"]
+__all__ = ["SCHEMA", "DoctorReport", "doctor", "apply_health", "nvml_checks"]
 
 
 def doctor(evidence: HealthEvidence, index_of: dict[str, int] | None = None) -> DoctorReport:
@@ -39,8 +53,8 @@ def doctor(evidence: HealthEvidence, index_of: dict[str, int] | None = None) -> 
     for bdf in evidence.gpu_bdfs:
         report.gpus[bdf] = index_of.get(bdf)
     if evidence.root is not None:
-        pcie_checks(evidence, report)
-        host_checks(evidence, report)
+        _sysfs_checks(evidence, report)
+        _host_checks(evidence, report)
         nvml_checks(evidence, report)
     if evidence.pasted:  # a paste names bus ids only: the topology given beside it says which are GPUs
         for bdf, index in index_of.items():
@@ -49,18 +63,106 @@ def doctor(evidence: HealthEvidence, index_of: dict[str, int] | None = None) -> 
             for bdf in pasted.nvidia_gpus:
                 report.gpus.setdefault(bdf, None)
     for label, pasted in evidence.pasted:
-        pasted_checks(label, pasted, report)
+        _pasted_checks(label, pasted, report)
     for label, topology in evidence.read_as_topology:
         _topology_checks(label, topology, report)
     for label, reason in evidence.unread_outputs:
         report.check(f"read the other outputs in {label}", "not-made", reason)
     doctor_slurm_checks(evidence, report)
-    link_causes(report)
+    acs.link_causes(report)
     _slow_gpu_causes(report)
     if evidence.root is None and (evidence.pasted or evidence.read_as_topology):  # pastes alone: the whole list, each check made or not
-        list_checks_not_made(report, [k for _, p in evidence.pasted for k in p.kinds], bool(evidence.read_as_topology))
+        checks_not_made.list_checks_not_made(report, [k for _, p in evidence.pasted for k in p.kinds], bool(evidence.read_as_topology))
     report.findings = report.sorted_findings()
     return report
+
+
+def _sysfs_checks(evidence: HealthEvidence, report: DoctorReport) -> None:
+    """The PCIe paths read from sysfs (a live host, an archive): ACS on a bridge above a GPU, and links
+    trained below what they can do (on the GPU or any bridge above it)."""
+    paths = {bdf: path for bdf, path in evidence.paths.items() if path is not None}
+    unplaced = [bdf for bdf, path in evidence.paths.items() if path is None]
+    container = evidence.host.container if evidence.host is not None else None
+    hidden = f" (in a container: {container}; the host's PCI tree may be hidden)" if container else ""
+    if not evidence.gpu_bdfs:
+        report.check("pcie-paths", "not-made", "no NVIDIA GPU listed under /sys/bus/pci/devices" + hidden)
+        return
+    if unplaced:
+        report.check("pcie-paths", "not-made", f"sysfs does not place {and_list(unplaced)} in the PCI tree" + hidden)
+    nvlinked = evidence.nvml.nvlink_pairs() if evidence.nvml is not None else set()
+    acs.check_sysfs(paths, report, nvlinked)
+    pcie_link.check_sysfs(paths, report, nvlinked, states_read(evidence))
+
+
+def _host_checks(evidence: HealthEvidence, report: DoctorReport) -> None:
+    """The host's files (a live host, an archive): the IOMMU, the kernel command line, GPUDirect RDMA's
+    module, /dev/shm, the NCCL/CUDA variables, GPUs this process cannot see, a VM or container."""
+    host = evidence.host
+    if host is None:
+        return
+    report.kernel_release = report.kernel_release or host.kernel_release
+    report.vfio = report.vfio or iommu.cmdline_vfio(host.cmdline)
+    iommu.check_host(evidence, host, report)
+    peermem.check_host(evidence, host, report)
+    shm.check_host(host, report)
+    nccl_env.check_host(evidence, host, report)
+    visibility.check_host(host, report)
+    vm.check_host(host, len(evidence.gpu_bdfs), report)
+
+
+def nvml_checks(evidence: HealthEvidence, report: DoctorReport) -> None:
+    """NVML's answers: each GPU's NVLinks, fabric and (where sysfs did not place it) own PCIe link, then
+    the fabric as a check and the pairs NVML says cannot peer. Without NVML, a gathered archive's
+    ``topo -p2p r`` stands in for its P2P status."""
+    if evidence.nvml is None:
+        if evidence.topology is not None:
+            p2p_support.check_gathered(evidence.topology, report)
+        if evidence.nvml_unavailable:
+            checks_not_made.nvml_not_checked(evidence.nvml_unavailable, report)
+        return
+    nvml = evidence.nvml
+    report.check("nvml", "ok", f"{len(nvml.gpus)} GPU(s)")
+    nvlinked = nvml.nvlink_pairs()
+    in_vm = evidence.host is not None and evidence.host.is_vm
+    for gpu in nvml.gpus:
+        nvlink.check_nvml_gpu(gpu, nvml, report, in_vm)
+        fabric.check_nvml_gpu(gpu, report)
+        if evidence.paths.get(gpu.pci_bus_id or "") is None:  # sysfs did not place it (a container)
+            pcie_link.check_nvml_gpu(gpu, report, nvlinked)
+    fabric.check_nvml(nvml, report)
+    p2p_support.check_nvml(nvml, report)
+
+
+def _pasted_checks(label: str, evidence: PastedEvidence, report: DoctorReport) -> None:
+    """Pasted evidence (``doctor --from lspci.txt|dmesg.txt|cmdline.txt|nvlink.txt ...``): the same
+    causes as the live checks, from what the text shows and no more (a grepped ``ACSCtl`` line does
+    not say which bridge it was)."""
+    if not evidence.kinds:
+        report.check(f"recognise {label}", "not-made",
+                     "nothing recognised (expected lspci -vvv / -tv, dmesg, /proc/cmdline, nvidia-smi nvlink -s / -e "
+                     "or nvidia-smi -q)")
+        return
+    report.check(f"recognise {label}", "ok", and_list(evidence.kinds))
+    report.kernel_release = report.kernel_release or evidence.kernel_release
+    acs.check_lspci(label, evidence, report)
+    pcie_link.check_lspci(label, evidence, report)
+    xid_aer.check_lspci_error_status(label, evidence, report)
+    iommu.check_kernel_log(label, evidence, report)
+    xid_aer.check_kernel_log(label, evidence, report)
+    iommu.check_cmdline(label, evidence, report)
+    nvlink.check_smi_paste(label, evidence, report)
+    fabric.check_smi_paste(label, evidence, report)
+    nccl_env.check_paste(label, evidence, report)
+    shm.check_paste(label, evidence, report)
+    peermem.check_nccl_log(label, evidence, report)
+    visibility.check_nccl_sysfs(label, evidence, report)
+    iommu.check_grub(label, evidence, report)
+    fabric.check_cuda_errors(label, evidence, report)
+    p2p_support.check_cuda_errors(label, evidence, report)
+    p2p_support.check_peer_answers(label, evidence, report)
+    nvlink.check_nvml_lines(label, evidence, report)
+    fabric.check_fabric_manager_log(label, evidence, report)
+    pcie_link.check_smi_rows(label, evidence, report)
 
 
 def _slow_gpu_causes(report: DoctorReport) -> None:

@@ -19,7 +19,7 @@
 - ``nccl-p2p-off-by-setting``: the log shows P2P turned off by the environment (NCCL_P2P_DISABLE,
   NCCL_P2P_LEVEL=LOC) and no connection line that says more (an info);
 - ``nvlink-inactive``: links ``nvidia-smi nvlink`` shows ``<inactive>``, a warning where the topology
-  says the GPU should have more active links than it has;
+  says the GPU should have more active links than it has (worded in ``nvlink``, for every door);
 - ``collective-wrong-results``: nccl-tests counted wrong results (#wrong) or out-of-bounds values;
 - ``collective-busbw-vs-ring`` / ``collective-busbw-vs-pcie``: what a run's busbw says of the links
   (``collective_findings``).
@@ -27,10 +27,9 @@
 
 from __future__ import annotations
 
-import re
-
 from gputopo.analysis.causes.collective_findings import collective_findings
 from gputopo.analysis.causes.nccl_paths import host_memory_findings, refused_pairs
+from gputopo.analysis.causes.nvlink import nvlink_inactive_findings
 from gputopo.analysis.causes.pcie_findings import LINK_QUERY
 from gputopo.analysis.causes.slow_gpu_findings import slow_gpu_findings
 from gputopo.analysis.expect.bandwidth import pcie_generation
@@ -45,9 +44,6 @@ from gputopo.analysis.expect.measured import (
 from gputopo.model import Finding, Link, Topology
 from gputopo.notation import count_word
 
-# "Tesla V100-SXM2-32GB", "NVIDIA A100-SXM4-80GB": a module on a board (an H100 SXM's name, "H100 80GB
-# HBM3", does not say so: it keeps the card wording).
-_SXM_RE = re.compile(r"\bSXM\d?\b", re.IGNORECASE)
 # Staged (P2P off) copies below this, per direction, are under what one PCIe Gen3 x16 link carries
 # (~10-12 GB/s staged): the path has a narrow or slow link; P2P within this factor of it does not help.
 NARROW_STAGED_GBPS = 8.0
@@ -262,108 +258,6 @@ def _nccl_refused(topology: Topology) -> list[Finding]:
             "given: a VM or the platform, `gputopo doctor` on the host checks ACS and the IOMMU); "
             "NCCL_IGNORE_DISABLED_P2P=1 only hides the message",
     )]
-
-
-def nvlink_inactive_findings(topology: Topology) -> list[Finding]:
-    """``nvlink-inactive`` for every GPU with links ``<inactive>`` (scan's and doctor's rule)."""
-    findings = []
-    by_gpu: dict[int, list[int]] = {}
-    for state in topology.nvlinks:
-        if state.active is False:
-            by_gpu.setdefault(state.gpu, []).append(state.link)
-    links = topology.link_map() if by_gpu else {}
-    for gpu, down in sorted(by_gpu.items()):
-        active = sum(1 for s in topology.nvlinks if s.gpu == gpu and s.active)
-        wired = max((links[(gpu, other)].nvlink_count for other in topology.gpu_indices
-                     if (gpu, other) in links and not links[(gpu, other)].nvswitch), default=0)
-        findings.append(nvlink_inactive_finding(gpu, down, active, topology.gpu(gpu).name, wired))
-    return findings
-
-
-def nvlink_inactive_finding(gpu: int, down: list[int], active: int, name: str | None, wired: int = 0,
-                            evidence: list[str] | None = None) -> Finding:
-    """``nvlink-inactive`` from ``nvidia-smi nvlink -s`` (what scan reads, and doctor's pasted
-    evidence): links ``down`` of GPU ``gpu`` (model ``name``), ``active`` up, ``wired`` the NV# count
-    the topology shows to a peer (0: not shown). A warning where a link is missing that the topology
-    shows, or on a module (SXM: its board wires every link); on a card only info: it has more link
-    slots than its bridge uses."""
-    expected_more = wired > active
-    module = _SXM_RE.search(name or "")
-    # A card whose active links are all the NV# the topology shows to its peer: the rest are slots its
-    # bridge(s) do not use (an H100 NVL pair: NV12, 6 of 18 slots unused), nothing to fix.
-    spare = not module and wired > 0 and wired == active
-    return Finding(
-        "warning" if expected_more or module else "info", "nvlink-inactive",
-        f"GPU {gpu}: NVLink {count_word(len(down), 'link')} {', '.join(map(str, down))} <inactive>, {active} active"
-        + (f", while the topology shows NV{wired} to a peer" if expected_more else
-           f" ({module.group(0)} module: its board wires every NVLink, so a link down is a fault, unless the "
-           "fabric is partitioned on purpose)" if module else
-           f" (every link of the NV{wired} the topology shows to its peer is up: the others are link slots its "
-           "bridge does not use, normal for this card)" if spare else
-           " (a card has more link slots than its bridge uses: this can be normal; a link that should be up and is "
-           "not means a bridge not seated or a fault)"),
-        gpus=[gpu],
-        fix=None if spare else
-            "`nvidia-smi nvlink -e` shows error counters; a GPU reset or the vendor (no bridge to reseat on an "
-            "SXM board)" if module else "reseat the NVLink bridge; `nvidia-smi nvlink -e` shows error counters",
-        evidence=list(evidence or []),
-    )
-
-
-def nvlink_all_inactive_finding(gpu: int | None, name: str | None, module: bool, evidence: list[str]) -> Finding:
-    """``nvlink-inactive`` from NVML's one-line answer "all links are inActive" (a pasted nvidia-smi):
-    a fault on a module whose board wires every link, else maybe normal (a card without a bridge)."""
-    who = f"GPU {gpu}" if gpu is not None else "A GPU the paste does not name"
-    return Finding(
-        "warning" if module else "info", "nvlink-inactive",
-        f"{who}{f' ({name})' if name else ''}: NVML reports every NVLink inactive"
-        + (": its board wires every link, so this GPU is cut off the NVLink fabric (a GPU or link fault, a "
-           "fabric that did not finish, or a reset while Fabric Manager ran); its peer traffic falls back to "
-           "PCIe or fails." if module else
-           ": normal for a card without an NVLink bridge; a fault only if it has one (or sits on an SXM "
-           "board). The paste does not show which."),
-        gpus=[gpu] if gpu is not None else [],
-        evidence=evidence,
-        effect=f"every NVLink copy of {who}",
-        fix=("`nvidia-smi -q | grep -A6 Fabric` (State, Status) and `dmesg | grep -i xid` on that GPU; restart "
-             "nvidia-fabricmanager or reset the GPU; drain the node if the links stay down" if module else
-             "reseat the NVLink bridge if one is fitted; `nvidia-smi topo -m` shows NV# where links are up"))
-
-
-def nvlink_unheaded_finding(gpu: int | None, links: list[int], evidence: list[str]) -> Finding:
-    """``nvlink-inactive`` from ``Link K: <inactive>`` lines pasted without their ``GPU N:`` header:
-    whether those links should be up, the paste cannot show (info)."""
-    who = f"GPU {gpu}" if gpu is not None else "a GPU the paste does not name"
-    return Finding(
-        "info", "nvlink-inactive",
-        f"NVLink {', '.join(map(str, links))} of {who} <inactive>; the paste shows neither its other links "
-        "nor its model, so whether these should be up is unknown (a card has more link slots than its bridge "
-        "uses).", gpus=[gpu] if gpu is not None else [],
-        evidence=evidence,
-        fix="`nvidia-smi nvlink -s` whole (every GPU, every link) and `nvidia-smi topo -m`")
-
-
-def nvlink_inactive_nvml(who: str, index: int, down: list[int], total: int, *, in_vm: bool) -> Finding:
-    """``nvlink-inactive`` as NVML reads it on a live host (doctor): ``down`` of ``total`` links of GPU
-    ``index`` (``who`` in words). In a VM holding fewer than 8 GPUs said as a question (info)."""
-    if in_vm:
-        return Finding(
-            "info", "nvlink-inactive",
-            f"{who} has {len(down)} of {total} NVLinks inactive (link {', '.join(map(str, down))}). This is a virtual "
-            "machine: links to GPUs of the same board that this VM was not given are inactive by design, so this is a "
-            "fault only if this instance type should have them up (inferred: NVML does not say where an inactive link "
-            "leads).",
-            gpus=[index], evidence=[f"nvmlDeviceGetNvLinkState(GPU {index}, link {n}): inactive" for n in down[:6]],
-            effect="none if by design; else the NVLink bandwidth of pairs with this GPU",
-            fix="compare `nvidia-smi nvlink -s` with another instance of the same type; if its links are up, ask the provider")
-    return Finding(
-        "warning", "nvlink-inactive",
-        f"{who} has {len(down)} of {total} NVLinks inactive (link {', '.join(map(str, down))}): a bridge not seated, "
-        "a failed link, or a board that wires only some links (NVIDIA/nccl#340, #2329, Azure/azhpc-diagnostics#73).",
-        gpus=[index], evidence=[f"nvmlDeviceGetNvLinkState(GPU {index}, link {n}): inactive" for n in down[:6]],
-        effect=f"NVLink bandwidth of every pair with {who}",
-        fix="compare with `nvidia-smi nvlink -s` on a healthy node of the same model; reseat the NVLink bridge "
-            "(PCIe cards) or have the baseboard checked (SXM), then `nvidia-smi -r` or reboot")
 
 
 def _collective_errors(topology: Topology) -> list[Finding]:

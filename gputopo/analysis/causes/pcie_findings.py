@@ -1,7 +1,7 @@
 """Each GPU's own PCIe link as the topology's source read it (NVML, ``nvidia-smi -q``, a snapshot):
 which GPUs have ``pcie-link-narrow``, ``pcie-link-slow``, ``pcie-link-slow-idle`` or
 ``pcie-link-slow-maybe-idle`` — the codes and words doctor uses for the same link, written once in
-``doctor_links`` (before, scan said ``pcie-width-degraded`` / ``pcie-gen-*`` of the same fault).
+``pcie_link`` (before, scan said ``pcie-width-degraded`` / ``pcie-gen-*`` of the same fault).
 
 A width below max is a fault (a warning) in any state. A generation below max is judged by the GPU's
 performance state read with it (``analysis.expect.pstates``): at P0, a link that trained down (a warning,
@@ -14,7 +14,7 @@ GPU's state or generation: kept values from two sources could be from two differ
 from __future__ import annotations
 
 from gputopo.analysis.expect import pstates
-from gputopo.analysis.causes.doctor_links import (  # noqa: F401 - LINK_QUERY: observed_findings reads it here
+from gputopo.analysis.causes.pcie_link import (  # noqa: F401 - LINK_QUERY: observed_findings reads it here
     LINK_QUERY,
     gpus_narrow,
     gpus_slow_idle,

@@ -15,7 +15,7 @@ Slurm's core indices); each difference Slurm's own view shows is named:
 
 from __future__ import annotations
 
-from gputopo.analysis.causes.doctor_common import DoctorReport
+from gputopo.analysis.causes.doctor_report import DoctorReport
 from gputopo.analysis.slurm.slurm_gres import GresGpu, GresNode, gres_nodes
 from gputopo.model import Finding
 from gputopo.notation import format_cpu_list, gpus_word, pair_list

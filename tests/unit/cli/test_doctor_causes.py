@@ -39,7 +39,7 @@ def test_acs_findings_name_their_gpus_and_pairs_and_are_caused_by_the_iommu(cli)
     assert iommu["caused_by"] is None and "Linux set it" in first["message"]
     # the complete fix, on the cause: the IOMMU off where no VM needs it, else iommu=pt AND clearing ACS on
     # both bridges at once: on this box's Linux 4.15 (dmesg) the setpci loop at every boot, since
-    # pci=disable_acs_redir= came with Linux 5.1 (a newer kernel gets the one option: test_doctor_acs.py)
+    # pci=disable_acs_redir= came with Linux 5.1 (a newer kernel gets the one option: test_acs.py)
     fix = iommu["fix"]
     assert "`intel_iommu=off`" in fix and "`iommu=pt` AND" in fix
     assert "`for b in 0000:19:08.0 0000:87:10.0; do sudo setpci" in fix and "predates `pci=disable_acs_redir=`" in fix

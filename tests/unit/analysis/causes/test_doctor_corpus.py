@@ -12,7 +12,7 @@ import pytest
 from doctor_trees import DOCTOR_FIXTURES, capture
 
 from gputopo.analysis.causes.doctor import doctor
-from gputopo.analysis.causes.doctor_dmesg import NVLINK_XIDS
+from gputopo.analysis.causes.xid_aer import NVLINK_XIDS
 from gputopo.sources.evidence.health import HealthEvidence
 from gputopo.sources.evidence.pasted_health import parse_pasted
 

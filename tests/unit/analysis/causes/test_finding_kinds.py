@@ -71,7 +71,7 @@ UNDERSTOOD = {
 def test_every_code_a_finding_can_have_has_a_kind():
     from gputopo.analysis.notes import reading_notes
     from gputopo.analysis.causes import tf_crosscheck
-    from gputopo.analysis.causes.doctor_host import ENV_RULES
+    from gputopo.analysis.causes.nccl_env import ENV_RULES
     from gputopo.model import P2P_STATUS_MEANING
 
     codes, prefixes, unknown = _finding_codes()

@@ -96,7 +96,7 @@ def test_a_pair_slow_with_and_without_p2p_is_a_narrow_path_not_p2p():
     (narrow,) = [f for f in observed_findings(topo) if f.code == "pcie-path-narrow"]
     assert narrow.gpus == [0, 1] and "0-1 6.6 with P2P, 6.3 without" in narrow.message
     assert "P2P is not the cause" in narrow.message
-    # a command nvidia-smi runs: 580 has no PCIE display type for `-q -d` (doctor_links says so too)
+    # a command nvidia-smi runs: 580 has no PCIE display type for `-q -d` (pcie_link says so too)
     assert "-d PCIE" not in narrow.fix and "pcie.link.width.current,pcie.link.width.max --format=csv" in narrow.fix
     healthy = p2pbw.read(text_of("p2pbw", "asus_esc8000a_bandwidthtest_then_p2pbw_session.txt"), "a")
     slower = p2pbw.read(text_of("p2pbw", "aikitoria9_2x_rtx5090_p2p_writes_asymmetric_no_device_lines.txt"), "s")

@@ -1,12 +1,15 @@
-"""What doctor's checks share: the report they fill (findings, checks made or not, which GPUs and
-pairs have which problem) and how GPUs are named in its words."""
+"""The report doctor's checks fill, which every cause module shares: findings, checks made or not,
+which GPUs and pairs have which problem, and how GPUs, pairs and paste lines are named in its words."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from gputopo.model import SEVERITIES, Finding
+
+if TYPE_CHECKING:
+    from gputopo.sources.host.nvml_health import GpuNvmlHealth
 
 SCHEMA = "gputopo.doctor/1"
 # Problems a pair of GPUs can have, as recommend/report see them (Link.health words).
@@ -30,7 +33,7 @@ class DoctorReport:
     gpus: dict[str, int | None] = field(default_factory=dict)  # bdf -> NVML index where known
     gpu_problems: dict[str, list[str]] = field(default_factory=dict)  # bdf -> problem words
     pair_problems: dict[tuple[str, str], list[str]] = field(default_factory=dict)  # (bdf, bdf) sorted
-    # What links findings (``doctor_causes``): the GPU pairs a finding hits (bus ids), the finding that
+    # What links findings (``acs.link_causes``, ``doctor``): the GPU pairs a finding hits (bus ids), the finding that
     # causes another (by ``id()``: findings are plain dataclasses), what the IOMMU was found to do
     # ("translating", "passthrough", "off"; None: not known) and the bridges ACS redirect is on at.
     finding_pairs: dict[int, list[tuple[str, str]]] = field(default_factory=dict)
@@ -112,6 +115,24 @@ def pairs_text(report: DoctorReport, pairs: list[tuple[str, str]]) -> str:
     shown = [f"{report.label(a)} <-> {report.label(b)}" for a, b in pairs[:6]]
     more = f" and {len(pairs) - 6} more" if len(pairs) > 6 else ""
     return ", ".join(shown) + more
+
+
+def nvml_bus_id(gpu: GpuNvmlHealth) -> str:
+    """An NVML GPU's bus id, or ``index N`` where NVML gave none (the key its problems are marked under)."""
+    return gpu.pci_bus_id or f"index {gpu.index}"
+
+
+def at_line(label: str, line: int) -> str:
+    """``paste.txt line 12``: where in a paste a reading was."""
+    return f"{label} line {line}"
+
+
+def gpus_in_range(gpus: list[str], bdf: str, bus_range: tuple[int, int] | None) -> list[str]:
+    """The GPUs (bus ids) on the buses below bridge ``bdf`` (its domain, secondary..subordinate)."""
+    if bus_range is None:
+        return []
+    domain = bdf.split(":")[0]
+    return sorted(g for g in gpus if g.split(":")[0] == domain and bus_range[0] <= int(g.split(":")[1], 16) <= bus_range[1])
 
 
 def and_list(items: list[str]) -> str:

@@ -1,22 +1,31 @@
-"""What a pasted kernel log says, judged (``gputopo.sources.evidence.pasted_kernel`` read it): IOMMU faults,
-the NVIDIA driver's Xids (by the cause the driver names where it names one), GPUs fallen off the
-bus, and PCIe AER errors.
+"""The GPU or its PCIe link failing, as a pasted kernel log says it (``check_kernel_log``;
+``gputopo.sources.evidence.pasted_kernel`` read it): the NVIDIA driver's Xids (by the cause the
+driver names where it names one), GPUs fallen off the bus, and PCIe AER errors.
 
 AER: an uncorrected error is an error (the link or the device failed; a fatal one resets the link,
 and a GPU below it is lost until reset); a corrected one is a warning (the link retried, which costs
 bandwidth, and many of them mark a marginal link). Each is said for the device that reported it, as
 the log names it (a port above a GPU, or the GPU); the log does not say which GPUs sit below a port.
+
+A pasted ``lspci -vvv`` shows the same AER capability's correctable error status (CESta): link
+errors set there are ``pcie-errors-logged`` (``check_lspci_error_status``). The IOMMU faults a kernel
+log shows are ``iommu``'s.
 """
 
 from __future__ import annotations
 
-from gputopo.analysis.causes.doctor_common import DoctorReport, and_list
-from gputopo.analysis.causes.doctor_host import iommu_fix
+from typing import TYPE_CHECKING
+
+from gputopo.analysis.causes.doctor_report import DoctorReport, and_list, at_line
 from gputopo.model import Finding
-from gputopo.sources.evidence.pasted_evidence import PastedAer, PastedEvidence, PastedXid
+
+if TYPE_CHECKING:
+    from gputopo.sources.evidence.pasted_evidence import PastedAer, PastedEvidence, PastedXid
 
 NVLINK_XIDS = frozenset({74, *range(144, 151)})
+
 ECC_XIDS = frozenset({48, 63, 64, 94, 95})
+
 XID_MEANING = {
     13: "a graphics engine exception (most often the application's own fault)",
     31: "a GPU memory page fault (with IOMMU faults: a DMA the IOMMU refused)",
@@ -32,7 +41,44 @@ XID_MEANING = {
     95: "an uncontained ECC error (the GPU needs a reset)",
     119: "a GSP firmware timeout",
 }
+
 FALLEN_FIX = "check power cables and PSU headroom, reseat the card and riser, watch temperatures, update the BIOS"
+
+
+def check_kernel_log(label: str, evidence: PastedEvidence, report: DoctorReport) -> None:
+    """A pasted kernel log: Xids, GPUs fallen off the bus, AER errors (an Xid 79 that follows a fatal
+    AER error is said as its consequence)."""
+    _xids(label, evidence.xids, report)
+    for bdf in evidence.fallen_off_bus:
+        report.add(Finding(
+            "error", "gpu-fallen-off-bus",
+            f"GPU {bdf} fell off the bus (Xid 79 class): its PCIe link was lost.",
+            evidence=[f"{label}: NVRM: ... {bdf} ... fallen off the bus"],
+            effect=f"every job on {bdf} until it is reset",
+            fix=FALLEN_FIX))
+    _aer(label, evidence, report)
+    _fell_after_aer(evidence, report)
+
+
+def check_lspci_error_status(label: str, evidence: PastedEvidence, report: DoctorReport) -> None:
+    """``pcie-errors-logged``: a device's correctable error status (CESta) with link errors set."""
+    by_device: dict[str | None, list[tuple[str | None, list[str], int, str]]] = {}
+    for seen in evidence.link_errors_logged:
+        by_device.setdefault(seen[0], []).append(seen)
+    for bdf, seen in by_device.items():
+        bits = sorted({b for _, set_bits, _, _ in seen for b in set_bits})
+        who = report.label(bdf) if bdf in report.gpus else bdf or (
+            "a device the paste does not name" if len(seen) == 1 else f"devices the paste does not name ({len(seen)} lines)")
+        report.add(Finding(
+            "warning", "pcie-errors-logged",
+            f"The PCIe correctable error status (CESta) of {who} has {and_list([b + '+' for b in bits])} set: the link has had "
+            "receiver, CRC or replay errors since the bits were last cleared, each retried at a cost in bandwidth; "
+            "many mark a marginal link (riser, cable, slot, power, or the link's power saving, ASPM).",
+            evidence=[f"{at_line(label, line)}: {text}" for _, _, line, text in seen[:3]],
+            effect=f"copies through the link of {who}",
+            fix="clear the bits and read them again under load (`sudo setpci -s <bdf> ECAP_AER+10.l=ffffffff`, then "
+                "`sudo lspci -vvv -s <bdf> | grep CESta`); reseat the card and its riser or cable, try another slot; "
+                "as a test, boot with `pcie_aspm=off`"))
 
 
 def xid_meaning(code: int) -> str:
@@ -56,20 +102,6 @@ def _xid_fix(code: int) -> str:
     return "look the Xid up in NVIDIA's Xid catalogue (https://docs.nvidia.com/deploy/xid-errors/)"
 
 
-def kernel_log_checks(label: str, evidence: PastedEvidence, report: DoctorReport) -> None:
-    _iommu_faults(label, evidence, report)
-    _xids(label, evidence.xids, report)
-    for bdf in evidence.fallen_off_bus:
-        report.add(Finding(
-            "error", "gpu-fallen-off-bus",
-            f"GPU {bdf} fell off the bus (Xid 79 class): its PCIe link was lost.",
-            evidence=[f"{label}: NVRM: ... {bdf} ... fallen off the bus"],
-            effect=f"every job on {bdf} until it is reset",
-            fix=FALLEN_FIX))
-    _aer(label, evidence, report)
-    _fell_after_aer(evidence, report)
-
-
 def _fell_after_aer(evidence: PastedEvidence, report: DoctorReport) -> None:
     """An Xid 79 of a GPU the same log shows not recovering from a fatal AER error is that error's
     consequence: one event, said once as such (the AER finding names the port and the fix)."""
@@ -83,19 +115,6 @@ def _fell_after_aer(evidence: PastedEvidence, report: DoctorReport) -> None:
             finding.message += (" It follows the fatal PCIe error in this log that the GPU could not recover from "
                                 "(see pcie-aer-uncorrected): one event, fixed there.")
             report.causes[id(finding)] = aer
-
-
-def _iommu_faults(label: str, evidence: PastedEvidence, report: DoctorReport) -> None:
-    if evidence.iommu_faults:
-        total = sum(evidence.iommu_faults.values())
-        report.add(Finding(
-            "error", "iommu-fault",
-            f"The IOMMU refused {total} DMA(s) from {and_list(sorted(evidence.iommu_faults))}: it translates the GPUs' "
-            "DMA and peer or host copies hit unmapped addresses: hangs, crashes or wrong data.",
-            evidence=[f"{label}: {evidence.iommu_fault_example}"],
-            effect="P2P and DMA of those devices",
-            fix=iommu_fix("amd" if "AMD-Vi" in (evidence.iommu_fault_example or "") else
-                          "intel" if "DMAR" in (evidence.iommu_fault_example or "") else None)))
 
 
 def _cause_class(cause: int | None) -> int | str | None:
@@ -184,3 +203,4 @@ def _aer(label: str, evidence: PastedEvidence, report: DoctorReport) -> None:
             evidence=[f"{label}: {evidence.not_recovered[bdf]}" for bdf in lost[:3]],
             effect=f"every job on {and_list(lost)}",
             fix=FALLEN_FIX))
+

@@ -1,4 +1,4 @@
-"""A pasted kernel log judged (gputopo/analysis/causes/doctor_dmesg.py): AER errors by severity, and an Xid
+"""A pasted kernel log judged (gputopo/analysis/causes/xid_aer.py): AER errors by severity, and an Xid
 said with the cause the driver names."""
 
 from __future__ import annotations
@@ -65,12 +65,6 @@ def test_an_xid_whose_address_the_paste_hides_is_said_of_an_unnamed_gpu():
                    " off the bus.\nNVRM: Xid (PCI:...): 79, GPU has fallen off the bus.\n")
     (xid,) = [f for f in both.findings if f.code == "xid-79"]
     assert "the GPU at PCI 0000:dc:00 and a GPU whose PCI address the paste does not show (2 times)" in xid.message
-
-
-def test_an_amd_vi_page_fault_is_fixed_with_the_amd_switch_only():
-    """The fault line names AMD-Vi: no `intel_iommu=off` in its fix."""
-    (fault,) = [f for f in _report(capture("dmesg_amd_vi_io_page_fault_nvidia.txt")).findings if f.code == "iommu-fault"]
-    assert "`amd_iommu=off`" in fault.fix and "intel_iommu" not in fault.fix and "iommu=pt" in fault.fix
 
 
 def test_an_xid_79_after_a_fatal_aer_error_the_gpu_did_not_recover_from_is_that_error():

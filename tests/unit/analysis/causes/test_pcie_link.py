@@ -1,16 +1,15 @@
-"""The one wording of a PCIe link trained below what it can (``pcie-link-narrow``, ``pcie-link-slow``,
-``pcie-link-slow-idle``, ``pcie-link-slow-maybe-idle``), whichever door read it: sysfs, NVML (a
-container), a pasted lspci; and the performance state read with the link (NVML, a gathered archive's
-``nvidia-smi -q``) deciding what a speed below max means."""
+"""The one wording of a PCIe link trained below what it can (gputopo/analysis/causes/pcie_link.py:
+``pcie-link-narrow``, ``pcie-link-slow``, ``pcie-link-slow-idle``, ``pcie-link-slow-maybe-idle``,
+``pcie-link-limited``), whichever door read it: sysfs, NVML (a container), a pasted lspci (a link that
+never trained is no narrow link; LnkSta without LnkCap judged by lspci's marks, or not at all),
+``nvidia-smi --query-gpu`` rows."""
 
 from __future__ import annotations
 
-import shutil
-
 import pytest
-from conftest import OWN_FIXTURES
 from doctor_trees import (
     FakeHost,
+    capture,
     real_acs_controls,
     real_links,
     two_gpus_under_root_ports,
@@ -19,9 +18,10 @@ from fake_nvml import FakeNvml
 from linktable import GEN4_X16, link_table
 
 from gputopo.analysis.causes.doctor import doctor
-from gputopo.analysis.causes.doctor_common import PAIR_PROBLEMS, DoctorReport
-from gputopo.analysis.causes.doctor_links import DOWNTRAINED, StateRead, narrow_link, slow_link
-from gputopo.sources.doctor_input import evidence_from_files, evidence_of_host
+from gputopo.analysis.causes.doctor_report import PAIR_PROBLEMS, DoctorReport
+from gputopo.analysis.causes.pcie_link import DOWNTRAINED, narrow_link, slow_link
+from gputopo.analysis.causes.pcie_pstate import StateRead
+from gputopo.sources.doctor_input import evidence_of_host
 from gputopo.sources.evidence.health import HealthEvidence
 from gputopo.sources.evidence.pasted_health import parse_pasted
 from gputopo.sources.reference import load_reference
@@ -29,14 +29,14 @@ from gputopo.sources.reference import load_reference
 A, B, C = "0000:41:00.0", "0000:61:00.0", "0000:81:00.0"
 
 
-def _report() -> DoctorReport:
+def _three_gpus() -> DoctorReport:
     report = DoctorReport(source="test")
     report.gpus = {A: 0, B: 1, C: 2}
     return report
 
 
 def test_a_narrow_link_marks_its_gpus_and_every_pair_with_them_except_the_spared_ones():
-    report = _report()
+    report = _three_gpus()
     narrow_link(report, "GPU 0", 8, 16, below=[A], affected="GPU 0", evidence=["e"], spared=[(B, A)])
     assert DOWNTRAINED in PAIR_PROBLEMS
     assert report.gpu_problems == {A: [DOWNTRAINED]}
@@ -47,13 +47,13 @@ def test_a_narrow_link_marks_its_gpus_and_every_pair_with_them_except_the_spared
 
 
 def test_a_narrow_link_with_no_known_gpu_names_the_gpus_it_is_given():
-    report = _report()
+    report = _three_gpus()
     narrow_link(report, "GPU 5", 4, 16, below=[], affected="GPU 5", evidence=[], gpus=[5])
     assert report.findings[0].gpus == [5] and report.pair_problems == {}
 
 
 def test_a_slow_link_with_no_state_is_only_info_with_the_command_that_checks_it_under_load():
-    report = _report()
+    report = _three_gpus()
     assert slow_link(report, "GPU 1", "Gen1", "Gen4", gpus=[1], evidence=["e"], bdf=B) is False
     (finding,) = report.findings
     assert (finding.severity, finding.code) == ("info", "pcie-link-slow-maybe-idle") and "Gen1 of Gen4" in finding.message
@@ -68,7 +68,7 @@ def _state(state: int, gen: int | None = 1, gen_max: int | None = 4) -> StateRea
 
 
 def test_at_p0_a_slow_link_trained_down_marks_its_pairs_and_says_it_is_inferred():
-    report = _report()
+    report = _three_gpus()
     fault = slow_link(report, "GPU 0", "Gen1", "Gen4", gpus=[0], evidence=["e"], bdf=A, state=_state(0), gen_now=1,
                       below=[A], spared=[(A, B)])
     (finding,) = report.findings
@@ -81,43 +81,13 @@ def test_at_p0_a_slow_link_trained_down_marks_its_pairs_and_says_it_is_inferred(
 
 @pytest.mark.parametrize("state", [8, 12, 15])
 def test_at_p8_or_lower_power_a_slow_link_is_idle_by_design_not_maybe(state):
-    report = _report()
+    report = _three_gpus()
     assert slow_link(report, "GPU 1", "Gen1", "Gen4", gpus=[1], evidence=["e"], bdf=B, state=_state(state), gen_now=1,
                      below=[B]) is False
     (finding,) = report.findings
     assert (finding.severity, finding.code) == ("info", "pcie-link-slow-idle")
     assert f"in P{state}: idle GPUs lower their link speed by design" in finding.message and "may" not in finding.message
     assert finding.fix.startswith("nothing to fix") and report.pair_problems == {} and report.gpu_problems == {}
-
-
-def test_an_intermediate_state_or_a_state_read_at_another_speed_stays_maybe():
-    report = _report()
-    slow_link(report, "GPU 1", "Gen3", "Gen4", gpus=[1], evidence=["e"], bdf=B, state=_state(2, gen=3), gen_now=3)
-    slow_link(report, "GPU 2", "Gen1", "Gen4", gpus=[2], evidence=["e"], bdf=C, state=_state(0, gen=4), gen_now=1)
-    p2, moved = report.findings
-    assert p2.code == moved.code == "pcie-link-slow-maybe-idle" and report.pair_problems == {}
-    assert "in P2, an intermediate state" in p2.message and p2.evidence == ["e", "state 2 read with Gen3"]
-    assert "P0" not in moved.message and moved.evidence == ["e"]  # read at Gen4: the state changed between the reads
-    slow_link(report, "GPU 0", "20.0 GT/s", "Gen4", gpus=[0], evidence=["e"], bdf=A, state=_state(0, gen=None), gen_now=None)
-    assert "intermediate" not in report.findings[2].message and report.findings[2].evidence == ["e"]  # no generation to match
-
-
-def test_at_p0_a_link_its_state_source_read_at_its_max_is_the_slots_best_and_no_finding():
-    """sysfs's max_link_speed of a GPU is the GPU's own (Gen4); NVML read Gen3 of Max 3 (a Gen3 slot)."""
-    report = _report()
-    assert slow_link(report, "GPU 0", "Gen3", "Gen4", gpus=[0], evidence=["e"], bdf=A, state=_state(0, 3, 3),
-                     gen_now=3, below=[A]) is False
-    assert report.findings == [] and report.gpu_problems == {}
-
-
-def test_at_p0_a_link_whose_max_the_state_source_does_not_give_is_only_maybe():
-    """A Gen4 GPU under a Gen5 port: sysfs reads the port at Gen4 of Gen5, its own max. NVML (a VM, a
-    container) gave no Max: P0 cannot tell a link that trained down from one at the GPU's best."""
-    report = _report()
-    assert slow_link(report, "0000:40:01.1", "Gen4", "Gen5", gpus=[0], evidence=["e"], bdf="0000:40:01.1",
-                     state=_state(0, 4, None), gen_now=4, below=[A]) is False
-    (finding,) = report.findings
-    assert finding.code == "pcie-link-slow-maybe-idle" and report.gpu_problems == {}
 
 
 def _narrow_by_door(tmp_path) -> dict:
@@ -167,27 +137,6 @@ def _two_gpus_at(gen: list[int], states: dict[int, int], gen_max: int = 4):
     return FakeNvml(topo, performance_state=states)
 
 
-def test_live_sysfs_speeds_are_judged_by_the_state_nvml_read_with_the_same_speed(tmp_path):
-    """GPU 0 idle at P8, GPU 1 at P0, both at the RTX 3090's real Gen1 of Gen4: idle, and trained down."""
-    two_gpus_under_root_ports(tmp_path, real_acs_controls()["off"], gpu_link=real_links()["idle"])
-    report = doctor(evidence_of_host(str(tmp_path), {}, nvml=_two_gpus_at([1, 1], {0: 8, 1: 0})))
-    by_code = {f.code: f for f in report.findings if f.code.startswith("pcie-link")}
-    assert set(by_code) == {"pcie-link-slow-idle", "pcie-link-slow"}
-    assert by_code["pcie-link-slow-idle"].gpus == [0] and by_code["pcie-link-slow"].gpus == [1]
-    assert by_code["pcie-link-slow"].evidence[0].startswith(f"/sys/bus/pci/devices/{B}/current_link_speed: 2.5 GT/s")
-    assert "nvmlDeviceGetPerformanceState(GPU 1): 0 (P0)" in by_code["pcie-link-slow"].evidence[1]
-    assert report.gpu_problems == {B: [DOWNTRAINED]} and report.pair_problems == {(A, B): [DOWNTRAINED]}
-    assert next(c for c in report.checks if c.name == "pcie-links").status == "problem"
-
-
-def test_a_state_nvml_read_at_another_speed_is_not_put_on_the_sysfs_speed(tmp_path):
-    """sysfs read Gen1, NVML then read Gen4 at P0: the GPU woke between the reads; only "maybe"."""
-    two_gpus_under_root_ports(tmp_path, real_acs_controls()["off"], gpu_link=real_links()["idle"])
-    report = doctor(evidence_of_host(str(tmp_path), {}, nvml=_two_gpus_at([4, 4], {0: 0, 1: 0})))
-    codes = [f.code for f in report.findings if f.code.startswith("pcie-link")]
-    assert codes == ["pcie-link-slow-maybe-idle"] * 2 and report.gpu_problems == {}
-
-
 def test_a_bridge_above_the_port_of_the_gpu_is_no_gpus_own_link_and_stays_maybe(tmp_path):
     host = FakeHost(tmp_path)
     idle = real_links()["idle"]
@@ -215,21 +164,61 @@ def test_in_a_container_nvmls_own_link_and_state_are_judged_alike(tmp_path, stat
     assert bool(report.gpu_problems) is marked and (report.pair_problems == {(A, B): [DOWNTRAINED]}) is marked
 
 
-def test_a_gathered_archive_judges_its_sysfs_speeds_by_its_own_nvidia_smi_q(tmp_path):
-    """The real RTX 3090 -q capture (P8, Gen1 of Gen4) beside sysfs files showing the RTX 3090's real
-    Gen1 link at the same bus ids, as `gputopo gather` packs them (a derived tree: the two captures
-    come from two machines; the topo -m is another real 2-GPU RTX 3090 capture)."""
-    host = FakeHost(tmp_path)
-    for port, gpu in (("0000:40:01.1", "0000:41:00.0"), ("0000:80:01.1", "0000:81:00.0")):
-        host.device([f"pci0000:{port[5:7]}", port], acs=0)
-        host.device([f"pci0000:{port[5:7]}", port, gpu], gpu=True, link=real_links()["idle"])
-    smi = tmp_path / "gputopo" / "nvidia-smi"
-    smi.mkdir(parents=True)
-    shutil.copy(OWN_FIXTURES / "corpus/smi_q/rtx3090_2gpu_560_idle_q.txt", smi / "q.txt")
-    shutil.copy(OWN_FIXTURES / "corpus/topo/rtx3090_2gpu_nv4_bridge_ryzen5900x.txt", smi / "topo-m.txt")
-    with evidence_from_files([str(tmp_path)]) as evidence:
-        report = doctor(evidence)
-    slow = [f for f in report.findings if f.code.startswith("pcie-link")]
-    assert [f.code for f in slow] == ["pcie-link-slow-idle"] * 2
-    assert "Performance State P8, PCIe Generation Current 1, Max 4" in slow[0].evidence[1]
-    assert not [f for f in report.findings if f.severity in ("warning", "error") and f.code.startswith("pcie")]
+def _report(text: str, name: str = "paste.txt"):
+    return doctor(HealthEvidence(source=name, pasted=[(name, parse_pasted(text))]))
+
+
+def test_a_link_that_never_trained_is_said_as_a_check_not_judged():
+    report = _report(capture("lspci_vvv_root_port_empty_slot_width_x0.txt"))
+    assert report.findings == []
+    (check,) = [c for c in report.checks if c.name.startswith("pcie link")]
+    assert check.name == "pcie link 0000:00:1c.0" and check.status == "not-made" and "no link trained" in check.detail
+
+
+def test_a_fragment_without_lnkcap_is_judged_by_lspcis_marks_and_unnamed():
+    report = _report(capture("lspci_vvv_fragment_lnksta_5gt_x1_downgraded_no_header_geerling480.txt"))
+    (narrow,) = [f for f in report.findings if f.code == "pcie-link-narrow"]
+    assert narrow.severity == "warning" and "a device (not named in the paste) runs at x1 of its maximum" in narrow.message
+    assert "LnkCap line with the maximum is not in the paste" in narrow.message and "xNone" not in narrow.message
+    # The speed, downgraded too, is said apart: maybe idle (no performance state in an lspci paste).
+    (slow,) = [f for f in report.findings if f.code == "pcie-link-slow-maybe-idle"]
+    assert slow.severity == "info" and "runs at Gen2 of its maximum" in slow.message
+    (check,) = [c for c in report.checks if c.name == "pcie-links"]
+    assert check.status == "problem" and "without their LnkCap line" in check.detail
+
+
+def test_links_read_at_their_maximum_make_the_check_instead_of_saying_none_were_pasted():
+    """Every link of this paste is at its LnkCap: the check is made and ok, never 'no LnkCap/LnkSta lines'."""
+    report = _report(capture("lspci_pp_vvv_amd_switch_downstream_port_acs_on.txt"))
+    (check,) = [c for c in report.checks if c.name == "pcie-links"]
+    assert check.status == "ok" and check.detail.startswith("3 link reading(s) (LnkSta")
+
+
+def test_lnksta_without_lnkcap_or_marks_is_not_judged_and_cesta_link_errors_are_a_warning():
+    report = _report(capture("lspci_vvv_diff_two_runs_lnksta_gen1_gen2_x1_no_lnkcap_geerling4.txt"))
+    (check,) = [c for c in report.checks if c.name == "pcie-links"]
+    assert check.status == "not-made" and "not what they can do" in check.detail
+    assert not [f for f in report.findings if f.code.startswith("pcie-link")]
+    (logged,) = report.findings
+    assert (logged.severity, logged.code) == ("warning", "pcie-errors-logged")
+    assert "devices the paste does not name (2 lines) has BadDLLP+, BadTLP+, Rollover+ and Timeout+ set" in logged.message
+    named = _report("0000:01:00.0 VGA compatible controller: NVIDIA Corporation GA102\n"
+                    "\t\tCESta:\tRxErr+ BadTLP- BadDLLP- Rollover- Timeout- AdvNonFatalErr-\n")
+    assert "(CESta) of GPU 0000:01:00.0 has RxErr+ set" in named.findings[0].message
+
+
+def test_a_link_held_down_at_boot_names_the_port_and_is_no_idle_guess():
+    (limited,) = _report(capture("dmesg_pci_bandwidth_limited_gen3_slot_gen4_card_amdgputop33.txt")).findings
+    assert (limited.severity, limited.code) == ("info", "pcie-link-limited")
+    assert "0000:0b:00.0 held to Gen3 of its Gen4 by the PCIe link at 0000:00:03.1" in limited.message
+    assert "idle" not in limited.message and "sudo lspci -vv -s 0000:00:03.1" in limited.fix
+    (narrow,) = _report(capture("dmesg_boot_pci_bandwidth_limited_x1_of_x16_pi_vega_geerling712.txt")).findings
+    assert narrow.code == "pcie-link-narrow" and "(limited at boot by the link at 0000:00:00.0) runs at x1 of x16" in narrow.message
+
+
+def test_idle_gen1_in_p8_is_quiet_and_p0_below_max_warns():
+    head = "index, pstate, pcie.link.gen.current, pcie.link.gen.max\n"
+    assert {f.severity for f in _report(head + "0, P8, 1, 4").findings} <= {"info"}
+    assert [f.code for f in _report(head + "0, P0, 3, 4").findings] == ["pcie-link-slow"]
+    report = _report("index, pstate, pcie.link.gen.current\n0, P8, 1")
+    assert report.findings == [] and any(c.name == "pcie-links" and c.status == "not-made" for c in report.checks)

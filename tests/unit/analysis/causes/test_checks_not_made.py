@@ -1,5 +1,10 @@
+"""The check list for pastes (gputopo/analysis/causes/checks_not_made.py): each check no paste
+made is listed with what would make it; a live host gets no such rows."""
+
+from __future__ import annotations
+
+from gputopo.analysis.causes.checks_not_made import CHECKS
 from gputopo.analysis.causes.doctor import doctor
-from gputopo.analysis.causes.doctor_not_made import CHECKS
 from gputopo.sources.evidence.health import HealthEvidence
 from gputopo.sources.evidence.pasted_health import parse_pasted
 

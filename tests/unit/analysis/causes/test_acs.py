@@ -1,16 +1,18 @@
-"""ACS redirect (gputopo/analysis/causes/doctor_acs.py): which pairs a bridge hits, and who set it (the kernel
+"""ACS redirect (gputopo/analysis/causes/acs.py): which pairs a bridge hits, and who set it (the kernel
 for an IOMMU that is on, the firmware with the IOMMU off, not known without IOMMU evidence)."""
 
 from __future__ import annotations
 
 from doctor_trees import DOCTOR_FIXTURES
 
+from gputopo.analysis.causes.acs import gpus_in_range, pairs_hit
 from gputopo.analysis.causes.doctor import doctor
-from gputopo.analysis.causes.doctor_acs import gpus_in_range, pairs_hit
 from gputopo.sources.evidence.health import HealthEvidence
 from gputopo.sources.evidence.pasted_health import parse_pasted
 
 LSPCI = (DOCTOR_FIXTURES / "constructed" / "lspci_vvv.txt").read_text()
+
+
 GPUS = ["0000:1a:00.0", "0000:1b:00.0", "0000:88:00.0", "0000:89:00.0"]
 
 
@@ -82,7 +84,7 @@ def test_a_kernel_older_than_5_1_gets_the_loop_not_the_option_it_lacks(cli):
 
 
 def test_kernel_releases_are_compared_as_versions():
-    from gputopo.analysis.causes.doctor_acs import _older_than
+    from gputopo.analysis.causes.acs import _older_than
 
     assert _older_than("4.15.0-112-generic", (5, 1)) and _older_than("5.0.21", (5, 1))
     assert not _older_than("5.15.0-91-generic", (5, 1)) and not _older_than("6.8.0", (5, 1))
@@ -119,7 +121,7 @@ def test_many_bridges_are_listed_once_not_in_every_bridges_fix():
 def test_a_kernel_release_of_odd_digits_is_no_known_release():
     """(A gathered ``proc/sys/kernel/osrelease`` of "².15.0" - ``isdigit`` says yes, ``int`` refuses -
     beside a bridge with ACS on ended doctor in a ValueError traceback, exit 1.)"""
-    from gputopo.analysis.causes.doctor_acs import _older_than
+    from gputopo.analysis.causes.acs import _older_than
 
     for release in ("\u00b2.15.0-generic", "5.\u00b2", "1" * 5000 + ".4", "\u0663.4"):
         assert _older_than(release, (5, 1)) is False

@@ -1,11 +1,14 @@
-"""The whole check list for pasted evidence (``doctor --from`` text files): every check a live run
-makes is listed, ``ok``, ``problem`` or ``not made``, and a check no paste could make says what would
-make it (``acs: not made — no lspci -vvv or setpci output in the pastes``). A paste shows what it
-shows; a check it says nothing about is never reported as passed."""
+"""What doctor could not check, and what would make it: the whole check list for pasted evidence
+(``doctor --from`` text files): every check a live run makes is listed, ``ok``, ``problem`` or ``not
+made``, and a check no paste could make says what would make it (``acs: not made — no lspci -vvv or
+setpci output in the pastes``). A paste shows what it shows; a check it says nothing about is never
+reported as passed. On a host or an archive without NVML's answers, ``nvml-not-checked`` says which
+checks that leaves out."""
 
 from __future__ import annotations
 
-from gputopo.analysis.causes.doctor_common import DoctorReport
+from gputopo.analysis.causes.doctor_report import DoctorReport
+from gputopo.model import Finding
 
 # (check name, finding codes that show it made, what would make it)
 CHECKS = (
@@ -49,3 +52,14 @@ def list_checks_not_made(report: DoctorReport, pasted_kinds: list[str], scan_rea
         if name == "p2p-status" and scan_read:
             continue
         report.check(name, "not-made", would)
+
+
+
+def nvml_not_checked(reason: str, report: DoctorReport) -> None:
+    """``nvml-not-checked``: NVML could not be asked (``reason``), so the checks it answers were not made."""
+    report.check("nvml", "not-made", reason)
+    report.add(Finding(
+        "info", "nvml-not-checked",
+        f"NVLink state and errors, the NVSwitch fabric and NVML's P2P status were not checked: "
+        f"{reason}.",
+        fix="run doctor where the NVIDIA driver is loaded (inside a container: with the NVIDIA container toolkit)"))

@@ -20,26 +20,120 @@ traffic would turn inside the switch and is sent up to the root complex instead.
 the switch goes through the root complex anyway: ACS does not change its path (the IOMMU does, where
 it translates: its own finding). Where the evidence does not show the switch, one GPU below and one
 elsewhere is said.
+
+The doors: ``check_sysfs`` (the bridges above each GPU read from sysfs, on a live host or an
+archive) and ``check_lspci`` (the ACSCtl words of a pasted ``lspci -vvv`` or ``setpci`` loop, with
+the buses each bridge's ``Bus:`` line shows); ``link_causes`` joins each bridge to the IOMMU finding
+that set it, once every door has been read.
 """
 
 from __future__ import annotations
 
 from itertools import combinations
+from typing import TYPE_CHECKING
 
-from gputopo.analysis.causes.doctor_common import DoctorReport, and_list, pairs_text
+from gputopo.analysis.causes.doctor_report import DoctorReport, and_list, at_line, gpus_in_range, pairs_text
 from gputopo.model import Finding
 from gputopo.quoting import shell_word
-from gputopo.sources.host.pcie_health import AcsState
+from gputopo.sources.host.pcie_health import ACS_REDIRECT_MASK, AcsState
+
+if TYPE_CHECKING:
+    from gputopo.sources.evidence.pasted_evidence import PastedEvidence
+    from gputopo.sources.host.pcie_health import GpuPciePath, PciNode
 
 # The bits Linux's pci_std_enable_acs() writes (SrcValid, ReqRedir, CmpltRedir, UpstreamFwd): 0x001d.
 KERNEL_ACS_BITS = 0x001D
+
 NO_BUS_IDS = ("the pastes give no PCI bus ids for the GPUs (p2pBandwidthLatencyTest's `Device: N, ..., pciBusID:` "
               "lines, `nvidia-smi -q` or the GPUs' own lspci headers give them)")
+
 GRUB = ("add the option to GRUB_CMDLINE_LINUX in /etc/default/grub (in quotes: `;` ends a shell command), run "
         "update-grub, reboot; the loop goes in a boot-time unit (a systemd oneshot service), not in GRUB")
+
 # A kernel without pci=disable_acs_redir=: only the IOMMU option goes in GRUB (the loop's unit is said already).
 GRUB_IOMMU_ONLY = "the IOMMU option goes in GRUB_CMDLINE_LINUX in /etc/default/grub: run update-grub, reboot"
+
 DISABLE_ACS_REDIR_SINCE = (5, 1)  # the kernel that added pci=disable_acs_redir=
+
+
+def check_sysfs(paths: dict[str, GpuPciePath], report: DoctorReport, nvlinked: set[tuple[str, str]]) -> None:
+    """The bridges above each GPU as sysfs shows them (a live host, an archive): ACS read from each
+    bridge's ``config`` (or why it could not be), a finding per bridge that redirects; NVLink pairs spared."""
+    bridges: dict[str, PciNode] = {}
+    for path in paths.values():
+        for node in path.bridges:
+            bridges.setdefault(node.bdf, node)
+    unreadable = sorted(bdf for bdf, node in bridges.items() if node.acs.status in ("not-root", "unreadable"))
+    on = sorted(bdf for bdf, node in bridges.items() if node.acs.redirects)
+    if unreadable:
+        why = ("extended PCI config space (offset 0x100 on) is readable only by root"
+               if any(bridges[b].acs.status == "not-root" for b in unreadable) else "their config files cannot be read")
+        report.check("acs", "not-made", f"ACS of {len(unreadable)} bridge(s) not read: {why}")
+        report.add(Finding(
+            "info", "acs-not-checked",
+            f"ACS (PCIe Access Control Services) on {len(unreadable)} bridge(s) above the GPUs could not be read: {why}.",
+            fix="run `sudo gputopo doctor`, or `sudo lspci -vvv | grep ACSCtl` (ReqRedir+ or CmpltRedir+ means ACS is on)",
+            evidence=[f"/sys/bus/pci/devices/{b}/config: {'256 bytes (not root)' if bridges[b].acs.status == 'not-root' else 'unreadable'}"
+                      for b in unreadable[:8]]))
+    elif bridges:
+        report.check("acs", "problem" if on else "ok", f"{len(bridges)} bridge(s) read")
+    for bdf in on:
+        node = bridges[bdf]
+        crossing = _affected_pairs(bdf, paths)
+        pairs = [pair for pair in crossing if pair not in nvlinked]  # NVLink pairs copy over NVLink instead
+        acs_redirect(report, bdf, node.acs.control or 0, [f"{node.sysfs_path}/config: {acs_words(node.acs.control or 0)}"],
+                     pairs=pairs, gpus=sorted({g for pair in crossing for g in pair}),
+                     spared=len(crossing) - len(pairs))
+
+
+def _affected_pairs(bridge: str, paths: dict[str, GpuPciePath]) -> list[tuple[str, str]]:
+    """Pairs whose peer traffic a redirect at ``bridge`` reroutes (``pairs_hit``): it is on
+    one GPU's path and not above both; below a root port, both GPUs under the bridge just above it
+    (the switch's upstream port), where their traffic would otherwise turn."""
+    below = [bdf for bdf, path in paths.items() if any(n.bdf == bridge for n in path.nodes)]
+    switch = None
+    for bdf in below[:1]:
+        nodes = paths[bdf].nodes
+        at = next(i for i, n in enumerate(nodes) if n.bdf == bridge)
+        if at > 0:  # not a root port: the bridge above it is the switch's upstream port
+            above = nodes[at - 1].bdf
+            switch = [g for g, path in paths.items() if any(n.bdf == above for n in path.nodes)]
+    return pairs_hit(below, list(paths), switch)
+
+
+def check_lspci(label: str, evidence: PastedEvidence, report: DoctorReport) -> None:
+    """The ACSCtl words of a pasted ``lspci -vvv`` (or ``setpci`` loop): the GPUs each bridge hits from its
+    ``Bus:`` line; words the paste does not tie to a bridge, said once."""
+    on = [a for a in evidence.acs if a.control & ACS_REDIRECT_MASK]
+    if evidence.acs:
+        report.check("acs", "problem" if on else "ok", f"{len(evidence.acs)} ACS control word(s) in {label}")
+    gpus = sorted(report.gpus)
+    for acs in (a for a in on if a.bdf):
+        bus_range, port = evidence.bus_ranges.get(acs.bdf), evidence.port_types.get(acs.bdf)
+        below = gpus_in_range(gpus, acs.bdf, bus_range)
+        why = ("the paste does not show the bridge's buses (lspci -vvv's `Bus: primary=.., secondary=.., "
+               "subordinate=..` line)" if bus_range is None else NO_BUS_IDS if not gpus else
+               "no GPU the evidence names is on its buses" if not below else "")
+        switch = _switch_gpus(evidence, acs.bdf, gpus) if port == "Downstream Port" else None
+        acs_redirect(report, acs.bdf, acs.control, [f"{at_line(label, acs.line)}: {acs_words(acs.control)}"],
+                     pairs=pairs_hit(below, gpus, switch) if below else [], gpus=below, port=port, why_no_pairs=why)
+    unnamed = [a for a in on if not a.bdf]
+    if unnamed:
+        acs_redirect(report, None, max(a.control for a in unnamed), [f"{at_line(label, a.line)}: {a.text}" for a in unnamed[:6]],
+                     pairs=[], gpus=[], count=len(unnamed),
+                     why_no_pairs="the paste does not say which bridges (find them with "
+                                  "`sudo lspci -vvv | grep -E '^[0-9a-f]|ACSCtl'`)")
+
+
+def _switch_gpus(evidence: PastedEvidence, port: str, gpus: list[str]) -> list[str] | None:
+    """The GPUs below the switch a downstream port belongs to: below the upstream port whose
+    secondary bus is the port's own bus; None where the paste does not show that upstream port."""
+    domain, bus = port.split(":")[0], int(port.split(":")[1], 16)
+    for bdf, (secondary, _) in evidence.bus_ranges.items():
+        if (bdf.split(":")[0] == domain and secondary == bus
+                and evidence.port_types.get(bdf) == "Upstream Port"):
+            return gpus_in_range(gpus, bdf, evidence.bus_ranges[bdf])
+    return None
 
 
 def pairs_hit(below: list[str], gpus: list[str], switch: list[str] | None = None) -> list[tuple[str, str]]:
@@ -50,14 +144,6 @@ def pairs_hit(below: list[str], gpus: list[str], switch: list[str] | None = None
     under, inside = set(below), set(switch) if switch is not None else None
     return [(a, b) for a, b in combinations(sorted(gpus), 2)
             if (a in under) != (b in under) and (inside is None or (a in inside and b in inside))]
-
-
-def gpus_in_range(gpus: list[str], bdf: str, bus_range: tuple[int, int] | None) -> list[str]:
-    """The GPUs (bus ids) on the buses below bridge ``bdf`` (its domain, secondary..subordinate)."""
-    if bus_range is None:
-        return []
-    domain = bdf.split(":")[0]
-    return sorted(g for g in gpus if g.split(":")[0] == domain and bus_range[0] <= int(g.split(":")[1], 16) <= bus_range[1])
 
 
 def acs_redirect(report: DoctorReport, bdf: str | None, control: int, evidence: list[str], *,
@@ -192,3 +278,4 @@ def link_causes(report: DoctorReport) -> None:
         bridges = and_list([b for f, b, _, _ in report.acs_on if f in kernel_set and b]) or "the bridges named"
         cause.message += f" It is also why Linux turned ACS redirect on at {bridges} (see acs-redirect)."
         cause.fix = full[2]
+

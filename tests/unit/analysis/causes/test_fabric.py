@@ -1,38 +1,50 @@
-"""Pasted nvidia-smi text judged (gputopo/analysis/causes/doctor_smi_pasted.py): NVLink error counters and the
-NVSwitch fabric, in the words of the live NVML checks."""
+"""The NVSwitch fabric (gputopo/analysis/causes/fabric.py), in one wording whichever door read it.
+
+From every shape of answer NVML gives to the fabric queries (tests/fabric_cases.py), read through the
+fake pynvml: no finding where the GPU or driver has no fabric to report (before Hopper, off any
+NVSwitch, a driver without the query) or where Fabric Manager has registered it; an error where
+registration has not finished or failed, a warning where the fabric reports degraded bandwidth. The
+``nvswitch-fabric`` check says which: made (ok or a problem) where NVML gave a state, not made where
+GPUs sit on NVSwitches but NVML gave none (an A100, a driver before R525), not listed where there is no
+fabric. From pastes: ``nvidia-smi -q``'s Fabric section, CUDA error 802, Fabric Manager's log."""
 
 from __future__ import annotations
 
+import pytest
 from conftest import OWN_FIXTURES
 from doctor_trees import capture
-from fabric_cases import CASES
+from fabric_cases import CASES, FabricCase, fabric_conclusions
 from fake_nvml import FakeNvml
 
-from gputopo.analysis.causes.doctor import doctor
-from gputopo.analysis.causes.doctor_common import DoctorReport
-from gputopo.analysis.causes.doctor_nvml import nvml_checks
-from gputopo.analysis.causes.observed_findings import observed_findings
+from gputopo.analysis.causes.doctor import doctor, nvml_checks
+from gputopo.analysis.causes.doctor_report import DoctorReport
 from gputopo.sources.evidence.health import HealthEvidence
-from gputopo.sources.smi.nvlink import read
-from gputopo.sources.host.nvml_health import read_nvml_health
 from gputopo.sources.evidence.pasted_health import parse_pasted
+from gputopo.sources.host.nvml_health import read_nvml_health
+
+
+@pytest.mark.parametrize("case", CASES, ids=str)
+def test_doctor_concludes_from_each_fabric_answer(case: FabricCase) -> None:
+    health = read_nvml_health(nvml=FakeNvml(case.machine(), **case.knobs))
+    findings, marked, check = fabric_conclusions(HealthEvidence(nvml=health))
+    assert findings == case.findings and check == case.check
+    assert marked == [gpu for severity, _, gpus in case.findings if severity == "error" for gpu in gpus]
 
 
 def _report(text: str, name: str = "paste.txt"):
     return doctor(HealthEvidence(source=name, pasted=[(name, parse_pasted(text))]))
 
 
-def test_nvlink_error_counters_are_a_warning_per_gpu_and_a_saturated_counter_is_said():
-    report = _report(capture("nvlink_e_v100_replay_and_crc_errors.txt"))
-    assert [(f.code, f.severity, f.gpus) for f in report.findings] == [("nvlink-errors", "warning", [0]),
-                                                                       ("nvlink-errors", "warning", [2])]
-    assert "link 3: replay 2353" in report.findings[0].message
-    assert "crc 65535 (the largest 16-bit count" in report.findings[1].message
-    zeros = "GPU 0: NVIDIA H100 80GB HBM3 (UUID: GPU-x)\n         Link 0: Replay Errors: 0\n         Link 0: CRC Errors: 0\n"
-    quiet = _report(zeros)
-    assert quiet.findings == [] and any(c.name == "nvlink errors" and c.status == "ok" for c in quiet.checks)
-    # a counter the live check does not judge either (symbol errors come before error correction)
-    assert _report(zeros + "         Link 0: Symbol Errors: 12\n").findings == []
+def test_802_names_fabric_manager_and_says_when_nvswitches_are_unknown():
+    (finding,) = _report("cudaGetDeviceProperties returned 802\n-> system not yet initialized").findings
+    assert finding.code == "fabric-not-ready" and "does not show" in finding.message
+    (finding,) = _report("GPU 0: NVIDIA H100 80GB HBM3\nError: system not yet initialized").findings
+    assert "H100 80GB HBM3" in finding.message and finding.gpus == [0]
+
+
+def test_fabric_manager_nothing_to_do_is_quiet():
+    report = _report("nv-fabricmanager[1]: ... [NV_WARN_NOTHING_TO_DO]")
+    assert [f.severity for f in report.findings] == ["info"]
 
 
 def test_a_fabric_not_registered_is_an_error_and_an_unhealthy_one_a_warning():
@@ -51,20 +63,6 @@ def test_a_whole_query_says_each_gpu_and_one_check():
     (no_fabric,) = [c for c in _report((OWN_FIXTURES / "corpus/smi_q/a100_sxm4_4gpu_555_q.txt").read_text()).checks
                     if c.name == "nvswitch fabric"]
     assert "4 no fabric" in no_fabric.detail
-
-
-def test_nvlink_s_is_worded_once_whether_doctor_or_scan_reads_it():
-    """`doctor --from` and `scan --from` of one `nvidia-smi nvlink -s` say the same thing: a module
-    (SXM2, its board wires every link) is a warning; a card with links down is only info (it may
-    have more link slots than its bridge uses)."""
-    module = capture("nvlink_s_v100_two_inactive.txt")
-    card = module.replace("Tesla V100-SXM2-32GB", "NVIDIA RTX A6000")
-    for text, severity in ((module, "warning"), (card, "info")):
-        (by_doctor,) = [f for f in _report(text).findings if f.code == "nvlink-inactive"]
-        (by_scan,) = [f for f in observed_findings(read(text, "paste.txt")) if f.code == "nvlink-inactive"]
-        assert by_doctor.severity == by_scan.severity == severity
-        assert (by_doctor.message, by_doctor.fix) == (by_scan.message, by_scan.fix)
-        assert by_doctor.evidence == ["paste.txt: GPU 3 Link 3: <inactive>", "paste.txt: GPU 3 Link 5: <inactive>"]
 
 
 def test_the_fabric_is_worded_once_whether_nvml_or_a_pasted_query_says_it():
@@ -102,14 +100,3 @@ def test_a_registration_that_completed_with_an_error_is_not_told_to_start_fabric
     (live,) = [f for f in report.findings if f.code == "fabric-not-ready"]
     assert "finished registering with the NVSwitch fabric with an error (state completed" in live.message
     assert (live.fix, live.effect) == (refused.fix, refused.effect)
-
-
-def test_nvlink_status_makes_its_check_and_an_elided_list_is_said_with_the_pastes_line():
-    """A healthy `nvlink -s` makes the nvlink check (never 'no nvlink -s output in the pastes'); a list
-    the paste elided (k8s-test-infra#371) is said, at the paste's own line, and no link is called down."""
-    nvlink_dir = OWN_FIXTURES / "corpus" / "nvlink"
-    healthy = _report((nvlink_dir / "power9_4x_v100_status_all_active.txt").read_text())
-    assert [(c.name, c.status) for c in healthy.checks if c.name.startswith("nvlink")] == [("nvlink status", "ok")]
-    cut = _report((nvlink_dir / "k8sti371_gb200_status_18_links_53gbps_gpu1_elided.txt").read_text())
-    (note,) = cut.findings
-    assert note.code == "nvlink-list-cut" and "GPU 1: 2 links listed, then line 24" in note.message
