@@ -74,7 +74,7 @@ def speed_reading(state: StateRead | None, gen_now: int | None) -> str:
 
 def pstate_number(text: str | None) -> int | None:
     """A performance state as nvidia-smi or nvtop prints it: ``P8`` -> 8; anything else None."""
-    if text and text[:1] == "P" and text[1:].isdigit() and len(text) <= 3:
+    if text and text[:1] == "P" and text[1:].isascii() and text[1:].isdigit() and len(text) <= 3:
         return int(text[1:])
     return None
 

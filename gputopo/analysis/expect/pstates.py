@@ -1,5 +1,5 @@
 """What a GPU's performance state (P-state) says of its PCIe link's speed: the one reading of it,
-for scan's findings (``diagnose``), doctor's (``doctor_links``) and scan's GPU table (``pcie_below``,
+for scan's findings (``diagnose``), doctor's (``causes.pcie_link``) and scan's GPU table (``pcie_below``,
 carried by ``ScanResult``).
 
 NVIDIA GPUs change their PCIe link generation with their performance state, to save power: NVML
@@ -31,7 +31,7 @@ not shown: NVIDIA/open-gpu-kernel-modules#731). From that:
   only "maybe" idle).
 
 Width is not read here: GPUs keep their lane count in every state on the machines this project has
-seen, and a width below max stays a fault whatever the state (``doctor_links``, ``diagnose``).
+seen, and a width below max stays a fault whatever the state (``causes.pcie_link``, ``diagnose``).
 
 A state and a link speed tell each other something only when they were read together: from one
 ``nvidia-smi -q`` run or one NVML probe, or from two reads (sysfs and NVML, a gathered archive's

@@ -1,6 +1,6 @@
 """What doctor's paste readers found (``gputopo.sources.evidence.pasted_health`` and the readers per kind:
 ``pasted_lspci``, ``pasted_kernel``, ``pasted_smi``): plain data, every value as read, never a
-judgement (that is ``gputopo.analysis.causes.doctor_pasted``)."""
+judgement (that is ``gputopo.analysis.causes.doctor`` and the cause modules beside it)."""
 
 from __future__ import annotations
 

@@ -14,7 +14,7 @@ reader (what each reads is in its docstring):
 A paste quoted in markdown (``> ``) is read without its quote marks, and without the rest of a
 ticket's dressing (``pasted_text``: fences, bold, shell prompts, a ``host: `` prefix on every line). Every value is data: kept as
 read, never evaluated. Lines that match nothing are ignored. What the readers found is a
-``PastedEvidence`` (``gputopo.sources.evidence.pasted_evidence``); ``gputopo.analysis.causes.doctor_pasted`` judges it.
+``PastedEvidence`` (``gputopo.sources.evidence.pasted_evidence``); ``gputopo.analysis.causes.doctor`` and its cause modules judge it.
 """
 
 from __future__ import annotations

@@ -111,3 +111,23 @@ def test_a_gathered_archive_judges_its_sysfs_speeds_by_its_own_nvidia_smi_q(tmp_
     assert [f.code for f in slow] == ["pcie-link-slow-idle"] * 2
     assert "Performance State P8, PCIe Generation Current 1, Max 4" in slow[0].evidence[1]
     assert not [f for f in report.findings if f.severity in ("warning", "error") and f.code.startswith("pcie")]
+
+
+def test_a_performance_state_is_p_and_ascii_digits_only():
+    from gputopo.analysis.causes.pcie_pstate import pstate_number
+
+    assert [pstate_number(t) for t in ("P0", "P8", "P12", "P²", "P①", "P", "p8", "P123", None)] == [
+        0, 8, 12, None, None, None, None, None, None]  # fmt: skip
+
+
+def test_doctor_on_a_query_gpu_paste_with_a_superscript_state_is_not_a_traceback(tmp_path):
+    from typer.testing import CliRunner
+
+    from gputopo.cli import app
+
+    paste = tmp_path / "x.txt"
+    paste.write_text("index, pstate, pcie.link.gen.current, pcie.link.gen.max, pcie.link.width.current\n"
+                     "0, P\u00b2, 1, 4, 16\n1, P0, 4, 4, 16\n", encoding="utf-8")  # fmt: skip
+    result = CliRunner().invoke(app, ["doctor", "--from", str(paste)])
+    assert result.exception is None or isinstance(result.exception, SystemExit), result.exception
+    assert "Traceback" not in result.output
