@@ -14,10 +14,12 @@ Pure Python, no TensorFlow (``gputopo.train.launch`` and ``gputopo.train.child``
 
 from __future__ import annotations
 
+import fcntl
 import os
 import re
 import shutil
 import signal
+import stat
 import sys
 import tempfile
 import threading
@@ -33,6 +35,8 @@ PARENT_FD_ENV = "GPUTOPO_PARENT_FD"  # the read end of the parent-liveness pipe 
 ORPHAN_GRACE_ENV = "GPUTOPO_ORPHAN_GRACE_S"
 TEMP_PREFIX = "gputopo-train-"  # the parent's folder: gputopo-train-<pid>-<random>
 CHILD_TEMP_PREFIX = "tmp-"  # in it, each child's own TMPDIR: tmp-<child index>, 0700
+RUN_LOCK = ".run.lock"  # in it, flock-held by the parent while the run lives (``hold_run_folder``)
+STALE_UNLOCKED_S = 600.0  # a run folder with no lock and no live pid is swept once this old
 POLL_S = 0.1
 _PR_SET_PDEATHSIG = 1
 
@@ -133,14 +137,58 @@ def orphan_cleanup(result_file: str | None) -> None:
         shutil.rmtree(own_temp, ignore_errors=True)  # links in it are removed, never followed
     if folder.name.startswith(TEMP_PREFIX):
         try:
+            os.unlink(folder / RUN_LOCK)  # its parent, who held it, is gone
+        except OSError:
+            pass
+        try:
             os.rmdir(folder)
         except OSError:
             pass
 
 
+def hold_run_folder(folder: str) -> int:
+    """Make the run folder's lock (``RUN_LOCK``, new, never through a link) and hold it for the run's
+    life: the descriptor to close when the run ends (the kernel closes it if the parent dies)."""
+    fd = os.open(os.path.join(folder, RUN_LOCK), os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+    except OSError:
+        os.close(fd)
+        raise
+    return fd
+
+
+def _lock_held(folder: str) -> bool | None:
+    """Whether some process holds ``folder``'s run lock (None: the folder has no lock file). A lock
+    is seen across PID namespaces, where the folder's pid says nothing."""
+    try:
+        dir_fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    except OSError:
+        return True  # not a folder we can look into: leave it
+    try:
+        fd = os.open(RUN_LOCK, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, dir_fd=dir_fd)
+    except FileNotFoundError:
+        return None
+    except OSError:
+        return True
+    finally:
+        os.close(dir_fd)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        return True
+    finally:
+        os.close(fd)  # releases the probe's lock, if it took one
+    return False
+
+
 def sweep_stale_folders(tmp_root: str | None = None) -> None:
     """Remove this user's ``gputopo-train-<pid>-*`` folders whose run is gone (a parent and its
-    children killed with SIGKILL leave theirs): real folders only, never through a link."""
+    children killed with SIGKILL leave theirs): real folders only, never through a link.
+
+    A run is alive while its pid is (in this PID namespace) or while its folder's lock is held (in
+    any: containers that share /tmp see each other's folders, not each other's pids); a folder with
+    no lock (being made, or an older gputopo's) is kept while younger than ``STALE_UNLOCKED_S``."""
     root = Path(tmp_root or tempfile.gettempdir())
     try:
         entries = list(os.scandir(root))
@@ -158,5 +206,9 @@ def sweep_stale_folders(tmp_root: str | None = None) -> None:
             pass
         except (OSError, OverflowError):
             continue  # alive but not ours, or unreadable
-        if entry.is_dir(follow_symlinks=False) and st.st_uid == os.geteuid():
-            shutil.rmtree(entry.path, ignore_errors=True)
+        if not (stat.S_ISDIR(st.st_mode) and st.st_uid == os.geteuid()):
+            continue
+        held = _lock_held(entry.path)
+        if held or (held is None and time.time() - st.st_mtime < STALE_UNLOCKED_S):
+            continue
+        shutil.rmtree(entry.path, ignore_errors=True)

@@ -30,6 +30,7 @@ from gputopo.train.lifeline import (
     PARENT_FD_ENV,
     TEMP_PREFIX,
     die_with,
+    hold_run_folder,
     libc_prctl,
     sweep_stale_folders,
 )
@@ -348,6 +349,7 @@ def run_training(
     sweep_stale_folders()
     with tempfile.TemporaryDirectory(prefix=f"{TEMP_PREFIX}{os.getpid()}-") as tmp:
         children: list[ChildProcess] = []
+        run_lock = hold_run_folder(tmp)  # another PID namespace's sweep sees the run alive by it
         try:
             for i, spec in enumerate(processes):
                 result_file = Path(tmp) / f"result-{i}.json"
@@ -369,6 +371,7 @@ def run_training(
                     child.process.wait()
                 child.close()
             remove_leftovers(config.checkpoint_dir)  # TF's ckpt-N_temp of a killed save, worker copies
+            os.close(run_lock)
     summary = dict(results[0])
     if len(results) > 1:
         summary["devices"] = [device for result in results for device in result.get("devices", [])]

@@ -15,7 +15,7 @@ import pytest
 
 from gputopo.train.launch import supervise
 from gputopo.train.launch.supervise import run_processes, start_child
-from gputopo.train.lifeline import orphan_cleanup, sweep_stale_folders
+from gputopo.train.lifeline import RUN_LOCK, STALE_UNLOCKED_S, hold_run_folder, orphan_cleanup, sweep_stale_folders
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="PR_SET_PDEATHSIG and /proc are Linux's")
 
@@ -101,9 +101,43 @@ def test_stale_run_folders_are_swept_and_live_ones_and_links_kept(tmp_path):
     for folder in (stale, live, victim):
         folder.mkdir()
         (folder / "result-0.json").write_text(json.dumps({}))
+    (stale / RUN_LOCK).write_text("")  # its lock free: the run that held it is gone
     (tmp_path / f"gputopo-train-{dead.pid}-lnk").symlink_to(victim)
     sweep_stale_folders(str(tmp_path))
     assert not stale.exists() and live.exists() and (victim / "result-0.json").exists()
+
+
+def test_a_live_run_of_another_pid_namespace_keeps_its_folder(tmp_path):
+    """Two containers sharing /tmp: a run's pid means nothing in the other's PID namespace (here, a
+    pid that has ended), but the run holds its folder's lock, which the sweep sees across namespaces.
+    Before, the other container's next run removed the live run's folder (its results, its children's
+    TMPDIR). A folder with no lock yet (being made, or an older gputopo's) is kept while it is new."""
+    import fcntl
+
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    held = tmp_path / f"gputopo-train-{dead.pid}-held"
+    young = tmp_path / f"gputopo-train-{dead.pid}-young"
+    old = tmp_path / f"gputopo-train-{dead.pid}-old"
+    for folder in (held, young, old):
+        folder.mkdir()
+        (folder / "result-0.json").write_text("{}")
+    lock_fd = hold_run_folder(str(held))
+    long_ago = time.time() - 2 * STALE_UNLOCKED_S
+    os.utime(old, (long_ago, long_ago))
+    try:
+        sweep_stale_folders(str(tmp_path))
+        assert held.exists() and (held / "result-0.json").exists() and young.exists() and not old.exists()
+        probe = os.open(held / RUN_LOCK, os.O_RDONLY)
+        try:
+            with pytest.raises(BlockingIOError):  # still held by the run, not taken over by the sweep
+                fcntl.flock(probe, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        finally:
+            os.close(probe)
+    finally:
+        os.close(lock_fd)
+    sweep_stale_folders(str(tmp_path))  # the run ended without its clean-up: now it is stale
+    assert not held.exists()
 
 
 def test_an_orphan_removes_its_own_temporary_folder_and_no_other(tmp_path, monkeypatch):
