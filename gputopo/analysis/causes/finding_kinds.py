@@ -179,6 +179,7 @@ KIND_OF_CODE: dict[str, KindRule] = {
     "tf-no-gpu-reason": NOTE,
     "tf-log-nccl-only": NOTE,
     "tf-no-visible-gpu": NOTE,
+    "tf-log-windows": NOTE,
 }
 
 # P2P status words (NVML's, nvidia-smi's): ``p2p-<word>`` (scan) and ``p2p-status-<word>`` (doctor).

@@ -185,10 +185,7 @@ def tf_findings(topology: Topology) -> list[Finding]:
                 "tf-peer-groups",
                 f"TensorFlow: {summary}",
                 gpus=sorted(mapping[o] for o in tf_ordinals(view) if o in mapping),
-                fix=None
-                if not log_alone or not peer_groups(view).cross_denied
-                else "to see why, give the machine's topology too (`gputopo scan --tf-log LOG` on it, or "
-                "`--from` its `nvidia-smi topo -m` text); most often the GPUs sit under different CPU sockets",
+                fix=alone.denied_peers_fix(view) if log_alone and peer_groups(view).cross_denied else None,
             )
         )
     if not log_alone and mapping:

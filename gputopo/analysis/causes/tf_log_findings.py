@@ -105,3 +105,13 @@ def memory_short_findings(view: TfView) -> list[Finding]:
                     fix=f"see what runs on GPU {device.ordinal} (`nvidia-smi`) before training; leave it out "
                         "(CUDA_VISIBLE_DEVICES) or stop what holds it"))
     return findings
+
+
+def denied_peers_fix(view: TfView) -> str:
+    """What to do about pairs TF could not peer, from its log alone: the platform's rule where the
+    log shows a Windows build (``tf-log-windows``), else where to look."""
+    if any(note.code == "tf-log-windows" for note in view.reading_notes):
+        return ("the log is from Windows, where CUDA lets GPUs peer only in the TCC driver model: see each GPU's "
+                "'Driver Model' in `nvidia-smi -q`; in TCC, GPUs under different CPU sockets may still not peer")
+    return ("to see why, give the machine's topology too (`gputopo scan --tf-log LOG` on it, or `--from` its "
+            "`nvidia-smi topo -m` text); most often the GPUs sit under different CPU sockets")

@@ -9,7 +9,8 @@
 - ``tf-no-gpu-reason``: why TensorFlow saw no GPU (``scan --tf``);
 - ``tf-no-visible-gpu``: an edge matrix over no GPU (TF's visible list was empty), the XLA devices left out;
 - ``tf-log-nccl-only`` (``sources.tf.tflog_nccl``): a log of NCCL's lines alone (MirroredStrategy's all-reduce),
-  its GPUs read from them.
+  its GPUs read from them;
+- ``tf-log-windows``: the log's source paths show a Windows build, where GPUs peer only in the TCC driver model.
 
 A TensorFlow view's notes are worded without the log's file name where the sentence can do without it
 (the view's header names it).
@@ -149,6 +150,15 @@ def _tf_no_visible_gpu(facts: dict[str, Any], gpus: list[int]) -> Words:
             "process that printed it")
 
 
+def _tf_log_windows(facts: dict[str, Any], gpus: list[int]) -> Words:
+    return ("info", (f"the log's source paths (line {facts['line']}: a drive letter and backslashes before "
+                     "`.cc:N]`) show a Windows build of TensorFlow: on Windows, CUDA lets two GPUs peer only where "
+                     "both run the TCC driver model; GPUs in WDDM (display cards, most GeForce cards) report no peer "
+                     "access, so TensorFlow stages their copies through host memory"),
+            ("see each GPU's driver model in `nvidia-smi -q` ('Driver Model'); a card that supports TCC switches with "
+             "`nvidia-smi -g N -dm 1` and a reboot (it then drives no display); for P2P on GeForce cards, train on Linux"))
+
+
 TF_WORDINGS: dict[str, Callable[[dict[str, Any], list[int]], Words]] = {
     "tf-log-cut": _tf_log_cut,
     "tf-log-startups": _tf_log_startups,
@@ -159,4 +169,5 @@ TF_WORDINGS: dict[str, Callable[[dict[str, Any], list[int]], Words]] = {
     "tf-no-gpu-reason": _tf_no_gpu_reason,
     "tf-log-nccl-only": _tf_log_nccl_only,
     "tf-no-visible-gpu": _tf_no_visible_gpu,
+    "tf-log-windows": _tf_log_windows,
 }

@@ -44,6 +44,8 @@ own memory, so the diagonal of ``TfView.peer`` is ``True`` for every ordinal the
 
 from __future__ import annotations
 
+import re
+
 from typing import Any
 
 from gputopo.errors import InputError
@@ -112,7 +114,14 @@ def parse_tf_log(text: str, source: str, run: int | None = None) -> TfView:
     view.startups, view.startup = len(startups), index + 1
     if len(startups) > 1:
         view.reading_notes.insert(0, _startups_note(startups, index, run))
+    windows = _WINDOWS_SOURCE_RE.search(text)
+    if windows is not None:  # TF's own source paths: a Windows build (c:\...\gpu_device.cc:832])
+        view.reading_notes.append(ReadingNote("tf-log-windows", {"line": text.count("\n", 0, windows.start()) + 1}))
     return view
+
+
+# A log line's source file as a Windows build of TensorFlow prints it: a drive letter, backslashes, ``.cc:N]``.
+_WINDOWS_SOURCE_RE = re.compile(r"(?<![\w:\\])[A-Za-z]:\\[\w.\-]{1,120}(?:\\[\w.\-]{1,120}){1,40}\.cc:\d{1,6}\]")
 
 
 def _startups_note(startups: list[StartUp], index: int, run: int | None) -> ReadingNote:

@@ -300,3 +300,19 @@ def test_a_headless_matrix_cut_inside_its_first_row_reads():
     except InputError:
         return
     assert all(len(row) == len(view.peer) for row in view.peer)
+
+
+def test_a_windows_build_is_noted_by_its_source_paths_and_nothing_else():
+    """TF's log prefix names its source file: a Windows build prints a drive letter and backslashes
+    (``c:\\users\\...\\gpu_device.cc:832]``); a Linux path, a Windows path in a message, or no
+    ``.cc:N]`` is no such note."""
+    line = ("2018-03-14 11:33:47.378713: I {path}gpu_device.cc:832] Peer access not supported between device "
+            "ordinals 1 and 0\n")
+    windows = parse_tf_log("noise\n" + line.format(path="c:\\users\\u\\bin\\tensorflow\\core\\common_runtime\\gpu\\"), "w")
+    assert [(n.code, n.facts) for n in windows.reading_notes if n.code == "tf-log-windows"] == [("tf-log-windows", {"line": 2})]
+    dressed = parse_tf_log("> " + line.format(path="T:\\src\\github\\tensorflow\\tensorflow\\core\\").replace("\n", "\r\n"), "w")
+    assert any(n.code == "tf-log-windows" for n in dressed.reading_notes)
+    for path in ("tensorflow/core/common_runtime/gpu/", "/home/u/tf/"):
+        assert not any(n.code == "tf-log-windows" for n in parse_tf_log(line.format(path=path), "l").reading_notes)
+    data_path = line.format(path="tensorflow/core/") + "loading C:\\data\\images\\train.tfrecord\n"
+    assert not any(n.code == "tf-log-windows" for n in parse_tf_log(data_path, "l").reading_notes)
