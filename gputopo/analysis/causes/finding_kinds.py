@@ -109,6 +109,7 @@ KIND_OF_CODE: dict[str, KindRule] = {
     "pcie-link-slow-idle": NOTE,
     "pcie-link-slow-maybe-idle": NOTE,
     "pcie-link-limited": NOTE,
+    "pcie-slot-limited": DESIGN,  # a GPU's link at its slot's top (x8/x8 lanes, an older port): the board's design
     "iommu-translating": FAULT,
     "iommu-fault": FAULT,
     "nvidia-peermem-missing": FAULT,
