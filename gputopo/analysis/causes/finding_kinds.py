@@ -47,6 +47,7 @@ KIND_OF_CODE: dict[str, KindRule] = {
     "gpus-not-counted": NOTE,
     # measurements, NCCL logs, nccl-tests, NVLink states (observed_findings, nccl_paths, collective_findings)
     "measured-above-line-rate": NOTE,
+    "measured-above-card-line-rate": NOTE,  # above the card's generation inferred from its name: to check
     "measured-below-expected": FAULT,
     "p2p-slower-than-staged": FAULT,
     "pcie-path-narrow": FAULT,
