@@ -5,7 +5,8 @@
   below half of it, else an info);
 - ``collective-busbw-vs-pcie`` (info): where it does not (nccl-tests alone), the same figure against
   one PCIe x16 link per direction, Gen3/Gen4/Gen5 (or the GPUs' own generation where a source gives
-  it), said as an estimate with its assumption.
+  it, else the card's own generation where the output names the card: inferred from its name, said
+  so), said as an estimate with its assumption.
 
 From first principles: a ring collective (all_reduce, all_gather, reduce_scatter, broadcast, reduce)
 sends every byte around the ring, each GPU to the next at once, so it runs at its slowest hop;
@@ -22,6 +23,7 @@ from gputopo.analysis.expect.bandwidth import (
     PCIE_EFFECTIVE_GBPS_PER_LANE,
     PCIE_GENERATION_RANGE,
     Estimate,
+    card_generation,
     pcie_generation,
 )
 from gputopo.analysis.expect.measured import pair_best, rate
@@ -142,14 +144,22 @@ def _basis(estimate: Estimate) -> str:
 
 def _vs_pcie(topology: Topology, run: CollectiveRun, row: CollectiveRow, busbw: float) -> Finding | None:
     """Against one PCIe x16 link per direction: the GPUs' own (slowest) link where every GPU's
-    generation is known, else each of Gen3-Gen5 x16. None where busbw is above them all (NVLink)."""
+    generation is known (read, or inferred from the card's name: ``card_generation``), else each of
+    Gen3-Gen5 x16. None where busbw is above them all (NVLink)."""
     gpus = [topology.gpu(g) for g in run.gpus]
-    gens = [pcie_generation(g) for g in gpus]
+    gens = [pcie_generation(g) or card_generation(g) for g in gpus]
+    cards = list(dict.fromkeys(f"{g.name} is a Gen{card_generation(g)} card" for g in gpus if card_generation(g)))
     if all(gens):
         own = min((PCIE_EFFECTIVE_GBPS_PER_LANE.get(gen, 0.0) * ((g.pcie_width_current or g.pcie_width_max or X16)),
                    gen, g.pcie_width_current or g.pcie_width_max or X16) for g, gen in zip(gpus, gens))
         figures = [(f"their slowest PCIe link, Gen{own[1]} x{own[2]}", own[0])]
         assumption = "the GPUs' PCIe generation and width as read; the links between them are not in the source"
+        if cards:  # a generation from a name: the most the card's link trains to, not a reading of it
+            figures = [(f"a Gen{own[1]} x{own[2]} link", own[0])]
+            assumption = (f"the card's PCIe generation, inferred from its name: {'; '.join(cards)}, the most its link "
+                          "trains to, less in an older slot or riser; "
+                          + ("the width as read" if all(g.pcie_width_current or g.pcie_width_max for g in gpus)
+                             else "x16 assumed") + "; the links between the GPUs are not in the source")
     else:
         lo, hi = PCIE_GENERATION_RANGE
         figures = [(f"Gen{gen}", PCIE_EFFECTIVE_GBPS_PER_LANE[gen] * X16) for gen in range(lo, hi + 1)]

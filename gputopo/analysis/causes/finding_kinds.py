@@ -47,6 +47,7 @@ KIND_OF_CODE: dict[str, KindRule] = {
     "gpus-not-counted": NOTE,
     # measurements, NCCL logs, nccl-tests, NVLink states (observed_findings, nccl_paths, collective_findings)
     "measured-above-line-rate": NOTE,
+    "measured-above-card-line-rate": NOTE,  # above the card's generation inferred from its name: to check
     "measured-below-expected": FAULT,
     "p2p-slower-than-staged": FAULT,
     "pcie-path-narrow": FAULT,
@@ -109,6 +110,7 @@ KIND_OF_CODE: dict[str, KindRule] = {
     "pcie-link-slow-idle": NOTE,
     "pcie-link-slow-maybe-idle": NOTE,
     "pcie-link-limited": NOTE,
+    "pcie-slot-limited": DESIGN,  # a GPU's link at its slot's top (x8/x8 lanes, an older port): the board's design
     "iommu-translating": FAULT,
     "iommu-fault": FAULT,
     "nvidia-peermem-missing": FAULT,

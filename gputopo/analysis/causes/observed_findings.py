@@ -4,6 +4,9 @@
   GB/s, 40% of what PIX over PCIe Gen4 x16 gives"); only where the link type is known;
 - ``p2p-slower-than-staged``: with P2P on, a pair copies slower than the same tool measured with P2P
   off (through host memory): P2P hurts there (ACS, IOMMU, a bad switch);
+- ``measured-above-card-line-rate`` (info, a note): a copy above what the cards' own PCIe generation carries,
+  that generation inferred from their names, not read; ``measured-above-line-rate`` stays for figures above
+  the line rate of what the source read (or, unread, of the highest generation): those are impossible;
 - ``pcie-path-narrow``: a pair whose link type the source does not give copies below what one PCIe
   Gen3 x16 link carries both with P2P and staged through host memory: a narrow or slow link on the
   path (x4/x8 slot, chipset lanes, a riser), not P2P;
@@ -32,7 +35,7 @@ from gputopo.analysis.causes.nccl_paths import host_memory_findings, refused_pai
 from gputopo.analysis.causes.nvlink import nvlink_inactive_findings
 from gputopo.analysis.causes.pcie_findings import LINK_QUERY
 from gputopo.analysis.causes.slow_gpu_findings import slow_gpu_findings
-from gputopo.analysis.expect.bandwidth import pcie_generation
+from gputopo.analysis.expect.bandwidth import card_generation, pcie_generation
 from gputopo.analysis.expect.measured import (
     FAR_BELOW_RATIO,
     Comparison,
@@ -57,6 +60,7 @@ def observed_findings(topology: Topology) -> list[Finding]:
     return [
         *_below_expected(compared),
         *_above_line_rate(compared),
+        *_above_card_line_rate(compared, topology),
         *_p2p_slower(measured, topology),
         *_narrow_path(topology, measured),
         *slow_gpu_findings(topology, measured),
@@ -99,6 +103,33 @@ def _above_line_rate(compared: list[Comparison]) -> list[Finding]:
         "did not cross that link (a zero-copy or cached copy, a clock error, or a misread unit)",
         gpus=sorted({g for c in fast for g in (c.src, c.dst)}),
         fix="check the bytes, not only the speed: `gputopo bench-p2p` compares every copy's destination with its source",
+    )]
+
+
+def _above_card_line_rate(compared: list[Comparison], topology: Topology) -> list[Finding]:
+    """Copies above what the cards' own PCIe generation carries, where that generation is inferred from
+    their names (the source reads none): a note, not ``measured-above-line-rate``. The name gives the most
+    the card's link trains to, but it is read from a name, not from the link: a figure above it is either
+    not what crossed the link or a card the name table gets wrong; only the link's reading can tell."""
+    fast = [c for c in compared if c.above_card_line_rate]
+    if not fast:
+        return []
+    cards = "; ".join(dict.fromkeys(
+        f"{gpu.name} is a Gen{gen} card" for c in fast for g in (c.src, c.dst)
+        if (gpu := topology.gpu(g)) is not None and (gen := card_generation(gpu)) is not None))
+    shown = "; ".join(f"GPU {c.src}\u2192{c.dst}: {c.measured_gbps:.1f} GB/s over {c.link_type}, above the "
+                      f"~{c.card_line_rate[0]:.0f} GB/s a Gen{c.card_line_rate[1]} card's link carries ({c.method})"  # type: ignore[index]
+                      for c in fast[:6])
+    more = f"; and {len(fast) - 6} more" if len(fast) > 6 else ""
+    return [Finding(
+        "info", "measured-above-card-line-rate",
+        f"{count_word(len(fast), 'direction')} measured above what the cards' own PCIe generation carries: {shown}{more}. "
+        f"The card's generation is inferred from its name ({cards}); the source reads no link generation. If the "
+        "cards are what their names say, those bytes did not cross that link (a zero-copy or cached copy, a clock "
+        "error, a misread unit); if the figure is right, the link runs faster than the name gives",
+        gpus=sorted({g for c in fast for g in (c.src, c.dst)}),
+        fix=f"read the links' generation and width (`{LINK_QUERY}`) and check the bytes, not only the speed: "
+            "`gputopo bench-p2p` compares every copy's destination with its source",
     )]
 
 

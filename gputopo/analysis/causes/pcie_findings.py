@@ -21,20 +21,54 @@ from gputopo.analysis.causes.pcie_link import (  # noqa: F401 - LINK_QUERY: obse
     gpus_slow_maybe_idle,
     gpus_trained_down,
 )
+from gputopo.analysis.causes.doctor_report import gen_number
+from gputopo.analysis.causes.pcie_slot import slot_finding
 from gputopo.model import Finding, Gpu, Topology
+from gputopo.model.fabric import BRIDGE, ROOT_PORT, FabricNode
+
+
+def _port_above(topology: Topology, gpu: Gpu) -> FabricNode | None:
+    """The port right above a GPU in the source's fabric graph (a root port or a switch's downstream port:
+    its link fields are its LnkCap and LnkSta, as sysfs read them), where the source has one."""
+    fabric = topology.fabric
+    node = fabric.gpu_node(gpu.index) if fabric else None
+    parent = fabric.node(node.parent) if fabric and node else None
+    return parent if parent is not None and parent.kind in (ROOT_PORT, BRIDGE) else None
+
+
+def _at_slot_top(topology: Topology, gpu: Gpu, field: str, now: int, most: int) -> Finding | None:
+    """``pcie-slot-limited`` where the port above the GPU can do no more than ``now`` (its LnkCap)."""
+    port = _port_above(topology, gpu)
+    if port is None:
+        return None
+    top = port.link_width_max if field == "width" else gen_number(port.link_gts_max)
+    if top is None or top > now:
+        return None
+    unit = (lambda v: f"x{v}") if field == "width" else (lambda v: f"Gen{v}")
+    return slot_finding(f"GPU {gpu.index}", unit(now), unit(most), unit(top), port=port.bdf, lanes=field == "width",
+                        gpus=[gpu.index], affected=f"GPU {gpu.index}",
+                        evidence=[f"GPU {gpu.index}: PCIe {unit(now)} (max {unit(most)}); port {port.bdf} above it: max {unit(top)}"])
 
 
 def pcie_degraded(topology: Topology) -> list[Finding]:
-    """GPUs whose PCIe link runs narrower (a warning) or at a lower generation than it can."""
+    """GPUs whose PCIe link runs narrower (a warning) or at a lower generation than it can; a link at the
+    top of the port above it (both ends' capabilities in the source's fabric graph) is the slot's design."""
     findings = []
-    narrow = [(g, *values) for g in topology.gpus if (values := g.pcie_below_max("width")) is not None]
+    narrow = []
+    for g in topology.gpus:
+        if (values := g.pcie_below_max("width")) is not None:
+            slot = _at_slot_top(topology, g, "width", *values)
+            findings.append(slot) if slot else narrow.append((g, *values))
     if narrow:
-        findings.append(gpus_narrow(narrow))
+        ports = {g.index: _port_above(topology, g) for g, *_ in narrow}
+        findings.insert(0, gpus_narrow(narrow, {i: (p.bdf, p.link_width_max) for i, p in ports.items() if p}))
     slow: dict[str, list[tuple[Gpu, int, int, int | None]]] = {pstates.TOP: [], pstates.IDLE: [], pstates.UNKNOWN: []}
     mixed = pstates.read_apart(topology)
     for gpu in topology.gpus:
         values = gpu.pcie_below_max("gen")
-        if values is not None:
+        if values is not None and (slot := _at_slot_top(topology, gpu, "gen", *values)) is not None:
+            findings.append(slot)
+        elif values is not None:
             state = None if gpu.index in mixed else gpu.performance_state
             slow[pstates.link_reading(state)].append((gpu, *values, state))
     if slow[pstates.TOP]:

@@ -36,6 +36,7 @@ from gputopo.analysis.causes.doctor_report import (
     nvml_bus_id,
 )
 from gputopo.analysis.causes.pcie_pstate import StateRead, nvml_state, pstate_number, speed_reading
+from gputopo.analysis.causes.pcie_slot import capped_by, port_hint, slot_limited_paste, slot_limited_sysfs
 from gputopo.model import Finding, Gpu
 
 if TYPE_CHECKING:  # (scan's findings import this module: no doctor evidence readers at its start-up)
@@ -64,19 +65,28 @@ def check_sysfs(paths: dict[str, GpuPciePath], report: DoctorReport, nvlinked: s
     seen: set[str] = set()
     slow_width, slow_speed, any_link = [], [], False
     own_link: dict[str, str] = {}  # the GPU and the port right above it -> that GPU (both read its own link)
+    other_end: dict[str, PciNode] = {}  # each end of a GPU's own link -> the other end (the GPU, its port)
     for gpu_bdf, path in sorted(paths.items()):
         own_link[gpu_bdf] = gpu_bdf
         if len(path.nodes) >= 2:
             own_link.setdefault(path.nodes[-2].bdf, gpu_bdf)
+            other_end[gpu_bdf] = path.nodes[-2]
+            other_end.setdefault(path.nodes[-2].bdf, path.nodes[-1])
         for node in path.nodes:
             if node.bdf in seen:
                 continue
             seen.add(node.bdf)
             any_link = any_link or node.link.max_width is not None
-            if node.link.width_below_max:
-                slow_width.append(node)
-            if node.link.speed_below_max:  # a narrow link's speed is said too (it may be idle, or trained down)
-                slow_speed.append(node)
+            port = other_end.get(node.bdf)
+            for kind, below_max, found in (("width", node.link.width_below_max, slow_width),
+                                           ("speed", node.link.speed_below_max, slow_speed)):
+                if not below_max:
+                    continue
+                if port is not None and capped_by(node.link, port.link, kind):  # at the most the other end can do
+                    if node.bdf in paths:  # the GPU's reading: the slot's top, said once per link
+                        slot_limited_sysfs(report, node, port, kind)
+                    continue  # the port's reading: the card's own top (an x8 card in an x16 slot), nothing to say
+                found.append(node)  # a narrow link's speed is said too (it may be idle, or trained down)
     if not any_link:
         report.check("pcie-links", "not-made", "no link files (current_link_width, max_link_width) under sysfs")
         return
@@ -87,9 +97,11 @@ def check_sysfs(paths: dict[str, GpuPciePath], report: DoctorReport, nvlinked: s
         below = gpus_below(node)
         link = node.link
         what = "the GPU" if node.bdf in paths else "a bridge above " + and_list([report.label(b) for b in below])
+        port = other_end.get(node.bdf) if node.bdf in paths else None
         narrow_link(
             report, f"{node.bdf} ({what})", link.current_width, link.max_width, below=below,
             affected=and_list([report.label(b) for b in below]), spared=nvlinked,
+            port=port.bdf if port else None, port_width=port.link.max_width if port else None,
             evidence=[f"{node.sysfs_path}/current_link_width: {link.current_width}, max_link_width: {link.max_width}",
                       f"{node.sysfs_path}/current_link_speed: {link.current_speed_gts} GT/s, max_link_speed: {link.max_speed_gts} GT/s"])
     problem = bool(slow_width)
@@ -145,14 +157,23 @@ def check_lspci(label: str, evidence: PastedEvidence, report: DoctorReport) -> N
             who += f" (limited at boot by the link at {pasted.limited_at})"
         shown = [f"{at_line(label, p.line)}: {p.text}" for p in ends]
         below = [gpu] if gpu else gpus_in_range(gpus, pasted.bdf, evidence.bus_ranges.get(pasted.bdf)) if pasted.bdf else []
-        if any(p.narrow for p in ends):  # a GPU's pairs all copy through its narrow link
-            narrow = next(p.link for p in ends if p.narrow)
+        port = next((p for p in ends if p.bdf != gpu), None) if gpu and pasted.bdf == gpu else None
+        capped = {kind for kind in ("width", "speed") if port and capped_by(link, port.link, kind)  # the GPU's top known
+                  and (link.max_width if kind == "width" else link.max_speed_gts) is not None}
+        for kind in sorted(capped & {k for k, below_max in (("width", pasted.narrow), ("speed", pasted.slow)) if below_max}):
+            slot_limited_paste(report, who, link, port.link, port.bdf, kind, below=below, evidence=shown)  # type: ignore[union-attr]
+        narrow_ends = [p for p in ends if p.narrow and not (p is pasted and "width" in capped)
+                       and not (p is port and capped_by(p.link, link, "width"))]  # the port at the card's own top
+        if narrow_ends:  # a GPU's pairs all copy through its narrow link
+            narrow = narrow_ends[0].link
             narrow_link(report, who, narrow.current_width, narrow.max_width, below=below,
-                        affected=and_list([report.label(b) for b in below]) if below else who, evidence=shown)
-        if pasted.slow and pasted.limited_at:  # trained so at boot: the platform's limit or trained down, not idle
+                        affected=and_list([report.label(b) for b in below]) if below else who, evidence=shown,
+                        port=port.bdf if port else None, port_width=port.link.max_width if port else None)
+        slow = pasted.slow and "speed" not in capped
+        if slow and pasted.limited_at:  # trained so at boot: the platform's limit or trained down, not idle
             link_limited_at_boot(report, device, gts_to_gen(link.current_speed_gts), gts_to_gen(link.max_speed_gts),
                                  pasted.limited_at, gpus=report.indices(below), evidence=shown)
-        elif pasted.slow:  # said too where the link is narrow; no state in a paste; no top where only lspci's mark says it
+        elif slow:  # said too where the link is narrow; no state in a paste; no top where only lspci's mark says it
             slow_link(report, who, gts_to_gen(link.current_speed_gts),
                       gts_to_gen(link.max_speed_gts) if link.max_speed_gts is not None else None,
                       gpus=report.indices(below), bdf=pasted.bdf, evidence=shown)
@@ -241,21 +262,23 @@ def check_smi_rows(label: str, evidence: PastedEvidence, report: DoctorReport) -
 
 def narrow_link(report: DoctorReport, who: str, current_width: int | None, max_width: int | None, *,
                 below: list[str], affected: str, evidence: list[str],
-                spared: Iterable[tuple[str, str]] = (), gpus: list[int] | None = None) -> None:
+                spared: Iterable[tuple[str, str]] = (), gpus: list[int] | None = None,
+                port: str | None = None, port_width: int | None = None) -> None:
     """``pcie-link-narrow`` for the link of ``who`` (``x{current_width} of x{max_width}``).
 
     ``below``: the GPUs (bus ids) whose copies go through that link; each is marked downtrained,
     and so is every pair with one of them, except the ``spared`` pairs (NVLink pairs do not copy
     over PCIe). ``affected``: those GPUs as the words name them. ``gpus``: the finding's GPU
     indices where the bus ids do not give them (NVML's index of a GPU without a bus id). ``max_width``
-    None: lspci marked the width downgraded, its maximum not in the paste."""
+    None: lspci marked the width downgraded, its maximum not in the paste. ``port``, ``port_width``: the port
+    above the GPU and its LnkCap width, where the source shows them (``port_hint``)."""
     pairs = _mark_downtrained(report, below, spared)
     report.add(Finding(
         "warning", "pcie-link-narrow",
         f"The PCIe link of {who} runs at x{current_width} of {_most(f'x{max_width}' if max_width else None)}: it "
         "trained narrower than it can "
         "(a riser, a slot wired with fewer lanes, chipset lanes, a bad seat); every copy through it gets that "
-        "fraction of the bandwidth (tinygrad/open-gpu-kernel-modules#6).",
+        "fraction of the bandwidth (tinygrad/open-gpu-kernel-modules#6)." + port_hint(current_width, port, port_width),
         gpus=report.indices(below) if gpus is None else gpus,
         evidence=evidence,
         effect=f"every copy to or from {affected}",
@@ -346,12 +369,18 @@ def link_limited_at_boot(report: DoctorReport, who: str, speed_now: str, speed_m
             "BIOS to Auto); if not, it is the board's limit (a slot wired to a newer root port, if the board has one)"))
 
 
-def gpus_narrow(narrow: list[tuple[Gpu, int, int]]) -> Finding:
-    """``pcie-link-narrow`` for GPUs whose own link runs with fewer lanes than it can."""
+def gpus_narrow(narrow: list[tuple[Gpu, int, int]], ports: dict[int, tuple[str | None, int | None]] | None = None) -> Finding:
+    """``pcie-link-narrow`` for GPUs whose own link runs with fewer lanes than it can; ``ports``: the port
+    above a GPU and its LnkCap width, where the source's fabric graph has them (``port_hint``)."""
+    ports = ports or {}
+    known = [ports[g.index] for g, *_ in narrow if ports.get(g.index, (None, None))[1] is not None]
+    port, width = ports.get(narrow[0][0].index, (None, None)) if len(narrow) == 1 else (None, None)
+    if len(known) == len(narrow) > 1:
+        width = min(w for _, w in known)  # type: ignore[type-var]
     return Finding(
         severity="warning", code="pcie-link-narrow",
         message="; ".join(f"GPU {g.index} runs at PCIe x{now} (max x{most})" for g, now, most in narrow)
-        + ": fewer lanes mean proportionally less host and PCIe peer bandwidth",
+        + ": fewer lanes mean proportionally less host and PCIe peer bandwidth." + port_hint(narrow[0][1], port, width, len(narrow) > 1),
         gpus=[g.index for g, _, _ in narrow],
         fix="check that the card sits in an x16 slot (not one wired x8 or shared), reseat it and its riser")
 

@@ -24,6 +24,14 @@ if TYPE_CHECKING:
 
 NVLINK_XIDS = frozenset({74, *range(144, 151)})
 
+# NVIDIA's Xid catalog (https://docs.nvidia.com/deploy/xid-errors/analyzing-xid-catalog.html): Xids 144-150 are the
+# NVLink5 blocks of Blackwell GPUs (B100, GB200), each resolved by decoding its intrInfo and errorStatus
+# (WORKFLOW_NVLINK5_ERR); Xid 137 (NVLINK_PRIV_ERR) is a fault the remote MMU reported, "such as when an illegal
+# NVLink peer-to-peer access is made": typically the application's bug, immediate action IGNORE (XID_137_FLOW).
+NVLINK5_BLOCKS = {144: "SAW", 145: "RLW", 146: "TLW", 147: "TREX", 148: "NVLPW_CTRL", 149: "NETIR", 150: "MSE"}
+NVLINK_PRIV_XID = 137
+CATALOG = "https://docs.nvidia.com/deploy/xid-errors/analyzing-xid-catalog.html"
+
 ECC_XIDS = frozenset({48, 63, 64, 94, 95})
 
 XID_MEANING = {
@@ -40,6 +48,10 @@ XID_MEANING = {
     94: "a contained ECC error (the application was stopped; the GPU goes on)",
     95: "an uncontained ECC error (the GPU needs a reset)",
     119: "a GSP firmware timeout",
+    NVLINK_PRIV_XID: ("an NVLink privilege error: a fault the remote GPU's MMU reported, such as an illegal NVLink "
+                      "peer-to-peer access (NVIDIA's Xid catalog: typically the application's bug, sometimes the "
+                      "driver's or the hardware's)"),
+    154: "the GPU's recovery action changed (it names what the other Xids of the event need)",
 }
 
 FALLEN_FIX = "check power cables and PSU headroom, reseat the card and riser, watch temperatures, update the BIOS"
@@ -84,12 +96,28 @@ def check_lspci_error_status(label: str, evidence: PastedEvidence, report: Docto
 def xid_meaning(code: int) -> str:
     if code in XID_MEANING:
         return XID_MEANING[code]
+    if code in NVLINK5_BLOCKS:
+        return f"an NVLink error in the GPU's {NVLINK5_BLOCKS[code]} block (NVLink5: Blackwell GPUs)"
     if code in NVLINK_XIDS:
-        return "an NVLink error (Xids 144 to 150 report the NVLink blocks of newer GPUs)"
+        return "an NVLink error"
     return "see NVIDIA's Xid catalogue"
 
 
+PRIV_FIX = ("the Xid itself needs no reset (the catalog's immediate action: none); find the access: run the application "
+            "under `compute-sanitizer --tool memcheck` or `cuda-gdb` (or with `CUDA_DEVICE_WAITS_ON_EXCEPTION=1`, then "
+            "attach cuda-gdb); if they find nothing, report it to NVIDIA (a driver or hardware fault)")
+
+
 def _xid_fix(code: int) -> str:
+    if code in NVLINK5_BLOCKS:
+        return ("decode the Xid's intrInfo and errorStatus (the first two numbers in its parentheses) with the \"XID "
+                f"144-150 Decode\" sheet of NVIDIA's Xid catalog ({CATALOG}): it gives the action (none, restart the "
+                "application, reset the GPU); where the log has an Xid 154 (recovery action changed to Drain P2P, Drain "
+                "and Reset, GPU Reset Required or Node Reboot Required), do that: drain the GPU's jobs before a reset; "
+                "`nvidia-smi nvlink -e` shows the links' error counters; errors that come back go to NVIDIA or the "
+                "system's vendor (its service flow decides a replacement)")
+    if code == NVLINK_PRIV_XID:
+        return PRIV_FIX
     if code in NVLINK_XIDS:
         return ("check the NVLinks: `nvidia-smi nvlink -s` and `nvidia-smi nvlink -e` (links down, counters growing); "
                 "reseat the NVLink bridge (PCIe cards) or have the baseboard or NVSwitch tray checked; on NVSwitch "
@@ -122,19 +150,47 @@ def _cause_class(cause: int | None) -> int | str | None:
     return "nvlink" if cause in NVLINK_XIDS else cause
 
 
+def _causes_meaning(causes: list[int]) -> str:
+    """What the earlier Xids an Xid names mean: one, or several NVLink5 blocks together."""
+    blocks = [NVLINK5_BLOCKS[c] for c in causes if c in NVLINK5_BLOCKS]
+    if len(blocks) > 1 and len(blocks) == len(causes):
+        return f"NVLink errors in the GPU's {and_list(blocks)} blocks (NVLink5: Blackwell GPUs)"
+    return xid_meaning(causes[0])
+
+
+def _same_event(xids: list[PastedXid]) -> dict[int, PastedXid]:
+    """Each Xid 137 that an NVLink5 Xid (144-150) of the same GPU reports with it: both lines name the same
+    unit on the same link (``145, RLW_RXPIPE Nonfatal ... Link 11`` and ``137, RLW_RXPIPE interrupt hit on link
+    11``), one interrupt logged twice (inferred from the lines; the catalog does not link them). By the 137's id."""
+    blocks = {(x.pci, x.unit, x.link): x for x in xids if x.code in NVLINK5_BLOCKS and x.link is not None}
+    return {id(x): blocks[(x.pci, x.unit, x.link)] for x in xids
+            if x.code == NVLINK_PRIV_XID and (x.pci, x.unit, x.link) in blocks}
+
+
 def _xids(label: str, xids: list[PastedXid], report: DoctorReport) -> None:
     """One finding per Xid and class of named cause, naming every GPU that logged it (one NVLink
     event that made four GPUs clean up is one problem, not four); a consequence (Xid 45 after an
-    NVLink Xid) is said with its cause, and fixed as the cause is."""
+    NVLink Xid) is said with its cause, and fixed as the cause is. An Xid 137 that an NVLink5 Xid
+    reports with it is said in that Xid's finding: the illegal access it names is the event's cause."""
+    joined = _same_event(xids)
     grouped: dict[tuple[int, int | str | None], dict[str | None, list[PastedXid]]] = {}
+    privileged: dict[tuple[int, int | str | None], list[PastedXid]] = {}
     for xid in xids:
+        if id(xid) in joined:
+            partner = joined[id(xid)]
+            privileged.setdefault((partner.code, _cause_class(partner.cause)), []).append(xid)
+            continue
         grouped.setdefault((xid.code, _cause_class(xid.cause)), {}).setdefault(xid.pci, []).append(xid)
-    for (code, _), by_gpu in grouped.items():
+    for key, by_gpu in grouped.items():
+        if key in privileged:
+            _nvlink_with_privilege_error(label, by_gpu, privileged[key], report)
+            continue
+        code = key[0]
         causes = sorted({xid.cause for seen in by_gpu.values() for xid in seen if xid.cause is not None})
         who = _who_logged(by_gpu)
         if causes:
             earlier = f"an earlier Xid {causes[0]}" if len(causes) == 1 else f"earlier Xids {and_list([str(c) for c in causes])}"
-            caused = f", caused (the driver says) by {earlier}: {xid_meaning(causes[0])}. Xid {code} is "
+            caused = f", caused (the driver says) by {earlier}: {_causes_meaning(causes)}. Xid {code} is "
         else:
             caused = ": "
         report.add(Finding(
@@ -142,6 +198,26 @@ def _xids(label: str, xids: list[PastedXid], report: DoctorReport) -> None:
             f"The NVIDIA driver logged Xid {code} for {who}{caused}{xid_meaning(code)}.",
             evidence=[f"{label}: {seen[0].text}" for seen in list(by_gpu.values())[:4]],
             fix=_xid_fix(causes[0] if causes else code)))
+
+
+def _nvlink_with_privilege_error(label: str, by_gpu: dict[str | None, list[PastedXid]], priv: list[PastedXid],
+                                 report: DoctorReport) -> None:
+    """An NVLink5 Xid and the Xid 137 logged with it (same GPU, unit and link): one event, its cause the illegal
+    peer access the 137 reports (by the catalog, typically the application's), fixed as the 137 is."""
+    first = next(x for seen in by_gpu.values() for x in seen)
+    code = first.code
+    fatal = {x.fatal for seen in by_gpu.values() for x in seen}
+    how = "which the driver calls fatal" if fatal == {True} else "which the driver calls non-fatal" if fatal == {False} else ""
+    place = and_list(sorted({f"{x.unit} on link {x.link}" for x in priv}))
+    report.add(Finding(
+        "error", f"xid-{code}",
+        f"The NVIDIA driver logged Xid {code} (NVLink5, the GPU's {NVLINK5_BLOCKS[code]} block) and Xid {NVLINK_PRIV_XID} for {_who_logged(by_gpu)}: "
+        f"both name {place}, one event (inferred from the lines). Its cause is what Xid {NVLINK_PRIV_XID} reports, "
+        f"{xid_meaning(NVLINK_PRIV_XID)}; Xid {code} is the NVLink {NVLINK5_BLOCKS[code]} block logging it"
+        f"{', ' + how if how else ''}.",
+        evidence=[f"{label}: {x.text}" for x in ([seen[0] for seen in by_gpu.values()][:3] + priv[:1])],
+        fix=(PRIV_FIX + f"; to be sure Xid {code} asks for no more, decode its intrInfo and errorStatus with the \"XID "
+             f"144-150 Decode\" sheet of NVIDIA's Xid catalog ({CATALOG}) and follow an Xid 154 where one is logged")))
 
 
 def _who_logged(by_gpu: dict[str | None, list[PastedXid]]) -> str:

@@ -397,3 +397,21 @@ def line_rate_gbps(link: Link, gpu_a: Gpu | None = None, gpu_b: Gpu | None = Non
     gen = min(gens) if gens and all(gens) else max(PCIE_RAW_GBPS_PER_LANE)
     width = min(widths) if widths and all(widths) else 16
     return PCIE_RAW_GBPS_PER_LANE.get(gen, PCIE_RAW_GBPS_PER_LANE[max(PCIE_RAW_GBPS_PER_LANE)]) * width
+
+
+def card_line_rate(link: Link, gpu_a: Gpu | None, gpu_b: Gpu | None) -> tuple[float, int] | None:
+    """A PCIe link's line rate by the cards' own generation (``card_generation``: inferred from their names)
+    where the source reads no generation of one of them and the names give it: ``(GB/s, generation)``, only
+    where below what ``line_rate_gbps`` assumed. An inference, never a reading: a figure above it is a thing
+    to check, not proof (``observed_findings`` says so)."""
+    if link.type == "UNKNOWN" or link.nvlink_count > 0 or gpu_a is None or gpu_b is None:
+        return None
+    read = [pcie_generation(g) for g in (gpu_a, gpu_b)]
+    gens = [r or card_generation(g) for r, g in zip(read, (gpu_a, gpu_b))]
+    if all(read) or not all(gens):
+        return None
+    widths = [g.pcie_width_max or g.pcie_width_current for g in (gpu_a, gpu_b)]
+    gen = min(gens)  # type: ignore[type-var]
+    rate = PCIE_RAW_GBPS_PER_LANE[gen] * (min(widths) if all(widths) else DEFAULT_PCIE_WIDTH)  # type: ignore[index,type-var]
+    conservative = line_rate_gbps(link, gpu_a, gpu_b)
+    return (rate, gen) if conservative is None or rate < conservative else None  # type: ignore[return-value]

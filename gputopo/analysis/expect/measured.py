@@ -12,7 +12,7 @@ import itertools
 import operator
 from dataclasses import dataclass
 
-from gputopo.analysis.expect.bandwidth import Estimate, estimate_link, fewest_nvlinks, line_rate_gbps
+from gputopo.analysis.expect.bandwidth import Estimate, card_line_rate, estimate_link, fewest_nvlinks, line_rate_gbps
 from gputopo.analysis.expect.estimates import estimate_of
 from gputopo.analysis.expect.nccl_transport import NcclLevel, uses_p2p
 from gputopo.errors import InputError
@@ -206,6 +206,8 @@ class Expectation:
     explanation: str
     line_rate_gbps: float | None = None
     assumption: str | None = None
+    # The line rate by the cards' own generation, inferred from their names (``card_line_rate``): (GB/s, gen).
+    card_line_rate: tuple[float, int] | None = None
 
 
 def expectation(topology: Topology, link: Link) -> Expectation | None:
@@ -213,8 +215,9 @@ def expectation(topology: Topology, link: Link) -> Expectation | None:
     expected = expected_for(topology, link)
     if expected is None:
         return None
-    line_rate = line_rate_gbps(link, _gpu_or_none(topology, link.a), _gpu_or_none(topology, link.b))
-    return Expectation(link.type, expected.gbps, expected.explanation, line_rate, expected.assumption)
+    gpu_a, gpu_b = _gpu_or_none(topology, link.a), _gpu_or_none(topology, link.b)
+    return Expectation(link.type, expected.gbps, expected.explanation, line_rate_gbps(link, gpu_a, gpu_b),
+                       expected.assumption, card_line_rate(link, gpu_a, gpu_b))
 
 
 @dataclass(frozen=True)
@@ -230,10 +233,18 @@ class Comparison:
     method: str
     assumption: str | None = None  # where the expectation rests on a fact the source lacks (a range)
     line_rate_gbps: float | None = None  # the most the link can carry: above it, the bytes went elsewhere
+    card_line_rate: tuple[float, int] | None = None  # (GB/s, gen) by the cards' generation inferred from their names
 
     @property
     def above_line_rate(self) -> bool:
         return above_line_rate(self.measured_gbps, self.line_rate_gbps)
+
+    @property
+    def above_card_line_rate(self) -> bool:
+        """Above what the cards' own generation (inferred from their names) carries, not above the line rate
+        of what the source read: a thing to check, not proof."""
+        return (not self.above_line_rate and self.card_line_rate is not None
+                and above_line_rate(self.measured_gbps, self.card_line_rate[0]))
 
     @property
     def ratio(self) -> float:
@@ -276,7 +287,7 @@ def compare(topology: Topology, link: Link) -> list[Comparison]:
     for src, dst, value in ((link.a, link.b, m.a_to_b_gbps), (link.b, link.a, m.b_to_a_gbps)):
         if value is not None and value > 0:
             result.append(Comparison(src, dst, link.type, value, expected.gbps, expected.explanation, method_of(m),
-                                     expected.assumption, expected.line_rate_gbps))
+                                     expected.assumption, expected.line_rate_gbps, expected.card_line_rate))
     return result
 
 

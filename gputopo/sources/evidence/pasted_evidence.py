@@ -64,6 +64,11 @@ class PastedXid:
     code: int
     text: str
     cause: int | None = None  # ``caused by previous Xid 149``: the Xid the driver names as the cause
+    # The NVLink unit and link the line names (``145, RLW_RXPIPE Nonfatal XC0 i0 Link 11``; Xid 137's ``RLW_RXPIPE
+    # interrupt hit on link 11``), and whether the driver calls the error ``Fatal`` or ``Nonfatal``; None where it says none.
+    unit: str | None = None
+    link: int | None = None
+    fatal: bool | None = None
 
 
 @dataclass

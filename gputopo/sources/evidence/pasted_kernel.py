@@ -4,7 +4,8 @@ command lines (``/proc/cmdline``, dmesg's ``Command line:``).
 Read from the log, each as printed:
 
 - IOMMU faults: ``AMD-Vi: Event logged [IO_PAGE_FAULT ...]``, ``DMAR: [DMA Read] ... Request device [...]``;
-- ``NVRM: Xid (PCI:0000:44:00): 79, ...`` (with the cause the driver names: ``caused by previous Xid 149``),
+- ``NVRM: Xid (PCI:0000:44:00): 79, ...`` (with the cause the driver names: ``caused by previous Xid 149``; the
+  NVLink unit, link and ``Fatal``/``Nonfatal`` an NVLink Xid names: ``145, RLW_RXPIPE Nonfatal XC0 i0 Link 11``),
   and ``fallen off the bus`` (the GPU named on that line or one of the three before it);
 - AER: ``<driver> <bdf>: [AER: ]PCIe Bus Error: severity=..., type=...`` (the device that reported it
   and the driver bound to it) and ``<driver> <bdf>: AER: can't recover`` / ``device has no AER-aware
@@ -47,6 +48,10 @@ _DMAR = re.compile(r"DMAR: \[DMA (?:Read|Write)[^\]]{0,200}\] Request device \["
 _XID = re.compile(r"NVRM: Xid \(PCI:([0-9a-fA-F:.]+)\):\s*([0-9]{1,9})\b")
 _HEX_PAIR = re.compile(r"[0-9a-f]{2}")
 _XID_CAUSE = re.compile(r"caused by previous Xid ([0-9]{1,9})\b")
+# What an NVLink Xid's text names right after its number: the unit (``RLW_RXPIPE``), whether the driver calls the
+# error fatal, and the link (``Link 11``, ``on link 11``). Bounded words, searched in the rest of the line only.
+_XID_UNIT = re.compile(r"\s*([A-Z][A-Z0-9]{1,15}_[A-Z0-9_]{1,32})\b(?:\s+(Fatal|Nonfatal)\b)?")
+_XID_LINK = re.compile(r"\b[Ll]ink ([0-9]{1,3})\b")
 _FALLEN_GPU = re.compile(r"NVRM: (?:The NVIDIA GPU|GPU at(?: PCI:)?)\s+" + _BDF_IN)
 # The driver's name is a word of its own, bounded: ``(\S+) `` searched along a long line without
 # spaces would try every start and every length (quadratic: minutes on a 1 MB line).
@@ -143,8 +148,12 @@ def _scan_faults(evidence: PastedEvidence, line: str, number: int, before: list[
         evidence.add_kind("dmesg")
         cause = _XID_CAUSE.search(line)
         pci = xid.group(1).lower()  # an address the poster blanked out (``PCI:...``) names no GPU
+        rest = line[xid.end():].lstrip(",")
+        unit, link = _XID_UNIT.match(rest), _XID_LINK.search(rest, 0, 400)
         evidence.xids.append(PastedXid(pci if _HEX_PAIR.search(pci) else None, int(xid.group(2)), shown(line),
-                                       int(cause.group(1)) if cause else None))
+                                       int(cause.group(1)) if cause else None, unit.group(1) if unit else None,
+                                       int(link.group(1)) if link else None,
+                                       unit.group(2) == "Fatal" if unit and unit.group(2) else None))
         return True
     if "fallen off the bus" in line:
         evidence.add_kind("dmesg")

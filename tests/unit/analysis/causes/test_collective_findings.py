@@ -47,8 +47,11 @@ def test_real_outputs_get_the_busbw_finding_the_expert_expects(name, want):
 
 
 def test_alone_the_busbw_is_placed_against_each_pcie_generation_with_its_assumption():
-    (finding,) = collective_findings(_blog())
-    assert "on GPUs 0,1,2,3,4,5,6,7 (NVIDIA GeForce RTX 4090): busbw 14.45 GB/s at 128 MiB" in finding.message
+    topology = _blog()
+    for gpu in topology.gpus:
+        gpu.name = None  # no card named: no generation to infer
+    (finding,) = collective_findings(topology)
+    assert "on GPUs 0,1,2,3,4,5,6,7: busbw 14.45 GB/s at 128 MiB" in finding.message
     assert "117% of Gen3 (~12.3 GB/s), 59% of Gen4 (~24.6 GB/s), 30% of Gen5 (~48.0 GB/s)" in finding.message
     assert "the output gives neither the links between the GPUs nor their PCIe generation" in finding.message
     assert "--from topo.txt --from nccl-tests.txt" in finding.fix
@@ -113,3 +116,16 @@ def test_runs_that_cannot_be_judged_say_nothing():
     two_hosts = _blog()
     two_hosts.gpus[7].host = "other"
     assert collective_findings(two_hosts) == []
+
+
+def test_a_named_card_puts_the_busbw_against_its_own_generation_said_as_inferred():
+    """The blog's 8x RTX 4090 (nccl-tests names the cards; no link generation read): a Gen4 card."""
+    (finding,) = collective_findings(_blog())
+    assert "59% of a Gen4 x16 link (~24.6 GB/s)" in finding.message and "Gen5" not in finding.message
+    assert ("the card's PCIe generation, inferred from its name: NVIDIA GeForce RTX 4090 is a Gen4 card, the most its "
+            "link trains to, less in an older slot or riser; x16 assumed") in finding.message
+    topology = _blog()
+    for gpu in topology.gpus:
+        gpu.name = "a card the table does not know"
+    (unnamed,) = collective_findings(topology)
+    assert "117% of Gen3 (~12.3 GB/s), 59% of Gen4 (~24.6 GB/s), 30% of Gen5 (~48.0 GB/s)" in unnamed.message

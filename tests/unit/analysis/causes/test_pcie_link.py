@@ -122,7 +122,11 @@ def test_every_door_words_a_narrow_link_alike_and_marks_its_pairs_downtrained(tm
         finding = narrow[0]
         assert finding.severity == "warning" and "x8 of x16" in finding.message, door
         fixes.add(finding.fix)
-        tails.add(finding.message.split(": ", 1)[1])
+        tails.add(finding.message.split(": ", 1)[1].split(" The port above", 1)[0].split(" Whether the slot", 1)[0])
+        # What the port above says: sysfs read its LnkCap (x16: trained down); NVML and this paste did not.
+        assert ("The port above it (0000:40:01.1) can do x16 (its LnkCap)" in finding.message if door == "sysfs"
+                else "shows in the LnkCap of the port above the GPU: `sudo lspci -vvv -s <port> | grep LnkCap`"
+                in finding.message), door
         marked = bus or next(iter(report.gpu_problems))
         assert report.gpu_problems[marked] == [DOWNTRAINED], door
         pairs = [pair for pair, words in report.pair_problems.items() if marked in pair]

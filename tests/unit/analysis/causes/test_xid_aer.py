@@ -41,7 +41,7 @@ def test_an_xid_is_said_with_the_cause_the_driver_names_and_fixed_as_the_cause()
     (first,) = report.findings
     assert first.code == "xid-45"
     assert ("4 GPUs, at PCI 0000:dc:00 (2 times), 0000:ed:00 (2 times), 0000:ba:00 (2 times) and 0000:97:00, "
-            "caused (the driver says) by earlier Xids 145 and 149: an NVLink error") in first.message
+            "caused (the driver says) by earlier Xids 145 and 149: NVLink errors") in first.message
     assert len(first.evidence) == 4 and "nvidia-smi nvlink -e" in first.fix and "79:" not in first.fix
     (xid32,) = _report(capture("dmesg_nvrm_xid32_twice.txt")).findings
     assert "earlier Xid" not in xid32.message and "Xid catalogue" in xid32.fix
@@ -58,9 +58,9 @@ def test_xids_with_causes_fixed_differently_stay_apart():
 
 
 def test_an_xid_whose_address_the_paste_hides_is_said_of_an_unnamed_gpu():
-    report = _report(capture("dmesg_journal_xid145_137_pci_redacted_nccl2241.txt"))
-    assert [f.code for f in report.findings] == ["xid-145", "xid-137"]
-    assert "for a GPU whose PCI address the paste does not show: an NVLink error" in report.findings[0].message
+    report = _report("NVRM: Xid (PCI:...): 145, RLW_RXPIPE Nonfatal XC0 i0 Link 11 (...)\n")
+    assert "for a GPU whose PCI address the paste does not show: an NVLink error in the GPU's RLW block" in (
+        report.findings[0].message)
     both = _report("NVRM: Xid (PCI:0000:dc:00): 79, GPU has fallen off the bus.\nNVRM: Xid (PCI:...): 79, GPU has fallen"
                    " off the bus.\nNVRM: Xid (PCI:...): 79, GPU has fallen off the bus.\n")
     (xid,) = [f for f in both.findings if f.code == "xid-79"]
@@ -75,3 +75,37 @@ def test_an_xid_79_after_a_fatal_aer_error_the_gpu_did_not_recover_from_is_that_
     assert report.causes[id(xid)] is aer and "see pcie-aer-uncorrected" in xid.message
     alone = _report(capture("dmesg_nvrm_fallen_off_bus.txt"))
     assert not alone.causes
+
+
+def test_an_xid_137_on_the_link_an_nvlink5_xid_names_is_one_event_caused_by_the_illegal_access():
+    """nccl#2241 (B200): Xid 145 RLW_RXPIPE Nonfatal on link 11, then Xid 137 (NVLINK_PRIV_ERR), the RLW_RXPIPE
+    interrupt on link 11: one event. NVIDIA's Xid catalog: 137 is a fault the remote MMU reported (an illegal NVLink
+    peer access), typically the application's bug, immediate action IGNORE, investigated with cuda-gdb/memcheck."""
+    report = _report(capture("dmesg_journal_xid145_137_pci_redacted_nccl2241.txt"))
+    (event,) = report.findings
+    assert event.code == "xid-145"
+    assert "Xid 145 (NVLink5, the GPU's RLW block)" in event.message and "and Xid 137 for a GPU whose" in event.message
+    assert "both name RLW_RXPIPE on link 11, one event (inferred from the lines)" in event.message
+    assert "illegal NVLink peer-to-peer access" in event.message and "typically the application's bug" in event.message
+    assert "which the driver calls non-fatal" in event.message
+    assert len(event.evidence) == 2 and "137, RLW_RXPIPE interrupt" in event.evidence[1]
+    assert "compute-sanitizer --tool memcheck" in event.fix and "XID 144-150 Decode" in event.fix
+    assert "reseat" not in event.fix
+
+
+def test_an_xid_137_alone_or_on_another_link_is_the_application_not_the_nvlink_hardware():
+    alone = _report("NVRM: Xid (PCI:0000:18:00): 137, TLC RX PRIV Error on link 3\n")
+    (priv,) = alone.findings
+    assert priv.code == "xid-137" and "NVLink privilege error" in priv.message and "compute-sanitizer" in priv.fix
+    apart = _report("NVRM: Xid (PCI:0000:18:00): 145, RLW_RXPIPE Nonfatal XC0 i0 Link 2 (0x1 0x2)\n"
+                    "NVRM: Xid (PCI:0000:18:00): 137, RLW_RXPIPE interrupt hit on link 11 on GPU0: PRIV Error\n"
+                    "NVRM: Xid (PCI:0000:2a:00): 137, RLW_RXPIPE interrupt hit on link 2 on GPU1: PRIV Error\n")
+    assert [f.code for f in apart.findings] == ["xid-145", "xid-137"]
+    assert "XID 144-150 Decode" in apart.findings[0].fix and "Xid 154" in apart.findings[0].fix
+    assert "2 GPUs" in apart.findings[1].message
+
+
+def test_an_xid_45_after_an_nvlink5_xid_is_fixed_by_decoding_that_xid():
+    (cleanup,) = _report(capture("dmesg_xid45_caused_by_nvlink_xid149_145.txt")).findings
+    assert "earlier Xids 145 and 149: NVLink errors in the GPU's RLW and NETIR blocks" in cleanup.message
+    assert "XID 144-150 Decode" in cleanup.fix and "nvidia-smi nvlink -e" in cleanup.fix

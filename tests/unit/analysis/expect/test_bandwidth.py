@@ -4,6 +4,7 @@ import pytest
 from linktable import cube_mesh_8
 
 from gputopo.analysis.expect.bandwidth import (
+    card_line_rate,
     estimate_link,
     pair_bandwidth_matrix,
     pair_estimate,
@@ -128,3 +129,14 @@ def test_a_read_generation_wins_over_the_card_and_an_unknown_card_keeps_the_rang
     unknown = Gpu(index=0, name="Some GPU")
     est = estimate_link(make_link(0, 1, "PIX"), unknown, unknown)
     assert est.low_gbps is not None and est.high_gbps > est.low_gbps and est.inference is None
+
+
+def test_the_card_line_rate_is_the_named_cards_generation_only_where_no_generation_is_read():
+    ada, hopper = Gpu(0, name="NVIDIA GeForce RTX 4090"), Gpu(1, name="NVIDIA H100 PCIe")
+    pix = make_link(0, 1, "PIX")
+    rate, gen = card_line_rate(pix, ada, Gpu(1, name="NVIDIA GeForce RTX 4090"))
+    assert gen == 4 and round(rate, 1) == 31.5  # Gen4 x16, raw
+    assert card_line_rate(pix, ada, hopper)[1] == 4  # the slower card's generation
+    assert card_line_rate(pix, ada, Gpu(1, name="a card the table does not know")) is None
+    assert card_line_rate(pix, Gpu(0, pcie_gen_max=4), Gpu(1, pcie_gen_max=4)) is None  # read: the line rate itself
+    assert card_line_rate(make_link(0, 1, "NV4"), ada, ada) is None

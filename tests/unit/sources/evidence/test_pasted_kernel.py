@@ -88,6 +88,14 @@ def test_an_xid_address_the_poster_blanked_out_names_no_gpu():
     assert [(x.pci, x.code) for x in parsed.xids] == [(None, 145), (None, 137)]
 
 
+def test_the_nvlink_unit_link_and_fatality_an_xid_names():
+    parsed = parse_pasted(capture("dmesg_journal_xid145_137_pci_redacted_nccl2241.txt"))
+    assert [(x.unit, x.link, x.fatal) for x in parsed.xids] == [("RLW_RXPIPE", 11, False), ("RLW_RXPIPE", 11, None)]
+    other = parse_pasted("NVRM: Xid (PCI:0000:01:00): 149, NETIR_LINK_DOWN Fatal XC0 i0 Link 04 (0x1)\n"
+                         "NVRM: Xid (PCI:0000:01:00): 45, pid=1, name=python3, Ch 00000001\n")
+    assert [(x.unit, x.link, x.fatal) for x in other.xids] == [("NETIR_LINK_DOWN", 4, True), (None, None, None)]
+
+
 def test_the_kernels_boot_time_bandwidth_line_is_a_link_with_the_port_that_limits_it():
     """amdgpu_top#33: a Gen4 x16 card held to Gen3 by port 00:03.1; raspberry-pi-pcie-devices#712: x1 of x16."""
     (gen3,) = parse_pasted(capture("dmesg_pci_bandwidth_limited_gen3_slot_gen4_card_amdgputop33.txt")).links
