@@ -56,18 +56,18 @@ def bench_p2p(
     ] = None,
     size: Annotated[
         Optional[str],
-        typer.Option("--size", help=f"Message size, e.g. 4KB, 1GiB (default {format_size(DEFAULT_SIZE_BYTES)})."),
+        typer.Option("--size", metavar="SIZE", help=f"Message size, e.g. 4KB, 1GiB (default {format_size(DEFAULT_SIZE_BYTES)})."),
     ] = None,
     sizes: Annotated[
         Optional[str],
         typer.Option(
-            "--sizes", help="Sweep sizes: FIRST:LAST[:FACTOR] (e.g. 1KiB:1GiB, doubling) or a list 4KiB,64MiB."
+            "--sizes", metavar="RANGE", help="Sweep sizes: FIRST:LAST[:FACTOR] (e.g. 1KiB:1GiB, doubling) or a list 4KiB,64MiB."
         ),
     ] = None,
     repeat: Annotated[
-        int, typer.Option("--repeat", help="Timed samples per figure; the median is reported.")
+        int, typer.Option("--repeat", metavar="N", help="Timed samples per figure; the median is reported.")
     ] = DEFAULT_REPEAT,
-    warmup: Annotated[int, typer.Option("--warmup", help="Untimed runs before the samples.")] = DEFAULT_WARMUP,
+    warmup: Annotated[int, typer.Option("--warmup", metavar="N", help="Untimed runs before the samples.")] = DEFAULT_WARMUP,
     via_host: Annotated[
         bool, typer.Option("--via-host", help="Also copy through host memory (/cpu:0), shown side by side.")
     ] = False,
@@ -78,10 +78,10 @@ def bench_p2p(
         ),
     ] = False,
     timeout: Annotated[
-        float, typer.Option("--timeout", help="Seconds before a step (one pair, one size) is declared hung.")
+        float, typer.Option("--timeout", metavar="SECONDS", help="Seconds before a step (one pair, one size) is declared hung.")
     ] = DEFAULT_STEP_TIMEOUT_S,
     min_sample_ms: Annotated[
-        float, typer.Option("--min-sample-ms", help="Each timed sample repeats the copy until it lasts this long.")
+        float, typer.Option("--min-sample-ms", metavar="MS", help="Each timed sample repeats the copy until it lasts this long.")
     ] = DEFAULT_MIN_SAMPLE_S * 1000,
     quick: Annotated[
         bool, typer.Option("--quick", help="Measure one pair per class of equivalent pairs (and one per GPU); "

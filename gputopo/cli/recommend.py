@@ -33,18 +33,18 @@ def parse_gpu_list(text: str | None, option: str) -> list[int]:
 
 @command("recommend")
 def recommend_command(
-    gpus: Annotated[Optional[int], typer.Option("--gpus", "-n", help="How many GPUs each job trains on.")] = None,
-    jobs: Annotated[int, typer.Option("--jobs", help="Split the box into N disjoint groups for N concurrent jobs.")] = 1,
+    gpus: Annotated[Optional[int], typer.Option("--gpus", "-n", metavar="N", help="How many GPUs each job trains on.")] = None,
+    jobs: Annotated[int, typer.Option("--jobs", metavar="N", help="Split the box into N disjoint groups for N concurrent jobs.")] = 1,
     require: Annotated[
         Optional[str], typer.Option("--require", help="GPUs that must be in the group, e.g. 0,3.", metavar="GPUS")
     ] = None,
     exclude: Annotated[
         Optional[str], typer.Option("--exclude", help="GPUs that must not be used, e.g. 5.", metavar="GPUS")
     ] = None,
-    alternatives: Annotated[int, typer.Option("--alternatives", help="How many runner-up groups to list.")] = 3,
+    alternatives: Annotated[int, typer.Option("--alternatives", metavar="N", help="How many runner-up groups to list.")] = 3,
     output_format: Annotated[
         str,
-        typer.Option("--format", "-f", autocompletion=complete_recommend_format, help="text (default), json, env (shell `eval`) or python (snippet); "
+        typer.Option("--format", "-f", metavar="FORMAT", autocompletion=complete_recommend_format, help="text (default), json, env (shell `eval`) or python (snippet); "
                      "with several --from: text, json, env (a block per host) or slurm (an sbatch script); "
                      "gres (Slurm's gres.conf) or slurm-topology (topology.conf blocks) for any hosts."),
     ] = "text",
@@ -55,10 +55,10 @@ def recommend_command(
     tf_log: TfLogOption = None,
     tf_run: TfRunOption = None,
     gpus_per_host: Annotated[
-        Optional[int], typer.Option("--gpus-per-host", help="Several --from: GPUs on each host (default --gpus / hosts).")
+        Optional[int], typer.Option("--gpus-per-host", metavar="N", help="Several --from: GPUs on each host (default --gpus / hosts).")
     ] = None,
     port: Annotated[
-        Optional[int], typer.Option("--port", help="Several --from: the workers' port in TF_CONFIG (default 12345).")
+        Optional[int], typer.Option("--port", metavar="PORT", help="Several --from: the workers' port in TF_CONFIG (default 12345).")
     ] = None,
     save: Annotated[
         Optional[str], typer.Option("--save", help="Several --from: also write the plan to FILE (JSON), for "

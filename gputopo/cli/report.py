@@ -40,7 +40,7 @@ def report_command(
                                              "its GPUs by neither PCI bus id nor UUID (assumes one numbering)."),
     ] = False,
     gpus: Annotated[
-        Optional[int], typer.Option("--gpus", "-n", help="Plan for K GPUs: highlight the best group, with its lines.")
+        Optional[int], typer.Option("--gpus", "-n", metavar="N", help="Plan for N GPUs: highlight the best group, with its lines.")
     ] = None,
     watch: Annotated[Optional[str], typer.Option(
         "--watch", help="Lines of `gputopo watch --json` (or `train --watch-file`): draw each link's use over time "
@@ -48,7 +48,7 @@ def report_command(
     json_output: Annotated[bool, typer.Option("--json", help="Print a small JSON summary of what was written.")] = False,
 ) -> None:
     """Write one self-contained HTML page: the box drawn with its links, heatmaps, findings, the
-    plan for --gpus K, and the snapshot (read it back with `scan --from PAGE`)."""
+    plan for --gpus N, and the snapshot (read it back with `scan --from PAGE`)."""
     from gputopo.analysis import resolved, topology_for, with_findings
     from gputopo.analysis.expect.measured import merge_measurements
     from gputopo.fileio import atomic_write_text

@@ -45,8 +45,8 @@ def watch_command(
         "--plan", help="The plan file `recommend --save` wrote: this host's GPUs in it are the planned ones.",
         metavar="FILE")] = None,
     gpus: Annotated[Optional[int], typer.Option(
-        "--gpus", "-n", help="The plan is the group of K GPUs `recommend` picks (of --from, else this host).",
-        metavar="K")] = None,
+        "--gpus", "-n", help="The plan is the group of N GPUs `recommend` picks (of --from, else this host).",
+        metavar="N")] = None,
     from_files: FromOption = None,
 ) -> None:
     """Live NVLink and PCIe traffic (GB/s, % of line rate) and link errors of every GPU, from NVML's

@@ -47,8 +47,12 @@ KERNEL_ACS_BITS = 0x001D
 NO_BUS_IDS = ("the pastes give no PCI bus ids for the GPUs (p2pBandwidthLatencyTest's `Device: N, ..., pciBusID:` "
               "lines, `nvidia-smi -q` or the GPUs' own lspci headers give them)")
 
-GRUB = ("add the option to GRUB_CMDLINE_LINUX in /etc/default/grub (in quotes: `;` ends a shell command), run "
-        "update-grub, reboot; the loop goes in a boot-time unit (a systemd oneshot service), not in GRUB")
+# grub-mkconfig copies GRUB_CMDLINE_LINUX unquoted into grub.cfg's `linux` line, and GRUB's script, like the
+# shell, ends a command at a bare `;`: the kernel would get the option's first bridge and nothing after it.
+GRUB = ("add the option to GRUB_CMDLINE_LINUX in /etc/default/grub with each `;` written `\\;` (GRUB's own script, "
+        "like the shell, ends a command at a bare `;`, and the kernel would get nothing after the first bridge), run "
+        "update-grub, check the `linux` line of /boot/grub/grub.cfg, reboot; the loop goes in a boot-time unit (a "
+        "systemd oneshot service), not in GRUB")
 
 # A kernel without pci=disable_acs_redir=: only the IOMMU option goes in GRUB (the loop's unit is said already).
 GRUB_IOMMU_ONLY = "the IOMMU option goes in GRUB_CMDLINE_LINUX in /etc/default/grub: run update-grub, reboot"

@@ -20,10 +20,15 @@ import functools
 import re
 
 # (pattern on the name, generation), first match wins: the specific families before the short names.
+# The workstation names come first: "Quadro RTX 5000" (Turing, Gen3) and "RTX 5000 Ada Generation"
+# (Gen4) hold "RTX 5000", which the GeForce RTX 50 pattern would otherwise take for Gen5.
 _CARD_GENERATIONS: tuple[tuple[re.Pattern[str], int], ...] = tuple((re.compile(p, re.IGNORECASE), g) for p, g in (
-    (r"\bRTX PRO \d+ Blackwell\b|\bRTX 50\d0\b", 5),
-    (r"\bRTX \d+ Ada\b|\bRTX 40\d0\b|\bRTX 30\d0\b|\bRTX A\d{4}\b", 4),
-    (r"\bRTX 20\d0\b|\bGTX 1[06]\d0\b|\bTITAN (V|RTX|Xp?)\b|\bQuadro RTX\b", 3),
+    (r"\bQuadro RTX\b", 3),
+    (r"\bRTX PRO \d+ Blackwell\b", 5),
+    (r"\bRTX \d+ (SFF )?Ada\b|\bRTX A\d{3,4}\b", 4),
+    (r"\bRTX 50\d0\b", 5),
+    (r"\bRTX 40\d0\b|\bRTX 30\d0\b", 4),
+    (r"\bRTX 20\d0\b|\bGTX 1[06]\d0\b|\bTITAN (V|RTX|Xp?)\b", 3),
     (r"(?<![A-Z])(H100|H200|H800|H20|B100|B200)\b", 5),
     (r"(?<![A-Z])(A100|A800|A40|A30|A10G?|A16|A2|L4|L20|L40S?)\b", 4),
     (r"(?<![A-Z])(V100S?|P100|P40|P4|T4|K80|K40m?|M40|M60)\b", 3),

@@ -286,6 +286,15 @@ def _beyond_nccl_level(links: Any, pairs: list[tuple[int, int]], level: Any = No
 
     level = level if level is not None else nccl_level(None)
     far = [pair for pair in pairs if links[pair].type != "UNKNOWN" and not uses_p2p(links[pair], level)]
+    unknown = [pair for pair in pairs if links[pair].type == "UNKNOWN" and not links[pair].is_nvlink]
+    if not far and unknown and level.level not in ("SYS", "LOC"):
+        # A TF log says which pairs can peer, never their path: NCCL's level may still stop short of them.
+        return (f" where their path is within NCCL's P2P level (the source does not say how pairs "
+                f"{pair_list(unknown, limit=4, more=' ...')} are connected: " +
+                ("within PCIe switches NCCL's default level, PXB, allows P2P; across a CPU host bridge or between "
+                 "CPUs NCCL copies through host memory (SHM) unless the job sets NCCL_P2P_LEVEL=SYS)"
+                 if level.source == "default" else
+                 f"the NCCL log shows it set to {level.level}; beyond it NCCL copies through host memory (SHM))"))
     if not far:
         return ""
     where = ("it stops at PCIe switches (PXB) on most hosts" if level.source == "default"

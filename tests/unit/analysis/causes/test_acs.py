@@ -79,7 +79,7 @@ def test_a_kernel_older_than_5_1_gets_the_loop_not_the_option_it_lacks(cli):
     assert "predates `pci=disable_acs_redir=`" in iommu["fix"] and "4.15.0-112-generic" in iommu["fix"]
     assert "systemd oneshot" in iommu["fix"] and "ONE `pci=disable_acs_redir=" not in iommu["fix"]
     # Review 3: no option with `;` goes in GRUB on this kernel, and the loop's unit is said once.
-    assert "`;` ends a shell command" not in iommu["fix"] and iommu["fix"].count("oneshot") == 1
+    assert "written `\\;`" not in iommu["fix"] and iommu["fix"].count("oneshot") == 1
     assert "the IOMMU option goes in GRUB_CMDLINE_LINUX" in iommu["fix"]
 
 
@@ -126,3 +126,17 @@ def test_a_kernel_release_of_odd_digits_is_no_known_release():
     for release in ("\u00b2.15.0-generic", "5.\u00b2", "1" * 5000 + ".4", "\u0663.4"):
         assert _older_than(release, (5, 1)) is False
     assert _older_than("4.15.0-112-generic", (5, 1)) is True
+
+
+def test_the_grub_advice_escapes_the_semicolon_for_grubs_own_script(cli):
+    """grub-mkconfig copies GRUB_CMDLINE_LINUX unquoted into grub.cfg, where GRUB's script ends a
+    command at a bare `;`: quoting for the shell alone would hand the kernel only the first bridge."""
+    import json
+
+    from conftest import OWN_FIXTURES
+
+    paste = OWN_FIXTURES / "doctor" / "lspci_acsctl_grep_plx_nccl629.txt"
+    data = json.loads(cli("doctor", "--from", str(paste), "--json").output)
+    (first, *_) = [f for f in data["findings"] if f["code"] == "acs-redirect"]
+    assert "`;`-separated" in first["fix"] and "with each `;` written `\\;`" in first["fix"]
+    assert "in quotes: `;` ends a shell command" not in first["fix"]

@@ -21,6 +21,16 @@ from gputopo.analysis.expect.cards import card_pcie_generation
     ("Tesla T4", 3),
     ("Tesla P100-PCIE-16GB", 3),
     ("NVIDIA B200", 5),
+    # workstation cards whose names hold a GeForce-like "RTX 5000" / "RTX 4000" / "RTX 3000"
+    ("Quadro RTX 5000", 3),
+    ("Quadro RTX 4000", 3),
+    ("Quadro RTX 3000", 3),
+    ("NVIDIA RTX 5000 Ada Generation", 4),
+    ("NVIDIA RTX 4000 SFF Ada Generation", 4),
+    ("NVIDIA RTX 2000 Ada Generation", 4),
+    ("NVIDIA RTX A400", 4),
+    ("NVIDIA RTX PRO 6000 Blackwell Server Edition", 5),
+    ("NVIDIA GeForce RTX 5060 Ti", 5),
 ])
 def test_named_cards_give_their_generation(name, generation):
     assert card_pcie_generation(name) == generation

@@ -262,6 +262,17 @@ def test_pcie_pairs_across_a_host_bridge_are_beyond_nccls_default_p2p_level():
     assert "NCCL_P2P_LEVEL" not in recommend(pix, 2).best.cross_device_ops_reason
 
 
+def test_pairs_a_tf_log_says_can_peer_are_not_said_to_run_p2p_in_nccl_as_a_fact():
+    """Review 3: a TF log says which GPUs can peer, never their path; "NCCL's rings run GPU to GPU"
+    overclaimed, since NCCL's default level (PXB) sends host-bridge and cross-CPU pairs through SHM."""
+    from conftest import OWN_FIXTURES
+
+    log = OWN_FIXTURES / "corpus" / "tf_logs" / "tf15_edge_matrix_two_islands_8gpu_1080ti.log"
+    reason = recommend(resolve(TopologyRequest(tf_log=str(log))), 4).best.cross_device_ops_reason
+    assert "run GPU to GPU where their path is within NCCL's P2P level" in reason, reason
+    assert "does not say how pairs 0-1, 0-2, 0-3, 1-2 ... are connected" in reason and "NCCL_P2P_LEVEL=SYS" in reason
+
+
 def test_a_box_whose_peer_copies_delivered_wrong_data_gets_a_caveat_and_p2p_off():
     """nvbandwidth#34: 8 A100 SXM, the D2D read test stopped at its byte check. The plan must not hand
     out a NCCL-over-P2P command as if nothing were wrong."""
