@@ -44,6 +44,7 @@ from gputopo.analysis.expect.measured import (
     measured_links,
     p2p_slower_than_staged,
 )
+from gputopo.analysis.place.locality import pcie_path
 from gputopo.model import Finding, Link, Topology
 from gputopo.notation import count_word
 
@@ -154,11 +155,31 @@ def _p2p_slower(measured: list[Link], topology: Topology) -> list[Finding]:
         f"{count_word(len(slow), 'GPU pair')} {'copies' if len(slow) == 1 else 'copy'} slower with P2P on than with P2P off (staged through host "
         f"memory), GB/s measured by the same test ({methods}): {shown}{more}: P2P slows these pairs down",
         gpus=sorted({g for a, b, *_ in slow for g in (a, b)}),
-        fix="P2P slower than host copies points at ACS or the IOMMU redirecting peer traffic through the root "
-            "complex: check `sudo lspci -vvv | grep ACSCtl` and the kernel's iommu= setting; meanwhile "
-            "NCCL_P2P_DISABLE=1 is faster on this box",
+        fix=_p2p_slower_fix(topology, [(a, b) for a, b, *_ in slow]),
         caused_by=next((code for code in P2P_CAUSES if any(f.code == code for f in topology.diagnostics)), None),
     )]
+
+
+def _p2p_slower_fix(topology: Topology, pairs: list[tuple[int, int]]) -> str:
+    """ACS or the IOMMU for every such pair; for pairs across the CPU's host bridge, also the root
+    complex's own peer forwarding, which some CPUs do slower than host copies by design."""
+    links = topology.link_map()
+    paths = [pcie_path(links[(min(a, b), max(a, b))]) for a, b in pairs]
+    across = [pair for pair, path in zip(pairs, paths) if path in ("PHB", "NODE", "SYS")]
+    platform = ("the root complex itself may forward peer traffic slower than host copies (some Xeon and EPYC "
+                "generations do), a limit of the platform no setting removes: NCCL's default P2P level already "
+                "sends such pairs through host memory")
+    if across:
+        shown = ", ".join(f"{a}-{b}" for a, b in across[:6]) + (", ..." if len(across) > 6 else "")
+        platform = f"; {shown} cross{'es' if len(across) == 1 else ''} the CPU's host bridge, where {platform}"
+    elif None in paths:
+        platform = (f"; where a pair crosses the CPU's host bridge (PHB, NODE or SYS in `nvidia-smi topo -m`; this "
+                    f"source does not say), {platform}")
+    else:
+        platform = ""
+    return ("P2P slower than host copies points at ACS or the IOMMU redirecting peer traffic through the root "
+            f"complex: check `sudo lspci -vvv | grep ACSCtl` and the kernel's iommu= setting{platform}; meanwhile "
+            "NCCL_P2P_DISABLE=1 is faster for these pairs (not for pairs whose P2P copies are fast)")
 
 
 def _narrow_path(topology: Topology, measured: list[Link]) -> list[Finding]:

@@ -38,8 +38,11 @@ DISPLAY_CLASSES = ("0x0300", "0x0302")  # VGA controller, 3D controller
 BRIDGE_CLASS = "0x0604"
 MAX_PCI_DEPTH = 16  # devices between a host bridge and a GPU: real machines have a handful
 ACS_BITS = ("SrcValid", "TransBlk", "ReqRedir", "CmpltRedir", "UpstreamFwd", "EgressCtrl", "DirectTrans")
-# The bits that send peer requests/completions up to the root complex (or block them).
-ACS_REDIRECT_MASK = 0b0111110  # TransBlk, ReqRedir, CmpltRedir, UpstreamFwd, EgressCtrl (not SrcValid, DirectTrans)
+# The bits that send peer requests/completions up to the root complex, or block them (PCIe base spec,
+# ACS control): P2P Request Redirect, P2P Completion Redirect, P2P Egress Control. Not SrcValid (it checks
+# bus numbers), TransBlk (it blocks requests already translated by ATS only), UpstreamFwd (it forwards
+# what reaches the port from below upward, the path redirected traffic takes) or DirectTrans (a relief).
+ACS_REDIRECT_MASK = 0b0101100  # ReqRedir, CmpltRedir, EgressCtrl
 
 _BDF = re.compile(r"^[0-9a-f]{4}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-7]$")
 _SPEED = re.compile(r"^\s*([0-9]+(?:\.[0-9]+)?)\s*GT/s")

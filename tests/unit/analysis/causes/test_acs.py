@@ -140,3 +140,16 @@ def test_the_grub_advice_escapes_the_semicolon_for_grubs_own_script(cli):
     (first, *_) = [f for f in data["findings"] if f["code"] == "acs-redirect"]
     assert "`;`-separated" in first["fix"] and "with each `;` written `\\;`" in first["fix"]
     assert "in quotes: `;` ends a shell command" not in first["fix"]
+
+
+def test_only_the_redirect_and_egress_bits_reroute_peer_traffic():
+    """ReqRedir, CmpltRedir and EgressCtrl send peer TLPs up to the root complex (or block them);
+    TransBlk blocks only ATS-translated requests, UpstreamFwd forwards upward what comes from below,
+    SrcValid checks bus numbers: a port with only those on reroutes nothing (an expert review)."""
+    on = "ACSCtl:\tSrcValid+ TransBlk- ReqRedir+ CmpltRedir+ UpstreamFwd+ EgressCtrl- DirectTrans-"
+    assert on in LSPCI
+    for control, redirect in (("SrcValid+ TransBlk+ ReqRedir- CmpltRedir- UpstreamFwd+ EgressCtrl- DirectTrans-", False),
+                              ("SrcValid- TransBlk- ReqRedir- CmpltRedir- UpstreamFwd- EgressCtrl+ DirectTrans-", True),
+                              ("SrcValid- TransBlk- ReqRedir+ CmpltRedir- UpstreamFwd- EgressCtrl- DirectTrans-", True)):
+        report = doctor(HealthEvidence(pasted=[("lspci.txt", parse_pasted(LSPCI.replace(on, "ACSCtl:\t" + control)))]))
+        assert any(f.code == "acs-redirect" for f in report.findings) is redirect, control

@@ -21,6 +21,34 @@ def test_p2p_slower_than_staged_on_the_six_4090s_of_nccl_814():
     assert "p2pBandwidthLatencyTest" in finding.message and "ACS" in finding.fix and finding.gpus == list(range(6))
 
 
+def _slower_with_p2p(words: dict[tuple[int, int], str]) -> Topology:
+    """Four GPUs whose measured pairs copy 4 GB/s with P2P on and 10 staged, on the given link words."""
+    links = []
+    for (a, b), word in words.items():
+        link = make_link(a, b, word)
+        link.measured = Measurement(a_to_b_gbps=4.0, b_to_a_gbps=4.0, p2p_enabled=True, p2p_off_a_to_b_gbps=10.0,
+                                    p2p_off_b_to_a_gbps=10.0, method="p2pBandwidthLatencyTest")
+        links.append(link)
+    return Topology(gpus=[Gpu(index=i, name="GPU") for i in range(4)], links=links, source="t")
+
+
+def test_p2p_slower_across_a_host_bridge_also_names_the_platform():
+    """ACS or the IOMMU slow P2P anywhere; across the CPU's host bridge the root complex's own peer
+    forwarding may be slower than host copies by design (an expert review found it left out)."""
+    switch = _p2p_slower_fix_of(_slower_with_p2p({(0, 1): "PIX", (2, 3): "PXB"}))
+    assert "ACS or the IOMMU" in switch and "root complex itself" not in switch
+    bridge = _p2p_slower_fix_of(_slower_with_p2p({(0, 1): "PIX", (0, 2): "NODE", (1, 3): "SYS"}))
+    assert "0-2, 1-3 cross the CPU's host bridge, where the root complex itself may forward" in bridge
+    assert "no setting removes" in bridge and "faster for these pairs" in bridge
+    unknown = _p2p_slower_fix_of(_slower_with_p2p({(0, 1): "UNKNOWN"}))
+    assert "where a pair crosses the CPU's host bridge (PHB, NODE or SYS in `nvidia-smi topo -m`; this source does not say)" in unknown
+
+
+def _p2p_slower_fix_of(topology: Topology) -> str:
+    (finding,) = [f for f in observed_findings(topology) if f.code == "p2p-slower-than-staged"]
+    return finding.fix
+
+
 def test_healthy_p2p_gives_no_measurement_finding():
     topo = read_text(text_of("pairs", "asus_esc8000a_4x_rtx6000ada_topo.txt")
                      + text_of("pairs", "asus_esc8000a_4x_rtx6000ada_p2pbw.txt"), "asus")
