@@ -12,6 +12,7 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
+from gputopo.analysis.causes.doctor_report import DoctorReport
 from gputopo.sources.evidence.pasted_health import parse_pasted
 from gputopo.sources.host.pcie_health import LinkState
 
@@ -123,3 +124,13 @@ def two_gpus_under_switch(root: Path, port_acs: dict[str, int], root_acs: int) -
         host.device(["pci0000:00", "0000:00:02.0", "0000:03:00.0", port], acs=port_acs[port])
         host.device(["pci0000:00", "0000:00:02.0", "0000:03:00.0", port, gpu], gpu=True)
     return host
+
+
+THREE_GPU_BDFS = ("0000:41:00.0", "0000:61:00.0", "0000:81:00.0")
+
+
+def three_gpu_report() -> DoctorReport:
+    """An empty doctor report that knows three GPUs (``THREE_GPU_BDFS``, indices 0-2)."""
+    report = DoctorReport(source="test")
+    report.gpus = {bdf: index for index, bdf in enumerate(THREE_GPU_BDFS)}
+    return report

@@ -8,17 +8,19 @@ from __future__ import annotations
 
 import pytest
 from doctor_trees import (
+    THREE_GPU_BDFS,
     FakeHost,
     capture,
     real_acs_controls,
     real_links,
+    three_gpu_report,
     two_gpus_under_root_ports,
 )
 from fake_nvml import FakeNvml
 from linktable import GEN4_X16, link_table
 
 from gputopo.analysis.causes.doctor import doctor
-from gputopo.analysis.causes.doctor_report import PAIR_PROBLEMS, DoctorReport
+from gputopo.analysis.causes.doctor_report import PAIR_PROBLEMS
 from gputopo.analysis.causes.pcie_link import DOWNTRAINED, narrow_link, slow_link
 from gputopo.analysis.causes.pcie_pstate import StateRead
 from gputopo.sources.doctor_input import evidence_of_host
@@ -26,13 +28,8 @@ from gputopo.sources.evidence.health import HealthEvidence
 from gputopo.sources.evidence.pasted_health import parse_pasted
 from gputopo.sources.reference import load_reference
 
-A, B, C = "0000:41:00.0", "0000:61:00.0", "0000:81:00.0"
-
-
-def _three_gpus() -> DoctorReport:
-    report = DoctorReport(source="test")
-    report.gpus = {A: 0, B: 1, C: 2}
-    return report
+A, B, C = THREE_GPU_BDFS
+_three_gpus = three_gpu_report
 
 
 def test_a_narrow_link_marks_its_gpus_and_every_pair_with_them_except_the_spared_ones():

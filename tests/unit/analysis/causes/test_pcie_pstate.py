@@ -8,27 +8,23 @@ import shutil
 
 from conftest import OWN_FIXTURES
 from doctor_trees import (
+    THREE_GPU_BDFS,
     FakeHost,
     real_acs_controls,
     real_links,
+    three_gpu_report,
     two_gpus_under_root_ports,
 )
 from fake_nvml import FakeNvml
 from linktable import GEN4_X16, link_table
 
 from gputopo.analysis.causes.doctor import doctor
-from gputopo.analysis.causes.doctor_report import DoctorReport
 from gputopo.analysis.causes.pcie_link import DOWNTRAINED, slow_link
 from gputopo.analysis.causes.pcie_pstate import StateRead
 from gputopo.sources.doctor_input import evidence_from_files, evidence_of_host
 
-A, B, C = "0000:41:00.0", "0000:61:00.0", "0000:81:00.0"
-
-
-def _three_gpus() -> DoctorReport:
-    report = DoctorReport(source="test")
-    report.gpus = {A: 0, B: 1, C: 2}
-    return report
+A, B, C = THREE_GPU_BDFS
+_three_gpus = three_gpu_report
 
 
 def _state(state: int, gen: int | None = 1, gen_max: int | None = 4) -> StateRead:
