@@ -55,7 +55,7 @@ KIND_OF_CODE: dict[str, KindRule] = {
     "nccl-not-p2p": FAULT,
     "nccl-p2p-ipc-failed": FAULT,
     "nccl-p2p-off-by-setting": FAULT,
-    "nccl-p2p-refused": FAULT,
+    "nccl-p2p-refused": _INFO_DESIGN_ELSE_FAULT,  # info: another source gives the pairs a design word (GNS...)
     "nccl-shm-between-gpus": _INFO_DESIGN_ELSE_FAULT,  # SYS / host bridge: NCCL's level (info); a switch: a fault
     "nvlink-inactive": {"info": NOTE, "warning": FAULT, "error": FAULT},  # info: spare slots of a card (can be normal)
     "collective-wrong-results": FAULT,

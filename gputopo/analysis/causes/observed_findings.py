@@ -45,7 +45,7 @@ from gputopo.analysis.expect.measured import (
     p2p_slower_than_staged,
 )
 from gputopo.analysis.place.locality import pcie_path
-from gputopo.model import Finding, Link, Topology
+from gputopo.model import P2P_OK, Finding, Link, Topology
 from gputopo.notation import count_word
 
 # Staged (P2P off) copies below this, per direction, are under what one PCIe Gen3 x16 link carries
@@ -299,6 +299,16 @@ def _nccl_refused(topology: Topology) -> list[Finding]:
         return []
     pairs = ", ".join(f"{a}-{b}" for a, b in view.p2p_disabled_pairs[:12])
     ours = refused_pairs(topology)  # NCCL's numbers are this topology's where it numbers GPUs as NVML does
+    designed = _refused_by_design(topology, ours)
+    if designed is not None:
+        word, meaning = designed
+        return [Finding(
+            "info", "nccl-p2p-refused",
+            f"NCCL could not use P2P between its GPUs {pairs} although it considers them connected: the driver's P2P "
+            f"status for them is {word} ({meaning}), so NCCL copies through host memory, as this machine is built",
+            gpus=sorted({g for pair in ours for g in pair}),
+            fix=None,
+        )]
     return [Finding(
         "warning", "nccl-p2p-refused",
         f"NCCL could not use P2P between its GPUs {pairs} although it considers them connected "
@@ -310,6 +320,28 @@ def _nccl_refused(topology: Topology) -> list[Finding]:
             "given: a VM or the platform, `gputopo doctor` on the host checks ACS and the IOMMU); "
             "NCCL_IGNORE_DISABLED_P2P=1 only hides the message",
     )]
+
+
+# The driver's P2P words that name a reason the machine is built with (nvidia-smi topo -p2p's legend).
+_DESIGN_WORDS = {"GNS": "the GPU model does not support P2P, as GeForce cards", "CNS": "the chipset does not support it",
+                 "TNS": "the topology does not support it, as across CPU sockets on some platforms"}
+
+
+def _refused_by_design(topology: Topology, pairs: set[tuple[int, int]]) -> tuple[str, str] | None:
+    """``(word, meaning)`` where another source (``nvidia-smi topo -p2p``, NVML) gives every refused
+    pair one design word: then NCCL's refusal is how the machine is built, not a fault. NS is not
+    one: it names no reason (and is what a log alone records)."""
+    links = topology.link_map()
+    words = set()
+    for pair in pairs:
+        link = links.get(pair)
+        if link is None:
+            return None
+        words |= {w for w in (link.p2p_read, link.p2p_write) if w is not None} - {P2P_OK}
+    if len(words) != 1 or next(iter(words)) not in _DESIGN_WORDS:
+        return None
+    word = next(iter(words))
+    return word, _DESIGN_WORDS[word]
 
 
 def _collective_errors(topology: Topology) -> list[Finding]:

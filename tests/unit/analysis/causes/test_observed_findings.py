@@ -173,6 +173,23 @@ def test_pairs_nccl_found_connected_but_refused_are_one_fault_not_also_a_design(
     assert "0-3" in design.message and "0-1" not in design.message
 
 
+def test_pairs_refused_where_another_source_says_gns_are_the_machines_design():
+    """NCCL's log alone cannot say why the driver refused P2P: a fault to look into. Where another
+    source gives every refused pair one design word (GNS: a GeForce card), it is how the box is built."""
+    from gputopo.analysis.causes.finding_kinds import kind_of
+
+    topo = nccl_log.read(text_of("nccl_log", "pytorch130113_3gpu_p2p_disabled_between_connected_cut.log"), "x.log")
+    (alone,) = [f for f in diagnose(topo) if f.code == "nccl-p2p-refused"]
+    assert (alone.severity, kind_of(alone)) == ("warning", "fault") and "does not say why" in alone.fix
+    for link in topo.links:
+        link.p2p_read = link.p2p_write = "GNS"
+    (designed,) = [f for f in diagnose(topo) if f.code == "nccl-p2p-refused"]
+    assert (designed.severity, kind_of(designed), designed.fix) == ("info", "design", None)
+    assert "status for them is GNS (the GPU model does not support P2P" in designed.message and designed.gpus == [0, 1, 2]
+    topo.links[0].p2p_write = "CNS"  # two reasons: not one design fact
+    assert next(f for f in diagnose(topo) if f.code == "nccl-p2p-refused").severity == "warning"
+
+
 def test_a_logs_cannot_peer_is_not_given_nvidia_smis_reason_and_said_once():
     # Old NCCL's "Could not enable P2P between dev a and dev b" numbers the log's own GPUs: one fault.
     topo = nccl_log.read(text_of("nccl_log", "nccl833_4gpu_could_not_enable_p2p_cut.log"), "x.log")
