@@ -30,6 +30,11 @@ CAUSE_CODES = {
     "p2p-not-supported": {"p2p-ns", "p2p-gns", "p2p-cns", "p2p-tns", "nccl-p2p-refused",
                           "cuda-peer-access-unsupported", "cuda-peer-access-no"},
     "nccl-sysfs-path": {"nccl-sysfs-path"},
+    "acs-redirect": {"acs-redirect"},
+    "fabric-manager": {"fabric-not-ready"},
+    "gdr-disabled": {"gdr-disabled", "nvidia-peermem-missing"},
+    "p2p-off-by-setting": {"env-nccl-p2p-disable", "env-nccl-p2p-level", "nccl-p2p-off-by-setting"},
+    "shm-too-small": {"shm-too-small"},
 }
 LOUD = ("warning", "error", "fatal")
 
