@@ -66,6 +66,14 @@ class SmiRow(Said):
 
 
 @dataclass
+class FabricVersions(Said):
+    """Fabric Manager refusing to start: the driver interface it was built for and the loaded driver's."""
+
+    manager: str = ""
+    driver: str = ""
+
+
+@dataclass
 class ShmSize(Said):
     size: int | None = None  # bytes; None: the mount gives no size= (tmpfs's default: half of RAM)
 
@@ -85,6 +93,7 @@ class PastedFacts:
     links_inactive: dict[int | None, dict[int, Said]] = field(default_factory=dict)  # outside an nvlink -s block
     smi_rows: list[SmiRow] = field(default_factory=list)
     fabric_nothing_to_do: Said | None = None  # Fabric Manager: NV_WARN_NOTHING_TO_DO (no NVSwitch)
+    fabric_versions: FabricVersions | None = None  # Fabric Manager: its driver interface is not the driver's
     grub_cmdline: tuple[str, Said] | None = None  # (the value of GRUB_CMDLINE_LINUX*, the line)
     shm_sizes: list[ShmSize] = field(default_factory=list)
 
