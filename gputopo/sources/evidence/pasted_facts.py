@@ -89,6 +89,7 @@ class PastedFacts:
     sysfs_unresolved: list[Said] = field(default_factory=list)  # NCCL: "Could not find real path of /sys/..."
     net_ib_used: Said | None = None  # NCCL: "NET/IB : Using [0]mlx5_0:1/IB ..." (its GDR state not said there)
     peermem_loaded: Said | None = None  # an lsmod line showing nvidia_peermem / nv_peer_mem
+    peermem_absent: Said | None = None  # `lsmod | grep` for them that printed no such row (its command line)
     nvml_no_links: dict[int | None, Said] = field(default_factory=dict)  # GPU -> "all links are inActive"
     links_inactive: dict[int | None, dict[int, Said]] = field(default_factory=dict)  # outside an nvlink -s block
     smi_rows: list[SmiRow] = field(default_factory=list)
