@@ -36,6 +36,7 @@ CAUSE_CODES = {
     "nvlink-xid": {"xid-145", "xid-149"},  # Blackwell NVLink errors (RLW, NETIR), or an Xid that names them
     "p2p-not-supported": {"p2p-ns", "p2p-gns", "p2p-cns", "p2p-tns", "nccl-p2p-refused",
                           "cuda-peer-access-unsupported", "cuda-peer-access-no"},
+    "p2p-off-by-setting": {"env-nccl-p2p-disable", "env-nccl-p2p-level", "nccl-p2p-off-by-setting"},
     "p2p-topology-limited": {"cuda-peer-access-no", "p2p-ns", "p2p-cns"},
     "pcie-aer": {"pcie-aer-corrected", "pcie-aer-uncorrected", "pcie-aer-not-recovered", "pcie-errors-logged"},
     "pcie-link": {"pcie-link-narrow", "pcie-link-slow", "pcie-link-limited"},
