@@ -48,6 +48,7 @@ class PeerAnswer(Said):
 @dataclass
 class ShmFailure(Said):
     size: int | None = None  # the segment NCCL could not create, in bytes, where the line says
+    sigbus: bool = False  # a SIGBUS inside NCCL's shared-memory code (the line: its frame): /dev/shm could not back it
 
 
 @dataclass

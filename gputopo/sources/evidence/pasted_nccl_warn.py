@@ -2,7 +2,9 @@
 
 - ``Call to posix_fallocate failed : No space left on device`` (``include/shm.h`` of NCCL 2.7-2.11,
   ``shmutils.cc`` later) and ``Error while creating shared memory segment <name> (size N)``:
-  NCCL could not create a segment in ``/dev/shm``;
+  NCCL could not create a segment in ``/dev/shm``; and a crash with SIGBUS (``Bus error``) whose
+  backtrace has a frame of NCCL's shared-memory code (``ncclShmOpen``, ``shmOpen``): the segment was
+  mapped but ``/dev/shm`` could not back its pages (gdb, a core's backtrace, a signal handler's dump);
 - ``NET/IB : GPU Direct RDMA Disabled for HCA 0 'mlx5_0'`` (and ``GDR ... not supported`` /
   ``... disabled``): NCCL stages network traffic through host memory;
 - an ``lsmod`` line of ``nvidia_peermem`` / ``nv_peer_mem``: the peer-memory module is loaded; and
@@ -34,6 +36,16 @@ _LSMOD = re.compile(r"^\s*(nvidia_peermem|nv_peer_mem)\s+[0-9]{1,12}\s+[0-9]{1,6
 _LSMOD_GREP = re.compile(r"^(?P<prompt>.{0,120}?)\blsmod\s*\|\s*e?grep\b(?P<args>.{0,200})$")
 _MODULE_ROW = re.compile(r"^\s*[A-Za-z0-9_]{1,64}\s+[0-9]{1,12}\s+[0-9]{1,6}\b")
 PEER_MODULES = ("nvidia_peermem", "nv_peer_mem")
+_SIGBUS = re.compile(r"\bSIGBUS\b|\bBus error\b")  # (case kept: AER's lines say "PCIe Bus Error")
+_SHM_FRAME = re.compile(r"\b(?:nccl)?[Ss]hm(?:Open|Setup|Map|Allocate)\b|\bncclShm[A-Z]\w{0,40}")
+
+
+@dataclass
+class ShmCrash:
+    """A crash of NCCL's shared-memory code seen in a paste: the signal, and the frame naming it."""
+
+    signal: Said | None = None
+    frame: Said | None = None
 
 
 @dataclass
@@ -69,11 +81,26 @@ def grep_output(evidence: PastedEvidence, line: str, grep: LsmodGrep) -> None:
     grep.said = None
 
 
-def finish_nccl_warn(evidence: PastedEvidence, grep: LsmodGrep) -> None:
-    """The output of a pending grep has ended (the paste, a blank line, the next prompt)."""
+def finish_nccl_warn(evidence: PastedEvidence, grep: LsmodGrep, crash: ShmCrash | None = None) -> None:
+    """The output of a pending grep has ended (the paste, a blank line, the next prompt); at the
+    paste's end, a SIGBUS with a frame of NCCL's shared-memory code is a shared-memory failure."""
     if grep.said is not None and not grep.seen:
         evidence.facts.peermem_absent = evidence.facts.peermem_absent or grep.said
     grep.said = None
+    if crash is not None and crash.signal is not None and crash.frame is not None:
+        evidence.add_kind("NCCL shared-memory error")
+        evidence.facts.keep(evidence.facts.shm_failures,
+                            ShmFailure(crash.frame.line, crash.frame.text, None, sigbus=True))
+
+
+def scan_shm_crash(line: str, number: int, crash: ShmCrash) -> bool:
+    """A crash's signal or a frame of NCCL's shared-memory code (judged together at the paste's end)."""
+    if crash.signal is None and _SIGBUS.search(line):
+        crash.signal = Said(number, shown(line))
+    frame = _SHM_FRAME.search(line) if crash.frame is None else None
+    if frame:
+        crash.frame = Said(number, shown(line))
+    return bool(frame)
 
 
 def scan_nccl_warn(evidence: PastedEvidence, line: str, number: int, grep: LsmodGrep) -> bool:

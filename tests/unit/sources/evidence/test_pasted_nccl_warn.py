@@ -49,3 +49,22 @@ def test_an_lsmod_grep_that_printed_no_peer_module():
     for text in ("lsmod | grep nvidia\nnvidia_uvm 1 0\nand the paste goes on in prose",
                  "lsmod | grep ib_core\n\n", "lsmod | grep peer | wc -l\n0\n"):
         assert parse_pasted(text).facts.peermem_absent is None, text
+
+
+def test_a_sigbus_in_nccls_shared_memory_code():
+    """JAX-Toolbox#183's gdb session (SIGBUS, then a backtrace through ncclShmOpen) was refused as nothing
+    doctor reads. The signal and a frame of NCCL's shared-memory code, in either order and in any
+    crash report's shape (gdb, glog's `*** SIGBUS ... ***` and `@ 0x... ncclShmOpen()`), make one failure;
+    a Bus error without such a frame (a DataLoader worker), or AER's "PCIe Bus Error", do not."""
+    from pathlib import Path
+
+    real = Path("tests/fixtures/corpus/doctor_pastes/jaxtoolbox183_gdb_sigbus_in_ncclshmopen_proxy_backtrace.txt")
+    (failure,) = parse_pasted(real.read_text()).facts.shm_failures
+    assert failure.sigbus and failure.line == 3 and "ncclShmOpen" in failure.text
+    glog = ("    @     0x7f6b595436d7  ncclProxyService()\n    @     0x7f6b59544f3b  ncclShmOpen()\n"
+            "*** SIGBUS (@0x7f45d7dff000) received by PID 3925 (TID 0x7f45d7dff640) from PID 0; stack trace: ***\r\n")
+    assert [f.sigbus for f in parse_pasted(glog).facts.shm_failures] == [True]
+    for text in ("RuntimeError: DataLoader worker (pid 325) is killed by signal: Bus error.",
+                 "pcieport 0000:00:01.1: PCIe Bus Error: severity=Corrected\n#0 0x1 in ncclShmOpen() ()",
+                 "#0 0x00007f6b59544f3b in ncclShmOpen(char*, unsigned long) ()"):
+        assert parse_pasted(text).facts.shm_failures == [], text
