@@ -31,14 +31,18 @@ CAUSE_CODES = {
     "fabric-unhealthy": {"fabric-degraded"},
     "gdr-disabled": {"gdr-disabled", "nvidia-peermem-missing"},
     "gpu-lost": {"gpu-fallen-off-bus", "xid-79"},
+    "iommu": {"iommu-translating", "iommu-fault"},  # the IOMMU translates (or faults on) GPU DMA
     "nvlink-inactive": {"nvlink-inactive"},
     "nvlink-xid": {"xid-145", "xid-149"},  # Blackwell NVLink errors (RLW, NETIR), or an Xid that names them
     "p2p-not-supported": {"p2p-ns", "p2p-gns", "p2p-cns", "p2p-tns", "nccl-p2p-refused",
                           "cuda-peer-access-unsupported", "cuda-peer-access-no"},
+    "p2p-off-by-setting": {"env-nccl-p2p-disable", "env-nccl-p2p-level", "nccl-p2p-off-by-setting"},
     "p2p-topology-limited": {"cuda-peer-access-no", "p2p-ns", "p2p-cns"},
+    "pcie-aer": {"pcie-aer-corrected", "pcie-aer-uncorrected", "pcie-aer-not-recovered", "pcie-errors-logged"},
     "pcie-link": {"pcie-link-narrow", "pcie-link-slow", "pcie-link-limited"},
     "shm-too-small": {"shm-too-small"},
     "too-many-peers": {"cuda-too-many-peers"},
+    "xid-memory": {"xid-48", "xid-63", "xid-64", "xid-92", "xid-94", "xid-95"},  # GPU memory (ECC, remapping) Xids
 }
 LINE_CUT = 200  # a wide terminal or a ticket's code box
 

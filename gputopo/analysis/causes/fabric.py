@@ -2,8 +2,9 @@
 802 until Fabric Manager has registered it) or registered and unhealthy (``fabric-degraded``), in
 one wording whichever door read it: NVML's fabric state on a live host (``check_nvml_gpu``, and the
 fabric as a check: ``check_nvml``), a pasted ``nvidia-smi -q`` Fabric section (``check_smi_paste``),
-a pasted CUDA error 802 (``check_cuda_errors``), and Fabric Manager's log saying it found no
-NVSwitch (``fabric-manager-no-nvswitch``, ``check_fabric_manager_log``).
+a pasted CUDA error 802 (``check_cuda_errors``), Fabric Manager's log refusing to start on another
+driver version (``fabric-not-ready``) and saying it found no NVSwitch (``fabric-manager-no-nvswitch``,
+both ``check_fabric_manager_log``).
 
 A Fabric section grep cut from its GPU block is said for "a GPU the paste does not name"."""
 
@@ -116,7 +117,22 @@ def check_cuda_errors(label: str, evidence: PastedEvidence, report: DoctorReport
 
 
 def check_fabric_manager_log(label: str, evidence: PastedEvidence, report: DoctorReport) -> None:
-    """Fabric Manager's log saying it found no NVSwitch (``NV_WARN_NOTHING_TO_DO``): harmless."""
+    """Fabric Manager's log: refusing to start because it was built for another driver (the fabric is
+    then never initialised), or saying it found no NVSwitch (``NV_WARN_NOTHING_TO_DO``: harmless)."""
+    versions = evidence.facts.fabric_versions
+    if versions is not None:
+        report.check("nvswitch-fabric", "problem", f"Fabric Manager refuses to start ({label} line {versions.line}): "
+                     f"built for driver {versions.manager}, the driver is {versions.driver}")
+        report.add(Finding(
+            "error", "fabric-not-ready",
+            f"Fabric Manager refuses to start: it was built for driver {versions.manager} and the loaded driver is "
+            f"{versions.driver} (they must be the same version). On a machine with NVSwitches (HGX/DGX) nothing "
+            "registers the GPUs with the fabric, so CUDA fails with error 802 'system not yet initialized' and the "
+            "GPUs have no NVLink peers; a machine without NVSwitches does not need Fabric Manager at all.",
+            evidence=[f"{label} line {versions.line}: {versions.text}"], effect="every CUDA program on an NVSwitch machine",
+            fix=f"install the nvidia-fabricmanager package of exactly the driver's version ({versions.driver}), or the "
+                f"driver of Fabric Manager's ({versions.manager}), hold both against upgrades (`apt-mark hold`), then "
+                "`sudo systemctl restart nvidia-fabricmanager`"))
     said = evidence.facts.fabric_nothing_to_do
     if said is None:
         return

@@ -38,8 +38,10 @@ def check_paste(label: str, evidence: PastedEvidence, report: DoctorReport) -> N
     if facts.shm_failures:
         first = facts.shm_failures[0]
         segment = next((f.size for f in facts.shm_failures if f.size), None)
-        shm_too_small(report, "NCCL could not create its shared-memory segment in /dev/shm"
-                      + (f" ({segment / (1 << 20):.1f} MiB)" if segment else "")
+        what = ("NCCL crashed with SIGBUS in its shared-memory code: /dev/shm could not back the segment it "
+                "mapped" if all(f.sigbus for f in facts.shm_failures) else
+                "NCCL could not create its shared-memory segment in /dev/shm")
+        shm_too_small(report, what + (f" ({segment / (1 << 20):.1f} MiB)" if segment else "")
                       + (f", which is {small[0].size >> 20} MiB" if small else ": /dev/shm is full or too small "
                          "(its size is not in the paste: `df -h /dev/shm` inside the container tells)"),
                       [f"{label} line {f.line}: {f.text}" for f in facts.shm_failures[:3]]

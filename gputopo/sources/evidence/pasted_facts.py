@@ -48,6 +48,7 @@ class PeerAnswer(Said):
 @dataclass
 class ShmFailure(Said):
     size: int | None = None  # the segment NCCL could not create, in bytes, where the line says
+    sigbus: bool = False  # a SIGBUS inside NCCL's shared-memory code (the line: its frame): /dev/shm could not back it
 
 
 @dataclass
@@ -66,6 +67,14 @@ class SmiRow(Said):
 
 
 @dataclass
+class FabricVersions(Said):
+    """Fabric Manager refusing to start: the driver interface it was built for and the loaded driver's."""
+
+    manager: str = ""
+    driver: str = ""
+
+
+@dataclass
 class ShmSize(Said):
     size: int | None = None  # bytes; None: the mount gives no size= (tmpfs's default: half of RAM)
 
@@ -81,10 +90,12 @@ class PastedFacts:
     sysfs_unresolved: list[Said] = field(default_factory=list)  # NCCL: "Could not find real path of /sys/..."
     net_ib_used: Said | None = None  # NCCL: "NET/IB : Using [0]mlx5_0:1/IB ..." (its GDR state not said there)
     peermem_loaded: Said | None = None  # an lsmod line showing nvidia_peermem / nv_peer_mem
+    peermem_absent: Said | None = None  # `lsmod | grep` for them that printed no such row (its command line)
     nvml_no_links: dict[int | None, Said] = field(default_factory=dict)  # GPU -> "all links are inActive"
     links_inactive: dict[int | None, dict[int, Said]] = field(default_factory=dict)  # outside an nvlink -s block
     smi_rows: list[SmiRow] = field(default_factory=list)
     fabric_nothing_to_do: Said | None = None  # Fabric Manager: NV_WARN_NOTHING_TO_DO (no NVSwitch)
+    fabric_versions: FabricVersions | None = None  # Fabric Manager: its driver interface is not the driver's
     grub_cmdline: tuple[str, Said] | None = None  # (the value of GRUB_CMDLINE_LINUX*, the line)
     shm_sizes: list[ShmSize] = field(default_factory=list)
 

@@ -13,7 +13,7 @@ from gputopo.sources.evidence.pasted_cuda import scan_cuda
 from gputopo.sources.evidence.pasted_env import EnvState, finish_env, scan_env
 from gputopo.sources.evidence.pasted_evidence import PastedEvidence
 from gputopo.sources.evidence.pasted_host_lines import scan_host_lines
-from gputopo.sources.evidence.pasted_nccl_warn import scan_nccl_warn
+from gputopo.sources.evidence.pasted_nccl_warn import LsmodGrep, ShmCrash, finish_nccl_warn, grep_output, scan_nccl_warn, scan_shm_crash
 from gputopo.sources.evidence.pasted_setpci import SetpciState, scan_setpci
 from gputopo.sources.evidence.pasted_smi_lines import SmiLinesState, scan_smi_lines
 from gputopo.sources.evidence.pasted_text import MAX_LINE_CHARS
@@ -24,14 +24,19 @@ class MoreState:
     env: EnvState = field(default_factory=EnvState)
     setpci: SetpciState = field(default_factory=SetpciState)
     smi: SmiLinesState = field(default_factory=SmiLinesState)
+    lsmod: LsmodGrep = field(default_factory=LsmodGrep)
+    crash: ShmCrash = field(default_factory=ShmCrash)
 
 
 def scan_more(evidence: PastedEvidence, line: str, number: int, state: MoreState) -> bool:
     """Read one line (its first ``MAX_LINE_CHARS``); whether a reader took it."""
     line = line[:MAX_LINE_CHARS]
+    if state.lsmod.said is not None:  # the output of `lsmod | grep`, whatever else reads the line
+        grep_output(evidence, line, state.lsmod)
     return (scan_env(evidence, line, number, state.env)
             or scan_setpci(evidence, line, number, state.setpci)
-            or scan_nccl_warn(evidence, line, number)
+            or scan_nccl_warn(evidence, line, number, state.lsmod)
+            or scan_shm_crash(line, number, state.crash)
             or scan_cuda(evidence, line, number)
             or scan_host_lines(evidence, line, number)
             or scan_smi_lines(evidence, line, number, state.smi))
@@ -40,3 +45,4 @@ def scan_more(evidence: PastedEvidence, line: str, number: int, state: MoreState
 def finish_more(evidence: PastedEvidence, state: MoreState) -> None:
     """The paste has ended: what a reader held open is read as far as it goes."""
     finish_env(evidence, state.env)
+    finish_nccl_warn(evidence, state.lsmod, state.crash)

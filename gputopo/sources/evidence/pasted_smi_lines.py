@@ -7,7 +7,10 @@
 - ``nvidia-smi --query-gpu=...,pstate,pcie.link.gen.current,... --format=csv``: the header line
   names the columns (or, with ``noheader``, the command line does); each row is a GPU;
 - nvtop's device header (``Device 1 [GeForce GTX 1080 Ti] PCIe GEN 1@16x``);
-- Fabric Manager's log: ``NV_WARN_NOTHING_TO_DO`` (it found no NVSwitch to manage).
+- Fabric Manager's log: ``NV_WARN_NOTHING_TO_DO`` (it found no NVSwitch to manage), and its refusal to
+  start with another driver (``fabric manager NVIDIA GPU driver interface version 530.30.02 don't match
+  with driver version 530.41.03``: any apostrophe, "doesn't" or "does not", with or without the
+  journal's prefix or a closing full stop).
 """
 
 from __future__ import annotations
@@ -16,13 +19,17 @@ import re
 from dataclasses import dataclass, field
 
 from gputopo.sources.evidence.pasted_evidence import PastedEvidence, full_bdf, shown
-from gputopo.sources.evidence.pasted_facts import Said, SmiRow
+from gputopo.sources.evidence.pasted_facts import FabricVersions, Said, SmiRow
 
 _GPU = re.compile(r"\bGPU ([0-9]{1,4}):")
 _LINK_INACTIVE = re.compile(r"\bLink ([0-9]{1,2}):\s*<inactive>")
 _QUERY = re.compile(r"--query-gpu[= ]([\w.,]{1,1024})")
 _NVTOP = re.compile(r"\bDevice ([0-9]{1,3})\b.{0,120}?PCIe GEN ([0-9]{1,2})\s*@\s*([0-9]{1,2})x")
 _NVTOP_NAME = re.compile(r"\[([^\]]{1,80})\]")
+_VERSION = r"([0-9]{2,4}(?:\.[0-9]{1,4}){1,3})"
+_FM_VERSIONS = re.compile(r"fabric manager\b.{0,60}?\binterface version " + _VERSION
+                          + r".{0,16}?(?:n['’`]?t|\bnot) match(?:es)? with (?:the )?(?:nvidia )?driver version "
+                          + _VERSION, re.IGNORECASE)
 _BUS = re.compile(r"^([0-9a-fA-F]{4,8}):([0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7])$")
 _COLUMNS = {"index": "index", "pci.bus_id": "bus_id", "name": "name", "gpu_name": "name", "pstate": "pstate",
             "pcie.link.gen.current": "gen", "pcie.link.gen.gpucurrent": "gen", "pcie.link.gen.max": "gen_max",
@@ -59,6 +66,11 @@ def scan_smi_lines(evidence: PastedEvidence, line: str, number: int, state: SmiL
     if "nv_warn_nothing_to_do" in lower:
         evidence.add_kind("Fabric Manager log")
         facts.fabric_nothing_to_do = Said(number, shown(line))
+        return True
+    versions = _FM_VERSIONS.search(line) if "interface version" in lower else None
+    if versions:
+        evidence.add_kind("Fabric Manager log")
+        facts.fabric_versions = FabricVersions(number, shown(line), manager=versions.group(1), driver=versions.group(2))
         return True
     if "pcie gen" in lower:
         return _nvtop(evidence, line, number)

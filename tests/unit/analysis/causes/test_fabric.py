@@ -100,3 +100,18 @@ def test_a_registration_that_completed_with_an_error_is_not_told_to_start_fabric
     (live,) = [f for f in report.findings if f.code == "fabric-not-ready"]
     assert "finished registering with the NVSwitch fabric with an error (state completed" in live.message
     assert (live.fix, live.effect) == (refused.fix, refused.effect)
+
+
+def test_fabric_manager_refusing_another_driver_is_the_fabric_not_ready():
+    """siderolabs/pkgs#720 as posted (no journal prefix), and gpu-driver-container#735's wording wrapped
+    by the poster, quoted in a ticket: one error naming both versions, and the fabric check a problem."""
+    real = (OWN_FIXTURES / "corpus/doctor_pastes/siderolabs720_fm_interface_525_vs_driver_530_no_prefix.txt").read_text()
+    wrapped = ("> fabric manager NVIDIA GPU driver interface version 590.48.01 don't match with driver version "
+               "580.126.09.\n> Please update with matching NVIDIA driver package.\n")
+    for text, manager, driver in ((real, "525.85.12", "530.41.03"), (wrapped, "590.48.01", "580.126.09")):
+        report = _report(text)
+        (finding,) = report.findings
+        assert (finding.severity, finding.code) == ("error", "fabric-not-ready")
+        assert f"built for driver {manager}" in finding.message and f"driver is {driver}" in finding.message
+        assert f"exactly the driver's version ({driver})" in finding.fix
+        assert [c.status for c in report.checks if c.name == "nvswitch-fabric"] == ["problem"]

@@ -26,3 +26,18 @@ def test_nccl_shm_errors_and_df():
     assert ("error", "shm-too-small") in _codes("NCCL WARN Call to posix_fallocate failed : No space left on device")
     assert _codes("shm  64M  0  64M  0% /dev/shm") == {("warning", "shm-too-small")}
     assert _codes("tmpfs  32G  0  32G  0% /dev/shm") == set()
+
+
+def test_a_sigbus_in_nccls_shared_memory_code_is_shm_too_small():
+    """JAX-Toolbox#183 as posted, and the same crash quoted in a ticket with prompts: one error naming the
+    SIGBUS and the frame, and the dev-shm check a problem."""
+    from pathlib import Path
+
+    real = Path("tests/fixtures/corpus/doctor_pastes/jaxtoolbox183_gdb_sigbus_in_ncclshmopen_proxy_backtrace.txt").read_text()
+    quoted = "\n".join("> " + line for line in real.splitlines())
+    for text in (real, quoted):
+        report = _report(text)
+        (finding,) = report.findings
+        assert (finding.severity, finding.code) == ("error", "shm-too-small")
+        assert "SIGBUS in its shared-memory code" in finding.message and "ncclShmOpen" in finding.evidence[0]
+        assert [c.status for c in report.checks if c.name == "dev-shm"] == ["problem"]

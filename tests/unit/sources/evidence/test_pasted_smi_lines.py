@@ -50,3 +50,27 @@ def test_query_gpu_csv_with_a_digit_int_refuses_is_not_a_row():
     rows = parse_pasted("index, pstate, pcie.link.gen.current, pcie.link.gen.max, pcie.link.width.current\n"
                         "0, P8, 1, 4, \u00b2\n1, P8, \u2460, 4, 16\n2, P8, 1, 4, 16").facts.smi_rows
     assert [(r.index, r.gen, r.width) for r in rows] == [(2, 1, 16)]
+
+
+CORPUS = "tests/fixtures/corpus/doctor_pastes/"
+
+
+def test_fabric_manager_built_for_another_driver():
+    """gpu-operator#544 as posted, and the same refusal as other threads word it: no journal prefix,
+    a typographic apostrophe inside quotes (nvtrust#55), "doesn't" / "does not", the full stop of the
+    version glued to it. A line saying the versions match is not a refusal."""
+    from pathlib import Path
+
+    real = Path(CORPUS + "gpuoperator544_fm_interface_530_30_vs_driver_530_41_one_line.txt").read_text()
+    versions = parse_pasted(real).facts.fabric_versions
+    assert (versions.manager, versions.driver, versions.line) == ("530.30.02", "530.41.03", 1)
+    for text in ('> "fabric manager NVIDIA GPU driver interface version 550.90.07 don\u2019t match with driver '
+                 'version 550.107.02. Please update with matching NVIDIA driver package"',
+                 "Nov 05 13:55:26 node1 nv-fabricmanager[104230]: fabric manager NVIDIA GPU driver interface "
+                 "version 550.127.05 doesn't match with driver version 550.120. Please update\r",
+                 "Fabric Manager NVIDIA GPU driver interface version 550.127.05 does not match with the driver "
+                 "version 550.120."):
+        versions = parse_pasted(text).facts.fabric_versions
+        assert versions is not None and versions.driver in ("550.107.02", "550.120"), text
+    assert parse_pasted("fabric manager driver interface version 550.120 matches with driver version "
+                        "550.120").facts.fabric_versions is None
