@@ -167,8 +167,8 @@ def _ranked_table(rec: Recommendation) -> Table:
         else:
             slowest = min(group.hops, key=lambda h: h.gbps)
             hop = f"{UNKNOWN if slowest.label.startswith('unknown') else slowest.label} ~{_gbps(slowest.gbps)}"
-        if group.same_socket is None:
-            where = "?"
+        if group.same_socket is None:  # the sockets unknown: the NUMA nodes the source gives, else "?"
+            where = f"{group.numa_domains} NUMA" if group.numa_domains > 1 and not group.numa_unknown_gpus else "?"
         else:
             where = "1 socket" if group.same_socket else ("hosts" if not group.same_host else "spread")
         table.add_row(

@@ -98,3 +98,20 @@ def test_placement_without_numa_nodes_does_not_say_one_node():
 
     group = GroupAdvice(gpus=[0, 4], same_socket=False, numa_domains=1)
     assert placement(group) == "spread over CPU sockets"
+
+
+def test_the_cpu_column_names_known_numa_nodes_where_the_sockets_are_unknown(monkeypatch, capsys):
+    """SYS between two NUMA nodes of a paste: one socket (NPS2, SNC) or two, the source does not say;
+    the NUMA nodes it does give are said ("2 NUMA"), not "?" (a newcomer read "?" as "unknown")."""
+    from conftest import OWN_FIXTURES
+
+    from gputopo.sources.registry import read_text
+
+    topo = read_text((OWN_FIXTURES / "doctor" / "constructed" / "topo_m.txt").read_text(), "topo_m.txt")
+    monkeypatch.setenv("COLUMNS", "100")
+    result = recommend(topo, 4)
+    render_recommendation(result)
+    rows = {line.split()[1]: line for line in capsys.readouterr().out.splitlines() if re.match(r"\s*\d+\s+\d", line)}
+    spanning = next(g for g in result.groups if g.same_socket is None)
+    assert spanning.numa_domains == 2 and "2 NUMA" in rows[",".join(map(str, spanning.gpus))]
+    assert "1 socket" in rows["0,1,2,3"]
