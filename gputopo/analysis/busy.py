@@ -132,3 +132,35 @@ def _choose_busy(
     notes = [f"skipped busy {words[g]}" for g in skippable]
     notes += [f"busy but required (--require): {words[g]}" for g in required_busy]
     return skippable, busy, notes
+
+
+def memory_held(topology: Topology) -> dict[int, str]:
+    """``{gpu index: why}`` for GPUs a TF log shows short of memory (``tf-gpu-memory-short``: TensorFlow
+    got under half of what it got on the others of the model, most likely as another process held
+    the rest). Weaker evidence than NVML's live state: the state when the log was written, a past
+    one, so such GPUs are never left out, only put after the others where groups tie
+    (``recommend(held=...)``); where the source has live state, that state says more and this none."""
+    from gputopo.analysis.causes.tf_log_findings import memory_short_findings
+    from gputopo.numbering import tf_ordinal_to_index
+
+    view = topology.tf
+    if view is None or has_live_state(topology):
+        return {}
+    findings = memory_short_findings(view)
+    if not findings:
+        return {}
+    devices = {device.ordinal: device for device in view.devices}
+    mapping = ({o: o for o in devices} if topology.source == "tf-log" else tf_ordinal_to_index(topology, view))
+    known = set(topology.gpu_indices)
+    held: dict[int, str] = {}
+    for finding in findings:
+        for ordinal in finding.gpus:
+            index = mapping.get(ordinal)
+            device = devices.get(ordinal)
+            if index is None or index not in known or device is None:
+                continue
+            most = max((d.memory_mb or 0) for d in view.devices if d.name == device.name)
+            held[index] = (f"TensorFlow got only {device.memory_mb} MB of GPU {index}'s memory against up to {most} MB on the "
+                           f"other {device.name} GPUs when the TF log was written, most likely as another process held "
+                           "the rest (a past state, read from the log's figures: check `nvidia-smi` now)")
+    return held

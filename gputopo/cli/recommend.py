@@ -118,7 +118,7 @@ def recommend_command(
     from gputopo.views.common import status
 
     (topology,) = topologies
-    from gputopo.analysis.busy import BusyLimits, choose_skipped
+    from gputopo.analysis.busy import BusyLimits, choose_skipped, memory_held
 
     if free_only and include_busy:
         raise InputError("--free-only and --include-busy contradict each other; give one of them")
@@ -128,10 +128,12 @@ def recommend_command(
     policy = "free-only" if free_only else "include" if include_busy else "skip"
     skipped, busy, busy_notes = choose_skipped(topology, gpus * jobs, required, excluded,
                                                BusyLimits(max_memory_used, max_util), policy)
+    held = memory_held(topology)  # a TF log's memory figures: a past state, ties only
     # Usually milliseconds; large --jobs splits can take a second or two. The spinner goes to
     # standard error and only shows on a terminal, so --json / env output stays clean.
     with status(f"Ranking groups of {gpus} GPUs...", spinner="dots"):
-        rec = recommend(topology, gpus, jobs=jobs, require=required, exclude=excluded + skipped, alternatives=alternatives)
+        rec = recommend(topology, gpus, jobs=jobs, require=required, exclude=excluded + skipped, alternatives=alternatives,
+                        held=held)
     rec.exclude, rec.busy, rec.skipped_busy = excluded, busy, skipped
     rec.busy_as_of = topology.captured_at if busy else None
     rec.notes[:0] = busy_notes

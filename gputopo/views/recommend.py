@@ -37,6 +37,9 @@ def ring_summary(group: GroupAdvice) -> str:
     if today is None or group.bottleneck_gbps is None:
         return summary
     hop = min(group.hops, key=lambda h: h.until_fixed_gbps or 0.0)
+    if not group.p2p_disable_advised:  # broken pairs on the ring, but P2P as it is beats host memory
+        how = "measured" if hop.until_fixed_basis == "measured" else "estimated"
+        return f"{summary} once P2P is fixed; today ~{_gbps(today)} GB/s ({hop.label}, P2P as it is: {how})"
     how = "staged copies measured" if hop.until_fixed_basis == "measured" else "staged, estimated"
     return f"{summary} once P2P is fixed; today ~{_gbps(today)} GB/s ({hop.label}, NCCL_P2P_DISABLE=1: {how})"
 
@@ -238,7 +241,7 @@ def format_env(rec: Recommendation) -> str:
         lines.append(env_assignment("CUDA_VISIBLE_DEVICES", best.cuda_visible_devices))
         if best.numactl:
             lines.append(env_assignment("GPUTOPO_NUMACTL", best.numactl))
-        if best.p2p_broken_pairs:
+        if best.p2p_disable_advised:
             lines.append(comment("until P2P is fixed (the caveat says why; gputopo doctor): NCCL through host memory"))
             lines.append(env_assignment("NCCL_P2P_DISABLE", "1"))
     else:

@@ -141,3 +141,42 @@ def test_a_topology_given_through_a_pipe_is_read_once_by_its_reader(tmp_path):
                           env={**os.environ, "PYTHONPATH": str(REPO)})
     assert done.returncode == 0, done.stderr
     assert len(json.loads(done.stdout)["gpus"]) == 8
+
+
+# --- review 4: the advice must not contradict the measurements, and ties go to what works today ---
+
+
+def test_the_best_pair_measured_healthy_is_not_called_broken_by_the_iommu_finding(cli):
+    """2-3 copies at 12.92 GB/s with P2P against 9.91 staged: doctor's IOMMU finding covers the host,
+    but the measurement shows P2P working there, so no NCCL_P2P_DISABLE=1 (it would cost ~23%)."""
+    data = json.loads(cli("recommend", *ALL_FOUR, "--gpus", "2", "--json").output)
+    best = data["groups"][0]
+    assert best["gpus"] == [2, 3] and "NCCL_P2P_DISABLE" not in best["env"] and not best["p2p_disable_advised"]
+    assert best["p2p_broken_pairs"] == [] and best["p2p_cleared_pairs"] == [[2, 3]]
+    assert best["allreduce_busbw_until_fixed_gbps"] is None
+    text = cli("recommend", *ALL_FOUR, "--gpus", "2").output
+    flat = " ".join(text.split())
+    line = next(line for line in text.splitlines() if "CUDA_VISIBLE_DEVICES=2,3" in line)
+    assert "NCCL_P2P_DISABLE" not in line and "until P2P is fixed" not in flat and "is broken" not in flat
+    assert "today ~" not in flat
+    assert "12.92 against 9.91" in flat
+
+
+def test_four_gpus_name_only_the_pairs_measured_or_inferred_broken(cli):
+    best = json.loads(cli("recommend", *ALL_FOUR, "--gpus", "4", "--json").output)["groups"][0]
+    assert [2, 3] not in best["p2p_broken_pairs"] and [2, 3] in best["p2p_cleared_pairs"]
+    assert [0, 1] in best["p2p_broken_pairs"]
+    # NCCL would copy over the broken PIX pair 0-1 with P2P at 2.4 GB/s: host memory is faster today
+    assert best["p2p_disable_advised"] and "NCCL copies over 0-1 with P2P" in best["p2p_caveat"]
+
+
+def test_a_tie_of_the_healthy_state_goes_to_the_pair_that_works_today(cli):
+    """0-1 ranks on its estimate once fixed, within the noise of 2-3's measured 12.9: the tie goes to
+    2-3, which works today, not to 0-1 (2.37 GB/s with P2P today) for its lower numbers."""
+    data = json.loads(cli("recommend", *TOPOLOGY, "--gpus", "2", "--alternatives", "3", "--json").output)
+    order = [g["gpus"] for g in data["groups"]]
+    assert order[0] == [2, 3] and order.index([0, 1]) > order.index([6, 7])
+    zero_one = next(g for g in data["groups"] if g["gpus"] == [0, 1])
+    assert all("as good as {0,1}" not in g["reason"] for g in data["groups"])
+    assert "works better today" in data["groups"][order.index([0, 1]) - 1]["reason"]
+    assert zero_one["p2p_disable_advised"]

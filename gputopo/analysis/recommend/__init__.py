@@ -85,6 +85,7 @@ def recommend(
     exclude: Iterable[int] = (),
     alternatives: int = 3,
     budget: Budget | None = None,
+    held: dict[int, str] | None = None,
 ) -> Recommendation:
     """The best ``gpus`` GPUs of ``topology`` to train on together (plus ``alternatives`` runners-up),
     and for ``jobs > 1`` a split into that many disjoint groups where the worst is as good as possible.
@@ -96,6 +97,9 @@ def recommend(
     Every search of the call counts its work in one ``budget`` (a fresh ``Budget()`` of
     ``WORK_BUDGET`` steps by default); where it runs out, the answer is the best found so far, and
     ``search``, ``search_stopped`` and a note say so.
+
+    ``held``: GPUs another process held memory of, with why (``analysis.busy.memory_held``, a past state):
+    never left out; listed after the others where groups tie, and named in a note.
     """
     if not 0 <= alternatives <= MAX_ALTERNATIVES:
         raise InputError(f"--alternatives must be from 0 to {MAX_ALTERNATIVES} (got {alternatives})")
@@ -103,7 +107,7 @@ def recommend(
     require_list, exclude_list = (sorted({int(g) for g in gpus_given}) for gpus_given in (require, exclude))
     known = topology.gpu_indices
     check_ask(topology, gpus, jobs, require_list, exclude_list, set(known))
-    problem = Problem.from_topology(topology, [g for g in known if g not in set(exclude_list)], budget)
+    problem = Problem.from_topology(topology, [g for g in known if g not in set(exclude_list)], budget, held)
     required_pos = {problem.pos[g] for g in require_list}
 
     # Alternatives for one group never need the required GPUs all in it; they must be in the split.
@@ -129,7 +133,7 @@ def recommend(
     else:
         job_groups, jobs_proven, how = _split_into_jobs(problem, gpus, jobs, required_pos, proven, groups[0])
         search += f"; --jobs {jobs}: {how}"
-    notes = recommendation_notes(topology, problem, gpus)
+    notes = recommendation_notes(topology, problem, gpus) + held_notes(problem, groups[0])
     if alternatives_cut:
         notes.insert(0, f"{count_word(alternatives_cut, 'more runner-up group')} found but not described: the work "
                         "budget ran out (ask for fewer --alternatives)")
@@ -155,8 +159,24 @@ def recommend(
         measurements_set_aside=measurements_set_aside(topology),
         measurement_noise=dict(problem.noise) if problem.measured_pairs else {},
         source=topology.source, label=topology.label,
-        nccl_p2p_level=_level_data(topology),
+        nccl_p2p_level=_level_data(topology), memory_held=dict(sorted((held or {}).items())),
     )
+
+
+def held_notes(problem: Problem, best: GroupAdvice) -> list[str]:
+    """A note per GPU another process held memory of (``recommend(held=...)``): whether the best group
+    leaves it out, or why it is kept."""
+    notes = []
+    for gpu, why in sorted(problem.held.items()):
+        if gpu not in problem.pos:  # excluded
+            continue
+        if gpu in best.gpus:
+            verdict = ("kept in the best group: no group without it ranks as high on bandwidth and locality, which "
+                       "decide before a past memory figure; see what holds it before training, or --exclude it")
+        else:
+            verdict = "groups without it rank first where the bandwidth and locality tie"
+        notes.append(f"GPU {gpu} may be busy: {why}; {verdict}")
+    return notes
 
 
 def _level_data(topology: Topology) -> dict[str, object]:

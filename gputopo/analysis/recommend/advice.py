@@ -62,74 +62,27 @@ def advise_group(problem: Problem, members: tuple[int, ...], key: GroupKey) -> G
     return group
 
 
-# doctor's pair problems that break P2P on a path until a fix (the copies go through the root complex).
-_P2P_PATH_FAULTS = frozenset({"acs", "iommu"})
-
-
 def _p2p_caveat(problem: Problem, group: GroupAdvice) -> None:
-    """The pairs of ``group`` whose P2P is broken until a fix, and what to do meanwhile: doctor's
-    pair health (ACS redirect, the IOMMU translating), or a measurement slower with P2P than staged."""
-    from gputopo.analysis.expect.measured import p2p_slower_than_staged
+    """The pairs of ``group`` whose P2P is broken today and what to do meanwhile (``caveat``): doctor's
+    pair health (ACS redirect, the IOMMU translating) where no measurement says otherwise, or a
+    measurement slower with P2P than staged; or a byte check that found peer copies wrong."""
+    from gputopo.analysis.recommend.caveat import all_staged, p2p_caveat
 
-    broken = [(a, b) for a, b in itertools.combinations(sorted(group.gpus), 2)
-              if (link := problem.links.get((a, b))) is not None and not link.is_nvlink
-              and (set(link.health) & _P2P_PATH_FAULTS or p2p_slower_than_staged(link) is not None)]
     wrong = next((note for note in (problem.topology.reading_notes if problem.topology is not None else [])
                   if note.code == "nvbandwidth-wrong-data" and note.facts.get("peer")), None)
     if wrong is not None and group.same_host and len(group.gpus) > 1:
         # The byte check names no pair: every pair of the group is suspect, NVLink ones too.
         group.p2p_broken_pairs = list(itertools.combinations(sorted(group.gpus), 2))
+        group.p2p_disable_advised = True
         group.p2p_caveat = (
             f"nvbandwidth's byte check found a GPU-to-GPU copy on this box delivering wrong data "
             f"({', '.join(wrong.facts.get('tests') or ['a device-to-device test'])}; it does not say which pair): "
             "do not trust training across these GPUs until it passes (`gputopo doctor`: the IOMMU, ACS, the driver "
             "and Fabric Manager); meanwhile NCCL_P2P_DISABLE=1 (in the environment above) keeps NCCL off peer copies")
         group.cross_device_ops_reason += "; with NCCL_P2P_DISABLE=1 until peer copies pass, NCCL's rings copy through host memory"
-        _until_fixed(problem, group)
+        all_staged(problem, group)
         return
-    if not broken or not group.same_host:
-        return
-    group.p2p_broken_pairs = broken
-    _until_fixed(problem, group)
-    group.p2p_caveat = (
-        f"P2P between {pair_list(broken, limit=4, more=' ...')} is broken until fixed (ACS redirect or the IOMMU "
-        "translating: `gputopo doctor` names the fix); meanwhile NCCL_P2P_DISABLE=1 (in the environment above) makes "
-        "NCCL copy through host memory, which is faster there and never takes the redirected path")
-    group.cross_device_ops_reason += (
-        "; with NCCL_P2P_DISABLE=1 until P2P is fixed, NCCL's rings copy through host memory")
-
-
-def _until_fixed(problem: Problem, group: GroupAdvice) -> None:
-    """What each hop carries today, until the group's P2P is fixed: NCCL_P2P_DISABLE=1 sends every hop
-    through host memory, so the tool's staged copies where it took them, else the staged estimate;
-    the all-reduce figures of that ring; the bottleneck's words give both states."""
-    from gputopo.analysis.expect.bandwidth import host_staged_estimate
-    from gputopo.analysis.expect.measured import staged_gbps
-
-    for hop in group.hops:
-        link = problem.links[(hop.a, hop.b)]
-        staged = staged_gbps(link.measured)
-        if staged is not None:
-            hop.until_fixed_gbps, hop.until_fixed_basis = round(staged, 2), "measured"
-        else:
-            estimate = host_staged_estimate(link, problem.gpus.get(link.a), problem.gpus.get(link.b))
-            hop.until_fixed_gbps = round(min(estimate.gbps, hop.gbps), 2)
-            hop.until_fixed_basis = "assumed" if estimate.assumption else "estimated"
-    if not group.hops or group.slowest_hop is None:
-        return
-    today = min(group.hops, key=lambda h: h.until_fixed_gbps or 0.0)
-    k = len(group.gpus)
-    group.allreduce_busbw_until_fixed_gbps = today.until_fixed_gbps
-    group.allreduce_until_fixed_gbps = round((today.until_fixed_gbps or 0.0) * k / (2 * (k - 1)), 2)
-    slowest = group.slowest_hop
-    how = {"measured": "measured", "estimated": "estimated", "assumed": "estimated, at least"}
-    today_how = ("its staged copies measured" if today.until_fixed_basis == "measured" else
-                 "estimated for copies through host memory" + (", at least" if today.until_fixed_basis == "assumed" else ""))
-    group.bottleneck = (
-        f"{slowest.label} between GPU {slowest.a} and GPU {slowest.b}, ~{format_gbps(slowest.gbps)} GB/s once P2P is "
-        f"fixed ({how.get(slowest.basis, slowest.basis)}); today, with NCCL_P2P_DISABLE=1 until the fix, "
-        f"{today.label} between GPU {today.a} and GPU {today.b} ~{format_gbps(today.until_fixed_gbps or 0.0)} GB/s "
-        f"({today_how})")
+    p2p_caveat(problem, group)
 
 
 def _describe_ring(problem: Problem, members: tuple[int, ...], group: GroupAdvice) -> None:
@@ -170,12 +123,18 @@ def _describe_ring(problem: Problem, members: tuple[int, ...], group: GroupAdvic
 
 
 def _transport(link: Link, level: Any) -> str | None:
-    """How NCCL connects the pair at ``level``: "P2P", "SHM"; None where nothing is known of the link."""
+    """How NCCL connects the pair at ``level``: "P2P", "SHM"; None where it is not known: nothing is
+    known of the link, or only that the pair can peer while its path is not (a TF log's pairs), so
+    whether the path lies within NCCL's P2P level is unknown (only ``SYS`` takes every path, ``LOC`` none)."""
     from gputopo.analysis.expect.nccl_transport import uses_p2p
 
-    if link.type == "UNKNOWN" and link.can_peer is None:
-        return None
-    return "P2P" if link.can_peer is not False and uses_p2p(link, level) else "SHM"
+    if link.can_peer is False:
+        return "SHM"
+    if link.type == "UNKNOWN" and not link.is_nvlink:
+        if level.level == "LOC":
+            return "SHM"
+        return "P2P" if link.can_peer is True and level.level == "SYS" else None
+    return "P2P" if uses_p2p(link, level) else "SHM"
 
 
 def _describe_locality(problem: Problem, group: GroupAdvice) -> None:

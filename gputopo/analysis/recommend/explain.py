@@ -37,14 +37,48 @@ def explain_ranking(problem: Problem, groups: list[GroupAdvice], k: int) -> None
         if group.key != nxt.key:
             group.reason = why_better(group, nxt, problem=problem)
             continue
+        today = _better_today(problem, group, nxt)
         group.reason = (
             f"as good as {gpu_set(nxt.gpus)} in everything the source shows{_ties_within_noise(problem, group, nxt)}; "
             "listed first for its lower GPU numbers" + _unknown_sockets(problem, group, nxt)
-        )
+        ) if today is None else today
         # Say too what it beats: the first listed group that is worse, if any.
         worse = next((g for g in groups[x + 2 :] if g.key != group.key), None)
         if worse is not None:
             group.reason += f"; better than {gpu_set(worse.gpus)}: " + why_better(group, worse, name_worse=False, problem=problem)
+
+
+def _members(problem: Problem, group: GroupAdvice) -> tuple[int, ...]:
+    return tuple(sorted(problem.pos[g] for g in group.gpus))
+
+
+def _better_today(problem: Problem, group: GroupAdvice, other: GroupAdvice) -> str | None:
+    """Why ``group`` is listed before ``other``, which the healthy ranking ties with it, where what the
+    sources show of today decides (``today.tiebreak``): fewer GPUs whose memory another process held,
+    or a faster ring today; None where today tells them no more apart than the healthy state."""
+    from gputopo.analysis.recommend.today import differs, group_today, tiebreak, tiebreaks, today_gbps
+
+    if not tiebreaks(problem):
+        return None
+    mine, theirs = tiebreak(problem, _members(problem, group)), tiebreak(problem, _members(problem, other))
+    if mine == theirs:
+        return None
+    tied = (f"ties {gpu_set(other.gpus)} on bandwidth and locality"
+            + (", the healthy state the ranking goes by" if differs(problem) else "")
+            + _ties_within_noise(problem, group, other))
+    if mine[0] != theirs[0]:
+        held = [g for g in other.gpus if g in problem.held]
+        mine_held = [g for g in group.gpus if g in problem.held]
+        return (f"{tied}; listed first as {gpus_word(held)} of {gpu_set(other.gpus)} "
+                f"may not be free: {problem.held[held[0]]}"
+                + (f" ({gpus_word(mine_held)} of this group too)" if mine_held else ""))
+    now, then = today_gbps(problem, _members(problem, group)), today_gbps(problem, _members(problem, other))
+    theirs = group_today(problem, other.gpus, other.ring)
+    why = ("" if not theirs.broken else " (P2P there measured slower than staged copies)" if not theirs.inferred
+           else " (P2P there likely broken, inferred from a doctor finding)" if theirs.inferred == theirs.broken
+           else " (P2P there measured slower than staged copies, or likely broken by a doctor finding)")
+    return (f"{tied}; listed first as it works better today: its ring's slowest hop ~{format_gbps(now or 0.0)} GB/s "
+            f"today against ~{format_gbps(then or 0.0)} GB/s for {gpu_set(other.gpus)}{why}")
 
 
 def _unknown_sockets(problem: Problem, *groups: GroupAdvice) -> str:
@@ -267,7 +301,9 @@ def recommendation_notes(topology: Topology, problem: Problem, k: int) -> list[s
             "host memory, a fault on their P2P path (ACS or the IOMMU redirecting peer traffic; `gputopo doctor` names "
             "it) that a fix removes, so their links' estimates rank them (scaled where their staged copies show a slow "
             "GPU link; beyond NCCL's P2P level, where NCCL goes through host memory fixed or not, their staged copies). "
-            "The figures shown are those once fixed, with what each group gets today beside them. Until it is fixed, NCCL copies faster with NCCL_P2P_DISABLE=1.")
+            "The figures shown are those once fixed, with what each group gets today beside them where they differ. Until "
+            "it is fixed, NCCL_P2P_DISABLE=1 makes NCCL faster in a group NCCL would copy over such a pair in with P2P; "
+            "where groups tie on the healthy state, the one that works better today is listed first.")
     return notes
 
 

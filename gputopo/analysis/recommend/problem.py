@@ -77,6 +77,8 @@ class Problem:
         budget: Budget | None = None,
         measured: dict[tuple[int, int], tuple[int, float]] | None = None,
         noise: dict[str, float] | None = None,
+        held: dict[int, str] | None = None,
+        today_gpus: frozenset[int] | None = None,
     ):
         self.index = list(index)  # position -> GPU index
         self.pos = {g: p for p, g in enumerate(self.index)}
@@ -94,6 +96,13 @@ class Problem:
         # holds the figure of its noise class (``weights.ranking_figures``); ``noise``: per tool.
         self.measured = measured if measured is not None else {}
         self.noise = noise if noise is not None else {}
+        # GPUs whose memory another process held when a source last saw them (a TF log's figures: a
+        # past state, weaker than NVML's live one), with why: ties go to groups without them.
+        self.held = held if held is not None else {}
+        # What ``today`` keeps: each pair today, the GPUs whose pairs may differ today, tie-breaks.
+        self.today_cache: dict[tuple[int, int], Any] = {}
+        self.today_differs: frozenset[int] | None = today_gpus  # (None: found when first asked)
+        self.tiebreak_cache: dict[tuple[int, ...], tuple[int, int]] = {}
         # Sockets ((host, socket) ids) and NUMA node numbers per position, where the source knows them.
         self.socket_id = socket_id if socket_id is not None else [None] * len(self.index)
         self.numa_node = numa_node if numa_node is not None else [None] * len(self.index)
@@ -116,7 +125,8 @@ class Problem:
         self.uniform = len(self.speeds) <= 1
 
     @classmethod
-    def from_topology(cls, topology: Topology, candidates: Sequence[int], budget: Budget | None = None) -> Problem:
+    def from_topology(cls, topology: Topology, candidates: Sequence[int], budget: Budget | None = None,
+                      held: dict[int, str] | None = None) -> Problem:
         """The problem over ``candidates`` (GPU indices) of ``topology``; ``InputError`` if a pair has
         no link."""
         index = list(candidates)
@@ -138,7 +148,7 @@ class Problem:
             index, weights.weight, host_id, domain_id, topology=topology, links=links, gpus=gpus,
             estimate_basis=weights.basis, tf_peer_pairs=tf_peer_pairs, measured_pairs=weights.measured_pairs,
             socket_id=socket_id, numa_node=[gpus[g].numa_node for g in index], budget=budget,
-            measured=weights.measured, noise=weights.noise,
+            measured=weights.measured, noise=weights.noise, held=held, today_gpus=weights.today_gpus,
         )
 
     def restricted(self, positions: Sequence[int]) -> Problem:
@@ -153,7 +163,8 @@ class Problem:
             topology=self.topology, links=self.links, gpus=self.gpus,
             estimate_basis=self.estimate_basis, tf_peer_pairs=self.tf_peer_pairs, measured_pairs=self.measured_pairs,
             socket_id=[self.socket_id[p] for p in positions], numa_node=[self.numa_node[p] for p in positions],
-            budget=self.budget, measured=self.measured, noise=self.noise,
+            budget=self.budget, measured=self.measured, noise=self.noise, held=self.held,
+            today_gpus=self.today_differs,
         )
 
     def own_figure(self, a: int, b: int) -> tuple[int, float]:

@@ -29,11 +29,12 @@ class RingHop:
     # How NCCL connects the pair at its P2P level (``Recommendation.nccl_p2p_level``): "P2P", "SHM"
     # (through host memory); None where the source says nothing of the link (a TF log's unnamed pair).
     transport: str | None = None
-    # Where the group's P2P is broken until a fix (``GroupAdvice.p2p_broken_pairs``), ``gbps`` is the
-    # healthy state's figure, what the hop carries once fixed; this is what it carries today, with
-    # NCCL_P2P_DISABLE=1 (every hop through host memory): the tool's staged copies where measured
-    # ("measured"), else the staged estimate ("estimated", "assumed": the low end of a range). None
-    # where nothing is broken.
+    # Where the group's ring has a hop whose P2P is broken until a fix (``GroupAdvice.p2p_broken_pairs``),
+    # ``gbps`` is the healthy state's figure, what the hop carries once fixed; this is what it carries
+    # today with the group's ``env``: with NCCL_P2P_DISABLE=1 where advised (every hop through host
+    # memory: the tool's staged copies where measured, else the staged estimate), else with P2P as it
+    # is (the measured figure); its basis "measured", "estimated" or "assumed" (the low end of a
+    # range). None where no hop of the ring is broken.
     until_fixed_gbps: float | None = None
     until_fixed_basis: str | None = None
 
@@ -57,8 +58,8 @@ class GroupAdvice:
     bottleneck: str = ""  # e.g. "NV1 between GPU 0 and GPU 1, ~20 GB/s"
     allreduce_busbw_gbps: float | None = None  # NCCL's "bus bandwidth" of a ring: the slowest hop
     allreduce_gbps: float | None = None  # gradient bytes all-reduced per second: busbw * n / (2(n-1))
-    # The same two today, until the group's broken P2P is fixed (NCCL_P2P_DISABLE=1): from the hops'
-    # ``until_fixed_gbps``; None where nothing is broken (the figures above are what it gets).
+    # The same two today, until the group's broken P2P is fixed (with its ``env``): from the hops'
+    # ``until_fixed_gbps``; None where no hop is broken (the figures above are what it gets).
     allreduce_busbw_until_fixed_gbps: float | None = None
     allreduce_until_fixed_gbps: float | None = None
     total_link_gbps: float = 0.0  # sum of pair bandwidths inside the group (tie-break)
@@ -85,18 +86,26 @@ class GroupAdvice:
     reason: str = ""  # why it beats the next group, one sentence
     key: GroupKey = (0, 0, 0, 0)  # ranking key, centi-GB/s (internal)
     slowest_hop: RingHop | None = None  # the hop ``bottleneck`` describes; None for one GPU (internal)
-    # Pairs of the group whose P2P path is broken until a fix (ACS redirect, the IOMMU translating:
-    # doctor's pair health; or measured slower with P2P than staged): NCCL_P2P_DISABLE=1 meanwhile.
+    # Pairs of the group whose P2P path is broken today, until a fix: measured slower with P2P than
+    # staged, or under doctor's ACS redirect / IOMMU finding and not measured against staged copies
+    # (those also in ``p2p_inferred_pairs``: likely broken, an inference). A pair the user's measurement
+    # shows copying with P2P at least as fast as staged is not broken, whatever a finding says: it is
+    # in ``p2p_cleared_pairs`` where a finding covers it.
     p2p_broken_pairs: list[tuple[int, int]] = field(default_factory=list)
+    p2p_inferred_pairs: list[tuple[int, int]] = field(default_factory=list)
+    p2p_cleared_pairs: list[tuple[int, int]] = field(default_factory=list)
+    # NCCL_P2P_DISABLE=1 until the fix, for this group: only where it makes the group's ring faster
+    # today (a broken hop on the ring, and its staged copies beat P2P as it is, beyond the noise).
+    p2p_disable_advised: bool = False
     p2p_caveat: str = ""
 
     @property
     def env(self) -> dict[str, str]:
-        """The environment a single-host job needs (with ``NCCL_P2P_DISABLE=1`` where the group's P2P
-        is broken until a fix: NCCL then copies through host memory, which is faster there and never
-        takes the redirected path)."""
+        """The environment a single-host job needs (with ``NCCL_P2P_DISABLE=1`` where it is advised
+        for the group, ``p2p_disable_advised``: NCCL then copies through host memory, which is faster
+        on its ring today and never takes the redirected path)."""
         env = {"CUDA_DEVICE_ORDER": self.cuda_device_order, "CUDA_VISIBLE_DEVICES": self.cuda_visible_devices}
-        if self.p2p_broken_pairs:
+        if self.p2p_disable_advised:
             env["NCCL_P2P_DISABLE"] = "1"
         return env
 
@@ -142,6 +151,9 @@ class Recommendation:
     # NCCL's P2P level the figures assume ({"level", "source": "nccl-log" | "default", "assumption"}):
     # pairs beyond it are figured through host memory (SHM), as NCCL connects them.
     nccl_p2p_level: dict[str, Any] = field(default_factory=dict)
+    # GPUs whose memory another process held when a TF log was written (a past state, weaker than
+    # ``busy``), with why: ranked after the others where groups tie, never left out.
+    memory_held: dict[int, str] = field(default_factory=dict)
 
     @property
     def best(self) -> GroupAdvice:
@@ -179,4 +191,5 @@ class Recommendation:
             } if self.measurements_set_aside else None,
             "measurement_noise": dict(sorted(self.measurement_noise.items())),
             "nccl_p2p_level": self.nccl_p2p_level or None,
+            "memory_held": {str(gpu): why for gpu, why in sorted(self.memory_held.items())},
         }

@@ -24,6 +24,12 @@ from gputopo.analysis.recommend.rings import fastest_ring_groups
 EXACT_LIMIT = 16  # candidate GPUs up to which the walk goes on without first listing the rings
 WALK_BEFORE_RINGS = 1_000  # nodes beyond EXACT_LIMIT before the rings of the fastest links are listed
 MAX_SEEDS = 16  # greedy starting groups that set the first bar for the branch and bound
+# Where ties of the healthy ranking are ordered by today (``today.tiebreak``), the search keeps this many
+# groups more than asked, so that the groups tied with those asked for are found to order among them.
+TIE_EXTRA = 16
+# Beyond this many candidate GPUs, GPUs whose pairs differ today stay in their twin classes (the tie
+# among them is then by the lowest GPU numbers): splitting every class would undo the symmetry.
+TIE_SPLIT_LIMIT = 64
 
 
 def twin_classes(problem: Problem, required: set[int]) -> list[list[int]]:
@@ -31,13 +37,19 @@ def twin_classes(problem: Problem, required: set[int]) -> list[list[int]]:
 
     Two GPUs are twins when they have the same bandwidth to every other GPU and sit on the same host
     and NUMA node: swapping them changes no group's worth. (Twins also have the same bandwidth to
-    each other as to any third twin, so the relation is an equivalence.) Required GPUs stay alone.
+    each other as to any third twin, so the relation is an equivalence.) Required GPUs stay alone, and
+    so do GPUs a tie may be decided on by today (``today.tiebreak``: memory held, a pair that works
+    otherwise today), up to ``TIE_SPLIT_LIMIT`` GPUs.
     """
+    from gputopo.analysis.recommend.today import today_gpus
+
     w = problem.weight
     buckets: dict[Any, list[int]] = {}
+    # GPUs a tie may be decided on by today (memory held, a pair that differs today) are no one's twins.
+    apart = set(problem.held) | (today_gpus(problem) if problem.n <= TIE_SPLIT_LIMIT else set())
     for i in range(problem.n):
-        if i in required:
-            buckets[("required", i)] = [i]
+        if i in required or problem.index[i] in apart:
+            buckets[("alone", i)] = [i]
             continue
         row = sorted(w[i][:i] + w[i][i + 1 :])
         buckets.setdefault((problem.host_id[i], problem.domain_id[i], tuple(row)), []).append(i)
@@ -125,7 +137,21 @@ def search_groups(problem: Problem, k: int, required: set[int], keep: int) -> Se
 
     Every bound is optimistic, so nothing pruned could have beaten the groups kept: where the
     problem's work budget does not run out first, the result is exact.
+
+    Groups whose keys tie are ordered by the lowest positions, or, where today may tell them apart
+    (``today.tiebreaks``), first by ``today.tiebreak``: the search then keeps ``TIE_EXTRA`` groups more,
+    so that every group better than the last one kept is found, ordered, and cut to ``keep``.
     """
+    from gputopo.analysis.recommend.today import tiebreak, tiebreaks
+
+    if tiebreaks(problem):  # ties ordered by today: find the groups tied with those asked for, then order
+        found = _search(problem, k, required, keep + TIE_EXTRA)
+        found.ranked = sorted(found.ranked, key=lambda item: (negated_key(item[0]), tiebreak(problem, item[1]), item[1]))[:keep]
+        return found
+    return _search(problem, k, required, keep)
+
+
+def _search(problem: Problem, k: int, required: set[int], keep: int) -> SearchResult:
     classes = twin_classes(problem, required)
     strength = problem.ring_ceilings(k)
     classes.sort(key=lambda c: (-strength[c[0]], c[0]))

@@ -22,7 +22,7 @@ import itertools
 import operator
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Iterable
 
 from gputopo.analysis.expect.bandwidth import host_staged_estimate, implied_nvlinks
 from gputopo.analysis.expect.estimates import pair_classes
@@ -61,6 +61,23 @@ class PairWeights:
     measured_pairs: int
     measured: dict[tuple[int, int], tuple[int, float]] = dataclasses.field(default_factory=dict)
     noise: dict[str, float] = dataclasses.field(default_factory=dict)
+    # The GPUs of the pairs that may work otherwise today than in the healthy state (``today``).
+    today_gpus: frozenset[int] = frozenset()
+
+
+# doctor's pair problems that break P2P on a path until a fix (the copies go through the root complex).
+P2P_PATH_FAULTS = frozenset({"acs", "iommu"})
+
+
+def today_gpus_of(links: Iterable[Link]) -> frozenset[int]:
+    """The GPUs of ``links`` (those measured or doctor found a fault on) whose pair may work otherwise
+    today than in the healthy state: a PCIe pair under an ACS/IOMMU finding, or measured with P2P and
+    staged copies both (``today.pair_today`` judges them)."""
+    from gputopo.analysis.expect.measured import staged_gbps
+
+    return frozenset(itertools.chain.from_iterable(
+        (link.a, link.b) for link in links
+        if not link.is_nvlink and (set(link.health) & P2P_PATH_FAULTS or staged_gbps(link.measured) is not None)))
 
 
 def ranking_figures(measured: dict[int, float], estimates: set[int]) -> dict[int, int]:
@@ -180,7 +197,8 @@ def _pair_by_pair(topology: Topology, index: Sequence[int], links: dict[tuple[in
             else:
                 estimates.add(value)
     own = _rank_measured(weight, {g: p for p, g in enumerate(index)}, measured, estimates)
-    return PairWeights(weight, basis, len(measured), own, noise)
+    checked = list(links.values()) if isinstance(links, dict) else topology.links
+    return PairWeights(weight, basis, len(measured), own, noise, today_gpus_of(checked))
 
 
 _MEASURED, _HEALTH = operator.attrgetter("measured"), operator.attrgetter("health")
@@ -258,4 +276,5 @@ def _by_class(topology: Topology, index: Sequence[int], links: Any, gpus: dict[i
             raise InputError(f"the topology has no link between GPU {index[min(i, j)]} and GPU {index[max(i, j)]}; "
                              "cannot rank groups")
     own = _rank_measured(weight, position, measured, estimates) if measured else {}
-    return PairWeights(weight, PairBasis(topology, links, gpus), len(measured), own, noise)
+    return PairWeights(weight, PairBasis(topology, links, gpus), len(measured), own, noise,
+                       today_gpus_of(every[k] for k in special))

@@ -33,3 +33,17 @@ def test_free_only_without_live_state_says_it_cannot_tell():
     skipped, busy, notes = choose_skipped(nvswitch(8), 4, [], [], BusyLimits(), "free-only")
     assert (skipped, busy) == ([], {}) and any("whether the GPUs are free is not known" in n for n in notes)
     assert lost_gpus(nvswitch(8)) == {}
+
+
+def test_a_tf_logs_short_memory_is_a_past_state_named_for_recommend():
+    """Review 4: scan's tf-gpu-memory-short (GPU 6 got 1800 MB of 10481) reaches recommend's busy
+    handling as weaker evidence: when the log was written, not now."""
+    from conftest import OWN_FIXTURES
+
+    from gputopo.analysis.busy import memory_held
+    from gputopo.sources import TopologyRequest, resolve
+
+    log = OWN_FIXTURES / "corpus" / "tf_logs" / "tf15_edge_matrix_two_islands_8gpu_1080ti.log"
+    held = memory_held(resolve(TopologyRequest(tf_log=str(log))))
+    assert list(held) == [6] and "1800 MB" in held[6] and "past state" in held[6]
+    assert memory_held(nvswitch(4, "NV12")) == {}

@@ -173,3 +173,18 @@ def test_a_saved_plan_is_not_asked_to_be_saved(cli, tmp_path):
     assert "save it with --save plan.json" in unsaved
     saved = " ".join(cli("recommend", *snapshots, "-n", "16", "--save", str(tmp_path / "plan.json")).stdout.split())
     assert "save it with" not in saved and "saved as " in saved and "--plan " in saved
+
+
+def test_a_gpu_a_tf_log_shows_short_of_memory_loses_the_tie_and_is_named(cli):
+    """Review 4: {0,1,2,3} and {4,5,6,7} tie on what the log shows of the links; GPU 6's memory was held
+    by something else when the log was written, so {0,1,2,3} is first for that, said so, as a past state."""
+    from conftest import OWN_FIXTURES
+
+    log = str(OWN_FIXTURES / "corpus" / "tf_logs" / "tf15_edge_matrix_two_islands_8gpu_1080ti.log")
+    data = json.loads(cli("recommend", "--tf-log", log, "--gpus", "4", "--json").output)
+    assert data["groups"][0]["gpus"] == [0, 1, 2, 3] and list(data["memory_held"]) == ["6"]
+    reason = data["groups"][0]["reason"]
+    assert "as good as {4,5,6,7}" not in reason and "may not be free" in reason and "past state" in reason
+    assert any(note.startswith("GPU 6 may be busy") for note in data["notes"])
+    kept = json.loads(cli("recommend", "--tf-log", log, "--gpus", "4", "--require", "6", "--json").output)
+    assert 6 in kept["groups"][0]["gpus"] and any("kept in the best group" in n for n in kept["notes"])

@@ -334,3 +334,15 @@ def test_with_p2p_off_every_hop_of_the_group_shows_its_staged_figure_today():
 def test_a_healthy_group_shows_no_until_fixed_figures():
     best = recommend(two_socket_4(), gpus=2).best
     assert all(h.until_fixed_gbps is None for h in best.hops) and best.allreduce_busbw_until_fixed_gbps is None
+
+
+def test_a_hop_whose_path_is_unknown_has_no_transport_in_json():
+    """Review 4: a TF log says the pairs can peer, not their path, so whether NCCL's P2P level reaches
+    them is unknown: ``transport`` is null, not "P2P" (the text already hedges)."""
+    from conftest import OWN_FIXTURES
+
+    log = OWN_FIXTURES / "corpus" / "tf_logs" / "tf15_edge_matrix_two_islands_8gpu_1080ti.log"
+    rec = recommend(resolve(TopologyRequest(tf_log=str(log))), 4, alternatives=3)
+    for group in rec.groups:
+        for hop in group.to_dict()["hops"]:
+            assert hop["transport"] == (None if hop["label"] == "TF:P2P" else "SHM"), hop
