@@ -159,8 +159,10 @@ def _ranked_table(rec: Recommendation) -> Table:
     # is in the line under the table, and the cross-device op's name is never cut.
     table = Table(title="Ranked groups", box=box.SIMPLE_HEAD, title_justify="left", pad_edge=False)
     table.add_column("#", justify="right", no_wrap=True)
-    table.add_column("GPUs", overflow="fold")
-    table.add_column("slowest hop\nGB/s", no_wrap=True)
+    # A short GPU list is never folded ("2,/3"); a long one folds, and the hop's words wrap instead.
+    widest = max((len(number_list(group.gpus)) for group in rec.groups), default=4)
+    table.add_column("GPUs", overflow="fold", min_width=min(widest, 15))
+    table.add_column("slowest hop\nGB/s", min_width=12)
     table.add_column("all-reduce\nGB/s (1 ring)", justify="right", no_wrap=True)
     table.add_column("CPU", no_wrap=True)
     table.add_column("cross-device ops", no_wrap=True)
