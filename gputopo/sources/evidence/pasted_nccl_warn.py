@@ -33,7 +33,11 @@ _SIZE = re.compile(r"\(size ([0-9]{1,15})\)")
 _GDR = re.compile(r"\bGDR\b")
 _NET_IB_USING = re.compile(r"NET/IB ?: Using \[\d{1,3}\]")
 _LSMOD = re.compile(r"^\s*(nvidia_peermem|nv_peer_mem)\s+[0-9]{1,12}\s+[0-9]{1,6}")
-_LSMOD_GREP = re.compile(r"^(?P<prompt>.{0,120}?)\blsmod\s*\|\s*e?grep\b(?P<args>.{0,200})$")
+_LSMOD_GREP = re.compile(r"^(?P<prompt>.{0,120}?)\blsmod\s*\|\s*(?P<grep>e?grep)\b(?P<args>.{0,200})$")
+# grep's short options that leave its output as lsmod's rows, one per matching line: ignore case, the regex
+# dialect, no file names, no error messages. Any other (-v, -q, -c, -l, -w, -x, -n, -f, -A ...) and an empty
+# output no longer says that no row named the module.
+_GREP_FLAGS = frozenset("iyEPFGsh")
 _MODULE_ROW = re.compile(r"^\s*[A-Za-z0-9_]{1,64}\s+[0-9]{1,12}\s+[0-9]{1,6}\b")
 PEER_MODULES = ("nvidia_peermem", "nv_peer_mem")
 _SIGBUS = re.compile(r"\bSIGBUS\b|\bBus error\b")  # (case kept: AER's lines say "PCIe Bus Error")
@@ -57,15 +61,66 @@ class LsmodGrep:
     seen: bool = False  # a peer-memory module's row was in its output
 
 
-def _grep_patterns(args: str) -> list[str] | None:
-    """The patterns of ``grep``'s arguments (options dropped, ``a|b`` split); None: not a plain grep."""
+def _grep_matches_peer_module(args: str, egrep: bool) -> bool:
+    """Whether ``grep``'s arguments would print a row of a peer-memory module (so its empty output says
+    the module is not loaded): a plain grep of lsmod's output (options kept to ``_GREP_FLAGS``, ``-e``,
+    ``--regexp=``, ``--ignore-case`` and ``--color``; one pattern operand, no file, no further pipe or
+    redirection) whose pattern, or one of its alternatives, is a word a module name contains (``^`` kept,
+    case kept unless ``-i``). Anything else: False (an empty output then says nothing)."""
     try:
-        words = shlex.split(args)
+        lexer = shlex.shlex(args, posix=True, punctuation_chars=True)
+        lexer.whitespace_split = True
+        words = list(lexer)
     except ValueError:
-        return None
-    if "|" in words or ">" in words:
-        return None
-    return [p.strip("^$") for w in words if not w.startswith("-") for p in re.split(r"\\?\|", w) if p.strip("^$")]
+        return False
+    patterns: list[str] = []
+    operand, flags, want_pattern = False, set("E" if egrep else ""), False
+    for word in words:
+        if want_pattern:
+            patterns.append(word)
+            want_pattern = False
+        elif word and all(c in "|&;<>()" for c in word):
+            return False  # piped on, redirected, or another command
+        elif word.startswith("--"):
+            if word.startswith("--regexp="):
+                patterns.append(word[len("--regexp="):])
+            elif word == "--ignore-case":
+                flags.add("i")
+            elif not word.startswith(("--color", "--colour")):
+                return False
+        elif word.startswith("-") and len(word) > 1:
+            letters, _, rest = word[1:].partition("e")
+            if not set(letters) <= _GREP_FLAGS:
+                return False
+            flags.update(letters)
+            if "e" in word[1:]:
+                if rest:
+                    patterns.append(rest)
+                else:
+                    want_pattern = True
+        elif patterns or operand:
+            return False  # a file operand: grep reads it, not lsmod's output
+        else:
+            patterns.append(word)
+            operand = True
+    if want_pattern or not patterns:
+        return False
+    fold = (lambda t: t.lower()) if flags & {"i", "y"} else (lambda t: t)
+    if "F" in flags:
+        alternatives = [p for pattern in patterns for p in pattern.split("\n")]
+    elif flags & {"E", "P"}:
+        alternatives = [p for pattern in patterns for p in re.split(r"(?<!\\)\|", pattern)]
+    else:
+        alternatives = [p for pattern in patterns for p in pattern.split("\\|")]
+    for alternative in alternatives:
+        anchored = "F" not in flags and alternative.startswith("^")
+        word = alternative[1:] if anchored else alternative
+        if not word or not re.fullmatch(r"[A-Za-z0-9_]+", word):
+            continue  # a regex, an end anchor ($: a row ends with its counts): not judged
+        for module in PEER_MODULES:
+            if (fold(module).startswith(fold(word)) if anchored else fold(word) in fold(module)):
+                return True
+    return False
 
 
 def grep_output(evidence: PastedEvidence, line: str, grep: LsmodGrep) -> None:
@@ -125,8 +180,7 @@ def scan_nccl_warn(evidence: PastedEvidence, line: str, number: int, grep: Lsmod
         evidence.facts.net_ib_used = evidence.facts.net_ib_used or Said(number, shown(line))
         return True
     command = _LSMOD_GREP.match(line.rstrip())
-    patterns = _grep_patterns(command.group("args")) if command else None
-    if patterns and any(p.lower() in m for p in patterns for m in PEER_MODULES):
+    if command and _grep_matches_peer_module(command.group("args"), command.group("grep") == "egrep"):
         evidence.add_kind("lsmod")
         grep.said, grep.prompt, grep.seen = Said(number, shown(line)), command.group("prompt").strip(), False
         return True

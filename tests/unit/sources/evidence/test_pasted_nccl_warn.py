@@ -68,3 +68,17 @@ def test_a_sigbus_in_nccls_shared_memory_code():
                  "pcieport 0000:00:01.1: PCIe Bus Error: severity=Corrected\n#0 0x1 in ncclShmOpen() ()",
                  "#0 0x00007f6b59544f3b in ncclShmOpen(char*, unsigned long) ()"):
         assert parse_pasted(text).facts.shm_failures == [], text
+
+
+def test_an_lsmod_grep_that_could_not_print_a_peer_module_row_says_nothing():
+    """A grep whose empty output does not show the module absent is no such grep: an inverted match
+    (-v), a quiet or counting one (-q, -c, -l), a word or line match (-w, -x), line numbers (-n: a row
+    no longer reads as one), a pattern file (-f), a file operand (grep reads it, not lsmod), a pattern
+    of another case without -i, one anchored at the end, BRE's literal `|`, or output piped on."""
+    for args in ("-v peermem", "-q peermem", "-c peermem", "-l nvidia", "-w peer", "-x nvidia", "-n peermem",
+                 "-f peermem", "PEERMEM", "peermem /proc/modules", "'peermem$'", "'peer|nvidia'",
+                 "peer|wc -l", "peer;true", "peer>out", "-e"):
+        assert parse_pasted(f"$ lsmod | grep {args}\n$ next\n").facts.peermem_absent is None, args
+    for args in ("-i PEERMEM", "-E 'peer|nvidia'", "'peer\\|nvidia'", "--color=auto nvidia", "'^nv_peer'",
+                 "-ie PEERMEM", "--regexp=peermem", "-Fe nv_peer_mem"):
+        assert parse_pasted(f"$ lsmod | grep {args}\n$ next\n").facts.peermem_absent is not None, args
