@@ -35,10 +35,10 @@ COMM_RE = re.compile(r"comm 0x[0-9a-fA-F]+ rank (\d+) nRanks (\d+) nNodes (\d+)"
 OLD_COMM_RE = re.compile(r"^(?:comm 0x[0-9a-fA-F]+ )?rank (\d+) nranks (\d+)\s*$")  # NCCL 2.3 and before
 CONN_RE = re.compile(
     r"(?:Channel|Ring) (\d+)(?:/\d+)? : (\d+)(?:\[([0-9a-fA-F]+)\])? -> (\d+)(?:\[([0-9a-fA-F]+)\])?"
-    r"(?: \[(?:send|receive)\])? via (.+?)\s*$"
+    r"(?: \[(?:send|receive)\])? via (.*\S)\s*$"  # (.*\S) backtracks once over trailing spaces; (.+?)\s*$ ran to the end at each character
 )
 RING_RE = re.compile(r"^Channel (\d+)/(\d+) :((?:\s+\d+)+)\s*$")
-TREE_RANK_RE = re.compile(r"^Trees? \[?\d+\]?[ :]*[-\d/]*->(\d+)->")
+TREE_RANK_RE = re.compile(r"^Trees? \[?\d+(?!\d)\]?[ :]*[-\d/]*->(\d+)->")  # (?!\d): no digit is shared with [-\d/]*
 
 
 def host_of(prefix: str) -> tuple[str | None, str | None]:

@@ -61,3 +61,19 @@ def test_a_long_word_of_host_characters_and_colons_is_split_once_from_the_right(
     """(Linear: ``benchmarks/hostile_inputs.py`` prints the seconds per MiB.)"""
     assert host_of("a" * 4000 + ":" * 50 + "b:1:2 [0] ") == ("b", "b:1:2")
     assert host_of("a:" * 2000 + " [0] ") == (None, None)
+
+
+def test_a_tree_or_connection_line_costs_one_pass_not_one_per_character():
+    """``Trees 111...`` (``\\d+`` and ``[-\\d/]*`` sharing the digits) and ``via X<spaces>x`` (``(.+?)\\s*$``
+    running over the spaces at each character) were quadratic: 28 ms and 40 ms a 4 KB line, 10 s a MB of them."""
+    import time
+
+    from gputopo.sources.nccl_lines import CONN_RE, TREE_RANK_RE
+
+    started = time.perf_counter()
+    assert TREE_RANK_RE.match("Trees " + "1" * 50_000) is None
+    assert CONN_RE.search("Channel 00 : 0[0] -> 1[1] via P2P" + " " * 50_000 + "x").group(6).endswith("x")
+    assert time.perf_counter() - started < 1
+    assert TREE_RANK_RE.match("Trees [0] -1/-1/-1->3->2").group(1) == "3"
+    assert TREE_RANK_RE.match("Tree 12 : -1->0->1").group(1) == "0"
+    assert CONN_RE.search("Channel 00/0 : 0[0] -> 1[1] via P2P/IPC  ").group(6) == "P2P/IPC"
