@@ -337,7 +337,10 @@ def _refused_by_design(topology: Topology, pairs: set[tuple[int, int]]) -> tuple
         link = links.get(pair)
         if link is None:
             return None
-        words |= {w for w in (link.p2p_read, link.p2p_write) if w is not None} - {P2P_OK}
+        said = {w for w in (link.p2p_read, link.p2p_write) if w is not None} - {P2P_OK}
+        if not said:
+            return None  # the other source says this pair peers, or nothing of it: no design explains its refusal
+        words |= said
     if len(words) != 1 or next(iter(words)) not in _DESIGN_WORDS:
         return None
     word = next(iter(words))

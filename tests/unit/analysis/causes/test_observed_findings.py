@@ -201,3 +201,18 @@ def test_a_logs_cannot_peer_is_not_given_nvidia_smis_reason_and_said_once():
     view = parse_tf_log(text_of("tf_logs", "tf15_edge_matrix_two_islands_8gpu_1080ti.log"), "tf.log")
     (p2p,) = [f for f in diagnose(topology_from_tf_view(view)) if f.code == "p2p-ns"]
     assert "the log says they cannot peer" in p2p.message and "NS = not supported" not in p2p.message
+
+
+def test_a_refused_pair_another_source_calls_ok_or_says_nothing_of_keeps_the_refusal_a_fault():
+    """The design word must be every refused pair's: a pair the other source says peers (OK), or says
+    nothing of, was left out of the count, so one GNS pair made the whole refusal 'as this machine is
+    built' (info, no fix), hiding a refusal where the driver says P2P works."""
+    from gputopo.model import P2P_OK
+
+    topo = nccl_log.read(text_of("nccl_log", "pytorch130113_3gpu_p2p_disabled_between_connected_cut.log"), "x.log")
+    for other in (P2P_OK, None):
+        for link in topo.links:
+            link.p2p_read = link.p2p_write = "GNS"
+        topo.links[1].p2p_read = topo.links[1].p2p_write = other
+        refused = next(f for f in diagnose(topo) if f.code == "nccl-p2p-refused")
+        assert refused.severity == "warning" and refused.fix, other
