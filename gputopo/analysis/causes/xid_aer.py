@@ -162,7 +162,8 @@ def _same_event(xids: list[PastedXid]) -> dict[int, PastedXid]:
     """Each Xid 137 that an NVLink5 Xid (144-150) of the same GPU reports with it: both lines name the same
     unit on the same link (``145, RLW_RXPIPE Nonfatal ... Link 11`` and ``137, RLW_RXPIPE interrupt hit on link
     11``), one interrupt logged twice (inferred from the lines; the catalog does not link them). By the 137's id."""
-    blocks = {(x.pci, x.unit, x.link): x for x in xids if x.code in NVLINK5_BLOCKS and x.link is not None}
+    blocks = {(x.pci, x.unit, x.link): x for x in xids
+              if x.code in NVLINK5_BLOCKS and x.unit is not None and x.link is not None}
     return {id(x): blocks[(x.pci, x.unit, x.link)] for x in xids
             if x.code == NVLINK_PRIV_XID and (x.pci, x.unit, x.link) in blocks}
 
@@ -173,18 +174,25 @@ def _xids(label: str, xids: list[PastedXid], report: DoctorReport) -> None:
     NVLink Xid) is said with its cause, and fixed as the cause is. An Xid 137 that an NVLink5 Xid
     reports with it is said in that Xid's finding: the illegal access it names is the event's cause."""
     joined = _same_event(xids)
+    # the NVLink5 Xids a 137 joins (its GPU, unit and link, any repeat): that event's; the rest stand alone
+    partners = {(p.code, p.pci, p.unit, p.link) for p in joined.values()}
     grouped: dict[tuple[int, int | str | None], dict[str | None, list[PastedXid]]] = {}
+    paired: dict[tuple[int, int | str | None], dict[str | None, list[PastedXid]]] = {}
     privileged: dict[tuple[int, int | str | None], list[PastedXid]] = {}
     for xid in xids:
         if id(xid) in joined:
             partner = joined[id(xid)]
             privileged.setdefault((partner.code, _cause_class(partner.cause)), []).append(xid)
             continue
-        grouped.setdefault((xid.code, _cause_class(xid.cause)), {}).setdefault(xid.pci, []).append(xid)
-    for key, by_gpu in grouped.items():
+        into = paired if (xid.code, xid.pci, xid.unit, xid.link) in partners else grouped
+        into.setdefault((xid.code, _cause_class(xid.cause)), {}).setdefault(xid.pci, []).append(xid)
+    for key, by_gpu in paired.items():
         if key in privileged:
             _nvlink_with_privilege_error(label, by_gpu, privileged[key], report)
-            continue
+        else:  # a repeat of the partner with another named cause: said as such
+            for pci, seen in by_gpu.items():
+                grouped.setdefault(key, {}).setdefault(pci, []).extend(seen)
+    for key, by_gpu in grouped.items():
         code = key[0]
         causes = sorted({xid.cause for seen in by_gpu.values() for xid in seen if xid.cause is not None})
         who = _who_logged(by_gpu)

@@ -105,6 +105,23 @@ def test_an_xid_137_alone_or_on_another_link_is_the_application_not_the_nvlink_h
     assert "2 GPUs" in apart.findings[1].message
 
 
+def test_an_nvlink5_xid_without_a_137_of_its_own_is_not_joined_to_anothers_event():
+    """Only the NVLink5 Xid that names the 137's GPU, unit and link is that event: another GPU's fatal 145 on
+    another link was said as 'one event' caused by the 137's illegal access (no reset needed); and two lines
+    that name no unit are no same unit ('both name None on link 11')."""
+    report = _report("NVRM: Xid (PCI:0000:44:00): 145, RLW_RXPIPE Nonfatal XC0 i0 Link 11 (0x0 0x0)\n"
+                     "NVRM: Xid (PCI:0000:44:00): 137, RLW_RXPIPE interrupt hit on link 11\n"
+                     "NVRM: Xid (PCI:0000:55:00): 145, RLW_RXPIPE Fatal XC0 i0 Link 3 (0x0 0x0)\n")
+    event, other = sorted(report.findings, key=lambda f: "Xid 137" not in f.message)
+    assert "the GPU at PCI 0000:44:00: both name RLW_RXPIPE on link 11" in event.message
+    assert "0000:55:00" not in event.message + " ".join(event.evidence)
+    assert other.code == "xid-145" and "0000:55:00" in other.message and "Xid 137" not in other.message
+    unnamed = _report("NVRM: Xid (PCI:0000:44:00): 145, pid=1, Link 11 (0x0)\n"
+                      "NVRM: Xid (PCI:0000:44:00): 137, pid=3, on link 11\n")
+    assert sorted(f.code for f in unnamed.findings) == ["xid-137", "xid-145"]
+    assert not any("None" in f.message for f in unnamed.findings)
+
+
 def test_an_xid_45_after_an_nvlink5_xid_is_fixed_by_decoding_that_xid():
     (cleanup,) = _report(capture("dmesg_xid45_caused_by_nvlink_xid149_145.txt")).findings
     assert "earlier Xids 145 and 149: NVLink errors in the GPU's RLW and NETIR blocks" in cleanup.message
