@@ -68,7 +68,7 @@ def scan_smi_lines(evidence: PastedEvidence, line: str, number: int, state: SmiL
         facts.fabric_nothing_to_do = Said(number, shown(line))
         return True
     versions = _FM_VERSIONS.search(line) if "interface version" in lower else None
-    if versions:
+    if versions and versions.group(1) != versions.group(2):  # one version twice: no mismatch to tell of
         evidence.add_kind("Fabric Manager log")
         facts.fabric_versions = FabricVersions(number, shown(line), manager=versions.group(1), driver=versions.group(2))
         return True

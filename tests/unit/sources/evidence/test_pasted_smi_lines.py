@@ -74,3 +74,11 @@ def test_fabric_manager_built_for_another_driver():
         assert versions is not None and versions.driver in ("550.107.02", "550.120"), text
     assert parse_pasted("fabric manager driver interface version 550.120 matches with driver version "
                         "550.120").facts.fabric_versions is None
+
+
+def test_a_mismatch_line_naming_one_version_twice_is_no_mismatch():
+    """'interface version 530.30.02 don't match with driver version 530.30.02' contradicts itself (Fabric
+    Manager compares the two): made into fabric-not-ready, an error whose message says the versions differ."""
+    text = ("fabric manager NVIDIA GPU driver interface version 530.30.02 don't match with driver version "
+            "530.30.02")
+    assert parse_pasted(text).facts.fabric_versions is None
