@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from gputopo.analysis.expect.nccl_transport import NCCL_LEVELS, NCCL_PATH_OF_WORD  # (the one table of them)
+from gputopo.analysis.expect.nccl_transport import NCCL_LEVELS, NCCL_PATH_OF_WORD, level_of_settings  # (the one table of them), level_of_settings
 from gputopo.model import Finding, Link, NcclTransport, Topology
 from gputopo.notation import pair_list
 
@@ -108,11 +108,9 @@ def _one_host(topology: Topology, t: NcclTransport) -> bool:
 
 
 def _p2p_level(settings: dict[str, str]) -> str | None:
-    """NCCL's P2P level as the log shows it set (``NCCL_P2P_DISABLE`` = LOC), else None."""
-    if settings.get("NCCL_P2P_DISABLE") not in (None, "0"):
-        return "LOC"
-    level = (settings.get("NCCL_P2P_LEVEL") or "").upper()
-    return level if level in NCCL_LEVELS else None
+    """NCCL's P2P level as the log shows it set (``NCCL_P2P_DISABLE=1`` = LOC), else None: read by the
+    one rule recommend's figures use (``expect.nccl_transport.level_of_settings``)."""
+    return level_of_settings(settings)
 
 
 def _cause(link: Link, level: str | None, refused: bool) -> str:

@@ -55,7 +55,7 @@ def level_of_settings(settings: dict[str, str]) -> str | None:
     # ASCII digits compared as text: "²" passes isdigit() but not int(), nor do 5,000 digits
     if disable.isascii() and disable.isdigit() and disable.lstrip("0") == "1":
         return "LOC"
-    level = (settings.get("NCCL_P2P_LEVEL") or "").strip().upper()
+    level = (settings.get("NCCL_P2P_LEVEL") or "").strip()  # names compared as NCCL does (strcmp): "nvl" is none
     if level in NCCL_LEVELS:
         return level
     if level[:1].isascii() and level[:1].isdigit():  # as NCCL's str[0] >= '0' && str[0] <= '9'

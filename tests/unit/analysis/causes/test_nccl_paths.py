@@ -131,3 +131,14 @@ def test_an_nvlinked_pair_over_shm_stays_nccl_not_p2p_alone():
                      links=[make_link(0, 1, "NV2")], source="nvml")
     merged = merge_views([wired, log], ["nvml", "log"])
     assert [f.code for f in observed_findings(merged)] == ["nccl-not-p2p"]
+
+
+def test_the_p2p_setting_is_read_by_the_one_rule_recommend_uses():
+    """NCCL disables P2P only for NCCL_P2P_DISABLE=1 (strtol), and strcmp()s NCCL_P2P_LEVEL's names:
+    nccl_paths read '2' as disabled and 'pxb' as PXB, unlike recommend's figures (one rule now)."""
+    from gputopo.analysis.causes.nccl_paths import _p2p_level
+
+    assert _p2p_level({"NCCL_P2P_DISABLE": "1"}) == "LOC"
+    assert _p2p_level({"NCCL_P2P_DISABLE": "2"}) is None and _p2p_level({"NCCL_P2P_DISABLE": "0"}) is None
+    assert _p2p_level({"NCCL_P2P_LEVEL": "pxb"}) is None and _p2p_level({"NCCL_P2P_LEVEL": "PXB"}) == "PXB"
+    assert _p2p_level({"NCCL_P2P_LEVEL": "2"}) == "PXB"  # the old numbers, as NCCL maps them
