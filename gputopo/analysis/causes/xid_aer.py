@@ -33,6 +33,9 @@ NVLINK_PRIV_XID = 137
 CATALOG = "https://docs.nvidia.com/deploy/xid-errors/analyzing-xid-catalog.html"
 
 ECC_XIDS = frozenset({48, 63, 64, 94, 95})
+# Xids NVIDIA's catalog puts on the application first (its action: restart the application): alone, with no
+# earlier Xid the driver names as their cause, they are a warning of the job, not an error of the GPU.
+APPLICATION_XIDS = frozenset({13, 31, 43})
 
 XID_MEANING = {
     13: "a graphics engine exception (most often the application's own fault)",
@@ -124,6 +127,9 @@ def _xid_fix(code: int) -> str:
                 "systems read the Fabric Manager log")
     if code == 79:
         return FALLEN_FIX
+    if code in APPLICATION_XIDS:
+        return ("most often the application's own fault: restart it, and debug it under `compute-sanitizer` or "
+                "`cuda-gdb`; the GPU is suspect only where Xids recur with different applications (then `dcgmi diag`)")
     if code in ECC_XIDS:
         return ("check `nvidia-smi -q -d ECC,ROW_REMAPPER`: a GPU with remapping pending needs a reset; errors that "
                 "come back need the GPU replaced")
@@ -202,7 +208,7 @@ def _xids(label: str, xids: list[PastedXid], report: DoctorReport) -> None:
         else:
             caused = ": "
         report.add(Finding(
-            "error", f"xid-{code}",
+            "warning" if code in APPLICATION_XIDS and not causes else "error", f"xid-{code}",
             f"The NVIDIA driver logged Xid {code} for {who}{caused}{xid_meaning(code)}.",
             evidence=[f"{label}: {seen[0].text}" for seen in list(by_gpu.values())[:4]],
             fix=_xid_fix(causes[0] if causes else code)))

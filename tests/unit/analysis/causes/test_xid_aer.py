@@ -126,3 +126,22 @@ def test_an_xid_45_after_an_nvlink5_xid_is_fixed_by_decoding_that_xid():
     (cleanup,) = _report(capture("dmesg_xid45_caused_by_nvlink_xid149_145.txt")).findings
     assert "earlier Xids 145 and 149: NVLink errors in the GPU's RLW and NETIR blocks" in cleanup.message
     assert "XID 144-150 Decode" in cleanup.fix and "nvidia-smi nvlink -e" in cleanup.fix
+
+
+def test_an_application_xid_alone_is_a_warning_of_the_job_not_an_error_of_the_gpu():
+    """Xid 13, 31 and 43 are, by NVIDIA's catalog, most often the application's own fault (restart
+    it): alone they warn, so `--fail-on error` in a prolog does not drain a node for a user's bug; an
+    Xid 48 beside them stays an error."""
+    from gputopo.analysis.causes.doctor import doctor
+    from gputopo.sources.evidence.health import HealthEvidence
+    from gputopo.sources.evidence.pasted_health import parse_pasted
+
+    log = ("[ 100.1] NVRM: Xid (PCI:0000:3b:00): 43, pid=4242, name=python3, Ch 00000008\n"
+           "[ 100.2] NVRM: Xid (PCI:0000:3b:00): 31, pid=4242, name=python3, Ch 00000008, intr 00000000. "
+           "MMU Fault: ENGINE GRAPHICS GPCCLIENT_T1_0 faulted @ 0x7f4e_00000000. Fault is of type FAULT_PDE ACCESS_TYPE_READ\n"
+           "[ 100.3] NVRM: Xid (PCI:0000:3b:00): 48, pid=4242, name=python3, An uncorrectable double bit error\n")
+    report = doctor(HealthEvidence(pasted=[("dmesg.txt", parse_pasted(log))]))
+    severity = {f.code: f.severity for f in report.findings if f.code.startswith("xid-")}
+    assert severity == {"xid-43": "warning", "xid-31": "warning", "xid-48": "error"}, severity
+    (app,) = [f for f in report.findings if f.code == "xid-43"]
+    assert "restart it" in app.fix and "compute-sanitizer" in app.fix
