@@ -19,6 +19,7 @@ from doctor_trees import (
     two_gpus_under_root_ports,
 )
 from lspci_trees import starship_topology
+from walk_counting import WalkCountingList
 
 from gputopo.model import Fabric, FabricNode, Gpu, Link, Nic, Topology
 from gputopo.model.fabric import GPU, HOST_BRIDGE, NUMA, ROOT_PORT, SOCKET
@@ -247,14 +248,8 @@ def test_a_nic_in_a_loop_of_the_tree_is_still_drawn(tmp_path):
     assert list(nics) == ["mlx5_0"] and _caption(root).attrib["data-tree"] == "fabric"
 
 
-class _CountedNodes(list):
+class _CountedNodes(WalkCountingList):
     """A fabric's node list that counts the walks over it."""
-
-    walks = 0
-
-    def __iter__(self):
-        type(self).walks += 1
-        return super().__iter__()
 
 
 def test_many_numa_nodes_cost_one_walk_of_the_fabric_not_one_each():

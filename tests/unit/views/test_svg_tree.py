@@ -2,16 +2,14 @@
 
 from __future__ import annotations
 
+from walk_counting import WalkCountingList
+
 from gputopo.model import Gpu, Nic, NicLink, Topology
 from gputopo.views.svg_tree import nic_items
 
 
-class _CountedLinks(list):
-    walks = 0
-
-    def __iter__(self):
-        type(self).walks += 1
-        return super().__iter__()
+class _CountedLinks(WalkCountingList):
+    pass
 
 
 def test_nics_find_their_nearest_gpus_in_one_walk_of_the_nic_links():

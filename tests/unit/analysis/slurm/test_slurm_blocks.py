@@ -2,6 +2,7 @@
 
 import pytest
 from linktable import nvl72, pcie_8
+from walk_counting import WalkCountingList
 
 from gputopo.analysis.slurm.slurm_blocks import block_topology
 from gputopo.errors import InputError
@@ -54,12 +55,8 @@ def test_a_host_without_a_name_or_twice_is_refused():
         block_topology([host("n1\nBlockName=x")])
 
 
-class _CountedGpus(list):
-    walks = 0
-
-    def __iter__(self):
-        type(self).walks += 1
-        return super().__iter__()
+class _CountedGpus(WalkCountingList):
+    pass
 
 
 def test_one_snapshot_of_many_one_gpu_hosts_walks_its_gpus_a_few_times_not_once_per_host():
