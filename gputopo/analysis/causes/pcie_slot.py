@@ -31,14 +31,12 @@ def capped_by(mine: LinkState, other: LinkState, kind: str) -> bool:
 
 
 def slot_limited_sysfs(report: DoctorReport, gpu: PciNode, port: PciNode, kind: str) -> None:
+    """sysfs (live or an archive): the GPU's ``current_link_*`` below its ``max_link_*``, at the port's max."""
     width = kind == "width"
-    slot_limited(
-        report, f"{gpu.bdf} (the GPU)", *(
-            (f"x{gpu.link.current_width}", f"x{gpu.link.max_width}", f"x{port.link.max_width}") if width else
-            (gts_to_gen(gpu.link.current_speed_gts), gts_to_gen(gpu.link.max_speed_gts), gts_to_gen(port.link.max_speed_gts))),
-        port=port.bdf, lanes=width, below=[gpu.bdf],
-        evidence=[f"{n.sysfs_path}/current_link_{kind}: {getattr(n.link, 'current_width' if width else 'current_speed_gts')}"
-                  f", max_link_{kind}: {getattr(n.link, 'max_width' if width else 'max_speed_gts')}" for n in (gpu, port)])
+    evidence = [f"{n.sysfs_path}/current_link_{kind}: {getattr(n.link, 'current_width' if width else 'current_speed_gts')}"
+                f", max_link_{kind}: {getattr(n.link, 'max_width' if width else 'max_speed_gts')}" for n in (gpu, port)]
+    slot_limited_paste(report, f"{gpu.bdf} (the GPU)", gpu.link, port.link, port.bdf, kind, below=[gpu.bdf],
+                       evidence=evidence)
 
 
 def slot_limited(report: DoctorReport, who: str, now: str, gpu_top: str, port_top: str, *, port: str | None,
@@ -81,7 +79,8 @@ def port_hint(current_width: int | None, port: str | None, port_width: int | Non
 
 def slot_limited_paste(report: DoctorReport, who: str, gpu: LinkState, port: LinkState, port_bdf: str | None, kind: str,
                        *, below: list[str], evidence: list[str]) -> None:
-    """A pasted ``lspci -vvv``: the GPU's LnkSta below its LnkCap, at the LnkCap of the port above it."""
+    """A GPU's link below its own top, at the top of the port above it (``gpu`` and ``port`` as read from a
+    pasted ``lspci -vvv``, LnkSta below LnkCap, or from sysfs through ``slot_limited_sysfs``)."""
     width = kind == "width"
     slot_limited(report, who, *((f"x{gpu.current_width}", f"x{gpu.max_width}", f"x{port.max_width}") if width else
                                 (gts_to_gen(gpu.current_speed_gts), gts_to_gen(gpu.max_speed_gts), gts_to_gen(port.max_speed_gts))),
